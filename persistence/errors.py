@@ -1,0 +1,105 @@
+"""The exception hierarchy of tiered-memory, rooted at :class:`TieredMemoryError`.
+
+Every error a user can act on has its own class; bad input raises a subclass of
+:class:`InvalidInputError` (which is also a ``ValueError``) before anything is written.
+"""
+
+from __future__ import annotations
+
+
+class TieredMemoryError(Exception):
+    """Base class of every error raised by tiered-memory."""
+
+
+# --- opening a file -------------------------------------------------------------------
+
+
+class DatabaseOpenError(TieredMemoryError):
+    """The database file cannot be opened as a tiered-memory store."""
+
+
+class MissingDirectoryError(DatabaseOpenError, FileNotFoundError):
+    """The directory that should hold the database file does not exist."""
+
+
+class NotADatabaseError(DatabaseOpenError):
+    """The file exists but is not a SQLite database; it was left untouched."""
+
+
+class ForeignDatabaseError(DatabaseOpenError):
+    """The file is a SQLite database of some other application; it was left untouched."""
+
+
+class CorruptDatabaseError(DatabaseOpenError):
+    """The file is a SQLite database that SQLite reports as damaged."""
+
+
+class SchemaTooNewError(DatabaseOpenError):
+    """The file was written by a newer tiered-memory; it was left untouched."""
+
+    def __init__(self, found: int, supported: int, path: str) -> None:
+        self.found = found
+        self.supported = supported
+        self.path = path
+        super().__init__(
+            f"{path} has schema version {found}, but this tiered-memory supports up to "
+            f"{supported}: upgrade tiered-memory to open it (the file was not modified)"
+        )
+
+
+class MigrationError(TieredMemoryError):
+    """A migration failed; the file stays at the last version that committed."""
+
+
+class StoreClosedError(TieredMemoryError):
+    """The store or manager was used after it was closed."""
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+class InvalidInputError(TieredMemoryError, ValueError):
+    """An argument is invalid; nothing was written."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument has the wrong type; nothing was written."""
+
+
+class InvalidEmbeddingError(InvalidInputError):
+    """An embedding is not a finite 1-D vector of numbers; nothing was written."""
+
+
+class EmbeddingDimensionError(InvalidEmbeddingError):
+    """An embedding's length differs from the dimension the file was built with."""
+
+    def __init__(self, got: int, expected: int) -> None:
+        self.got = got
+        self.expected = expected
+        super().__init__(
+            f"embedding has {got} dimensions but this store holds {expected}-dimensional "
+            "embeddings: embed with the same model, or use a new file"
+        )
+
+
+class DuplicateMemoryError(InvalidInputError):
+    """A memory id is already used in another tier (each memory lives in exactly one)."""
+
+
+class InvalidPromotionError(InvalidInputError):
+    """A promotion that does not go forward along scratchpad -> episodic -> semantic."""
+
+
+# --- lookups --------------------------------------------------------------------------
+
+
+class NotFoundError(TieredMemoryError, LookupError):
+    """Base class for a missing memory, session or other record."""
+
+
+class MemoryNotFoundError(NotFoundError):
+    """No memory with that id in the tier that was named."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """No session with that id."""

@@ -1,0 +1,232 @@
+"""SQL for the memory family: the three tier tables, their tags and the promotion log.
+
+Functions take an open connection and run inside the caller's transaction. Table names
+come only from the closed :class:`Tier` enum; every value is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from persistence.codecs import decode_embedding, decode_json, encode_json
+from persistence.connection import query_all, query_one, query_value
+from persistence.errors import InvalidInputError, InvalidTypeError
+from persistence.records import Memory, PromotionRecord, QueryOptions, Tier
+
+TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
+
+_COLUMNS = (
+    "id", "content", "token_count", "metadata", "embedding", "linked_memories", "session_id",
+    "agent_id", "category", "source", "importance", "retention", "access_count",
+    "last_accessed_at", "created_at", "updated_at",
+)  # fmt: skip
+_ORDER_COLUMNS = frozenset(
+    {"created_at", "updated_at", "importance", "retention", "last_accessed_at"}
+)
+_TAGS = (
+    "(SELECT json_group_array(tag) FROM "
+    "(SELECT tag FROM memory_tags WHERE memory_id = t.id ORDER BY position))"
+)
+
+
+def _select(tier: Tier) -> str:
+    key = "t.key" if tier is Tier.SCRATCHPAD else "NULL"
+    cols = ", ".join(f"t.{c}" for c in _COLUMNS)
+    return f"SELECT {cols}, {key}, {_TAGS} FROM {TABLE[tier]} AS t"
+
+
+def _upsert(tier: Tier) -> str:
+    cols = list(_COLUMNS) + (["key"] if tier is Tier.SCRATCHPAD else [])
+    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+    marks = ", ".join("?" for _ in cols)
+    return (
+        f"INSERT INTO {TABLE[tier]} ({', '.join(cols)}) VALUES ({marks}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}"
+    )
+
+
+_SELECT = {tier: _select(tier) for tier in Tier}
+_UPSERT = {tier: _upsert(tier) for tier in Tier}
+
+
+def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
+    (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
+     source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
+     key, tags) = row  # fmt: skip
+    return Memory(
+        id=id_,
+        content=content,
+        tier=tier,
+        key=key,
+        session_id=session_id,
+        agent_id=agent_id,
+        category=category,
+        tags=tuple(decode_json(tags)),
+        importance=importance,
+        retention=retention,
+        token_count=token_count,
+        source=source,
+        metadata=decode_json(metadata),
+        linked_memories=tuple(decode_json(linked)),
+        embedding=decode_embedding(embedding),
+        access_count=access_count,
+        last_accessed_at=last_accessed_at,
+        created_at=created_at,
+        updated_at=updated_at,
+    )
+
+
+def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
+    """Column values for ``memory`` (already validated) in upsert order."""
+    metadata = encode_json(dict(memory.metadata), "metadata")
+    linked = encode_json(list(memory.linked_memories), "linked_memories")
+    row: tuple[Any, ...] = (
+        memory.id, memory.content, memory.token_count, metadata, embedding, linked,
+        memory.session_id, memory.agent_id, memory.category, memory.source, float(memory.importance),
+        float(memory.retention), memory.access_count, memory.last_accessed_at, memory.created_at,
+        memory.updated_at,
+    )  # fmt: skip
+    return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
+
+
+def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
+    """Insert or update ``memory`` in its tier's table and replace its tags."""
+    if memory.tier is Tier.SCRATCHPAD:
+        stale = query_all(
+            conn, "SELECT id FROM scratchpad WHERE key = ? AND id <> ?", (memory.key, memory.id)
+        )
+        for (stale_id,) in stale:
+            delete(conn, Tier.SCRATCHPAD, stale_id)
+    conn.execute(_UPSERT[memory.tier], row)
+    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory.id,))
+    conn.executemany(
+        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
+        [(memory.id, tag, position) for position, tag in enumerate(memory.tags)],
+    )
+
+
+def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
+    """The memory with ``memory_id`` in ``tier``, or ``None``."""
+    row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
+    return None if row is None else _to_memory(tier, row)
+
+
+def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
+    """The scratchpad memory stored under ``key``, or ``None``."""
+    row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))
+    return None if row is None else _to_memory(Tier.SCRATCHPAD, row)
+
+
+def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
+    """Every memory of ``tier``, oldest first."""
+    rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.created_at, t.id")
+    return [_to_memory(tier, row) for row in rows]
+
+
+def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
+    """The tier that holds ``memory_id``, or ``None``."""
+    for tier in Tier:
+        if query_one(conn, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?", (memory_id,)):
+            return tier
+    return None
+
+
+def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
+    """Delete a memory with its tags and schedule; the promotion log is kept as history."""
+    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+    if conn.changes() == 0:
+        return False
+    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+    conn.execute("DELETE FROM repetition_schedules WHERE memory_id = ?", (memory_id,))
+    return True
+
+
+def clear(conn: apsw.Connection, tier: Tier) -> int:
+    """Delete every memory of ``tier``; return how many."""
+    ids = [r[0] for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")]
+    for memory_id in ids:
+        delete(conn, tier, memory_id)
+    return len(ids)
+
+
+def validate_query(options: QueryOptions) -> None:
+    """Refuse options the query cannot honour, before anything runs."""
+    if not isinstance(options, QueryOptions):
+        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
+    if options.order_by not in _ORDER_COLUMNS:
+        raise InvalidInputError(
+            f"order_by must be one of {sorted(_ORDER_COLUMNS)}, got {options.order_by!r}"
+        )
+    if isinstance(options.tags, str):
+        raise InvalidTypeError("tags must be a sequence of str, not a single str")
+    for name in ("limit", "offset", "created_after", "created_before"):
+        value = getattr(options, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
+    if (options.limit is not None and options.limit < 0) or options.offset < 0:
+        raise InvalidInputError("limit and offset must be >= 0")
+
+
+def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
+    """Memories of ``tier`` matching every filter that ``options`` sets."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column in ("session_id", "agent_id", "category"):
+        value = getattr(options, column)
+        if value is not None:
+            where.append(f"t.{column} = ?")
+            params.append(value)
+    if options.created_after is not None:
+        where.append("t.created_at >= ?")
+        params.append(options.created_after)
+    if options.created_before is not None:
+        where.append("t.created_at < ?")
+        params.append(options.created_before)
+    for tag in dict.fromkeys(options.tags):
+        where.append("t.id IN (SELECT memory_id FROM memory_tags WHERE tag = ?)")
+        params.append(tag)
+    sql = _SELECT[tier]
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    direction = "DESC" if options.descending else "ASC"
+    sql += f" ORDER BY t.{options.order_by} {direction}, t.id {direction} LIMIT ? OFFSET ?"
+    params += [-1 if options.limit is None else options.limit, options.offset]
+    return [_to_memory(tier, row) for row in query_all(conn, sql, params)]
+
+
+def count(conn: apsw.Connection, tier: Tier) -> int:
+    """How many memories ``tier`` holds."""
+    return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]}"))
+
+
+def log_promotion(
+    conn: apsw.Connection,
+    memory_id: str,
+    from_tier: Tier,
+    to_tier: Tier,
+    promoted_at: int,
+    reason: str | None,
+) -> PromotionRecord:
+    """Append one row to the promotion log."""
+    conn.execute(
+        "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (memory_id, from_tier.value, to_tier.value, promoted_at, reason),
+    )
+    return PromotionRecord(
+        conn.last_insert_rowid(), memory_id, from_tier, to_tier, promoted_at, reason
+    )
+
+
+def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRecord]:
+    """Every logged promotion of ``memory_id``, oldest first."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
+        "WHERE memory_id = ? ORDER BY id",
+        (memory_id,),
+    )
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]

@@ -1,0 +1,192 @@
+"""Records stored by tiered-memory, shared by the store and the domain layer.
+
+Timestamps are integers: milliseconds since the Unix epoch, UTC. Records are frozen;
+use :func:`dataclasses.replace` to derive a changed copy.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Embedding = npt.NDArray[np.float32]
+
+
+def now_ms() -> int:
+    """The current time in epoch milliseconds (the default clock)."""
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    """A fresh random memory id (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+class Tier(StrEnum):
+    """The three memory tiers, in promotion order."""
+
+    SCRATCHPAD = "scratchpad"
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+
+    @property
+    def rank(self) -> int:
+        """Position along scratchpad (0) -> episodic (1) -> semantic (2)."""
+        return _TIER_ORDER.index(self)
+
+
+_TIER_ORDER = (Tier.SCRATCHPAD, Tier.EPISODIC, Tier.SEMANTIC)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One memory in one tier.
+
+    ``key`` is set only while the memory is in the scratchpad. ``retention`` is the
+    forgetting curve's last computed retention strength (1.0 = fresh). ``embedding``
+    is a read-only float32 vector or ``None``; it is left out of ``==`` and ``repr``.
+    """
+
+    id: str
+    content: str
+    tier: Tier
+    key: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    importance: float = 0.5
+    retention: float = 1.0
+    token_count: int = 0
+    source: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    linked_memories: tuple[str, ...] = ()
+    embedding: Embedding | None = field(default=None, compare=False, repr=False)
+    access_count: int = 0
+    last_accessed_at: int | None = None
+    created_at: int = 0
+    updated_at: int = 0
+
+    @classmethod
+    def create(
+        cls,
+        content: str,
+        tier: Tier = Tier.EPISODIC,
+        *,
+        id: str | None = None,
+        now: int | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """A new memory with a fresh id and ``created_at == updated_at == now``."""
+        stamp = now_ms() if now is None else now
+        return cls(
+            id=id or new_id(),
+            content=content,
+            tier=Tier(tier),
+            created_at=stamp,
+            updated_at=stamp,
+            **fields,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """A conversation session: its lifecycle, turn counter and working-set snapshot."""
+
+    session_id: str
+    started_at: int
+    last_active_at: int
+    turn_number: int = 0
+    active_agents: tuple[str, ...] = ()
+    scratchpad_state: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    is_active: bool = True
+    pending_compaction: bool = False
+    ended_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    """One line of a session transcript."""
+
+    id: str
+    session_id: str
+    turn_number: int
+    role: str
+    content: str
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepetitionSchedule:
+    """Spaced-repetition state of one memory (SM-2 plus the forgetting curve's stability)."""
+
+    memory_id: str
+    next_review_at: int
+    interval_ms: int
+    review_count: int = 0
+    ease_factor: float = 2.5
+    stability_days: float = 1.0
+    last_reviewed_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionRecord:
+    """One row of the promotion audit log."""
+
+    id: int
+    memory_id: str
+    from_tier: Tier
+    to_tier: Tier
+    promoted_at: int
+    reason: str | None = None
+
+
+OrderBy = Literal["created_at", "updated_at", "importance", "retention", "last_accessed_at"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOptions:
+    """Filters and paging for tier queries; every field that is set is applied.
+
+    ``tags`` matches memories carrying *all* the given tags. The time range is
+    ``created_after <= created_at < created_before``. ``limit=None`` returns every match.
+    """
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    tags: tuple[str, ...] = ()
+    category: str | None = None
+    created_after: int | None = None
+    created_before: int | None = None
+    limit: int | None = 100
+    offset: int = 0
+    order_by: OrderBy = "created_at"
+    descending: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PersistenceStatistics:
+    """Row counts and file sizes of a store."""
+
+    scratchpad_count: int
+    episodic_count: int
+    semantic_count: int
+    session_count: int
+    active_session_count: int
+    transcript_count: int
+    schedule_count: int
+    promotion_count: int
+    schema_version: int
+    file_size_bytes: int
+    wal_size_bytes: int
+    page_size: int
+    page_count: int
+    path: str

@@ -1,0 +1,108 @@
+"""SQL for sessions and their transcripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from persistence.codecs import decode_json, encode_json
+from persistence.connection import query_all, query_one
+from persistence.records import SessionState, TranscriptEntry
+
+_COLUMNS = (
+    "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
+    "metadata, is_active, pending_compaction, ended_at"
+)
+
+
+def _to_session(row: Sequence[Any]) -> SessionState:
+    return SessionState(
+        session_id=row[0],
+        started_at=row[1],
+        last_active_at=row[2],
+        turn_number=row[3],
+        active_agents=tuple(decode_json(row[4])),
+        scratchpad_state=tuple(decode_json(row[5])),
+        metadata=decode_json(row[6]),
+        is_active=bool(row[7]),
+        pending_compaction=bool(row[8]),
+        ended_at=row[9],
+    )
+
+
+def encode_row(session: SessionState) -> tuple[Any, ...]:
+    """Column values for ``session`` in insert order."""
+    return (
+        session.session_id,
+        session.started_at,
+        session.last_active_at,
+        session.turn_number,
+        encode_json(list(session.active_agents), "active_agents"),
+        encode_json(list(session.scratchpad_state), "scratchpad_state"),
+        encode_json(dict(session.metadata), "metadata"),
+        int(session.is_active),
+        int(session.pending_compaction),
+        session.ended_at,
+    )
+
+
+def upsert(conn: apsw.Connection, row: tuple[Any, ...]) -> None:
+    """Insert or update a session (its transcripts are kept)."""
+    conn.execute(
+        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET started_at = excluded.started_at, "
+        "last_active_at = excluded.last_active_at, turn_number = excluded.turn_number, "
+        "active_agents = excluded.active_agents, scratchpad_state = excluded.scratchpad_state, "
+        "metadata = excluded.metadata, is_active = excluded.is_active, "
+        "pending_compaction = excluded.pending_compaction, ended_at = excluded.ended_at",
+        row,
+    )
+
+
+def fetch(conn: apsw.Connection, session_id: str) -> SessionState | None:
+    """The session, or ``None``."""
+    row = query_one(conn, f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else _to_session(row)
+
+
+def delete(conn: apsw.Connection, session_id: str) -> bool:
+    """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
+    conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+    return conn.changes() > 0
+
+
+def active(conn: apsw.Connection) -> list[SessionState]:
+    """Active sessions, most recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1 "
+        "ORDER BY last_active_at DESC, session_id",
+    )
+    return [_to_session(row) for row in rows]
+
+
+def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert a transcript line and bring its session's turn and activity forward."""
+    conn.execute(
+        "INSERT INTO session_transcripts (id, session_id, turn_number, role, content, timestamp) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (entry.id, entry.session_id, entry.turn_number, entry.role, entry.content, entry.timestamp),
+    )
+    conn.execute(
+        "UPDATE sessions SET turn_number = max(turn_number, ?), "
+        "last_active_at = max(last_active_at, ?) WHERE session_id = ?",
+        (entry.turn_number, entry.timestamp, entry.session_id),
+    )
+
+
+def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]:
+    """A session's transcript in turn order (insertion order within a turn)."""
+    rows = query_all(
+        conn,
+        "SELECT id, session_id, turn_number, role, content, timestamp FROM session_transcripts "
+        "WHERE session_id = ? ORDER BY turn_number, rowid",
+        (session_id,),
+    )
+    return [TranscriptEntry(*row) for row in rows]

@@ -1,0 +1,599 @@
+"""SQLiteStore: the durable source of truth, one WAL-mode SQLite file driven by APSW.
+
+Writes go through one connection, serialized by a lock, each inside ``BEGIN IMMEDIATE``
+so the write lock is taken up front (``busy_timeout`` alone does not prevent
+writer-versus-writer deadlocks). Reads use one connection per thread, so readers never
+wait for writers; a thread inside :meth:`SQLiteStore.transaction` reads through the
+write connection and sees its own uncommitted work. Every mutating method is one
+transaction and is durable when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from migrations import (
+    LATEST_VERSION,
+    Migration,
+    MigrationFailed,
+    SchemaTooNew,
+    apply_migrations,
+    read_schema_version,
+)
+from persistence import memory_sql, schedule_sql, session_sql
+from persistence.codecs import decode_embedding, encode_embedding
+from persistence.connection import (
+    MEMORY_PATH,
+    ConnectionOptions,
+    Synchronous,
+    connect,
+    connection_wal,
+    query_all,
+    query_value,
+)
+from persistence.errors import (
+    DuplicateMemoryError,
+    EmbeddingDimensionError,
+    ForeignDatabaseError,
+    InvalidInputError,
+    InvalidPromotionError,
+    InvalidTypeError,
+    MemoryNotFoundError,
+    MigrationError,
+    SchemaTooNewError,
+    SessionNotFoundError,
+    StoreClosedError,
+)
+from persistence.records import (
+    Memory,
+    PersistenceStatistics,
+    PromotionRecord,
+    QueryOptions,
+    RepetitionSchedule,
+    SessionState,
+    Tier,
+    TranscriptEntry,
+    new_id,
+    now_ms,
+)
+from persistence.validation import (
+    require_int,
+    require_str,
+    validate_memory,
+    validate_schedule,
+    validate_session,
+)
+
+_EMBEDDING_DIM_KEY = "embedding_dim"
+
+
+class SQLiteStore:
+    """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
+
+    ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
+    ``":memory:"``. ``embedding_dim`` fixes the embedding size up front; otherwise the
+    first embedding written fixes it for the file. ``clock`` returns epoch milliseconds.
+    ``migrations`` overrides the shipped migration list (for tests of the runner).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout_ms: int = 5000,
+        wal_autocheckpoint: int = 1000,
+        embedding_dim: int | None = None,
+        clock: Callable[[], int] | None = None,
+        migrations: Sequence[Migration] | None = None,
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
+        raw = os.fspath(path)
+        self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
+        self.options = ConnectionOptions(synchronous, busy_timeout_ms, wal_autocheckpoint)
+        self.embedding_dim = embedding_dim
+        self.clock: Callable[[], int] = clock or now_ms
+        self._migrations = list(migrations) if migrations is not None else None
+        self._lock = threading.RLock()
+        self._writer: apsw.Connection | None = None
+        self._readers: list[apsw.Connection] = []
+        self._local = threading.local()
+        self._depth = 0
+        self._owner: int | None = None
+        self._hooks: list[tuple[list[Callable[[], None]], list[Callable[[], None]]]] = []
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def is_memory(self) -> bool:
+        """True for an in-memory store (nothing on disk)."""
+        return self.path == MEMORY_PATH
+
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+        return self._writer is not None
+
+    def open(self) -> SQLiteStore:
+        """Open (creating or migrating) the file; a second call does nothing."""
+        with self._lock:
+            if self._writer is not None:
+                return self
+            conn = connect(self.path, self.options)
+            try:
+                self._check_schema(conn)
+                connection_wal(conn)
+                apply_migrations(conn, self._migrations, self.clock)
+                if self.embedding_dim is not None:
+                    self._check_configured_dim(conn)
+            except SchemaTooNew as exc:
+                conn.close()
+                raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
+            except MigrationFailed as exc:
+                conn.close()
+                raise MigrationError(f"{self.path}: {exc}") from exc
+            except BaseException:
+                conn.close()
+                raise
+            self._writer = conn
+            self._closed = False
+            return self
+
+    def _check_schema(self, conn: apsw.Connection) -> None:
+        """Refuse a foreign or too-new file before anything writes to it."""
+        version = read_schema_version(conn)
+        latest = self._migrations[-1].VERSION if self._migrations else LATEST_VERSION
+        if version > latest:
+            raise SchemaTooNew(version, latest)
+        if version == 0:
+            tables = query_all(
+                conn,
+                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            if tables:
+                names = ", ".join(sorted(t[0] for t in tables)[:5])
+                raise ForeignDatabaseError(
+                    f"{self.path} is a SQLite database of another application (tables: {names}); "
+                    "it was left untouched: use a new file"
+                )
+
+    def _check_configured_dim(self, conn: apsw.Connection) -> None:
+        stored = _read_meta(conn, _EMBEDDING_DIM_KEY)
+        if stored is not None and int(stored) != self.embedding_dim:
+            assert self.embedding_dim is not None
+            raise EmbeddingDimensionError(self.embedding_dim, int(stored))
+
+    def close(self) -> None:
+        """Close every connection; closing twice is harmless."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+            readers, self._readers = self._readers, []
+            self._closed = True
+            self._local = threading.local()
+        for conn in readers:
+            conn.close()
+        if writer is not None:
+            writer.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _require_open(self) -> apsw.Connection:
+        writer = self._writer
+        if writer is None:
+            state = "closed" if self._closed else "not open: call open() or use 'with'"
+            raise StoreClosedError(f"store {self.path} is {state}")
+        return writer
+
+    # --- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
+
+        Nested use becomes a ``SAVEPOINT`` that rolls back alone. Yields the write
+        connection for callers that run their own SQL.
+        """
+        with self._lock:
+            conn = self._require_open()
+            if self._depth == 0:
+                conn.execute("BEGIN IMMEDIATE")
+                self._begin_frame()
+                try:
+                    yield conn
+                except BaseException:
+                    self._finish_outer(conn, commit=False)
+                    raise
+                self._finish_outer(conn, commit=True)
+            else:
+                name = f"tm_savepoint_{self._depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                self._begin_frame()
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                    self._finish_inner(commit=False)
+                    raise
+                conn.execute(f"RELEASE {name}")
+                self._finish_inner(commit=True)
+
+    def _begin_frame(self) -> None:
+        self._depth += 1
+        self._owner = threading.get_ident()
+        self._hooks.append(([], []))
+
+    def _finish_inner(self, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth -= 1
+        if commit:
+            self._hooks[-1][0].extend(on_commit)
+            self._hooks[-1][1].extend(on_rollback)
+        else:
+            _run_all(on_rollback)
+
+    def _finish_outer(self, conn: apsw.Connection, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth = 0
+        self._owner = None
+        if commit:
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                _run_all(on_rollback)
+                raise
+            _run_all(on_commit)
+        else:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _run_all(on_rollback)
+
+    @property
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        if self.in_transaction:
+            self._hooks[-1][0].append(callback)
+        else:
+            callback()
+
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` if the current transaction (or savepoint) rolls back."""
+        if self.in_transaction:
+            self._hooks[-1][1].append(callback)
+
+    @contextmanager
+    def _reading(self) -> Iterator[apsw.Connection]:
+        """A connection to read from: this thread's own, or the writer when it must be."""
+        writer = self._require_open()
+        if self.is_memory or self.in_transaction:
+            with self._lock:
+                yield writer
+            return
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, self.options)
+            with self._lock:
+                if self._writer is None:
+                    conn.close()
+                    self._require_open()
+                self._readers.append(conn)
+            self._local.conn = conn
+        yield conn
+
+    # --- memories -------------------------------------------------------------------------
+
+    def _write_memory(self, memory: Memory, tier: Tier) -> Memory:
+        validate_memory(memory)
+        if memory.tier is not tier:
+            raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
+        tags = tuple(dict.fromkeys(memory.tags))
+        blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
+        stored = replace(memory, tags=tags, embedding=decode_embedding(blob))
+        row = memory_sql.encode_row(stored, blob)
+        with self.transaction() as conn:
+            other = memory_sql.tier_of(conn, memory.id)
+            if other is not None and other is not tier:
+                raise DuplicateMemoryError(
+                    f"memory {memory.id} already lives in {other.value}; promote it instead"
+                )
+            if blob is not None:
+                self._check_dim(conn, len(blob) // 4)
+            memory_sql.upsert(conn, stored, row)
+        return stored
+
+    def _check_dim(self, conn: apsw.Connection, dim: int) -> None:
+        """The first embedding fixes the file's dimension; later ones must match it."""
+        stored = _read_meta(conn, _EMBEDDING_DIM_KEY)
+        expected = int(stored) if stored is not None else self.embedding_dim
+        if expected is not None and dim != expected:
+            raise EmbeddingDimensionError(dim, expected)
+        if stored is None:
+            conn.execute(
+                "INSERT INTO store_meta (key, value) VALUES (?, ?)", (_EMBEDDING_DIM_KEY, str(dim))
+            )
+
+    def _get(self, tier: Tier, memory_id: str) -> Memory | None:
+        require_str(memory_id, "memory_id")
+        with self._reading() as conn:
+            return memory_sql.fetch(conn, tier, memory_id)
+
+    def _delete(self, tier: Tier, memory_id: str) -> bool:
+        require_str(memory_id, "memory_id")
+        with self.transaction() as conn:
+            return memory_sql.delete(conn, tier, memory_id)
+
+    def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
+        options = options or QueryOptions()
+        memory_sql.validate_query(options)
+        with self._reading() as conn:
+            return memory_sql.query(conn, tier, options)
+
+    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
+        """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
+        require_str(key, "key", allow_empty=False)
+        return self._write_memory(replace(memory, key=key), Tier.SCRATCHPAD)
+
+    def get_scratchpad(self, key: str) -> Memory | None:
+        """The scratchpad memory under ``key``, or ``None``."""
+        require_str(key, "key")
+        with self._reading() as conn:
+            return memory_sql.fetch_by_key(conn, key)
+
+    def delete_scratchpad(self, key: str) -> bool:
+        """Delete the scratchpad entry under ``key``; True if there was one."""
+        require_str(key, "key")
+        with self.transaction() as conn:
+            memory = memory_sql.fetch_by_key(conn, key)
+            return memory is not None and memory_sql.delete(conn, Tier.SCRATCHPAD, memory.id)
+
+    def get_all_scratchpad(self) -> list[Memory]:
+        """Every scratchpad entry, oldest first."""
+        with self._reading() as conn:
+            return memory_sql.fetch_all(conn, Tier.SCRATCHPAD)
+
+    def clear_scratchpad(self) -> int:
+        """Delete every scratchpad entry; return how many."""
+        with self.transaction() as conn:
+            return memory_sql.clear(conn, Tier.SCRATCHPAD)
+
+    def put_episodic(self, memory: Memory) -> Memory:
+        """Insert or update an episodic memory; return it as stored."""
+        return self._write_memory(memory, Tier.EPISODIC)
+
+    def get_episodic(self, memory_id: str) -> Memory | None:
+        """The episodic memory with that id, or ``None``."""
+        return self._get(Tier.EPISODIC, memory_id)
+
+    def delete_episodic(self, memory_id: str) -> bool:
+        """Delete an episodic memory with its tags and schedule; True if it existed."""
+        return self._delete(Tier.EPISODIC, memory_id)
+
+    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
+        """Episodic memories matching every filter set in ``options``."""
+        return self._query(Tier.EPISODIC, options)
+
+    def put_semantic(self, memory: Memory) -> Memory:
+        """Insert or update a semantic memory; return it as stored."""
+        return self._write_memory(memory, Tier.SEMANTIC)
+
+    def get_semantic(self, memory_id: str) -> Memory | None:
+        """The semantic memory with that id, or ``None``."""
+        return self._get(Tier.SEMANTIC, memory_id)
+
+    def delete_semantic(self, memory_id: str) -> bool:
+        """Delete a semantic memory with its tags and schedule; True if it existed."""
+        return self._delete(Tier.SEMANTIC, memory_id)
+
+    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
+        """Semantic memories matching every filter set in ``options``."""
+        return self._query(Tier.SEMANTIC, options)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        """The memory with that id in whichever tier holds it, or ``None``."""
+        require_str(memory_id, "memory_id")
+        with self._reading() as conn:
+            tier = memory_sql.tier_of(conn, memory_id)
+            return None if tier is None else memory_sql.fetch(conn, tier, memory_id)
+
+    # --- promotion ----------------------------------------------------------------------
+
+    def promote_memory(
+        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
+    ) -> PromotionRecord:
+        """Move a memory forward a tier: delete, insert and log in ONE transaction.
+
+        Tags and schedule follow the memory; a scratchpad key is kept in the metadata
+        as ``scratchpad_key``. Raises :class:`InvalidPromotionError` for a move that is
+        not forward, :class:`MemoryNotFoundError` if ``from_tier`` does not hold it.
+        """
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_none=True)
+        source, target = _tier(from_tier, "from_tier"), _tier(to_tier, "to_tier")
+        if target.rank <= source.rank:
+            raise InvalidPromotionError(
+                f"cannot promote from {source.value} to {target.value}: "
+                "promotion goes scratchpad -> episodic -> semantic"
+            )
+        with self.transaction() as conn:
+            memory = memory_sql.fetch(conn, source, memory_id)
+            if memory is None:
+                raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
+            metadata = dict(memory.metadata)
+            if memory.key is not None:
+                metadata["scratchpad_key"] = memory.key
+            now = self.clock()
+            moved = replace(memory, tier=target, key=None, metadata=metadata, updated_at=now)
+            conn.execute(f"DELETE FROM {memory_sql.TABLE[source]} WHERE id = ?", (memory_id,))
+            blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
+            memory_sql.upsert(conn, moved, memory_sql.encode_row(moved, blob))
+            return memory_sql.log_promotion(conn, memory_id, source, target, now, reason)
+
+    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
+        """Every logged promotion of a memory, oldest first."""
+        require_str(memory_id, "memory_id")
+        with self._reading() as conn:
+            return memory_sql.promotion_history(conn, memory_id)
+
+    # --- sessions -------------------------------------------------------------------------
+
+    def put_session(self, session: SessionState) -> None:
+        """Insert or update a session (its transcript is kept)."""
+        validate_session(session)
+        row = session_sql.encode_row(session)
+        with self.transaction() as conn:
+            session_sql.upsert(conn, row)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        """The session, or ``None``."""
+        require_str(session_id, "session_id")
+        with self._reading() as conn:
+            return session_sql.fetch(conn, session_id)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its transcript; memories from it stay. True if it existed."""
+        require_str(session_id, "session_id")
+        with self.transaction() as conn:
+            return session_sql.delete(conn, session_id)
+
+    def get_active_sessions(self) -> list[SessionState]:
+        """Sessions not yet ended, most recently active first."""
+        with self._reading() as conn:
+            return session_sql.active(conn)
+
+    def append_transcript(
+        self, session_id: str, turn: int, role: str, content: str
+    ) -> TranscriptEntry:
+        """Add a transcript line; the session's turn and ``last_active_at`` move forward."""
+        require_str(session_id, "session_id")
+        require_int(turn, "turn", minimum=0)
+        require_str(role, "role", allow_empty=False)
+        require_str(content, "content")
+        entry = TranscriptEntry(new_id(), session_id, turn, role, content, self.clock())
+        with self.transaction() as conn:
+            if session_sql.fetch(conn, session_id) is None:
+                raise SessionNotFoundError(f"no session {session_id}: start it first")
+            session_sql.append_transcript(conn, entry)
+        return entry
+
+    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
+        """A session's transcript in turn order."""
+        require_str(session_id, "session_id")
+        with self._reading() as conn:
+            return session_sql.transcripts(conn, session_id)
+
+    # --- repetition schedules ------------------------------------------------------------
+
+    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
+        """Insert or replace a memory's schedule; the memory must exist."""
+        validate_schedule(schedule)
+        with self.transaction() as conn:
+            if memory_sql.tier_of(conn, schedule.memory_id) is None:
+                raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
+            schedule_sql.upsert(conn, schedule)
+
+    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
+        """A memory's schedule, or ``None``."""
+        require_str(memory_id, "memory_id")
+        with self._reading() as conn:
+            return schedule_sql.fetch(conn, memory_id)
+
+    def get_schedules_due_for_review(
+        self, before: int, limit: int | None = None
+    ) -> list[RepetitionSchedule]:
+        """Schedules due at or before ``before`` (epoch ms), most overdue first."""
+        require_int(before, "before")
+        require_int(limit, "limit", allow_none=True, minimum=0)
+        with self._reading() as conn:
+            return schedule_sql.due(conn, before, limit)
+
+    # --- statistics ---------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file."""
+        with self._reading() as conn:
+            return read_schema_version(conn)
+
+    def get_statistics(self) -> PersistenceStatistics:
+        """Row counts (one consistent snapshot) and file sizes."""
+        with self._reading() as conn:
+            nested = conn.in_transaction
+            if not nested:
+                conn.execute("BEGIN")
+            try:
+                counts = [memory_sql.count(conn, tier) for tier in Tier]
+                scalar = {name: int(query_value(conn, sql)) for name, sql in _STAT_QUERIES.items()}
+                version = read_schema_version(conn)
+                page_size = int(conn.pragma("page_size"))
+                page_count = int(conn.pragma("page_count"))
+            finally:
+                if not nested:
+                    conn.execute("COMMIT")
+        return PersistenceStatistics(
+            scratchpad_count=counts[0],
+            episodic_count=counts[1],
+            semantic_count=counts[2],
+            schema_version=version,
+            file_size_bytes=_file_size(self.path),
+            wal_size_bytes=_file_size(self.path + "-wal"),
+            page_size=page_size,
+            page_count=page_count,
+            path=self.path,
+            **scalar,
+        )
+
+
+_STAT_QUERIES = {
+    "session_count": "SELECT count(*) FROM sessions",
+    "active_session_count": "SELECT count(*) FROM sessions WHERE is_active = 1",
+    "transcript_count": "SELECT count(*) FROM session_transcripts",
+    "schedule_count": "SELECT count(*) FROM repetition_schedules",
+    "promotion_count": "SELECT count(*) FROM promotion_log",
+}
+
+
+def _tier(value: Any, what: str) -> Tier:
+    try:
+        return Tier(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"{what} must be one of {[t.value for t in Tier]}, got {value!r}"
+        ) from None
+
+
+def _read_meta(conn: apsw.Connection, key: str) -> str | None:
+    value = query_value(conn, "SELECT value FROM store_meta WHERE key = ?", (key,))
+    return None if value is None else str(value)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _run_all(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()

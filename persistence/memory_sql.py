@@ -85,9 +85,9 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     linked = encode_json(list(memory.linked_memories), "linked_memories")
     row: tuple[Any, ...] = (
         memory.id, memory.content, memory.token_count, metadata, embedding, linked,
-        memory.session_id, memory.agent_id, memory.category, memory.source, float(memory.importance),
-        float(memory.retention), memory.access_count, memory.last_accessed_at, memory.created_at,
-        memory.updated_at,
+        memory.session_id, memory.agent_id, memory.category, memory.source,
+        float(memory.importance), float(memory.retention), memory.access_count,
+        memory.last_accessed_at, memory.created_at, memory.updated_at,
     )  # fmt: skip
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 

@@ -1,0 +1,53 @@
+"""Shared fixtures: a store on a real file, and the same tests against ':memory:'."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from persistence import SQLiteStore
+
+
+class FakeClock:
+    """A settable clock in epoch milliseconds, so tests never sleep."""
+
+    def __init__(self, start: int = 1_700_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "agent.db"
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
+    """An open store, once on a file and once in memory."""
+    path = str(db_path) if request.param == "file" else ":memory:"
+    with SQLiteStore(path, clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def file_store(db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
+    with SQLiteStore(db_path, clock=clock) as opened:
+        yield opened
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (to prove a file was left untouched)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

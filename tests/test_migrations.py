@@ -1,0 +1,131 @@
+"""Versioned migrations: the v001 schema, the runner's transactions, and refusing newer files."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import apsw
+import pytest
+
+import migrations
+from migrations import v001_initial
+from persistence import Memory, MigrationError, SchemaTooNewError, SQLiteStore, Tier
+from persistence.connection import ConnectionOptions, connect
+from tests.conftest import file_digest
+
+REFERENCE_TABLES = {
+    "schema_version", "scratchpad", "episodic", "semantic", "repetition_schedules",
+    "sessions", "session_transcripts", "promotion_log",
+}  # fmt: skip
+REFERENCE_INDEXES = {
+    "idx_scratchpad_key", "idx_scratchpad_updated", "idx_episodic_session",
+    "idx_episodic_created", "idx_episodic_updated", "idx_semantic_category",
+    "idx_semantic_created", "idx_semantic_updated", "idx_sessions_active",
+    "idx_sessions_last_active", "idx_transcripts_session", "idx_transcripts_timestamp",
+    "idx_promotion_memory", "idx_promotion_time", "idx_repetition_review",
+}  # fmt: skip
+
+
+def _names(conn: apsw.Connection, kind: str) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_schema WHERE type = ?", (kind,)).fetchall()
+    return {r[0] for r in rows}
+
+
+def _fill(store: SQLiteStore, n: int) -> list[Memory]:
+    stored = []
+    with store.transaction():
+        for i in range(n):
+            tier = (Tier.EPISODIC, Tier.SEMANTIC)[i % 2]
+            memory = Memory.create(f"memory {i}", tier, tags=(f"t{i % 3}",), embedding=[i, 1.0])
+            put = store.put_episodic if tier is Tier.EPISODIC else store.put_semantic
+            stored.append(put(memory))
+    return stored
+
+
+def _v2(up: object) -> types.SimpleNamespace:
+    return types.SimpleNamespace(VERSION=2, DESCRIPTION="test-only v2", up=up)
+
+
+def test_v001_creates_every_reference_table_and_index(file_store: SQLiteStore) -> None:
+    with file_store.transaction() as conn:
+        assert _names(conn, "table") >= REFERENCE_TABLES
+        assert _names(conn, "index") >= REFERENCE_INDEXES
+        columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(episodic)").fetchall()}
+        assert columns["embedding"] == "BLOB"
+        row = conn.execute("SELECT version, description FROM schema_version").fetchall()
+        assert row == [(1, v001_initial.DESCRIPTION)]
+
+
+def test_shipped_migrations_are_contiguous_and_latest_matches() -> None:
+    shipped = migrations.available_migrations()
+    assert [m.VERSION for m in shipped] == list(range(1, len(shipped) + 1))
+    assert migrations.LATEST_VERSION == shipped[-1].VERSION
+
+
+def test_reopening_applies_nothing_twice(db_path: Path) -> None:
+    SQLiteStore(db_path).open().close()
+    conn = connect(str(db_path), ConnectionOptions())
+    assert migrations.apply_migrations(conn) == []
+    assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+    conn.close()
+
+
+def test_v1_file_full_of_rows_upgraded_by_v2_keeps_every_row(db_path: Path) -> None:
+    with SQLiteStore(db_path) as store:
+        before = _fill(store, 300)
+
+    def up(conn: apsw.Connection) -> None:
+        conn.execute("ALTER TABLE episodic ADD COLUMN mood TEXT")
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+
+    shipped = migrations.available_migrations()
+    with SQLiteStore(db_path, migrations=[*shipped, _v2(up)]) as store:
+        assert store.schema_version == 2
+        for memory in before:
+            again = store.get_memory(memory.id)
+            assert again == memory
+            assert again is not None and again.embedding is not None
+            assert list(again.embedding) == list(memory.embedding)  # type: ignore[arg-type]
+        with store.transaction() as conn:
+            assert "mood" in {r[1] for r in conn.execute("PRAGMA table_info(episodic)")}
+
+
+def test_failing_migration_leaves_the_file_at_its_old_version(db_path: Path) -> None:
+    with SQLiteStore(db_path) as store:
+        before = _fill(store, 50)
+
+    def up(conn: apsw.Connection) -> None:
+        conn.execute("CREATE TABLE half_done (x)")
+        conn.execute("DELETE FROM episodic")
+        raise RuntimeError("disk on fire")
+
+    shipped = migrations.available_migrations()
+    with pytest.raises(MigrationError, match="disk on fire"):
+        SQLiteStore(db_path, migrations=[*shipped, _v2(up)]).open()
+
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == 1
+        assert [store.get_memory(m.id) for m in before] == before
+        with store.transaction() as conn:
+            assert "half_done" not in _names(conn, "table")
+
+
+def test_newer_schema_is_refused_and_untouched(db_path: Path) -> None:
+    shipped = migrations.available_migrations()
+    with SQLiteStore(db_path, migrations=[*shipped, _v2(lambda conn: None)]) as store:
+        _fill(store, 10)
+    before = file_digest(db_path)
+    with pytest.raises(SchemaTooNewError, match="schema version 2") as caught:
+        SQLiteStore(db_path).open()
+    assert caught.value.found == 2 and caught.value.supported == migrations.LATEST_VERSION
+    assert file_digest(db_path) == before
+
+
+def test_runner_refuses_too_new_before_writing(db_path: Path) -> None:
+    SQLiteStore(db_path).open().close()
+    conn = connect(str(db_path), ConnectionOptions())
+    conn.execute("INSERT INTO schema_version VALUES (99, 0, 'future')")
+    with pytest.raises(migrations.SchemaTooNew):
+        migrations.apply_migrations(conn)
+    conn.close()

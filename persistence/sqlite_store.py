@@ -107,6 +107,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
         self._local = threading.local()
         self._depth = 0
         self._owner: int | None = None
@@ -176,7 +177,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close every connection; closing twice is harmless."""
-        with self._lock:
+        with self._lock, self._readers_lock:
             writer, self._writer = self._writer, None
             readers, self._readers = self._readers, []
             self._closed = True
@@ -293,7 +294,7 @@ class SQLiteStore:
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path, self.options)
-            with self._lock:
+            with self._readers_lock:
                 if self._writer is None:
                     conn.close()
                     self._require_open()

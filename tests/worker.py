@@ -1,0 +1,84 @@
+"""Child-process workloads for the concurrency and crash tests (run as a script).
+
+``worker.py crash DB SEED``: writes and promotes memories forever, printing one line per
+call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
+``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
+``worker.py read DB ID``: prints the content of memory ID (or MISSING).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+from persistence import Memory, SQLiteStore, Tier
+
+
+def _say(*parts: str) -> None:
+    sys.stdout.write(" ".join(parts) + "\n")
+    sys.stdout.flush()
+
+
+def crash(path: str, seed: int) -> None:
+    rng = random.Random(seed)
+    store = SQLiteStore(path).open()
+    _say("READY")
+    promotable: list[tuple[str, Tier]] = []
+    n = 0
+    while True:
+        n += 1
+        roll = rng.random()
+        if roll < 0.25 and promotable:
+            memory_id, tier = promotable.pop(rng.randrange(len(promotable)))
+            target = Tier.SEMANTIC if tier is not Tier.SEMANTIC else None
+            if target is None:
+                continue
+            if tier is Tier.SCRATCHPAD and rng.random() < 0.5:
+                target = Tier.EPISODIC
+            store.promote_memory(memory_id, tier, target, reason=f"seed {seed}")
+            _say("P", memory_id, tier.value, target.value)
+            if target is Tier.EPISODIC:
+                promotable.append((memory_id, target))
+            continue
+        tier = Tier.SCRATCHPAD if roll < 0.4 else (Tier.EPISODIC if roll < 0.85 else Tier.SEMANTIC)
+        memory = Memory.create(
+            f"memory {seed}-{n} " + "x" * rng.randrange(0, 2000),
+            tier,
+            tags=(f"seed{seed}", f"n{n % 7}"),
+            metadata={"origin": tier.value},
+            embedding=[rng.random() for _ in range(16)],
+        )
+        if tier is Tier.SCRATCHPAD:
+            store.put_scratchpad(f"key-{seed}-{n}", memory)
+        elif tier is Tier.EPISODIC:
+            store.put_episodic(memory)
+        else:
+            store.put_semantic(memory)
+        _say("W", memory.id, tier.value)
+        promotable.append((memory.id, tier))
+
+
+def write(path: str, count: int, tag: str) -> None:
+    with SQLiteStore(path) as store:
+        _say("READY")
+        for i in range(count):
+            memory = store.put_episodic(Memory.create(f"{tag} {i}", tags=(tag,)))
+            _say(memory.id)
+
+
+def read(path: str, memory_id: str) -> None:
+    with SQLiteStore(path) as store:
+        memory = store.get_memory(memory_id)
+        _say("MISSING" if memory is None else memory.content)
+
+
+if __name__ == "__main__":
+    command, db, *rest = sys.argv[1:]
+    if command == "crash":
+        crash(db, int(rest[0]))
+    elif command == "write":
+        write(db, int(rest[0]), rest[1])
+    elif command == "read":
+        read(db, rest[0])
+    else:
+        raise SystemExit(f"unknown command {command}")

@@ -76,6 +76,25 @@ def connection_sqlite_vec(conn: apsw.Connection) -> None:
         conn.enable_load_extension(False)
 
 
+def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_open: bool) -> None:
+    """Refresh the query planner's statistics where they are stale, if the lock is free.
+
+    Without them, a filter such as ``tags + agent_id`` picks the wrong index and runs
+    several times slower. At open, 0x10002 is the cheap form APSW recommends. It never
+    waits for another writer: opening or closing next to a busy process must not stall.
+    """
+    conn.set_busy_timeout(0)
+    try:
+        if at_open:
+            conn.pragma("optimize", 0x10002)
+        else:
+            conn.pragma("optimize")
+    except (apsw.BusyError, apsw.LockedError):
+        pass
+    finally:
+        conn.set_busy_timeout(options.busy_timeout_ms)
+
+
 def connection_wal(conn: apsw.Connection) -> None:
     """Switch the file to write-ahead logging (persistent; writes the header once)."""
     if conn.readonly("main"):

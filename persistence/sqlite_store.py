@@ -35,6 +35,7 @@ from persistence.connection import (
     ConnectionOptions,
     Synchronous,
     connect,
+    connection_optimize,
     connection_wal,
     query_all,
     query_value,
@@ -138,6 +139,7 @@ class SQLiteStore:
                 apply_migrations(conn, self._migrations, self.clock)
                 if self.embedding_dim is not None:
                     self._check_configured_dim(conn)
+                connection_optimize(conn, self.options, at_open=True)
             except SchemaTooNew as exc:
                 conn.close()
                 raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
@@ -176,8 +178,10 @@ class SQLiteStore:
             raise EmbeddingDimensionError(self.embedding_dim, int(stored))
 
     def close(self) -> None:
-        """Close every connection; closing twice is harmless."""
+        """Refresh planner statistics, then close every connection; twice is harmless."""
         with self._lock, self._readers_lock:
+            if self._writer is not None:
+                connection_optimize(self._writer, self.options, at_open=False)
             writer, self._writer = self._writer, None
             readers, self._readers = self._readers, []
             self._closed = True

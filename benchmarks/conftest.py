@@ -1,0 +1,33 @@
+"""Collects each benchmark's median and prints store-vs-raw ratios after the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+MEDIANS: dict[tuple[str, str], float] = {}
+
+
+@pytest.fixture
+def record(benchmark: Any) -> Any:
+    """Call ``record(group, side)`` after ``benchmark(...)`` to keep its median."""
+
+    def keep(group: str, side: str) -> None:
+        MEDIANS[(group, side)] = benchmark.stats.stats.median
+
+    return keep
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    groups = sorted({group for group, _ in MEDIANS})
+    if not groups:
+        return
+    write = terminalreporter.write_line
+    write("")
+    write(f"{'operation':<28}{'library':>14}{'raw floor':>14}{'ratio':>9}")
+    for group in groups:
+        lib, raw = MEDIANS.get((group, "library")), MEDIANS.get((group, "raw"))
+        if lib is None or raw is None:
+            continue
+        write(f"{group:<28}{lib * 1e6:>11.1f} µs{raw * 1e6:>11.1f} µs{lib / raw:>8.2f}x")

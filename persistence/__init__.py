@@ -25,11 +25,14 @@ from persistence.errors import (
     TieredMemoryError,
 )
 from persistence.records import (
+    CacheStatistics,
+    ForgettingRecord,
     Memory,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RetentionInput,
     SessionState,
     Tier,
     TranscriptEntry,
@@ -37,6 +40,9 @@ from persistence.records import (
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "CacheStatistics",
+    "ForgettingRecord",
+    "RetentionInput",
     "ConnectionOptions",
     "CorruptDatabaseError",
     "DatabaseOpenError",

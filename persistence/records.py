@@ -184,9 +184,51 @@ class PersistenceStatistics:
     transcript_count: int
     schedule_count: int
     promotion_count: int
+    forgotten_count: int
     schema_version: int
     file_size_bytes: int
     wal_size_bytes: int
     page_size: int
     page_count: int
     path: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionInput:
+    """What the forgetting curve needs to know about one memory."""
+
+    memory_id: str
+    importance: float
+    retention: float
+    created_at: int
+    stability_days: float | None
+    last_reviewed_at: int | None
+    review_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForgettingRecord:
+    """One row of the forgetting audit log."""
+
+    memory_id: str
+    tier: Tier
+    forgotten_at: int
+    retention: float | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStatistics:
+    """Counters of a :class:`~persistence.cache_layer.CacheLayer`."""
+
+    hits: int
+    misses: int
+    evictions: int
+    size: int
+    maxsize: int
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits over lookups (0.0 before the first lookup)."""
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else 0.0

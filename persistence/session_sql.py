@@ -83,6 +83,14 @@ def active(conn: apsw.Connection) -> list[SessionState]:
     return [_to_session(row) for row in rows]
 
 
+def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
+    """Move ``last_active_at`` forward."""
+    conn.execute(
+        "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
+        (at, session_id),
+    )
+
+
 def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
     """Insert a transcript line and bring its session's turn and activity forward."""
     conn.execute(

@@ -28,7 +28,7 @@ from migrations import (
     apply_migrations,
     read_schema_version,
 )
-from persistence import memory_sql, schedule_sql, session_sql
+from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
 from persistence.codecs import decode_embedding, encode_embedding
 from persistence.connection import (
     MEMORY_PATH,
@@ -54,11 +54,13 @@ from persistence.errors import (
     StoreClosedError,
 )
 from persistence.records import (
+    ForgettingRecord,
     Memory,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RetentionInput,
     SessionState,
     Tier,
     TranscriptEntry,
@@ -354,6 +356,44 @@ class SQLiteStore:
         with self._reading() as conn:
             return memory_sql.query(conn, tier, options)
 
+    def put_memory(self, memory: Memory) -> Memory:
+        """Insert or update ``memory`` in the tier it names (a scratchpad one needs a key)."""
+        validate_memory(memory)
+        if memory.tier is Tier.SCRATCHPAD:
+            require_str(memory.key, "memory.key of a scratchpad memory", allow_empty=False)
+        return self._write_memory(memory, memory.tier)
+
+    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
+        """Memories of ``tier`` matching every filter set in ``options``."""
+        return self._query(_tier(tier, "tier"), options)
+
+    def forget_memory(
+        self, memory_id: str, reason: str, retention: float | None = None
+    ) -> Tier | None:
+        """Delete a memory from whichever tier holds it and write an audit row.
+
+        Returns the tier it was in, or ``None`` (and writes nothing) if there was none.
+        """
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_empty=False)
+        with self.transaction() as conn:
+            tier = memory_sql.tier_of(conn, memory_id)
+            if tier is not None:
+                self._forget(conn, tier, memory_id, retention, reason)
+            return tier
+
+    def _forget(
+        self,
+        conn: apsw.Connection,
+        tier: Tier,
+        memory_id: str,
+        retention: float | None,
+        reason: str,
+    ) -> None:
+        memory_sql.delete(conn, tier, memory_id)
+        record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
+        forgetting_sql.log_forgotten(conn, record)
+
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
         """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
         require_str(key, "key", allow_empty=False)
@@ -481,6 +521,13 @@ class SQLiteStore:
         with self.transaction() as conn:
             return session_sql.delete(conn, session_id)
 
+    def touch_session(self, session_id: str, at: int) -> None:
+        """Move a session's ``last_active_at`` forward to ``at`` (never backward)."""
+        require_str(session_id, "session_id")
+        require_int(at, "at")
+        with self.transaction() as conn:
+            session_sql.touch(conn, session_id, at)
+
     def get_active_sessions(self) -> list[SessionState]:
         """Sessions not yet ended, most recently active first."""
         with self._reading() as conn:
@@ -532,6 +579,43 @@ class SQLiteStore:
         with self._reading() as conn:
             return schedule_sql.due(conn, before, limit)
 
+    # --- forgetting curve batches ------------------------------------------------------
+
+    def retention_batch(
+        self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
+    ) -> list[RetentionInput]:
+        """The next ``limit`` memories of ``tier`` after ``after_id``, in id order.
+
+        Lets the forgetting curve walk a file of any size in bounded memory.
+        """
+        require_str(after_id, "after_id")
+        require_int(limit, "limit", minimum=1)
+        require_int(min_reviews, "min_reviews", minimum=0)
+        with self._reading() as conn:
+            return forgetting_sql.retention_batch(
+                conn, _tier(tier, "tier"), after_id, limit, min_reviews
+            )
+
+    def apply_decay(
+        self,
+        tier: Tier,
+        updates: Sequence[tuple[str, float]],
+        forgotten: Sequence[tuple[str, float]],
+        reason: str,
+    ) -> None:
+        """In one transaction: store new retentions, forget ``forgotten`` with audit rows."""
+        tier = _tier(tier, "tier")
+        with self.transaction() as conn:
+            forgetting_sql.set_retention(conn, tier, updates)
+            for memory_id, retention in forgotten:
+                self._forget(conn, tier, memory_id, retention, reason)
+
+    def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
+        """Audit rows of forgotten memories, oldest first (for one memory, or all)."""
+        require_str(memory_id, "memory_id", allow_none=True)
+        with self._reading() as conn:
+            return forgetting_sql.forgetting_log(conn, memory_id)
+
     # --- statistics ---------------------------------------------------------------------
 
     @property
@@ -575,6 +659,7 @@ _STAT_QUERIES = {
     "transcript_count": "SELECT count(*) FROM session_transcripts",
     "schedule_count": "SELECT count(*) FROM repetition_schedules",
     "promotion_count": "SELECT count(*) FROM promotion_log",
+    "forgotten_count": "SELECT count(*) FROM forgetting_log",
 }
 
 

@@ -43,8 +43,12 @@ def _fill(store: SQLiteStore, n: int) -> list[Memory]:
     return stored
 
 
-def _v2(up: object) -> types.SimpleNamespace:
-    return types.SimpleNamespace(VERSION=2, DESCRIPTION="test-only v2", up=up)
+NEXT = migrations.LATEST_VERSION + 1
+
+
+def _next(up: object) -> types.SimpleNamespace:
+    """A test-only migration one version past the shipped ones."""
+    return types.SimpleNamespace(VERSION=NEXT, DESCRIPTION="test-only next version", up=up)
 
 
 def test_v001_creates_every_reference_table_and_index(file_store: SQLiteStore) -> None:
@@ -53,8 +57,9 @@ def test_v001_creates_every_reference_table_and_index(file_store: SQLiteStore) -
         assert _names(conn, "index") >= REFERENCE_INDEXES
         columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(episodic)").fetchall()}
         assert columns["embedding"] == "BLOB"
-        row = conn.execute("SELECT version, description FROM schema_version").fetchall()
-        assert row == [(1, v001_initial.DESCRIPTION)]
+        rows = conn.execute("SELECT version, description FROM schema_version").fetchall()
+        assert rows[0] == (1, v001_initial.DESCRIPTION)
+        assert [r[0] for r in rows] == list(range(1, migrations.LATEST_VERSION + 1))
 
 
 def test_shipped_migrations_are_contiguous_and_latest_matches() -> None:
@@ -67,11 +72,12 @@ def test_reopening_applies_nothing_twice(db_path: Path) -> None:
     SQLiteStore(db_path).open().close()
     conn = connect(str(db_path), ConnectionOptions())
     assert migrations.apply_migrations(conn) == []
-    assert conn.execute("SELECT count(*) FROM schema_version").fetchone()[0] == 1
+    count = conn.execute("SELECT count(*) FROM schema_version").fetchone()[0]
+    assert count == migrations.LATEST_VERSION
     conn.close()
 
 
-def test_v1_file_full_of_rows_upgraded_by_v2_keeps_every_row(db_path: Path) -> None:
+def test_full_file_upgraded_by_a_new_migration_keeps_every_row(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
         before = _fill(store, 300)
 
@@ -80,8 +86,8 @@ def test_v1_file_full_of_rows_upgraded_by_v2_keeps_every_row(db_path: Path) -> N
         conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
 
     shipped = migrations.available_migrations()
-    with SQLiteStore(db_path, migrations=[*shipped, _v2(up)]) as store:
-        assert store.schema_version == 2
+    with SQLiteStore(db_path, migrations=[*shipped, _next(up)]) as store:
+        assert store.schema_version == NEXT
         for memory in before:
             again = store.get_memory(memory.id)
             assert again == memory
@@ -102,10 +108,10 @@ def test_failing_migration_leaves_the_file_at_its_old_version(db_path: Path) -> 
 
     shipped = migrations.available_migrations()
     with pytest.raises(MigrationError, match="disk on fire"):
-        SQLiteStore(db_path, migrations=[*shipped, _v2(up)]).open()
+        SQLiteStore(db_path, migrations=[*shipped, _next(up)]).open()
 
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 1
+        assert store.schema_version == migrations.LATEST_VERSION
         assert [store.get_memory(m.id) for m in before] == before
         with store.transaction() as conn:
             assert "half_done" not in _names(conn, "table")
@@ -113,13 +119,23 @@ def test_failing_migration_leaves_the_file_at_its_old_version(db_path: Path) -> 
 
 def test_newer_schema_is_refused_and_untouched(db_path: Path) -> None:
     shipped = migrations.available_migrations()
-    with SQLiteStore(db_path, migrations=[*shipped, _v2(lambda conn: None)]) as store:
+    with SQLiteStore(db_path, migrations=[*shipped, _next(lambda conn: None)]) as store:
         _fill(store, 10)
     before = file_digest(db_path)
-    with pytest.raises(SchemaTooNewError, match="schema version 2") as caught:
+    with pytest.raises(SchemaTooNewError, match=f"schema version {NEXT}") as caught:
         SQLiteStore(db_path).open()
-    assert caught.value.found == 2 and caught.value.supported == migrations.LATEST_VERSION
+    assert caught.value.found == NEXT and caught.value.supported == migrations.LATEST_VERSION
     assert file_digest(db_path) == before
+
+
+def test_a_v1_file_with_rows_is_migrated_to_latest_without_loss(db_path: Path) -> None:
+    v1_only = migrations.available_migrations()[:1]
+    with SQLiteStore(db_path, migrations=v1_only) as store:
+        assert store.schema_version == 1
+        before = _fill(store, 100)
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == migrations.LATEST_VERSION
+        assert [store.get_memory(m.id) for m in before] == before
 
 
 def test_runner_refuses_too_new_before_writing(db_path: Path) -> None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from migrations import LATEST_VERSION
 from persistence import (
     InvalidInputError,
     InvalidTypeError,
@@ -136,7 +137,8 @@ def test_statistics_count_everything(store: SQLiteStore) -> None:
     stats = store.get_statistics()
     assert (stats.scratchpad_count, stats.episodic_count, stats.semantic_count) == (1, 1, 2)
     assert (stats.session_count, stats.active_session_count, stats.transcript_count) == (2, 1, 1)
-    assert (stats.schedule_count, stats.promotion_count, stats.schema_version) == (1, 1, 1)
+    assert (stats.schedule_count, stats.promotion_count, stats.forgotten_count) == (1, 1, 0)
+    assert stats.schema_version == LATEST_VERSION
     assert stats.page_count > 0 and stats.page_size > 0
     if not store.is_memory:
         assert stats.file_size_bytes > 0 and stats.wal_size_bytes > 0

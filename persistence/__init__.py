@@ -3,6 +3,7 @@
 Imports ``migrations``; never imports ``tiered_memory``.
 """
 
+from persistence.cache_layer import CacheLayer
 from persistence.connection import ConnectionOptions
 from persistence.errors import (
     CorruptDatabaseError,
@@ -26,8 +27,11 @@ from persistence.errors import (
 )
 from persistence.records import (
     CacheStatistics,
+    ConsolidationReport,
+    DecayReport,
     ForgettingRecord,
     Memory,
+    MemoryStatistics,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
@@ -40,6 +44,10 @@ from persistence.records import (
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "ConsolidationReport",
+    "DecayReport",
+    "MemoryStatistics",
+    "CacheLayer",
     "CacheStatistics",
     "ForgettingRecord",
     "RetentionInput",

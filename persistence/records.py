@@ -232,3 +232,43 @@ class CacheStatistics:
         """Hits over lookups (0.0 before the first lookup)."""
         lookups = self.hits + self.misses
         return self.hits / lookups if lookups else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DecayReport:
+    """What one forgetting pass did."""
+
+    checked: int
+    weakened: int
+    forgotten: int
+    forgotten_ids: tuple[str, ...]
+    tiers: tuple[Tier, ...]
+    threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationReport:
+    """What one consolidation pass promoted from episodic to semantic."""
+
+    checked: int
+    promoted_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStatistics:
+    """Everything ``AgentMemoryManager.statistics()`` reports."""
+
+    storage: PersistenceStatistics
+    cache: CacheStatistics
+    scratchpad_tokens: int
+    scratchpad_token_budget: int
+
+    @property
+    def tier_counts(self) -> dict[Tier, int]:
+        """Memories per tier."""
+        s = self.storage
+        return {
+            Tier.SCRATCHPAD: s.scratchpad_count,
+            Tier.EPISODIC: s.episodic_count,
+            Tier.SEMANTIC: s.semantic_count,
+        }

@@ -83,6 +83,16 @@ def active(conn: apsw.Connection) -> list[SessionState]:
     return [_to_session(row) for row in rows]
 
 
+def pending_compaction(conn: apsw.Connection) -> list[SessionState]:
+    """Sessions flagged for compaction, least recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1 "
+        "ORDER BY last_active_at, session_id",
+    )
+    return [_to_session(row) for row in rows]
+
+
 def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
     """Move ``last_active_at`` forward."""
     conn.execute(

@@ -521,6 +521,11 @@ class SQLiteStore:
         with self.transaction() as conn:
             return session_sql.delete(conn, session_id)
 
+    def get_sessions_pending_compaction(self) -> list[SessionState]:
+        """Sessions flagged for compaction, least recently active first."""
+        with self._reading() as conn:
+            return session_sql.pending_compaction(conn)
+
     def touch_session(self, session_id: str, at: int) -> None:
         """Move a session's ``last_active_at`` forward to ``at`` (never backward)."""
         require_str(session_id, "session_id")

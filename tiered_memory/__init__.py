@@ -1,10 +1,27 @@
 """tiered-memory: durable, fast, explainable three-tier memory for LLM agents.
 
-Users import from here; the store, cache and backup classes are also in ``persistence``.
+Start from :class:`AgentMemoryManager`; the records and errors come from ``persistence``
+and are re-exported here, so users import only from ``tiered_memory``.
 """
 
 from persistence import *  # noqa: F403 - the records and errors are part of this API
 from persistence import __all__ as _persistence_all
+from tiered_memory.config import MemoryConfig
+from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.manager import AgentMemoryManager
+from tiered_memory.scratchpad import Scratchpad
+from tiered_memory.sessions import SessionManager
+from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
 
 __version__ = "0.1.0.dev0"
-__all__ = [*_persistence_all, "__version__"]
+__all__ = [
+    *_persistence_all,
+    "AgentMemoryManager",
+    "EstimatedTokenCounter",
+    "ForgettingCurve",
+    "MemoryConfig",
+    "Scratchpad",
+    "SessionManager",
+    "TokenCounter",
+    "__version__",
+]

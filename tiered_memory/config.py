@@ -1,0 +1,93 @@
+"""MemoryConfig: every tunable of the manager in one typed, validated object."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from persistence import InvalidInputError, InvalidTypeError
+from persistence.connection import Synchronous
+from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """Settings of an :class:`~tiered_memory.AgentMemoryManager`, with sane defaults.
+
+    - ``cache_size``: episodic/semantic memories kept in the LRU cache.
+    - ``scratchpad_token_budget``: tokens the scratchpad may hold; beyond it the least
+      recently used entries are promoted to episodic.
+    - ``forgetting_threshold``: ``decay()`` forgets memories whose retention falls below it.
+    - ``decay_semantic``: whether ``decay()`` also walks the semantic tier.
+    - ``decay_batch_size``: memories per transaction while decaying or consolidating.
+    - ``initial_stability_days`` and ``importance_stability_boost``: a new memory's
+      stability is ``initial * (1 + boost * importance)`` days.
+    - ``target_retention``: reviews are scheduled for when retention falls to this.
+    - ``consolidation_min_retention`` / ``consolidation_min_reviews``: what
+      ``consolidate()`` requires of an episodic memory before promoting it to semantic.
+    - ``synchronous``: ``"NORMAL"`` survives a crashed process, ``"FULL"`` power loss too.
+    - ``clock``: returns epoch milliseconds (inject one in tests; never sleep).
+    - ``token_counter``: counts tokens for the scratchpad budget.
+    """
+
+    cache_size: int = 500
+    scratchpad_token_budget: int = 2048
+    forgetting_threshold: float = 0.1
+    decay_semantic: bool = False
+    decay_batch_size: int = 500
+    initial_stability_days: float = 1.0
+    importance_stability_boost: float = 4.0
+    target_retention: float = 0.9
+    consolidation_min_retention: float = 0.7
+    consolidation_min_reviews: int = 2
+    synchronous: Synchronous = "NORMAL"
+    clock: Callable[[], int] | None = None
+    token_counter: TokenCounter = EstimatedTokenCounter()
+
+    def __post_init__(self) -> None:
+        for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
+            _positive_int(name, getattr(self, name))
+        _non_negative_int("consolidation_min_reviews", self.consolidation_min_reviews)
+        for name in ("forgetting_threshold", "consolidation_min_retention"):
+            _fraction(name, getattr(self, name), open_ends=False)
+        _fraction("target_retention", self.target_retention, open_ends=True)
+        for name in ("initial_stability_days", "importance_stability_boost"):
+            value = getattr(self, name)
+            _number(name, value)
+            if value < 0 or (name == "initial_stability_days" and value == 0):
+                raise InvalidInputError(f"{name} must be > 0, got {value!r}")
+        if not isinstance(self.decay_semantic, bool):
+            raise InvalidTypeError("decay_semantic must be a bool")
+        if self.synchronous not in ("NORMAL", "FULL"):
+            raise InvalidInputError(
+                f"synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
+            )
+        if self.clock is not None and not callable(self.clock):
+            raise InvalidTypeError("clock must be a callable returning epoch milliseconds")
+        if not callable(getattr(self.token_counter, "count", None)):
+            raise InvalidTypeError("token_counter must have a count(text) -> int method")
+
+
+def _number(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidTypeError(f"{name} must be a finite number, got {value!r}")
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def _non_negative_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"{name} must be an int >= 0, got {value!r}")
+
+
+def _fraction(name: str, value: object, open_ends: bool) -> None:
+    _number(name, value)
+    assert isinstance(value, int | float)
+    inside = 0 < value < 1 if open_ends else 0 <= value <= 1
+    if not inside:
+        bounds = "(0, 1)" if open_ends else "[0, 1]"
+        raise InvalidInputError(f"{name} must be within {bounds}, got {value!r}")

@@ -1,0 +1,532 @@
+"""AgentMemoryManager: the facade every user starts from.
+
+It ties the three tiers, sessions, promotion and the forgetting curve to one
+:class:`~persistence.SQLiteStore`. The scratchpad is held whole in RAM; episodic and
+semantic memories are read lazily through an LRU :class:`~persistence.CacheLayer`, so
+memory use stays flat however large the file grows. Every mutating call is one
+transaction and is durable when it returns; ``with manager.transaction():`` groups calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any, Self
+
+from persistence import (
+    CacheLayer,
+    ConsolidationReport,
+    DecayReport,
+    ForgettingRecord,
+    InvalidInputError,
+    Memory,
+    MemoryNotFoundError,
+    MemoryStatistics,
+    PromotionRecord,
+    QueryOptions,
+    RepetitionSchedule,
+    SessionState,
+    SQLiteStore,
+    StoreClosedError,
+    Tier,
+    TranscriptEntry,
+)
+from persistence.records import new_id, now_ms
+from persistence.validation import require_int, require_str
+from tiered_memory.config import MemoryConfig
+from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.scratchpad import Scratchpad
+from tiered_memory.sessions import SessionManager
+
+_QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
+
+
+class AgentMemoryManager:
+    """Three-tier agent memory in one SQLite file (or in memory).
+
+    Build one with :meth:`open` (a durable file, created or migrated) or
+    :meth:`in_memory` (nothing on disk); both take a :class:`MemoryConfig` and/or its
+    fields as keyword arguments. Use it as a context manager, or call
+    :meth:`initialize` and :meth:`shutdown` yourself.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        config: MemoryConfig | None = None,
+        **overrides: Any,
+    ) -> None:
+        base = config if config is not None else MemoryConfig()
+        if not isinstance(base, MemoryConfig):
+            raise InvalidInputError(f"config must be a MemoryConfig, got {type(base).__name__}")
+        unknown = set(overrides) - {f.name for f in fields(MemoryConfig)}
+        if unknown:
+            raise InvalidInputError(f"unknown config option(s): {', '.join(sorted(unknown))}")
+        self.config = replace(base, **overrides) if overrides else base
+        self.clock = self.config.clock or now_ms
+        self.store = SQLiteStore(path, synchronous=self.config.synchronous, clock=self.clock)
+        self.curve = ForgettingCurve(
+            self.config.initial_stability_days,
+            self.config.importance_stability_boost,
+            self.config.target_retention,
+        )
+        self._cache: CacheLayer[str, Memory] = CacheLayer(
+            self.config.cache_size, transactions=self.store
+        )
+        self.scratchpad = Scratchpad(
+            self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
+        )
+        self.sessions = SessionManager(self.store, self.clock)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], config: MemoryConfig | None = None, **overrides: Any
+    ) -> AgentMemoryManager:
+        """A manager on a durable file (created, or migrated to the current schema)."""
+        if os.fspath(path) == ":memory:":
+            raise InvalidInputError("use AgentMemoryManager.in_memory() for a store in memory")
+        return cls(path, config, **overrides).initialize()
+
+    @classmethod
+    def in_memory(cls, config: MemoryConfig | None = None, **overrides: Any) -> AgentMemoryManager:
+        """A manager with the same API and nothing on disk."""
+        return cls(":memory:", config, **overrides).initialize()
+
+    def initialize(self) -> Self:
+        """Open the store and load the scratchpad; a second call does nothing."""
+        if not self.store.is_open:
+            self.store.open()
+            self.scratchpad.load()
+        return self
+
+    def shutdown(self) -> None:
+        """Close the store; closing twice is harmless."""
+        self.store.close()
+        self._cache.clear()
+
+    close = shutdown
+
+    def __enter__(self) -> Self:
+        return self.initialize()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or ``None`` in memory."""
+        return None if self.store.is_memory else Path(self.store.path)
+
+    def _require_open(self) -> None:
+        if not self.store.is_open:
+            raise StoreClosedError("memory manager is closed (or was never initialized)")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """Group calls into one transaction: all of them land, or none (and RAM agrees)."""
+        self._require_open()
+        with self.store.transaction():
+            yield self
+
+    # --- memories -------------------------------------------------------------------------
+
+    def remember(
+        self,
+        content: str,
+        tier: Tier | str = Tier.EPISODIC,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        importance: float = 0.5,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        source: str | None = None,
+        category: str | None = None,
+        key: str | None = None,
+        embedding: Sequence[float] | None = None,
+    ) -> Memory:
+        """Store a new memory and its review schedule; return it as stored.
+
+        ``tier=Tier.SCRATCHPAD`` files it in the scratchpad under ``key`` (default: its id).
+        A ``session_id`` must name a started session, whose activity time is refreshed.
+        """
+        self._require_open()
+        tier = _tier(tier)
+        require_str(content, "content")
+        now = self.clock()
+        with self.store.transaction():
+            if session_id is not None:
+                self.sessions.touch(session_id)
+            if tier is Tier.SCRATCHPAD:
+                stored = self.scratchpad.put(
+                    key or new_id(),
+                    content,
+                    session_id=session_id,
+                    agent_id=agent_id,
+                    importance=importance,
+                    tags=tags,
+                    metadata=metadata,
+                    source=source,
+                    category=category,
+                    embedding=embedding,
+                )
+            else:
+                memory = Memory.create(
+                    content,
+                    tier,
+                    now=now,
+                    session_id=session_id,
+                    agent_id=agent_id,
+                    importance=importance,
+                    tags=tags,
+                    metadata=dict(metadata) if isinstance(metadata, Mapping) else metadata or {},
+                    source=source,
+                    category=category,
+                    embedding=embedding,
+                    token_count=self.config.token_counter.count(content),
+                )
+                stored = self.store.put_memory(memory)
+                self._cache.set(stored.id, stored)
+            self.store.put_repetition_schedule(
+                self.curve.schedule_for(stored.id, stored.importance, now)
+            )
+        return stored
+
+    def get(self, memory_id: str) -> Memory | None:
+        """The memory with that id in any tier, or ``None``."""
+        self._require_open()
+        require_str(memory_id, "memory_id")
+        in_scratchpad = self.scratchpad.by_id(memory_id)
+        if in_scratchpad is not None:
+            return in_scratchpad
+        return self._cache.get_or_load(memory_id, self.store.get_memory)
+
+    def _require(self, memory_id: str) -> Memory:
+        memory = self.get(memory_id)
+        if memory is None:
+            raise MemoryNotFoundError(f"no memory {memory_id}")
+        return memory
+
+    def _rewrite(self, memory: Memory) -> Memory:
+        """Store a changed memory in its tier and keep RAM and cache in step."""
+        if memory.tier is Tier.SCRATCHPAD:
+            return self.scratchpad.rewrite(memory)
+        stored = self.store.put_memory(memory)
+        self._cache.set(stored.id, stored)
+        return stored
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+    ) -> Memory:
+        """Change a memory's content, metadata, tags or importance; bumps ``updated_at``."""
+        self._require_open()
+        changes: dict[str, Any] = {}
+        if content is not None:
+            require_str(content, "content")
+            changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
+        if metadata is not None:
+            changes["metadata"] = dict(metadata) if isinstance(metadata, Mapping) else metadata
+        if tags is not None:
+            changes["tags"] = tags
+        if importance is not None:
+            changes["importance"] = importance
+        with self.store.transaction():
+            memory = self._require(memory_id)
+            return self._rewrite(replace(memory, updated_at=self.clock(), **changes))
+
+    def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
+        """Delete a memory (with its schedule and tags) and write an audit row."""
+        self._require_open()
+        require_str(memory_id, "memory_id")
+        with self.store.transaction():
+            if self.scratchpad.by_id(memory_id) is not None:
+                return self.scratchpad.forget(memory_id, reason)
+            self._cache.invalidate(memory_id)
+            return self.store.forget_memory(memory_id, reason) is not None
+
+    def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
+        """Memories matching every filter (the fields of :class:`QueryOptions`).
+
+        With no ``tier`` the three tiers are searched and merged in the requested order.
+        """
+        self._require_open()
+        unknown = set(filters) - _QUERY_FILTERS
+        if unknown:
+            raise InvalidInputError(
+                f"unknown filter(s) {sorted(unknown)}; use {sorted(_QUERY_FILTERS)}"
+            )
+        if isinstance(filters.get("tags"), list):
+            filters["tags"] = tuple(filters["tags"])
+        options = QueryOptions(**filters)
+        if tier is not None:
+            return self.store.query(_tier(tier), options)
+        window = None if options.limit is None else options.limit + options.offset
+        merged = [
+            memory
+            for each in Tier
+            for memory in self.store.query(each, replace(options, limit=window, offset=0))
+        ]
+        merged.sort(key=lambda m: _order_key(m, options.order_by), reverse=options.descending)
+        end = None if options.limit is None else options.offset + options.limit
+        return merged[options.offset : end]
+
+    def link(self, memory_id: str, other_id: str) -> None:
+        """Link two memories both ways (linking again changes nothing)."""
+        self._require_open()
+        if memory_id == other_id:
+            raise InvalidInputError("a memory cannot be linked to itself")
+        with self.store.transaction():
+            for this, that in ((memory_id, other_id), (other_id, memory_id)):
+                memory = self._require(this)
+                if that not in memory.linked_memories:
+                    linked = (*memory.linked_memories, that)
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+
+    def unlink(self, memory_id: str, other_id: str) -> bool:
+        """Remove the link between two memories; True if there was one."""
+        self._require_open()
+        found = False
+        with self.store.transaction():
+            for this, that in ((memory_id, other_id), (other_id, memory_id)):
+                memory = self._require(this)
+                if that in memory.linked_memories:
+                    found = True
+                    linked = tuple(i for i in memory.linked_memories if i != that)
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+        return found
+
+    def linked(self, memory_id: str) -> list[Memory]:
+        """The memories linked to this one that still exist."""
+        memory = self._require(memory_id)
+        return [m for i in memory.linked_memories if (m := self.get(i)) is not None]
+
+    # --- sessions -------------------------------------------------------------------------
+
+    def start_session(
+        self, session_id: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> SessionState:
+        """Start a session; see :meth:`SessionManager.start`."""
+        self._require_open()
+        return self.sessions.start(session_id, metadata)
+
+    def end_session(self, session_id: str) -> SessionState:
+        """End a session."""
+        self._require_open()
+        return self.sessions.end(session_id)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        """The session, or ``None``."""
+        self._require_open()
+        return self.sessions.get(session_id)
+
+    def active_sessions(self) -> list[SessionState]:
+        """Sessions not yet ended, most recently active first."""
+        self._require_open()
+        return self.sessions.active()
+
+    def append_transcript(self, session_id: str, role: str, content: str) -> TranscriptEntry:
+        """Add a line to a session's transcript as its next turn."""
+        self._require_open()
+        return self.sessions.append(session_id, role, content)
+
+    def get_transcript(self, session_id: str) -> list[TranscriptEntry]:
+        """A session's transcript, in order."""
+        self._require_open()
+        return self.sessions.transcript(session_id)
+
+    # --- promotion --------------------------------------------------------------------------
+
+    def promote(
+        self, memory_id: str, to_tier: Tier | str, reason: str | None = None
+    ) -> PromotionRecord:
+        """Move a memory forward (scratchpad -> episodic -> semantic), logged, one transaction."""
+        self._require_open()
+        target = _tier(to_tier)
+        with self.store.transaction():
+            if self.scratchpad.by_id(memory_id) is not None:
+                return self.scratchpad.promote(memory_id, target, reason)
+            memory = self._require(memory_id)
+            self._cache.invalidate(memory_id)
+            return self.store.promote_memory(memory_id, memory.tier, target, reason)
+
+    def promotion_history(self, memory_id: str) -> list[PromotionRecord]:
+        """Every logged promotion of a memory, oldest first."""
+        self._require_open()
+        return self.store.get_promotion_history(memory_id)
+
+    def consolidate(self) -> ConsolidationReport:
+        """Promote well-learned episodic memories to semantic.
+
+        A memory qualifies with at least ``consolidation_min_reviews`` successful reviews
+        in a row and a current retention of at least ``consolidation_min_retention``.
+        """
+        self._require_open()
+        cfg = self.config
+        promoted: list[str] = []
+        checked = 0
+        after = ""
+        while True:
+            with self.store.transaction():
+                batch = self.store.retention_batch(
+                    Tier.EPISODIC,
+                    after,
+                    cfg.decay_batch_size,
+                    min_reviews=cfg.consolidation_min_reviews,
+                )
+                now = self.clock()
+                for row in batch:
+                    strength = self.curve.retention_of(row, now)
+                    if strength >= cfg.consolidation_min_retention:
+                        reason = (
+                            f"consolidated: {row.review_count} reviews, retention {strength:.2f}"
+                        )
+                        self.promote(row.memory_id, Tier.SEMANTIC, reason)
+                        promoted.append(row.memory_id)
+            if not batch:
+                break
+            checked += len(batch)
+            after = batch[-1].memory_id
+        return ConsolidationReport(checked, tuple(promoted))
+
+    # --- forgetting curve -------------------------------------------------------------------
+
+    def review(self, memory_id: str, quality: int) -> RepetitionSchedule:
+        """Record an SM-2 review of ``quality`` 0-5; retention is restored to 1.0."""
+        self._require_open()
+        with self.store.transaction():
+            memory = self._require(memory_id)
+            now = self.clock()
+            schedule = self.store.get_repetition_schedule(memory_id) or self.curve.schedule_for(
+                memory_id, memory.importance, now
+            )
+            reviewed = self.curve.review(schedule, quality, memory.importance, now)
+            self.store.put_repetition_schedule(reviewed)
+            self._rewrite(
+                replace(
+                    memory,
+                    retention=1.0,
+                    access_count=memory.access_count + 1,
+                    last_accessed_at=now,
+                )
+            )
+        return reviewed
+
+    def schedule(self, memory_id: str) -> RepetitionSchedule | None:
+        """A memory's spaced-repetition schedule, or ``None``."""
+        self._require_open()
+        return self.store.get_repetition_schedule(memory_id)
+
+    def due_for_review(self, before: int | None = None, limit: int | None = None) -> list[Memory]:
+        """Memories whose next review is due at or before ``before`` (default: now)."""
+        self._require_open()
+        require_int(before, "before", allow_none=True)
+        due = self.store.get_schedules_due_for_review(
+            self.clock() if before is None else before, limit
+        )
+        return [m for s in due if (m := self.get(s.memory_id)) is not None]
+
+    def decay(self) -> DecayReport:
+        """Walk the file in batches, update retention, forget what fell under the threshold.
+
+        The episodic tier is always walked, the semantic one only with
+        ``decay_semantic=True``. Each batch is one transaction; every forgotten memory
+        gets a row in the forgetting log.
+        """
+        self._require_open()
+        cfg = self.config
+        tiers = (Tier.EPISODIC, Tier.SEMANTIC) if cfg.decay_semantic else (Tier.EPISODIC,)
+        checked = weakened = 0
+        forgotten_ids: list[str] = []
+        reason = f"decay: retention fell below {cfg.forgetting_threshold}"
+        for tier in tiers:
+            after = ""
+            while True:
+                with self.store.transaction():
+                    batch = self.store.retention_batch(tier, after, cfg.decay_batch_size)
+                    now = self.clock()
+                    updates: list[tuple[str, float]] = []
+                    forgotten: list[tuple[str, float]] = []
+                    for row in batch:
+                        strength = self.curve.retention_of(row, now)
+                        if strength < cfg.forgetting_threshold:
+                            forgotten.append((row.memory_id, strength))
+                        elif abs(strength - row.retention) > 1e-9:
+                            updates.append((row.memory_id, strength))
+                            if strength < row.retention:
+                                weakened += 1
+                    self.store.apply_decay(tier, updates, forgotten, reason)
+                    for memory_id, _ in (*updates, *forgotten):
+                        self._cache.invalidate(memory_id)
+                if not batch:
+                    break
+                checked += len(batch)
+                forgotten_ids += [memory_id for memory_id, _ in forgotten]
+                after = batch[-1].memory_id
+        return DecayReport(
+            checked,
+            weakened,
+            len(forgotten_ids),
+            tuple(forgotten_ids),
+            tiers,
+            cfg.forgetting_threshold,
+        )
+
+    def forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
+        """Audit rows of forgotten memories (for one memory, or all), oldest first."""
+        self._require_open()
+        return self.store.get_forgetting_log(memory_id)
+
+    # --- statistics -------------------------------------------------------------------------
+
+    def statistics(self) -> MemoryStatistics:
+        """Counts per tier, sessions, transcripts, cache counters, file and WAL size."""
+        self._require_open()
+        return MemoryStatistics(
+            storage=self.store.get_statistics(),
+            cache=self._cache.get_statistics(),
+            scratchpad_tokens=self.scratchpad.tokens,
+            scratchpad_token_budget=self.scratchpad.budget,
+        )
+
+    # --- built by later work ------------------------------------------------------------------
+
+    def recall(self, query: str, k: int = 5, **filters: Any) -> list[Any]:
+        """Hybrid recall with explanations: not built yet (it never returns made-up hits)."""
+        raise NotImplementedError("recall() is not built yet: use query() for filtered reads")
+
+    def backup(self, target: str | os.PathLike[str] | None = None) -> Path:
+        """A ``VACUUM INTO`` snapshot: not built yet."""
+        raise NotImplementedError("backup() is not built yet")
+
+    def export_json(self, target: str | os.PathLike[str] | None = None) -> Path:
+        """A lossless JSON export: not built yet."""
+        raise NotImplementedError("export_json() is not built yet")
+
+    def import_json(self, source: str | os.PathLike[str], mode: str = "replace") -> Any:
+        """A validated all-or-nothing JSON import: not built yet."""
+        raise NotImplementedError("import_json() is not built yet")
+
+
+def _tier(value: Tier | str) -> Tier:
+    try:
+        return Tier(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"tier must be one of {[t.value for t in Tier]}, got {value!r}"
+        ) from None
+
+
+def _order_key(memory: Memory, order_by: str) -> tuple[bool, Any, str]:
+    value = getattr(memory, order_by)
+    return (value is not None, value if value is not None else 0, memory.id)

@@ -121,8 +121,8 @@ def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
 
 
 def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
-    """Every memory of ``tier``, oldest first."""
-    rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.created_at, t.id")
+    """Every memory of ``tier``, least recently written first (ties in insertion order)."""
+    rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.updated_at, t.rowid")
     return [_to_memory(tier, row) for row in rows]
 
 

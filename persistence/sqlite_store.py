@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -252,7 +252,7 @@ class SQLiteStore:
             self._hooks[-1][0].extend(on_commit)
             self._hooks[-1][1].extend(on_rollback)
         else:
-            _run_all(on_rollback)
+            _run_all(reversed(on_rollback))
 
     def _finish_outer(self, conn: apsw.Connection, commit: bool) -> None:
         on_commit, on_rollback = self._hooks.pop()
@@ -264,13 +264,13 @@ class SQLiteStore:
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                _run_all(on_rollback)
+                _run_all(reversed(on_rollback))
                 raise
             _run_all(on_commit)
         else:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            _run_all(on_rollback)
+            _run_all(reversed(on_rollback))
 
     @property
     def in_transaction(self) -> bool:
@@ -285,7 +285,10 @@ class SQLiteStore:
             callback()
 
     def after_rollback(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` if the current transaction (or savepoint) rolls back."""
+        """Run ``callback`` if the current transaction (or savepoint) rolls back.
+
+        Rollback callbacks run newest first, like an undo log.
+        """
         if self.in_transaction:
             self._hooks[-1][1].append(callback)
 
@@ -413,7 +416,7 @@ class SQLiteStore:
             return memory is not None and memory_sql.delete(conn, Tier.SCRATCHPAD, memory.id)
 
     def get_all_scratchpad(self) -> list[Memory]:
-        """Every scratchpad entry, oldest first."""
+        """Every scratchpad entry, least recently written first."""
         with self._reading() as conn:
             return memory_sql.fetch_all(conn, Tier.SCRATCHPAD)
 
@@ -689,6 +692,6 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _run_all(callbacks: list[Callable[[], None]]) -> None:
+def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:
     for callback in callbacks:
         callback()

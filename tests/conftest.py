@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from persistence import SQLiteStore
+from tiered_memory import AgentMemoryManager
 
 
 class FakeClock:
@@ -51,3 +52,16 @@ def file_store(db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes (to prove a file was left untouched)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(params=["file", "memory"])
+def memory(
+    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
+) -> Iterator[AgentMemoryManager]:
+    """An open manager on a file and in memory: both must behave the same."""
+    if request.param == "file":
+        manager = AgentMemoryManager.open(db_path, clock=clock)
+    else:
+        manager = AgentMemoryManager.in_memory(clock=clock)
+    with manager:
+        yield manager

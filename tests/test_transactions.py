@@ -90,3 +90,13 @@ def test_failed_commit_rolls_back_and_runs_rollback_hooks(store: SQLiteStore) ->
     assert store.query_episodic() == []
     assert not store.in_transaction
     store.put_episodic(Memory.create("store still works"))
+
+
+def test_rollback_hooks_run_newest_first_like_an_undo_log(store: SQLiteStore) -> None:
+    events: list[int] = []
+    with pytest.raises(Boom), store.transaction():
+        for n in range(3):
+            with store.transaction():
+                store.after_rollback(lambda n=n: events.append(n))  # type: ignore[misc]
+        raise Boom
+    assert events == [2, 1, 0]

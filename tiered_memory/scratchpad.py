@@ -52,7 +52,7 @@ class Scratchpad:
 
     def load(self) -> None:
         """Read the whole scratchpad from the store, least recently written first."""
-        entries = sorted(self._store.get_all_scratchpad(), key=lambda m: (m.updated_at, m.id))
+        entries = self._store.get_all_scratchpad()
         with self._lock:
             self._replace(OrderedDict((m.key or m.id, m) for m in entries))
 

@@ -1,0 +1,113 @@
+"""The scratchpad: keyed, held in RAM, token-budgeted, evicting to episodic by LRU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from persistence import InvalidInputError, StoreClosedError, Tier
+from tests.conftest import FakeClock
+from tiered_memory import AgentMemoryManager
+from tiered_memory.scratchpad import EVICTION_REASON
+
+
+class Boom(Exception):
+    pass
+
+
+def test_put_get_delete_items_clear(memory: AgentMemoryManager) -> None:
+    pad = memory.scratchpad
+    goal = pad.put("goal", "Ship v1 on Friday", tags=("plan",))
+    assert pad.get("goal") == goal and goal.tier is Tier.SCRATCHPAD and goal.key == "goal"
+    assert memory.get(goal.id) == goal
+    pad.put("mood", "calm")
+    assert [k for k, _ in pad.items()] == ["goal", "mood"]
+    replaced = pad.put("goal", "Ship v1 on Monday")
+    assert replaced.id == goal.id and pad.get("goal").content == "Ship v1 on Monday"  # type: ignore[union-attr]
+    assert "goal" in pad and len(pad) == 2
+    assert pad.delete("mood") is True and pad.delete("mood") is False
+    assert pad.clear() == 1
+    assert len(pad) == 0 and memory.store.get_all_scratchpad() == []
+
+
+def test_token_budget_evicts_least_recently_used_to_episodic(
+    db_path: Path, clock: FakeClock
+) -> None:
+    with AgentMemoryManager.open(db_path, clock=clock, scratchpad_token_budget=10) as memory:
+        pad = memory.scratchpad
+        a = pad.put("a", "x" * 12)  # 3 tokens
+        b = pad.put("b", "x" * 12)  # 3 tokens
+        pad.put("c", "x" * 12)  # 3 tokens: 9 in all
+        pad.get("a")  # a is now more recent than b
+        pad.put("d", "x" * 8)  # 2 tokens: 11 > 10, so b (least recent) goes
+        assert [k for k, _ in pad.items()] == ["c", "a", "d"]
+        assert pad.tokens == 8
+        moved = memory.get(b.id)
+        assert moved is not None and moved.tier is Tier.EPISODIC
+        assert moved.metadata["scratchpad_key"] == "b"
+        [record] = memory.promotion_history(b.id)
+        assert (record.from_tier, record.to_tier, record.reason) == (
+            Tier.SCRATCHPAD,
+            Tier.EPISODIC,
+            EVICTION_REASON,
+        )
+        assert memory.get(a.id).tier is Tier.SCRATCHPAD  # type: ignore[union-attr]
+
+
+def test_an_entry_larger_than_the_budget_is_refused(memory: AgentMemoryManager) -> None:
+    memory.scratchpad.put("small", "ok")
+    with pytest.raises(InvalidInputError, match="budget"):
+        memory.scratchpad.put("huge", "x" * (4 * memory.scratchpad.budget + 4))
+    assert [k for k, _ in memory.scratchpad.items()] == ["small"]
+    assert memory.statistics().storage.episodic_count == 0
+
+
+def test_rollback_restores_ram_and_file(memory: AgentMemoryManager) -> None:
+    memory.scratchpad.put("keep", "kept")
+    with pytest.raises(Boom), memory.transaction():
+        memory.scratchpad.put("keep", "changed")
+        memory.scratchpad.put("new", "added")
+        memory.scratchpad.delete("keep")
+        raise Boom
+    assert [(k, m.content) for k, m in memory.scratchpad.items()] == [("keep", "kept")]
+    assert [m.content for m in memory.store.get_all_scratchpad()] == ["kept"]
+
+
+def test_promotion_leaves_no_stale_scratchpad_entry(memory: AgentMemoryManager) -> None:
+    entry = memory.scratchpad.put("goal", "Ship it")
+    memory.promote(entry.id, Tier.SEMANTIC, reason="done")
+    assert memory.scratchpad.get("goal") is None
+    assert memory.store.get_scratchpad("goal") is None
+    assert memory.get(entry.id).tier is Tier.SEMANTIC  # type: ignore[union-attr]
+
+
+def test_forget_from_the_scratchpad_is_audited(memory: AgentMemoryManager) -> None:
+    entry = memory.scratchpad.put("secret", "pin 1234")
+    assert memory.forget(entry.id) is True
+    assert memory.scratchpad.get("secret") is None
+    assert [r.tier for r in memory.forgetting_log(entry.id)] == [Tier.SCRATCHPAD]
+
+
+def test_scratchpad_survives_restart_in_write_order(db_path: Path, clock: FakeClock) -> None:
+    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+        for key in ("one", "two", "three"):
+            clock.advance(10)
+            memory.scratchpad.put(key, key.upper())
+        clock.advance(10)
+        memory.scratchpad.put("one", "ONE again")
+    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+        assert [(k, m.content) for k, m in memory.scratchpad.items()] == [
+            ("two", "TWO"),
+            ("three", "THREE"),
+            ("one", "ONE again"),
+        ]
+
+
+def test_closed_manager_scratchpad_raises(db_path: Path) -> None:
+    memory = AgentMemoryManager.open(db_path)
+    memory.shutdown()
+    with pytest.raises(StoreClosedError):
+        memory.scratchpad.get("x")
+    with pytest.raises(StoreClosedError):
+        memory.scratchpad.put("x", "y")

@@ -9,62 +9,27 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import apsw
-import orjson
-
 from persistence import SQLiteStore, Tier
+from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 KILLS = 60
 
 
-def _kill_after(process: subprocess.Popen[str], delay: float) -> list[str]:
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    out, _ = process.communicate(timeout=30)
-    lines = out.split("\n")
-    return lines[:-1]  # the last piece is an unfinished line (or empty)
-
-
 def _check(path: Path, reported: dict[str, Tier]) -> int:
     """Assert the crash invariants; return how many memories the file holds."""
-    conn = apsw.Connection(str(path))
-    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    where: dict[str, list[Tier]] = {}
-    origin: dict[str, Tier] = {}
-    for tier in Tier:
-        for memory_id, metadata in conn.execute(f"SELECT id, metadata FROM {tier.value}"):
-            where.setdefault(memory_id, []).append(tier)
-            origin[memory_id] = Tier(orjson.loads(metadata)["origin"])
-    log: dict[str, list[tuple[Tier, Tier]]] = {}
-    for memory_id, src, dst in conn.execute(
-        "SELECT memory_id, from_tier, to_tier FROM promotion_log ORDER BY id"
-    ):
-        log.setdefault(memory_id, []).append((Tier(src), Tier(dst)))
-    tags = dict(conn.execute("SELECT memory_id, count(*) FROM memory_tags GROUP BY memory_id"))
-    conn.close()
-
-    for memory_id, tiers in where.items():
-        assert len(tiers) == 1, f"{memory_id} is in {tiers}"
-        tier = tiers[0]
-        chain = log.get(memory_id, [])
-        current = origin[memory_id]
-        for src, dst in chain:
-            assert src is current, f"log of {memory_id} does not chain: {chain}"
-            current = dst
-        assert current is tier, f"{memory_id} is in {tier} but its log ends at {current}"
-        assert tags.get(memory_id) == 2, f"{memory_id} lost its tags"
+    state = read_state(path)
+    assert_no_half_done_promotion(state, tags_per_memory=2)
     for memory_id, tier in reported.items():
-        assert memory_id in where, f"returned write {memory_id} was lost"
-        assert where[memory_id][0].rank >= tier.rank, f"returned promotion of {memory_id} lost"
-    assert set(log) <= set(where), "promotion logged for a memory that is not there"
-    return len(where)
+        assert memory_id in state.where, f"returned write {memory_id} was lost"
+        assert state.where[memory_id][0].rank >= tier.rank, (
+            f"returned promotion of {memory_id} lost"
+        )
+    return len(state.where)
 
 
 def test_sigkill_at_random_moments_loses_nothing_that_returned(tmp_path: Path) -> None:
@@ -83,7 +48,7 @@ def test_sigkill_at_random_moments_loses_nothing_that_returned(tmp_path: Path) -
         )
         # Mostly mid-write; now and then during start-up and migration.
         delay = rng.uniform(0.0, 0.25) if kill % 10 == 0 else rng.uniform(0.3, 0.7)
-        for line in _kill_after(process, delay):
+        for line in kill_after(process, delay):
             parts = line.split()
             if parts[0] == "W":
                 reported[parts[1]] = Tier(parts[2])

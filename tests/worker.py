@@ -2,6 +2,8 @@
 
 ``worker.py crash DB SEED``: writes and promotes memories forever, printing one line per
 call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
+``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
+``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 import random
 import sys
 
-from persistence import Memory, SQLiteStore, Tier
+from persistence import Memory, MemoryNotFoundError, SQLiteStore, Tier
+from tiered_memory import AgentMemoryManager
 
 
 def _say(*parts: str) -> None:
@@ -58,6 +61,34 @@ def crash(path: str, seed: int) -> None:
         promotable.append((memory.id, tier))
 
 
+def manager_crash(path: str, seed: int) -> None:
+    rng = random.Random(seed)
+    # Stability of 2e-7 to 1e-6 days (17 to 86 ms): decay() forgets a lot, and often.
+    memory = AgentMemoryManager.open(path, initial_stability_days=2e-7, decay_batch_size=40)
+    _say("READY")
+    episodic: list[str] = []
+    while True:
+        roll = rng.random()
+        if roll < 0.6:
+            m = memory.remember(
+                f"memory {seed} " + "y" * rng.randrange(0, 1500),
+                importance=rng.random(),
+                tags=(f"seed{seed}", "crash"),
+                metadata={"origin": "episodic"},
+            )
+            _say("W", m.id, "episodic")
+            episodic.append(m.id)
+        elif roll < 0.85 and episodic:
+            memory_id = episodic.pop(rng.randrange(len(episodic)))
+            try:
+                memory.promote(memory_id, Tier.SEMANTIC, reason="crash test")
+            except MemoryNotFoundError:
+                continue  # decay forgot it first
+            _say("P", memory_id, "episodic", "semantic")
+        else:
+            _say("D", str(memory.decay().forgotten))
+
+
 def write(path: str, count: int, tag: str) -> None:
     with SQLiteStore(path) as store:
         _say("READY")
@@ -76,6 +107,8 @@ if __name__ == "__main__":
     command, db, *rest = sys.argv[1:]
     if command == "crash":
         crash(db, int(rest[0]))
+    elif command == "manager-crash":
+        manager_crash(db, int(rest[0]))
     elif command == "write":
         write(db, int(rest[0]), rest[1])
     elif command == "read":

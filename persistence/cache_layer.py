@@ -83,18 +83,17 @@ class CacheLayer(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The cached value, or ``None`` on a miss (counted)."""
-        if self._tx.in_transaction:
-            with self._lock:
-                self._misses += 1
-            return None
         with self._lock:
-            try:
-                value: V = self._cache[key]
-            except KeyError:
-                self._misses += 1
-                return None
-            self._hits += 1
-            return value
+            if not self._tx.in_transaction:
+                try:
+                    value: V = self._cache[key]
+                except KeyError:
+                    pass
+                else:
+                    self._hits += 1
+                    return value
+            self._misses += 1
+            return None
 
     def has(self, key: K) -> bool:
         """True if ``key`` is cached (does not count as a lookup or refresh recency)."""

@@ -32,10 +32,11 @@ _TAGS = (
 )
 
 
-def _select(tier: Tier) -> str:
+def _select(tier: Tier, with_tier: bool = False) -> str:
     key = "t.key" if tier is Tier.SCRATCHPAD else "NULL"
     cols = ", ".join(f"t.{c}" for c in _COLUMNS)
-    return f"SELECT {cols}, {key}, {_TAGS} FROM {TABLE[tier]} AS t"
+    tier_name = f", '{tier.value}'" if with_tier else ""
+    return f"SELECT {cols}, {key}, {_TAGS}{tier_name} FROM {TABLE[tier]} AS t"
 
 
 def _upsert(tier: Tier) -> str:
@@ -50,6 +51,10 @@ def _upsert(tier: Tier) -> str:
 
 _SELECT = {tier: _select(tier) for tier in Tier}
 _UPSERT = {tier: _upsert(tier) for tier in Tier}
+_SELECT_ANY_TIER = " UNION ALL ".join(
+    f"{_select(tier, with_tier=True)} WHERE t.id = ?"
+    for tier in (Tier.EPISODIC, Tier.SEMANTIC, Tier.SCRATCHPAD)
+)
 
 
 def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
@@ -112,6 +117,12 @@ def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in ``tier``, or ``None``."""
     row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
     return None if row is None else _to_memory(tier, row)
+
+
+def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
+    """The memory with ``memory_id`` in whichever tier holds it, in one statement."""
+    row = query_one(conn, _SELECT_ANY_TIER, (memory_id,) * 3)
+    return None if row is None else _to_memory(Tier(row[-1]), row[:-1])
 
 
 def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:

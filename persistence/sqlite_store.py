@@ -461,8 +461,7 @@ class SQLiteStore:
         """The memory with that id in whichever tier holds it, or ``None``."""
         require_str(memory_id, "memory_id")
         with self._reading() as conn:
-            tier = memory_sql.tier_of(conn, memory_id)
-            return None if tier is None else memory_sql.fetch(conn, tier, memory_id)
+            return memory_sql.fetch_any(conn, memory_id)
 
     # --- promotion ----------------------------------------------------------------------
 

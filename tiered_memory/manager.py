@@ -199,8 +199,10 @@ class AgentMemoryManager:
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
-        self._require_open()
-        require_str(memory_id, "memory_id")
+        if not self.store.is_open:
+            self._require_open()
+        if not isinstance(memory_id, str):
+            require_str(memory_id, "memory_id")
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
             return in_scratchpad

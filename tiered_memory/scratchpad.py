@@ -87,10 +87,13 @@ class Scratchpad:
             return memory
 
     def by_id(self, memory_id: str) -> Memory | None:
-        """The entry whose memory id is ``memory_id``, or ``None`` (no recency change)."""
-        with self._lock:
-            key = self._keys_by_id.get(memory_id)
-            return None if key is None else self._entries[key]
+        """The entry whose memory id is ``memory_id``, or ``None`` (no recency change).
+
+        Lock-free: it is on every ``get`` of every tier, and two single dict reads are
+        atomic; a concurrent removal makes it return ``None``, never fail.
+        """
+        key = self._keys_by_id.get(memory_id)
+        return None if key is None else self._entries.get(key)
 
     def items(self) -> list[tuple[str, Memory]]:
         """``(key, memory)`` pairs, least recently used first."""

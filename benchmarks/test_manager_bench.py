@@ -1,0 +1,189 @@
+"""AgentMemoryManager against the raw APSW floor, measured in the same run.
+
+Run: ``.venv/bin/python -m pytest benchmarks/test_manager_bench.py`` (prints a ratio
+table). Raw sides run the statements the library must run, on pre-encoded rows.
+Target from the manager issue: a cached ``get`` costs about 2 µs or less.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from persistence import Memory, Tier, memory_sql
+from persistence.connection import ConnectionOptions, connect, connection_wal
+from tiered_memory import AgentMemoryManager
+
+PREFILL = 10_000
+DECAY_ROWS = 5_000
+DAY = 86_400_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def setup(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[AgentMemoryManager, apsw.Connection, list[str]]]:
+    root: Path = tmp_path_factory.mktemp("manager-bench")
+    memory = AgentMemoryManager.open(root / "lib.db", clock=Clock(), cache_size=1000)
+    with memory.transaction():
+        ids = [memory.remember(f"memory {i} about topic {i % 97}", tags=[f"t{i % 97}"]).id
+               for i in range(PREFILL)]  # fmt: skip
+    AgentMemoryManager.open(root / "raw.db").shutdown()
+    raw = connect(str(root / "raw.db"), ConnectionOptions())
+    connection_wal(raw)
+    yield memory, raw, ids
+    memory.shutdown()
+    raw.close()
+
+
+def _raw_insert(raw: apsw.Connection, memory: Memory) -> None:
+    raw.execute("BEGIN IMMEDIATE")
+    raw.execute(memory_sql._UPSERT[Tier.EPISODIC], memory_sql.encode_row(memory, None))
+    raw.executemany(
+        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
+        [(memory.id, t, n) for n, t in enumerate(memory.tags)],
+    )
+    raw.execute(
+        "INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) VALUES (?, ?, ?)",
+        (memory.id, memory.created_at + DAY, DAY),
+    )
+    raw.execute("COMMIT")
+
+
+def test_remember_library(benchmark: Any, record: Any, setup: Any) -> None:
+    memory, _, _ = setup
+    n = itertools.count()
+    benchmark(lambda: memory.remember(f"new memory {next(n)}", tags=["bench"]))
+    record("remember", "library")
+
+
+def test_remember_raw(benchmark: Any, record: Any, setup: Any) -> None:
+    _, raw, _ = setup
+    n = itertools.count()
+    benchmark(lambda: _raw_insert(raw, Memory.create(f"new memory {next(n)}", tags=("bench",))))
+    record("remember", "raw")
+
+
+def test_get_cached_library(benchmark: Any, record: Any, setup: Any) -> None:
+    memory, _, ids = setup
+    hot = ids[:500]
+    for memory_id in hot:
+        memory.get(memory_id)
+    cycle = itertools.cycle(hot)
+    benchmark(lambda: memory.get(next(cycle)))
+    record("get cached (vs dict lookup)", "library")
+
+
+def test_get_cached_raw(benchmark: Any, record: Any, setup: Any) -> None:
+    _, _, ids = setup
+    table = {memory_id: memory_id for memory_id in ids[:500]}
+    cycle = itertools.cycle(ids[:500])
+    benchmark(lambda: table.get(next(cycle)))
+    record("get cached (vs dict lookup)", "raw")
+
+
+def test_get_uncached_library(benchmark: Any, record: Any, setup: Any) -> None:
+    memory, _, ids = setup
+    memory._cache.clear()
+    cold = itertools.cycle(ids[1000:])  # more ids than the cache holds: every get misses
+    benchmark(lambda: memory.get(next(cold)))
+    record("get uncached (vs SELECT)", "library")
+
+
+def test_get_uncached_raw(benchmark: Any, record: Any, setup: Any) -> None:
+    memory, _, ids = setup
+    conn = connect(memory.store.path, ConnectionOptions())
+    sql = memory_sql._SELECT[Tier.EPISODIC] + " WHERE t.id = ?"
+    cold = itertools.cycle(ids[1000:])
+    benchmark(lambda: conn.execute(sql, (next(cold),)).fetchone())
+    record("get uncached (vs SELECT)", "raw")
+    conn.close()
+
+
+def test_promote_library(benchmark: Any, record: Any, setup: Any) -> None:
+    memory, _, _ = setup
+    n = itertools.count()
+
+    def fresh() -> tuple[tuple[str, Tier], dict[str, Any]]:
+        return (memory.remember(f"to promote {next(n)}").id, Tier.SEMANTIC), {}
+
+    benchmark.pedantic(memory.promote, setup=fresh, rounds=400)
+    record("promote", "library")
+
+
+def test_promote_raw(benchmark: Any, record: Any, setup: Any) -> None:
+    _, raw, _ = setup
+    columns = ", ".join(memory_sql._COLUMNS)
+    n = itertools.count()
+
+    def fresh() -> tuple[tuple[str], dict[str, Any]]:
+        m = Memory.create(f"to promote {next(n)}")
+        _raw_insert(raw, m)
+        return (m.id,), {}
+
+    def promote(memory_id: str) -> None:
+        raw.execute("BEGIN IMMEDIATE")
+        raw.execute(
+            f"INSERT INTO semantic ({columns}) SELECT {columns} FROM episodic WHERE id = ?",
+            (memory_id,),
+        )
+        raw.execute("DELETE FROM episodic WHERE id = ?", (memory_id,))
+        raw.execute(
+            "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at) "
+            "VALUES (?, 'episodic', 'semantic', 0)",
+            (memory_id,),
+        )
+        raw.execute("COMMIT")
+
+    benchmark.pedantic(promote, setup=fresh, rounds=400)
+    record("promote", "raw")
+
+
+def _decay_file(root: Path, name: str) -> AgentMemoryManager:
+    clock = Clock()
+    memory = AgentMemoryManager.open(root / name, clock=clock)
+    with memory.transaction():
+        for i in range(DECAY_ROWS):
+            memory.remember(f"decaying {i}", importance=(i % 10) / 10)
+    clock.now += DAY  # everything weakens, nothing is forgotten: the walk is measured
+    return memory
+
+
+def test_decay_library(benchmark: Any, record: Any, tmp_path: Path) -> None:
+    memory = _decay_file(tmp_path, "decay.db")
+    benchmark.pedantic(memory.decay, rounds=5)
+    record(f"decay pass ({DECAY_ROWS} memories)", "library")
+    memory.shutdown()
+
+
+def test_decay_raw(benchmark: Any, record: Any, tmp_path: Path) -> None:
+    _decay_file(tmp_path, "decay-raw.db").shutdown()
+    raw = connect(str(tmp_path / "decay-raw.db"), ConnectionOptions())
+    now = 1_700_000_000_000 + DAY
+
+    def walk() -> None:
+        raw.execute("BEGIN IMMEDIATE")
+        raw.execute(
+            "UPDATE episodic SET retention = exp(-(? - e.created_at) / 86400000.0 / "
+            "coalesce(s.stability_days, 1.0)) FROM episodic AS e "
+            "LEFT JOIN repetition_schedules AS s ON s.memory_id = e.id WHERE episodic.id = e.id",
+            (now,),
+        )
+        raw.execute("COMMIT")
+
+    benchmark.pedantic(walk, rounds=5)
+    record(f"decay pass ({DECAY_ROWS} memories)", "raw")
+    raw.close()

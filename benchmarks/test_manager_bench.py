@@ -57,7 +57,8 @@ def _raw_insert(raw: apsw.Connection, memory: Memory) -> None:
         [(memory.id, t, n) for n, t in enumerate(memory.tags)],
     )
     raw.execute(
-        "INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) VALUES (?, ?, ?)",
+        "INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) "
+        "VALUES (?, ?, ?)",
         (memory.id, memory.created_at + DAY, DAY),
     )
     raw.execute("COMMIT")

@@ -1,8 +1,7 @@
-"""A short demo of the durable store: ``python -m tiered_memory.demo [PATH]``.
+"""A short demo of tiered-memory: ``python -m tiered_memory.demo [PATH]``.
 
-Writes a few memories, a session with its transcript and a promotion to PATH
-(default ``tiered-memory-demo.db`` in the current directory), reopens the file and
-prints what survived.
+Runs the README's quick start against PATH (default ``tiered-memory-demo.db`` in the
+current directory), then reopens the file and shows what survived the restart.
 """
 
 from __future__ import annotations
@@ -10,46 +9,48 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from persistence import Memory, QueryOptions, SessionState, SQLiteStore, Tier
+from tiered_memory import AgentMemoryManager, Tier
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("path", nargs="?", default="tiered-memory-demo.db")
-    args = parser.parse_args(argv)
-    path = Path(args.path)
+    path = Path(parser.parse_args(argv).path)
 
-    with SQLiteStore(path) as store:
-        now = store.clock()
-        store.put_session(SessionState("demo-session", started_at=now, last_active_at=now))
-        store.append_transcript("demo-session", 1, "user", "Please switch to dark mode")
-        store.put_scratchpad("goal", Memory.create("Ship v1 on Friday", Tier.SCRATCHPAD))
-        fact = store.put_episodic(
-            Memory.create(
-                "The user prefers dark mode",
-                session_id="demo-session",
-                importance=0.8,
-                tags=("ui", "preferences"),
-            )
+    with AgentMemoryManager.open(path) as memory:
+        session = memory.start_session()
+        memory.scratchpad.put("goal", "Ship v1 on Friday")
+        m = memory.remember(
+            "The user prefers dark mode",
+            tier=Tier.EPISODIC,
+            session_id=session.session_id,
+            importance=0.8,
+            tags=["ui"],
         )
-        store.promote_memory(fact.id, Tier.EPISODIC, Tier.SEMANTIC, reason="confirmed twice")
+        memory.append_transcript(session.session_id, "user", "Switch to dark mode please")
+        memory.promote(m.id, Tier.SEMANTIC, reason="confirmed")
+        schedule = memory.review(m.id, quality=5)
+        report = memory.decay()
+        memory.end_session(session.session_id)
+        print(f"remembered {m.id[:8]}… and promoted it to semantic")
+        print(f"next review in {schedule.interval_ms // 86_400_000} day(s), "
+              f"ease factor {schedule.ease_factor:.2f}")  # fmt: skip
+        print(f"decay pass: checked {report.checked}, forgot {report.forgotten}")
 
-    with SQLiteStore(path) as store:  # reopen: everything above is durable
-        print(f"database: {path.resolve()}")
-        goal = store.get_scratchpad("goal")
+    with AgentMemoryManager.open(path) as memory:  # a restart: everything is durable
+        print(f"\nreopened {path.resolve()}")
+        goal = memory.scratchpad.get("goal")
         print(f"scratchpad goal: {goal.content if goal else None}")
-        for memory in store.query_semantic(QueryOptions(tags=("ui",))):
-            print(f"semantic [{', '.join(memory.tags)}]: {memory.content}")
-        for record in store.get_promotion_history(fact.id):
-            print(f"promoted {record.from_tier} -> {record.to_tier}: {record.reason}")
-        for line in store.get_transcripts("demo-session"):
-            print(f"transcript turn {line.turn_number} {line.role}: {line.content}")
-        stats = store.get_statistics()
+        fact = memory.get(m.id)
         print(
-            f"counts: scratchpad={stats.scratchpad_count} episodic={stats.episodic_count} "
-            f"semantic={stats.semantic_count} sessions={stats.session_count} "
-            f"schema=v{stats.schema_version}"
+            f"memory {m.id[:8]}…: {fact.content if fact else None!r} in {fact.tier if fact else None}"
         )
+        for record in memory.promotion_history(m.id):
+            print(f"promotion log: {record.from_tier} -> {record.to_tier} ({record.reason})")
+        for line in memory.get_transcript(session.session_id):
+            print(f"transcript turn {line.turn_number} {line.role}: {line.content}")
+        counts = memory.statistics().tier_counts
+        print("tiers: " + ", ".join(f"{tier.value}={n}" for tier, n in counts.items()))
     return 0
 
 

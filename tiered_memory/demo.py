@@ -42,9 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         goal = memory.scratchpad.get("goal")
         print(f"scratchpad goal: {goal.content if goal else None}")
         fact = memory.get(m.id)
-        print(
-            f"memory {m.id[:8]}…: {fact.content if fact else None!r} in {fact.tier if fact else None}"
-        )
+        if fact is not None:
+            print(f"memory {m.id[:8]}…: {fact.content!r} in {fact.tier}")
         for record in memory.promotion_history(m.id):
             print(f"promotion log: {record.from_tier} -> {record.to_tier} ({record.reason})")
         for line in memory.get_transcript(session.session_id):

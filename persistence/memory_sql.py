@@ -208,6 +208,14 @@ def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memo
     return [_to_memory(tier, row) for row in query_all(conn, sql, params)]
 
 
+def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
+    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    rows = query_all(
+        conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
+    )
+    return [_to_memory(tier, row) for row in rows]
+
+
 def count(conn: apsw.Connection, tier: Tier) -> int:
     """How many memories ``tier`` holds."""
     return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]}"))

@@ -457,6 +457,18 @@ class SQLiteStore:
         """Semantic memories matching every filter set in ``options``."""
         return self._query(Tier.SEMANTIC, options)
 
+    def count(self, tier: Tier) -> int:
+        """How many memories ``tier`` holds."""
+        with self._reading() as conn:
+            return memory_sql.count(conn, _tier(tier, "tier"))
+
+    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
+        """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
+        require_str(after_id, "after_id")
+        require_int(limit, "limit", minimum=1)
+        with self._reading() as conn:
+            return memory_sql.page(conn, _tier(tier, "tier"), after_id, limit)
+
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it, or ``None``."""
         require_str(memory_id, "memory_id")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,13 +56,27 @@ def file_digest(path: Path) -> str:
 
 
 @pytest.fixture(params=["file", "memory"])
-def memory(
+def make_memory(
     request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
-) -> Iterator[AgentMemoryManager]:
+) -> Iterator[Callable[..., AgentMemoryManager]]:
+    """Build open managers with extra config, once on a file and once in memory."""
+    made: list[AgentMemoryManager] = []
+
+    def make(**config: Any) -> AgentMemoryManager:
+        config.setdefault("clock", clock)
+        if request.param == "file":
+            manager = AgentMemoryManager.open(db_path, **config)
+        else:
+            manager = AgentMemoryManager.in_memory(**config)
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.shutdown()
+
+
+@pytest.fixture
+def memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
     """An open manager on a file and in memory: both must behave the same."""
-    if request.param == "file":
-        manager = AgentMemoryManager.open(db_path, clock=clock)
-    else:
-        manager = AgentMemoryManager.in_memory(clock=clock)
-    with manager:
-        yield manager
+    return make_memory()

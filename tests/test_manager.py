@@ -307,3 +307,16 @@ def test_later_features_say_so_instead_of_making_things_up(memory: AgentMemoryMa
     ):
         with pytest.raises(NotImplementedError):
             call()
+
+
+def test_tier_views_are_lazy_and_filtered(memory: AgentMemoryManager, clock: FakeClock) -> None:
+    episodic = []
+    for i in range(3):
+        clock.advance(1)
+        episodic.append(memory.remember(f"e{i}", tags=["t"]))
+    fact = memory.remember("fact", tier=Tier.SEMANTIC)
+    assert len(memory.episodic) == 3 and len(memory.semantic) == 1
+    assert fact.id in memory.semantic and fact.id not in memory.episodic
+    assert memory.episodic.get(fact.id) is None and memory.semantic.get(fact.id) == fact
+    assert sorted(m.id for m in memory.episodic) == sorted(m.id for m in episodic)
+    assert [m.content for m in memory.episodic.query(tags=["t"], limit=2)] == ["e2", "e1"]

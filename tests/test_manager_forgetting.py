@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -79,13 +79,15 @@ def test_decay_weakens_and_forgets_with_audit(memory: AgentMemoryManager, clock:
     assert memory.get(fact.id) is not None  # the semantic tier is not decayed by default
 
 
-def test_decay_of_semantic_when_configured(db_path: Path, clock: FakeClock) -> None:
-    with AgentMemoryManager.open(db_path, clock=clock, decay_semantic=True) as memory:
-        fact = memory.remember("fact", tier=Tier.SEMANTIC, importance=0.0)
-        clock.advance(3 * DAY)
-        report = memory.decay()
-        assert report.forgotten_ids == (fact.id,)
-        assert report.tiers == (Tier.EPISODIC, Tier.SEMANTIC)
+def test_decay_of_semantic_when_configured(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    memory = make_memory(decay_semantic=True)
+    fact = memory.remember("fact", tier=Tier.SEMANTIC, importance=0.0)
+    clock.advance(3 * DAY)
+    report = memory.decay()
+    assert report.forgotten_ids == (fact.id,)
+    assert report.tiers == (Tier.EPISODIC, Tier.SEMANTIC)
 
 
 def test_a_review_protects_from_decay(memory: AgentMemoryManager, clock: FakeClock) -> None:
@@ -97,22 +99,24 @@ def test_a_review_protects_from_decay(memory: AgentMemoryManager, clock: FakeClo
     assert memory.get(m.id).retention == pytest.approx(math.exp(-3 / (1 / -math.log(0.9))))  # type: ignore[union-attr]
 
 
-def test_decay_walks_in_batches(db_path: Path, clock: FakeClock) -> None:
-    with AgentMemoryManager.open(db_path, clock=clock, decay_batch_size=3) as memory:
-        for i in range(10):
-            memory.remember(f"m{i}", importance=0.0)
-        sizes: list[int] = []
-        original = memory.store.retention_batch
+def test_decay_walks_in_batches(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    memory = make_memory(decay_batch_size=3)
+    for i in range(10):
+        memory.remember(f"m{i}", importance=0.0)
+    sizes: list[int] = []
+    original = memory.store.retention_batch
 
-        def recording(*args: Any, **kwargs: Any) -> Any:
-            batch = original(*args, **kwargs)
-            sizes.append(len(batch))
-            return batch
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        batch = original(*args, **kwargs)
+        sizes.append(len(batch))
+        return batch
 
-        memory.store.retention_batch = recording  # type: ignore[method-assign]
-        clock.advance(3 * DAY)
-        assert memory.decay().forgotten == 10
-        assert sizes == [3, 3, 3, 1, 0]
+    memory.store.retention_batch = recording  # type: ignore[method-assign]
+    clock.advance(3 * DAY)
+    assert memory.decay().forgotten == 10
+    assert sizes == [3, 3, 3, 1, 0]
 
 
 def test_consolidate_promotes_well_learned_episodic_memories(

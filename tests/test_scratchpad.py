@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,27 +33,27 @@ def test_put_get_delete_items_clear(memory: AgentMemoryManager) -> None:
 
 
 def test_token_budget_evicts_least_recently_used_to_episodic(
-    db_path: Path, clock: FakeClock
+    make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
-    with AgentMemoryManager.open(db_path, clock=clock, scratchpad_token_budget=10) as memory:
-        pad = memory.scratchpad
-        a = pad.put("a", "x" * 12)  # 3 tokens
-        b = pad.put("b", "x" * 12)  # 3 tokens
-        pad.put("c", "x" * 12)  # 3 tokens: 9 in all
-        pad.get("a")  # a is now more recent than b
-        pad.put("d", "x" * 8)  # 2 tokens: 11 > 10, so b (least recent) goes
-        assert [k for k, _ in pad.items()] == ["c", "a", "d"]
-        assert pad.tokens == 8
-        moved = memory.get(b.id)
-        assert moved is not None and moved.tier is Tier.EPISODIC
-        assert moved.metadata["scratchpad_key"] == "b"
-        [record] = memory.promotion_history(b.id)
-        assert (record.from_tier, record.to_tier, record.reason) == (
-            Tier.SCRATCHPAD,
-            Tier.EPISODIC,
-            EVICTION_REASON,
-        )
-        assert memory.get(a.id).tier is Tier.SCRATCHPAD  # type: ignore[union-attr]
+    memory = make_memory(scratchpad_token_budget=10)
+    pad = memory.scratchpad
+    a = pad.put("a", "x" * 12)  # 3 tokens
+    b = pad.put("b", "x" * 12)  # 3 tokens
+    pad.put("c", "x" * 12)  # 3 tokens: 9 in all
+    pad.get("a")  # a is now more recent than b
+    pad.put("d", "x" * 8)  # 2 tokens: 11 > 10, so b (least recent) goes
+    assert [k for k, _ in pad.items()] == ["c", "a", "d"]
+    assert pad.tokens == 8
+    moved = memory.get(b.id)
+    assert moved is not None and moved.tier is Tier.EPISODIC
+    assert moved.metadata["scratchpad_key"] == "b"
+    [record] = memory.promotion_history(b.id)
+    assert (record.from_tier, record.to_tier, record.reason) == (
+        Tier.SCRATCHPAD,
+        Tier.EPISODIC,
+        EVICTION_REASON,
+    )
+    assert memory.get(a.id).tier is Tier.SCRATCHPAD  # type: ignore[union-attr]
 
 
 def test_an_entry_larger_than_the_budget_is_refused(memory: AgentMemoryManager) -> None:
@@ -104,8 +105,7 @@ def test_scratchpad_survives_restart_in_write_order(db_path: Path, clock: FakeCl
         ]
 
 
-def test_closed_manager_scratchpad_raises(db_path: Path) -> None:
-    memory = AgentMemoryManager.open(db_path)
+def test_closed_manager_scratchpad_raises(memory: AgentMemoryManager) -> None:
     memory.shutdown()
     with pytest.raises(StoreClosedError):
         memory.scratchpad.get("x")

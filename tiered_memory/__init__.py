@@ -11,6 +11,7 @@ from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
+from tiered_memory.tiers import TierView
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
 
 __version__ = "0.1.0.dev0"
@@ -22,6 +23,7 @@ __all__ = [
     "MemoryConfig",
     "Scratchpad",
     "SessionManager",
+    "TierView",
     "TokenCounter",
     "__version__",
 ]

@@ -40,6 +40,7 @@ from tiered_memory.config import MemoryConfig
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
+from tiered_memory.tiers import TierView
 
 _QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
 
@@ -80,6 +81,8 @@ class AgentMemoryManager:
             self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
         )
         self.sessions = SessionManager(self.store, self.clock)
+        self.episodic = TierView(self, Tier.EPISODIC)
+        self.semantic = TierView(self, Tier.SEMANTIC)
 
     # --- lifecycle ----------------------------------------------------------------------
 

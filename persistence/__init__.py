@@ -3,21 +3,25 @@
 Imports ``migrations``; never imports ``tiered_memory``.
 """
 
+from persistence.backup import BackupManager
 from persistence.cache_layer import CacheLayer
 from persistence.connection import ConnectionOptions
 from persistence.errors import (
+    BackupError,
     CorruptDatabaseError,
     DatabaseOpenError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
     ForeignDatabaseError,
     InvalidEmbeddingError,
+    InvalidImportError,
     InvalidInputError,
     InvalidPromotionError,
     InvalidTypeError,
     MemoryNotFoundError,
     MigrationError,
     MissingDirectoryError,
+    MissingFileError,
     NotADatabaseError,
     NotFoundError,
     SchemaTooNewError,
@@ -30,20 +34,36 @@ from persistence.records import (
     ConsolidationReport,
     DecayReport,
     ForgettingRecord,
+    ImportResult,
+    IntegrityProblem,
+    IntegrityResult,
+    MaintenanceResult,
     Memory,
     MemoryStatistics,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RestoreResult,
     RetentionInput,
     SessionState,
+    TableCounts,
     Tier,
     TranscriptEntry,
 )
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "BackupManager",
+    "BackupError",
+    "ImportResult",
+    "IntegrityProblem",
+    "IntegrityResult",
+    "InvalidImportError",
+    "MaintenanceResult",
+    "MissingFileError",
+    "RestoreResult",
+    "TableCounts",
     "ConsolidationReport",
     "DecayReport",
     "MemoryStatistics",

@@ -47,6 +47,14 @@ class SchemaTooNewError(DatabaseOpenError):
         )
 
 
+class MissingFileError(DatabaseOpenError, FileNotFoundError):
+    """A file that was named (a snapshot, an export) does not exist."""
+
+
+class BackupError(TieredMemoryError):
+    """A backup could not be made or verified; no snapshot was left under its name."""
+
+
 class MigrationError(TieredMemoryError):
     """A migration failed; the file stays at the last version that committed."""
 
@@ -80,6 +88,15 @@ class EmbeddingDimensionError(InvalidEmbeddingError):
             f"embedding has {got} dimensions but this store holds {expected}-dimensional "
             "embeddings: embed with the same model, or use a new file"
         )
+
+
+class InvalidImportError(InvalidInputError):
+    """A JSON document that cannot be imported; ``location`` names the first bad value."""
+
+    def __init__(self, location: str, problem: str) -> None:
+        self.location = location
+        self.problem = problem
+        super().__init__(f"{location}: {problem} (nothing was imported)")
 
 
 class DuplicateMemoryError(InvalidInputError):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from persistence.connection import query_all
+from persistence.connection import query_all, query_one
 from persistence.memory_sql import TABLE
 from persistence.records import ForgettingRecord, RetentionInput, Tier
 
@@ -56,3 +56,34 @@ def forgetting_log(conn: apsw.Connection, memory_id: str | None) -> list[Forgett
         params = (memory_id,)
     rows = query_all(conn, sql + " ORDER BY id", params)
     return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]
+
+
+def page(conn: apsw.Connection, after_id: int, limit: int) -> list[tuple[int, ForgettingRecord]]:
+    """The next ``limit`` audit rows with id > ``after_id``, with their ids."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM forgetting_log "
+        "WHERE id > ? ORDER BY id LIMIT ?",
+        (after_id, limit),
+    )
+    return [(r[0], ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
+
+
+def insert(conn: apsw.Connection, row_id: int | None, record: ForgettingRecord) -> None:
+    """Insert an audit row as it was exported (``row_id=None`` for a fresh id)."""
+    conn.execute(
+        "INSERT INTO forgetting_log (id, memory_id, tier, forgotten_at, retention, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (row_id, record.memory_id, record.tier.value, record.forgotten_at, record.retention,
+         record.reason),
+    )  # fmt: skip
+
+
+def contains(conn: apsw.Connection, record: ForgettingRecord) -> bool:
+    """True if the log already holds this event (same memory, time and reason)."""
+    row = query_one(
+        conn,
+        "SELECT 1 FROM forgetting_log WHERE memory_id = ? AND forgotten_at = ? AND reason = ?",
+        (record.memory_id, record.forgotten_at, record.reason),
+    )
+    return row is not None

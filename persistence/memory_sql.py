@@ -146,12 +146,15 @@ def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
 
 
 def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
-    """Delete a memory with its tags and schedule; the promotion log is kept as history."""
+    """Delete a memory with its tags, schedule and promotion history.
+
+    Every remaining row points at a real memory; the forgetting log is the only trace.
+    """
     conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
     if conn.changes() == 0:
         return False
-    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
-    conn.execute("DELETE FROM repetition_schedules WHERE memory_id = ?", (memory_id,))
+    for table in ("memory_tags", "repetition_schedules", "promotion_log"):
+        conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     return True
 
 
@@ -249,3 +252,59 @@ def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRe
         (memory_id,),
     )
     return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def promotion_page(conn: apsw.Connection, after_id: int, limit: int) -> list[PromotionRecord]:
+    """The next ``limit`` promotion-log rows with id > ``after_id``."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
+        "WHERE id > ? ORDER BY id LIMIT ?",
+        (after_id, limit),
+    )
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bool) -> None:
+    """Insert a promotion-log row as it was exported (a fresh id unless ``keep_id``)."""
+    conn.execute(
+        "INSERT INTO promotion_log (id, memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            record.id if keep_id else None,
+            record.memory_id,
+            record.from_tier.value,
+            record.to_tier.value,
+            record.promoted_at,
+            record.reason,
+        ),
+    )
+
+
+def has_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
+    """True if the log already holds this event (same memory, tiers and time)."""
+    return (
+        query_one(
+            conn,
+            "SELECT 1 FROM promotion_log WHERE memory_id = ? AND from_tier = ? AND to_tier = ? "
+            "AND promoted_at = ?",
+            (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
+        )
+        is not None
+    )
+
+
+def all_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory in every tier."""
+    return {r[0] for tier in Tier for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")}
+
+
+def remove_row(conn: apsw.Connection, tier: Tier, memory_id: str) -> None:
+    """Delete only the tier row (tags, schedule and log stay): for moves between tiers."""
+    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+
+
+def delete_all(conn: apsw.Connection) -> None:
+    """Delete every memory, tag and promotion-log row."""
+    for table in (*TABLE.values(), "memory_tags", "promotion_log"):
+        conn.execute(f"DELETE FROM {table}")

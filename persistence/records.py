@@ -272,3 +272,76 @@ class MemoryStatistics:
             Tier.EPISODIC: s.episodic_count,
             Tier.SEMANTIC: s.semantic_count,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """What ``restore_backup`` put in place."""
+
+    source: str
+    source_schema_version: int
+    schema_version: int
+    memories: int
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityProblem:
+    """One problem ``check_integrity`` found: which check, and what it saw."""
+
+    check: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityResult:
+    """Every check ``check_integrity`` ran, and the problems found (none when ``ok``)."""
+
+    ok: bool
+    checks: tuple[str, ...]
+    problems: tuple[IntegrityProblem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceResult:
+    """What ``run_maintenance`` did, with the file and WAL sizes before and after."""
+
+    bytes_before: int
+    bytes_after: int
+    wal_bytes_before: int
+    wal_bytes_after: int
+    checkpointed_frames: int
+    vacuumed: bool
+    optimized: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableCounts:
+    """Rows inserted, updated and skipped in one table by an import."""
+
+    inserted: int = 0
+    updated: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What ``import_json`` wrote, per table, in one transaction."""
+
+    mode: Literal["replace", "merge"]
+    source: str
+    tables: Mapping[str, TableCounts]
+
+    @property
+    def inserted(self) -> int:
+        """Rows inserted in all tables."""
+        return sum(c.inserted for c in self.tables.values())
+
+    @property
+    def updated(self) -> int:
+        """Rows updated in all tables."""
+        return sum(c.updated for c in self.tables.values())
+
+    @property
+    def skipped(self) -> int:
+        """Rows left as they were in all tables."""
+        return sum(c.skipped for c in self.tables.values())

@@ -57,3 +57,14 @@ def due(conn: apsw.Connection, before: int, limit: int | None) -> list[Repetitio
         (before, -1 if limit is None else limit),
     )
     return [_to_schedule(row) for row in rows]
+
+
+def page(conn: apsw.Connection, after_id: str, limit: int) -> list[RepetitionSchedule]:
+    """The next ``limit`` schedules with memory id > ``after_id``."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id > ? "
+        "ORDER BY memory_id LIMIT ?",
+        (after_id, limit),
+    )
+    return [_to_schedule(row) for row in rows]

@@ -101,13 +101,18 @@ def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
     )
 
 
-def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
-    """Insert a transcript line and bring its session's turn and activity forward."""
+def insert_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert one transcript line as it is (the session row is not touched)."""
     conn.execute(
         "INSERT INTO session_transcripts (id, session_id, turn_number, role, content, timestamp) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         (entry.id, entry.session_id, entry.turn_number, entry.role, entry.content, entry.timestamp),
     )
+
+
+def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert a transcript line and bring its session's turn and activity forward."""
+    insert_transcript(conn, entry)
     conn.execute(
         "UPDATE sessions SET turn_number = max(turn_number, ?), "
         "last_active_at = max(last_active_at, ?) WHERE session_id = ?",
@@ -124,3 +129,42 @@ def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]
         (session_id,),
     )
     return [TranscriptEntry(*row) for row in rows]
+
+
+def page(conn: apsw.Connection, after_id: str, limit: int) -> list[SessionState]:
+    """The next ``limit`` sessions with id > ``after_id``."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?",
+        (after_id, limit),
+    )
+    return [_to_session(row) for row in rows]
+
+
+def transcript_page(
+    conn: apsw.Connection, after_rowid: int, limit: int
+) -> list[tuple[int, TranscriptEntry]]:
+    """The next ``limit`` transcript lines in insertion order, with their rowids."""
+    rows = query_all(
+        conn,
+        "SELECT rowid, id, session_id, turn_number, role, content, timestamp "
+        "FROM session_transcripts WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        (after_rowid, limit),
+    )
+    return [(row[0], TranscriptEntry(*row[1:])) for row in rows]
+
+
+def transcript_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every transcript line."""
+    return {r[0] for r in query_all(conn, "SELECT id FROM session_transcripts")}
+
+
+def session_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every session."""
+    return {r[0] for r in query_all(conn, "SELECT session_id FROM sessions")}
+
+
+def delete_all(conn: apsw.Connection) -> None:
+    """Delete every session and transcript line."""
+    conn.execute("DELETE FROM session_transcripts")
+    conn.execute("DELETE FROM sessions")

@@ -53,6 +53,7 @@ from persistence.errors import (
     SessionNotFoundError,
     StoreClosedError,
 )
+from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -74,8 +75,6 @@ from persistence.validation import (
     validate_schedule,
     validate_session,
 )
-
-_EMBEDDING_DIM_KEY = "embedding_dim"
 
 
 class SQLiteStore:
@@ -174,7 +173,7 @@ class SQLiteStore:
                 )
 
     def _check_configured_dim(self, conn: apsw.Connection) -> None:
-        stored = _read_meta(conn, _EMBEDDING_DIM_KEY)
+        stored = read_meta(conn, EMBEDDING_DIM_KEY)
         if stored is not None and int(stored) != self.embedding_dim:
             assert self.embedding_dim is not None
             raise EmbeddingDimensionError(self.embedding_dim, int(stored))
@@ -293,6 +292,25 @@ class SQLiteStore:
             self._hooks[-1][1].append(callback)
 
     @contextmanager
+    def exclusive_connection(self) -> Iterator[apsw.Connection]:
+        """The write connection with no transaction open, other threads' writes held off.
+
+        For work SQLite must do outside a transaction (online backup into this file,
+        ``VACUUM``, checkpoints). Refused inside :meth:`transaction`.
+        """
+        with self._lock:
+            conn = self._require_open()
+            if self._depth:
+                raise InvalidInputError("not possible inside a transaction: finish it first")
+            yield conn
+
+    @contextmanager
+    def read_connection(self) -> Iterator[apsw.Connection]:
+        """A connection to read from (this thread's own; readers never wait for writers)."""
+        with self._reading() as conn:
+            yield conn
+
+    @contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
         """A connection to read from: this thread's own, or the writer when it must be."""
         writer = self._require_open()
@@ -334,14 +352,12 @@ class SQLiteStore:
 
     def _check_dim(self, conn: apsw.Connection, dim: int) -> None:
         """The first embedding fixes the file's dimension; later ones must match it."""
-        stored = _read_meta(conn, _EMBEDDING_DIM_KEY)
+        stored = read_meta(conn, EMBEDDING_DIM_KEY)
         expected = int(stored) if stored is not None else self.embedding_dim
         if expected is not None and dim != expected:
             raise EmbeddingDimensionError(dim, expected)
         if stored is None:
-            conn.execute(
-                "INSERT INTO store_meta (key, value) VALUES (?, ?)", (_EMBEDDING_DIM_KEY, str(dim))
-            )
+            write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
 
     def _get(self, tier: Tier, memory_id: str) -> Memory | None:
         require_str(memory_id, "memory_id")
@@ -689,11 +705,6 @@ def _tier(value: Any, what: str) -> Tier:
         raise InvalidInputError(
             f"{what} must be one of {[t.value for t in Tier]}, got {value!r}"
         ) from None
-
-
-def _read_meta(conn: apsw.Connection, key: str) -> str | None:
-    value = query_value(conn, "SELECT value FROM store_meta WHERE key = ?", (key,))
-    return None if value is None else str(value)
 
 
 def _file_size(path: str) -> int:

@@ -1,0 +1,340 @@
+"""BackupManager: snapshots, safe restore, JSON export/import, integrity and maintenance.
+
+Snapshots are ``VACUUM INTO`` copies taken from a read snapshot, so the agent keeps
+writing meanwhile; each is written under a temporary name, fsynced, reopened and checked
+before it gets its final name. A restore validates the source completely, then copies it
+into the live database with SQLite's online backup API in ONE write transaction: a crash
+leaves the old database or the new one, and other processes that have the file open
+keep working on the restored content (replacing the file under them would not be safe).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+
+from migrations import LATEST_VERSION, apply_migrations, read_schema_version
+from persistence import integrity_sql, memory_sql
+from persistence.connection import SQLITE_HEADER, query_one, query_value
+from persistence.errors import (
+    BackupError,
+    CorruptDatabaseError,
+    ForeignDatabaseError,
+    InvalidInputError,
+    MissingDirectoryError,
+    MissingFileError,
+    NotADatabaseError,
+    SchemaTooNewError,
+)
+from persistence.json_export import export_document
+from persistence.json_import import import_document
+from persistence.records import (
+    ImportResult,
+    IntegrityProblem,
+    IntegrityResult,
+    MaintenanceResult,
+    RestoreResult,
+    Tier,
+)
+from persistence.sqlite_store import SQLiteStore
+from persistence.validation import require_int
+
+Progress = Callable[[int, int], None]
+"""Called with (done, total) units of work while a long operation runs."""
+
+_STAMP = "%Y%m%dT%H%M%SZ"
+
+
+class BackupManager:
+    """Backup, restore, export, import, integrity and maintenance of one store.
+
+    ``backup_dir`` defaults to ``<db name>-backups/`` beside the database (created on
+    first use, mode 0700); an in-memory store needs one to be given.
+    """
+
+    def __init__(self, store: SQLiteStore, backup_dir: str | os.PathLike[str] | None = None):
+        self.store = store
+        self._backup_dir = None if backup_dir is None else Path(backup_dir)
+
+    @property
+    def backup_dir(self) -> Path:
+        """Where timestamped snapshots and exports go."""
+        if self._backup_dir is not None:
+            return self._backup_dir
+        if self.store.is_memory:
+            raise InvalidInputError("an in-memory store needs a backup_dir or an explicit target")
+        live = Path(self.store.path)
+        return live.with_name(f"{live.stem}-backups")
+
+    def _managed_dir(self) -> Path:
+        directory = self.backup_dir
+        if self._backup_dir is None:
+            directory.mkdir(mode=0o700, exist_ok=True)
+        elif not directory.is_dir():
+            raise MissingDirectoryError(f"backup directory {directory} does not exist")
+        return directory
+
+    @property
+    def _stem(self) -> str:
+        return "memory" if self.store.is_memory else Path(self.store.path).stem
+
+    def _timestamped(self, directory: Path, suffix: str) -> Path:
+        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+        candidate = directory / f"{self._stem}-{stamp}{suffix}"
+        n = 1
+        while candidate.exists():
+            n += 1
+            candidate = directory / f"{self._stem}-{stamp}-{n}{suffix}"
+        return candidate
+
+    # --- snapshots ----------------------------------------------------------------------
+
+    def create_backup(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        keep: int | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Snapshot the database with ``VACUUM INTO``; return the snapshot's path.
+
+        Refuses a database that fails ``integrity_check``. The snapshot is fsynced and
+        verified (integrity, schema version) before it is given its name. ``keep=N``
+        then deletes all but the newest N snapshots in the backup directory.
+        """
+        require_int(keep, "keep", allow_none=True, minimum=1)
+        if target is None:
+            final = self._timestamped(self._managed_dir(), ".db")
+        else:
+            if keep is not None:
+                raise InvalidInputError("keep= rotates the backup directory: omit target")
+            final = Path(target)
+            if not final.parent.is_dir():
+                raise MissingDirectoryError(f"directory {final.parent} does not exist")
+            if final.exists():
+                raise BackupError(f"{final} already exists: choose a new name")
+        problems = self._integrity_problems(("integrity_check",))
+        if problems:
+            raise CorruptDatabaseError(
+                f"refusing to back up a damaged database: {problems[0].detail}; "
+                "run `tiered-memory check` and restore an earlier snapshot"
+            )
+        partial = final.with_name(f".{final.name}.partial")
+        partial.unlink(missing_ok=True)
+        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        try:
+            self._vacuum_into(partial, progress)
+            _fsync(partial)
+            self._verify_snapshot(partial)
+            os.replace(partial, final)
+            _fsync(final.parent)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        if keep is not None:
+            self._rotate(final.parent, keep)
+        return final
+
+    def _vacuum_into(self, partial: Path, progress: Progress | None) -> None:
+        with self.store.read_connection() as conn:
+            if progress is not None:
+                total = int(conn.pragma("page_count")) * int(conn.pragma("page_size"))
+                conn.set_progress_handler(
+                    lambda: progress(min(_size(partial), total), total) or False, 10_000
+                )
+            try:
+                conn.execute("VACUUM INTO ?", (str(partial),))
+            finally:
+                conn.set_progress_handler(None)
+        if progress is not None:
+            progress(_size(partial), _size(partial))
+
+    def _verify_snapshot(self, path: Path) -> None:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            check = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            version = read_schema_version(conn)
+        finally:
+            conn.close()
+        if check != ["ok"]:
+            raise BackupError(f"the snapshot failed its integrity check: {check[0]}")
+        if version != self.store.schema_version:
+            raise BackupError(
+                f"the snapshot has schema version {version}, not {self.store.schema_version}"
+            )
+
+    def _rotate(self, directory: Path, keep: int) -> None:
+        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
+        snapshots = sorted(
+            (p for p in directory.iterdir() if pattern.match(p.name)),
+            key=lambda p: (p.stat().st_mtime_ns, p.name),
+        )
+        for old in snapshots[:-keep]:
+            old.unlink()
+
+    def list_backups(self) -> list[Path]:
+        """Snapshots in the backup directory, oldest first."""
+        directory = self.backup_dir
+        if not directory.is_dir():
+            return []
+        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
+        found = [p for p in directory.iterdir() if pattern.match(p.name)]
+        return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+    # --- restore ------------------------------------------------------------------------
+
+    def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace the database's content with a snapshot's, all or nothing.
+
+        The source is checked first (SQLite header, integrity, a tiered-memory schema not
+        newer than this code); an older schema is migrated after the copy, in place.
+        """
+        path = Path(source)
+        src = _open_snapshot(path)
+        try:
+            source_version = read_schema_version(src)
+            if source_version > LATEST_VERSION:
+                raise SchemaTooNewError(source_version, LATEST_VERSION, str(path))
+            if source_version == 0:
+                raise ForeignDatabaseError(f"{path} is not a tiered-memory database")
+            check = [r[0] for r in src.execute("PRAGMA integrity_check")]
+            if check != ["ok"]:
+                raise CorruptDatabaseError(f"{path} is damaged ({check[0]}); nothing restored")
+            with self.store.exclusive_connection() as live:
+                if int(src.pragma("page_size")) != int(live.pragma("page_size")):
+                    raise BackupError(f"{path} has a different page size; nothing restored")
+                with live.backup("main", src, "main") as copy:
+                    copy.step(-1)
+                apply_migrations(live, clock=self.store.clock)
+                version = read_schema_version(live)
+                memories = sum(memory_sql.count(live, tier) for tier in Tier)
+        finally:
+            src.close()
+        return RestoreResult(str(path), source_version, version, memories)
+
+    # --- JSON -----------------------------------------------------------------------------
+
+    def export_json(
+        self, target: str | os.PathLike[str] | None = None, *, progress: Progress | None = None
+    ) -> Path:
+        """Write every table to one versioned JSON document; return its path.
+
+        Streamed page by page from one read snapshot, so memory stays bounded. The
+        document is written under a temporary name and renamed when complete.
+        """
+        final = self._timestamped(self._managed_dir(), ".json") if target is None else Path(target)
+        if not final.parent.is_dir():
+            raise MissingDirectoryError(f"directory {final.parent} does not exist")
+        partial = final.with_name(f".{final.name}.partial")
+        try:
+            with partial.open("wb") as out, self.store.read_connection() as conn:
+                export_document(conn, out, self.store.clock(), progress)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, final)
+            _fsync(final.parent)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        return final
+
+    def import_json(
+        self,
+        source: str | os.PathLike[str],
+        mode: str = "replace",
+        *,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        """Load an export: validate ALL of it, then write it in ONE transaction.
+
+        ``replace`` makes the database hold exactly the document; ``merge`` keeps the
+        newer row on id conflicts (by ``updated_at``; sessions by ``last_active_at``).
+        Any problem raises :class:`InvalidImportError` naming the first bad value, and
+        nothing is written.
+        """
+        if mode not in ("replace", "merge"):
+            raise InvalidInputError(f"mode must be 'replace' or 'merge', got {mode!r}")
+        path = Path(source)
+        if not path.is_file():
+            raise MissingFileError(f"{path} does not exist")
+        return import_document(
+            self.store, path, "replace" if mode == "replace" else "merge", progress
+        )
+
+    # --- integrity and maintenance ---------------------------------------------------
+
+    def check_integrity(self) -> IntegrityResult:
+        """Run SQLite's checks and the library's invariants; list every problem found."""
+        names = tuple(integrity_sql.CHECKS)
+        problems = self._integrity_problems(names)
+        return IntegrityResult(not problems, names, tuple(problems))
+
+    def _integrity_problems(self, names: tuple[str, ...]) -> list[IntegrityProblem]:
+        problems: list[IntegrityProblem] = []
+        with self.store.read_connection() as conn:
+            for name in names:
+                problems += [IntegrityProblem(name, d) for d in integrity_sql.CHECKS[name](conn)]
+        return problems
+
+    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM."""
+        path = self.store.path
+        before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
+        with self.store.exclusive_connection() as conn:
+            conn.pragma("optimize")
+            if vacuum:
+                conn.execute("VACUUM")
+            checkpoint = query_one(conn, "PRAGMA wal_checkpoint(TRUNCATE)")
+            checkpointed = checkpoint[2] if checkpoint else 0
+        return MaintenanceResult(
+            bytes_before=before,
+            bytes_after=_size(Path(path)),
+            wal_bytes_before=wal_before,
+            wal_bytes_after=_size(Path(path + "-wal")),
+            checkpointed_frames=max(int(checkpointed), 0),
+            vacuumed=vacuum,
+            optimized=True,
+        )
+
+
+def _open_snapshot(path: Path) -> apsw.Connection:
+    """Open a restore source read-only after checking it is a SQLite file at all."""
+    if not path.is_file():
+        raise MissingFileError(f"{path} does not exist")
+    with path.open("rb") as handle:
+        if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise NotADatabaseError(f"{path} is not a SQLite database; nothing restored")
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        query_value(conn, "SELECT count(*) FROM sqlite_schema")
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        conn.close()
+        raise CorruptDatabaseError(f"{path} is damaged ({exc}); nothing restored") from exc
+    except apsw.CantOpenError as exc:
+        conn.close()
+        raise BackupError(
+            f"cannot read {path} ({exc}): if it is a live database, snapshot it with "
+            "`tiered-memory backup` and restore the snapshot"
+        ) from exc
+    return conn
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file, or a directory so that a rename in it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,95 @@
+"""SQL for ``check_integrity``: SQLite's own checks and the library's invariants.
+
+Each check returns human-readable problem descriptions (an empty list means it passed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import apsw
+
+from persistence.connection import query_all
+from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
+
+_ALL_IDS = (
+    "SELECT id, 'scratchpad' AS tier FROM scratchpad UNION ALL "
+    "SELECT id, 'episodic' FROM episodic UNION ALL SELECT id, 'semantic' FROM semantic"
+)
+
+
+def sqlite_integrity(conn: apsw.Connection) -> list[str]:
+    """``PRAGMA integrity_check``: pages, b-trees and indexes."""
+    rows = [r[0] for r in query_all(conn, "PRAGMA integrity_check")]
+    return [] if rows == ["ok"] else rows
+
+
+def foreign_keys(conn: apsw.Connection) -> list[str]:
+    """``PRAGMA foreign_key_check``: transcripts whose session is gone."""
+    return [
+        f"{table} row {rowid} points at a missing {parent} row"
+        for table, rowid, parent, _ in query_all(conn, "PRAGMA foreign_key_check")
+    ]
+
+
+def one_tier_each(conn: apsw.Connection) -> list[str]:
+    """Each memory id lives in exactly one tier."""
+    rows = query_all(
+        conn,
+        f"SELECT id, group_concat(tier, ', ') FROM ({_ALL_IDS}) GROUP BY id HAVING count(*) > 1",
+    )
+    return [f"memory {memory_id} is in several tiers: {tiers}" for memory_id, tiers in rows]
+
+
+def _orphans(table: str) -> Callable[[apsw.Connection], list[str]]:
+    def check(conn: apsw.Connection) -> list[str]:
+        rows = query_all(
+            conn,
+            f"SELECT DISTINCT memory_id FROM {table} "
+            f"WHERE memory_id NOT IN (SELECT id FROM ({_ALL_IDS}))",
+        )
+        return [f"{table} names memory {r[0]}, which does not exist" for r in rows]
+
+    check.__doc__ = f"Every {table} row points at a real memory."
+    return check
+
+
+def promotion_log_agrees(conn: apsw.Connection) -> list[str]:
+    """A promoted memory sits in the tier its last promotion moved it to."""
+    rows = query_all(
+        conn,
+        "SELECT p.memory_id, p.to_tier, m.tier FROM promotion_log AS p "
+        f"JOIN ({_ALL_IDS}) AS m ON m.id = p.memory_id "
+        "WHERE p.id = (SELECT max(id) FROM promotion_log WHERE memory_id = p.memory_id) "
+        "AND p.to_tier <> m.tier",
+    )
+    return [f"memory {i} was last promoted to {to} but is in {tier}" for i, to, tier in rows]
+
+
+def embedding_sizes(conn: apsw.Connection) -> list[str]:
+    """Every embedding has the dimension the file records."""
+    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    if dim is None:
+        return []
+    problems = []
+    for table in ("scratchpad", "episodic", "semantic"):
+        rows = query_all(
+            conn,
+            f"SELECT id, length(embedding) / 4 FROM {table} "
+            "WHERE embedding IS NOT NULL AND length(embedding) <> ?",
+            (int(dim) * 4,),
+        )
+        problems += [f"{table} memory {i} has a {n}-dim embedding, not {dim}" for i, n in rows]
+    return problems
+
+
+CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
+    "integrity_check": sqlite_integrity,
+    "foreign_key_check": foreign_keys,
+    "one_tier_per_memory": one_tier_each,
+    "schedules_point_at_memories": _orphans("repetition_schedules"),
+    "tags_point_at_memories": _orphans("memory_tags"),
+    "promotion_log_points_at_memories": _orphans("promotion_log"),
+    "promotion_log_agrees_with_tiers": promotion_log_agrees,
+    "embedding_sizes": embedding_sizes,
+}

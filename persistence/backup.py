@@ -231,6 +231,8 @@ class BackupManager:
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
         partial = final.with_name(f".{final.name}.partial")
+        partial.unlink(missing_ok=True)
+        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         try:
             with partial.open("wb") as out, self.store.read_connection() as conn:
                 export_document(conn, out, self.store.clock(), progress)

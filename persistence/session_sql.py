@@ -73,6 +73,16 @@ def delete(conn: apsw.Connection, session_id: str) -> bool:
     return conn.changes() > 0
 
 
+def recent(conn: apsw.Connection, limit: int | None) -> list[SessionState]:
+    """All sessions, ended or not, most recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active_at DESC, session_id LIMIT ?",
+        (-1 if limit is None else limit,),
+    )
+    return [_to_session(row) for row in rows]
+
+
 def active(conn: apsw.Connection) -> list[SessionState]:
     """Active sessions, most recently active first."""
     rows = query_all(

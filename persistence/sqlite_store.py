@@ -551,6 +551,12 @@ class SQLiteStore:
         with self.transaction() as conn:
             return session_sql.delete(conn, session_id)
 
+    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
+        """All sessions, ended or not, most recently active first."""
+        require_int(limit, "limit", allow_none=True, minimum=0)
+        with self._reading() as conn:
+            return session_sql.recent(conn, limit)
+
     def get_sessions_pending_compaction(self) -> list[SessionState]:
         """Sessions flagged for compaction, least recently active first."""
         with self._reading() as conn:

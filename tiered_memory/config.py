@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ class MemoryConfig:
     - ``synchronous``: ``"NORMAL"`` survives a crashed process, ``"FULL"`` power loss too.
     - ``clock``: returns epoch milliseconds (inject one in tests; never sleep).
     - ``token_counter``: counts tokens for the scratchpad budget.
+    - ``backup_dir``: where snapshots and exports go by default (``<db>-backups/``
+      beside the database when unset).
     """
 
     cache_size: int = 500
@@ -44,6 +47,7 @@ class MemoryConfig:
     synchronous: Synchronous = "NORMAL"
     clock: Callable[[], int] | None = None
     token_counter: TokenCounter = EstimatedTokenCounter()
+    backup_dir: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -65,6 +69,8 @@ class MemoryConfig:
             )
         if self.clock is not None and not callable(self.clock):
             raise InvalidTypeError("clock must be a callable returning epoch milliseconds")
+        if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
+            raise InvalidTypeError("backup_dir must be a path")
         if not callable(getattr(self.token_counter, "count", None)):
             raise InvalidTypeError("token_counter must have a count(text) -> int method")
 

@@ -17,23 +17,29 @@ from pathlib import Path
 from typing import Any, Self
 
 from persistence import (
+    BackupManager,
     CacheLayer,
     ConsolidationReport,
     DecayReport,
     ForgettingRecord,
+    ImportResult,
+    IntegrityResult,
     InvalidInputError,
+    MaintenanceResult,
     Memory,
     MemoryNotFoundError,
     MemoryStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RestoreResult,
     SessionState,
     SQLiteStore,
     StoreClosedError,
     Tier,
     TranscriptEntry,
 )
+from persistence.backup import Progress
 from persistence.records import new_id, now_ms
 from persistence.validation import require_int, require_str
 from tiered_memory.config import MemoryConfig
@@ -81,6 +87,7 @@ class AgentMemoryManager:
             self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
         )
         self.sessions = SessionManager(self.store, self.clock)
+        self.backups = BackupManager(self.store, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
 
@@ -504,23 +511,55 @@ class AgentMemoryManager:
             scratchpad_token_budget=self.scratchpad.budget,
         )
 
-    # --- built by later work ------------------------------------------------------------------
+    # --- backup, restore, export, import -----------------------------------------------
+
+    def backup(self, target: str | os.PathLike[str] | None = None, *, keep: int | None = None,
+               progress: Progress | None = None) -> Path:  # fmt: skip
+        """A verified ``VACUUM INTO`` snapshot (timestamped in the backup directory by default)."""
+        self._require_open()
+        return self.backups.create_backup(target, keep=keep, progress=progress)
+
+    def restore(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace everything with a snapshot's content, all or nothing."""
+        self._require_open()
+        result = self.backups.restore_backup(source)
+        self._reload()
+        return result
+
+    def export_json(self, target: str | os.PathLike[str] | None = None, *,
+                    progress: Progress | None = None) -> Path:  # fmt: skip
+        """Write everything to one versioned JSON document; return its path."""
+        self._require_open()
+        return self.backups.export_json(target, progress=progress)
+
+    def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
+                    progress: Progress | None = None) -> ImportResult:  # fmt: skip
+        """Load an export, all or nothing (``mode`` is ``"replace"`` or ``"merge"``)."""
+        self._require_open()
+        result = self.backups.import_json(source, mode, progress=progress)
+        self._reload()
+        return result
+
+    def check_integrity(self) -> IntegrityResult:
+        """SQLite's checks plus the library's invariants, with every problem found."""
+        self._require_open()
+        return self.backups.check_integrity()
+
+    def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Checkpoint the WAL, refresh statistics, optionally VACUUM."""
+        self._require_open()
+        return self.backups.run_maintenance(vacuum=vacuum)
+
+    def _reload(self) -> None:
+        """Drop RAM state after the file's content was replaced underneath it."""
+        self._cache.clear()
+        self.scratchpad.load()
+
+    # --- built by later work ------------------------------------------------------------
 
     def recall(self, query: str, k: int = 5, **filters: Any) -> list[Any]:
         """Hybrid recall with explanations: not built yet (it never returns made-up hits)."""
         raise NotImplementedError("recall() is not built yet: use query() for filtered reads")
-
-    def backup(self, target: str | os.PathLike[str] | None = None) -> Path:
-        """A ``VACUUM INTO`` snapshot: not built yet."""
-        raise NotImplementedError("backup() is not built yet")
-
-    def export_json(self, target: str | os.PathLike[str] | None = None) -> Path:
-        """A lossless JSON export: not built yet."""
-        raise NotImplementedError("export_json() is not built yet")
-
-    def import_json(self, source: str | os.PathLike[str], mode: str = "replace") -> Any:
-        """A validated all-or-nothing JSON import: not built yet."""
-        raise NotImplementedError("import_json() is not built yet")
 
 
 def _tier(value: Tier | str) -> Tier:

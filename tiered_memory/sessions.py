@@ -92,6 +92,10 @@ class SessionManager:
         """Sessions not yet ended, most recently active first."""
         return self._store.get_active_sessions()
 
+    def all(self, limit: int | None = None) -> list[SessionState]:
+        """Every session, ended or not, most recently active first."""
+        return self._store.get_sessions(limit)
+
     def touch(self, session_id: str) -> None:
         """Mark a session active now (it must exist)."""
         with self._store.transaction():

@@ -1,0 +1,277 @@
+"""The ``tiered-memory`` command line: the manager's operations for operators and scripts.
+
+Every command takes ``--json`` for scripts. Exit codes: 0 on success, 1 with a one-line
+reason on stderr on failure, 2 on a usage error. Long work (backup, export, import)
+shows a progress bar when stderr is a terminal, and none otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from persistence import Memory, Tier, TieredMemoryError
+from persistence.json_export import memory_to_json
+from tiered_memory import __version__
+from tiered_memory.manager import AgentMemoryManager
+
+ProgressFn = Callable[[int, int], None]
+
+
+class _Commands(click.Group):
+    """Turns library and OS errors into exit code 1 with a one-line reason."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (TieredMemoryError, OSError, NotImplementedError) as exc:
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Commands)
+@click.version_option(__version__, prog_name="tiered-memory")
+def main() -> None:
+    """Inspect, back up, restore, export and import a tiered-memory database."""
+
+
+def _open(db: str, create: bool = False) -> AgentMemoryManager:
+    if not create and not Path(db).exists():
+        raise MissingFileError(f"no database at {db}")
+    return AgentMemoryManager.open(db)
+
+
+def _emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
+    if as_json:
+        sys.stdout.buffer.write(
+            orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        )
+    else:
+        human()
+
+
+@contextmanager
+def _progress(label: str, as_json: bool) -> Iterator[ProgressFn | None]:
+    """A progress callback drawing a bar on an interactive stderr, else ``None``."""
+    if as_json or not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=1, label=label, file=sys.stderr) as bar:
+
+        def update(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        yield update
+
+
+def _memory_row(memory: Memory) -> dict[str, Any]:
+    return {"tier": memory.tier.value, **memory_to_json(memory)}
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+db_argument = click.argument("db", type=click.Path(dir_okay=False))
+
+
+@main.command()
+@db_argument
+@json_option
+def stats(db: str, as_json: bool) -> None:
+    """Counts per tier, sessions, file and WAL size, schema version."""
+    with _open(db) as memory:
+        s = memory.statistics()
+
+    def human() -> None:
+        st = s.storage
+        click.echo(f"database       {st.path} (schema v{st.schema_version})")
+        for tier, count in s.tier_counts.items():
+            click.echo(f"{tier.value:<14} {count}")
+        click.echo(f"sessions       {st.session_count} ({st.active_session_count} active)")
+        click.echo(f"transcripts    {st.transcript_count}")
+        click.echo(f"promotions     {st.promotion_count}")
+        click.echo(f"forgotten      {st.forgotten_count}")
+        click.echo(f"file size      {st.file_size_bytes} bytes (WAL {st.wal_size_bytes})")
+
+    _emit(as_json, s, human)
+
+
+@main.command()
+@db_argument
+@json_option
+def check(db: str, as_json: bool) -> None:
+    """Integrity check plus the library's invariants; exit 1 if anything is wrong."""
+    with _open(db) as memory:
+        result = memory.check_integrity()
+    _emit(as_json, result, lambda: None)
+    if not as_json:
+        for problem in result.problems:
+            click.echo(f"{problem.check}: {problem.detail}")
+        if result.ok:
+            click.echo(f"ok: {len(result.checks)} checks passed")
+    if not result.ok:
+        click.echo(f"error: {len(result.problems)} problem(s) found", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@db_argument
+@click.option("--to", "target", type=click.Path(dir_okay=False), help="Snapshot file to write.")
+@click.option("--keep", type=click.IntRange(min=1), help="Keep only the newest N snapshots.")
+@json_option
+def backup(db: str, target: str | None, keep: int | None, as_json: bool) -> None:
+    """Snapshot DB (VACUUM INTO, verified) while it stays in use."""
+    with _open(db) as memory, _progress("backup", as_json) as progress:
+        path = memory.backup(target, keep=keep, progress=progress)
+    _emit(as_json, {"backup": str(path)}, lambda: click.echo(str(path)))
+
+
+@main.command()
+@db_argument
+@click.argument("snapshot", type=click.Path(dir_okay=False))
+@json_option
+def restore(db: str, snapshot: str, as_json: bool) -> None:
+    """Replace DB's content with SNAPSHOT's, all or nothing (DB is created if missing)."""
+    with _open(db, create=True) as memory:
+        result = memory.restore(snapshot)
+    _emit(
+        as_json,
+        result,
+        lambda: click.echo(
+            f"restored {result.memories} memories from {result.source} "
+            f"(schema v{result.source_schema_version} -> v{result.schema_version})"
+        ),
+    )
+
+
+@main.command(name="export")
+@db_argument
+@click.argument("out", required=False, type=click.Path(dir_okay=False))
+@json_option
+def export_(db: str, out: str | None, as_json: bool) -> None:
+    """Write everything in DB to one JSON document (OUT, or timestamped)."""
+    with _open(db) as memory, _progress("export", as_json) as progress:
+        path = memory.export_json(out, progress=progress)
+    _emit(as_json, {"export": str(path)}, lambda: click.echo(str(path)))
+
+
+@main.command(name="import")
+@db_argument
+@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--mode",
+    type=click.Choice(["replace", "merge"]),
+    default="replace",
+    show_default=True,
+    help="Replace everything, or keep the newer of each row.",
+)
+@json_option
+def import_(db: str, source: str, mode: str, as_json: bool) -> None:
+    """Load a JSON export into DB, all or nothing (DB is created if missing)."""
+    with _open(db, create=True) as memory, _progress("import", as_json) as progress:
+        result = memory.import_json(source, mode, progress=progress)
+    data = {
+        "mode": result.mode,
+        "source": result.source,
+        "inserted": result.inserted,
+        "updated": result.updated,
+        "skipped": result.skipped,
+        "tables": result.tables,
+    }
+    _emit(
+        as_json,
+        data,
+        lambda: click.echo(
+            f"{mode}: {result.inserted} inserted, {result.updated} updated, "
+            f"{result.skipped} skipped"
+        ),
+    )
+
+
+@main.command()
+@db_argument
+@click.option("--vacuum", is_flag=True, help="Also rebuild the file to reclaim space.")
+@json_option
+def maintain(db: str, vacuum: bool, as_json: bool) -> None:
+    """Checkpoint the WAL, refresh planner statistics, optionally VACUUM."""
+    with _open(db) as memory:
+        result = memory.maintain(vacuum=vacuum)
+    _emit(
+        as_json,
+        result,
+        lambda: click.echo(
+            f"file {result.bytes_before} -> {result.bytes_after} bytes, "
+            f"WAL {result.wal_bytes_before} -> {result.wal_bytes_after} bytes"
+        ),
+    )
+
+
+@main.command()
+@db_argument
+@click.argument("memory_id")
+@json_option
+def show(db: str, memory_id: str, as_json: bool) -> None:
+    """Show one memory by id."""
+    with _open(db) as memory:
+        found = memory.get(memory_id)
+        history = memory.promotion_history(memory_id) if found else []
+    if found is None:
+        raise MemoryNotFoundError(f"no memory {memory_id} in {db}")
+    row = _memory_row(found) | {"promotions": history}
+
+    def human() -> None:
+        click.echo(f"{found.id} [{found.tier.value}] {found.content}")
+        click.echo(f"  tags: {', '.join(found.tags) or '-'}  importance: {found.importance}  "
+                   f"retention: {found.retention:.3f}")  # fmt: skip
+        for record in history:
+            click.echo(f"  promoted {record.from_tier} -> {record.to_tier}: {record.reason or ''}")
+
+    _emit(as_json, row, human)
+
+
+@main.command(name="list")
+@db_argument
+@click.option("--tier", type=click.Choice([t.value for t in Tier]), help="Only this tier.")
+@click.option("--session", "session_id", help="Only memories of this session.")
+@click.option("--agent", "agent_id", help="Only memories of this agent.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@click.option("--category", help="Only memories of this category.")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0)
+@json_option
+def list_(db: str, tier: str | None, session_id: str | None, agent_id: str | None,
+          tags: tuple[str, ...], category: str | None, limit: int, offset: int,
+          as_json: bool) -> None:  # fmt: skip
+    """List memories, newest first, with the same filters as ``query()``."""
+    with _open(db) as memory:
+        found = memory.query(tier, session_id=session_id, agent_id=agent_id, tags=tags,
+                             category=category, limit=limit, offset=offset)  # fmt: skip
+
+    def human() -> None:
+        for m in found:
+            click.echo(f"{m.id}  {m.tier.value:<10}  {m.content[:70]}")
+
+    _emit(as_json, [_memory_row(m) for m in found], human)
+
+
+@main.command()
+@db_argument
+@click.option("--all", "include_ended", is_flag=True, help="Include ended sessions.")
+@json_option
+def sessions(db: str, include_ended: bool, as_json: bool) -> None:
+    """List sessions, most recently active first (active ones unless --all)."""
+    with _open(db) as memory:
+        found = memory.sessions.all() if include_ended else memory.active_sessions()
+
+    def human() -> None:
+        for s in found:
+            state = "active" if s.is_active else "ended"
+            click.echo(f"{s.session_id}  {state:<6}  turns={s.turn_number}")
+
+    _emit(as_json, found, human)

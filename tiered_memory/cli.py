@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from persistence import Memory, Tier, TieredMemoryError
+from persistence import Memory, MemoryNotFoundError, MissingFileError, Tier, TieredMemoryError
 from persistence.json_export import memory_to_json
 from tiered_memory import __version__
 from tiered_memory.manager import AgentMemoryManager

@@ -59,4 +59,5 @@ def test_sigkill_during_remember_promote_and_decay(tmp_path: Path) -> None:
     assert len(written) > KILLS and promoted and decays > KILLS
     assert state.forgotten, "decay never forgot anything: the test is not exercising it"
     with AgentMemoryManager.open(path) as memory:
-        assert memory.statistics().tier_counts[Tier.SEMANTIC] == len(promoted)
+        # >=: a kill between COMMIT and the "P" line leaves a promotion nobody reported.
+        assert memory.statistics().tier_counts[Tier.SEMANTIC] >= len(promoted)

@@ -1,7 +1,7 @@
 """A short demo of tiered-memory: ``python -m tiered_memory.demo [PATH]``.
 
 Runs the README's quick start against PATH (default ``tiered-memory-demo.db`` in the
-current directory), then reopens the file and shows what survived the restart.
+current directory, replaced on each run), then reopens the file and shows what survived.
 """
 
 from __future__ import annotations
@@ -11,11 +11,17 @@ from pathlib import Path
 
 from tiered_memory import AgentMemoryManager, Tier
 
+DEFAULT_PATH = "tiered-memory-demo.db"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("path", nargs="?", default="tiered-memory-demo.db")
+    parser.add_argument("path", nargs="?", default=DEFAULT_PATH)
     path = Path(parser.parse_args(argv).path)
+    if path == Path(DEFAULT_PATH):
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            leftover.unlink(missing_ok=True)
+    print(f"writing the demo to {path.resolve()}\n")
 
     with AgentMemoryManager.open(path) as memory:
         session = memory.start_session()

@@ -9,6 +9,7 @@ from persistence.connection import ConnectionOptions
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
+    DatabaseBusyError,
     DatabaseOpenError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
@@ -28,6 +29,7 @@ from persistence.errors import (
     SessionNotFoundError,
     StoreClosedError,
     TieredMemoryError,
+    TransactionAbortedError,
 )
 from persistence.records import (
     CacheStatistics,
@@ -54,6 +56,8 @@ from persistence.records import (
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "DatabaseBusyError",
+    "TransactionAbortedError",
     "BackupManager",
     "BackupError",
     "ImportResult",

@@ -25,9 +25,17 @@ from persistence.records import Embedding
 _FLOAT32_LE = np.dtype("<f4")
 
 
+_MAX_DEPTH = 64
+
+
 def encode_json(value: Any, what: str) -> str:
-    """Serialize ``value`` with orjson; non-finite floats are refused, not turned into null."""
-    _refuse_non_finite(value, what)
+    """Serialize plain JSON data with orjson.
+
+    Only dicts with str keys, lists, tuples, str, int (64-bit), finite float, bool and
+    None are accepted: anything else (dates, sets, objects, NaN, cycles) would not read
+    back as it was written, so it is refused rather than converted.
+    """
+    _check_plain_json(value, what, 0)
     try:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError) as exc:
@@ -39,16 +47,42 @@ def decode_json(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
-def _refuse_non_finite(value: Any, what: str) -> None:
-    if isinstance(value, float):
+def _check_plain_json(value: Any, what: str, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise InvalidInputError(f"{what} is nested over {_MAX_DEPTH} deep (or contains itself)")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _require_utf8(value, what)
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            raise InvalidInputError(f"{what} holds an integer JSON cannot keep: {value}")
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInputError(f"{what} contains {value!r}, which JSON cannot hold")
     elif isinstance(value, Mapping):
-        for item in value.values():
-            _refuse_non_finite(item, what)
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidTypeError(f"{what} has a non-str key {key!r}")
+            _require_utf8(key, what)
+            _check_plain_json(item, what, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
-            _refuse_non_finite(item, what)
+            _check_plain_json(item, what, depth + 1)
+    else:
+        raise InvalidTypeError(
+            f"{what} holds a {type(value).__name__}; use plain JSON values "
+            "(dict, list, str, int, float, bool, None)"
+        )
+
+
+def _require_utf8(text: str, what: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{what} holds text that is not valid Unicode") from None
 
 
 def encode_embedding(vector: Any, expected_dim: int | None) -> bytes:

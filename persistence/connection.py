@@ -20,6 +20,7 @@ from persistence.errors import (
     CorruptDatabaseError,
     DatabaseOpenError,
     InvalidInputError,
+    InvalidTypeError,
     MissingDirectoryError,
     NotADatabaseError,
 )
@@ -43,8 +44,12 @@ class ConnectionOptions:
             raise InvalidInputError(
                 f"synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
             )
-        if self.busy_timeout_ms < 0 or self.wal_autocheckpoint < 0:
-            raise InvalidInputError("busy_timeout_ms and wal_autocheckpoint must be >= 0")
+        for name in ("busy_timeout_ms", "wal_autocheckpoint"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
+            if not 0 <= value <= 2**31 - 1:
+                raise InvalidInputError(f"{name} must be within 0 and 2**31 - 1, got {value}")
 
 
 def connection_busy_timeout(conn: apsw.Connection, ms: int) -> None:

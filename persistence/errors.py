@@ -55,6 +55,14 @@ class BackupError(TieredMemoryError):
     """A backup could not be made or verified; no snapshot was left under its name."""
 
 
+class DatabaseBusyError(TieredMemoryError):
+    """Another connection held the write lock for longer than ``busy_timeout``."""
+
+
+class TransactionAbortedError(TieredMemoryError):
+    """SQLite rolled the whole transaction back after an error inside it."""
+
+
 class MigrationError(TieredMemoryError):
     """A migration failed; the file stays at the last version that committed."""
 

@@ -15,6 +15,7 @@ from persistence.codecs import decode_embedding, decode_json, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import Memory, PromotionRecord, QueryOptions, Tier
+from persistence.validation import require_bool, require_int, require_str, require_str_tuple
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
 
@@ -174,18 +175,19 @@ def validate_query(options: QueryOptions) -> None:
         raise InvalidInputError(
             f"order_by must be one of {sorted(_ORDER_COLUMNS)}, got {options.order_by!r}"
         )
-    if isinstance(options.tags, str):
-        raise InvalidTypeError("tags must be a sequence of str, not a single str")
-    for name in ("limit", "offset", "created_after", "created_before"):
-        value = getattr(options, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
-    if (options.limit is not None and options.limit < 0) or options.offset < 0:
-        raise InvalidInputError("limit and offset must be >= 0")
+    for name in ("session_id", "agent_id", "category"):
+        require_str(getattr(options, name), name, allow_none=True)
+    require_str_tuple(options.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(options, name), name, allow_none=True)
+    require_int(options.limit, "limit", allow_none=True, minimum=0)
+    require_int(options.offset, "offset", minimum=0)
+    require_bool(options.descending, "descending")
 
 
 def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
     """Memories of ``tier`` matching every filter that ``options`` sets."""
+    validate_query(options)
     where: list[str] = []
     params: list[Any] = []
     for column in ("session_id", "agent_id", "category"):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -41,6 +43,7 @@ from persistence.connection import (
     query_value,
 )
 from persistence.errors import (
+    DatabaseBusyError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
     ForeignDatabaseError,
@@ -52,6 +55,7 @@ from persistence.errors import (
     SchemaTooNewError,
     SessionNotFoundError,
     StoreClosedError,
+    TransactionAbortedError,
 )
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
 from persistence.records import (
@@ -96,6 +100,7 @@ class SQLiteStore:
         embedding_dim: int | None = None,
         clock: Callable[[], int] | None = None,
         migrations: Sequence[Migration] | None = None,
+        change_check_interval_ms: int = 50,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -109,12 +114,19 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
-        self._readers_lock = threading.Lock()
+        self._readers_cond = threading.Condition(threading.Lock())
+        self._active_reads = 0
         self._local = threading.local()
         self._depth = 0
         self._owner: int | None = None
         self._hooks: list[tuple[list[Callable[[], None]], list[Callable[[], None]]]] = []
+        self._aborted = False
         self._closed = False
+        require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        self._check_interval = change_check_interval_ms / 1000
+        self._next_check = 0.0
+        self._seen_version: int | None = None
+        self._change_listeners: list[Callable[[], None]] = []
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -152,6 +164,7 @@ class SQLiteStore:
                 raise
             self._writer = conn
             self._closed = False
+            self._seen_version = int(conn.pragma("data_version"))
             return self
 
     def _check_schema(self, conn: apsw.Connection) -> None:
@@ -179,18 +192,31 @@ class SQLiteStore:
             raise EmbeddingDimensionError(self.embedding_dim, int(stored))
 
     def close(self) -> None:
-        """Refresh planner statistics, then close every connection; twice is harmless."""
-        with self._lock, self._readers_lock:
-            if self._writer is not None:
-                connection_optimize(self._writer, self.options, at_open=False)
-            writer, self._writer = self._writer, None
-            readers, self._readers = self._readers, []
-            self._closed = True
-            self._local = threading.local()
+        """Refresh planner statistics, then close every connection; twice is harmless.
+
+        Waits for writes and reads under way in other threads; refused inside this
+        thread's own :meth:`transaction` (finish it first).
+        """
+        with self._lock:
+            if self._depth:
+                raise InvalidInputError(
+                    "close() inside a transaction: finish the transaction first"
+                )
+            writer = self._writer
+            with self._readers_cond:
+                self._writer = None
+                self._closed = True
+                while self._active_reads:
+                    self._readers_cond.wait()
+                readers, self._readers = self._readers, []
+            self._local = threading.local()  # may run reader finalizers: not under the cond
         for conn in readers:
             conn.close()
         if writer is not None:
-            writer.close()
+            try:
+                connection_optimize(writer, self.options, at_open=False)
+            finally:
+                writer.close()
 
     def __enter__(self) -> SQLiteStore:
         return self.open()
@@ -217,27 +243,54 @@ class SQLiteStore:
         with self._lock:
             conn = self._require_open()
             if self._depth == 0:
-                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError as exc:
+                    raise DatabaseBusyError(
+                        f"{self.path} stayed locked by another writer for "
+                        f"{self.options.busy_timeout_ms} ms; try again"
+                    ) from exc
                 self._begin_frame()
                 try:
+                    self._notice_external_changes(conn)
                     yield conn
                 except BaseException:
                     self._finish_outer(conn, commit=False)
                     raise
                 self._finish_outer(conn, commit=True)
             else:
+                if self._aborted:
+                    raise TransactionAbortedError(
+                        "SQLite rolled this transaction back after an earlier error: "
+                        "leave the `with transaction()` block and start again"
+                    )
                 name = f"tm_savepoint_{self._depth}"
                 conn.execute(f"SAVEPOINT {name}")
                 self._begin_frame()
                 try:
                     yield conn
                 except BaseException:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                    self._finish_inner(commit=False)
+                    self._rollback_savepoint(conn, name)
                     raise
-                conn.execute(f"RELEASE {name}")
+                try:
+                    conn.execute(f"RELEASE {name}")
+                except BaseException:
+                    self._rollback_savepoint(conn, name)
+                    raise
                 self._finish_inner(commit=True)
+
+    def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
+        """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
+        try:
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+            else:
+                self._aborted = True
+        except apsw.Error:
+            self._aborted = True
+        finally:
+            self._finish_inner(commit=False)
 
     def _begin_frame(self) -> None:
         self._depth += 1
@@ -257,6 +310,12 @@ class SQLiteStore:
         on_commit, on_rollback = self._hooks.pop()
         self._depth = 0
         self._owner = None
+        aborted, self._aborted = self._aborted, False
+        if commit and (aborted or not conn.in_transaction):
+            _run_all(reversed(on_rollback))
+            raise TransactionAbortedError(
+                "SQLite rolled this transaction back after an earlier error; nothing was committed"
+            )
         if commit:
             try:
                 conn.execute("COMMIT")
@@ -270,6 +329,42 @@ class SQLiteStore:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             _run_all(reversed(on_rollback))
+
+    # --- other processes' writes ------------------------------------------------------
+
+    def on_external_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when another connection (another process, say) has committed.
+
+        Checked at the start of every write transaction and by
+        :meth:`check_external_changes`; lets in-process caches drop what went stale.
+        """
+        self._change_listeners.append(callback)
+
+    def check_external_changes(self) -> None:
+        """Look for other connections' commits, at most once per check interval.
+
+        Never waits: if a write is under way in another thread, the check is skipped.
+        """
+        if self.is_memory or time.monotonic() < self._next_check:
+            return
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._writer is not None and self._depth == 0:
+                self._notice_external_changes(self._writer)
+        finally:
+            self._lock.release()
+
+    def _notice_external_changes(self, conn: apsw.Connection) -> None:
+        self._next_check = time.monotonic() + self._check_interval
+        if self.is_memory:
+            return
+        version = int(conn.pragma("data_version"))
+        changed = self._seen_version is not None and version != self._seen_version
+        self._seen_version = version
+        if changed:
+            for callback in self._change_listeners:
+                callback()
 
     @property
     def in_transaction(self) -> bool:
@@ -313,21 +408,45 @@ class SQLiteStore:
     @contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
         """A connection to read from: this thread's own, or the writer when it must be."""
-        writer = self._require_open()
+        self._require_open()
         if self.is_memory or self.in_transaction:
             with self._lock:
-                yield writer
+                yield self._require_open()
             return
-        conn: apsw.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path, self.options)
-            with self._readers_lock:
-                if self._writer is None:
-                    conn.close()
-                    self._require_open()
-                self._readers.append(conn)
-            self._local.conn = conn
-        yield conn
+        conn = self._thread_reader()
+        with self._readers_cond:
+            self._require_open()
+            self._active_reads += 1
+        try:
+            yield conn
+        finally:
+            with self._readers_cond:
+                self._active_reads -= 1
+                if not self._active_reads:
+                    self._readers_cond.notify_all()
+
+    def _thread_reader(self) -> apsw.Connection:
+        """This thread's read connection, closed again when the thread ends."""
+        holder: _ThreadReader | None = getattr(self._local, "reader", None)
+        if holder is not None:
+            return holder.conn
+        conn = connect(self.path, self.options)
+        with self._readers_cond:
+            if self._writer is None:
+                conn.close()
+                self._require_open()
+            self._readers.append(conn)
+        holder = _ThreadReader(conn)
+        weakref.finalize(holder, self._release_reader, conn)
+        self._local.reader = holder
+        return conn
+
+    def _release_reader(self, conn: apsw.Connection) -> None:
+        with self._readers_cond:
+            if conn not in self._readers:
+                return
+            self._readers.remove(conn)
+        conn.close()
 
     # --- memories -------------------------------------------------------------------------
 
@@ -409,9 +528,9 @@ class SQLiteStore:
         retention: float | None,
         reason: str,
     ) -> None:
-        memory_sql.delete(conn, tier, memory_id)
-        record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
-        forgetting_sql.log_forgotten(conn, record)
+        if memory_sql.delete(conn, tier, memory_id):
+            record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
+            forgetting_sql.log_forgotten(conn, record)
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
         """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
@@ -718,6 +837,15 @@ def _file_size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+class _ThreadReader:
+    """Holds one thread's read connection; when the thread ends, it is released."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
 
 
 def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:

@@ -72,20 +72,30 @@ def require_positive_float(value: Any, what: str) -> None:
     """Refuse anything but a finite real number > 0."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidTypeError(f"{what} must be a number, got {type(value).__name__}")
+    if isinstance(value, int) and not 0 < value <= INT64_MAX:
+        raise InvalidInputError(f"{what} must be a finite number > 0, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise InvalidInputError(f"{what} must be a finite number > 0, got {value!r}")
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def require_str(
     value: Any, what: str, *, allow_none: bool = False, allow_empty: bool = True
 ) -> None:
-    """Refuse anything but a ``str`` (or ``None`` when allowed)."""
+    """Refuse anything but a ``str`` that SQLite can store as UTF-8 (or ``None`` if allowed)."""
     if value is None and allow_none:
         return
     if not isinstance(value, str):
         raise InvalidTypeError(f"{what} must be a str, got {type(value).__name__}")
     if not allow_empty and not value:
         raise InvalidInputError(f"{what} must not be empty")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
 def require_int(
@@ -98,14 +108,32 @@ def require_int(
         raise InvalidTypeError(f"{what} must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise InvalidInputError(f"{what} must be >= {minimum}, got {value}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidInputError(f"{what} does not fit in 64 bits: {value}")
 
 
 def require_unit_float(value: Any, what: str) -> None:
     """Refuse anything but a finite real number within [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidTypeError(f"{what} must be a number, got {type(value).__name__}")
+    if isinstance(value, int) and not 0 <= value <= 1:
+        raise InvalidInputError(f"{what} must be within [0, 1], got {value!r}")
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidInputError(f"{what} must be within [0, 1], got {value!r}")
+
+
+def require_mapping(value: Any, what: str, *, allow_none: bool = False) -> None:
+    """Refuse anything but a mapping (``dict`` and friends)."""
+    if value is None and allow_none:
+        return
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(f"{what} must be a mapping, got {type(value).__name__}")
+
+
+def require_bool(value: Any, what: str) -> None:
+    """Refuse anything but ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{what} must be a bool, got {type(value).__name__}")
 
 
 def require_str_tuple(value: Any, what: str) -> None:

@@ -100,14 +100,21 @@ class CacheLayer(Generic[K, V]):
         with self._lock:
             return key in self._cache
 
-    def get_or_load(self, key: K, loader: Callable[[K], V | None]) -> V | None:
-        """The cached value, or ``loader(key)`` cached if it is not ``None``."""
+    def get_or_load(
+        self,
+        key: K,
+        loader: Callable[[K], V | None],
+        cacheable: Callable[[V], bool] | None = None,
+    ) -> V | None:
+        """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``."""
         value = self.get(key)
         if value is not None:
             return value
         generation = self._generation
         value = loader(key)
-        if value is not None and not self._tx.in_transaction:
+        if value is None or (cacheable is not None and not cacheable(value)):
+            return value
+        if not self._tx.in_transaction:
             with self._lock:
                 if generation == self._generation:
                     self._cache[key] = value

@@ -7,6 +7,8 @@ come only from the closed :class:`Tier` enum; every value is a bound parameter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import apsw
@@ -24,6 +26,9 @@ _COLUMNS = (
     "agent_id", "category", "source", "importance", "retention", "access_count",
     "last_accessed_at", "created_at", "updated_at",
 )  # fmt: skip
+_METADATA = _COLUMNS.index("metadata")
+_EMBEDDING = _COLUMNS.index("embedding")
+_LINKED = _COLUMNS.index("linked_memories")
 _ORDER_COLUMNS = frozenset(
     {"created_at", "updated_at", "importance", "retention", "last_accessed_at"}
 )
@@ -75,7 +80,7 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
         retention=retention,
         token_count=token_count,
         source=source,
-        metadata=decode_json(metadata),
+        metadata=MappingProxyType(decode_json(metadata)),
         linked_memories=tuple(decode_json(linked)),
         embedding=decode_embedding(embedding),
         access_count=access_count,
@@ -96,6 +101,20 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
         memory.last_accessed_at, memory.created_at, memory.updated_at,
     )  # fmt: skip
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
+
+
+def as_stored(memory: Memory, row: tuple[Any, ...]) -> Memory:
+    """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata.
+
+    What the store returns (and the cache keeps) never shares mutable state with the
+    caller's object, and never holds a value the file does not.
+    """
+    return replace(
+        memory,
+        metadata=MappingProxyType(decode_json(row[_METADATA])),
+        linked_memories=tuple(decode_json(row[_LINKED])),
+        embedding=decode_embedding(row[_EMBEDDING]),
+    )
 
 
 def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:

@@ -31,7 +31,7 @@ from migrations import (
     read_schema_version,
 )
 from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
-from persistence.codecs import decode_embedding, encode_embedding
+from persistence.codecs import encode_embedding
 from persistence.connection import (
     MEMORY_PATH,
     ConnectionOptions,
@@ -454,10 +454,10 @@ class SQLiteStore:
         validate_memory(memory)
         if memory.tier is not tier:
             raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
-        tags = tuple(dict.fromkeys(memory.tags))
         blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
-        stored = replace(memory, tags=tags, embedding=decode_embedding(blob))
-        row = memory_sql.encode_row(stored, blob)
+        normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
+        row = memory_sql.encode_row(normalized, blob)
+        stored = memory_sql.as_stored(normalized, row)
         with self.transaction() as conn:
             other = memory_sql.tier_of(conn, memory.id)
             if other is not None and other is not tier:

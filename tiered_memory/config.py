@@ -32,6 +32,8 @@ class MemoryConfig:
     - ``token_counter``: counts tokens for the scratchpad budget.
     - ``backup_dir``: where snapshots and exports go by default (``<db>-backups/``
       beside the database when unset).
+    - ``external_change_check_ms``: how often reads look for commits by other
+      processes (which make the cache and scratchpad reload); writes always look.
     """
 
     cache_size: int = 500
@@ -48,11 +50,13 @@ class MemoryConfig:
     clock: Callable[[], int] | None = None
     token_counter: TokenCounter = EstimatedTokenCounter()
     backup_dir: str | os.PathLike[str] | None = None
+    external_change_check_ms: int = 50
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
             _positive_int(name, getattr(self, name))
         _non_negative_int("consolidation_min_reviews", self.consolidation_min_reviews)
+        _non_negative_int("external_change_check_ms", self.external_change_check_ms)
         for name in ("forgetting_threshold", "consolidation_min_retention"):
             _fraction(name, getattr(self, name), open_ends=False)
         _fraction("target_retention", self.target_retention, open_ends=True)

@@ -25,6 +25,7 @@ from persistence import (
     ImportResult,
     IntegrityResult,
     InvalidInputError,
+    InvalidTypeError,
     MaintenanceResult,
     Memory,
     MemoryNotFoundError,
@@ -41,7 +42,7 @@ from persistence import (
 )
 from persistence.backup import Progress
 from persistence.records import new_id, now_ms
-from persistence.validation import require_int, require_str
+from persistence.validation import require_int, require_mapping, require_str
 from tiered_memory.config import MemoryConfig
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.scratchpad import Scratchpad
@@ -66,6 +67,8 @@ class AgentMemoryManager:
         config: MemoryConfig | None = None,
         **overrides: Any,
     ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         base = config if config is not None else MemoryConfig()
         if not isinstance(base, MemoryConfig):
             raise InvalidInputError(f"config must be a MemoryConfig, got {type(base).__name__}")
@@ -74,7 +77,13 @@ class AgentMemoryManager:
             raise InvalidInputError(f"unknown config option(s): {', '.join(sorted(unknown))}")
         self.config = replace(base, **overrides) if overrides else base
         self.clock = self.config.clock or now_ms
-        self.store = SQLiteStore(path, synchronous=self.config.synchronous, clock=self.clock)
+        self.store = SQLiteStore(
+            path,
+            synchronous=self.config.synchronous,
+            clock=self.clock,
+            change_check_interval_ms=self.config.external_change_check_ms,
+        )
+        self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
             self.config.initial_stability_days,
             self.config.importance_stability_boost,
@@ -98,7 +107,7 @@ class AgentMemoryManager:
         cls, path: str | os.PathLike[str], config: MemoryConfig | None = None, **overrides: Any
     ) -> AgentMemoryManager:
         """A manager on a durable file (created, or migrated to the current schema)."""
-        if os.fspath(path) == ":memory:":
+        if isinstance(path, str | os.PathLike) and os.fspath(path) == ":memory:":
             raise InvalidInputError("use AgentMemoryManager.in_memory() for a store in memory")
         return cls(path, config, **overrides).initialize()
 
@@ -168,6 +177,9 @@ class AgentMemoryManager:
         self._require_open()
         tier = _tier(tier)
         require_str(content, "content")
+        require_mapping(metadata, "metadata", allow_none=True)
+        if key is not None and tier is not Tier.SCRATCHPAD:
+            raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
         now = self.clock()
         with self.store.transaction():
             if session_id is not None:
@@ -194,7 +206,7 @@ class AgentMemoryManager:
                     agent_id=agent_id,
                     importance=importance,
                     tags=tags,
-                    metadata=dict(metadata) if isinstance(metadata, Mapping) else metadata or {},
+                    metadata=dict(metadata) if metadata is not None else {},
                     source=source,
                     category=category,
                     embedding=embedding,
@@ -202,9 +214,10 @@ class AgentMemoryManager:
                 )
                 stored = self.store.put_memory(memory)
                 self._cache.set(stored.id, stored)
-            self.store.put_repetition_schedule(
-                self.curve.schedule_for(stored.id, stored.importance, now)
-            )
+            if self.store.get_repetition_schedule(stored.id) is None:
+                self.store.put_repetition_schedule(
+                    self.curve.schedule_for(stored.id, stored.importance, now)
+                )
         return stored
 
     def get(self, memory_id: str) -> Memory | None:
@@ -213,10 +226,11 @@ class AgentMemoryManager:
             self._require_open()
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
+        self.store.check_external_changes()
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
             return in_scratchpad
-        return self._cache.get_or_load(memory_id, self.store.get_memory)
+        return self._cache.get_or_load(memory_id, self.store.get_memory, _not_scratchpad)
 
     def _require(self, memory_id: str) -> Memory:
         memory = self.get(memory_id)
@@ -248,7 +262,8 @@ class AgentMemoryManager:
             require_str(content, "content")
             changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
         if metadata is not None:
-            changes["metadata"] = dict(metadata) if isinstance(metadata, Mapping) else metadata
+            require_mapping(metadata, "metadata")
+            changes["metadata"] = dict(metadata)
         if tags is not None:
             changes["tags"] = tags
         if importance is not None:
@@ -273,6 +288,7 @@ class AgentMemoryManager:
         With no ``tier`` the three tiers are searched and merged in the requested order.
         """
         self._require_open()
+        self.store.check_external_changes()
         unknown = set(filters) - _QUERY_FILTERS
         if unknown:
             raise InvalidInputError(
@@ -569,6 +585,11 @@ def _tier(value: Tier | str) -> Tier:
         raise InvalidInputError(
             f"tier must be one of {[t.value for t in Tier]}, got {value!r}"
         ) from None
+
+
+def _not_scratchpad(memory: Memory) -> bool:
+    """Scratchpad entries live in RAM, not in the cache."""
+    return memory.tier is not Tier.SCRATCHPAD
 
 
 def _order_key(memory: Memory, order_by: str) -> tuple[bool, Any, str]:

@@ -1,9 +1,11 @@
 """The scratchpad: keyed working memory, held whole in RAM, bounded by a token budget.
 
-Every change is written to the store first, inside a transaction; the in-RAM copy is
-changed in the same step and restored if that transaction rolls back. When a put takes
-the scratchpad over its budget, the least recently used entries are promoted to the
-episodic tier through logged promotions, as MemGPT does under memory pressure.
+Every change is written to the store first, inside a transaction. RAM keeps two views:
+the committed one, which every thread reads, and a pending one that only the thread
+inside the transaction sees; COMMIT publishes the pending view, ROLLBACK (of the
+transaction or of a savepoint) restores what it was. When a change takes the scratchpad
+over its budget, the least recently used entries are promoted to the episodic tier
+through logged promotions, as MemGPT does under memory pressure.
 
 Recency is tracked in RAM (``get`` and ``put`` refresh it); after a restart the order
 falls back to each entry's last write.
@@ -26,10 +28,35 @@ from persistence import (
     StoreClosedError,
     Tier,
 )
-from persistence.validation import require_str
+from persistence.validation import require_mapping, require_str, require_str_tuple
 from tiered_memory.tokens import TokenCounter
 
 EVICTION_REASON = "scratchpad token budget exceeded"
+
+
+class _Entries:
+    """Key -> memory in LRU order (least recent first), with an index by memory id."""
+
+    __slots__ = ("by_key", "key_of")
+
+    def __init__(self, by_key: OrderedDict[str, Memory] | None = None) -> None:
+        self.by_key: OrderedDict[str, Memory] = by_key if by_key is not None else OrderedDict()
+        self.key_of = {memory.id: key for key, memory in self.by_key.items()}
+
+    def copy(self) -> _Entries:
+        return _Entries(OrderedDict(self.by_key))
+
+    def put(self, key: str, memory: Memory, *, touch: bool = True) -> None:
+        self.by_key[key] = memory
+        if touch:
+            self.by_key.move_to_end(key)
+        self.key_of[memory.id] = key
+
+    def drop(self, memory_id: str) -> None:
+        del self.by_key[self.key_of.pop(memory_id)]
+
+    def tokens(self) -> int:
+        return sum(memory.token_count for memory in self.by_key.values())
 
 
 class Scratchpad:
@@ -46,33 +73,45 @@ class Scratchpad:
         self.budget = budget
         self._tokens = token_counter
         self._clock = clock
-        self._lock = threading.RLock()
-        self._entries: OrderedDict[str, Memory] = OrderedDict()
-        self._keys_by_id: dict[str, str] = {}
+        self._recency_lock = threading.Lock()
+        self._committed = _Entries()
+        self._pending: _Entries | None = None
 
     def load(self) -> None:
         """Read the whole scratchpad from the store, least recently written first."""
         entries = self._store.get_all_scratchpad()
-        with self._lock:
-            self._replace(OrderedDict((m.key or m.id, m) for m in entries))
+        self._committed = _Entries(OrderedDict((m.key or m.id, m) for m in entries))
+        self._pending = None
 
-    def _replace(self, entries: OrderedDict[str, Memory]) -> None:
-        self._entries = entries
-        self._keys_by_id = {memory.id: key for key, memory in entries.items()}
+    def _view(self) -> _Entries:
+        """The pending view for the thread inside the transaction, else the committed one."""
+        pending = self._pending
+        if pending is not None and self._store.in_transaction:
+            return pending
+        return self._committed
 
     @contextmanager
-    def _change(self) -> Iterator[None]:
-        """A store transaction whose rollback also restores the in-RAM entries."""
+    def _change(self) -> Iterator[_Entries]:
+        """A store transaction and the pending view to change alongside it."""
+        self._require_open()
+        with self._store.transaction():
+            before = None if self._pending is None else self._pending.copy()
+            if self._pending is None:
+                self._pending = self._committed.copy()
+            self._store.after_rollback(lambda: self._set_pending(before))
+            self._store.after_commit(self._publish)
+            yield self._pending
+
+    def _set_pending(self, entries: _Entries | None) -> None:
+        self._pending = entries
+
+    def _publish(self) -> None:
+        if self._pending is not None:
+            self._committed, self._pending = self._pending, None
+
+    def _require_open(self) -> None:
         if not self._store.is_open:
             raise StoreClosedError("memory manager is closed")
-        with self._store.transaction(), self._lock:
-            snapshot = OrderedDict(self._entries)
-            self._store.after_rollback(lambda: self._restore(snapshot))
-            yield
-
-    def _restore(self, snapshot: OrderedDict[str, Memory]) -> None:
-        with self._lock:
-            self._replace(snapshot)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -80,42 +119,40 @@ class Scratchpad:
         """The entry under ``key`` (and mark it recently used), or ``None``."""
         require_str(key, "key")
         self._require_open()
-        with self._lock:
-            memory = self._entries.get(key)
+        entries = self._view()
+        with self._recency_lock:
+            memory = entries.by_key.get(key)
             if memory is not None:
-                self._entries.move_to_end(key)
-            return memory
+                entries.by_key.move_to_end(key)
+        return memory
 
     def by_id(self, memory_id: str) -> Memory | None:
         """The entry whose memory id is ``memory_id``, or ``None`` (no recency change).
 
-        Lock-free: it is on every ``get`` of every tier, and two single dict reads are
-        atomic; a concurrent removal makes it return ``None``, never fail.
+        Lock-free: it is on every ``get`` of every tier, and it only reads two dicts of
+        one view, which is never changed once it is committed but for recency.
         """
-        key = self._keys_by_id.get(memory_id)
-        return None if key is None else self._entries.get(key)
+        entries = self._view()
+        key = entries.key_of.get(memory_id)
+        return None if key is None else entries.by_key.get(key)
 
     def items(self) -> list[tuple[str, Memory]]:
         """``(key, memory)`` pairs, least recently used first."""
         self._require_open()
-        with self._lock:
-            return list(self._entries.items())
+        entries = self._view()
+        with self._recency_lock:
+            return list(entries.by_key.items())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._view().by_key)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        return key in self._view().by_key
 
     @property
     def tokens(self) -> int:
         """Tokens held now."""
-        with self._lock:
-            return sum(m.token_count for m in self._entries.values())
-
-    def _require_open(self) -> None:
-        if not self._store.is_open:
-            raise StoreClosedError("memory manager is closed")
+        return self._view().tokens()
 
     # --- writes --------------------------------------------------------------------------
 
@@ -140,83 +177,89 @@ class Scratchpad:
         """
         require_str(key, "key", allow_empty=False)
         require_str(content, "content")
-        tokens = self._tokens.count(content)
-        if tokens > self.budget:
-            raise InvalidInputError(
-                f"entry {key!r} has {tokens} tokens, more than the scratchpad budget of "
-                f"{self.budget}: remember() it in the episodic tier instead"
-            )
-        now = self._clock()
+        require_str_tuple(tags, "tags")
+        require_mapping(metadata, "metadata", allow_none=True)
+        tokens = self._fits(key, content)
         fields: dict[str, Any] = {
             "content": content,
             "session_id": session_id,
             "agent_id": agent_id,
             "importance": importance,
-            "tags": tuple(tags) if not isinstance(tags, str) else tags,
+            "tags": tuple(tags),
             "metadata": dict(metadata) if metadata is not None else {},
             "source": source,
             "category": category,
             "embedding": embedding,
             "token_count": tokens,
         }
-        with self._change():
-            current = self._entries.get(key)
+        now = self._clock()
+        with self._change() as entries:
+            current = entries.by_key.get(key)
             if current is None:
                 memory = Memory.create(tier=Tier.SCRATCHPAD, key=key, now=now, **fields)
             else:
                 memory = replace(current, updated_at=now, **fields)
             stored = self._store.put_scratchpad(key, memory)
-            self._entries[key] = stored
-            self._entries.move_to_end(key)
-            self._keys_by_id[stored.id] = key
-            while sum(m.token_count for m in self._entries.values()) > self.budget:
-                victim = next(iter(self._entries.values()))
-                self._promote_locked(victim.id, Tier.EPISODIC, EVICTION_REASON)
+            entries.put(key, stored)
+            self._evict_over_budget(entries, keep=key)
         return stored
+
+    def _fits(self, key: str, content: str) -> int:
+        tokens = self._tokens.count(content)
+        if tokens > self.budget:
+            raise InvalidInputError(
+                f"entry {key!r} has {tokens} tokens, more than the scratchpad budget of "
+                f"{self.budget}: remember() it in the episodic tier instead"
+            )
+        return tokens
+
+    def _evict_over_budget(self, entries: _Entries, keep: str) -> None:
+        while entries.tokens() > self.budget:
+            victim = next(m for k, m in entries.by_key.items() if k != keep)
+            self._store.promote_memory(victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON)
+            entries.drop(victim.id)
 
     def promote(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
         """Move an entry out to ``to_tier`` through a logged promotion."""
-        with self._change():
-            return self._promote_locked(memory_id, to_tier, reason)
-
-    def _promote_locked(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
-        record = self._store.promote_memory(memory_id, Tier.SCRATCHPAD, to_tier, reason)
-        self._drop(memory_id)
-        return record
+        with self._change() as entries:
+            record = self._store.promote_memory(memory_id, Tier.SCRATCHPAD, to_tier, reason)
+            entries.drop(memory_id)
+            return record
 
     def rewrite(self, memory: Memory) -> Memory:
-        """Store a changed entry (same id and key), keeping its place in the LRU order."""
-        with self._change():
-            stored = self._store.put_scratchpad(memory.key or "", memory)
-            self._entries[self._keys_by_id[memory.id]] = stored
+        """Store a changed entry (same id and key) in place, within the token budget."""
+        key = memory.key or ""
+        self._fits(key, memory.content)
+        with self._change() as entries:
+            stored = self._store.put_scratchpad(key, memory)
+            entries.put(key, stored, touch=False)
+            self._evict_over_budget(entries, keep=key)
             return stored
 
     def forget(self, memory_id: str, reason: str) -> bool:
         """Delete an entry with an audit row; False if no entry has that id."""
-        with self._change():
-            if memory_id not in self._keys_by_id:
+        with self._change() as entries:
+            if memory_id not in entries.key_of:
                 return False
             self._store.forget_memory(memory_id, reason)
-            self._drop(memory_id)
+            entries.drop(memory_id)
             return True
 
     def delete(self, key: str) -> bool:
         """Delete the entry under ``key`` (no audit row: working memory is scratch)."""
         require_str(key, "key")
-        with self._change():
-            if key not in self._entries:
+        with self._change() as entries:
+            memory = entries.by_key.get(key)
+            if memory is None:
                 return False
             self._store.delete_scratchpad(key)
-            self._drop(self._entries[key].id)
+            entries.drop(memory.id)
             return True
 
     def clear(self) -> int:
         """Delete every entry; return how many there were."""
-        with self._change():
+        with self._change() as entries:
             count = self._store.clear_scratchpad()
-            self._replace(OrderedDict())
+            for memory_id in list(entries.key_of):
+                entries.drop(memory_id)
             return count
-
-    def _drop(self, memory_id: str) -> None:
-        key = self._keys_by_id.pop(memory_id)
-        del self._entries[key]

@@ -14,7 +14,7 @@ from persistence import (
     TranscriptEntry,
 )
 from persistence.records import new_id
-from persistence.validation import require_str
+from persistence.validation import require_mapping, require_str, require_str_tuple
 
 
 class SessionManager:
@@ -32,6 +32,8 @@ class SessionManager:
     ) -> SessionState:
         """Start a session (a fresh id if none is given); an existing id is refused."""
         require_str(session_id, "session_id", allow_none=True, allow_empty=False)
+        require_mapping(metadata, "metadata", allow_none=True)
+        require_str_tuple(agents, "agents")
         now = self._clock()
         session = SessionState(
             session_id=session_id or new_id(),
@@ -97,9 +99,10 @@ class SessionManager:
         return self._store.get_sessions(limit)
 
     def touch(self, session_id: str) -> None:
-        """Mark a session active now (it must exist)."""
+        """Mark a session active now (it must exist and not have ended)."""
         with self._store.transaction():
-            self.require(session_id)
+            if not self.require(session_id).is_active:
+                raise InvalidInputError(f"session {session_id} has ended")
             self._store.touch_session(session_id, self._clock())
 
     def mark_for_compaction(self, session_id: str, pending: bool = True) -> SessionState:

@@ -93,7 +93,8 @@ def test_delete_through(store: SQLiteStore) -> None:
 
 def test_no_stale_entry_after_promotion(memory: AgentMemoryManager) -> None:
     m = memory.remember("fact")
-    assert memory.get(m.id) is not None  # cached now
+    assert memory.get(m.id) is not None
+    assert memory._cache.has(m.id)
     memory.promote(m.id, Tier.SEMANTIC)
     again = memory.get(m.id)
     assert again is not None and again.tier is Tier.SEMANTIC

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import subprocess
 import sys
@@ -9,7 +10,17 @@ import threading
 import time
 from pathlib import Path
 
-from persistence import Memory, QueryOptions, SQLiteStore, Tier
+import pytest
+
+from persistence import (
+    DatabaseBusyError,
+    InvalidInputError,
+    Memory,
+    QueryOptions,
+    SQLiteStore,
+    StoreClosedError,
+    Tier,
+)
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 
@@ -149,3 +160,62 @@ def test_two_stores_on_one_file_write_in_turn(db_path: Path) -> None:
         assert errors == []
         assert {m.id for m in first.query_episodic(QueryOptions(limit=None))} == set(ids)
         assert len(ids) == 200
+
+
+def test_close_waits_for_a_read_in_another_thread(file_store: SQLiteStore) -> None:
+    for i in range(2000):
+        file_store.put_episodic(Memory.create(f"m{i}", tags=("t",)))
+    errors: list[BaseException] = []
+    reading = threading.Event()
+
+    def reader() -> None:
+        try:
+            reading.set()
+            while True:
+                file_store.query_episodic(QueryOptions(tags=("t",), limit=None))
+        except StoreClosedError:
+            pass  # the store closed between two reads: expected
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    reading.wait()
+    time.sleep(0.05)
+    file_store.close()
+    thread.join(timeout=30)
+    assert errors == [] and not thread.is_alive()
+    assert file_store._readers == []
+
+
+def test_close_inside_a_transaction_is_refused(file_store: SQLiteStore) -> None:
+    with file_store.transaction():
+        with pytest.raises(InvalidInputError, match="inside a transaction"):
+            file_store.close()
+        file_store.put_episodic(Memory.create("still works"))
+    assert len(file_store.query_episodic()) == 1
+
+
+def test_reader_connections_are_released_when_their_thread_ends(file_store: SQLiteStore) -> None:
+    def read_once() -> None:
+        file_store.get_episodic("x")
+
+    for _ in range(50):
+        thread = threading.Thread(target=read_once)
+        thread.start()
+        thread.join()
+    gc.collect()
+    assert len(file_store._readers) <= 1
+
+
+def test_a_writer_held_too_long_gives_database_busy(db_path: Path) -> None:
+    with (
+        SQLiteStore(db_path, busy_timeout_ms=50) as first,
+        SQLiteStore(db_path, busy_timeout_ms=50) as second,
+    ):
+        with first.transaction():
+            first.put_episodic(Memory.create("holding the lock"))
+            with pytest.raises(DatabaseBusyError, match="locked by another writer"):
+                second.put_episodic(Memory.create("waits too long"))
+        second.put_episodic(Memory.create("now it can"))
+        assert len(first.query_episodic()) == 2

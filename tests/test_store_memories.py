@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import replace
 
@@ -119,6 +120,9 @@ def test_one_id_lives_in_one_tier(store: SQLiteStore) -> None:
     assert _snapshot(store) == before
 
 
+SELF_REFERENCING: dict[str, object] = {}
+SELF_REFERENCING["me"] = SELF_REFERENCING
+
 BAD_FIELDS = [
     ("content", 42, InvalidTypeError),
     ("content", None, InvalidTypeError),
@@ -140,6 +144,14 @@ BAD_FIELDS = [
     ("embedding", [[1.0, 2.0], [3.0, 4.0]], InvalidEmbeddingError),
     ("embedding", [], InvalidEmbeddingError),
     ("embedding", ["a", "b"], InvalidEmbeddingError),
+    ("content", "broken \ud800 surrogate", InvalidInputError),
+    ("created_at", 2**64, InvalidInputError),
+    ("importance", 10**400, InvalidInputError),
+    ("metadata", {"when": datetime.date(2024, 1, 1)}, InvalidTypeError),
+    ("metadata", {"set": {1, 2}}, InvalidTypeError),
+    ("metadata", {1: "non-str key"}, InvalidTypeError),
+    ("metadata", {"big": 2**70}, InvalidInputError),
+    ("metadata", SELF_REFERENCING, InvalidInputError),
 ]
 
 
@@ -266,6 +278,10 @@ def test_order_limit_offset(store: SQLiteStore, corpus: list[Memory]) -> None:
         QueryOptions(offset=-5),
         QueryOptions(tags="red"),  # type: ignore[arg-type]
         QueryOptions(created_after="yesterday"),  # type: ignore[arg-type]
+        QueryOptions(session_id=123),  # type: ignore[arg-type]
+        QueryOptions(tags=(1,)),  # type: ignore[arg-type]
+        QueryOptions(descending="no"),  # type: ignore[arg-type]
+        QueryOptions(limit=2**64),
     ],
 )
 def test_bad_query_options_are_refused(store: SQLiteStore, options: QueryOptions) -> None:
@@ -350,3 +366,13 @@ def test_get_memory_finds_any_tier(store: SQLiteStore) -> None:
     b = store.put_semantic(Memory.create("b", Tier.SEMANTIC))
     assert store.get_memory(a.id) == a and store.get_memory(b.id) == b
     assert store.get_memory("nope") is None
+
+
+def test_returned_memories_share_nothing_mutable_with_the_store(store: SQLiteStore) -> None:
+    mine = {"nested": {"a": 1}, "pair": (1, 2)}
+    stored = store.put_episodic(Memory.create("x", metadata=mine))
+    mine["nested"]["a"] = 999
+    with pytest.raises(TypeError):
+        stored.metadata["a"] = 1  # type: ignore[index]
+    assert stored.metadata == {"nested": {"a": 1}, "pair": [1, 2]}  # as it reads back
+    assert store.get_episodic(stored.id) == stored

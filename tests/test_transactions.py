@@ -100,3 +100,27 @@ def test_rollback_hooks_run_newest_first_like_an_undo_log(store: SQLiteStore) ->
                 store.after_rollback(lambda n=n: events.append(n))  # type: ignore[misc]
         raise Boom
     assert events == [2, 1, 0]
+
+
+def test_an_inner_error_that_ends_the_whole_transaction_is_reported(store: SQLiteStore) -> None:
+    """If SQLite drops the whole transaction, later writes must not autocommit."""
+    events: list[str] = []
+    with pytest.raises(Exception), store.transaction() as conn:  # noqa: B017
+        store.after_rollback(lambda: events.append("outer rollback"))
+        with pytest.raises(Boom), store.transaction():
+            conn.execute("ROLLBACK")  # what SQLite does itself on disk-full or I/O errors
+            raise Boom
+        store.put_episodic(Memory.create("would autocommit"))
+    assert events == ["outer rollback"]
+    assert store.query_episodic() == [] and not store.in_transaction
+    store.put_episodic(Memory.create("fine again"))
+    assert len(store.query_episodic()) == 1
+
+
+def test_commit_of_a_transaction_sqlite_dropped_raises(store: SQLiteStore) -> None:
+    from persistence import TransactionAbortedError
+
+    with pytest.raises(TransactionAbortedError), store.transaction() as conn:
+        store.put_episodic(Memory.create("lost"))
+        conn.execute("ROLLBACK")
+    assert store.query_episodic() == []

@@ -157,12 +157,12 @@ class BackupManager:
     def _verify_snapshot(self, path: Path) -> None:
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
-            check = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            damage = integrity_sql.sqlite_integrity(conn)
             version = read_schema_version(conn)
         finally:
             conn.close()
-        if check != ["ok"]:
-            raise BackupError(f"the snapshot failed its integrity check: {check[0]}")
+        if damage:
+            raise BackupError(f"the snapshot failed its integrity check: {damage[0]}")
         if version != self.store.schema_version:
             raise BackupError(
                 f"the snapshot has schema version {version}, not {self.store.schema_version}"
@@ -202,9 +202,9 @@ class BackupManager:
                 raise SchemaTooNewError(source_version, LATEST_VERSION, str(path))
             if source_version == 0:
                 raise ForeignDatabaseError(f"{path} is not a tiered-memory database")
-            check = [r[0] for r in src.execute("PRAGMA integrity_check")]
-            if check != ["ok"]:
-                raise CorruptDatabaseError(f"{path} is damaged ({check[0]}); nothing restored")
+            damage = integrity_sql.sqlite_integrity(src)
+            if damage:
+                raise CorruptDatabaseError(f"{path} is damaged ({damage[0]}); nothing restored")
             with self.store.exclusive_connection() as live:
                 if int(src.pragma("page_size")) != int(live.pragma("page_size")):
                     raise BackupError(f"{path} has a different page size; nothing restored")
@@ -280,7 +280,11 @@ class BackupManager:
         problems: list[IntegrityProblem] = []
         with self.store.read_connection() as conn:
             for name in names:
-                problems += [IntegrityProblem(name, d) for d in integrity_sql.CHECKS[name](conn)]
+                try:
+                    found = integrity_sql.CHECKS[name](conn)
+                except (apsw.CorruptError, apsw.NotADBError) as exc:
+                    found = [f"SQLite reports the file is damaged: {exc}"]
+                problems += [IntegrityProblem(name, detail) for detail in found]
         return problems
 
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:

@@ -19,8 +19,11 @@ _ALL_IDS = (
 
 
 def sqlite_integrity(conn: apsw.Connection) -> list[str]:
-    """``PRAGMA integrity_check``: pages, b-trees and indexes."""
-    rows = [r[0] for r in query_all(conn, "PRAGMA integrity_check")]
+    """``PRAGMA integrity_check``: pages, b-trees and indexes (a raise counts as damage)."""
+    try:
+        rows = [r[0] for r in query_all(conn, "PRAGMA integrity_check")]
+    except (apsw.CorruptError, apsw.NotADBError) as exc:
+        return [f"SQLite reports the file is damaged: {exc}"]
     return [] if rows == ["ok"] else rows
 
 

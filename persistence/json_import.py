@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,10 +180,17 @@ def _embedding(row: Mapping[str, Any], where: str, dim: int | None) -> Any:
     return vector
 
 
+_FIELD_MESSAGE = re.compile(r"^(?:memory|session|schedule)\.(\w+) (.*)$", re.S)
+
+
 def _checked(where: str, check: Callable[[Any], None], record: Any) -> None:
+    """Run a record validator; point its message at the field's place in the document."""
     try:
         check(record)
     except InvalidInputError as exc:
+        match = _FIELD_MESSAGE.match(str(exc))
+        if match:
+            raise _fail(f"{where}.{match.group(1)}", match.group(2)) from None
         raise _fail(where, str(exc)) from None
 
 

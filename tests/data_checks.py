@@ -1,0 +1,25 @@
+"""Checksums of a database's data, to prove an operation changed nothing (or exactly what)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import apsw
+
+
+def data_checksum(path: Path) -> str:
+    """sha256 over every row of every table, in a stable order (planner stats excluded)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        digest = hashlib.sha256()
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite_stat%' ORDER BY name")]  # fmt: skip
+        for table in tables:
+            digest.update(table.encode())
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY 1, 2'):
+                digest.update(repr(row).encode())
+        return digest.hexdigest()
+    finally:
+        conn.close()

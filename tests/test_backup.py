@@ -1,0 +1,349 @@
+"""BackupManager through the manager: snapshots, restore, JSON round trips, integrity."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import orjson
+import pytest
+
+import migrations
+from persistence import (
+    BackupError,
+    CorruptDatabaseError,
+    ForeignDatabaseError,
+    InvalidImportError,
+    MissingDirectoryError,
+    MissingFileError,
+    NotADatabaseError,
+    SchemaTooNewError,
+    SQLiteStore,
+    Tier,
+)
+from tests.conftest import FakeClock
+from tests.data_checks import data_checksum
+from tiered_memory import AgentMemoryManager
+
+DAY = 86_400_000
+WORKER = str(Path(__file__).with_name("worker.py"))
+
+
+def _populate(memory: AgentMemoryManager, clock: FakeClock, n: int = 5) -> None:
+    """A bit of everything: all tiers, embeddings, sessions, transcripts, logs."""
+    session = memory.start_session(metadata={"user": "ann"})
+    for i in range(n):
+        clock.advance(1000)
+        m = memory.remember(
+            f"fact {i} ünïcode",
+            session_id=session.session_id,
+            tags=[f"t{i % 2}"],
+            embedding=[0.5 * i, 1.0, -2.0],
+            metadata={"i": i, "nested": [1, {"x": None}]},
+            importance=(i % 10) / 10,
+        )
+        if i % 2:
+            memory.promote(m.id, Tier.SEMANTIC, reason=f"because {i}")
+        memory.review(m.id, i % 6)
+        memory.append_transcript(session.session_id, "user", f"line {i}")
+    memory.scratchpad.put("goal", "Ship it", tags=["plan"])
+    doomed = memory.remember("doomed", importance=0.0)
+    memory.link(doomed.id, memory.scratchpad.get("goal").id)  # type: ignore[union-attr]
+    clock.advance(30 * DAY)
+    memory.decay()
+    fresh = memory.remember("fresh after decay", embedding=[1.0, 2.0, 3.0], tags=["t0"])
+    memory.review(fresh.id, 5)
+
+
+@pytest.fixture
+def full(db_path: Path, clock: FakeClock) -> AgentMemoryManager:
+    memory = AgentMemoryManager.open(db_path, clock=clock)
+    _populate(memory, clock)
+    yield memory  # type: ignore[misc]
+    memory.shutdown()
+
+
+# --- snapshots ----------------------------------------------------------------------------
+
+
+def test_backup_is_a_verified_private_timestamped_copy(
+    full: AgentMemoryManager, db_path: Path
+) -> None:
+    snapshot = full.backup()
+    assert snapshot.parent == db_path.with_name("agent-backups")
+    assert re.fullmatch(r"agent-\d{8}T\d{6}Z\.db", snapshot.name)
+    assert stat.S_IMODE(snapshot.stat().st_mode) == 0o600
+    assert stat.S_IMODE(snapshot.parent.stat().st_mode) == 0o700
+    full.maintain()
+    assert data_checksum(snapshot) == data_checksum(db_path)
+    assert not list(snapshot.parent.glob(".*partial"))
+
+
+def test_backup_names_never_collide_and_keep_rotates(
+    full: AgentMemoryManager, clock: FakeClock
+) -> None:
+    first = full.backup()
+    second = full.backup()  # same second
+    assert second.name.endswith("-2.db") and first != second
+    for _ in range(3):
+        clock.advance(1000)
+        full.backup(keep=2)
+    remaining = full.backups.list_backups()
+    assert len(remaining) == 2 and first not in remaining
+
+
+def test_backup_to_an_explicit_target(full: AgentMemoryManager, tmp_path: Path) -> None:
+    target = tmp_path / "snap.db"
+    assert full.backup(target) == target
+    with pytest.raises(BackupError, match="already exists"):
+        full.backup(target)
+    with pytest.raises(MissingDirectoryError):
+        full.backup(tmp_path / "nope" / "snap.db")
+
+
+def test_in_memory_backup_needs_a_target(tmp_path: Path) -> None:
+    with AgentMemoryManager.in_memory() as memory:
+        memory.remember("x")
+        with pytest.raises(Exception, match="backup_dir"):
+            memory.backup()
+        snapshot = memory.backup(tmp_path / "mem.db")
+    with AgentMemoryManager.open(snapshot) as reopened:
+        assert [m.content for m in reopened.query()] == ["x"]
+
+
+def _corrupt_an_index(path: Path, index: str = "idx_episodic_created") -> None:
+    """Overwrite the cell pointers of a (non-empty) index's root page."""
+    conn = apsw.Connection(str(path))
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (index,)).fetchone()[0]
+    page_size = conn.pragma("page_size")
+    conn.pragma("wal_checkpoint", "TRUNCATE")
+    conn.close()
+    with path.open("r+b") as handle:
+        handle.seek((root - 1) * page_size + 8)
+        handle.write(b"\xff" * 64)
+
+
+def test_a_damaged_database_is_not_backed_up(db_path: Path, clock: FakeClock) -> None:
+    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+        for i in range(300):
+            memory.remember(f"m{i}")
+    _corrupt_an_index(db_path)
+    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+        assert not memory.check_integrity().ok
+        with pytest.raises(CorruptDatabaseError, match="damaged"):
+            memory.backup()
+        assert memory.backups.list_backups() == []
+
+
+def test_backup_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, WORKER, "write", str(db_path), "400", "busy"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "READY"
+    counts = []
+    while writer.poll() is None or not counts:
+        snapshot = full.backup()
+        with SQLiteStore(snapshot) as copy:
+            counts.append(copy.get_statistics().episodic_count)
+            assert copy.schema_version == migrations.LATEST_VERSION
+    assert writer.wait(60) == 0
+    assert counts == sorted(counts)  # each snapshot is a consistent point in time
+    assert full.check_integrity().ok
+
+
+# --- restore ---------------------------------------------------------------------------
+
+
+def test_restore_brings_back_the_snapshot_for_every_connection(
+    full: AgentMemoryManager, db_path: Path
+) -> None:
+    snapshot = full.backup()
+    expected = data_checksum(snapshot)
+    with AgentMemoryManager.open(db_path) as other:
+        goal_id = full.scratchpad.get("goal").id  # type: ignore[union-attr]
+        full.remember("after the snapshot")
+        full.scratchpad.clear()
+        result = full.restore(snapshot)
+        assert result.schema_version == migrations.LATEST_VERSION
+        assert full.scratchpad.get("goal").id == goal_id  # type: ignore[union-attr]
+        assert not full.query(limit=None, tags=[]) or all(
+            m.content != "after the snapshot" for m in full.query(limit=None)
+        )
+        assert other.get_session(full.sessions.all()[0].session_id) is not None
+    full.maintain()
+    assert data_checksum(db_path) == expected
+
+
+@pytest.mark.parametrize("kind", ["missing", "text", "foreign", "newer", "corrupt"])
+def test_a_bad_restore_source_changes_nothing(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path, kind: str
+) -> None:
+    source = tmp_path / f"{kind}.db"
+    error: type[Exception]
+    if kind == "missing":
+        error = MissingFileError
+    elif kind == "text":
+        source.write_text("not a database at all\n" * 100)
+        error = NotADatabaseError
+    elif kind == "foreign":
+        with sqlite3.connect(source) as other:
+            other.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+        other.close()
+        error = ForeignDatabaseError
+    elif kind == "newer":
+        full.backup(source)
+        conn = apsw.Connection(str(source))
+        conn.execute("INSERT INTO schema_version VALUES (?, 0, 'future')", (99,))
+        conn.close()
+        error = SchemaTooNewError
+    else:
+        full.backup(source)
+        _corrupt_an_index(source, "idx_transcripts_session")
+        error = CorruptDatabaseError
+    full.maintain()
+    before = data_checksum(db_path)
+    with pytest.raises(error):
+        full.restore(source)
+    full.maintain()
+    assert data_checksum(db_path) == before
+
+
+def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) -> None:
+    old = tmp_path / "v1.db"
+    with SQLiteStore(old, migrations=migrations.available_migrations()[:1]) as v1:
+        from persistence import Memory
+
+        kept = v1.put_episodic(Memory.create("from version 1"))
+    with AgentMemoryManager.open(db_path) as memory:
+        result = memory.restore(old)
+        assert (result.source_schema_version, result.schema_version) == (
+            1,
+            migrations.LATEST_VERSION,
+        )
+        assert memory.get(kept.id).content == "from version 1"  # type: ignore[union-attr]
+        assert memory.forgetting_log() == []  # the v2 table exists after migrating
+
+
+def test_restore_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
+    snapshot = full.backup()
+    writer = subprocess.Popen([sys.executable, WORKER, "write", str(db_path), "300", "busy"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "READY"
+    full.restore(snapshot)
+    ids = [line.strip() for line in writer.stdout]
+    assert writer.wait(60) == 0 and len(ids) == 300
+    assert full.check_integrity().ok
+    present = sum(full.get(i) is not None for i in ids)
+    assert 0 < present <= 300  # writes after the restore landed in the restored database
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def _doc(path: Path) -> dict[str, object]:
+    doc = orjson.loads(path.read_bytes())
+    doc.pop("exported_at")
+    return doc  # type: ignore[no-any-return]
+
+
+def test_export_import_export_round_trip(full: AgentMemoryManager, tmp_path: Path) -> None:
+    first = full.export_json(tmp_path / "one.json")
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600
+    doc = _doc(first)
+    tables = doc["tables"]
+    assert all(tables[t] for t in ("scratchpad", "episodic", "semantic", "sessions",  # type: ignore[index]
+                                   "session_transcripts", "repetition_schedules",
+                                   "promotion_log", "forgetting_log"))  # fmt: skip
+    with AgentMemoryManager.open(tmp_path / "empty.db") as fresh:
+        result = fresh.import_json(first)
+        assert result.inserted == sum(len(v) for v in tables.values())  # type: ignore[attr-defined]
+        second = fresh.export_json(tmp_path / "two.json")
+        assert fresh.check_integrity().ok
+    assert _doc(second) == doc
+
+
+def test_merge_keeps_the_newer_row(
+    full: AgentMemoryManager, tmp_path: Path, clock: FakeClock
+) -> None:
+    export = full.export_json(tmp_path / "base.json")
+    ids = [m.id for m in full.query(tier=Tier.EPISODIC, limit=None)]
+    clock.advance(1000)
+    newer = full.update(ids[0], content="edited after the export")
+    fresh = full.remember("only in the database")
+    result = full.import_json(export, mode="merge")
+    assert full.get(ids[0]).content == newer.content  # type: ignore[union-attr]
+    assert full.get(fresh.id) is not None
+    assert result.inserted == 0 and result.skipped > 0
+    with AgentMemoryManager.open(tmp_path / "other.db") as other:
+        other.import_json(export)
+        other.import_json(full.export_json(tmp_path / "later.json"), mode="merge")
+        assert other.get(ids[0]).content == "edited after the export"  # type: ignore[union-attr]
+        assert other.get(fresh.id) is not None
+
+
+def test_replace_import_makes_the_database_hold_exactly_the_document(
+    full: AgentMemoryManager, tmp_path: Path
+) -> None:
+    export = full.export_json(tmp_path / "base.json")
+    extra = full.remember("added later")
+    full.import_json(export)
+    assert full.get(extra.id) is None
+    assert _doc(full.export_json(tmp_path / "again.json")) == _doc(export)
+
+
+def test_a_bad_document_names_the_first_bad_row_and_writes_nothing(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path
+) -> None:
+    doc = orjson.loads(full.export_json(tmp_path / "base.json").read_bytes())
+    doc["tables"]["semantic"][1]["importance"] = 7
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(orjson.dumps(doc))
+    full.maintain()
+    before = data_checksum(db_path)
+    with pytest.raises(InvalidImportError, match=r"tables\.semantic\[1\]\.importance"):
+        full.import_json(broken)
+    with pytest.raises(MissingFileError):
+        full.import_json(tmp_path / "missing.json")
+    with pytest.raises(Exception, match="mode"):
+        full.import_json(broken, mode="upsert")
+    full.maintain()
+    assert data_checksum(db_path) == before
+
+
+# --- integrity and maintenance ------------------------------------------------------------
+
+
+def test_check_integrity_lists_each_broken_invariant(
+    full: AgentMemoryManager, db_path: Path
+) -> None:
+    assert full.check_integrity().ok
+    semantic_id = full.query(tier=Tier.SEMANTIC, limit=1)[0].id
+    with full.store.transaction() as conn:
+        conn.execute("INSERT INTO episodic SELECT * FROM semantic WHERE id = ?", (semantic_id,))
+        conn.execute("INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) "
+                     "VALUES ('ghost', 0, 0)")  # fmt: skip
+        conn.execute("UPDATE episodic SET embedding = x'00000000' WHERE id = ?", (semantic_id,))
+    result = full.check_integrity()
+    assert not result.ok
+    found = {p.check for p in result.problems}
+    assert {"one_tier_per_memory", "schedules_point_at_memories", "embedding_sizes",
+            "promotion_log_agrees_with_tiers"} <= found  # fmt: skip
+
+
+def test_maintenance_truncates_the_wal_and_vacuum_shrinks(db_path: Path) -> None:
+    with AgentMemoryManager.open(db_path) as memory:
+        with memory.transaction():
+            ids = [memory.remember("x" * 2000).id for _ in range(500)]
+        with memory.transaction():
+            for memory_id in ids:
+                memory.forget(memory_id)
+        result = memory.maintain(vacuum=True)
+        assert result.wal_bytes_after == 0
+        before = result.bytes_before + result.wal_bytes_before
+        assert result.bytes_after < before / 4
+        assert os.path.getsize(db_path) == result.bytes_after < 500 * 2000

@@ -4,6 +4,8 @@
 call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
+``worker.py operate OP DB ARG``: opens DB, prints ``GO``, runs ``restore`` / ``import`` /
+``backup`` with ARG, then prints ``DONE seconds``.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 
 from persistence import Memory, MemoryNotFoundError, SQLiteStore, Tier
 from tiered_memory import AgentMemoryManager
@@ -89,6 +92,21 @@ def manager_crash(path: str, seed: int) -> None:
             _say("D", str(memory.decay().forgotten))
 
 
+def operate(op: str, path: str, arg: str) -> None:
+    with AgentMemoryManager.open(path) as memory:
+        _say("GO")
+        start = time.monotonic()
+        if op == "restore":
+            memory.restore(arg)
+        elif op == "import":
+            memory.import_json(arg)
+        elif op == "backup":
+            memory.backup(keep=int(arg))
+        else:
+            raise SystemExit(f"unknown operation {op}")
+        _say("DONE", f"{time.monotonic() - start:.4f}")
+
+
 def write(path: str, count: int, tag: str) -> None:
     with SQLiteStore(path) as store:
         _say("READY")
@@ -109,6 +127,8 @@ if __name__ == "__main__":
         crash(db, int(rest[0]))
     elif command == "manager-crash":
         manager_crash(db, int(rest[0]))
+    elif command == "operate":
+        operate(db, rest[0], rest[1])
     elif command == "write":
         write(db, int(rest[0]), rest[1])
     elif command == "read":

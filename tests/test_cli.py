@@ -1,0 +1,130 @@
+"""The tiered-memory command line, run as an operator runs it: real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import FakeClock
+from tests.populate import populate
+from tiered_memory import AgentMemoryManager, Tier
+
+CLI = str(Path(sys.executable).with_name("tiered-memory"))
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def ok_json(*args: str) -> object:
+    result = run(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+    return orjson.loads(result.stdout)
+
+
+@pytest.fixture
+def agent_db(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.db"
+    clock = FakeClock()
+    with AgentMemoryManager.open(path, clock=clock) as memory:
+        populate(memory, clock)
+    return path
+
+
+def test_the_operator_round_trip(agent_db: Path, tmp_path: Path) -> None:
+    snapshot = Path(ok_json("backup", str(agent_db))["backup"])  # type: ignore[index]
+    assert snapshot.exists() and snapshot.parent.name == "agent-backups"
+    out = tmp_path / "out.json"
+    assert ok_json("export", str(agent_db), str(out)) == {"export": str(out)}
+    new = tmp_path / "new.db"
+    imported = ok_json("import", str(new), str(out))
+    assert imported["inserted"] > 0 and imported["mode"] == "replace"  # type: ignore[index]
+    restored = ok_json("restore", str(agent_db), str(snapshot))
+    assert restored["memories"] > 0  # type: ignore[index]
+    check = ok_json("check", str(agent_db))
+    assert check["ok"] is True and check["problems"] == []  # type: ignore[index]
+    stats_old, stats_new = ok_json("stats", str(agent_db)), ok_json("stats", str(new))
+    for key in ("episodic_count", "semantic_count", "scratchpad_count", "transcript_count"):
+        assert stats_old["storage"][key] == stats_new["storage"][key]  # type: ignore[index]
+
+
+def test_human_output_and_listing(agent_db: Path) -> None:
+    result = run("stats", str(agent_db))
+    assert result.returncode == 0 and "semantic" in result.stdout
+    listed = ok_json("list", str(agent_db), "--tier", "semantic", "--limit", "2")
+    assert len(listed) == 2 and {m["tier"] for m in listed} == {"semantic"}  # type: ignore[index, union-attr, arg-type]
+    tagged = ok_json("list", str(agent_db), "--tag", "t1")
+    assert tagged and all("t1" in m["tags"] for m in tagged)  # type: ignore[index, union-attr, attr-defined]
+    memory_id = listed[0]["id"]  # type: ignore[index]
+    shown = ok_json("show", str(agent_db), memory_id)
+    assert shown["id"] == memory_id and shown["promotions"]  # type: ignore[index]
+    assert memory_id in run("show", str(agent_db), memory_id).stdout
+    sessions = ok_json("sessions", str(agent_db), "--all")
+    assert len(sessions) == 1  # type: ignore[arg-type]
+    maintained = ok_json("maintain", str(agent_db), "--vacuum")
+    assert maintained["vacuumed"] is True and maintained["wal_bytes_after"] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("stats", "{tmp}/missing.db"), "no database at"),
+        (("show", "{db}", "no-such-id"), "no memory no-such-id"),
+        (("restore", "{db}", "{tmp}/notes.txt"), "not a SQLite database"),
+        (("import", "{db}", "{tmp}/broken.json"), "not valid JSON"),
+        (("backup", "{db}", "--to", "{tmp}/nope/snap.db"), "does not exist"),
+    ],
+)
+def test_failures_exit_1_with_one_line(agent_db: Path, tmp_path: Path, args: tuple[str, ...],
+                                       reason: str) -> None:  # fmt: skip
+    (tmp_path / "notes.txt").write_text("just text\n" * 50)
+    (tmp_path / "broken.json").write_text('{"format": "tiered-memory", "tab')
+    filled = [a.format(tmp=tmp_path, db=agent_db) for a in args]
+    result = run(*filled)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and reason in result.stderr
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_usage_errors_exit_2(agent_db: Path) -> None:
+    assert run("stats").returncode == 2
+    assert run("import", str(agent_db), "x.json", "--mode", "upsert").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+def test_check_exits_1_when_the_file_is_inconsistent(agent_db: Path) -> None:
+    with AgentMemoryManager.open(agent_db) as memory, memory.store.transaction() as conn:
+        conn.execute("INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) "
+                     "VALUES ('ghost', 0, 0)")  # fmt: skip
+    result = run("check", str(agent_db), "--json")
+    assert result.returncode == 1
+    assert orjson.loads(result.stdout)["problems"][0]["check"] == "schedules_point_at_memories"
+
+
+def test_progress_bar_only_on_a_terminal(agent_db: Path, tmp_path: Path) -> None:
+    with AgentMemoryManager.open(agent_db) as memory, memory.transaction():
+        for i in range(1200):
+            memory.remember(f"bulk {i}", tier=Tier.SEMANTIC)
+    quiet = run("export", str(agent_db), str(tmp_path / "quiet.json"))
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([CLI, "export", str(agent_db), str(tmp_path / "tty.json")],
+                               stdout=subprocess.PIPE, stderr=follower, text=True)  # fmt: skip
+    os.close(follower)
+    process.wait(timeout=120)
+    drawn = b""
+    try:
+        while chunk := os.read(leader, 4096):
+            drawn += chunk
+    except OSError:
+        pass
+    os.close(leader)
+    assert process.returncode == 0
+    assert b"export" in drawn and b"100%" in drawn

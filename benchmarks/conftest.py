@@ -7,14 +7,20 @@ from typing import Any
 import pytest
 
 MEDIANS: dict[tuple[str, str], float] = {}
+UNITS: dict[str, tuple[float, str]] = {}
 
 
 @pytest.fixture
 def record(benchmark: Any) -> Any:
-    """Call ``record(group, side)`` after ``benchmark(...)`` to keep its median."""
+    """Call ``record(group, side)`` after ``benchmark(...)`` to keep its median.
 
-    def keep(group: str, side: str) -> None:
+    ``units=(amount, name)`` (say ``(100_000, "memories")``) adds a throughput line.
+    """
+
+    def keep(group: str, side: str, units: tuple[float, str] | None = None) -> None:
         MEDIANS[(group, side)] = benchmark.stats.stats.median
+        if units is not None:
+            UNITS[group] = units
 
     return keep
 
@@ -31,3 +37,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         if lib is None or raw is None:
             continue
         write(f"{group:<28}{lib * 1e6:>11.1f} µs{raw * 1e6:>11.1f} µs{lib / raw:>8.2f}x")
+    for group, (amount, name) in sorted(UNITS.items()):
+        lib, raw = MEDIANS.get((group, "library")), MEDIANS.get((group, "raw"))
+        if lib and raw:
+            write(
+                f"{group}: library {amount / lib:,.0f} {name}/s, raw {amount / raw:,.0f} {name}/s"
+            )

@@ -15,6 +15,7 @@ from typing import Any
 import apsw
 import pytest
 
+from benchmarks.raw_sql import raw_promote
 from persistence import Memory, Tier, memory_sql
 from persistence.connection import ConnectionOptions, connect, connection_wal
 from tiered_memory import AgentMemoryManager
@@ -127,7 +128,6 @@ def test_promote_library(benchmark: Any, record: Any, setup: Any) -> None:
 
 def test_promote_raw(benchmark: Any, record: Any, setup: Any) -> None:
     _, raw, _ = setup
-    columns = ", ".join(memory_sql._COLUMNS)
     n = itertools.count()
 
     def fresh() -> tuple[tuple[str], dict[str, Any]]:
@@ -135,21 +135,7 @@ def test_promote_raw(benchmark: Any, record: Any, setup: Any) -> None:
         _raw_insert(raw, m)
         return (m.id,), {}
 
-    def promote(memory_id: str) -> None:
-        raw.execute("BEGIN IMMEDIATE")
-        raw.execute(
-            f"INSERT INTO semantic ({columns}) SELECT {columns} FROM episodic WHERE id = ?",
-            (memory_id,),
-        )
-        raw.execute("DELETE FROM episodic WHERE id = ?", (memory_id,))
-        raw.execute(
-            "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at) "
-            "VALUES (?, 'episodic', 'semantic', 0)",
-            (memory_id,),
-        )
-        raw.execute("COMMIT")
-
-    benchmark.pedantic(promote, setup=fresh, rounds=400)
+    benchmark.pedantic(lambda memory_id: raw_promote(raw, memory_id), setup=fresh, rounds=400)
     record("promote", "raw")
 
 

@@ -16,6 +16,7 @@ import apsw
 import numpy as np
 import pytest
 
+from benchmarks.raw_sql import raw_promote
 from persistence import Memory, QueryOptions, SQLiteStore, Tier, memory_sql
 from persistence.connection import ConnectionOptions, connect, connection_wal
 
@@ -149,7 +150,6 @@ def test_promote_library(benchmark: Any, record: Any, files: Any) -> None:
 def test_promote_raw(benchmark: Any, record: Any, files: Any) -> None:
     _, raw = files
     counter = itertools.count(10 * PREFILL)
-    columns = ", ".join(memory_sql._COLUMNS)
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
         memory = _memory(next(counter))
@@ -158,19 +158,5 @@ def test_promote_raw(benchmark: Any, record: Any, files: Any) -> None:
         raw.execute("COMMIT")
         return (memory.id,), {}
 
-    def promote(memory_id: str) -> None:
-        raw.execute("BEGIN IMMEDIATE")
-        raw.execute(
-            f"INSERT INTO semantic ({columns}) SELECT {columns} FROM episodic WHERE id = ?",
-            (memory_id,),
-        )
-        raw.execute("DELETE FROM episodic WHERE id = ?", (memory_id,))
-        raw.execute(
-            "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
-            "VALUES (?, 'episodic', 'semantic', 0, NULL)",
-            (memory_id,),
-        )
-        raw.execute("COMMIT")
-
-    benchmark.pedantic(promote, setup=setup, rounds=500)
+    benchmark.pedantic(lambda memory_id: raw_promote(raw, memory_id), setup=setup, rounds=500)
     record("promote episodic→semantic", "raw")

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import apsw
 
@@ -73,6 +72,7 @@ from persistence.records import (
     now_ms,
 )
 from persistence.validation import (
+    parse_tier,
     require_int,
     require_str,
     validate_memory,
@@ -503,7 +503,7 @@ class SQLiteStore:
 
     def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
         """Memories of ``tier`` matching every filter set in ``options``."""
-        return self._query(_tier(tier, "tier"), options)
+        return self._query(parse_tier(tier, "tier"), options)
 
     def forget_memory(
         self, memory_id: str, reason: str, retention: float | None = None
@@ -595,14 +595,14 @@ class SQLiteStore:
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
         with self._reading() as conn:
-            return memory_sql.count(conn, _tier(tier, "tier"))
+            return memory_sql.count(conn, parse_tier(tier, "tier"))
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
         require_str(after_id, "after_id")
         require_int(limit, "limit", minimum=1)
         with self._reading() as conn:
-            return memory_sql.page(conn, _tier(tier, "tier"), after_id, limit)
+            return memory_sql.page(conn, parse_tier(tier, "tier"), after_id, limit)
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it, or ``None``."""
@@ -623,7 +623,7 @@ class SQLiteStore:
         """
         require_str(memory_id, "memory_id")
         require_str(reason, "reason", allow_none=True)
-        source, target = _tier(from_tier, "from_tier"), _tier(to_tier, "to_tier")
+        source, target = parse_tier(from_tier, "from_tier"), parse_tier(to_tier, "to_tier")
         if target.rank <= source.rank:
             raise InvalidPromotionError(
                 f"cannot promote from {source.value} to {target.value}: "
@@ -753,7 +753,7 @@ class SQLiteStore:
         require_int(min_reviews, "min_reviews", minimum=0)
         with self._reading() as conn:
             return forgetting_sql.retention_batch(
-                conn, _tier(tier, "tier"), after_id, limit, min_reviews
+                conn, parse_tier(tier, "tier"), after_id, limit, min_reviews
             )
 
     def apply_decay(
@@ -764,7 +764,7 @@ class SQLiteStore:
         reason: str,
     ) -> None:
         """In one transaction: store new retentions, forget ``forgotten`` with audit rows."""
-        tier = _tier(tier, "tier")
+        tier = parse_tier(tier, "tier")
         with self.transaction() as conn:
             forgetting_sql.set_retention(conn, tier, updates)
             for memory_id, retention in forgotten:
@@ -821,15 +821,6 @@ _STAT_QUERIES = {
     "promotion_count": "SELECT count(*) FROM promotion_log",
     "forgotten_count": "SELECT count(*) FROM forgetting_log",
 }
-
-
-def _tier(value: Any, what: str) -> Tier:
-    try:
-        return Tier(value)
-    except ValueError:
-        raise InvalidInputError(
-            f"{what} must be one of {[t.value for t in Tier]}, got {value!r}"
-        ) from None
 
 
 def _file_size(path: str) -> int:

@@ -122,6 +122,16 @@ def require_unit_float(value: Any, what: str) -> None:
         raise InvalidInputError(f"{what} must be within [0, 1], got {value!r}")
 
 
+def parse_tier(value: Any, what: str = "tier") -> Tier:
+    """A :class:`Tier` from a Tier or its name; anything else is a clear error."""
+    try:
+        return Tier(value)
+    except ValueError:
+        raise InvalidInputError(
+            f"{what} must be one of {[t.value for t in Tier]}, got {value!r}"
+        ) from None
+
+
 def require_mapping(value: Any, what: str, *, allow_none: bool = False) -> None:
     """Refuse anything but a mapping (``dict`` and friends)."""
     if value is None and allow_none:

@@ -42,7 +42,7 @@ from persistence import (
 )
 from persistence.backup import Progress
 from persistence.records import new_id, now_ms
-from persistence.validation import require_int, require_mapping, require_str
+from persistence.validation import parse_tier, require_int, require_mapping, require_str
 from tiered_memory.config import MemoryConfig
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.scratchpad import Scratchpad
@@ -175,7 +175,7 @@ class AgentMemoryManager:
         A ``session_id`` must name a started session, whose activity time is refreshed.
         """
         self._require_open()
-        tier = _tier(tier)
+        tier = parse_tier(tier)
         require_str(content, "content")
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
@@ -298,7 +298,7 @@ class AgentMemoryManager:
             filters["tags"] = tuple(filters["tags"])
         options = QueryOptions(**filters)
         if tier is not None:
-            return self.store.query(_tier(tier), options)
+            return self.store.query(parse_tier(tier), options)
         window = None if options.limit is None else options.limit + options.offset
         merged = [
             memory
@@ -380,7 +380,7 @@ class AgentMemoryManager:
     ) -> PromotionRecord:
         """Move a memory forward (scratchpad -> episodic -> semantic), logged, one transaction."""
         self._require_open()
-        target = _tier(to_tier)
+        target = parse_tier(to_tier)
         with self.store.transaction():
             if self.scratchpad.by_id(memory_id) is not None:
                 return self.scratchpad.promote(memory_id, target, reason)
@@ -576,15 +576,6 @@ class AgentMemoryManager:
     def recall(self, query: str, k: int = 5, **filters: Any) -> list[Any]:
         """Hybrid recall with explanations: not built yet (it never returns made-up hits)."""
         raise NotImplementedError("recall() is not built yet: use query() for filtered reads")
-
-
-def _tier(value: Tier | str) -> Tier:
-    try:
-        return Tier(value)
-    except ValueError:
-        raise InvalidInputError(
-            f"tier must be one of {[t.value for t in Tier]}, got {value!r}"
-        ) from None
 
 
 def _not_scratchpad(memory: Memory) -> bool:

@@ -86,6 +86,27 @@ def embedding_sizes(conn: apsw.Connection) -> list[str]:
     return problems
 
 
+def keyword_index_matches(conn: apsw.Connection) -> list[str]:
+    """Every memory has one keyword-index row in its own tier, and no index row is stray."""
+    rows = query_all(
+        conn,
+        f"SELECT m.id, m.tier, i.tier FROM ({_ALL_IDS}) AS m "
+        "LEFT JOIN memory_index AS i ON i.memory_id = m.id "
+        "WHERE i.tier IS NULL OR i.tier <> m.tier",
+    )
+    problems = [f"memory {i} ({tier}) is indexed as {indexed}" for i, tier, indexed in rows]
+    stray = query_all(
+        conn,
+        f"SELECT memory_id FROM memory_index WHERE memory_id NOT IN (SELECT id FROM ({_ALL_IDS}))",
+    )
+    problems += [f"memory_index names memory {r[0]}, which does not exist" for r in stray]
+    indexed = query_all(conn, "SELECT count(*) FROM memory_index")[0][0]
+    in_fts = query_all(conn, "SELECT count(*) FROM memory_fts_docsize")[0][0]
+    if indexed != in_fts:
+        problems.append(f"memory_fts holds {in_fts} documents for {indexed} indexed memories")
+    return problems
+
+
 CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "integrity_check": sqlite_integrity,
     "foreign_key_check": foreign_keys,
@@ -95,4 +116,5 @@ CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "promotion_log_points_at_memories": _orphans("promotion_log"),
     "promotion_log_agrees_with_tiers": promotion_log_agrees,
     "embedding_sizes": embedding_sizes,
+    "keyword_index_matches": keyword_index_matches,
 }

@@ -18,8 +18,9 @@ def data_checksum(path: Path) -> str:
             "AND name NOT LIKE 'sqlite_stat%' ORDER BY name")]  # fmt: skip
         for table in tables:
             digest.update(table.encode())
-            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY 1, 2'):
-                digest.update(repr(row).encode())
+            rows = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"'))
+            for row in rows:
+                digest.update(row.encode())
         return digest.hexdigest()
     finally:
         conn.close()

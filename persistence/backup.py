@@ -19,7 +19,7 @@ from pathlib import Path
 import apsw
 
 from migrations import LATEST_VERSION, apply_migrations, read_schema_version
-from persistence import integrity_sql, memory_sql
+from persistence import index_sql, integrity_sql, memory_sql
 from persistence.connection import SQLITE_HEADER, query_one, query_value
 from persistence.errors import (
     BackupError,
@@ -211,6 +211,13 @@ class BackupManager:
                 with live.backup("main", src, "main") as copy:
                     copy.step(-1)
                 apply_migrations(live, clock=self.store.clock)
+                live.execute("BEGIN IMMEDIATE")
+                try:
+                    index_sql.ensure_vector_index(live)
+                    live.execute("COMMIT")
+                except BaseException:
+                    live.execute("ROLLBACK")
+                    raise
                 version = read_schema_version(live)
                 memories = sum(memory_sql.count(live, tier) for tier in Tier)
         finally:

@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from migrations import LATEST_VERSION
-from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
+from persistence import forgetting_sql, index_sql, memory_sql, schedule_sql, session_sql
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
@@ -427,9 +427,12 @@ def import_document(
             session_sql.delete_all(conn)
             conn.execute("DELETE FROM repetition_schedules")
             conn.execute("DELETE FROM forgetting_log")
+            if stored_dim != _dim_text(doc.embedding_dim):
+                index_sql.drop_vector_index(conn)
             write_meta(conn, EMBEDDING_DIM_KEY, _dim_text(doc.embedding_dim))
         elif stored_dim is None and doc.embedding_dim is not None:
             write_meta(conn, EMBEDDING_DIM_KEY, str(doc.embedding_dim))
+        index_sql.ensure_vector_index(conn)
 
         written: set[str] = set()
         for _, memory in doc.memories:

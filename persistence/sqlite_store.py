@@ -29,7 +29,7 @@ from migrations import (
     apply_migrations,
     read_schema_version,
 )
-from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
+from persistence import forgetting_sql, index_sql, memory_sql, schedule_sql, session_sql
 from persistence.codecs import encode_embedding
 from persistence.connection import (
     MEMORY_PATH,
@@ -165,6 +165,9 @@ class SQLiteStore:
             self._writer = conn
             self._closed = False
             self._seen_version = int(conn.pragma("data_version"))
+            if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
+                with self.transaction() as tx:
+                    index_sql.ensure_vector_index(tx)
             return self
 
     def _check_schema(self, conn: apsw.Connection) -> None:
@@ -477,6 +480,7 @@ class SQLiteStore:
             raise EmbeddingDimensionError(dim, expected)
         if stored is None:
             write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
+            index_sql.ensure_vector_index(conn)
 
     def _get(self, tier: Tier, memory_id: str) -> Memory | None:
         require_str(memory_id, "memory_id")
@@ -738,6 +742,53 @@ class SQLiteStore:
         require_int(limit, "limit", allow_none=True, minimum=0)
         with self._reading() as conn:
             return schedule_sql.due(conn, before, limit)
+
+    # --- recall indexes --------------------------------------------------------------------
+
+    def keyword_search(
+        self, match: str, limit: int, tier: Tier | None = None
+    ) -> list[tuple[str, float]]:
+        """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first."""
+        require_str(match, "match", allow_empty=False)
+        require_int(limit, "limit", minimum=1)
+        with self._reading() as conn:
+            return index_sql.keyword_search(conn, match, limit, tier)
+
+    def vector_search(
+        self, vector: object, limit: int, tier: Tier | None = None
+    ) -> list[tuple[str, float]]:
+        """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists)."""
+        require_int(limit, "limit", minimum=1)
+        with self._reading() as conn:
+            if not index_sql.has_vector_index(conn):
+                return []
+            dim = read_meta(conn, EMBEDDING_DIM_KEY)
+            blob = encode_embedding(vector, None if dim is None else int(dim))
+            return index_sql.vector_search(conn, blob, limit, tier)
+
+    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
+        """Memories still waiting for an embedding: ``(id, tier, content)``."""
+        require_int(limit, "limit", minimum=1)
+        with self._reading() as conn:
+            return index_sql.unembedded(conn, limit)
+
+    def set_embeddings(self, rows: Sequence[tuple[Tier, str, object]]) -> None:
+        """Store computed embeddings in one transaction (vector index follows by trigger)."""
+        encoded = [(tier, memory_id, encode_embedding(v, None)) for tier, memory_id, v in rows]
+        with self.transaction() as conn:
+            if encoded:
+                self._check_dim(conn, len(encoded[0][2]) // 4)
+            index_sql.set_embeddings(conn, encoded)
+
+    def get_meta(self, key: str) -> str | None:
+        """One fact about the file (``store_meta``), or ``None``."""
+        with self._reading() as conn:
+            return read_meta(conn, key)
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Record (or with ``None`` forget) one fact about the file."""
+        with self.transaction() as conn:
+            write_meta(conn, key, value)
 
     # --- forgetting curve batches ------------------------------------------------------
 

@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import apsw
 import orjson
 
 from persistence import Tier
+from tests.data_checks import open_raw
 
 
 @dataclass
@@ -35,7 +35,7 @@ def read_state(path: Path) -> FileState:
     state = FileState()
     if not path.exists():
         return state
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    conn = open_raw(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}

@@ -7,10 +7,20 @@ from pathlib import Path
 
 import apsw
 
+from persistence.connection import connection_sqlite_vec
+
+
+def open_raw(path: Path, readonly: bool = False) -> apsw.Connection:
+    """A plain APSW connection (no library policy) that can read the vector table."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    conn = apsw.Connection(str(path), flags=flags)
+    connection_sqlite_vec(conn)
+    return conn
+
 
 def data_checksum(path: Path) -> str:
     """sha256 over every row of every table, in a stable order (planner stats excluded)."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn = open_raw(path, readonly=True)
     try:
         digest = hashlib.sha256()
         tables = [r[0] for r in conn.execute(

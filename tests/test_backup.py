@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import apsw
 import orjson
 import pytest
 
@@ -28,7 +27,7 @@ from persistence import (
     Tier,
 )
 from tests.conftest import FakeClock
-from tests.data_checks import data_checksum
+from tests.data_checks import data_checksum, open_raw
 from tests.populate import populate
 from tiered_memory import AgentMemoryManager
 
@@ -94,7 +93,7 @@ def test_in_memory_backup_needs_a_target(tmp_path: Path) -> None:
 
 def _corrupt_an_index(path: Path, index: str = "idx_episodic_created") -> None:
     """Overwrite the cell pointers of a (non-empty) index's root page."""
-    conn = apsw.Connection(str(path))
+    conn = open_raw(path)
     root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (index,)).fetchone()[0]
     page_size = conn.pragma("page_size")
     conn.pragma("wal_checkpoint", "TRUNCATE")
@@ -172,7 +171,7 @@ def test_a_bad_restore_source_changes_nothing(
         error = ForeignDatabaseError
     elif kind == "newer":
         full.backup(source)
-        conn = apsw.Connection(str(source))
+        conn = open_raw(source)
         conn.execute("INSERT INTO schema_version VALUES (?, 0, 'future')", (99,))
         conn.close()
         error = SchemaTooNewError
@@ -299,7 +298,12 @@ def test_check_integrity_lists_each_broken_invariant(
     assert full.check_integrity().ok
     semantic_id = full.query(tier=Tier.SEMANTIC, limit=1)[0].id
     with full.store.transaction() as conn:
-        conn.execute("DROP TRIGGER episodic_keyword_insert")  # damage done by an outside tool
+        for trigger in (
+            "episodic_keyword_insert",
+            "episodic_vector_insert",
+            "episodic_vector_update",
+        ):
+            conn.execute(f"DROP TRIGGER {trigger}")  # damage done by an outside tool
         conn.execute("INSERT INTO episodic SELECT * FROM semantic WHERE id = ?", (semantic_id,))
         conn.execute("INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms) "
                      "VALUES ('ghost', 0, 0)")  # fmt: skip

@@ -18,10 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import pytest
 
-from tests.data_checks import data_checksum
+from tests.data_checks import data_checksum, open_raw
 from tiered_memory import AgentMemoryManager, Tier
 
 WORKER = str(Path(__file__).with_name("worker.py"))
@@ -29,7 +28,7 @@ KILLS = 8
 
 
 def _integrity_ok(path: Path) -> bool:
-    conn = apsw.Connection(str(path))
+    conn = open_raw(path)
     try:
         return conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:

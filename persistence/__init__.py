@@ -13,6 +13,7 @@ from persistence.errors import (
     DatabaseOpenError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
+    EmbeddingModelMismatchError,
     ForeignDatabaseError,
     InvalidEmbeddingError,
     InvalidImportError,
@@ -56,6 +57,7 @@ from persistence.records import (
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "EmbeddingModelMismatchError",
     "DatabaseBusyError",
     "TransactionAbortedError",
     "BackupManager",

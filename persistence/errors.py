@@ -107,6 +107,10 @@ class InvalidImportError(InvalidInputError):
         super().__init__(f"{location}: {problem} (nothing was imported)")
 
 
+class EmbeddingModelMismatchError(TieredMemoryError):
+    """The file's vectors come from another embedding model than the one configured."""
+
+
 class DuplicateMemoryError(InvalidInputError):
     """A memory id is already used in another tier (each memory lives in exactly one)."""
 

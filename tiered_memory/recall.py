@@ -1,0 +1,208 @@
+"""Recall: fuse keyword (FTS5 bm25) and vector (cosine) candidates into one ranked,
+explained answer.
+
+Scoring, for a memory found by some of the signals::
+
+    fused  = sum over signals s that found it of  weight_s / (rrf_k + rank_s)
+    score  = fused * importance_factor * retention_factor * recency_factor
+
+    importance_factor = 1 + importance_weight * (importance - 0.5)
+    retention_factor  = retention_floor + (1 - retention_floor) * retention
+    recency_factor    = 1 + recency_weight * exp(-age_days / recency_days)
+
+Reciprocal-rank fusion uses ranks, never raw scores, so nothing is clamped: a memory
+found by keywords only keeps its full keyword contribution (FTS5's bm25 is negative and
+lower is better; it is reported as it is). The factors only reorder near-ties.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from persistence import InvalidInputError, Memory
+
+STOPWORDS = frozenset(
+    " ".join(
+        (
+            "a about above after again against all am an and any are as at be because been",
+            "before being below between both but by can could did do does doing down during",
+            "each few for from further had has have having he her here hers herself him",
+            "himself his how i if in into is it its itself just me more most my myself no nor",
+            "not now of off on once only or other our ours ourselves out over own same she",
+            "should so some such than that the their theirs them themselves then there these",
+            "they this those through to too under until up very was we were what when where",
+            "which while who whom why will with would you your yours yourself yourselves",
+            "s t d ll m re ve",
+        )
+    ).split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def keyword_query(text: str) -> str | None:
+    """An FTS5 MATCH expression for free text: its words, each quoted, joined with OR.
+
+    User text is never passed as FTS5 syntax: quotes, ``AND``/``OR``/``NOT``/``NEAR``,
+    ``*``, ``-``, ``:`` and parentheses become plain words or disappear. Stopwords are
+    dropped unless nothing else is left. ``None`` when the text has no words.
+    """
+    words = [w.lower() for w in _WORD.findall(text)]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))
+    return " OR ".join(f'"{w}"' for w in unique) if unique else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallSettings:
+    """Weights of the fusion; the defaults are general, not tuned to one benchmark."""
+
+    rrf_k: float = 60.0
+    keyword_weight: float = 1.0
+    vector_weight: float = 1.0
+    depth: int = 100
+    importance_weight: float = 0.2
+    retention_floor: float = 0.8
+    recency_weight: float = 0.1
+    recency_days: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class SignalMatch:
+    """One retrieval signal that found the memory."""
+
+    signal: str
+    rank: int
+    raw: float
+    raw_name: str
+    contribution: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.signal} #{self.rank} ({self.raw_name} {self.raw:.4g}) +{self.contribution:.4f}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a memory came back: the signals, each factor, and the filters applied."""
+
+    signals: tuple[SignalMatch, ...]
+    fused: float
+    importance: float
+    importance_factor: float
+    retention: float
+    retention_factor: float
+    age_days: float
+    recency_factor: float
+    filters: tuple[str, ...]
+    score: float
+
+    def __str__(self) -> str:
+        found = ", ".join(str(s) for s in self.signals)
+        filters = f" [{', '.join(self.filters)}]" if self.filters else ""
+        return (
+            f"{found} -> fused {self.fused:.4f} x importance {self.importance_factor:.3f} "
+            f"x retention {self.retention_factor:.3f} x recency {self.recency_factor:.3f} "
+            f"= {self.score:.4f}{filters}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One recalled memory with its score and explanation."""
+
+    memory: Memory
+    score: float
+    explanation: Explanation
+
+
+def fuse(
+    ranked: dict[str, Sequence[tuple[str, float]]],
+    weights: dict[str, float],
+    rrf_k: float,
+) -> dict[str, list[SignalMatch]]:
+    """Weighted reciprocal-rank fusion: memory id -> the signals that found it."""
+    raw_names = {"keyword": "bm25", "vector": "cosine distance"}
+    matches: dict[str, list[SignalMatch]] = {}
+    for signal, results in ranked.items():
+        for rank, (memory_id, raw) in enumerate(results, start=1):
+            contribution = weights[signal] / (rrf_k + rank)
+            matches.setdefault(memory_id, []).append(
+                SignalMatch(signal, rank, raw, raw_names.get(signal, "score"), contribution)
+            )
+    return matches
+
+
+def explain(
+    memory: Memory,
+    signals: Sequence[SignalMatch],
+    now: int,
+    settings: RecallSettings,
+    filters: tuple[str, ...],
+) -> RecallHit:
+    """Score one candidate and say why."""
+    fused = sum(s.contribution for s in signals)
+    importance_factor = 1.0 + settings.importance_weight * (memory.importance - 0.5)
+    retention_factor = settings.retention_floor + (1 - settings.retention_floor) * memory.retention
+    age_days = max(now - memory.created_at, 0) / 86_400_000
+    recency_factor = 1.0 + settings.recency_weight * math.exp(-age_days / settings.recency_days)
+    score = fused * importance_factor * retention_factor * recency_factor
+    explanation = Explanation(
+        signals=tuple(sorted(signals, key=lambda s: s.signal)),
+        fused=fused,
+        importance=memory.importance,
+        importance_factor=importance_factor,
+        retention=memory.retention,
+        retention_factor=retention_factor,
+        age_days=age_days,
+        recency_factor=recency_factor,
+        filters=filters,
+        score=score,
+    )
+    return RecallHit(memory, score, explanation)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallFilters:
+    """What a recall may return; every field that is set must hold."""
+
+    session_id: str | None = None
+    agent_id: str | None = None
+    tags: tuple[str, ...] = ()
+    created_after: int | None = None
+    created_before: int | None = None
+    min_retention: float | None = None
+
+    def accepts(self, memory: Memory) -> bool:
+        """True if ``memory`` passes every filter that is set."""
+        return (
+            (self.session_id is None or memory.session_id == self.session_id)
+            and (self.agent_id is None or memory.agent_id == self.agent_id)
+            and set(self.tags) <= set(memory.tags)
+            and (self.created_after is None or memory.created_at >= self.created_after)
+            and (self.created_before is None or memory.created_at < self.created_before)
+            and (self.min_retention is None or memory.retention >= self.min_retention)
+        )
+
+    def describe(self, tier: object) -> tuple[str, ...]:
+        """The filters that are set, as ``name=value`` strings."""
+        named: Iterable[tuple[str, object]] = (
+            ("tier", tier),
+            ("session_id", self.session_id),
+            ("agent_id", self.agent_id),
+            ("tags", ",".join(self.tags) or None),
+            ("created_after", self.created_after),
+            ("created_before", self.created_before),
+            ("min_retention", self.min_retention),
+        )
+        return tuple(f"{name}={value}" for name, value in named if value is not None)
+
+
+def check_k(k: object) -> int:
+    """``k`` must be an int from 1 to 1000."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise InvalidInputError(f"k must be an int from 1 to 1000, got {k!r}")
+    return k

@@ -298,13 +298,6 @@ def test_statistics(memory: AgentMemoryManager) -> None:
     assert stats.storage.schema_version >= 2
 
 
-def test_recall_says_it_is_not_built_instead_of_making_things_up(
-    memory: AgentMemoryManager,
-) -> None:
-    with pytest.raises(NotImplementedError):
-        memory.recall("anything")
-
-
 def test_tier_views_are_lazy_and_filtered(memory: AgentMemoryManager, clock: FakeClock) -> None:
     episodic = []
     for i in range(3):

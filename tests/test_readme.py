@@ -31,3 +31,6 @@ def test_demo_runs_and_shows_what_survived_a_restart(tmp_path: Path) -> None:
     assert "scratchpad goal: Ship v1 on Friday" in result.stdout
     assert "'The user prefers dark mode' in semantic" in result.stdout
     assert "promotion log: episodic -> semantic (confirmed)" in result.stdout
+    first_hit = result.stdout.split("recall(")[1].splitlines()[1]
+    assert "The user prefers dark mode" in first_hit
+    assert "why: keyword #" in result.stdout

@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
             importance=0.8,
             tags=["ui"],
         )
+        memory.remember("The user's cat is called Miso", session_id=session.session_id)
+        memory.remember("Quarterly revenue grew 5%", tier=Tier.SEMANTIC)
         memory.append_transcript(session.session_id, "user", "Switch to dark mode please")
+        print("recall('which theme does the user like?'):")
+        for hit in memory.recall("which theme does the user like?", k=2):
+            print(f"  {hit.score:.4f}  {hit.memory.content}\n          why: {hit.explanation}")
         memory.promote(m.id, Tier.SEMANTIC, reason="confirmed")
         schedule = memory.review(m.id, quality=5)
         report = memory.decay()

@@ -105,3 +105,11 @@ def test_current_retention_uses_last_review_or_creation() -> None:
     reviewed = RetentionInput("m", 0.0, 1.0, created_at=0, stability_days=10.0,
                               last_reviewed_at=5 * DAY_MS, review_count=1)  # fmt: skip
     assert current_retention(reviewed, 10 * DAY_MS, CURVE) == pytest.approx(math.exp(-0.5))
+
+
+def test_intervals_are_capped_so_reviews_never_overflow() -> None:
+    schedule = new_schedule("m", 1.0, 0, CURVE)
+    for _ in range(200):
+        schedule = review(schedule, 5, 1.0, 0, CURVE)
+    assert schedule.interval_ms == 36_500 * DAY_MS
+    assert schedule.next_review_at < 2**63

@@ -39,9 +39,9 @@ class MemoryConfig:
     - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
       any :class:`~tiered_memory.embeddings.Embedder`, or ``None`` for keyword-only recall.
     - ``recall``: fusion weights (:class:`~tiered_memory.recall.RecallSettings`).
-    - ``recall_review_quality``: a recalled memory counts as a review of this quality
-      (``None``: recall does not reinforce); reviews are written ``recall_review_batch``
-      at a time, so recall stays read-mostly.
+    - ``recall_review_quality``: a recalled memory that is due for review counts as a
+      review of this quality (``None``: recall does not reinforce); reviews are written
+      ``recall_review_batch`` at a time, so recall stays read-mostly.
     """
 
     cache_size: int = 500

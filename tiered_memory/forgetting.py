@@ -21,8 +21,10 @@ interval I in days and ease factor EF (2.5 for a new memory)::
     else:       I = 1;  n = 0
     EF' = max(1.3, EF + 0.1 - (5 - q) * (0.08 + (5 - q) * 0.02))
 
-The interval uses the ease factor from before the review. EF rises after q = 5 (+0.10),
-stays after q = 4, and falls below that (q = 3: -0.14, q = 0: -0.80, floored at 1.3).
+The interval uses the ease factor from before the review, and is capped at
+``MAX_INTERVAL_DAYS`` (100 years) so repeated reviews can never overflow a timestamp.
+EF rises after q = 5 (+0.10), stays after q = 4, and falls below that (q = 3: -0.14,
+q = 0: -0.80, floored at 1.3).
 The next review is due ``I`` days after this one.
 
 Stability grows with the interval: after a successful review (q >= 3) it becomes
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from persistence import InvalidInputError, InvalidTypeError, RepetitionSchedule, RetentionInput
 
 DAY_MS = 86_400_000
+MAX_INTERVAL_DAYS = 36_500
 MIN_EASE = 1.3
 DEFAULT_EASE = 2.5
 
@@ -111,13 +114,13 @@ def review(
         raise InvalidInputError(f"quality must be from 0 to 5, got {quality}")
     if quality >= 3:
         n = schedule.review_count
-        interval_days = (
-            1
-            if n == 0
-            else 6
-            if n == 1
-            else round(schedule.interval_ms / DAY_MS * schedule.ease_factor)
-        )
+        if n == 0:
+            interval_days = 1
+        elif n == 1:
+            interval_days = 6
+        else:
+            interval_days = round(schedule.interval_ms / DAY_MS * schedule.ease_factor)
+        interval_days = min(interval_days, MAX_INTERVAL_DAYS)
         repetitions = n + 1
         stability = max(schedule.stability_days, interval_days / -math.log(params.target_retention))
     else:

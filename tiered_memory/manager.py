@@ -731,9 +731,12 @@ class AgentMemoryManager:
             pending, self._recall_reviews = self._recall_reviews, []
         if quality is None or not pending:
             return
+        now = self.clock()
         with self.store.transaction():
-            for memory_id in pending:
-                if self.get(memory_id) is not None:
+            for memory_id in dict.fromkeys(pending):
+                schedule = self.store.get_repetition_schedule(memory_id)
+                due = schedule is None or schedule.next_review_at <= now
+                if due and self.get(memory_id) is not None:
                     self.review(memory_id, quality)
 
 

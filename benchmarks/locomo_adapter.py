@@ -1,0 +1,53 @@
+"""LoCoMo recall-quality adapter over tiered-memory's public API.
+
+One session per conversation, ``remember`` each dialog turn, ``recall`` each question,
+all with default settings. Run (about two minutes)::
+
+    .venv/bin/python ../shared/recall/eval_locomo.py \\
+        --retriever benchmarks/locomo_adapter.py:TieredMemoryAdapter
+
+The data (``../shared/data/locomo-dev.json``, CC BY-NC 4.0) is benchmark data only and
+is never packaged.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embeddings import OnnxEmbedder
+
+
+class TieredMemoryAdapter:
+    """``index(conv_id, memories)`` / ``search(conv_id, query, k)`` for eval_locomo.py."""
+
+    name = "tiered-memory"
+
+    def __init__(self, **_: Any) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
+        self._embedder = OnnxEmbedder()
+        self._managers: dict[str, AgentMemoryManager] = {}
+        self._dia_ids: dict[str, str] = {}
+
+    def index(self, conv_id: str, memories: list[Any]) -> None:
+        memory = AgentMemoryManager.open(Path(self._dir.name) / f"{conv_id}.db",
+                                         embedder=self._embedder)  # fmt: skip
+        session = memory.start_session(conv_id)
+        with memory.transaction():
+            for turn in memories:
+                stored = memory.remember(turn.content, session_id=session.session_id,
+                                         metadata={"dia_id": turn.id})  # fmt: skip
+                self._dia_ids[stored.id] = turn.id
+        memory.flush()
+        self._managers[conv_id] = memory
+
+    def search(self, conv_id: str, query: str, k: int) -> list[str]:
+        hits = self._managers[conv_id].recall(query, k=k)
+        return [self._dia_ids[hit.memory.id] for hit in hits]
+
+    def close(self) -> None:
+        for memory in self._managers.values():
+            memory.shutdown()
+        self._dir.cleanup()

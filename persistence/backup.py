@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import apsw
 
-from migrations import LATEST_VERSION, apply_migrations, read_schema_version
-from persistence import index_sql, integrity_sql, memory_sql
+from migrations import LATEST_VERSION, read_schema_version
+from persistence import integrity_sql, memory_sql
 from persistence.connection import SQLITE_HEADER, query_one, query_value
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
+    DatabaseBusyError,
     ForeignDatabaseError,
     InvalidInputError,
     MissingDirectoryError,
@@ -124,15 +126,12 @@ class BackupManager:
                 f"refusing to back up a damaged database: {problems[0].detail}; "
                 "run `tiered-memory check` and restore an earlier snapshot"
             )
-        partial = final.with_name(f".{final.name}.partial")
-        partial.unlink(missing_ok=True)
-        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        partial = _partial_beside(final)
         try:
             self._vacuum_into(partial, progress)
             _fsync(partial)
             self._verify_snapshot(partial)
-            os.replace(partial, final)
-            _fsync(final.parent)
+            _publish(partial, final)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
@@ -191,62 +190,93 @@ class BackupManager:
     def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
         """Replace the database's content with a snapshot's, all or nothing.
 
-        The source is checked first (SQLite header, integrity, a tiered-memory schema not
-        newer than this code); an older schema is migrated after the copy, in place.
+        The source is checked first (SQLite header, a complete tiered-memory schema not
+        newer than this code, integrity). It is copied to a staging file beside the
+        database, migrated and checked there; only then is it copied into the live
+        database with SQLite's online backup API, in one write transaction.
         """
         path = Path(source)
         src = _open_snapshot(path)
         try:
-            source_version = read_schema_version(src)
-            if source_version > LATEST_VERSION:
-                raise SchemaTooNewError(source_version, LATEST_VERSION, str(path))
-            if source_version == 0:
-                raise ForeignDatabaseError(f"{path} is not a tiered-memory database")
-            damage = integrity_sql.sqlite_integrity(src)
-            if damage:
-                raise CorruptDatabaseError(f"{path} is damaged ({damage[0]}); nothing restored")
-            with self.store.exclusive_connection() as live:
-                if int(src.pragma("page_size")) != int(live.pragma("page_size")):
-                    raise BackupError(f"{path} has a different page size; nothing restored")
-                with live.backup("main", src, "main") as copy:
-                    copy.step(-1)
-                apply_migrations(live, clock=self.store.clock)
-                live.execute("BEGIN IMMEDIATE")
-                try:
-                    index_sql.ensure_vector_index(live)
-                    live.execute("COMMIT")
-                except BaseException:
-                    live.execute("ROLLBACK")
-                    raise
-                version = read_schema_version(live)
-                memories = sum(memory_sql.count(live, tier) for tier in Tier)
+            source_version = _check_restore_source(src, path)
         finally:
             src.close()
+        staging = self._staging_path()
+        try:
+            src = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                src.execute("VACUUM INTO ?", (str(staging),))
+            finally:
+                src.close()
+            with SQLiteStore(staging) as staged:  # migrates, builds the indexes
+                problems = BackupManager(staged).check_integrity().problems
+                if problems:
+                    raise CorruptDatabaseError(f"{path}: {problems[0].detail}; nothing restored")
+            staged_conn = apsw.Connection(str(staging), flags=apsw.SQLITE_OPEN_READONLY)
+            try:
+                with self.store.exclusive_connection() as live:
+                    if int(staged_conn.pragma("page_size")) != int(live.pragma("page_size")):
+                        raise BackupError(f"{path} has a different page size; nothing restored")
+                    try:
+                        with live.backup("main", staged_conn, "main") as copy:
+                            copy.step(-1)
+                    except apsw.BusyError as exc:
+                        raise DatabaseBusyError(
+                            "another connection kept the database busy; nothing restored"
+                        ) from exc
+                    version = read_schema_version(live)
+                    memories = sum(memory_sql.count(live, tier) for tier in Tier)
+            finally:
+                staged_conn.close()
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{staging}{suffix}").unlink(missing_ok=True)
         return RestoreResult(str(path), source_version, version, memories)
+
+    def _staging_path(self) -> Path:
+        directory = self.backup_dir if self.store.is_memory else Path(self.store.path).parent
+        if not directory.is_dir():
+            raise MissingDirectoryError(f"directory {directory} does not exist")
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".restore-", suffix=".db")
+        os.close(fd)
+        return Path(name)
 
     # --- JSON -----------------------------------------------------------------------------
 
     def export_json(
-        self, target: str | os.PathLike[str] | None = None, *, progress: Progress | None = None
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        overwrite: bool = False,
+        progress: Progress | None = None,
     ) -> Path:
         """Write every table to one versioned JSON document; return its path.
 
         Streamed page by page from one read snapshot, so memory stays bounded. The
-        document is written under a temporary name and renamed when complete.
+        document is written under a temporary name and renamed when complete. An existing
+        file is kept unless ``overwrite``; the database's own files never are.
         """
         final = self._timestamped(self._managed_dir(), ".json") if target is None else Path(target)
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
-        partial = final.with_name(f".{final.name}.partial")
-        partial.unlink(missing_ok=True)
-        os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        if not self.store.is_memory:
+            live = Path(self.store.path).resolve()
+            own = {live, *(Path(f"{live}{s}") for s in ("-wal", "-shm", "-journal"))}
+            if final.resolve() in own:
+                raise BackupError(f"{final} is the database itself: choose another file")
+        if final.exists() and not overwrite:
+            raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
+        partial = _partial_beside(final)
         try:
             with partial.open("wb") as out, self.store.read_connection() as conn:
                 export_document(conn, out, self.store.clock(), progress)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(partial, final)
-            _fsync(final.parent)
+            if overwrite:
+                os.replace(partial, final)
+                _fsync(final.parent)
+            else:
+                _publish(partial, final)
         except BaseException:
             partial.unlink(missing_ok=True)
             raise
@@ -313,6 +343,45 @@ class BackupManager:
             vacuumed=vacuum,
             optimized=True,
         )
+
+
+_REQUIRED_TABLES = frozenset(
+    {"schema_version", "store_meta", "scratchpad", "episodic", "semantic", "memory_tags",
+     "repetition_schedules", "sessions", "session_transcripts", "promotion_log"}
+)  # fmt: skip
+
+
+def _check_restore_source(src: apsw.Connection, path: Path) -> int:
+    """The source's schema version, once it is known to be a whole, sound tiered-memory file."""
+    version = read_schema_version(src)
+    if version > LATEST_VERSION:
+        raise SchemaTooNewError(version, LATEST_VERSION, str(path))
+    tables = {r[0] for r in src.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    missing = sorted(_REQUIRED_TABLES - tables)
+    if version == 0 or missing:
+        lacking = ", ".join(missing) or "its version"
+        raise ForeignDatabaseError(f"{path} is not a tiered-memory database (missing {lacking})")
+    damage = integrity_sql.sqlite_integrity(src)
+    if damage:
+        raise CorruptDatabaseError(f"{path} is damaged ({damage[0]}); nothing restored")
+    return version
+
+
+def _partial_beside(final: Path) -> Path:
+    """A new, empty, private temporary file next to ``final`` (unique per call)."""
+    fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".partial")
+    os.close(fd)
+    return Path(name)
+
+
+def _publish(partial: Path, final: Path) -> None:
+    """Give ``partial`` its final name without ever replacing an existing file."""
+    try:
+        os.link(partial, final)
+    except FileExistsError:
+        raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
+    partial.unlink()
+    _fsync(final.parent)
 
 
 def _open_snapshot(path: Path) -> apsw.Connection:

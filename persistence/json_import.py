@@ -20,7 +20,14 @@ import numpy as np
 import orjson
 
 from migrations import LATEST_VERSION
-from persistence import forgetting_sql, index_sql, memory_sql, schedule_sql, session_sql
+from persistence import (
+    forgetting_sql,
+    index_sql,
+    integrity_sql,
+    memory_sql,
+    schedule_sql,
+    session_sql,
+)
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
@@ -39,6 +46,13 @@ from persistence.sqlite_store import SQLiteStore
 from persistence.validation import validate_memory, validate_schedule, validate_session
 
 Mode = Literal["replace", "merge"]
+
+# Checked inside the import's transaction; a failure rolls everything back.
+_INVARIANTS = (
+    "foreign_key_check", "one_tier_per_memory", "schedules_point_at_memories",
+    "tags_point_at_memories", "promotion_log_points_at_memories",
+    "promotion_log_agrees_with_tiers", "embedding_sizes",
+)  # fmt: skip
 
 _SESSION_FIELDS = (
     "session_id", "started_at", "last_active_at", "turn_number", "active_agents",
@@ -458,13 +472,17 @@ def import_document(
             current_schedule = (
                 schedule_sql.fetch(conn, schedule.memory_id) if mode == "merge" else None
             )
-            if current_schedule is not None and schedule.memory_id not in written:
+            if schedule.memory_id not in written and (
+                current_schedule is not None or memory_sql.tier_of(conn, schedule.memory_id) is None
+            ):
                 count("repetition_schedules", "skipped")
                 continue
             schedule_sql.upsert(conn, schedule)
             count("repetition_schedules", "inserted" if current_schedule is None else "updated")
         for _, record in doc.promotions:
-            if mode == "merge" and memory_sql.has_promotion(conn, record):
+            if mode == "merge" and (
+                record.memory_id not in written or memory_sql.has_promotion(conn, record)
+            ):
                 count("promotion_log", "skipped")
                 continue
             memory_sql.insert_promotion(conn, record, keep_id=mode == "replace")
@@ -475,6 +493,10 @@ def import_document(
                 continue
             forgetting_sql.insert(conn, row_id if mode == "replace" else None, forgotten)
             count("forgetting_log", "inserted")
+        for name in _INVARIANTS:
+            problems = integrity_sql.CHECKS[name](conn)
+            if problems:
+                raise _fail("$", f"would leave the database inconsistent: {problems[0]}")
     tables = {name: TableCounts(**c) for name, c in counts.items()}
     return ImportResult(mode, str(path), tables)
 
@@ -491,6 +513,9 @@ def _put_memory(conn: Any, memory: Memory, mode: Mode) -> str:
         memory_sql.upsert(conn, memory, row)
         return "inserted"
     current_tier = memory_sql.tier_of(conn, memory.id)
+    current = None if current_tier is None else memory_sql.fetch(conn, current_tier, memory.id)
+    if current is not None and memory.updated_at <= current.updated_at:
+        return "skipped"
     rival = memory_sql.fetch_by_key(conn, memory.key) if memory.key is not None else None
     if rival is not None and rival.id != memory.id:
         if rival.updated_at >= memory.updated_at:
@@ -499,10 +524,6 @@ def _put_memory(conn: Any, memory: Memory, mode: Mode) -> str:
     if current_tier is None:
         memory_sql.upsert(conn, memory, row)
         return "inserted"
-    current = memory_sql.fetch(conn, current_tier, memory.id)
-    assert current is not None
-    if memory.updated_at <= current.updated_at:
-        return "skipped"
     if current_tier is not memory.tier:
         memory_sql.remove_row(conn, current_tier, memory.id)
     memory_sql.upsert(conn, memory, row)

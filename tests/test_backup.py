@@ -327,3 +327,91 @@ def test_maintenance_truncates_the_wal_and_vacuum_shrinks(db_path: Path) -> None
         before = result.bytes_before + result.wal_bytes_before
         assert result.bytes_after < before / 4
         assert os.path.getsize(db_path) == result.bytes_after < 500 * 2000
+
+
+# --- regressions from review ------------------------------------------------------------
+
+
+def test_export_never_overwrites_the_database_or_an_existing_file(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path
+) -> None:
+    full.maintain()
+    before = data_checksum(db_path)
+    for own in (db_path, Path(f"{db_path}-wal")):
+        with pytest.raises(BackupError, match="the database itself"):
+            full.export_json(own, overwrite=True)
+    existing = tmp_path / "keep.json"
+    existing.write_text("precious")
+    with pytest.raises(BackupError, match="already exists"):
+        full.export_json(existing)
+    assert existing.read_text() == "precious"
+    assert full.export_json(existing, overwrite=True) == existing
+    assert orjson.loads(existing.read_bytes())["format"] == "tiered-memory"
+    assert data_checksum(db_path) == before
+    assert not list(tmp_path.glob(".*.partial"))
+
+
+def test_restore_refuses_a_foreign_file_that_has_a_schema_version_table(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "impostor.db"
+    with sqlite3.connect(source) as other:
+        other.execute(
+            "CREATE TABLE schema_version (version INTEGER, applied_at INTEGER, description TEXT)"
+        )
+        other.execute("INSERT INTO schema_version VALUES (1, 0, 'not ours')")
+        other.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    other.close()
+    full.maintain()
+    before = data_checksum(db_path)
+    with pytest.raises(ForeignDatabaseError, match="missing"):
+        full.restore(source)
+    assert data_checksum(db_path) == before and full.check_integrity().ok
+    assert not list(db_path.parent.glob(".restore-*"))
+
+
+def test_merge_key_conflict_keeps_the_newer_entry(
+    db_path: Path, tmp_path: Path, clock: FakeClock
+) -> None:
+    with AgentMemoryManager.open(tmp_path / "other.db", clock=clock) as other:
+        other.scratchpad.put("goal", "old goal from the other file")
+        export = other.export_json(tmp_path / "other.json")
+    clock.advance(1000)
+    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+        mine = memory.scratchpad.put("goal", "newer goal here")
+        result = memory.import_json(export, mode="merge")
+        assert memory.scratchpad.get("goal") == mine
+        assert result.tables["scratchpad"].skipped == 1
+        assert memory.check_integrity().ok
+
+
+def test_merge_writes_no_rows_for_memories_it_kept(
+    full: AgentMemoryManager, tmp_path: Path, clock: FakeClock
+) -> None:
+    export = full.export_json(tmp_path / "base.json")
+    clock.advance(1000)
+    for m in full.query(tier=Tier.SEMANTIC, limit=None):
+        full.update(m.id, content=m.content + " (edited)")
+    full.import_json(export, mode="merge")
+    assert full.check_integrity().ok
+
+
+def test_replace_refuses_a_document_whose_log_disagrees_with_its_tiers(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path
+) -> None:
+    doc = orjson.loads(full.export_json(tmp_path / "base.json").read_bytes())
+    doc["tables"]["promotion_log"][0]["to_tier"] = "semantic"
+    moved_id = doc["tables"]["promotion_log"][0]["memory_id"]
+    for tier in ("semantic",):
+        for row in list(doc["tables"][tier]):
+            if row["id"] == moved_id:
+                doc["tables"][tier].remove(row)
+                row["key"] = None
+                doc["tables"]["episodic"].append(row)
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(orjson.dumps(doc))
+    full.maintain()
+    before = data_checksum(db_path)
+    with pytest.raises(InvalidImportError, match="inconsistent"):
+        full.import_json(broken)
+    assert data_checksum(db_path) == before

@@ -128,3 +128,27 @@ def test_progress_bar_only_on_a_terminal(agent_db: Path, tmp_path: Path) -> None
     os.close(leader)
     assert process.returncode == 0
     assert b"export" in drawn and b"100%" in drawn
+
+
+def test_a_failed_restore_or_import_leaves_no_new_database(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("just text\n" * 50)
+    (tmp_path / "broken.json").write_text("{")
+    for args in (("restore", "new1.db", "nosuch.db"), ("restore", "new2.db", "notes.txt"),
+                 ("import", "new3.db", "broken.json")):  # fmt: skip
+        result = run(*args, cwd=tmp_path)
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "notes.txt"]
+
+
+def test_export_refuses_to_overwrite(agent_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_text("keep me")
+    assert run("export", str(agent_db), str(agent_db)).returncode == 1
+    assert run("export", str(agent_db), str(out)).returncode == 1
+    assert out.read_text() == "keep me"
+    assert run("export", str(agent_db), str(out), "--force").returncode == 0
+    assert check_ok(agent_db)
+
+
+def check_ok(db: Path) -> bool:
+    return bool(ok_json("check", str(db))["ok"])  # type: ignore[index]

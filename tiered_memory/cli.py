@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import apsw
 import click
 import orjson
 
@@ -30,7 +31,7 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (TieredMemoryError, OSError, NotImplementedError) as exc:
+        except (TieredMemoryError, OSError, apsw.Error) as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             click.echo(f"error: {message}", err=True)
             ctx.exit(1)
@@ -42,10 +43,24 @@ def main() -> None:
     """Inspect, back up, restore, export and import a tiered-memory database."""
 
 
-def _open(db: str, create: bool = False) -> AgentMemoryManager:
-    if not create and not Path(db).exists():
+def _open(db: str) -> AgentMemoryManager:
+    if not Path(db).exists():
         raise MissingFileError(f"no database at {db}")
     return AgentMemoryManager.open(db)
+
+
+@contextmanager
+def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
+    """Open DB, creating it if missing; a failure removes a database this call created."""
+    created = not Path(db).exists()
+    try:
+        with AgentMemoryManager.open(db) as memory:
+            yield memory
+    except BaseException:
+        if created:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+        raise
 
 
 def _emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
@@ -138,7 +153,7 @@ def backup(db: str, target: str | None, keep: int | None, as_json: bool) -> None
 @json_option
 def restore(db: str, snapshot: str, as_json: bool) -> None:
     """Replace DB's content with SNAPSHOT's, all or nothing (DB is created if missing)."""
-    with _open(db, create=True) as memory:
+    with _open_or_create(db) as memory:
         result = memory.restore(snapshot)
     _emit(
         as_json,
@@ -153,11 +168,12 @@ def restore(db: str, snapshot: str, as_json: bool) -> None:
 @main.command(name="export")
 @db_argument
 @click.argument("out", required=False, type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @json_option
-def export_(db: str, out: str | None, as_json: bool) -> None:
+def export_(db: str, out: str | None, force: bool, as_json: bool) -> None:
     """Write everything in DB to one JSON document (OUT, or timestamped)."""
     with _open(db) as memory, _progress("export", as_json) as progress:
-        path = memory.export_json(out, progress=progress)
+        path = memory.export_json(out, overwrite=force, progress=progress)
     _emit(as_json, {"export": str(path)}, lambda: click.echo(str(path)))
 
 
@@ -174,7 +190,7 @@ def export_(db: str, out: str | None, as_json: bool) -> None:
 @json_option
 def import_(db: str, source: str, mode: str, as_json: bool) -> None:
     """Load a JSON export into DB, all or nothing (DB is created if missing)."""
-    with _open(db, create=True) as memory, _progress("import", as_json) as progress:
+    with _open_or_create(db) as memory, _progress("import", as_json) as progress:
         result = memory.import_json(source, mode, progress=progress)
     data = {
         "mode": result.mode,

@@ -562,11 +562,11 @@ class AgentMemoryManager:
         self._reload()
         return result
 
-    def export_json(self, target: str | os.PathLike[str] | None = None, *,
+    def export_json(self, target: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
                     progress: Progress | None = None) -> Path:  # fmt: skip
         """Write everything to one versioned JSON document; return its path."""
         self._require_open()
-        return self.backups.export_json(target, progress=progress)
+        return self.backups.export_json(target, overwrite=overwrite, progress=progress)
 
     def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
                     progress: Progress | None = None) -> ImportResult:  # fmt: skip

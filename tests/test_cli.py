@@ -152,3 +152,17 @@ def test_export_refuses_to_overwrite(agent_db: Path, tmp_path: Path) -> None:
 
 def check_ok(db: Path) -> bool:
     return bool(ok_json("check", str(db))["ok"])  # type: ignore[index]
+
+
+def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with AgentMemoryManager.open(db) as memory:
+        memory.remember("The user prefers dark mode", tags=["ui"])
+        memory.remember("Quarterly revenue grew 5%")
+    hits = ok_json("search", str(db), "which theme does the user like", "-k", "1")
+    assert [h["memory"]["content"] for h in hits] == ["The user prefers dark mode"]  # type: ignore[index]
+    assert "keyword #" in hits[0]["explanation"] and hits[0]["score"] > 0  # type: ignore[index]
+    human = run("search", str(db), "revenue", "--tier", "episodic")
+    assert human.returncode == 0 and "why:" in human.stdout and "revenue" in human.stdout
+    tagged = ok_json("search", str(db), "revenue", "--tag", "ui")
+    assert [h["memory"]["tags"] for h in tagged] == [["ui"]]  # type: ignore[index, union-attr]

@@ -291,3 +291,30 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
             click.echo(f"{s.session_id}  {state:<6}  turns={s.turn_number}")
 
     _emit(as_json, found, human)
+
+
+@main.command()
+@db_argument
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=5, show_default=True)
+@click.option("--tier", type=click.Choice([t.value for t in Tier]), help="Only this tier.")
+@click.option("--session", "session_id", help="Only memories of this session.")
+@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@json_option
+def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
+           tags: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+    """Recall the K memories that best answer QUERY, each with why it came back."""
+    with _open(db) as memory:
+        hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
+    rows = [
+        {"score": h.score, "explanation": str(h.explanation), "signals": h.explanation.signals,
+         "memory": _memory_row(h.memory)}
+        for h in hits
+    ]  # fmt: skip
+
+    def human() -> None:
+        for h in hits:
+            click.echo(f"{h.score:.4f}  {h.memory.id}  [{h.memory.tier.value}]  {h.memory.content}")
+            click.echo(f"        why: {h.explanation}")
+
+    _emit(as_json, rows, human)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+import numpy as np
 
 from persistence.connection import query_all, query_one
 from persistence.memory_sql import TABLE
@@ -31,29 +32,40 @@ def _uses_bits(conn: apsw.Connection) -> bool:
     return row is not None and "embedding_bits" in str(row[0])
 
 
+def _layout(dim: int) -> str:
+    """The vector table for ``dim``: bits only when quantizable (re-rank reads the floats
+    from the tier tables), else exact float vectors."""
+    if dim % 8 == 0:
+        return f"memory_id text primary key, tier text, embedding_bits bit[{dim}]"
+    return f"memory_id text primary key, tier text, embedding float[{dim}] distance_metric=cosine"
+
+
 def ensure_vector_index(conn: apsw.Connection) -> bool:
-    """Create (and fill) the vector table if the file records a dimension; True if it exists."""
-    if has_vector_index(conn):
-        return True
+    """Create (and fill) the vector table if the file records a dimension; True if it exists.
+
+    The table is derived data: one of another layout is dropped and rebuilt.
+    """
     dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
     if dim_text is None:
-        return False
+        return has_vector_index(conn)
     dim = int(dim_text)
+    layout = _layout(dim)
+    row = query_one(conn, "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'")
+    if row is not None:
+        if layout in str(row[0]):
+            return True
+        drop_vector_index(conn)
     bits = dim % 8 == 0
-    bit_column = f", embedding_bits bit[{dim}]" if bits else ""
-    conn.execute(
-        "CREATE VIRTUAL TABLE memory_vec USING vec0(memory_id text primary key, tier text, "
-        f"embedding float[{dim}] distance_metric=cosine{bit_column})"
-    )
-    columns = "memory_id, tier, embedding" + (", embedding_bits" if bits else "")
-    marks = "?, ?, ?" + (", vec_quantize_binary(?)" if bits else "")
+    conn.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0({layout})")
+    column = "embedding_bits" if bits else "embedding"
+    value = "vec_quantize_binary({})" if bits else "{}"
     for tier in Tier:
         table = TABLE[tier]
-        values = f"NEW.id, '{tier.value}', NEW.embedding" + (
-            ", vec_quantize_binary(NEW.embedding)" if bits else ""
-        )
         # VALUES, not INSERT ... SELECT: a SELECT drops the bit vector's SQL subtype.
-        insert = f"INSERT INTO memory_vec ({columns}) VALUES ({values})"
+        insert = (
+            f"INSERT INTO memory_vec (memory_id, tier, {column}) "
+            f"VALUES (NEW.id, '{tier.value}', {value.format('NEW.embedding')})"
+        )
         delete = "DELETE FROM memory_vec WHERE memory_id = OLD.id"
         for name, event, when, body in (
             ("insert", "INSERT", "NEW.embedding IS NOT NULL", insert),
@@ -66,9 +78,10 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
                 f"WHEN {when} BEGIN {body}; END"
             )
         rows = query_all(conn, f"SELECT id, embedding FROM {table} WHERE embedding IS NOT NULL")
+        marks = f"?, ?, {value.format('?')}"
         conn.executemany(
-            f"INSERT INTO memory_vec ({columns}) VALUES ({marks})",
-            [(memory_id, tier.value, blob, *((blob,) if bits else ())) for memory_id, blob in rows],
+            f"INSERT INTO memory_vec (memory_id, tier, {column}) VALUES ({marks})",
+            [(memory_id, tier.value, blob) for memory_id, blob in rows],
         )
     return True
 
@@ -100,26 +113,52 @@ def keyword_search(
 def vector_search(
     conn: apsw.Connection, vector: bytes, limit: int, tier: Tier | None
 ) -> list[tuple[str, float]]:
-    """``(memory_id, cosine distance)`` nearest first."""
+    """``(memory_id, cosine distance)`` nearest first.
+
+    Bit-quantized KNN takes ``limit * OVERSAMPLE`` candidates; their float vectors are read
+    from the tier tables and re-ranked by exact cosine distance.
+    """
     where = " AND tier = ?" if tier is not None else ""
     extra: list[object] = [tier.value] if tier is not None else []
-    if _uses_bits(conn):
-        rows = query_all(
-            conn,
-            "WITH candidates AS (SELECT memory_id FROM memory_vec "
-            f"WHERE embedding_bits MATCH vec_quantize_binary(?) AND k = ?{where}) "
-            "SELECT v.memory_id, vec_distance_cosine(v.embedding, ?) AS distance "
-            "FROM memory_vec AS v JOIN candidates USING (memory_id) ORDER BY distance LIMIT ?",
-            [vector, limit * OVERSAMPLE, *extra, vector, limit],
-        )
-    else:
+    if not _uses_bits(conn):
         rows = query_all(
             conn,
             f"SELECT memory_id, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?{where} "
             "ORDER BY distance",
             [vector, limit, *extra],
         )
-    return [(r[0], float(r[1])) for r in rows]
+        return [(r[0], float(r[1])) for r in rows]
+    candidates = [r[0] for r in query_all(
+        conn,
+        "SELECT memory_id FROM memory_vec "
+        f"WHERE embedding_bits MATCH vec_quantize_binary(?) AND k = ?{where}",
+        [vector, limit * OVERSAMPLE, *extra],
+    )]  # fmt: skip
+    if not candidates:
+        return []
+    ids, blobs = _embeddings_of(conn, candidates)
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), -1)
+    query = np.frombuffer(vector, dtype="<f4")
+    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+    distances = 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
+    order = np.argsort(distances, kind="stable")[:limit]
+    return [(ids[i], float(distances[i])) for i in order]
+
+
+def _embeddings_of(conn: apsw.Connection, memory_ids: list[str]) -> tuple[list[str], list[bytes]]:
+    marks = ", ".join("?" for _ in memory_ids)
+    ids: list[str] = []
+    blobs: list[bytes] = []
+    for tier in Tier:
+        for memory_id, blob in query_all(
+            conn,
+            f"SELECT id, embedding FROM {TABLE[tier]} "
+            f"WHERE id IN ({marks}) AND embedding IS NOT NULL",
+            memory_ids,
+        ):
+            ids.append(memory_id)
+            blobs.append(blob)
+    return ids, blobs
 
 
 def unembedded(conn: apsw.Connection, limit: int) -> list[tuple[str, Tier, str]]:

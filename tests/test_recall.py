@@ -83,7 +83,7 @@ def test_queries_without_words_find_nothing(memory: AgentMemoryManager) -> None:
 
 @pytest.fixture
 def recall_memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
-    return make_memory(embedder=EMBEDDER, recall=RecallSettings(depth=2))
+    return make_memory(embedder=EMBEDDER, recall=RecallSettings(depth=2, vector_depth=2))
 
 
 def test_keyword_only_vector_only_and_fused_hits_are_explained(

@@ -700,7 +700,10 @@ class AgentMemoryManager:
         }
         embedder = self.embedder()
         if embedder is not None:
-            ranked["vector"] = self.store.vector_search(embedder.embed([query])[0], depth, chosen)
+            vector_depth = settings.vector_depth * (4 if narrowed else 1)
+            ranked["vector"] = self.store.vector_search(
+                embedder.embed([query])[0], vector_depth, chosen
+            )
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()

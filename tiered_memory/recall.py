@@ -63,6 +63,7 @@ class RecallSettings:
     keyword_weight: float = 1.0
     vector_weight: float = 1.0
     depth: int = 100
+    vector_depth: int = 40
     importance_weight: float = 0.2
     retention_floor: float = 0.8
     recency_weight: float = 0.1

@@ -1,0 +1,145 @@
+"""Recall speed at 10k and 100k memories, and the ANN layout's recall against exact search.
+
+Run: ``.venv/bin/python -m pytest benchmarks/test_recall_bench.py -s`` (a few minutes).
+Vectors are clustered synthetic unit vectors (384-d) given at ``remember`` time, so
+building the file does not wait on the model; queries use precomputed vectors ("embedding excluded") or
+the real MiniLM embedder ("embedding included"). The raw floor is the same FTS5 + KNN
+SQL without fusion, records or explanations.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from persistence import Memory, SQLiteStore, Tier, index_sql
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embeddings import OnnxEmbedder
+from tiered_memory.recall import keyword_query
+
+DIM = 384
+WORDS = [f"w{i}" for i in range(5000)]
+
+
+class LookupEmbedder:
+    """Returns a precomputed vector per text: the query embedding costs nothing."""
+
+    model_id = "bench-random"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _build(path: Path, count: int) -> np.ndarray:
+    """Vectors in clusters (as real embeddings are): neighbours are meaningful."""
+    rng = np.random.default_rng(count)
+    centres = _unit(rng, max(count // 50, 1))
+    vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    with SQLiteStore(path) as store, store.transaction():
+        for i in range(count):
+            text = " ".join(rng.choice(WORDS, 12))
+            store.put_memory(
+                Memory.create(text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i])
+            )
+    return vectors
+
+
+@pytest.fixture(scope="module", params=[10_000, 100_000])
+def corpus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    count = request.param
+    path = tmp_path_factory.mktemp(f"recall{count}") / "bench.db"
+    vectors = _build(path, count)
+    embedder = LookupEmbedder()
+    rng = np.random.default_rng(7)
+    queries = []
+    for q in range(100):
+        text = " ".join(rng.choice(WORDS, 4)) + f" query{q}"
+        target = vectors[rng.integers(count)]
+        noisy = target + 0.5 * _unit(rng, 1)[0]
+        embedder.vectors[text] = noisy / np.linalg.norm(noisy)
+        queries.append(text)
+    memory = AgentMemoryManager.open(path, embedder=embedder, recall_review_quality=None)
+    memory.maintain()
+    yield count, memory, queries, vectors
+    memory.shutdown()
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ms = np.array(samples) * 1000
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
+
+
+def test_recall_latency_and_ann_quality(corpus: Any) -> None:
+    count, memory, queries, vectors = corpus
+    for q in queries[:5]:
+        memory.recall(q, k=10)  # warm caches
+    library, raw = [], []
+    for q in queries:
+        start = time.perf_counter()
+        hits = memory.recall(q, k=10)
+        library.append(time.perf_counter() - start)
+        assert len(hits) == 10
+        vector = memory.embedder().embed([q])[0]
+        start = time.perf_counter()
+        with memory.store.read_connection() as conn:
+            index_sql.keyword_search(conn, keyword_query(q) or "", 100, None)
+            index_sql.vector_search(conn, vector.tobytes(), 40, None)
+        raw.append(time.perf_counter() - start)
+    overlap = []
+    for q in queries:
+        vector = memory.embedder().embed([q])[0]
+        ann = [m for m, _ in memory.store.vector_search(vector, 10)]
+        exact = [f"m{i:07d}" for i in np.argsort(-(vectors @ vector))[:10]]
+        overlap.append(len(set(ann) & set(exact)) / 10)
+    lp50, lp95 = _percentiles(library)
+    rp50, rp95 = _percentiles(raw)
+    print(f"\n{count:>7} memories: recall() p50 {lp50:.2f} ms p95 {lp95:.2f} ms (query embedding "
+          f"excluded); raw FTS5+KNN p50 {rp50:.2f} ms p95 {rp95:.2f} ms; ratio {lp50 / rp50:.2f}x; "
+          f"ANN recall@10 vs exact {np.mean(overlap):.3f}")  # fmt: skip
+
+
+def test_query_embedding_and_remember_throughput(tmp_path: Path) -> None:
+    embedder = OnnxEmbedder()
+    embedder.embed(["warm up"])
+    times = []
+    for i in range(50):
+        start = time.perf_counter()
+        embedder.embed([f"which theme does the user like, question {i}?"])
+        times.append(time.perf_counter() - start)
+    p50, p95 = _percentiles(times)
+    with AgentMemoryManager.open(tmp_path / "t.db", embedder=embedder) as memory:
+        texts = [f"the user said thing number {i} about topic {i % 37}" for i in range(500)]
+        start = time.perf_counter()
+        for text in texts[:250]:
+            memory.remember(text)
+        memory.flush()
+        one_by_one = 250 / (time.perf_counter() - start)
+        start = time.perf_counter()
+        memory.remember_many(texts[250:])
+        batched = 250 / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for text in texts[:250]:
+            memory.remember(text + " again")
+        no_wait = 250 / (time.perf_counter() - start)
+    print(
+        f"\nquery embedding p50 {p50:.2f} ms p95 {p95:.2f} ms; "
+        f"remember+flush {one_by_one:.0f}/s, remember_many {batched:.0f}/s, "
+        f"remember without waiting for the model {no_wait:.0f}/s"
+    )

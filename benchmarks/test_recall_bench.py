@@ -2,9 +2,9 @@
 
 Run: ``.venv/bin/python -m pytest benchmarks/test_recall_bench.py -s`` (a few minutes).
 Vectors are clustered synthetic unit vectors (384-d) given at ``remember`` time, so
-building the file does not wait on the model; queries use precomputed vectors ("embedding excluded") or
-the real MiniLM embedder ("embedding included"). The raw floor is the same FTS5 + KNN
-SQL without fusion, records or explanations.
+building the file does not wait on the model. Queries use precomputed vectors (query
+embedding excluded); the embedder's own cost is measured separately. The raw floor is
+the same FTS5 + KNN SQL without fusion, records or explanations.
 """
 
 from __future__ import annotations

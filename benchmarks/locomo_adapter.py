@@ -12,12 +12,14 @@ is never packaged.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
+from tiered_memory.recall import RecallSettings
 
 
 class TieredMemoryAdapter:
@@ -25,15 +27,19 @@ class TieredMemoryAdapter:
 
     name = "tiered-memory"
 
-    def __init__(self, **_: Any) -> None:
+    def __init__(self, **opts: Any) -> None:
+        """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only)."""
+        fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
+        overrides = {k: (int(v) if fields[k] == "int" else float(v)) for k, v in opts.items()}
+        self._settings = RecallSettings(**overrides)
         self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
         self._embedder = OnnxEmbedder()
         self._managers: dict[str, AgentMemoryManager] = {}
         self._dia_ids: dict[str, str] = {}
 
     def index(self, conv_id: str, memories: list[Any]) -> None:
-        memory = AgentMemoryManager.open(Path(self._dir.name) / f"{conv_id}.db",
-                                         embedder=self._embedder)  # fmt: skip
+        path = Path(self._dir.name) / f"{conv_id}.db"
+        memory = AgentMemoryManager.open(path, embedder=self._embedder, recall=self._settings)
         session = memory.start_session(conv_id)
         with memory.transaction():
             for turn in memories:

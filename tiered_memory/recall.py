@@ -57,13 +57,14 @@ def keyword_query(text: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class RecallSettings:
-    """Weights of the fusion; the defaults are general, not tuned to one benchmark."""
+    """Weights of the fusion. Defaults: both signals weigh the same, 100 candidates each,
+    and a small RRF constant (10) so that agreement near the top counts more."""
 
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0
     keyword_weight: float = 1.0
     vector_weight: float = 1.0
     depth: int = 100
-    vector_depth: int = 40
+    vector_depth: int = 100
     importance_weight: float = 0.2
     retention_floor: float = 0.8
     recency_weight: float = 0.1

@@ -95,6 +95,33 @@ class CacheLayer(Generic[K, V]):
             self._misses += 1
             return None
 
+    def get_many_or_load(
+        self,
+        keys: list[K],
+        loader: Callable[[list[K]], dict[K, V]],
+        cacheable: Callable[[V], bool] | None = None,
+    ) -> dict[K, V]:
+        """Cached values for ``keys``; the misses come from one ``loader`` call and are cached."""
+        found: dict[K, V] = {}
+        missing: list[K] = []
+        for key in keys:
+            value = self.get(key)
+            if value is None:
+                missing.append(key)
+            else:
+                found[key] = value
+        if missing:
+            generation = self._generation
+            loaded = loader(missing)
+            found.update(loaded)
+            if not self._tx.in_transaction:
+                with self._lock:
+                    if generation == self._generation:
+                        for key, value in loaded.items():
+                            if cacheable is None or cacheable(value):
+                                self._cache[key] = value
+        return found
+
     def has(self, key: K) -> bool:
         """True if ``key`` is cached (does not count as a lookup or refresh recency)."""
         with self._lock:

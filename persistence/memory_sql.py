@@ -145,6 +145,18 @@ def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
     return None if row is None else _to_memory(Tier(row[-1]), row[:-1])
 
 
+def fetch_many(conn: apsw.Connection, memory_ids: Sequence[str]) -> list[Memory]:
+    """The memories with these ids, from whichever tiers hold them (any order)."""
+    if not memory_ids:
+        return []
+    marks = ", ".join("?" for _ in memory_ids)
+    found: list[Memory] = []
+    for tier in Tier:
+        rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
+        found += [_to_memory(tier, row) for row in rows]
+    return found
+
+
 def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
     """The scratchpad memory stored under ``key``, or ``None``."""
     row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))

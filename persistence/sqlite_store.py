@@ -596,6 +596,17 @@ class SQLiteStore:
         """Semantic memories matching every filter set in ``options``."""
         return self._query(Tier.SEMANTIC, options)
 
+    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """Several memories by id in one query per tier (missing ids are left out)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        found: dict[str, Memory] = {}
+        with self._reading() as conn:
+            for start in range(0, len(memory_ids), 500):
+                for memory in memory_sql.fetch_many(conn, memory_ids[start : start + 500]):
+                    found[memory.id] = memory
+        return found
+
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
         with self._reading() as conn:

@@ -116,3 +116,21 @@ def test_cached_reads_are_counted(memory: AgentMemoryManager) -> None:
         memory.get(m.id)
     stats = memory.statistics().cache
     assert stats.hits == 5 and stats.size == 1
+
+
+def test_get_many_loads_misses_in_one_call_and_caches_them() -> None:
+    cache: CacheLayer[str, str] = CacheLayer(maxsize=10)
+    cache.set("a", "A")
+    calls: list[list[str]] = []
+
+    def load(keys: list[str]) -> dict[str, str]:
+        calls.append(keys)
+        return {k: k.upper() for k in keys if k != "missing"}
+
+    assert cache.get_many_or_load(["a", "b", "c", "missing"], load) == {
+        "a": "A",
+        "b": "B",
+        "c": "C",
+    }
+    assert calls == [["b", "c", "missing"]]
+    assert cache.has("b") and cache.has("c") and not cache.has("missing")

@@ -251,6 +251,13 @@ class AgentMemoryManager:
             return in_scratchpad
         return self._cache.get_or_load(memory_id, self.store.get_memory, _not_scratchpad)
 
+    def _get_many(self, memory_ids: list[str]) -> dict[str, Memory]:
+        """Several memories: scratchpad RAM, then the cache, then one query per tier."""
+        found = {i: m for i in memory_ids if (m := self.scratchpad.by_id(i)) is not None}
+        rest = [i for i in memory_ids if i not in found]
+        found.update(self._cache.get_many_or_load(rest, self.store.get_memories, _not_scratchpad))
+        return found
+
     def _require(self, memory_id: str) -> Memory:
         memory = self.get(memory_id)
         if memory is None:
@@ -708,8 +715,10 @@ class AgentMemoryManager:
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()
         hits = []
-        for memory_id, signals in fuse(ranked, weights, settings.rrf_k).items():
-            memory = self.get(memory_id)
+        fused = fuse(ranked, weights, settings.rrf_k)
+        memories = self._get_many(list(fused))
+        for memory_id, signals in fused.items():
+            memory = memories.get(memory_id)
             if memory is None or (chosen is not None and memory.tier is not chosen):
                 continue
             if filters.accepts(memory):

@@ -99,8 +99,9 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         vector = memory.embedder().embed([q])[0]
         start = time.perf_counter()
         with memory.store.read_connection() as conn:
-            index_sql.keyword_search(conn, keyword_query(q) or "", 100, None)
-            index_sql.vector_search(conn, vector.tobytes(), 40, None)
+            settings = memory.config.recall
+            index_sql.keyword_search(conn, keyword_query(q) or "", settings.depth, None)
+            index_sql.vector_search(conn, vector.tobytes(), settings.vector_depth, None)
         raw.append(time.perf_counter() - start)
     overlap = []
     for q in queries:

@@ -166,3 +166,10 @@ def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
     assert human.returncode == 0 and "why:" in human.stdout and "revenue" in human.stdout
     tagged = ok_json("search", str(db), "revenue", "--tag", "ui")
     assert [h["memory"]["tags"] for h in tagged] == [["ui"]]  # type: ignore[index, union-attr]
+
+
+def test_a_closed_pipe_is_not_a_failure(agent_db: Path) -> None:
+    for _ in range(3):
+        result = subprocess.run(f"'{CLI}' list '{agent_db}' --limit 50 | head -1", shell=True,
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert "error" not in result.stderr and len(result.stdout.splitlines()) == 1

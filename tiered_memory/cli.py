@@ -7,6 +7,7 @@ shows a progress bar when stderr is a terminal, and none otherwise.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,10 @@ class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader (`| head`, say) has gone: not a failure of the command.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except (TieredMemoryError, OSError, apsw.Error) as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             click.echo(f"error: {message}", err=True)

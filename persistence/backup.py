@@ -168,19 +168,16 @@ class BackupManager:
             )
 
     def _rotate(self, directory: Path, keep: int) -> None:
-        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
-        snapshots = sorted(
-            (p for p in directory.iterdir() if pattern.match(p.name)),
-            key=lambda p: (p.stat().st_mtime_ns, p.name),
-        )
-        for old in snapshots[:-keep]:
+        for old in self._snapshots_in(directory)[:-keep]:
             old.unlink()
 
     def list_backups(self) -> list[Path]:
         """Snapshots in the backup directory, oldest first."""
         directory = self.backup_dir
-        if not directory.is_dir():
-            return []
+        return self._snapshots_in(directory) if directory.is_dir() else []
+
+    def _snapshots_in(self, directory: Path) -> list[Path]:
+        """Files named like this store's timestamped snapshots, oldest first."""
         pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
         found = [p for p in directory.iterdir() if pattern.match(p.name)]
         return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))

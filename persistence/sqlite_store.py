@@ -494,8 +494,7 @@ class SQLiteStore:
 
     def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
         options = options or QueryOptions()
-        memory_sql.validate_query(options)
-        with self._reading() as conn:
+        with self._reading() as conn:  # memory_sql.query validates the options
             return memory_sql.query(conn, tier, options)
 
     def put_memory(self, memory: Memory) -> Memory:

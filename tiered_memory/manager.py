@@ -645,9 +645,9 @@ class AgentMemoryManager:
                     for (memory_id, tier, _), vector in zip(batch, vectors, strict=True)
                 ]
             )
-            for memory_id, tier, _ in batch:
-                if tier is Tier.SCRATCHPAD:
-                    self.scratchpad.load()
+            if any(tier is Tier.SCRATCHPAD for _, tier, _ in batch):
+                self.scratchpad.load()
+            for memory_id, _, _ in batch:
                 self._cache.invalidate(memory_id)
             done += len(batch)
         return done

@@ -23,3 +23,22 @@ def raw_promote(conn: apsw.Connection, memory_id: str) -> None:
         (memory_id,),
     )
     conn.execute("COMMIT")
+
+
+def raw_keyword(conn: apsw.Connection, match: str, limit: int) -> list[tuple[str, float]]:
+    """FTS5 bm25 candidates, as the library asks for them."""
+    return conn.execute(
+        "SELECT i.memory_id, bm25(memory_fts) AS score FROM memory_fts "
+        "JOIN memory_index AS i ON i.rowid = memory_fts.rowid WHERE memory_fts MATCH ? "
+        "ORDER BY score LIMIT ?",
+        (match, limit),
+    ).fetchall()
+
+
+def raw_vec0_knn(conn: apsw.Connection, vector: bytes, k: int) -> list[tuple[str, float]]:
+    """sqlite-vec's own bit KNN over the file's ``memory_vec`` table (no re-rank)."""
+    return conn.execute(
+        "SELECT memory_id, distance FROM memory_vec "
+        "WHERE embedding_bits MATCH vec_quantize_binary(?) AND k = ?",
+        (vector, k),
+    ).fetchall()

@@ -1,10 +1,11 @@
-"""SQL for the recall indexes: keyword search (FTS5), the vector index (sqlite-vec) and
-the embeddings still to compute.
+"""SQL for the recall indexes: keyword search (FTS5), the vector index (sqlite-vec),
+exact re-ranking and the embeddings still to compute.
 
 The vector table needs the embedding dimension, so it is created when the file first
 records one (in that same transaction), with triggers that keep it in step with the
-tier tables. When the dimension is a multiple of 8 it also holds a bit-quantized copy
-of each vector: KNN runs on the bits with oversampling, then exact cosine re-ranks.
+tier tables: a bit-quantized copy of each vector when the dimension is a multiple of 8,
+else the floats. Searches choose candidates from the in-RAM copy
+(:mod:`persistence.vector_mirror`) and re-rank them here by exact cosine.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from collections.abc import Sequence
 import apsw
 import numpy as np
 
-from persistence.connection import query_all, query_one
+from persistence.connection import query_all, query_one, query_value
 from persistence.memory_sql import TABLE
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.records import Tier
-
-OVERSAMPLE = 4
 
 
 def has_vector_index(conn: apsw.Connection) -> bool:
@@ -97,68 +96,83 @@ def drop_vector_index(conn: apsw.Connection) -> None:
 def keyword_search(
     conn: apsw.Connection, match: str, limit: int, tier: Tier | None
 ) -> list[tuple[str, float]]:
-    """``(memory_id, bm25)`` best first (FTS5's bm25 is negative: lower is better)."""
-    sql = (
-        "SELECT i.memory_id, bm25(memory_fts) AS score FROM memory_fts "
-        "JOIN memory_index AS i ON i.rowid = memory_fts.rowid WHERE memory_fts MATCH ?"
-    )
-    params: list[object] = [match]
-    if tier is not None:
-        sql += " AND i.tier = ?"
-        params.append(tier.value)
-    rows = query_all(conn, sql + " ORDER BY score LIMIT ?", [*params, limit])
-    return [(r[0], float(r[1])) for r in rows]
+    """``(memory_id, bm25)`` best first (FTS5's bm25 is negative: lower is better).
 
-
-def vector_search(
-    conn: apsw.Connection, vector: bytes, limit: int, tier: Tier | None
-) -> list[tuple[str, float]]:
-    """``(memory_id, cosine distance)`` nearest first.
-
-    Bit-quantized KNN takes ``limit * OVERSAMPLE`` candidates; their float vectors are read
-    from the tier tables and re-ranked by exact cosine distance.
+    Without a tier the best rows are chosen inside FTS5 before the id lookup (twice as
+    fast as joining every match); with one, the join must come first.
     """
-    where = " AND tier = ?" if tier is not None else ""
-    extra: list[object] = [tier.value] if tier is not None else []
-    if not _uses_bits(conn):
-        rows = query_all(
-            conn,
-            f"SELECT memory_id, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?{where} "
-            "ORDER BY distance",
-            [vector, limit, *extra],
+    if tier is None:
+        sql = (
+            "SELECT i.memory_id, f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
+            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) AS f "
+            "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score"
         )
-        return [(r[0], float(r[1])) for r in rows]
-    candidates = [r[0] for r in query_all(
-        conn,
-        "SELECT memory_id FROM memory_vec "
-        f"WHERE embedding_bits MATCH vec_quantize_binary(?) AND k = ?{where}",
-        [vector, limit * OVERSAMPLE, *extra],
-    )]  # fmt: skip
-    if not candidates:
+        params: list[object] = [match, limit]
+    else:
+        sql = (
+            "SELECT i.memory_id, bm25(memory_fts) AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score LIMIT ?"
+        )
+        params = [match, tier.value, limit]
+    return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
+
+
+def rerank(
+    conn: apsw.Connection, candidates: list[tuple[str, Tier]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` nearest ``(id, tier)`` candidates,
+    exactly, from the float vectors in the tier tables (those without one are dropped)."""
+    found = []
+    for tier in Tier:
+        ids = [memory_id for memory_id, where in candidates if where is tier]
+        if ids:
+            found += embeddings_of(conn, ids, (tier,))
+    if not found:
         return []
-    ids, blobs = _embeddings_of(conn, candidates)
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), -1)
-    query = np.frombuffer(vector, dtype="<f4")
+    ids = [memory_id for memory_id, _, _ in found]
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
+    matrix = matrix.reshape(len(ids), -1)
     norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
     distances = 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
     order = np.argsort(distances, kind="stable")[:limit]
     return [(ids[i], float(distances[i])) for i in order]
 
 
-def _embeddings_of(conn: apsw.Connection, memory_ids: list[str]) -> tuple[list[str], list[bytes]]:
+def embeddings_of(
+    conn: apsw.Connection, memory_ids: list[str], tiers: Sequence[Tier] = tuple(Tier)
+) -> list[tuple[str, Tier, bytes]]:
+    """The current embedding of each of ``memory_ids`` (looked for in ``tiers``) that has
+    one, with its tier."""
     marks = ", ".join("?" for _ in memory_ids)
-    ids: list[str] = []
-    blobs: list[bytes] = []
-    for tier in Tier:
-        for memory_id, blob in query_all(
+    found: list[tuple[str, Tier, bytes]] = []
+    for tier in tiers:
+        rows = query_all(
             conn,
             f"SELECT id, embedding FROM {TABLE[tier]} "
             f"WHERE id IN ({marks}) AND embedding IS NOT NULL",
             memory_ids,
-        ):
-            ids.append(memory_id)
-            blobs.append(blob)
-    return ids, blobs
+        )
+        found += [(memory_id, tier, blob) for memory_id, blob in rows]
+    return found
+
+
+def change_head(conn: apsw.Connection) -> tuple[int, str | None]:
+    """``(seq, memory_id)`` of the newest ``vector_changes`` row, ``(0, None)`` if none."""
+    row = query_one(conn, "SELECT seq, memory_id FROM vector_changes ORDER BY seq DESC LIMIT 1")
+    return (0, None) if row is None else (int(row[0]), str(row[1]))
+
+
+def change_at(conn: apsw.Connection, seq: int) -> str | None:
+    """The memory id logged at ``seq``, or ``None`` once that row is trimmed (or never was)."""
+    value = query_value(conn, "SELECT memory_id FROM vector_changes WHERE seq = ?", (seq,))
+    return None if value is None else str(value)
+
+
+def changed_since(conn: apsw.Connection, seq: int) -> list[str]:
+    """Ids of memories whose embedding changed after ``seq``."""
+    rows = query_all(conn, "SELECT DISTINCT memory_id FROM vector_changes WHERE seq > ?", (seq,))
+    return [r[0] for r in rows]
 
 
 def unembedded(conn: apsw.Connection, limit: int) -> list[tuple[str, Tier, str]]:

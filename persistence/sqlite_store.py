@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import apsw
+import numpy as np
 
 from migrations import (
     LATEST_VERSION,
@@ -79,6 +80,10 @@ from persistence.validation import (
     validate_schedule,
     validate_session,
 )
+from persistence.vector_mirror import VectorMirror
+
+VECTOR_OVERSAMPLE = 2
+VECTOR_MIN_CANDIDATES = 256
 
 
 class SQLiteStore:
@@ -127,6 +132,7 @@ class SQLiteStore:
         self._next_check = 0.0
         self._seen_version: int | None = None
         self._change_listeners: list[Callable[[], None]] = []
+        self._vectors = VectorMirror()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -400,7 +406,10 @@ class SQLiteStore:
             conn = self._require_open()
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")
-            yield conn
+            try:
+                yield conn
+            finally:
+                self._vectors.reset()  # the file may have been replaced underneath
 
     @contextmanager
     def read_connection(self) -> Iterator[apsw.Connection]:
@@ -767,14 +776,22 @@ class SQLiteStore:
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None
     ) -> list[tuple[str, float]]:
-        """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists)."""
+        """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists).
+
+        Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
+        from the in-RAM sign-bit copy of the index; exact cosine re-ranks them.
+        """
         require_int(limit, "limit", minimum=1)
-        with self._reading() as conn:
-            if not index_sql.has_vector_index(conn):
-                return []
+        with self._reading() as conn, _read_snapshot(conn):
             dim = read_meta(conn, EMBEDDING_DIM_KEY)
-            blob = encode_embedding(vector, None if dim is None else int(dim))
-            return index_sql.vector_search(conn, blob, limit, tier)
+            if dim is None:
+                return []
+            query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
+            if self.in_transaction:
+                self.after_rollback(self._vectors.reset)  # it may have seen uncommitted rows
+            count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+            candidates = self._vectors.candidates(conn, query, count, tier)
+            return index_sql.rerank(conn, candidates, query, limit)
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         """Memories still waiting for an embedding: ``(id, tier, content)``."""
@@ -898,6 +915,19 @@ class _ThreadReader:
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
+
+
+@contextmanager
+def _read_snapshot(conn: apsw.Connection) -> Iterator[None]:
+    """Run the block's reads in one snapshot (a read transaction unless one is open)."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
 
 
 def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:

@@ -221,3 +221,30 @@ def test_indexes_follow_promotion_forget_and_restart(db_path: Path) -> None:
         assert memory.check_integrity().ok
     with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
         assert [h.memory.id for h in memory.recall("bicycle", k=5)] == [a.id]
+
+
+def test_settings_out_of_range_are_refused() -> None:
+    for bad in ({"rrf_k": -1.0}, {"depth": 0}, {"retention_floor": 1.5}, {"recency_days": 0.0},
+                {"vector_weight": float("nan")}, {"importance_weight": "0.2"}):  # fmt: skip
+        with pytest.raises(InvalidInputError, match="RecallSettings"):
+            RecallSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_stopping_early_never_changes_the_top_k(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    memory = make_memory(embedder=EMBEDDER, recall_review_quality=None)
+    rng = np.random.default_rng(11)
+    topics = ["garden tomatoes", "sailing trip", "tax return", "piano lesson", "job interview"]
+    for i in range(120):
+        topic = topics[i % len(topics)]
+        memory.remember(f"note {i} about the {topic} and day {i % 9}",
+                        importance=float(rng.random()))  # fmt: skip
+        clock.advance(int(rng.integers(0, 10 * 86_400_000)))
+    for query in ("tomatoes in the garden", "piano", "an interview for the job on day 3"):
+        everything = memory.recall(query, k=1000)
+        assert len(everything) > 20
+        for k in (1, 3, 10):
+            assert [h.memory.id for h in memory.recall(query, k=k)] == [
+                h.memory.id for h in everything[:k]
+            ]

@@ -57,7 +57,15 @@ from persistence.validation import (
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embeddings import Embedder, OnnxEmbedder
 from tiered_memory.forgetting import ForgettingCurve
-from tiered_memory.recall import RecallFilters, RecallHit, check_k, explain, fuse, keyword_query
+from tiered_memory.recall import (
+    RecallFilters,
+    RecallHit,
+    check_k,
+    explain,
+    fuse,
+    keyword_query,
+    max_factor,
+)
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
@@ -714,16 +722,25 @@ class AgentMemoryManager:
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()
-        hits = []
         fused = fuse(ranked, weights, settings.rrf_k)
-        memories = self._get_many(list(fused))
-        for memory_id, signals in fused.items():
-            memory = memories.get(memory_id)
-            if memory is None or (chosen is not None and memory.tier is not chosen):
-                continue
-            if filters.accepts(memory):
-                hits.append(explain(memory, signals, now, settings, described))
-        hits.sort(key=lambda h: (-h.score, h.memory.id))
+        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        order = sorted(strength, key=lambda m: (-strength[m], m))
+        bound = max_factor(settings)
+        hits: list[RecallHit] = []
+        batch = max(2 * k, 20)
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            memories = self._get_many(chunk)
+            for memory_id in chunk:
+                memory = memories.get(memory_id)
+                if memory is None or (chosen is not None and memory.tier is not chosen):
+                    continue
+                if filters.accepts(memory):
+                    hits.append(explain(memory, fused[memory_id], now, settings, described))
+            hits.sort(key=lambda h: (-h.score, h.memory.id))
+            rest = order[start + batch : start + batch + 1]
+            if len(hits) >= k and rest and hits[k - 1].score > strength[rest[0]] * bound:
+                break  # no candidate left can reach the top k
         top = hits[:k]
         self._queue_recall_reviews([hit.memory.id for hit in top])
         return top

@@ -70,6 +70,31 @@ class RecallSettings:
     recency_weight: float = 0.1
     recency_days: float = 30.0
 
+    def __post_init__(self) -> None:
+        for name in ("depth", "vector_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+                raise InvalidInputError(f"RecallSettings.{name} must be an int from 1 to 10000")
+        ranges = {
+            "rrf_k": (0.0, math.inf),
+            "keyword_weight": (0.0, math.inf),
+            "vector_weight": (0.0, math.inf),
+            "importance_weight": (0.0, 2.0),
+            "retention_floor": (0.0, 1.0),
+            "recency_weight": (0.0, math.inf),
+            "recency_days": (0.0, math.inf),
+        }
+        for name, (low, high) in ranges.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidInputError(f"RecallSettings.{name} must be a number, got {value!r}")
+            if not low <= value <= high or not math.isfinite(value):
+                raise InvalidInputError(
+                    f"RecallSettings.{name} must be within [{low}, {high}], got {value!r}"
+                )
+        if self.recency_days == 0:
+            raise InvalidInputError("RecallSettings.recency_days must be above 0")
+
 
 @dataclass(frozen=True, slots=True)
 class SignalMatch:
@@ -165,6 +190,13 @@ def explain(
         score=score,
     )
     return RecallHit(memory, score, explanation)
+
+
+def max_factor(settings: RecallSettings) -> float:
+    """The largest product of the three factors any memory can get: a candidate whose
+    fused score times this cannot beat the k-th hit need not be fetched."""
+    importance = 1.0 + settings.importance_weight * 0.5
+    return importance * 1.0 * (1.0 + settings.recency_weight)
 
 
 @dataclass(frozen=True, slots=True)

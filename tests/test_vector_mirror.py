@@ -1,0 +1,164 @@
+"""The in-RAM copy of the vector index: same answers as exact search, in step with the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import numpy as np
+import pytest
+
+from persistence import Memory, SQLiteStore, Tier
+from persistence.connection import connection_sqlite_vec
+from persistence.vector_mirror import sign_bits
+from tests.data_checks import open_raw
+
+DIM = 32
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def put(store: SQLiteStore, vectors: np.ndarray, prefix: str = "m", tier: Tier = Tier.EPISODIC):
+    with store.transaction():
+        for i, vector in enumerate(vectors):
+            store.put_memory(Memory.create(f"text {i}", tier, id=f"{prefix}{i}", embedding=vector))
+
+
+def exact(ids: list[str], vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
+    return [ids[i] for i in np.argsort(-(vectors @ query), kind="stable")[:k]]
+
+
+def nearest(
+    store: SQLiteStore, query: np.ndarray, k: int = 5, tier: Tier | None = None
+) -> list[str]:
+    return [memory_id for memory_id, _ in store.vector_search(query, k, tier)]
+
+
+@pytest.mark.parametrize("dim", [8, 64, 384])
+def test_sign_bits_match_sqlite_vec_quantize_binary(dim: int) -> None:
+    vectors = unit(np.random.default_rng(dim), 5, dim)
+    conn = apsw.Connection(":memory:")
+    connection_sqlite_vec(conn)
+    ours = sign_bits(vectors, (dim + 63) // 64).T.copy().view(np.uint8)[:, : dim // 8]
+    for row, vector in zip(ours, vectors, strict=True):
+        (theirs,) = conn.execute("SELECT vec_quantize_binary(?)", (vector.tobytes(),)).fetchone()
+        assert bytes(row) == theirs
+
+
+def test_sign_bits_pad_dimensions_that_are_not_whole_words() -> None:
+    vectors = np.array([[1, -1, 2], [-1, -1, -1]], dtype=np.float32)
+    bits = sign_bits(vectors, 1)
+    assert bits.shape == (1, 2)
+    assert bits[0].tolist() == [0b101, 0]
+
+
+def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(1)
+    vectors = unit(rng, 600)
+    put(store, vectors)
+    ids = [f"m{i}" for i in range(600)]
+    overlap = []
+    for query in unit(rng, 20):
+        found = store.vector_search(query, 10)
+        distances = [d for _, d in found]
+        assert distances == sorted(distances)
+        for memory_id, distance in found:
+            assert distance == pytest.approx(
+                1 - float(vectors[ids.index(memory_id)] @ query), abs=1e-5
+            )
+        overlap.append(len({m for m, _ in found} & set(exact(ids, vectors, query, 10))) / 10)
+    assert np.mean(overlap) >= 0.95
+
+
+def test_the_copy_follows_writes_forgets_promotions_and_updates(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(2)
+    vectors = unit(rng, 50)
+    put(store, vectors)
+    query = vectors[7]
+    assert nearest(store, query, 1) == ["m7"]  # the copy is loaded now
+    store.forget_memory("m7", reason="test")
+    assert "m7" not in nearest(store, query, 50)
+    store.promote_memory("m8", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
+    assert nearest(store, vectors[8], 1, Tier.SEMANTIC) == ["m8"]
+    assert "m8" not in nearest(store, vectors[8], 50, Tier.EPISODIC)
+    store.put_memory(Memory.create("changed", Tier.EPISODIC, id="m9", embedding=vectors[20]))
+    assert set(nearest(store, vectors[20], 2)) == {"m9", "m20"}
+    fresh = unit(rng, 1)[0]
+    put(store, fresh[None, :], prefix="new")
+    assert nearest(store, fresh, 1) == ["new0"]
+
+
+def test_a_rolled_back_write_seen_inside_its_transaction_is_gone_after(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(3)
+    put(store, unit(rng, 20))
+    lost = unit(rng, 1)[0]
+    assert nearest(store, lost, 1) != ["lost0"]
+    with pytest.raises(RuntimeError), store.transaction():
+        put(store, lost[None, :], prefix="lost")
+        assert nearest(store, lost, 1) == ["lost0"]
+        raise RuntimeError("roll back")
+    assert "lost0" not in nearest(store, lost, 21)
+
+
+def test_another_connections_commits_are_seen(db_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    vectors = unit(rng, 30)
+    with SQLiteStore(db_path) as mine, SQLiteStore(db_path) as theirs:
+        put(mine, vectors[:20])
+        assert nearest(mine, vectors[25], 1) != ["t25"]
+        with theirs.transaction():
+            for i in range(20, 30):
+                theirs.put_memory(
+                    Memory.create("x", Tier.EPISODIC, id=f"t{i}", embedding=vectors[i])
+                )
+            theirs.forget_memory("m3", reason="test")
+        assert nearest(mine, vectors[25], 1) == ["t25"]
+        assert "m3" not in nearest(mine, vectors[3], 30)
+
+
+def test_a_log_trimmed_past_the_copy_makes_it_reload(db_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    vectors = unit(rng, 40)
+    with SQLiteStore(db_path) as store:
+        put(store, vectors[:20])
+        assert nearest(store, vectors[0], 1) == ["m0"]
+        put(store, vectors[20:], prefix="late")
+        raw = open_raw(db_path)
+        with raw:
+            raw.execute("DELETE FROM vector_changes")  # as if trimmed long ago
+            raw.execute("INSERT INTO vector_changes (memory_id) VALUES ('unrelated')")
+        raw.close()
+        assert nearest(store, vectors[30], 1) == ["late10"]
+
+
+def test_many_forgets_compact_the_copy_and_answers_stay_right(file_store: SQLiteStore) -> None:
+    rng = np.random.default_rng(6)
+    vectors = unit(rng, 3000)
+    put(file_store, vectors)
+    assert nearest(file_store, vectors[0], 1) == ["m0"]
+    with file_store.transaction():
+        for i in range(0, 3000, 3):
+            if i % 2 == 0 or i < 2400:
+                file_store.forget_memory(f"m{i}", reason="test")
+    assert nearest(file_store, vectors[0], 1) != ["m0"]
+    assert nearest(file_store, vectors[1], 1) == ["m1"]
+    assert nearest(file_store, vectors[2999], 1) == ["m2999"]
+    assert file_store._vectors.size == file_store.count(Tier.EPISODIC)
+
+
+def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
+    from persistence import BackupManager
+
+    rng = np.random.default_rng(7)
+    vectors = unit(rng, 20)
+    with SQLiteStore(tmp_path / "a.db") as store:
+        put(store, vectors[:10])
+        snapshot = BackupManager(store).create_backup()
+        put(store, vectors[10:], prefix="after")
+        assert nearest(store, vectors[15], 1) == ["after5"]
+        BackupManager(store).restore_backup(snapshot)
+        assert "after5" not in nearest(store, vectors[15], 20)
+        assert nearest(store, vectors[4], 1) == ["m4"]

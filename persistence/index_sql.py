@@ -190,10 +190,14 @@ def unembedded(conn: apsw.Connection, limit: int) -> list[tuple[str, Tier, str]]
     return found
 
 
-def set_embeddings(conn: apsw.Connection, rows: Sequence[tuple[Tier, str, bytes]]) -> None:
-    """Store computed embeddings (only where none was set meanwhile)."""
-    for tier, memory_id, blob in rows:
+def set_embeddings(
+    conn: apsw.Connection, rows: Sequence[tuple[Tier, str, bytes, str | None]]
+) -> None:
+    """Store computed embeddings ``(tier, id, blob, content)``: only where none was set
+    meanwhile and, when ``content`` is given, the memory still has that content."""
+    for tier, memory_id, blob, content in rows:
         conn.execute(
-            f"UPDATE {TABLE[tier]} SET embedding = ? WHERE id = ? AND embedding IS NULL",
-            (blob, memory_id),
+            f"UPDATE {TABLE[tier]} SET embedding = ? WHERE id = ? AND embedding IS NULL "
+            "AND (? IS NULL OR content = ?)",
+            (blob, memory_id, content, content),
         )

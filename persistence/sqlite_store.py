@@ -30,7 +30,14 @@ from migrations import (
     apply_migrations,
     read_schema_version,
 )
-from persistence import forgetting_sql, index_sql, memory_sql, schedule_sql, session_sql
+from persistence import (
+    embedding_cache_sql,
+    forgetting_sql,
+    index_sql,
+    memory_sql,
+    schedule_sql,
+    session_sql,
+)
 from persistence.codecs import encode_embedding
 from persistence.connection import (
     MEMORY_PATH,
@@ -349,18 +356,21 @@ class SQLiteStore:
         """
         self._change_listeners.append(callback)
 
-    def check_external_changes(self) -> None:
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits, at most once per check interval.
 
-        Never waits: if a write is under way in another thread, the check is skipped.
+        Returns ``False`` when a check was due but a write in another thread held the
+        connection for more than ``wait_s`` seconds: RAM copies may be stale then, so
+        read the file instead.
         """
         if self.is_memory or time.monotonic() < self._next_check:
-            return
-        if not self._lock.acquire(blocking=False):
-            return
+            return True
+        if not self._lock.acquire(timeout=wait_s):
+            return False
         try:
             if self._writer is not None and self._depth == 0:
                 self._notice_external_changes(self._writer)
+            return True
         finally:
             self._lock.release()
 
@@ -799,13 +809,44 @@ class SQLiteStore:
         with self._reading() as conn:
             return index_sql.unembedded(conn, limit)
 
-    def set_embeddings(self, rows: Sequence[tuple[Tier, str, object]]) -> None:
-        """Store computed embeddings in one transaction (vector index follows by trigger)."""
-        encoded = [(tier, memory_id, encode_embedding(v, None)) for tier, memory_id, v in rows]
+    def set_embeddings(
+        self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None
+    ) -> None:
+        """Store computed embeddings in one transaction (the indexes follow by trigger).
+
+        A memory that got an embedding meanwhile keeps it; with ``contents`` (the texts
+        that were embedded, one per row), so does a memory whose content changed since.
+        """
+        if contents is not None and len(contents) != len(rows):
+            raise InvalidInputError("set_embeddings: one content per row, or none")
+        texts: Sequence[str | None] = contents if contents is not None else [None] * len(rows)
+        encoded = [
+            (tier, memory_id, encode_embedding(vector, None), text)
+            for (tier, memory_id, vector), text in zip(rows, texts, strict=True)
+        ]
         with self.transaction() as conn:
             if encoded:
                 self._check_dim(conn, len(encoded[0][2]) // 4)
             index_sql.set_embeddings(conn, encoded)
+
+    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Embeddings cached for ``model_id`` by content hash
+        (:func:`~persistence.embedding_cache_sql.content_hash`)."""
+        with self._reading() as conn:
+            found = embedding_cache_sql.lookup(conn, model_id, hashes)
+        return {h: np.frombuffer(blob, dtype="<f4") for h, blob in found.items()}
+
+    def cache_embeddings(
+        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
+    ) -> None:
+        """Cache ``(content hash, vector)`` entries for ``model_id`` (a hit refreshes its
+        age), then evict the least recently used beyond ``keep`` rows."""
+        require_str(model_id, "model_id", allow_empty=False)
+        require_int(keep, "keep", minimum=0)
+        encoded = [(h, encode_embedding(vector, None)) for h, vector in entries]
+        with self.transaction() as conn:
+            embedding_cache_sql.remember(conn, model_id, encoded, self.clock())
+            embedding_cache_sql.evict(conn, keep)
 
     def get_meta(self, key: str) -> str | None:
         """One fact about the file (``store_meta``), or ``None``."""

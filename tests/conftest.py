@@ -64,6 +64,9 @@ def make_memory(
 
     def make(**config: Any) -> AgentMemoryManager:
         config.setdefault("clock", clock)
+        # Tests compare file checksums and count writes: background embedding is opted
+        # into by the tests about it (tests/test_embedding_queue.py).
+        config.setdefault("embed_in_background", False)
         if request.param == "file":
             manager = AgentMemoryManager.open(db_path, **config)
         else:

@@ -38,6 +38,11 @@ class MemoryConfig:
       processes (which make the cache and scratchpad reload); writes always look.
     - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
       any :class:`~tiered_memory.embeddings.Embedder`, or ``None`` for keyword-only recall.
+    - ``embed_in_background``: a daemon thread embeds new memories soon after they are
+      remembered (``False``: only ``flush()`` and ``recall()`` embed).
+    - ``embedding_cache_size``: how many embeddings the file keeps by (model, content
+      hash) so identical text is embedded once (``0``: no cache); least recently used
+      are evicted.
     - ``recall``: fusion weights (:class:`~tiered_memory.recall.RecallSettings`).
     - ``recall_review_quality``: a recalled memory that is due for review counts as a
       review of this quality (``None``: recall does not reinforce); reviews are written
@@ -60,6 +65,8 @@ class MemoryConfig:
     backup_dir: str | os.PathLike[str] | None = None
     external_change_check_ms: int = 50
     embedder: Embedder | str | None = "default"
+    embed_in_background: bool = True
+    embedding_cache_size: int = 20_000
     recall: RecallSettings = RecallSettings()
     recall_review_quality: int | None = 4
     recall_review_batch: int = 32
@@ -91,6 +98,9 @@ class MemoryConfig:
             or isinstance(self.embedder, Embedder)
         ):
             raise InvalidTypeError("embedder must be 'default', None, or an Embedder")
+        if not isinstance(self.embed_in_background, bool):
+            raise InvalidTypeError("embed_in_background must be a bool")
+        _non_negative_int("embedding_cache_size", self.embedding_cache_size)
         if not isinstance(self.recall, RecallSettings):
             raise InvalidTypeError("recall must be a RecallSettings")
         if self.recall_review_quality is not None:

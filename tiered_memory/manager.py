@@ -22,7 +22,6 @@ from persistence import (
     CacheLayer,
     ConsolidationReport,
     DecayReport,
-    EmbeddingModelMismatchError,
     ForgettingRecord,
     ImportResult,
     IntegrityResult,
@@ -44,7 +43,6 @@ from persistence import (
 )
 from persistence.backup import Progress
 from persistence.memory_sql import validate_query
-from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from persistence.records import new_id, now_ms
 from persistence.validation import (
     parse_tier,
@@ -55,7 +53,8 @@ from persistence.validation import (
     require_unit_float,
 )
 from tiered_memory.config import MemoryConfig
-from tiered_memory.embeddings import Embedder, OnnxEmbedder
+from tiered_memory.embedding_queue import EmbeddingQueue
+from tiered_memory.embeddings import Embedder
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.recall import (
     RecallFilters,
@@ -117,8 +116,12 @@ class AgentMemoryManager:
             self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
         )
         self.sessions = SessionManager(self.store, self.clock)
-        self._embedder: Embedder | None = None
-        self._embedder_checked = False
+        self.embeddings = EmbeddingQueue(
+            self.store,
+            self.config.embedder,
+            cache_size=self.config.embedding_cache_size,
+            on_embedded=self._embedded,
+        )
         self._recall_reviews: list[str] = []
         self._recall_lock = threading.Lock()
         self.backups = BackupManager(self.store, self.config.backup_dir)
@@ -146,10 +149,15 @@ class AgentMemoryManager:
         if not self.store.is_open:
             self.store.open()
             self.scratchpad.load()
+            if self.config.embed_in_background:
+                self.embeddings.start()
+                self.embeddings.notify()  # work left over from an earlier run
         return self
 
     def shutdown(self) -> None:
-        """Write pending recall reviews, then close the store; closing twice is harmless."""
+        """Stop background embedding, write pending recall reviews, then close the store;
+        closing twice is harmless. Memories not yet embedded stay queued in the file."""
+        self.embeddings.stop()
         if self.store.is_open:
             self._apply_recall_reviews()
         self.store.close()
@@ -245,6 +253,8 @@ class AgentMemoryManager:
                 self.store.put_repetition_schedule(
                     self.curve.schedule_for(stored.id, stored.importance, now)
                 )
+            if stored.embedding is None:
+                self.store.after_commit(self.embeddings.notify)
         return stored
 
     def get(self, memory_id: str) -> Memory | None:
@@ -253,7 +263,8 @@ class AgentMemoryManager:
             self._require_open()
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
-        self.store.check_external_changes()
+        if not self.store.check_external_changes():
+            return self.store.get_memory(memory_id)  # RAM may be stale: read the file
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
             return in_scratchpad
@@ -261,6 +272,8 @@ class AgentMemoryManager:
 
     def _get_many(self, memory_ids: list[str]) -> dict[str, Memory]:
         """Several memories: scratchpad RAM, then the cache, then one query per tier."""
+        if not self.store.check_external_changes():
+            return self.store.get_memories(memory_ids)  # RAM may be stale: read the file
         found = {i: m for i in memory_ids if (m := self.scratchpad.by_id(i)) is not None}
         rest = [i for i in memory_ids if i not in found]
         found.update(self._cache.get_many_or_load(rest, self.store.get_memories, _not_scratchpad))
@@ -295,7 +308,7 @@ class AgentMemoryManager:
         if content is not None:
             require_str(content, "content")
             changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
-            changes["embedding"] = None  # re-embedded by the next flush()
+            changes["embedding"] = None  # queued: embedded again in the background or on flush()
         if metadata is not None:
             require_mapping(metadata, "metadata")
             changes["metadata"] = dict(metadata)
@@ -305,6 +318,8 @@ class AgentMemoryManager:
             changes["importance"] = importance
         with self.store.transaction():
             memory = self._require(memory_id)
+            if content is not None:
+                self.store.after_commit(self.embeddings.notify)
             return self._rewrite(replace(memory, updated_at=self.clock(), **changes))
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
@@ -614,51 +629,26 @@ class AgentMemoryManager:
         A file remembers which model embedded it; opening it with another one raises
         :class:`EmbeddingModelMismatchError` instead of mixing vectors.
         """
-        if self._embedder is None and self.config.embedder is not None:
-            configured = self.config.embedder
-            self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
-        if self._embedder is not None and not self._embedder_checked:
-            recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
-            if recorded is None:
-                self.store.set_meta(EMBEDDING_MODEL_KEY, self._embedder.model_id)
-            elif recorded != self._embedder.model_id:
-                raise EmbeddingModelMismatchError(
-                    f"{self.store.path} was embedded with {recorded!r}, not "
-                    f"{self._embedder.model_id!r}: open it with that model (or embedder=None)"
-                )
-            self._embedder_checked = True
-        return self._embedder
+        return self.embeddings.embedder()
 
     def flush(self, batch_size: int = 64) -> int:
         """Embed every memory still waiting for a vector and write pending recall reviews.
 
         ``remember()`` returns before its memory is embedded (keyword search finds it at
-        once); ``recall()`` flushes first, so results are always complete. Returns how
-        many memories were embedded.
+        once; a background thread embeds it soon after unless ``embed_in_background`` is
+        off); ``recall()`` flushes first, so results are always complete. Returns how
+        many memories this call embedded.
         """
         self._require_open()
+        require_int(batch_size, "batch_size", minimum=1)
         self._apply_recall_reviews()
-        return self._embed_pending(batch_size)
+        return self.embeddings.flush(batch_size)
 
-    def _embed_pending(self, batch_size: int = 64) -> int:
-        embedder = self.embedder()
-        if embedder is None:
-            return 0
-        done = 0
-        while batch := self.store.unembedded(batch_size):
-            vectors = embedder.embed([content for _, _, content in batch])
-            self.store.set_embeddings(
-                [
-                    (tier, memory_id, vector)
-                    for (memory_id, tier, _), vector in zip(batch, vectors, strict=True)
-                ]
-            )
-            if any(tier is Tier.SCRATCHPAD for _, tier, _ in batch):
-                self.scratchpad.load()
-            for memory_id, _, _ in batch:
-                self._cache.invalidate(memory_id)
-            done += len(batch)
-        return done
+    def _embedded(self, rows: list[tuple[str, Tier]]) -> None:
+        if any(tier is Tier.SCRATCHPAD for _, tier in rows):
+            self.scratchpad.load()
+        for memory_id, _ in rows:
+            self._cache.invalidate(memory_id)
 
     def remember_many(
         self, contents: Sequence[str], tier: Tier | str = Tier.EPISODIC, **fields: Any
@@ -706,19 +696,17 @@ class AgentMemoryManager:
         match = keyword_query(query)
         if match is None:
             return []  # no words: nothing to look for
-        self._embed_pending()
+        self.embeddings.flush()
         settings = self.config.recall
         narrowed = filters != RecallFilters()
         depth = settings.depth * (4 if narrowed else 1)
         ranked: dict[str, Sequence[tuple[str, float]]] = {
             "keyword": self.store.keyword_search(match, depth, chosen)
         }
-        embedder = self.embedder()
-        if embedder is not None:
+        vector = self.embeddings.embed_query(query)
+        if vector is not None:
             vector_depth = settings.vector_depth * (4 if narrowed else 1)
-            ranked["vector"] = self.store.vector_search(
-                embedder.embed([query])[0], vector_depth, chosen
-            )
+            ranked["vector"] = self.store.vector_search(vector, vector_depth, chosen)
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()

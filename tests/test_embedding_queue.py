@@ -1,0 +1,172 @@
+"""The embedding queue: background thread, embedding cache, races with edits, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from persistence.embedding_cache_sql import content_hash
+from tests.conftest import FakeClock
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embeddings import EmbedderError
+
+
+class CountingEmbedder:
+    """A deterministic 16-d embedder that records every text it was asked to embed."""
+
+    dim = 16
+    model_id = "test-counting"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.seen: list[str] = []
+        self.fail = fail
+        self.before_return: Callable[[], None] | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.fail:
+            raise RuntimeError("model broke")
+        self.seen += texts
+        vectors = np.stack([vector_of(t) for t in texts])
+        if self.before_return is not None:
+            hook, self.before_return = self.before_return, None
+            hook()
+        return vectors
+
+
+def vector_of(text: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(16).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def test_the_background_thread_embeds_soon_after_remember(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    embedder = CountingEmbedder()
+    memory = make_memory(embedder=embedder, embed_in_background=True)
+    stored = [memory.remember(f"fact number {i}") for i in range(10)]
+    assert wait_until(lambda: memory.store.unembedded() == [])
+    for m in stored:
+        got = memory.get(m.id)
+        assert got is not None and got.embedding is not None
+        assert np.allclose(got.embedding, vector_of(m.content))
+    assert memory.flush() == 0
+
+
+def test_shutdown_stops_the_thread_and_the_queue_survives_in_the_file(db_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with AgentMemoryManager.open(db_path, embedder=embedder, embed_in_background=False) as memory:
+        ids = [memory.remember(f"queued {i}").id for i in range(5)]
+    assert embedder.seen == []
+    before = {t.name for t in threading.enumerate()}
+    with AgentMemoryManager.open(db_path, embedder=embedder) as memory:
+        assert wait_until(lambda: memory.store.unembedded() == [])  # leftovers worked off
+        assert all(memory.get(i).embedding is not None for i in ids)  # type: ignore[union-attr]
+    assert not any(t.name.startswith("tiered-memory-embed") for t in threading.enumerate()
+                   if t.name not in before)  # fmt: skip
+
+
+def test_identical_text_is_embedded_once_even_across_restarts(db_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with AgentMemoryManager.open(db_path, embedder=embedder, embed_in_background=False) as memory:
+        memory.remember("the user likes green tea")
+        memory.remember("the user likes green tea")
+        memory.remember("something else")
+        assert memory.flush() == 3
+    assert sorted(embedder.seen) == ["something else", "the user likes green tea"]
+    with AgentMemoryManager.open(db_path, embedder=embedder, embed_in_background=False) as memory:
+        again = memory.remember("the user likes green tea")
+        memory.flush()
+        assert embedder.seen.count("the user likes green tea") == 1
+        assert np.allclose(memory.get(again.id).embedding, vector_of(again.content))  # type: ignore[union-attr]
+
+
+def test_the_cache_is_bounded_and_keeps_the_most_recent(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    embedder = CountingEmbedder()
+    memory = make_memory(embedder=embedder, embedding_cache_size=5)
+    for i in range(20):
+        memory.remember(f"distinct text {i}")
+        memory.flush()
+        clock.advance(1)
+    kept = memory.store.cached_embeddings(
+        embedder.model_id, [content_hash(f"distinct text {i}") for i in range(20)]
+    )
+    assert set(kept) == {content_hash(f"distinct text {i}") for i in range(15, 20)}
+
+
+def test_no_cache_when_its_size_is_zero(make_memory: Callable[..., AgentMemoryManager]) -> None:
+    embedder = CountingEmbedder()
+    memory = make_memory(embedder=embedder, embedding_cache_size=0)
+    memory.remember("same")
+    memory.flush()
+    memory.remember("same")
+    memory.flush()
+    assert embedder.seen == ["same", "same"]
+    assert memory.store.cached_embeddings(embedder.model_id, [content_hash("same")]) == {}
+
+
+def test_an_edit_while_the_old_text_is_embedded_gets_the_new_texts_vector(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    embedder = CountingEmbedder()
+    memory = make_memory(embedder=embedder)
+    stored = memory.remember("old words")
+    embedder.before_return = lambda: memory.update(stored.id, content="new words")
+    memory.flush()
+    got = memory.get(stored.id)
+    assert got is not None and got.content == "new words"
+    assert np.allclose(got.embedding, vector_of("new words"))  # type: ignore[arg-type]
+
+
+def test_a_failing_model_stops_the_thread_and_the_next_flush_says_why(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    embedder = CountingEmbedder(fail=True)
+    memory = make_memory(embedder=embedder, embed_in_background=True)
+    stored = memory.remember("never embedded")
+    assert wait_until(lambda: memory.embeddings._error is not None)
+    with pytest.raises(EmbedderError, match="background embedding stopped: .*model broke"):
+        memory.flush()
+    assert [m for m, _, _ in memory.store.unembedded()] == [stored.id]  # still queued
+    with pytest.raises(EmbedderError, match="model broke"):
+        memory.flush()  # a direct call reports the model's own error, wrapped
+    embedder.fail = False
+    assert memory.flush() == 1
+
+
+def test_a_model_that_returns_the_wrong_shape_is_refused_and_nothing_is_written(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    embedder = CountingEmbedder()
+    embedder.dim = 8  # claims 8, returns 16
+    memory = make_memory(embedder=embedder)
+    stored = memory.remember("text")
+    with pytest.raises(EmbedderError, match="shape"):
+        memory.flush()
+    assert memory.get(stored.id).embedding is None  # type: ignore[union-attr]
+
+
+def test_repeated_queries_are_embedded_once(make_memory: Callable[..., AgentMemoryManager]) -> None:
+    embedder = CountingEmbedder()
+    memory = make_memory(embedder=embedder, recall_review_quality=None)
+    memory.remember("tea with lemon")
+    for _ in range(3):
+        assert memory.recall("lemon tea", k=1)[0].memory.content == "tea with lemon"
+    assert embedder.seen.count("lemon tea") == 1

@@ -1,0 +1,189 @@
+"""Memories waiting for an embedding, worked off in batches.
+
+The queue is the file itself: a memory whose ``embedding`` is NULL is pending, so a
+crash loses nothing and ``remember()`` never waits for the model. Batches go through the
+embedding cache (identical text is embedded once per model), on :meth:`flush` and, when
+enabled, in a background thread woken by each commit that adds work.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from cachetools import LRUCache
+
+from persistence import EmbeddingModelMismatchError, SQLiteStore, Tier
+from persistence.embedding_cache_sql import content_hash
+from persistence.meta_sql import EMBEDDING_MODEL_KEY
+from tiered_memory.embeddings import Embedder, EmbedderError, OnnxEmbedder
+
+BATCH_SIZE = 64
+_IDLE_SECONDS = 2.0
+_QUERY_CACHE = 256
+
+
+class EmbeddingQueue:
+    """Embeds pending memories for one store; thread-safe.
+
+    ``on_embedded`` is called with the ``(id, tier)`` of each batch once it is stored,
+    so RAM copies (cache, scratchpad) can refresh.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        configured: Embedder | str | None,
+        *,
+        cache_size: int,
+        on_embedded: Callable[[list[tuple[str, Tier]]], None],
+    ) -> None:
+        self.store = store
+        self._configured = configured
+        self._cache_size = cache_size
+        self._on_embedded = on_embedded
+        self._embedder: Embedder | None = None
+        self._checked = False
+        self._work_lock = threading.Lock()
+        self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
+        self._queries_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def embedder(self) -> Embedder | None:
+        """The embedder (loaded on first need), checked against the model the file records."""
+        if self._embedder is None and self._configured is not None:
+            configured = self._configured
+            self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
+        if self._embedder is not None and not self._checked:
+            recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
+            if recorded is None:
+                self.store.set_meta(EMBEDDING_MODEL_KEY, self._embedder.model_id)
+            elif recorded != self._embedder.model_id:
+                raise EmbeddingModelMismatchError(
+                    f"{self.store.path} was embedded with {recorded!r}, not "
+                    f"{self._embedder.model_id!r}: open it with that model, with "
+                    "reembed=True to re-embed every memory, or with embedder=None"
+                )
+            self._checked = True
+        return self._embedder
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """The query's vector (recent queries are kept in RAM), or ``None`` without a model."""
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        with self._queries_lock:
+            cached = self._queries.get(text)
+        if cached is not None:
+            return cached
+        vector: np.ndarray = _checked_vectors(embedder, [text])[0]
+        with self._queries_lock:
+            self._queries[text] = vector
+        return vector
+
+    def flush(self, batch_size: int = BATCH_SIZE) -> int:
+        """Embed every pending memory now; returns how many were embedded.
+
+        Raises what stopped the background thread, if anything did.
+        """
+        self.raise_background_error()
+        return self._work(batch_size, self._never)
+
+    def _never(self) -> bool:
+        return False
+
+    def _work(self, batch_size: int, stop: Callable[[], bool]) -> int:
+        embedder = self.embedder()
+        if embedder is None:
+            return 0
+        done = 0
+        with self._work_lock:
+            while not stop() and (batch := self.store.unembedded(batch_size)):
+                self._embed_batch(embedder, batch)
+                done += len(batch)
+        return done
+
+    def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
+        hashes = [content_hash(content) for _, _, content in batch]
+        known: dict[bytes, np.ndarray] = {}
+        if self._cache_size:
+            known = self.store.cached_embeddings(embedder.model_id, hashes)
+        texts = {h: content for h, (_, _, content) in zip(hashes, batch, strict=True)}
+        missing = [h for h in texts if h not in known]
+        if missing:
+            vectors = _checked_vectors(embedder, [texts[h] for h in missing])
+            known.update(zip(missing, vectors, strict=True))
+        with self.store.transaction():
+            self.store.set_embeddings(
+                [
+                    (tier, memory_id, known[h])
+                    for (memory_id, tier, _), h in zip(batch, hashes, strict=True)
+                ],
+                [content for _, _, content in batch],
+            )
+            if self._cache_size:
+                entries = [(h, known[h]) for h in texts]
+                self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
+        self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+
+    # --- the background thread ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background thread (once)."""
+        if self._thread is None and self._configured is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name=f"tiered-memory-embed {self.store.path}", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self) -> None:
+        """Tell the background thread that there may be new work."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the background thread after its current batch and wait for it."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            self._wake.set()
+            thread.join()
+
+    def raise_background_error(self) -> None:
+        """Re-raise (once) the error that stopped the background thread."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise EmbedderError(f"background embedding stopped: {error}") from error
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(_IDLE_SECONDS)  # the timeout also catches other processes' writes
+            self._wake.clear()
+            if self._stop.is_set() or not self.store.is_open:
+                return
+            try:
+                self._work(BATCH_SIZE, self._stop.is_set)
+            except BaseException as exc:  # noqa: BLE001 - reported on the next flush()
+                if self.store.is_open and not self._stop.is_set():
+                    self._error = exc
+                return
+
+
+def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """The embedder's output as float32 ``[len(texts), dim]``, or a clear error."""
+    try:
+        vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"embedder {embedder.model_id!r} failed: {exc}") from exc
+    if vectors.shape != (len(texts), embedder.dim):
+        raise EmbedderError(
+            f"embedder {embedder.model_id!r} returned shape {vectors.shape} for "
+            f"{len(texts)} texts; expected ({len(texts)}, {embedder.dim})"
+        )
+    return vectors

@@ -87,6 +87,8 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
     Without them, a filter such as ``tags + agent_id`` picks the wrong index and runs
     several times slower. At open, 0x10002 is the cheap form APSW recommends. It never
     waits for another writer: opening or closing next to a busy process must not stall.
+    A damaged index is left for ``check_integrity`` to report: the file must still open
+    so that it can be checked, exported or restored.
     """
     conn.set_busy_timeout(0)
     try:
@@ -94,7 +96,7 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
             conn.pragma("optimize", 0x10002)
         else:
             conn.pragma("optimize")
-    except (apsw.BusyError, apsw.LockedError):
+    except (apsw.BusyError, apsw.LockedError, apsw.CorruptError):
         pass
     finally:
         conn.set_busy_timeout(options.busy_timeout_ms)

@@ -35,6 +35,7 @@ from persistence import (
     forgetting_sql,
     index_sql,
     memory_sql,
+    rebuild_sql,
     schedule_sql,
     session_sql,
 )
@@ -49,6 +50,7 @@ from persistence.connection import (
     query_all,
     query_value,
 )
+from persistence.embedding_cache_sql import content_hash
 from persistence.errors import (
     DatabaseBusyError,
     DuplicateMemoryError,
@@ -847,6 +849,58 @@ class SQLiteStore:
         with self.transaction() as conn:
             embedding_cache_sql.remember(conn, model_id, encoded, self.clock())
             embedding_cache_sql.evict(conn, keep)
+
+    # --- re-embedding with another model ------------------------------------------------
+
+    def begin_rebuild(self, model_id: str, dim: int) -> bool:
+        """Start (or resume) staging vectors of ``model_id``; True if staged work is kept."""
+        require_str(model_id, "model_id", allow_empty=False)
+        require_int(dim, "dim", minimum=1)
+        with self.transaction() as conn:
+            return rebuild_sql.begin(conn, model_id, dim)
+
+    def rebuild_state(self) -> tuple[str, int] | None:
+        """``(model id, dimension)`` of the re-embedding under way, or ``None``."""
+        with self._reading() as conn:
+            return rebuild_sql.state(conn)
+
+    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
+        """Memories the re-embedding has no vector for yet: ``(id, content)``."""
+        require_int(limit, "limit", minimum=1)
+        with self._reading() as conn:
+            return rebuild_sql.unstaged(conn, limit)
+
+    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
+        """Stage ``(memory id, embedded content, vector)`` in one transaction."""
+        with self.transaction() as conn:
+            rebuild_sql.stage(conn, self._staged(conn, rows))
+
+    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
+        """Swap the staged vectors in, in ONE transaction, and return how many memories
+        changed. Memories added or edited since they were staged are embedded here
+        with ``embed(texts) -> [n, dim]``. Before it commits, the file is unchanged."""
+        with self.transaction() as conn:
+            under_way = rebuild_sql.state(conn)
+            if under_way is None:
+                raise InvalidInputError("no re-embedding under way: call begin_rebuild() first")
+            missing = rebuild_sql.stale(conn)
+            if missing:
+                vectors = embed([content for _, content in missing])
+                staged = [(i, c, v) for (i, c), v in zip(missing, vectors, strict=True)]  # type: ignore[call-overload]
+                rebuild_sql.stage(conn, self._staged(conn, staged))
+            return rebuild_sql.swap(conn, *under_way)
+
+    def _staged(
+        self, conn: apsw.Connection, rows: Sequence[tuple[str, str, object]]
+    ) -> list[tuple[str, bytes, bytes]]:
+        under_way = rebuild_sql.state(conn)
+        if under_way is None:
+            raise InvalidInputError("no re-embedding under way: call begin_rebuild() first")
+        encoded = []
+        for memory_id, content, vector in rows:
+            blob = encode_embedding(vector, under_way[1])
+            encoded.append((memory_id, content_hash(content), blob))
+        return encoded
 
     def get_meta(self, key: str) -> str | None:
         """One fact about the file (``store_meta``), or ``None``."""

@@ -37,7 +37,7 @@ WORKER = str(Path(__file__).with_name("worker.py"))
 
 @pytest.fixture
 def full(db_path: Path, clock: FakeClock) -> AgentMemoryManager:
-    memory = AgentMemoryManager.open(db_path, clock=clock)
+    memory = AgentMemoryManager.open(db_path, clock=clock, embed_in_background=False)
     populate(memory, clock)
     yield memory  # type: ignore[misc]
     memory.shutdown()
@@ -138,7 +138,7 @@ def test_restore_brings_back_the_snapshot_for_every_connection(
 ) -> None:
     snapshot = full.backup()
     expected = data_checksum(snapshot)
-    with AgentMemoryManager.open(db_path) as other:
+    with AgentMemoryManager.open(db_path, embed_in_background=False) as other:
         goal_id = full.scratchpad.get("goal").id  # type: ignore[union-attr]
         full.remember("after the snapshot")
         full.scratchpad.clear()

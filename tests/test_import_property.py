@@ -33,7 +33,7 @@ def setup(
 ) -> Iterator[tuple[AgentMemoryManager, dict[str, Any], str, Path]]:
     root = tmp_path_factory.mktemp("property")
     clock = FakeClock()
-    memory = AgentMemoryManager.open(root / "db.db", clock=clock)
+    memory = AgentMemoryManager.open(root / "db.db", clock=clock, embed_in_background=False)
     populate(memory, clock, n=6)
     base = orjson.loads(memory.export_json(root / "base.json").read_bytes())
     memory.maintain()
@@ -129,7 +129,7 @@ def broken_documents(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
 def test_the_base_document_is_valid(setup: Any) -> None:
     memory, base, _, root = setup
     assert all(base["tables"][t] for t in ("episodic", "semantic", "scratchpad", "forgetting_log"))
-    with AgentMemoryManager.open(root / "check.db") as fresh:
+    with AgentMemoryManager.open(root / "check.db", embed_in_background=False) as fresh:
         path = root / "valid.json"
         path.write_bytes(orjson.dumps(base))
         assert fresh.import_json(path).inserted > 0

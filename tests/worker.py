@@ -8,16 +8,53 @@ call *after* the call returned (``W id tier`` or ``P id from to``), until it is 
 ``backup`` with ARG, then prints ``DONE seconds``.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
+``worker.py reembed DB``: re-embeds DB with :class:`HashEmbedder` ``("test-b", 8)``,
+slowly, printing ``EMBEDDED n`` after each batch the model returned, then ``DONE``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import sys
 import time
+from collections.abc import Sequence
+
+import numpy as np
 
 from persistence import Memory, MemoryNotFoundError, SQLiteStore, Tier
 from tiered_memory import AgentMemoryManager
+
+
+class HashEmbedder:
+    """A deterministic stand-in model: each text gets a fixed unit vector per model id."""
+
+    def __init__(self, model_id: str, dim: int, delay: float = 0.0, announce: bool = False):
+        self.model_id, self.dim, self.delay, self.announce = model_id, dim, delay, announce
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen += texts
+        time.sleep(self.delay)
+        vectors = np.stack([hash_vector(self.model_id, self.dim, t) for t in texts])
+        if self.announce:
+            _say("EMBEDDED", str(len(texts)))
+        return vectors
+
+
+def hash_vector(model_id: str, dim: int, text: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(f"{model_id}|{text}".encode()).digest()[:8], "little")
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def reembed(path: str) -> None:
+    embedder = HashEmbedder("test-b", 8, delay=0.05, announce=True)
+    options = {"reembed": True, "embed_in_background": False, "embedding_cache_size": 0}
+    with AgentMemoryManager.open(path, embedder=embedder, **options) as memory:
+        _say("READY")
+        memory.flush()
+        _say("DONE")
 
 
 def _say(*parts: str) -> None:
@@ -133,5 +170,7 @@ if __name__ == "__main__":
         write(db, int(rest[0]), rest[1])
     elif command == "read":
         read(db, rest[0])
+    elif command == "reembed":
+        reembed(db)
     else:
         raise SystemExit(f"unknown command {command}")

@@ -51,7 +51,7 @@ def main() -> None:
 def _open(db: str) -> AgentMemoryManager:
     if not Path(db).exists():
         raise MissingFileError(f"no database at {db}")
-    return AgentMemoryManager.open(db)
+    return AgentMemoryManager.open(db, embed_in_background=False)  # a tool changes nothing unasked
 
 
 @contextmanager
@@ -59,7 +59,7 @@ def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
     """Open DB, creating it if missing; a failure removes a database this call created."""
     created = not Path(db).exists()
     try:
-        with AgentMemoryManager.open(db) as memory:
+        with AgentMemoryManager.open(db, embed_in_background=False) as memory:
             yield memory
     except BaseException:
         if created:

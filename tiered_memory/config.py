@@ -43,6 +43,9 @@ class MemoryConfig:
     - ``embedding_cache_size``: how many embeddings the file keeps by (model, content
       hash) so identical text is embedded once (``0``: no cache); least recently used
       are evicted.
+    - ``reembed``: when the file was embedded by another model, re-embed every memory
+      with this one on first need (build-new-then-swap; resumable) instead of raising
+      :class:`~persistence.EmbeddingModelMismatchError`.
     - ``recall``: fusion weights (:class:`~tiered_memory.recall.RecallSettings`).
     - ``recall_review_quality``: a recalled memory that is due for review counts as a
       review of this quality (``None``: recall does not reinforce); reviews are written
@@ -67,6 +70,7 @@ class MemoryConfig:
     embedder: Embedder | str | None = "default"
     embed_in_background: bool = True
     embedding_cache_size: int = 20_000
+    reembed: bool = False
     recall: RecallSettings = RecallSettings()
     recall_review_quality: int | None = 4
     recall_review_batch: int = 32
@@ -101,6 +105,8 @@ class MemoryConfig:
         if not isinstance(self.embed_in_background, bool):
             raise InvalidTypeError("embed_in_background must be a bool")
         _non_negative_int("embedding_cache_size", self.embedding_cache_size)
+        if not isinstance(self.reembed, bool):
+            raise InvalidTypeError("reembed must be a bool")
         if not isinstance(self.recall, RecallSettings):
             raise InvalidTypeError("recall must be a RecallSettings")
         if self.recall_review_quality is not None:

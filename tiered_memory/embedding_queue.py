@@ -37,15 +37,19 @@ class EmbeddingQueue:
         configured: Embedder | str | None,
         *,
         cache_size: int,
+        reembed: bool,
         on_embedded: Callable[[list[tuple[str, Tier]]], None],
+        on_replaced: Callable[[], None],
     ) -> None:
         self.store = store
         self._configured = configured
         self._cache_size = cache_size
+        self._reembed = reembed
         self._on_embedded = on_embedded
+        self._on_replaced = on_replaced
         self._embedder: Embedder | None = None
         self._checked = False
-        self._work_lock = threading.Lock()
+        self._work_lock = threading.RLock()
         self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
         self._queries_lock = threading.Lock()
         self._wake = threading.Event()
@@ -62,6 +66,8 @@ class EmbeddingQueue:
             recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
             if recorded is None:
                 self.store.set_meta(EMBEDDING_MODEL_KEY, self._embedder.model_id)
+            elif recorded != self._embedder.model_id and self._reembed:
+                self._rebuild(self._embedder)
             elif recorded != self._embedder.model_id:
                 raise EmbeddingModelMismatchError(
                     f"{self.store.path} was embedded with {recorded!r}, not "
@@ -108,27 +114,44 @@ class EmbeddingQueue:
         return done
 
     def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
-        hashes = [content_hash(content) for _, _, content in batch]
+        contents = [content for _, _, content in batch]
+        vectors = self._vectors(embedder, contents)
+        self.store.set_embeddings(
+            [(tier, memory_id, v) for (memory_id, tier, _), v in zip(batch, vectors, strict=True)],
+            contents,
+        )
+        self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+
+    def _vectors(self, embedder: Embedder, contents: list[str]) -> list[np.ndarray]:
+        """One vector per text: from the embedding cache, else computed (and cached)."""
+        hashes = [content_hash(content) for content in contents]
         known: dict[bytes, np.ndarray] = {}
         if self._cache_size:
             known = self.store.cached_embeddings(embedder.model_id, hashes)
-        texts = {h: content for h, (_, _, content) in zip(hashes, batch, strict=True)}
+        texts = dict(zip(hashes, contents, strict=True))
         missing = [h for h in texts if h not in known]
         if missing:
-            vectors = _checked_vectors(embedder, [texts[h] for h in missing])
-            known.update(zip(missing, vectors, strict=True))
-        with self.store.transaction():
-            self.store.set_embeddings(
-                [
-                    (tier, memory_id, known[h])
-                    for (memory_id, tier, _), h in zip(batch, hashes, strict=True)
-                ],
-                [content for _, _, content in batch],
-            )
-            if self._cache_size:
-                entries = [(h, known[h]) for h in texts]
-                self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
-        self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+            computed = _checked_vectors(embedder, [texts[h] for h in missing])
+            known.update(zip(missing, computed, strict=True))
+        if self._cache_size:
+            entries = [(h, known[h]) for h in texts]
+            self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
+        return [known[h] for h in hashes]
+
+    def _rebuild(self, embedder: Embedder) -> int:
+        """Re-embed every memory with ``embedder``: build new vectors beside the live ones
+        in committed batches (resumable after a crash), then swap them in with ONE
+        transaction. Returns how many memories changed."""
+        with self._work_lock:
+            self.store.begin_rebuild(embedder.model_id, embedder.dim)
+            while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
+                vectors = self._vectors(embedder, [content for _, content in batch])
+                self.store.stage_rebuild(
+                    [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
+                )
+            changed = self.store.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
+        self._on_replaced()
+        return changed
 
     # --- the background thread ---------------------------------------------------------
 

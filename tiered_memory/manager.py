@@ -120,7 +120,9 @@ class AgentMemoryManager:
             self.store,
             self.config.embedder,
             cache_size=self.config.embedding_cache_size,
+            reembed=self.config.reembed,
             on_embedded=self._embedded,
+            on_replaced=self._reload,
         )
         self._recall_reviews: list[str] = []
         self._recall_lock = threading.Lock()
@@ -627,7 +629,9 @@ class AgentMemoryManager:
         """The embedder in use (loaded on first need), or ``None`` for keyword-only recall.
 
         A file remembers which model embedded it; opening it with another one raises
-        :class:`EmbeddingModelMismatchError` instead of mixing vectors.
+        :class:`EmbeddingModelMismatchError` instead of mixing vectors, unless
+        ``reembed=True``: then every memory is re-embedded here (new vectors are built
+        beside the old ones, resumably, then swapped in with one transaction).
         """
         return self.embeddings.embedder()
 

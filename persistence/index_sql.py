@@ -94,27 +94,29 @@ def drop_vector_index(conn: apsw.Connection) -> None:
 
 
 def keyword_search(
-    conn: apsw.Connection, match: str, limit: int, tier: Tier | None
+    conn: apsw.Connection, match: str, limit: int, tier: Tier | None, context_weight: float
 ) -> list[tuple[str, float]]:
     """``(memory_id, bm25)`` best first (FTS5's bm25 is negative: lower is better).
 
-    Without a tier the best rows are chosen inside FTS5 before the id lookup (twice as
-    fast as joining every match); with one, the join must come first.
+    bm25 weighs a memory's own words 1 and its context column (the previous memory of
+    its session) ``context_weight``. Without a tier the best rows are chosen inside FTS5
+    before the id lookup (twice as fast as joining every match).
     """
+    score = "bm25(memory_fts, 1.0, ?)"
     if tier is None:
         sql = (
-            "SELECT i.memory_id, f.score FROM (SELECT rowid, bm25(memory_fts) AS score "
+            f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
             "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) AS f "
             "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score"
         )
-        params: list[object] = [match, limit]
+        params: list[object] = [context_weight, match, limit]
     else:
         sql = (
-            "SELECT i.memory_id, bm25(memory_fts) AS score FROM memory_fts "
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
             "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score LIMIT ?"
         )
-        params = [match, tier.value, limit]
+        params = [context_weight, match, tier.value, limit]
     return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
 
 

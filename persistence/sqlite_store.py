@@ -85,6 +85,7 @@ from persistence.validation import (
     parse_tier,
     require_int,
     require_str,
+    require_unit_float,
     validate_memory,
     validate_schedule,
     validate_session,
@@ -777,13 +778,16 @@ class SQLiteStore:
     # --- recall indexes --------------------------------------------------------------------
 
     def keyword_search(
-        self, match: str, limit: int, tier: Tier | None = None
+        self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5
     ) -> list[tuple[str, float]]:
-        """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first."""
+        """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first; words found
+        only in a memory's context (the previous memory of its session) count
+        ``context_weight`` as much as its own."""
         require_str(match, "match", allow_empty=False)
         require_int(limit, "limit", minimum=1)
+        require_unit_float(context_weight, "context_weight")
         with self._reading() as conn:
-            return index_sql.keyword_search(conn, match, limit, tier)
+            return index_sql.keyword_search(conn, match, limit, tier, context_weight)
 
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None

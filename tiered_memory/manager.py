@@ -705,7 +705,7 @@ class AgentMemoryManager:
         narrowed = filters != RecallFilters()
         depth = settings.depth * (4 if narrowed else 1)
         ranked: dict[str, Sequence[tuple[str, float]]] = {
-            "keyword": self.store.keyword_search(match, depth, chosen)
+            "keyword": self.store.keyword_search(match, depth, chosen, settings.context_weight)
         }
         vector = self.embeddings.embed_query(query)
         if vector is not None:

@@ -58,9 +58,12 @@ def keyword_query(text: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class RecallSettings:
     """Weights of the fusion. Defaults: both signals weigh the same, 100 candidates each,
-    and a small RRF constant (10) so that agreement near the top counts more."""
+    and a small RRF constant (10) so that agreement near the top counts more. Keyword
+    matches in a memory's context (the memory before it in its session) count
+    ``context_weight`` as much as matches in its own words."""
 
     rrf_k: float = 10.0
+    context_weight: float = 0.5
     keyword_weight: float = 1.0
     vector_weight: float = 1.0
     depth: int = 100
@@ -77,6 +80,7 @@ class RecallSettings:
                 raise InvalidInputError(f"RecallSettings.{name} must be an int from 1 to 10000")
         ranges = {
             "rrf_k": (0.0, math.inf),
+            "context_weight": (0.0, 1.0),
             "keyword_weight": (0.0, math.inf),
             "vector_weight": (0.0, math.inf),
             "importance_weight": (0.0, 2.0),

@@ -1,0 +1,119 @@
+"""The keyword index's context column: a memory is also found by the words of the memory
+before it in its session, and that stays exact through edits, forgets and promotions."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from migrations import available_migrations
+from persistence import BackupManager, Memory, SQLiteStore, Tier
+from persistence.records import SessionState
+
+
+def found(store: SQLiteStore, word: str, tier: Tier | None = None) -> list[str]:
+    return [memory_id for memory_id, _ in store.keyword_search(f'"{word}"', 100, tier)]
+
+
+def add(store: SQLiteStore, memory_id: str, text: str, session: str | None = "s1",
+        tier: Tier = Tier.EPISODIC) -> None:  # fmt: skip
+    store.put_memory(Memory.create(text, tier, id=memory_id, session_id=session))
+
+
+def session(store: SQLiteStore, session_id: str) -> None:
+    store.put_session(SessionState(session_id, started_at=1, last_active_at=1))
+
+
+def test_a_reply_is_found_by_the_words_of_the_turn_it_answers(store: SQLiteStore) -> None:
+    session(store, "s1")
+    add(store, "q", "Did you visit Paris last summer?")
+    add(store, "a", "Yes, it was wonderful.")
+    add(store, "loose", "Unrelated note.", session=None)
+    add(store, "after", "Paris again, one day.", session=None)
+    assert set(found(store, "paris")) == {"q", "a", "after"}  # "after" has no session
+    assert found(store, "wonderful") == ["a"]
+    own = dict(store.keyword_search('"paris"', 10))
+    assert own["q"] < own["a"]  # own words weigh more than context (bm25: lower is better)
+    assert set(found(store, "unrelated")) == {"loose"}  # no session: no context
+
+
+def test_context_follows_forget_edit_and_promotion(store: SQLiteStore) -> None:
+    session(store, "s1")
+    for memory_id, text in (("a", "alpha words"), ("b", "bravo words"), ("c", "charlie words")):
+        add(store, memory_id, text)
+    assert set(found(store, "bravo")) == {"b", "c"}
+    store.forget_memory("b", reason="test")
+    assert found(store, "bravo") == []  # a forgotten memory's words leave its neighbour too
+    assert set(found(store, "alpha")) == {"a", "c"}
+    store.put_memory(Memory.create("delta words", Tier.EPISODIC, id="a", session_id="s1"))
+    assert found(store, "alpha") == []
+    assert set(found(store, "delta")) == {"a", "c"}
+    add(store, "d", "echo words")
+    store.promote_memory("c", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
+    assert set(found(store, "delta")) == {"a", "d"}
+    assert found(store, "charlie", Tier.SEMANTIC) == ["c"]
+
+
+def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path) -> None:
+    rng = random.Random(5)
+    with SQLiteStore(db_path) as store:
+        for name in ("s1", "s2"):
+            session(store, name)
+        live: dict[str, tuple[Tier, str | None]] = {}
+        for step in range(300):
+            roll = rng.random()
+            if roll < 0.55 or not live:
+                memory_id = f"m{step}"
+                tier = rng.choice([Tier.EPISODIC, Tier.EPISODIC, Tier.SEMANTIC, Tier.SCRATCHPAD])
+                chosen = rng.choice(["s1", "s2", None])
+                if tier is Tier.SCRATCHPAD:
+                    store.put_scratchpad(memory_id, Memory.create(
+                        f"w{step}x", tier, id=memory_id, session_id=chosen))  # fmt: skip
+                else:
+                    add(store, memory_id, f"w{step}x", chosen, tier)
+                live[memory_id] = (tier, chosen)
+            else:
+                memory_id = rng.choice(sorted(live))
+                tier, chosen = live[memory_id]
+                if roll < 0.7:
+                    store.forget_memory(memory_id, reason="test")
+                    del live[memory_id]
+                elif roll < 0.85 and tier is Tier.EPISODIC:
+                    store.promote_memory(memory_id, tier, Tier.SEMANTIC, reason="test")
+                    live[memory_id] = (Tier.SEMANTIC, chosen)
+                elif tier is not Tier.SCRATCHPAD:
+                    moved = rng.choice(["s1", "s2", None])
+                    current = store.get_memory(memory_id)
+                    assert current is not None
+                    store.put_memory(Memory.create(f"w{step}x", tier, id=memory_id,
+                                                   session_id=moved))  # fmt: skip
+                    live[memory_id] = (tier, moved)
+        tables = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic",
+                  Tier.SEMANTIC: "semantic"}  # fmt: skip
+        with store.read_connection() as conn:
+            expected: dict[str, set[str]] = {}
+            for table in tables.values():
+                rows = conn.execute(
+                    f"SELECT id, content, session_id FROM {table} ORDER BY rowid"
+                ).fetchall()
+                last: dict[str, str] = {}
+                for memory_id, content, chosen in rows:
+                    expected.setdefault(content, set()).add(memory_id)
+                    if chosen is not None:
+                        if chosen in last:
+                            expected[last[chosen]].add(memory_id)
+                        last[chosen] = content
+        assert expected
+        for content, ids in expected.items():
+            assert set(found(store, content)) == ids, content
+
+
+def test_upgrading_fills_the_context_of_existing_memories(db_path: Path) -> None:
+    with SQLiteStore(db_path, migrations=available_migrations()[:5]) as old:
+        session(old, "s1")
+        add(old, "q", "which museum in Lisbon")
+        add(old, "a", "the tile one")
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == 6
+        assert set(found(store, "lisbon")) == {"q", "a"}
+        assert BackupManager(store).check_integrity().ok

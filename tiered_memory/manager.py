@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
@@ -126,6 +127,7 @@ class AgentMemoryManager:
         )
         self._recall_reviews: list[str] = []
         self._recall_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self.backups = BackupManager(self.store, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
@@ -160,6 +162,10 @@ class AgentMemoryManager:
         """Stop background embedding, write pending recall reviews, then close the store;
         closing twice is harmless. Memories not yet embedded stay queued in the file."""
         self.embeddings.stop()
+        with self._recall_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         if self.store.is_open:
             self._apply_recall_reviews()
         self.store.close()
@@ -704,13 +710,24 @@ class AgentMemoryManager:
         settings = self.config.recall
         narrowed = filters != RecallFilters()
         depth = settings.depth * (4 if narrowed else 1)
+        vector_depth = settings.vector_depth * (4 if narrowed else 1)
+
+        def nearest() -> list[tuple[str, float]] | None:
+            vector = self.embeddings.embed_query(query)
+            if vector is None:
+                return None
+            return self.store.vector_search(vector, vector_depth, chosen)
+
+        # Off a transaction, the query embedding and vector search run beside the keyword
+        # search (onnxruntime, numpy and SQLite all release the GIL).
+        beside = not (self.store.is_memory or self.store.in_transaction)
+        pending = self._recall_pool().submit(nearest) if beside else None
         ranked: dict[str, Sequence[tuple[str, float]]] = {
             "keyword": self.store.keyword_search(match, depth, chosen, settings.context_weight)
         }
-        vector = self.embeddings.embed_query(query)
-        if vector is not None:
-            vector_depth = settings.vector_depth * (4 if narrowed else 1)
-            ranked["vector"] = self.store.vector_search(vector, vector_depth, chosen)
+        vectors = pending.result() if pending is not None else nearest()
+        if vectors is not None:
+            ranked["vector"] = vectors
         weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()
@@ -736,6 +753,12 @@ class AgentMemoryManager:
         top = hits[:k]
         self._queue_recall_reviews([hit.memory.id for hit in top])
         return top
+
+    def _recall_pool(self) -> ThreadPoolExecutor:
+        with self._recall_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-recall")
+            return self._pool
 
     def _queue_recall_reviews(self, memory_ids: list[str]) -> None:
         if self.config.recall_review_quality is None or not memory_ids:

@@ -1,6 +1,7 @@
 """Recall speed at 10k and 100k memories, and the ANN layout's recall against exact search.
 
-Run: ``.venv/bin/python -m pytest benchmarks/test_recall_bench.py -s`` (a few minutes).
+Run: ``.venv/bin/python -m pytest benchmarks/test_recall_bench.py -s`` (a few minutes);
+``TM_BENCH_SIZES=1000000`` for the million-memory run (about half an hour).
 Vectors are clustered synthetic unit vectors (384-d) given at ``remember`` time, so
 building the file does not wait on the model. Queries use precomputed vectors (query
 embedding excluded); the embedder's own cost is measured separately. The raw floor is
@@ -9,6 +10,7 @@ the same FTS5 + KNN SQL without fusion, records or explanations.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -64,7 +66,10 @@ def _build(path: Path, count: int) -> np.ndarray:
     return vectors
 
 
-@pytest.fixture(scope="module", params=[10_000, 100_000])
+SIZES = [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
+
+
+@pytest.fixture(scope="module", params=SIZES)
 def corpus(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
@@ -135,8 +140,9 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     bp50, _ = _percentiles(brute)
     print(
         f"\n{count:>7} memories: recall() p50 {lp50:.2f} ms p95 {lp95:.2f} ms (query "
-        f"embedding excluded), p50 {ip50:.2f} ms p95 {ip95:.2f} ms (included); vector_search({settings.vector_depth}) p50 {vp50:.2f} ms "
-        f"p95 {vp95:.2f} ms; raw FTS5 + sqlite-vec bit KNN k={settings.vector_depth * 4} "
+        f"embedding excluded), p50 {ip50:.2f} ms p95 {ip95:.2f} ms (included); "
+        f"vector_search({settings.vector_depth}) p50 {vp50:.2f} ms p95 {vp95:.2f} ms; "
+        f"raw FTS5 + sqlite-vec bit KNN k={settings.vector_depth * 4} "
         f"p50 {sp50:.2f} ms p95 {sp95:.2f} ms (recall() is {sp50 / lp50:.1f}x faster); "
         f"numpy exact scan of floats in RAM p50 {bp50:.2f} ms; "
         f"ANN recall@10 vs exact {np.mean(overlap):.3f}"

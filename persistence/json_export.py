@@ -27,7 +27,7 @@ import orjson
 from migrations import read_schema_version
 from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
 from persistence.connection import query_value
-from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta
 from persistence.records import Memory, Tier
 
 FORMAT = "tiered-memory"
@@ -178,6 +178,7 @@ def export_document(
             "schema_version": read_schema_version(conn),
             "exported_at": exported_at,
             "embedding_dim": None if dim is None else int(dim),
+            "embedding_model": read_meta(conn, EMBEDDING_MODEL_KEY),
         }
         out.write(orjson.dumps(header)[:-1] + b',"tables":{')
         for n, table in enumerate(TABLES):

@@ -30,7 +30,7 @@ from persistence import (
 )
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
-from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
+from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta, write_meta
 from persistence.records import (
     ForgettingRecord,
     ImportResult,
@@ -73,6 +73,7 @@ class Document:
 
     schema_version: int
     embedding_dim: int | None
+    embedding_model: str | None = None
     memories: list[tuple[str, Memory]] = field(default_factory=list)
     sessions: list[tuple[str, SessionState]] = field(default_factory=list)
     transcripts: list[tuple[str, TranscriptEntry]] = field(default_factory=list)
@@ -102,13 +103,15 @@ def _fail(where: str, problem: str) -> InvalidImportError:
     return InvalidImportError(where, problem)
 
 
-def _object(value: Any, where: str, fields: tuple[str, ...]) -> Mapping[str, Any]:
+def _object(
+    value: Any, where: str, fields: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise _fail(where, f"must be an object, got {type(value).__name__}")
     missing = [f for f in fields if f not in value]
     if missing:
         raise _fail(where, f"missing field(s) {missing}")
-    extra = sorted(set(value) - set(fields))
+    extra = sorted(set(value) - set(fields) - set(optional))
     if extra:
         raise _fail(where, f"unknown field(s) {extra}")
     return value
@@ -335,7 +338,8 @@ def read_document(path: Path) -> Document:
     except orjson.JSONDecodeError as exc:
         raise _fail(str(path), f"is not valid JSON ({exc})") from None
     top = ("format", "format_version", "schema_version", "exported_at", "embedding_dim", "tables")
-    doc = _object(data, "$", top)
+    optional = ("embedding_model",)  # absent from exports before schema version 6
+    doc = _object(data, "$", top, optional)
     if doc["format"] != FORMAT:
         raise _fail("$.format", f"must be {FORMAT!r}: this is not a tiered-memory export")
     if doc["format_version"] != FORMAT_VERSION:
@@ -354,7 +358,10 @@ def read_document(path: Path) -> Document:
     for name in TABLES:
         if not isinstance(tables[name], list):
             raise _fail(f"tables.{name}", "must be a list")
-    out = Document(schema_version, dim)
+    model = doc.get("embedding_model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise _fail("$.embedding_model", "must be a non-empty string or null")
+    out = Document(schema_version, dim, model)
     for tier in Tier:
         for n, row in enumerate(tables[tier.value]):
             where = f"tables.{tier.value}[{n}]"
@@ -423,6 +430,17 @@ def import_document(
 
     with store.transaction() as conn:
         stored_dim = read_meta(conn, EMBEDDING_DIM_KEY)
+        stored_model = read_meta(conn, EMBEDDING_MODEL_KEY)
+        embedded = any(m.embedding is not None for _, m in doc.memories)
+        known = None not in (stored_model, doc.embedding_model)
+        if mode == "merge" and embedded and known and stored_model != doc.embedding_model:
+            raise _fail(
+                "$.embedding_model",
+                f"is {doc.embedding_model!r} but this database was embedded with "
+                f"{stored_model!r}: vectors of two models cannot be mixed",
+            )
+        if mode == "replace" or stored_model is None:
+            write_meta(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
         if mode == "merge":
             if stored_dim is not None and doc.embedding_dim not in (None, int(stored_dim)):
                 raise _fail(

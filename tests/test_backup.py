@@ -233,7 +233,7 @@ def test_export_import_export_round_trip(full: AgentMemoryManager, tmp_path: Pat
     assert all(tables[t] for t in ("scratchpad", "episodic", "semantic", "sessions",  # type: ignore[index]
                                    "session_transcripts", "repetition_schedules",
                                    "promotion_log", "forgetting_log"))  # fmt: skip
-    with AgentMemoryManager.open(tmp_path / "empty.db") as fresh:
+    with AgentMemoryManager.open(tmp_path / "empty.db", embed_in_background=False) as fresh:
         result = fresh.import_json(first)
         assert result.inserted == sum(len(v) for v in tables.values())  # type: ignore[attr-defined]
         second = fresh.export_json(tmp_path / "two.json")
@@ -415,3 +415,36 @@ def test_replace_refuses_a_document_whose_log_disagrees_with_its_tiers(
     with pytest.raises(InvalidImportError, match="inconsistent"):
         full.import_json(broken)
     assert data_checksum(db_path) == before
+
+
+def test_the_embedding_model_travels_with_an_export_and_is_never_mixed(tmp_path: Path) -> None:
+    from tests.worker import HashEmbedder
+
+    options = {"embed_in_background": False}
+    with AgentMemoryManager.open(tmp_path / "a.db", embedder=HashEmbedder("model-a", 8),
+                                 **options) as a:  # fmt: skip
+        a.remember("embedded by model a")
+        a.flush()
+        exported = a.export_json(tmp_path / "a.json")
+    doc = _doc(exported)
+    assert doc["embedding_model"] == "model-a"
+    with AgentMemoryManager.open(tmp_path / "fresh.db", embedder=None, **options) as fresh:
+        fresh.import_json(exported)
+        assert fresh.store.get_meta("embedding_model") == "model-a"
+    with AgentMemoryManager.open(tmp_path / "b.db", embedder=HashEmbedder("model-b", 8),
+                                 **options) as b:  # fmt: skip
+        b.remember("embedded by model b")
+        b.flush()
+    before = data_checksum(tmp_path / "b.db")
+    with (
+        AgentMemoryManager.open(tmp_path / "b.db", embedder=None, **options) as b,
+        pytest.raises(InvalidImportError, match="embedding_model.*cannot be mixed"),
+    ):
+        b.import_json(exported, mode="merge")
+    assert data_checksum(tmp_path / "b.db") == before
+    raw = orjson.loads(exported.read_bytes())
+    del raw["embedding_model"]  # an export from before the model was recorded
+    older = tmp_path / "older.json"
+    older.write_bytes(orjson.dumps(raw))
+    with AgentMemoryManager.open(tmp_path / "old.db", embedder=None, **options) as old:
+        assert old.import_json(older).inserted > 0

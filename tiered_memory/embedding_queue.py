@@ -77,6 +77,12 @@ class EmbeddingQueue:
             self._checked = True
         return self._embedder
 
+    def recheck(self) -> None:
+        """Check the file's recorded model again on next use (its content was replaced)."""
+        self._checked = False
+        with self._queries_lock:
+            self._queries.clear()
+
     def embed_query(self, text: str) -> np.ndarray | None:
         """The query's vector (recent queries are kept in RAM), or ``None`` without a model."""
         embedder = self.embedder()

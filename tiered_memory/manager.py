@@ -628,6 +628,7 @@ class AgentMemoryManager:
         """Drop RAM state after the file's content was replaced underneath it."""
         self._cache.clear()
         self.scratchpad.load()
+        self.embeddings.recheck()
 
     # --- recall -------------------------------------------------------------------------------
 

@@ -185,6 +185,8 @@ class PersistenceStatistics:
     schedule_count: int
     promotion_count: int
     forgotten_count: int
+    unembedded_count: int
+    embedding_cache_count: int
     schema_version: int
     file_size_bytes: int
     wal_size_bytes: int

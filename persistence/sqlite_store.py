@@ -997,6 +997,10 @@ _STAT_QUERIES = {
     "schedule_count": "SELECT count(*) FROM repetition_schedules",
     "promotion_count": "SELECT count(*) FROM promotion_log",
     "forgotten_count": "SELECT count(*) FROM forgetting_log",
+    "unembedded_count": "SELECT (SELECT count(*) FROM scratchpad WHERE embedding IS NULL) + "
+    "(SELECT count(*) FROM episodic WHERE embedding IS NULL) + "
+    "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
+    "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
 }
 
 

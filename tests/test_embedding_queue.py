@@ -170,3 +170,16 @@ def test_repeated_queries_are_embedded_once(make_memory: Callable[..., AgentMemo
     for _ in range(3):
         assert memory.recall("lemon tea", k=1)[0].memory.content == "tea with lemon"
     assert embedder.seen.count("lemon tea") == 1
+
+
+def test_statistics_count_the_queue_and_the_cache(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    memory = make_memory(embedder=CountingEmbedder())
+    memory.remember("one")
+    memory.remember("two", tier="semantic")
+    memory.scratchpad.put("k", "three")
+    assert memory.statistics().storage.unembedded_count == 3
+    memory.flush()
+    storage = memory.statistics().storage
+    assert (storage.unembedded_count, storage.embedding_cache_count) == (0, 3)

@@ -117,6 +117,9 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(f"transcripts    {st.transcript_count}")
         click.echo(f"promotions     {st.promotion_count}")
         click.echo(f"forgotten      {st.forgotten_count}")
+        click.echo(
+            f"to embed       {st.unembedded_count} (cached vectors {st.embedding_cache_count})"
+        )
         click.echo(f"file size      {st.file_size_bytes} bytes (WAL {st.wal_size_bytes})")
 
     _emit(as_json, s, human)

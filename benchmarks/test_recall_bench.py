@@ -57,12 +57,14 @@ def _build(path: Path, count: int) -> np.ndarray:
     centres = _unit(rng, max(count // 50, 1))
     vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    with SQLiteStore(path) as store, store.transaction():
-        for i in range(count):
-            text = " ".join(rng.choice(WORDS, 12))
-            store.put_memory(
-                Memory.create(text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i])
-            )
+    with SQLiteStore(path) as store:
+        for start in range(0, count, 10_000):  # commits keep the WAL short
+            with store.transaction():
+                for i in range(start, min(start + 10_000, count)):
+                    text = " ".join(rng.choice(WORDS, 12))
+                    store.put_memory(
+                        Memory.create(text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i])
+                    )
     return vectors
 
 

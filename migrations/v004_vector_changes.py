@@ -28,7 +28,7 @@ def _triggers(tier: str) -> list[str]:
         f"""CREATE TRIGGER {tier}_vector_log_delete AFTER DELETE ON {tier}
             WHEN OLD.embedding IS NOT NULL BEGIN {log.format("OLD")}; END""",
         f"""CREATE TRIGGER {tier}_vector_log_update AFTER UPDATE OF embedding ON {tier}
-            BEGIN {log.format("NEW")}; END""",
+            WHEN OLD.embedding IS NOT NEW.embedding BEGIN {log.format("NEW")}; END""",
     ]
 
 

@@ -10,7 +10,7 @@ else the floats. Searches choose candidates from the in-RAM copy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apsw
 import numpy as np
@@ -163,6 +163,18 @@ def change_head(conn: apsw.Connection) -> tuple[int, str | None]:
     """``(seq, memory_id)`` of the newest ``vector_changes`` row, ``(0, None)`` if none."""
     row = query_one(conn, "SELECT seq, memory_id FROM vector_changes ORDER BY seq DESC LIMIT 1")
     return (0, None) if row is None else (int(row[0]), str(row[1]))
+
+
+def change_floor(conn: apsw.Connection) -> int:
+    """The oldest ``seq`` still in ``vector_changes`` (0 when it is empty)."""
+    return int(query_value(conn, "SELECT min(seq) FROM vector_changes") or 0)
+
+
+def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, bytes]]:
+    """``(id, float32 blob)`` of every memory of ``tier`` that has an embedding, streamed."""
+    return iter(
+        conn.execute(f"SELECT id, embedding FROM {TABLE[tier]} WHERE embedding IS NOT NULL")
+    )
 
 
 def change_at(conn: apsw.Connection, seq: int) -> str | None:

@@ -70,10 +70,15 @@ def _pages(
         after = key(page[-1])
 
 
+def _first(row: tuple[Any, ...]) -> Any:
+    return row[0]
+
+
 def _rows(conn: apsw.Connection, table: str) -> Iterator[dict[str, Any]]:
     if table in ("scratchpad", "episodic", "semantic"):
         tier = Tier(table)
-        for memory in _pages(lambda a: memory_sql.page(conn, tier, a, PAGE), lambda m: m.id, ""):
+        in_order = _pages(lambda a: memory_sql.page_in_order(conn, tier, a, PAGE), _first, 0)
+        for _, memory in in_order:
             yield memory_to_json(memory)
     elif table == "sessions":
         for s in _pages(lambda a: session_sql.page(conn, a, PAGE), lambda s: s.session_id, ""):

@@ -145,13 +145,15 @@ def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
     return None if row is None else _to_memory(Tier(row[-1]), row[:-1])
 
 
-def fetch_many(conn: apsw.Connection, memory_ids: Sequence[str]) -> list[Memory]:
-    """The memories with these ids, from whichever tiers hold them (any order)."""
+def fetch_many(
+    conn: apsw.Connection, memory_ids: Sequence[str], tiers: Sequence[Tier] = tuple(Tier)
+) -> list[Memory]:
+    """The memories with these ids, from whichever of ``tiers`` hold them (any order)."""
     if not memory_ids:
         return []
     marks = ", ".join("?" for _ in memory_ids)
     found: list[Memory] = []
-    for tier in Tier:
+    for tier in tiers:
         rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
         found += [_to_memory(tier, row) for row in rows]
     return found
@@ -250,6 +252,20 @@ def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[M
         conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
     )
     return [_to_memory(tier, row) for row in rows]
+
+
+def page_in_order(
+    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int
+) -> list[tuple[int, Memory]]:
+    """The next ``limit`` memories of ``tier`` in insertion order (rowid > ``after_rowid``),
+    each with its rowid: an export in this order keeps each session's order on import."""
+    rows = query_all(
+        conn,
+        f"SELECT rowid, id FROM {TABLE[tier]} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        (after_rowid, limit),
+    )
+    found = {m.id: m for m in fetch_many(conn, [memory_id for _, memory_id in rows], (tier,))}
+    return [(rowid, found[memory_id]) for rowid, memory_id in rows]
 
 
 def count(conn: apsw.Connection, tier: Tier) -> int:

@@ -55,6 +55,7 @@ from persistence.errors import (
     DatabaseBusyError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
+    EmbeddingModelMismatchError,
     ForeignDatabaseError,
     InvalidInputError,
     InvalidPromotionError,
@@ -66,7 +67,7 @@ from persistence.errors import (
     StoreClosedError,
     TransactionAbortedError,
 )
-from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
+from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta, write_meta
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -140,6 +141,7 @@ class SQLiteStore:
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
         self._check_interval = change_check_interval_ms / 1000
         self._next_check = 0.0
+        self._busy_until = 0.0
         self._seen_version: int | None = None
         self._change_listeners: list[Callable[[], None]] = []
         self._vectors = VectorMirror()
@@ -366,9 +368,13 @@ class SQLiteStore:
         connection for more than ``wait_s`` seconds: RAM copies may be stale then, so
         read the file instead.
         """
-        if self.is_memory or time.monotonic() < self._next_check:
+        now = time.monotonic()
+        if self.is_memory or now < self._next_check:
             return True
+        if now < self._busy_until:
+            return False  # a write held the connection moments ago: don't wait again yet
         if not self._lock.acquire(timeout=wait_s):
+            self._busy_until = time.monotonic() + self._check_interval
             return False
         try:
             if self._writer is not None and self._depth == 0:
@@ -816,12 +822,18 @@ class SQLiteStore:
             return index_sql.unembedded(conn, limit)
 
     def set_embeddings(
-        self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None
+        self,
+        rows: Sequence[tuple[Tier, str, object]],
+        contents: Sequence[str] | None = None,
+        *,
+        model_id: str | None = None,
     ) -> None:
         """Store computed embeddings in one transaction (the indexes follow by trigger).
 
         A memory that got an embedding meanwhile keeps it; with ``contents`` (the texts
         that were embedded, one per row), so does a memory whose content changed since.
+        With ``model_id``, refused if the file records another model by then (another
+        process may have re-embedded it).
         """
         if contents is not None and len(contents) != len(rows):
             raise InvalidInputError("set_embeddings: one content per row, or none")
@@ -831,13 +843,21 @@ class SQLiteStore:
             for (tier, memory_id, vector), text in zip(rows, texts, strict=True)
         ]
         with self.transaction() as conn:
-            if encoded:
-                self._check_dim(conn, len(encoded[0][2]) // 4)
+            recorded = read_meta(conn, EMBEDDING_MODEL_KEY)
+            if model_id is not None and recorded not in (None, model_id):
+                raise EmbeddingModelMismatchError(
+                    f"{self.path} is now embedded with {recorded!r}, not {model_id!r}"
+                )
+            for _, _, blob, _ in encoded:
+                self._check_dim(conn, len(blob) // 4)
             index_sql.set_embeddings(conn, encoded)
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Embeddings cached for ``model_id`` by content hash
         (:func:`~persistence.embedding_cache_sql.content_hash`)."""
+        require_str(model_id, "model_id", allow_empty=False)
+        if not all(isinstance(h, bytes) for h in hashes):
+            raise InvalidTypeError("hashes must be bytes (see content_hash)")
         with self._reading() as conn:
             found = embedding_cache_sql.lookup(conn, model_id, hashes)
         return {h: np.frombuffer(blob, dtype="<f4") for h, blob in found.items()}
@@ -892,6 +912,7 @@ class SQLiteStore:
                 vectors = embed([content for _, content in missing])
                 staged = [(i, c, v) for (i, c), v in zip(missing, vectors, strict=True)]  # type: ignore[call-overload]
                 rebuild_sql.stage(conn, self._staged(conn, staged))
+            self.after_commit(self._vectors.reset)
             return rebuild_sql.swap(conn, *under_way)
 
     def _staged(
@@ -902,6 +923,8 @@ class SQLiteStore:
             raise InvalidInputError("no re-embedding under way: call begin_rebuild() first")
         encoded = []
         for memory_id, content, vector in rows:
+            require_str(memory_id, "memory_id")
+            require_str(content, "content")
             blob = encode_embedding(vector, under_way[1])
             encoded.append((memory_id, content_hash(content), blob))
         return encoded

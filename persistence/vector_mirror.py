@@ -1,5 +1,8 @@
 """An in-RAM copy of the vector index as sign bits, scanned with numpy.
 
+Vectors of fewer than ``EXACT_BELOW`` dimensions are kept as normalised floats instead
+and scanned exactly (their sign bits say too little).
+
 Why: sqlite-vec 0.1.9's KNN cost grows with ``k`` (bit KNN over 100k rows here: 4 ms at
 k=10, 89 ms at k=400), and fusion wants a few hundred candidates. A popcount scan over a
 column-major bit matrix costs about 2 ms per 100k vectors whatever ``k`` is, and takes
@@ -23,7 +26,6 @@ import apsw
 import numpy as np
 
 from persistence import index_sql
-from persistence.memory_sql import TABLE
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.records import Tier
 
@@ -32,6 +34,7 @@ _CODE = {tier: code for code, tier in enumerate(_TIERS)}
 _DEAD = 255
 _FAR = np.iinfo(np.uint16).max
 _CHUNK = 4_096
+EXACT_BELOW = 128  # fewer dimensions: sign bits say too little; keep (normalised) floats
 
 
 def sign_bits(vectors: np.ndarray, words: int) -> np.ndarray:
@@ -60,6 +63,8 @@ class VectorMirror:
         self._slot: dict[str, int] = {}
         self._tier = np.zeros(0, dtype=np.uint8)
         self._bits = np.zeros((0, 0), dtype=np.uint64)
+        self._floats = np.zeros((0, 0), dtype=np.float32)
+        self._exact = False
         self._dead = 0
         self._seq = 0
         self._seq_id: str | None = None
@@ -77,7 +82,8 @@ class VectorMirror:
     def candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
     ) -> list[tuple[str, Tier]]:
-        """``(id, tier)`` of the ``count`` memories nearest to ``query`` by Hamming distance.
+        """``(id, tier)`` of the ``count`` memories nearest to ``query`` (by Hamming distance
+        of sign bits, or exactly for small dimensions).
 
         ``conn`` must be inside a read transaction, so catching up and the caller's
         re-rank see the same snapshot.
@@ -87,24 +93,40 @@ class VectorMirror:
             n = len(self._ids)
             if not self._slot or self._dim != len(query):
                 return []
-            wanted = sign_bits(query[None, :], self._words)[:, 0]
-            distance = np.zeros(n, dtype=np.uint16)
-            scratch = np.empty(n, dtype=np.uint64)
-            for word in range(self._words):
-                np.bitwise_xor(self._bits[word, :n], wanted[word], out=scratch)
-                distance += np.bitwise_count(scratch)
             tiers = self._tier[:n]
             excluded = tiers == _DEAD if tier is None else tiers != _CODE[tier]
-            distance[excluded] = _FAR
             take = min(count, n - int(np.count_nonzero(excluded)))
             if take <= 0:
                 return []
-            # Distances are small integers: a histogram finds the cut-off in one pass.
-            cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), take))
-            nearest = np.flatnonzero(distance <= cutoff)
-            nearest = nearest[np.argsort(distance[nearest], kind="stable")][:take]
+            if self._exact:
+                nearest = self._nearest_exact(query, n, excluded, take)
+            else:
+                nearest = self._nearest_bits(query, n, excluded, take)
             found = [(self._ids[i], _TIERS[self._tier[i]]) for i in nearest.tolist()]
             return [(memory_id, tier) for memory_id, tier in found if memory_id is not None]
+
+    def _nearest_bits(
+        self, query: np.ndarray, n: int, excluded: np.ndarray, take: int
+    ) -> np.ndarray:
+        wanted = sign_bits(query[None, :], self._words)[:, 0]
+        distance = np.zeros(n, dtype=np.uint16)
+        scratch = np.empty(n, dtype=np.uint64)
+        for word in range(self._words):
+            np.bitwise_xor(self._bits[word, :n], wanted[word], out=scratch)
+            distance += np.bitwise_count(scratch)
+        distance[excluded] = _FAR
+        # Distances are small integers: a histogram finds the cut-off in one pass.
+        cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), take))
+        nearest = np.flatnonzero(distance <= cutoff)
+        return nearest[np.argsort(distance[nearest], kind="stable")][:take]
+
+    def _nearest_exact(
+        self, query: np.ndarray, n: int, excluded: np.ndarray, take: int
+    ) -> np.ndarray:
+        similarity = self._floats[:n] @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        similarity[excluded] = -np.inf
+        nearest = np.argpartition(-similarity, take - 1)[:take]
+        return nearest[np.argsort(-similarity[nearest], kind="stable")]
 
     # --- keeping in step ---------------------------------------------------------------
 
@@ -119,7 +141,8 @@ class VectorMirror:
             if head_id != self._seq_id:
                 self._load(conn, dim, head_seq, head_id)
             return
-        if self._seq and index_sql.change_at(conn, self._seq) != self._seq_id:
+        trimmed = index_sql.change_floor(conn) > self._seq + 1
+        if trimmed or (self._seq and index_sql.change_at(conn, self._seq) != self._seq_id):
             self._load(conn, dim, head_seq, head_id)  # log trimmed past us, or file replaced
             return
         changed = index_sql.changed_since(conn, self._seq)
@@ -137,14 +160,14 @@ class VectorMirror:
     def _load(self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None) -> None:
         self._clear()
         self._dim = dim
-        self._words = 0 if dim is None else (dim + 63) // 64
+        self._exact = dim is not None and dim < EXACT_BELOW
+        self._words = 0 if dim is None or self._exact else (dim + 63) // 64
         self._bits = np.zeros((self._words, 0), dtype=np.uint64)
+        self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
             for tier in Tier:
-                cursor = conn.execute(
-                    f"SELECT id, embedding FROM {TABLE[tier]} WHERE embedding IS NOT NULL"
-                )
-                while rows := list(islice(cursor, _CHUNK)):
+                rows_of_tier = index_sql.embedded_rows(conn, tier)
+                while rows := list(islice(rows_of_tier, _CHUNK)):
                     self._add((memory_id, tier, blob) for memory_id, blob in rows)
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
@@ -154,10 +177,14 @@ class VectorMirror:
         if not batch:
             return
         vectors = np.frombuffer(b"".join(blob for _, _, blob in batch), dtype="<f4")
-        bits = sign_bits(vectors.reshape(len(batch), -1), self._words)
+        vectors = vectors.reshape(len(batch), -1)
         start = len(self._ids)
         self._reserve(start + len(batch))
-        self._bits[:, start : start + len(batch)] = bits
+        if self._exact:
+            norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+            self._floats[start : start + len(batch)] = vectors / norms
+        else:
+            self._bits[:, start : start + len(batch)] = sign_bits(vectors, self._words)
         for offset, (memory_id, tier, _) in enumerate(batch):
             self._tier[start + offset] = _CODE[tier]
             self._slot[memory_id] = start + offset
@@ -179,13 +206,17 @@ class VectorMirror:
         bits[:, : len(self._ids)] = self._bits[:, : len(self._ids)]
         tiers = np.full(capacity, _DEAD, dtype=np.uint8)
         tiers[: len(self._ids)] = self._tier[: len(self._ids)]
-        self._bits, self._tier = bits, tiers
+        floats = np.zeros((capacity if self._exact else 0, self._floats.shape[1]), np.float32)
+        floats[: len(self._ids) if self._exact else 0] = self._floats[: len(self._ids)]
+        self._bits, self._tier, self._floats = bits, tiers, floats
 
     def _compact_if_sparse(self) -> None:
         if self._dead < 1_024 or self._dead * 2 < len(self._ids):
             return
         live = np.flatnonzero(self._tier[: len(self._ids)] != _DEAD)
         self._bits = np.ascontiguousarray(self._bits[:, live])
+        if self._exact:
+            self._floats = self._floats[live]
         self._tier = self._tier[live]
         self._ids = [self._ids[i] for i in live.tolist()]
         self._slot = {memory_id: i for i, memory_id in enumerate(self._ids)}  # type: ignore[misc]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from persistence import Tier
 from persistence.embedding_cache_sql import content_hash
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
@@ -142,13 +143,22 @@ def test_a_failing_model_stops_the_thread_and_the_next_flush_says_why(
     memory = make_memory(embedder=embedder, embed_in_background=True)
     stored = memory.remember("never embedded")
     assert wait_until(lambda: memory.embeddings._error is not None)
-    with pytest.raises(EmbedderError, match="background embedding stopped: .*model broke"):
-        memory.flush()
     assert [m for m, _, _ in memory.store.unembedded()] == [stored.id]  # still queued
-    with pytest.raises(EmbedderError, match="model broke"):
-        memory.flush()  # a direct call reports the model's own error, wrapped
     embedder.fail = False
-    assert memory.flush() == 1
+    with pytest.raises(EmbedderError, match="background embedding stopped: .*model broke"):
+        memory.flush()  # reported once; the thread starts again
+    memory.remember("after the repair")
+    assert wait_until(lambda: memory.store.unembedded() == [])
+    assert memory.flush() == 0
+
+
+def test_a_direct_flush_reports_the_models_own_error(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    memory = make_memory(embedder=CountingEmbedder(fail=True))
+    memory.remember("x")
+    with pytest.raises(EmbedderError, match="embedder 'test-counting' failed: model broke"):
+        memory.flush()
 
 
 def test_a_model_that_returns_the_wrong_shape_is_refused_and_nothing_is_written(
@@ -183,3 +193,55 @@ def test_statistics_count_the_queue_and_the_cache(
     memory.flush()
     storage = memory.statistics().storage
     assert (storage.unembedded_count, storage.embedding_cache_count) == (0, 3)
+
+
+def test_recall_inside_a_transaction_never_deadlocks_with_the_background_thread(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    embedder = CountingEmbedder()
+    slow = threading.Event()
+    embedder.before_return = lambda: slow.wait(0.5)  # the thread holds its batch a while
+    memory = make_memory(embedder=embedder, embed_in_background=True)
+    memory.remember("tea with lemon")
+    assert wait_until(lambda: bool(embedder.seen))  # the background batch is under way
+    done = threading.Event()
+
+    def in_transaction() -> None:
+        with memory.transaction():
+            memory.remember("coffee, black")
+            memory.recall("lemon tea", k=2)
+            memory.flush()
+        done.set()
+
+    worker = threading.Thread(target=in_transaction, daemon=True)
+    worker.start()
+    assert done.wait(30), "recall inside a transaction deadlocked"
+    assert wait_until(lambda: memory.store.unembedded() == [])
+
+
+def test_two_threads_asking_for_a_reembed_do_it_once(db_path: Path) -> None:
+    from tests.worker import HashEmbedder
+
+    with AgentMemoryManager.open(db_path, embedder=HashEmbedder("model-a", 8),
+                                 embed_in_background=False) as memory:  # fmt: skip
+        memory.remember_many([f"memory {i}" for i in range(200)])
+    model_b = HashEmbedder("model-b", 8, delay=0.01)
+    with AgentMemoryManager.open(db_path, embedder=model_b, reembed=True,
+                                 embedding_cache_size=0) as memory:  # fmt: skip
+        memory.flush()  # races the background thread, which also starts the re-embed
+        assert memory.store.get_meta("embedding_model") == "model-b"
+    assert len(model_b.seen) == 200
+
+
+def test_vectors_of_a_model_the_file_no_longer_records_are_refused(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    from persistence import EmbeddingModelMismatchError
+
+    memory = make_memory(embedder=CountingEmbedder())
+    stored = memory.remember("x")
+    memory.store.set_meta("embedding_model", "someone-else")
+    with pytest.raises(EmbeddingModelMismatchError, match="someone-else"):
+        memory.store.set_embeddings([(Tier.EPISODIC, stored.id, vector_of("x"))], ["x"],
+                                    model_id="test-counting")  # fmt: skip
+    assert memory.get(stored.id).embedding is None  # type: ignore[union-attr]

@@ -117,3 +117,18 @@ def test_upgrading_fills_the_context_of_existing_memories(db_path: Path) -> None
         assert store.schema_version == 6
         assert set(found(store, "lisbon")) == {"q", "a"}
         assert BackupManager(store).check_integrity().ok
+
+
+def test_an_export_import_round_trip_keeps_each_sessions_order(tmp_path: Path) -> None:
+    from tiered_memory import AgentMemoryManager
+
+    options = {"embedder": None, "embed_in_background": False}
+    with AgentMemoryManager.open(tmp_path / "a.db", **options) as memory:
+        session_id = memory.start_session().session_id
+        for word in ("zulu", "alpha", "mike", "bravo", "yankee"):  # ids sort otherwise
+            memory.remember(f"{word} words", session_id=session_id)
+        exported = memory.export_json(tmp_path / "a.json")
+        before = {w: set(found(memory.store, w)) for w in ("zulu", "alpha", "mike", "bravo")}
+    with AgentMemoryManager.open(tmp_path / "b.db", **options) as copy:
+        copy.import_json(exported)
+        assert {w: set(found(copy.store, w)) for w in before} == before

@@ -27,6 +27,12 @@ def put(store: SQLiteStore, vectors: np.ndarray, prefix: str = "m", tier: Tier =
             store.put_memory(Memory.create(f"text {i}", tier, id=f"{prefix}{i}", embedding=vector))
 
 
+@pytest.fixture(params=[32, 256], ids=["exact-floats", "sign-bits"])
+def dim(request: pytest.FixtureRequest) -> int:
+    """Both layouts of the RAM copy: floats below EXACT_BELOW dimensions, bits above."""
+    return int(request.param)
+
+
 def exact(ids: list[str], vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
     return [ids[i] for i in np.argsort(-(vectors @ query), kind="stable")[:k]]
 
@@ -55,13 +61,18 @@ def test_sign_bits_pad_dimensions_that_are_not_whole_words() -> None:
     assert bits[0].tolist() == [0b101, 0]
 
 
-def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(store: SQLiteStore) -> None:
+def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(
+    store: SQLiteStore, dim: int
+) -> None:
     rng = np.random.default_rng(1)
-    vectors = unit(rng, 600)
+    centres = unit(rng, 12, dim)  # clustered, as real embeddings are
+    vectors = centres[rng.integers(12, size=600)] + 0.6 * unit(rng, 600, dim)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     put(store, vectors)
     ids = [f"m{i}" for i in range(600)]
     overlap = []
-    for query in unit(rng, 20):
+    queries = vectors[:20] + 0.3 * unit(rng, 20, dim)
+    for query in queries / np.linalg.norm(queries, axis=1, keepdims=True):
         found = store.vector_search(query, 10)
         distances = [d for _, d in found]
         assert distances == sorted(distances)
@@ -73,9 +84,11 @@ def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(store: SQLite
     assert np.mean(overlap) >= 0.95
 
 
-def test_the_copy_follows_writes_forgets_promotions_and_updates(store: SQLiteStore) -> None:
+def test_the_copy_follows_writes_forgets_promotions_and_updates(
+    store: SQLiteStore, dim: int
+) -> None:
     rng = np.random.default_rng(2)
-    vectors = unit(rng, 50)
+    vectors = unit(rng, 50, dim)
     put(store, vectors)
     query = vectors[7]
     assert nearest(store, query, 1) == ["m7"]  # the copy is loaded now
@@ -86,7 +99,7 @@ def test_the_copy_follows_writes_forgets_promotions_and_updates(store: SQLiteSto
     assert "m8" not in nearest(store, vectors[8], 50, Tier.EPISODIC)
     store.put_memory(Memory.create("changed", Tier.EPISODIC, id="m9", embedding=vectors[20]))
     assert set(nearest(store, vectors[20], 2)) == {"m9", "m20"}
-    fresh = unit(rng, 1)[0]
+    fresh = unit(rng, 1, dim)[0]
     put(store, fresh[None, :], prefix="new")
     assert nearest(store, fresh, 1) == ["new0"]
 
@@ -134,9 +147,11 @@ def test_a_log_trimmed_past_the_copy_makes_it_reload(db_path: Path) -> None:
         assert nearest(store, vectors[30], 1) == ["late10"]
 
 
-def test_many_forgets_compact_the_copy_and_answers_stay_right(file_store: SQLiteStore) -> None:
+def test_many_forgets_compact_the_copy_and_answers_stay_right(
+    file_store: SQLiteStore, dim: int
+) -> None:
     rng = np.random.default_rng(6)
-    vectors = unit(rng, 3000)
+    vectors = unit(rng, 3000, dim)
     put(file_store, vectors)
     assert nearest(file_store, vectors[0], 1) == ["m0"]
     with file_store.transaction():
@@ -162,3 +177,20 @@ def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
         BackupManager(store).restore_backup(snapshot)
         assert "after5" not in nearest(store, vectors[15], 20)
         assert nearest(store, vectors[4], 1) == ["m4"]
+
+
+def test_a_copy_loaded_from_an_empty_log_notices_when_the_log_was_trimmed(db_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    vectors = unit(rng, 21)
+    with SQLiteStore(db_path) as store:
+        put(store, vectors[:20])
+        raw = open_raw(db_path)
+        with raw:
+            raw.execute("DELETE FROM vector_changes")  # as in a file upgraded from version 3
+        assert nearest(store, vectors[0], 1) == ["m0"]  # loaded with nothing logged
+        put(store, vectors[20:], prefix="z")
+        with raw:
+            raw.execute("DELETE FROM vector_changes")  # trimmed past the new memory
+            raw.execute("INSERT INTO vector_changes (memory_id) VALUES ('unrelated')")
+        raw.close()
+        assert nearest(store, vectors[20], 1) == ["z0"]

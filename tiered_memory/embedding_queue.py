@@ -9,12 +9,19 @@ enabled, in a background thread woken by each commit that adds work.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 from cachetools import LRUCache
 
-from persistence import EmbeddingModelMismatchError, SQLiteStore, Tier
+from persistence import (
+    DatabaseBusyError,
+    EmbeddingModelMismatchError,
+    InvalidInputError,
+    SQLiteStore,
+    Tier,
+)
 from persistence.embedding_cache_sql import content_hash
 from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from tiered_memory.embeddings import Embedder, EmbedderError, OnnxEmbedder
@@ -58,24 +65,51 @@ class EmbeddingQueue:
         self._error: BaseException | None = None
 
     def embedder(self) -> Embedder | None:
-        """The embedder (loaded on first need), checked against the model the file records."""
+        """The embedder (loaded on first need), checked against the model the file records.
+
+        With ``reembed`` a file of another model is re-embedded here first, once, however
+        many threads ask at the same time.
+        """
         if self._embedder is None and self._configured is not None:
             configured = self._configured
             self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
-        if self._embedder is not None and not self._checked:
+        embedder = self._embedder
+        if embedder is None or self._checked:
+            return embedder
+        with self._working():
+            if self._checked:
+                return embedder  # another thread checked (or re-embedded) meanwhile
             recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
             if recorded is None:
-                self.store.set_meta(EMBEDDING_MODEL_KEY, self._embedder.model_id)
-            elif recorded != self._embedder.model_id and self._reembed:
-                self._rebuild(self._embedder)
-            elif recorded != self._embedder.model_id:
+                self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
+            elif recorded != embedder.model_id and not self._reembed:
                 raise EmbeddingModelMismatchError(
                     f"{self.store.path} was embedded with {recorded!r}, not "
-                    f"{self._embedder.model_id!r}: open it with that model, with "
+                    f"{embedder.model_id!r}: open it with that model, with "
                     "reembed=True to re-embed every memory, or with embedder=None"
                 )
+            elif recorded != embedder.model_id:
+                if self.store.in_transaction:
+                    raise InvalidInputError(
+                        f"{self.store.path} must be re-embedded with {embedder.model_id!r} "
+                        "first, and that cannot run inside a transaction: call flush() "
+                        "outside one"
+                    )
+                if not self._rebuild(embedder):
+                    return embedder  # stopped by shutdown: resumes next time
             self._checked = True
-        return self._embedder
+        return embedder
+
+    @contextmanager
+    def _working(self) -> Iterator[None]:
+        """The right to embed. Never waited for inside a store transaction: the
+        background thread may hold it while it waits for that transaction's lock (the
+        caller's transaction is then used; a vector computed twice is stored once)."""
+        if self.store.in_transaction:
+            yield
+            return
+        with self._work_lock:
+            yield
 
     def recheck(self) -> None:
         """Check the file's recorded model again on next use (its content was replaced)."""
@@ -97,12 +131,14 @@ class EmbeddingQueue:
             self._queries[text] = vector
         return vector
 
-    def flush(self, batch_size: int = BATCH_SIZE) -> int:
+    def flush(self, batch_size: int = BATCH_SIZE, *, report: bool = True) -> int:
         """Embed every pending memory now; returns how many were embedded.
 
-        Raises what stopped the background thread, if anything did.
+        With ``report``, first raises (once) what stopped the background thread, which is
+        then started again.
         """
-        self.raise_background_error()
+        if report:
+            self.raise_background_error()
         return self._work(batch_size, self._never)
 
     def _never(self) -> bool:
@@ -113,7 +149,7 @@ class EmbeddingQueue:
         if embedder is None:
             return 0
         done = 0
-        with self._work_lock:
+        with self._working():
             while not stop() and (batch := self.store.unembedded(batch_size)):
                 self._embed_batch(embedder, batch)
                 done += len(batch)
@@ -122,11 +158,13 @@ class EmbeddingQueue:
     def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
         contents = [content for _, _, content in batch]
         vectors = self._vectors(embedder, contents)
-        self.store.set_embeddings(
-            [(tier, memory_id, v) for (memory_id, tier, _), v in zip(batch, vectors, strict=True)],
-            contents,
-        )
-        self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+        with self.store.transaction():  # RAM copies follow in the same transaction
+            self.store.set_embeddings(
+                [(tier, i, v) for (i, tier, _), v in zip(batch, vectors, strict=True)],
+                contents,
+                model_id=embedder.model_id,
+            )
+            self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
 
     def _vectors(self, embedder: Embedder, contents: list[str]) -> list[np.ndarray]:
         """One vector per text: from the embedding cache, else computed (and cached)."""
@@ -144,20 +182,22 @@ class EmbeddingQueue:
             self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
         return [known[h] for h in hashes]
 
-    def _rebuild(self, embedder: Embedder) -> int:
+    def _rebuild(self, embedder: Embedder) -> bool:
         """Re-embed every memory with ``embedder``: build new vectors beside the live ones
         in committed batches (resumable after a crash), then swap them in with ONE
-        transaction. Returns how many memories changed."""
-        with self._work_lock:
-            self.store.begin_rebuild(embedder.model_id, embedder.dim)
-            while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
-                vectors = self._vectors(embedder, [content for _, content in batch])
-                self.store.stage_rebuild(
-                    [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
-                )
-            changed = self.store.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
-        self._on_replaced()
-        return changed
+        transaction. False if :meth:`stop` interrupted it (the staged work is kept)."""
+        self.store.begin_rebuild(embedder.model_id, embedder.dim)
+        while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
+            if self._stop.is_set():
+                return False
+            vectors = self._vectors(embedder, [content for _, content in batch])
+            self.store.stage_rebuild(
+                [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
+            )
+        with self.store.transaction():
+            self.store.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
+            self._on_replaced()
+        return True
 
     # --- the background thread ---------------------------------------------------------
 
@@ -183,10 +223,15 @@ class EmbeddingQueue:
             thread.join()
 
     def raise_background_error(self) -> None:
-        """Re-raise (once) the error that stopped the background thread."""
+        """Re-raise (once) the error that stopped the background thread, and start it again."""
         error, self._error = self._error, None
-        if error is not None:
-            raise EmbedderError(f"background embedding stopped: {error}") from error
+        if error is None:
+            return
+        thread = self._thread
+        if thread is not None and not thread.is_alive():
+            self._thread = None
+            self.start()
+        raise EmbedderError(f"background embedding stopped: {error}") from error
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -196,6 +241,9 @@ class EmbeddingQueue:
                 return
             try:
                 self._work(BATCH_SIZE, self._stop.is_set)
+            except DatabaseBusyError:
+                self._wake.set()  # another process holds the file: try again after a pause
+                self._stop.wait(_IDLE_SECONDS)
             except BaseException as exc:  # noqa: BLE001 - reported on the next flush()
                 if self.store.is_open and not self._stop.is_set():
                     self._error = exc

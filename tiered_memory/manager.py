@@ -123,7 +123,7 @@ class AgentMemoryManager:
             cache_size=self.config.embedding_cache_size,
             reembed=self.config.reembed,
             on_embedded=self._embedded,
-            on_replaced=self._reload,
+            on_replaced=self._replaced,
         )
         self._recall_reviews: list[str] = []
         self._recall_lock = threading.Lock()
@@ -161,6 +161,8 @@ class AgentMemoryManager:
     def shutdown(self) -> None:
         """Stop background embedding, write pending recall reviews, then close the store;
         closing twice is harmless. Memories not yet embedded stay queued in the file."""
+        if self.store.in_transaction:
+            raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
         self.embeddings.stop()
         with self._recall_lock:
             pool, self._pool = self._pool, None
@@ -656,10 +658,15 @@ class AgentMemoryManager:
         return self.embeddings.flush(batch_size)
 
     def _embedded(self, rows: list[tuple[str, Tier]]) -> None:
-        if any(tier is Tier.SCRATCHPAD for _, tier in rows):
-            self.scratchpad.load()
+        """Inside the transaction that stored new embeddings: RAM copies follow it."""
+        self.scratchpad.refresh([memory_id for memory_id, tier in rows if tier is Tier.SCRATCHPAD])
         for memory_id, _ in rows:
             self._cache.invalidate(memory_id)
+
+    def _replaced(self) -> None:
+        """Inside the transaction that swapped in another model's embeddings."""
+        self._cache.clear()
+        self.scratchpad.refresh(None)
 
     def remember_many(
         self, contents: Sequence[str], tier: Tier | str = Tier.EPISODIC, **fields: Any
@@ -707,7 +714,7 @@ class AgentMemoryManager:
         match = keyword_query(query)
         if match is None:
             return []  # no words: nothing to look for
-        self.embeddings.flush()
+        self.embeddings.flush(report=False)
         settings = self.config.recall
         narrowed = filters != RecallFilters()
         depth = settings.depth * (4 if narrowed else 1)
@@ -756,6 +763,7 @@ class AgentMemoryManager:
         return top
 
     def _recall_pool(self) -> ThreadPoolExecutor:
+        self._require_open()
         with self._recall_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-recall")

@@ -83,6 +83,26 @@ class Scratchpad:
         self._committed = _Entries(OrderedDict((m.key or m.id, m) for m in entries))
         self._pending = None
 
+    def refresh(self, memory_ids: Sequence[str] | None) -> None:
+        """Re-read these entries (``None``: all) from the store, in a transaction, keeping
+        their recency: for changes made below the scratchpad's API (new embeddings)."""
+        if memory_ids is not None and not memory_ids:
+            return
+        with self._change() as entries:
+            if memory_ids is None:
+                fresh = {m.key or m.id: m for m in self._store.get_all_scratchpad()}
+                for key, held in list(entries.by_key.items()):
+                    if key not in fresh or fresh[key].id != held.id:
+                        entries.drop(held.id)
+                for key, memory in fresh.items():
+                    entries.put(key, memory, touch=key not in entries.by_key)
+                return
+            for memory_id in memory_ids:
+                found = entries.key_of.get(memory_id)
+                stored = None if found is None else self._store.get_scratchpad(found)
+                if found is not None and stored is not None and stored.id == memory_id:
+                    entries.put(found, stored, touch=False)
+
     def _view(self) -> _Entries:
         """The pending view for the thread inside the transaction, else the committed one."""
         pending = self._pending

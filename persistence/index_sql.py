@@ -26,11 +26,6 @@ def has_vector_index(conn: apsw.Connection) -> bool:
     return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_vec'") is not None
 
 
-def _uses_bits(conn: apsw.Connection) -> bool:
-    row = query_one(conn, "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'")
-    return row is not None and "embedding_bits" in str(row[0])
-
-
 def _layout(dim: int) -> str:
     """The vector table for ``dim``: bits only when quantizable (re-rank reads the floats
     from the tier tables), else exact float vectors."""

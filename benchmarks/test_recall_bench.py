@@ -1,7 +1,7 @@
 """Recall speed at 10k and 100k memories, and the ANN layout's recall against exact search.
 
 Run: ``.venv/bin/python -m pytest benchmarks/test_recall_bench.py -s`` (a few minutes);
-``TM_BENCH_SIZES=1000000`` for the million-memory run (about half an hour).
+``TM_BENCH_SIZES=1000000`` for the million-memory run.
 Vectors are clustered synthetic unit vectors (384-d) given at ``remember`` time, so
 building the file does not wait on the model. Queries use precomputed vectors (query
 embedding excluded); the embedder's own cost is measured separately. The raw floor is
@@ -57,11 +57,15 @@ def _build(path: Path, count: int) -> np.ndarray:
     centres = _unit(rng, max(count // 50, 1))
     vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    words = np.array(WORDS)
     with SQLiteStore(path) as store:
         for start in range(0, count, 10_000):  # commits keep the WAL short
+            stop = min(start + 10_000, count)
+            texts = [
+                " ".join(row) for row in words[rng.integers(len(words), size=(stop - start, 12))]
+            ]
             with store.transaction():
-                for i in range(start, min(start + 10_000, count)):
-                    text = " ".join(rng.choice(WORDS, 12))
+                for i, text in enumerate(texts, start):
                     store.put_memory(
                         Memory.create(text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i])
                     )

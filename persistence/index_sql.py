@@ -172,6 +172,12 @@ def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, byte
     )
 
 
+def memory_count(conn: apsw.Connection) -> int:
+    """How many memories the file holds (all tiers, embedded or not), from the small
+    keyword id table rather than a scan of the tier tables."""
+    return int(query_value(conn, "SELECT count(*) FROM memory_index") or 0)
+
+
 def change_at(conn: apsw.Connection, seq: int) -> str | None:
     """The memory id logged at ``seq``, or ``None`` once that row is trimmed (or never was)."""
     value = query_value(conn, "SELECT memory_id FROM vector_changes WHERE seq = ?", (seq,))

@@ -5,8 +5,13 @@ and scanned exactly (their sign bits say too little).
 
 Why: sqlite-vec 0.1.9's KNN cost grows with ``k`` (bit KNN over 100k rows here: 4 ms at
 k=10, 89 ms at k=400), and fusion wants a few hundred candidates. A popcount scan over a
-column-major bit matrix costs about 2 ms per 100k vectors whatever ``k`` is, and takes
-48 bytes per 384-d vector (plus the id).
+column-major bit matrix costs about 2 ms per 100k vectors whatever ``k`` is.
+
+RAM per memory: the bits (48 bytes at 384-d), the id as fixed-width bytes in a numpy
+array (33 bytes for the default 32-character ids) and one tier byte; no Python object
+per memory. Ids are found by binary search: slots up to ``_sorted`` are kept in id order
+(sorted at load and when compacting), later ones sit in a small dict until the next
+compaction.
 
 The file stays the source of truth. The copy loads from the tier tables on first use,
 then catches up from ``vector_changes`` (written by triggers in the same transactions as
@@ -34,6 +39,8 @@ _CODE = {tier: code for code, tier in enumerate(_TIERS)}
 _DEAD = 255
 _FAR = np.iinfo(np.uint16).max
 _CHUNK = 4_096
+_RECENT_MAX = 65_536  # ids appended since the last sort; more: re-sort
+_END = b"\xff"  # ends every stored id (never in UTF-8), so numpy keeps trailing NULs
 EXACT_BELOW = 128  # fewer dimensions: sign bits say too little; keep (normalised) floats
 
 
@@ -59,8 +66,11 @@ class VectorMirror:
         self._loaded = False
         self._dim: int | None = None
         self._words = 0
-        self._ids: list[str | None] = []
-        self._slot: dict[str, int] = {}
+        self._ids = np.zeros(0, dtype="S1")
+        self._used = 0
+        self._sorted = 0
+        self._recent: dict[bytes, int] = {}
+        self._live = 0
         self._tier = np.zeros(0, dtype=np.uint8)
         self._bits = np.zeros((0, 0), dtype=np.uint64)
         self._floats = np.zeros((0, 0), dtype=np.float32)
@@ -77,7 +87,12 @@ class VectorMirror:
     @property
     def size(self) -> int:
         """How many live vectors the copy holds."""
-        return len(self._slot)
+        return self._live
+
+    @property
+    def nbytes(self) -> int:
+        """RAM held by the copy's arrays (the dict of recent ids not counted)."""
+        return self._ids.nbytes + self._tier.nbytes + self._bits.nbytes + self._floats.nbytes
 
     def candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
@@ -90,8 +105,8 @@ class VectorMirror:
         """
         with self._lock:
             self._catch_up(conn)
-            n = len(self._ids)
-            if not self._slot or self._dim != len(query):
+            n = self._used
+            if not self._live or self._dim != len(query):
                 return []
             tiers = self._tier[:n]
             excluded = tiers == _DEAD if tier is None else tiers != _CODE[tier]
@@ -102,8 +117,9 @@ class VectorMirror:
                 nearest = self._nearest_exact(query, n, excluded, take)
             else:
                 nearest = self._nearest_bits(query, n, excluded, take)
-            found = [(self._ids[i], _TIERS[self._tier[i]]) for i in nearest.tolist()]
-            return [(memory_id, tier) for memory_id, tier in found if memory_id is not None]
+            return [
+                (bytes(self._ids[i])[:-1].decode(), _TIERS[self._tier[i]]) for i in nearest.tolist()
+            ]
 
     def _nearest_bits(
         self, query: np.ndarray, n: int, excluded: np.ndarray, take: int
@@ -146,7 +162,7 @@ class VectorMirror:
             self._load(conn, dim, head_seq, head_id)  # log trimmed past us, or file replaced
             return
         changed = index_sql.changed_since(conn, self._seq)
-        if len(changed) > max(len(self._slot) // 4, _CHUNK):
+        if len(changed) > max(self._live // 4, _CHUNK):
             self._load(conn, dim, head_seq, head_id)
             return
         for start in range(0, len(changed), _CHUNK):
@@ -155,7 +171,10 @@ class VectorMirror:
                 self._remove(memory_id)
             self._add(index_sql.embeddings_of(conn, chunk))
         self._seq, self._seq_id = head_seq, head_id
-        self._compact_if_sparse()
+        if len(self._recent) > _RECENT_MAX or (
+            self._dead >= 1_024 and self._dead * 2 >= self._used
+        ):
+            self._compact()
 
     def _load(self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None) -> None:
         self._clear()
@@ -165,10 +184,12 @@ class VectorMirror:
         self._bits = np.zeros((self._words, 0), dtype=np.uint64)
         self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
+            self._reserve(index_sql.memory_count(conn), 1)  # no regrowth while loading
             for tier in Tier:
                 rows_of_tier = index_sql.embedded_rows(conn, tier)
                 while rows := list(islice(rows_of_tier, _CHUNK)):
                     self._add((memory_id, tier, blob) for memory_id, blob in rows)
+            self._compact()
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
 
@@ -178,46 +199,61 @@ class VectorMirror:
             return
         vectors = np.frombuffer(b"".join(blob for _, _, blob in batch), dtype="<f4")
         vectors = vectors.reshape(len(batch), -1)
-        start = len(self._ids)
-        self._reserve(start + len(batch))
+        keys = [memory_id.encode() + _END for memory_id, _, _ in batch]
+        start = self._used
+        self._reserve(start + len(batch), max(map(len, keys)))
+        end = start + len(batch)
         if self._exact:
             norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-            self._floats[start : start + len(batch)] = vectors / norms
+            self._floats[start:end] = vectors / norms
         else:
-            self._bits[:, start : start + len(batch)] = sign_bits(vectors, self._words)
-        for offset, (memory_id, tier, _) in enumerate(batch):
-            self._tier[start + offset] = _CODE[tier]
-            self._slot[memory_id] = start + offset
-            self._ids.append(memory_id)
+            self._bits[:, start:end] = sign_bits(vectors, self._words)
+        self._ids[start:end] = keys
+        self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
+        self._recent.update(zip(keys, range(start, end), strict=True))
+        self._used = end
+        self._live += len(batch)
 
     def _remove(self, memory_id: str) -> None:
-        slot = self._slot.pop(memory_id, None)
-        if slot is not None:
+        key = memory_id.encode() + _END
+        slot = self._recent.pop(key, None)
+        if slot is None:
+            at = int(np.searchsorted(self._ids[: self._sorted], key))
+            if at == self._sorted or self._ids[at] != key:
+                return
+            slot = at
+        if self._tier[slot] != _DEAD:
             self._tier[slot] = _DEAD
-            self._ids[slot] = None
+            self._live -= 1
             self._dead += 1
 
-    def _reserve(self, size: int) -> None:
+    def _reserve(self, size: int, width: int) -> None:
         capacity = self._tier.shape[0]
+        if width > self._ids.itemsize:
+            self._ids = self._ids.astype(f"S{width}")
         if size <= capacity:
             return
         capacity = max(size, capacity * 2, 1_024)
+        used = self._used
         bits = np.zeros((self._words, capacity), dtype=np.uint64)
-        bits[:, : len(self._ids)] = self._bits[:, : len(self._ids)]
+        bits[:, :used] = self._bits[:, :used]
+        ids = np.zeros(capacity, dtype=self._ids.dtype)
+        ids[:used] = self._ids[:used]
         tiers = np.full(capacity, _DEAD, dtype=np.uint8)
-        tiers[: len(self._ids)] = self._tier[: len(self._ids)]
+        tiers[:used] = self._tier[:used]
         floats = np.zeros((capacity if self._exact else 0, self._floats.shape[1]), np.float32)
-        floats[: len(self._ids) if self._exact else 0] = self._floats[: len(self._ids)]
-        self._bits, self._tier, self._floats = bits, tiers, floats
+        floats[: used if self._exact else 0] = self._floats[: used if self._exact else 0]
+        self._bits, self._ids, self._tier, self._floats = bits, ids, tiers, floats
 
-    def _compact_if_sparse(self) -> None:
-        if self._dead < 1_024 or self._dead * 2 < len(self._ids):
-            return
-        live = np.flatnonzero(self._tier[: len(self._ids)] != _DEAD)
+    def _compact(self) -> None:
+        """Drop dead slots and sort all live ones by id (emptying the recent dict)."""
+        live = np.flatnonzero(self._tier[: self._used] != _DEAD)
+        live = live[np.argsort(self._ids[live], kind="stable")]
         self._bits = np.ascontiguousarray(self._bits[:, live])
         if self._exact:
             self._floats = self._floats[live]
+        self._ids = self._ids[live]
         self._tier = self._tier[live]
-        self._ids = [self._ids[i] for i in live.tolist()]
-        self._slot = {memory_id: i for i, memory_id in enumerate(self._ids)}  # type: ignore[misc]
+        self._used = self._sorted = self._live = len(live)
+        self._recent = {}
         self._dead = 0

@@ -8,7 +8,7 @@ import apsw
 import numpy as np
 import pytest
 
-from persistence import Memory, SQLiteStore, Tier
+from persistence import Memory, SQLiteStore, Tier, vector_mirror
 from persistence.connection import connection_sqlite_vec
 from persistence.vector_mirror import sign_bits
 from tests.data_checks import open_raw
@@ -194,3 +194,63 @@ def test_a_copy_loaded_from_an_empty_log_notices_when_the_log_was_trimmed(db_pat
             raw.execute("INSERT INTO vector_changes (memory_id) VALUES ('unrelated')")
         raw.close()
         assert nearest(store, vectors[20], 1) == ["z0"]
+
+
+def test_odd_ids_round_trip_and_are_found_after_resorting(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids are kept as bytes in a numpy array: trailing NULs, non-ASCII text and ids
+    longer than any before must come back exactly, before and after the copy re-sorts."""
+    monkeypatch.setattr(vector_mirror, "_RECENT_MAX", 4)
+    rng = np.random.default_rng(6)
+    ids = ["a", "z\x00", "z", "héllo wörld", "日本", "x" * 200, "b\x00\x00", "m1"]
+    vectors = unit(rng, len(ids), 256)
+    for memory_id, vector in zip(ids, vectors, strict=True):
+        store.put_memory(Memory.create("t", Tier.EPISODIC, id=memory_id, embedding=vector))
+        assert nearest(store, vector, 1) == [memory_id]  # catch up one at a time
+    for memory_id, vector in zip(ids, vectors, strict=True):
+        assert nearest(store, vector, 1) == [memory_id]
+    for memory_id in ids[::2]:
+        store.forget_memory(memory_id, reason="test")
+    remaining = set(nearest(store, vectors[0], len(ids)))
+    assert remaining == set(ids[1::2])
+
+
+def test_random_operations_keep_the_copy_equal_to_the_file(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes, re-embeddings, forgets and promotions in random order, with searches in
+    between (so the copy catches up, re-sorts and compacts): every search must see
+    exactly the embedded memories of the file, in the right tier."""
+    monkeypatch.setattr(vector_mirror, "_RECENT_MAX", 16)
+    rng = np.random.default_rng(9)
+    alive: dict[str, tuple[Tier, np.ndarray]] = {}
+    for step in range(1_500):
+        action = rng.random()
+        if action < 0.5 or not alive:
+            memory_id = f"id{int(rng.integers(400))}"
+            vector = unit(rng, 1, 256)[0]
+            tier = alive[memory_id][0] if memory_id in alive else Tier.SCRATCHPAD
+            key = memory_id if tier is Tier.SCRATCHPAD else None
+            store.put_memory(Memory.create("t", tier, id=memory_id, key=key, embedding=vector))
+            alive[memory_id] = (tier, vector)
+        elif action < 0.75:
+            memory_id = str(rng.choice(sorted(alive)))
+            store.forget_memory(memory_id, reason="test")
+            del alive[memory_id]
+        else:
+            memory_id = str(rng.choice(sorted(alive)))
+            tier, vector = alive[memory_id]
+            if tier is Tier.SEMANTIC:
+                continue
+            target = Tier.EPISODIC if tier is Tier.SCRATCHPAD else Tier.SEMANTIC
+            store.promote_memory(memory_id, tier, target, reason="test")
+            alive[memory_id] = (target, vector)
+        if step % 37 == 0:
+            for tier in Tier:
+                expected = {m for m, (t, _) in alive.items() if t is tier}
+                query = unit(rng, 1, 256)[0]
+                assert set(nearest(store, query, 1_000, tier)) == expected
+            assert store._vectors.size == len(alive)
+    memory_id, (tier, vector) = next(iter(alive.items()))
+    assert nearest(store, vector, 1, tier) == [memory_id]

@@ -173,3 +173,27 @@ def test_a_closed_pipe_is_not_a_failure(agent_db: Path) -> None:
         result = subprocess.run(f"'{CLI}' list '{agent_db}' --limit 50 | head -1", shell=True,
                                 capture_output=True, text=True, timeout=120)  # fmt: skip
         assert "error" not in result.stderr and len(result.stdout.splitlines()) == 1
+
+
+def test_search_json_shows_the_embedding_size_not_the_vector(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with AgentMemoryManager.open(db, embed_in_background=False) as memory:
+        memory.remember("The user prefers dark mode")
+    (hit,) = ok_json("search", str(db), "dark mode", "-k", "1")  # type: ignore[misc]
+    assert "embedding" not in hit["memory"] and hit["memory"]["embedding_dim"] == 384
+
+
+def test_an_empty_search_query_is_a_usage_error(agent_db: Path) -> None:
+    for query in ("", "   "):
+        result = run("search", str(agent_db), query)
+        assert result.returncode == 2 and "QUERY is empty" in result.stderr
+
+
+def test_export_onto_an_existing_file_names_the_force_flag(agent_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_text("keep me")
+    result = run("export", str(agent_db), str(out))
+    assert result.returncode == 1 and "--force" in result.stderr
+    assert out.read_text() == "keep me"
+    assert run("export", str(agent_db), str(out), "--force").returncode == 0
+    assert orjson.loads(out.read_bytes())["format"]

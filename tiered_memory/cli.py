@@ -18,7 +18,14 @@ import apsw
 import click
 import orjson
 
-from persistence import Memory, MemoryNotFoundError, MissingFileError, Tier, TieredMemoryError
+from persistence import (
+    BackupError,
+    Memory,
+    MemoryNotFoundError,
+    MissingFileError,
+    Tier,
+    TieredMemoryError,
+)
 from persistence.json_export import memory_to_json
 from tiered_memory import __version__
 from tiered_memory.manager import AgentMemoryManager
@@ -93,7 +100,12 @@ def _progress(label: str, as_json: bool) -> Iterator[ProgressFn | None]:
 
 
 def _memory_row(memory: Memory) -> dict[str, Any]:
-    return {"tier": memory.tier.value, **memory_to_json(memory)}
+    """A memory for display: the embedding is shown by its size, not its 1.5 kB of base64
+    (``export`` writes the vectors)."""
+    row = {"tier": memory.tier.value, **memory_to_json(memory)}
+    del row["embedding"]
+    row["embedding_dim"] = None if memory.embedding is None else len(memory.embedding)
+    return row
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
@@ -149,7 +161,11 @@ def check(db: str, as_json: bool) -> None:
 @click.option("--keep", type=click.IntRange(min=1), help="Keep only the newest N snapshots.")
 @json_option
 def backup(db: str, target: str | None, keep: int | None, as_json: bool) -> None:
-    """Snapshot DB (VACUUM INTO, verified) while it stays in use."""
+    """Snapshot DB (VACUUM INTO, verified) while it stays in use.
+
+    Without --to it goes to the folder STEM-backups beside DB, named
+    STEM-YYYYMMDDTHHMMSSZ.db (UTC); another snapshot in the same second gets -2, -3, ...
+    """
     with _open(db) as memory, _progress("backup", as_json) as progress:
         path = memory.backup(target, keep=keep, progress=progress)
     _emit(as_json, {"backup": str(path)}, lambda: click.echo(str(path)))
@@ -180,6 +196,9 @@ def restore(db: str, snapshot: str, as_json: bool) -> None:
 @json_option
 def export_(db: str, out: str | None, force: bool, as_json: bool) -> None:
     """Write everything in DB to one JSON document (OUT, or timestamped)."""
+    existing = out is not None and not force and Path(out).exists()
+    if existing and Path(str(out)).resolve() != Path(db).resolve():  # DB itself: library says
+        raise BackupError(f"{out} already exists: pass --force to replace it")
     with _open(db) as memory, _progress("export", as_json) as progress:
         path = memory.export_json(out, overwrite=force, progress=progress)
     _emit(as_json, {"export": str(path)}, lambda: click.echo(str(path)))
@@ -312,6 +331,8 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
            tags: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
     """Recall the K memories that best answer QUERY, each with why it came back."""
+    if not query.strip():
+        raise click.UsageError("QUERY is empty: give the words to search for")
     with _open(db) as memory:
         hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
     rows = [

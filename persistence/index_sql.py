@@ -71,13 +71,33 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
                 f"CREATE TRIGGER {table}_vector_{name} AFTER {event} ON {table} "
                 f"WHEN {when} BEGIN {body}; END"
             )
-        rows = query_all(conn, f"SELECT id, embedding FROM {table} WHERE embedding IS NOT NULL")
+        rows = conn.cursor().execute(
+            f"SELECT id, ?, embedding FROM {table} WHERE embedding IS NOT NULL", (tier.value,)
+        )
         marks = f"?, ?, {value.format('?')}"
         conn.executemany(
-            f"INSERT INTO memory_vec (memory_id, tier, {column}) VALUES ({marks})",
-            [(memory_id, tier.value, blob) for memory_id, blob in rows],
+            f"INSERT INTO memory_vec (memory_id, tier, {column}) VALUES ({marks})", rows
         )
     return True
+
+
+def fill_keyword_index(conn: apsw.Connection) -> None:
+    """Rebuild ``memory_index`` and ``memory_fts`` (content and context) from the tier
+    tables, from scratch. The index triggers must be off meanwhile."""
+    conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM memory_index")
+    for tier in Tier:
+        table = TABLE[tier]
+        conn.execute(
+            f"INSERT INTO memory_index (memory_id, tier) SELECT id, ? FROM {table} ORDER BY rowid",
+            (tier.value,),
+        )
+        conn.execute(
+            f"""INSERT INTO memory_fts (rowid, content, context)
+            SELECT i.rowid, t.content, CASE WHEN t.session_id IS NULL THEN NULL ELSE
+                LAG(t.content) OVER (PARTITION BY t.session_id ORDER BY t.rowid) END
+            FROM {table} AS t JOIN memory_index AS i ON i.memory_id = t.id"""
+        )
 
 
 def drop_vector_index(conn: apsw.Connection) -> None:

@@ -12,6 +12,7 @@ import binascii
 import math
 import re
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,7 @@ import orjson
 
 from migrations import LATEST_VERSION
 from persistence import (
+    bulk_index,
     forgetting_sql,
     index_sql,
     integrity_sql,
@@ -48,6 +50,8 @@ from persistence.validation import validate_memory, validate_schedule, validate_
 Mode = Literal["replace", "merge"]
 
 # Checked inside the import's transaction; a failure rolls everything back.
+BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
+
 _INVARIANTS = (
     "foreign_key_check", "one_tier_per_memory", "schedules_point_at_memories",
     "tags_point_at_memories", "promotion_log_points_at_memories",
@@ -467,11 +471,14 @@ def import_document(
         index_sql.ensure_vector_index(conn)
 
         written: set[str] = set()
-        for _, memory in doc.memories:
-            outcome = _put_memory(conn, memory, mode)
-            if outcome != "skipped":
-                written.add(memory.id)
-            count(memory.tier.value, outcome)
+        # Most of the file is new: rebuilding the indexes once beats row-by-row triggers.
+        bulk = len(doc.memories) >= BULK_AT and len(doc.memories) >= index_sql.memory_count(conn)
+        with bulk_index.triggers_suspended(conn) if bulk else nullcontext():
+            for _, memory in doc.memories:
+                outcome = _put_memory(conn, memory, mode)
+                if outcome != "skipped":
+                    written.add(memory.id)
+                count(memory.tier.value, outcome)
         for _, session in doc.sessions:
             current = session_sql.fetch(conn, session.session_id) if mode == "merge" else None
             if current is not None and session.last_active_at <= current.last_active_at:

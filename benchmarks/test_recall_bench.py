@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
-from persistence import Memory, SQLiteStore, Tier
+from persistence import Memory, SQLiteStore, Tier, bulk_index, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import keyword_query
@@ -52,22 +52,30 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _build(path: Path, count: int) -> np.ndarray:
-    """Vectors in clusters (as real embeddings are): neighbours are meaningful."""
+    """Vectors in clusters (as real embeddings are): neighbours are meaningful.
+
+    Rows are bulk-loaded (index triggers off, indexes rebuilt once, as a large import
+    does): writing a million memories one by one spends most of its time in FTS5
+    segment merges (see ``test_write_rate_at_size``).
+    """
     rng = np.random.default_rng(count)
     centres = _unit(rng, max(count // 50, 1))
     vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     words = np.array(WORDS)
     with SQLiteStore(path) as store:
-        for start in range(0, count, 10_000):  # commits keep the WAL short
-            stop = min(start + 10_000, count)
-            texts = [
-                " ".join(row) for row in words[rng.integers(len(words), size=(stop - start, 12))]
-            ]
-            with store.transaction():
-                for i, text in enumerate(texts, start):
-                    store.put_memory(
-                        Memory.create(text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i])
+        store.put_memory(Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0]))
+        store.forget_memory("first", reason="the file now records the dimension")
+        with store.transaction() as conn, bulk_index.triggers_suspended(conn):
+            for start in range(0, count, 10_000):
+                stop = min(start + 10_000, count)
+                picks = words[rng.integers(len(words), size=(stop - start, 12))]
+                for i, row in enumerate(picks, start):
+                    memory = Memory.create(
+                        " ".join(row), Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i]
+                    )
+                    memory_sql.upsert(
+                        conn, memory, memory_sql.encode_row(memory, vectors[i].tobytes())
                     )
     return vectors
 
@@ -189,4 +197,31 @@ def test_query_embedding_and_remember_throughput(tmp_path: Path) -> None:
         f"\nquery embedding p50 {p50:.2f} ms p95 {p95:.2f} ms; "
         f"remember+flush {one_by_one:.0f}/s, remember_many {batched:.0f}/s, "
         f"remember without waiting for the model {no_wait:.0f}/s"
+    )
+
+
+def _write_rate(store: SQLiteStore, count: int, prefix: str) -> float:
+    rng = np.random.default_rng(11)
+    vectors = _unit(rng, count)
+    words = np.array(WORDS)
+    start = time.perf_counter()
+    for i in range(count):
+        text = " ".join(words[rng.integers(len(words), size=12)])
+        store.put_memory(
+            Memory.create(text, Tier.EPISODIC, id=f"{prefix}{i}", embedding=vectors[i])
+        )
+    return count / (time.perf_counter() - start)
+
+
+def test_write_rate_at_size(corpus: Any, tmp_path: Path) -> None:
+    """``put_memory`` (one commit each, as ``remember`` does) into the big file, against
+    the same writes into an empty file in this run: what the file's size costs a write.
+    The cost is FTS5 merging its segments (each commit flushes one)."""
+    count, memory, _, _ = corpus
+    with SQLiteStore(tmp_path / "empty.db") as empty:
+        baseline = _write_rate(empty, 500, "w")
+    at_size = _write_rate(memory.store, 500, "w")
+    print(
+        f"\n{count:>7} memories: put_memory {at_size:.0f}/s (one commit each); into an empty "
+        f"file {baseline:.0f}/s; ratio {baseline / at_size:.2f}x"
     )

@@ -183,6 +183,22 @@ def test_search_json_shows_the_embedding_size_not_the_vector(tmp_path: Path) -> 
     assert "embedding" not in hit["memory"] and hit["memory"]["embedding_dim"] == 384
 
 
+def test_search_reinforces_only_when_asked(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with AgentMemoryManager.open(db, clock=FakeClock(), embed_in_background=False) as memory:
+        stored = memory.remember("The user prefers dark mode")  # long overdue for review now
+
+    def review_count() -> int:
+        with AgentMemoryManager.open(db, embed_in_background=False) as memory:
+            schedule = memory.schedule(stored.id)
+            return 0 if schedule is None else schedule.review_count
+
+    assert len(ok_json("search", str(db), "dark mode")) == 1  # type: ignore[arg-type]
+    assert review_count() == 0
+    assert len(ok_json("search", str(db), "dark mode", "--reinforce")) == 1  # type: ignore[arg-type]
+    assert review_count() == 1
+
+
 def test_an_empty_search_query_is_a_usage_error(agent_db: Path) -> None:
     for query in ("", "   "):
         result = run("search", str(agent_db), query)

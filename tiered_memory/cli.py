@@ -28,6 +28,7 @@ from persistence import (
 )
 from persistence.json_export import memory_to_json
 from tiered_memory import __version__
+from tiered_memory.config import MemoryConfig
 from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]
@@ -55,10 +56,10 @@ def main() -> None:
     """Inspect, back up, restore, export and import a tiered-memory database."""
 
 
-def _open(db: str) -> AgentMemoryManager:
+def _open(db: str, **config: Any) -> AgentMemoryManager:
     if not Path(db).exists():
         raise MissingFileError(f"no database at {db}")
-    return AgentMemoryManager.open(db, embed_in_background=False)  # a tool changes nothing unasked
+    return AgentMemoryManager.open(db, embed_in_background=False, **config)
 
 
 @contextmanager
@@ -327,13 +328,22 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 @click.option("--tier", type=click.Choice([t.value for t in Tier]), help="Only this tier.")
 @click.option("--session", "session_id", help="Only memories of this session.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@click.option(
+    "--reinforce",
+    is_flag=True,
+    help="Count the hits as reviews, as an agent's recall does (default: read only).",
+)
 @json_option
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
-           tags: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
-    """Recall the K memories that best answer QUERY, each with why it came back."""
+           tags: tuple[str, ...], reinforce: bool, as_json: bool) -> None:  # fmt: skip
+    """Recall the K memories that best answer QUERY, each with why it came back.
+
+    An operator's search leaves the forgetting curve alone unless --reinforce is given.
+    """
     if not query.strip():
         raise click.UsageError("QUERY is empty: give the words to search for")
-    with _open(db) as memory:
+    quality = MemoryConfig().recall_review_quality if reinforce else None
+    with _open(db, recall_review_quality=quality) as memory:
         hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
     rows = [
         {"score": h.score, "explanation": str(h.explanation), "signals": h.explanation.signals,

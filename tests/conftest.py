@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,21 @@ import pytest
 
 from persistence import SQLiteStore
 from tiered_memory import AgentMemoryManager
+
+
+class NetworkAccessError(RuntimeError):
+    """Raised when code under test reaches for the network."""
+
+
+def _no_network(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: the suite runs offline, so any internet lookup or connection fails it."""
+    if event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex"):
+        raise NetworkAccessError(f"network access in a test: {event}{args[:2]}")
+    if event in ("socket.connect", "socket.sendto") and isinstance(args[1], tuple):
+        raise NetworkAccessError(f"network access in a test: {event} {args[1]}")
+
+
+sys.addaudithook(_no_network)
 
 
 class FakeClock:

@@ -809,10 +809,14 @@ class SQLiteStore:
             if dim is None:
                 return []
             query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
-            if self.in_transaction:
-                self.after_rollback(self._vectors.reset)  # it may have seen uncommitted rows
             count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-            candidates = self._vectors.candidates(conn, query, count, tier)
+            candidates = None
+            if self.in_transaction:
+                candidates = self._vectors.candidates_in_write(conn, query, count, tier)
+                if candidates is None:
+                    self.after_rollback(self._vectors.reset)  # it will see uncommitted rows
+            if candidates is None:
+                candidates = self._vectors.candidates(conn, query, count, tier)
             return index_sql.rerank(conn, candidates, query, limit)
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:

@@ -105,21 +105,45 @@ class VectorMirror:
         """
         with self._lock:
             self._catch_up(conn)
-            n = self._used
-            if not self._live or self._dim != len(query):
-                return []
-            tiers = self._tier[:n]
-            excluded = tiers == _DEAD if tier is None else tiers != _CODE[tier]
-            take = min(count, n - int(np.count_nonzero(excluded)))
-            if take <= 0:
-                return []
-            if self._exact:
-                nearest = self._nearest_exact(query, n, excluded, take)
-            else:
-                nearest = self._nearest_bits(query, n, excluded, take)
-            return [
-                (bytes(self._ids[i])[:-1].decode(), _TIERS[self._tier[i]]) for i in nearest.tolist()
-            ]
+            return self._nearest(query, count, tier)
+
+    def candidates_in_write(
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]] | None:
+        """Like :meth:`candidates` for ``conn`` inside a write transaction, without moving
+        the copy onto rows that may never commit: the nearest from the copy as it stands,
+        plus every memory whose vector changed since (the caller re-ranks them all
+        exactly). ``None`` when that is more than a few thousand memories or the copy
+        must reload; then use :meth:`candidates` and :meth:`reset` after a rollback.
+        """
+        with self._lock:
+            dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+            dim = None if dim_text is None else int(dim_text)
+            _, changed = self._changes(conn, dim)
+            if changed is None or len(changed) > _CHUNK:
+                return None
+            found = self._nearest(query, count, tier)  # re-rank reads the current vectors
+        if not changed:
+            return found
+        chosen = tuple(Tier) if tier is None else (tier,)
+        return found + [(i, t) for i, t, _ in index_sql.embeddings_of(conn, changed, chosen)]
+
+    def _nearest(self, query: np.ndarray, count: int, tier: Tier | None) -> list[tuple[str, Tier]]:
+        n = self._used
+        if not self._live or self._dim != len(query):
+            return []
+        tiers = self._tier[:n]
+        excluded = tiers == _DEAD if tier is None else tiers != _CODE[tier]
+        take = min(count, n - int(np.count_nonzero(excluded)))
+        if take <= 0:
+            return []
+        if self._exact:
+            nearest = self._nearest_exact(query, n, excluded, take)
+        else:
+            nearest = self._nearest_bits(query, n, excluded, take)
+        return [
+            (bytes(self._ids[i])[:-1].decode(), _TIERS[self._tier[i]]) for i in nearest.tolist()
+        ]
 
     def _nearest_bits(
         self, query: np.ndarray, n: int, excluded: np.ndarray, take: int
@@ -146,24 +170,29 @@ class VectorMirror:
 
     # --- keeping in step ---------------------------------------------------------------
 
+    def _changes(
+        self, conn: apsw.Connection, dim: int | None
+    ) -> tuple[tuple[int, str | None], list[str] | None]:
+        """The log's head, and the ids whose vectors changed since the copy's position
+        (``None``: the copy cannot catch up and must reload)."""
+        head = head_seq, head_id = index_sql.change_head(conn)
+        if not self._loaded or dim != self._dim or head_seq < self._seq:
+            return head, None
+        if head_seq == self._seq:
+            return head, ([] if head_id == self._seq_id else None)
+        trimmed = index_sql.change_floor(conn) > self._seq + 1
+        if trimmed or (self._seq and index_sql.change_at(conn, self._seq) != self._seq_id):
+            return head, None  # log trimmed past us, or file replaced
+        return head, index_sql.changed_since(conn, self._seq)
+
     def _catch_up(self, conn: apsw.Connection) -> None:
         dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
         dim = None if dim_text is None else int(dim_text)
-        head_seq, head_id = index_sql.change_head(conn)
-        if not self._loaded or dim != self._dim or head_seq < self._seq:
+        (head_seq, head_id), changed = self._changes(conn, dim)
+        if changed is None or len(changed) > max(self._live // 4, _CHUNK):
             self._load(conn, dim, head_seq, head_id)
             return
-        if head_seq == self._seq:
-            if head_id != self._seq_id:
-                self._load(conn, dim, head_seq, head_id)
-            return
-        trimmed = index_sql.change_floor(conn) > self._seq + 1
-        if trimmed or (self._seq and index_sql.change_at(conn, self._seq) != self._seq_id):
-            self._load(conn, dim, head_seq, head_id)  # log trimmed past us, or file replaced
-            return
-        changed = index_sql.changed_since(conn, self._seq)
-        if len(changed) > max(self._live // 4, _CHUNK):
-            self._load(conn, dim, head_seq, head_id)
+        if not changed:
             return
         for start in range(0, len(changed), _CHUNK):
             chunk = changed[start : start + _CHUNK]

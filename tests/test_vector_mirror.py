@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import apsw
@@ -114,6 +115,39 @@ def test_a_rolled_back_write_seen_inside_its_transaction_is_gone_after(store: SQ
         assert nearest(store, lost, 1) == ["lost0"]
         raise RuntimeError("roll back")
     assert "lost0" not in nearest(store, lost, 21)
+
+
+def test_a_write_sees_its_own_vectors_without_moving_the_shared_copy(
+    file_store: SQLiteStore, dim: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(8)
+    vectors = unit(rng, 40, dim)
+    put(file_store, vectors[:30])
+    assert nearest(file_store, vectors[0], 1) == ["m0"]  # the copy loads here, once
+    loads: list[int] = []
+    load = vector_mirror.VectorMirror._load
+    monkeypatch.setattr(
+        vector_mirror.VectorMirror, "_load", lambda self, *a: (loads.append(1), load(self, *a))
+    )
+    with pytest.raises(RuntimeError), file_store.transaction():
+        put(file_store, vectors[30:31], prefix="new")
+        file_store.put_memory(Memory.create("moved", Tier.EPISODIC, id="m5", embedding=vectors[31]))
+        file_store.forget_memory("m7", reason="test")
+        file_store.promote_memory("m10", Tier.EPISODIC, Tier.SEMANTIC)
+        assert nearest(file_store, vectors[30], 1) == ["new0"]
+        assert nearest(file_store, vectors[31], 1) == ["m5"]
+        assert "m7" not in nearest(file_store, vectors[7], 40)
+        assert nearest(file_store, vectors[10], 1, Tier.SEMANTIC) == ["m10"]
+        assert "m10" not in nearest(file_store, vectors[10], 40, Tier.EPISODIC)
+        with ThreadPoolExecutor(1) as other:  # another thread reads what is committed
+            assert other.submit(nearest, file_store, vectors[7], 1).result() == ["m7"]
+        assert nearest(file_store, vectors[30], 1) == ["new0"]
+        raise RuntimeError("roll back")
+    assert "new0" not in nearest(file_store, vectors[30], 40)
+    assert nearest(file_store, vectors[7], 1) == ["m7"]
+    assert nearest(file_store, vectors[5], 1) == ["m5"]
+    assert nearest(file_store, vectors[10], 1, Tier.EPISODIC) == ["m10"]
+    assert loads == []  # neither the other thread nor the rollback made the copy reload
 
 
 def test_another_connections_commits_are_seen(db_path: Path) -> None:

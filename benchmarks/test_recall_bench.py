@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
-from persistence import Memory, SQLiteStore, Tier, bulk_index, memory_sql
+from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import keyword_query
@@ -200,28 +200,35 @@ def test_query_embedding_and_remember_throughput(tmp_path: Path) -> None:
     )
 
 
-def _write_rate(store: SQLiteStore, count: int, prefix: str) -> float:
+def _write_rate(store: SQLiteStore, count: int, prefix: str, session: str | None = None) -> float:
     rng = np.random.default_rng(11)
     vectors = _unit(rng, count)
     words = np.array(WORDS)
+    if session is not None:
+        store.put_session(SessionState(session, started_at=1, last_active_at=1))
     start = time.perf_counter()
     for i in range(count):
         text = " ".join(words[rng.integers(len(words), size=12)])
-        store.put_memory(
-            Memory.create(text, Tier.EPISODIC, id=f"{prefix}{i}", embedding=vectors[i])
+        memory = Memory.create(
+            text, Tier.EPISODIC, id=f"{prefix}{i}", session_id=session, embedding=vectors[i]
         )
+        store.put_memory(memory)
     return count / (time.perf_counter() - start)
 
 
 def test_write_rate_at_size(corpus: Any, tmp_path: Path) -> None:
     """``put_memory`` (one commit each, as ``remember`` does) into the big file, against
     the same writes into an empty file in this run: what the file's size costs a write.
-    The cost is FTS5 merging its segments (each commit flushes one)."""
+    The cost is FTS5 merging its segments (each commit flushes one). Writes in a session
+    also re-index the keyword window of the two memories before each one."""
     count, memory, _, _ = corpus
     with SQLiteStore(tmp_path / "empty.db") as empty:
         baseline = _write_rate(empty, 500, "w")
+        in_session_empty = _write_rate(empty, 500, "s", "bench-session")
     at_size = _write_rate(memory.store, 500, "w")
+    in_session = _write_rate(memory.store, 500, "s", "bench-session")
     print(
         f"\n{count:>7} memories: put_memory {at_size:.0f}/s (one commit each); into an empty "
-        f"file {baseline:.0f}/s; ratio {baseline / at_size:.2f}x"
+        f"file {baseline:.0f}/s; ratio {baseline / at_size:.2f}x; in a session {in_session:.0f}/s"
+        f" (into an empty file {in_session_empty:.0f}/s)"
     )

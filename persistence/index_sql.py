@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 import apsw
 import numpy as np
 
+from migrations import v007_keyword_window as keyword_window
 from persistence.connection import query_all, query_one, query_value
 from persistence.memory_sql import TABLE
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
@@ -82,8 +83,8 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:
-    """Rebuild ``memory_index`` and ``memory_fts`` (content and context) from the tier
-    tables, from scratch. The index triggers must be off meanwhile."""
+    """Rebuild ``memory_index`` and ``memory_fts`` (content and the window around it) from
+    the tier tables, from scratch. The index triggers must be off meanwhile."""
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('delete-all')")
     conn.execute("DELETE FROM memory_index")
     for tier in Tier:
@@ -92,12 +93,7 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
             f"INSERT INTO memory_index (memory_id, tier) SELECT id, ? FROM {table} ORDER BY rowid",
             (tier.value,),
         )
-        conn.execute(
-            f"""INSERT INTO memory_fts (rowid, content, context)
-            SELECT i.rowid, t.content, CASE WHEN t.session_id IS NULL THEN NULL ELSE
-                LAG(t.content) OVER (PARTITION BY t.session_id ORDER BY t.rowid) END
-            FROM {table} AS t JOIN memory_index AS i ON i.memory_id = t.id"""
-        )
+        keyword_window.fill(conn, table)
 
 
 def drop_vector_index(conn: apsw.Connection) -> None:
@@ -109,29 +105,34 @@ def drop_vector_index(conn: apsw.Connection) -> None:
 
 
 def keyword_search(
-    conn: apsw.Connection, match: str, limit: int, tier: Tier | None, context_weight: float
+    conn: apsw.Connection,
+    match: str,
+    limit: int,
+    tier: Tier | None,
+    context_weight: float,
+    after_weight: float,
 ) -> list[tuple[str, float]]:
     """``(memory_id, bm25)`` best first (FTS5's bm25 is negative: lower is better).
 
-    bm25 weighs a memory's own words 1 and its context column (the previous memory of
-    its session) ``context_weight``. Without a tier the best rows are chosen inside FTS5
-    before the id lookup (twice as fast as joining every match).
+    bm25 weighs a memory's own words 1, the two memories before it in its session
+    ``context_weight`` and the two after it ``after_weight``. Without a tier the best rows
+    are chosen inside FTS5 before the id lookup (twice as fast as joining every match).
     """
-    score = "bm25(memory_fts, 1.0, ?)"
+    score = "bm25(memory_fts, 1.0, ?, ?)"
     if tier is None:
         sql = (
             f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
             "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) AS f "
             "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score"
         )
-        params: list[object] = [context_weight, match, limit]
+        params: list[object] = [context_weight, after_weight, match, limit]
     else:
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
             "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score LIMIT ?"
         )
-        params = [context_weight, match, tier.value, limit]
+        params = [context_weight, after_weight, match, tier.value, limit]
     return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
 
 

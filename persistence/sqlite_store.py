@@ -784,16 +784,22 @@ class SQLiteStore:
     # --- recall indexes --------------------------------------------------------------------
 
     def keyword_search(
-        self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5
+        self,
+        match: str,
+        limit: int,
+        tier: Tier | None = None,
+        context_weight: float = 0.5,
+        after_weight: float = 0.5,
     ) -> list[tuple[str, float]]:
         """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first; words found
-        only in a memory's context (the previous memory of its session) count
-        ``context_weight`` as much as its own."""
+        only in the two memories before a memory in its session count ``context_weight``
+        as much as its own, in the two after it ``after_weight``."""
         require_str(match, "match", allow_empty=False)
         require_int(limit, "limit", minimum=1)
         require_unit_float(context_weight, "context_weight")
+        require_unit_float(after_weight, "after_weight")
         with self._reading() as conn:
-            return index_sql.keyword_search(conn, match, limit, tier, context_weight)
+            return index_sql.keyword_search(conn, match, limit, tier, context_weight, after_weight)
 
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None

@@ -79,7 +79,14 @@ def test_a_bulk_import_builds_the_same_indexes_as_row_by_row_writes(
         # The triggers work again: a new write is indexed at once.
         store.put_memory(Memory.create("brandnew", Tier.EPISODIC, id="new", session_id="ms1",
                                        embedding=vectors[0] * -1))  # fmt: skip
-        assert keyword_hits(store, ["brandnew"]) == {"brandnew": {"new"}}
+        with store.read_connection() as conn:
+            before = conn.execute(
+                "SELECT id FROM episodic WHERE session_id = 'ms1' AND id != 'new' "
+                "ORDER BY rowid DESC LIMIT 2"
+            ).fetchall()
+        assert len(before) == 2
+        # Its own row, and the two memories before it in its session (their `after`).
+        assert keyword_hits(store, ["brandnew"]) == {"brandnew": {"new"} | {r[0] for r in before}}
         assert vector_hits(store, (vectors[0] * -1)[None, :])[0][0] == "new"
 
 

@@ -1,5 +1,6 @@
-"""The keyword index's context column: a memory is also found by the words of the memory
-before it in its session, and that stays exact through edits, forgets and promotions."""
+"""The keyword index's window: a memory is also found by the words of the two memories
+before it (``context``) and the two after it (``after``) in its session and tier, and
+that stays exact through edits, moves, forgets and promotions."""
 
 from __future__ import annotations
 
@@ -24,34 +25,42 @@ def session(store: SQLiteStore, session_id: str) -> None:
     store.put_session(SessionState(session_id, started_at=1, last_active_at=1))
 
 
-def test_a_reply_is_found_by_the_words_of_the_turn_it_answers(store: SQLiteStore) -> None:
+def test_a_reply_is_found_by_the_words_of_the_turns_around_it(store: SQLiteStore) -> None:
     session(store, "s1")
     add(store, "q", "Did you visit Paris last summer?")
     add(store, "a", "Yes, it was wonderful.")
+    add(store, "b", "The museums were closed.")
+    add(store, "c", "What a pity.")
     add(store, "loose", "Unrelated note.", session=None)
-    add(store, "after", "Paris again, one day.", session=None)
-    assert set(found(store, "paris")) == {"q", "a", "after"}  # "after" has no session
-    assert found(store, "wonderful") == ["a"]
+    add(store, "lone", "Paris again, one day.", session=None)
+    assert set(found(store, "paris")) == {"q", "a", "b", "lone"}  # two after, none for "lone"
+    assert set(found(store, "pity")) == {"c", "b", "a"}  # two before
     own = dict(store.keyword_search('"paris"', 10))
-    assert own["q"] < own["a"]  # own words weigh more than context (bm25: lower is better)
-    assert set(found(store, "unrelated")) == {"loose"}  # no session: no context
+    assert own["q"] < own["a"]  # own words weigh more than the window (bm25: lower is better)
+    no_after = dict(store.keyword_search('"pity"', 10, after_weight=0.0))
+    assert no_after["c"] < 0 and no_after["a"] == no_after["b"] == 0  # "after" columns only
+    no_context = dict(store.keyword_search('"paris"', 10, context_weight=0.0))
+    assert no_context["q"] < 0 and no_context["a"] == no_context["b"] == 0
+    assert set(found(store, "unrelated")) == {"loose"}  # no session: no window
 
 
-def test_context_follows_forget_edit_and_promotion(store: SQLiteStore) -> None:
+def test_the_window_follows_forget_edit_and_promotion(store: SQLiteStore) -> None:
     session(store, "s1")
-    for memory_id, text in (("a", "alpha words"), ("b", "bravo words"), ("c", "charlie words")):
-        add(store, memory_id, text)
-    assert set(found(store, "bravo")) == {"b", "c"}
-    store.forget_memory("b", reason="test")
-    assert found(store, "bravo") == []  # a forgotten memory's words leave its neighbour too
-    assert set(found(store, "alpha")) == {"a", "c"}
-    store.put_memory(Memory.create("delta words", Tier.EPISODIC, id="a", session_id="s1"))
+    for memory_id, word in zip(
+        "abcdef", ("alpha", "bravo", "charlie", "delta", "echo", "fox"), strict=True
+    ):
+        add(store, memory_id, f"{word} words")
+    assert set(found(store, "charlie")) == set("abcde")
+    store.forget_memory("c", reason="test")
+    assert found(store, "charlie") == []  # a forgotten memory's words leave its neighbours
+    assert set(found(store, "bravo")) == set("abde")  # the window closes over the gap
+    store.put_memory(Memory.create("golf words", Tier.EPISODIC, id="a", session_id="s1"))
     assert found(store, "alpha") == []
-    assert set(found(store, "delta")) == {"a", "c"}
-    add(store, "d", "echo words")
-    store.promote_memory("c", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
-    assert set(found(store, "delta")) == {"a", "d"}
-    assert found(store, "charlie", Tier.SEMANTIC) == ["c"]
+    assert set(found(store, "golf")) == set("abd")
+    store.promote_memory("d", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
+    assert set(found(store, "delta")) == {"d"}  # alone in its session in the semantic tier
+    assert set(found(store, "bravo")) == set("abef")
+    assert found(store, "delta", Tier.SEMANTIC) == ["d"]
 
 
 def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path) -> None:
@@ -96,27 +105,34 @@ def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path
                 rows = conn.execute(
                     f"SELECT id, content, session_id FROM {table} ORDER BY rowid"
                 ).fetchall()
-                last: dict[str, str] = {}
+                by_session: dict[str, list[tuple[str, str]]] = {}
                 for memory_id, content, chosen in rows:
                     expected.setdefault(content, set()).add(memory_id)
                     if chosen is not None:
-                        if chosen in last:
-                            expected[last[chosen]].add(memory_id)
-                        last[chosen] = content
+                        by_session.setdefault(chosen, []).append((memory_id, content))
+                for turns in by_session.values():
+                    for i, (memory_id, _) in enumerate(turns):
+                        for _, content in turns[max(i - 2, 0) : i] + turns[i + 1 : i + 3]:
+                            expected[content].add(memory_id)
         assert expected
         for content, ids in expected.items():
             assert set(found(store, content)) == ids, content
 
 
-def test_upgrading_fills_the_context_of_existing_memories(db_path: Path) -> None:
+def test_upgrading_fills_the_window_of_existing_memories(db_path: Path) -> None:
     with SQLiteStore(db_path, migrations=available_migrations()[:5]) as old:
         session(old, "s1")
         add(old, "q", "which museum in Lisbon")
         add(old, "a", "the tile one")
+        add(old, "b", "near the river")
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 6
-        assert set(found(store, "lisbon")) == {"q", "a"}
+        assert store.schema_version == 7
+        assert set(found(store, "lisbon")) == {"q", "a", "b"}
+        assert set(found(store, "river")) == {"q", "a", "b"}
         assert BackupManager(store).check_integrity().ok
+        add(store, "c", "and a cafe")
+        assert set(found(store, "lisbon")) == {"q", "a", "b"}
+        assert set(found(store, "cafe")) == {"a", "b", "c"}
 
 
 def test_an_export_import_round_trip_keeps_each_sessions_order(tmp_path: Path) -> None:

@@ -103,7 +103,8 @@ def test_keyword_only_vector_only_and_fused_hits_are_explained(
     hit = hits[keyword_only.id]
     [kw] = hit.explanation.signals
     assert kw.raw < 0 and kw.raw_name == "bm25"  # FTS5's bm25 as it is, never clamped
-    assert kw.contribution == pytest.approx(1.0 / (RecallSettings().rrf_k + kw.rank))
+    defaults = RecallSettings()
+    assert kw.contribution == pytest.approx(defaults.keyword_weight / (defaults.rrf_k + kw.rank))
     e = hit.explanation
     assert hit.score == pytest.approx(
         e.fused * e.importance_factor * e.retention_factor * e.recency_factor

@@ -731,7 +731,9 @@ class AgentMemoryManager:
         beside = not (self.store.is_memory or self.store.in_transaction)
         pending = self._recall_pool().submit(nearest) if beside else None
         ranked: dict[str, Sequence[tuple[str, float]]] = {
-            "keyword": self.store.keyword_search(match, depth, chosen, settings.context_weight)
+            "keyword": self.store.keyword_search(
+                match, depth, chosen, settings.context_weight, settings.after_weight
+            )
         }
         vectors = pending.result() if pending is not None else nearest()
         if vectors is not None:

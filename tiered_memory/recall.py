@@ -57,14 +57,16 @@ def keyword_query(text: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class RecallSettings:
-    """Weights of the fusion. Defaults: both signals weigh the same, 100 candidates each,
-    and a small RRF constant (10) so that agreement near the top counts more. Keyword
-    matches in a memory's context (the memory before it in its session) count
-    ``context_weight`` as much as matches in its own words."""
+    """Weights of the fusion. Defaults: 100 candidates from each signal, keyword ranks
+    weigh twice the vector ranks (the default MiniLM model is the weaker signal on
+    conversations), and RRF constant 20. Keyword matches in the two memories before a
+    memory in its session count ``context_weight`` as much as matches in its own words,
+    in the two after it ``after_weight``."""
 
-    rrf_k: float = 10.0
+    rrf_k: float = 20.0
     context_weight: float = 0.5
-    keyword_weight: float = 1.0
+    after_weight: float = 0.5
+    keyword_weight: float = 2.0
     vector_weight: float = 1.0
     depth: int = 100
     vector_depth: int = 100
@@ -81,6 +83,7 @@ class RecallSettings:
         ranges = {
             "rrf_k": (0.0, math.inf),
             "context_weight": (0.0, 1.0),
+            "after_weight": (0.0, 1.0),
             "keyword_weight": (0.0, math.inf),
             "vector_weight": (0.0, math.inf),
             "importance_weight": (0.0, 2.0),

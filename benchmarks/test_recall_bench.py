@@ -27,6 +27,7 @@ from tiered_memory.recall import keyword_query
 
 DIM = 384
 WORDS = [f"w{i}" for i in range(5000)]
+SESSION_SIZE = 50  # memories per session: each one's keyword window holds its neighbours
 
 
 class LookupEmbedder:
@@ -52,7 +53,8 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _build(path: Path, count: int) -> np.ndarray:
-    """Vectors in clusters (as real embeddings are): neighbours are meaningful.
+    """Vectors in clusters (as real embeddings are): neighbours are meaningful. Memories
+    come in sessions of ``SESSION_SIZE``, as an agent writes them.
 
     Rows are bulk-loaded (index triggers off, indexes rebuilt once, as a large import
     does): writing a million memories one by one spends most of its time in FTS5
@@ -67,13 +69,16 @@ def _build(path: Path, count: int) -> np.ndarray:
         store.put_memory(Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0]))
         store.forget_memory("first", reason="the file now records the dimension")
         with store.transaction() as conn, bulk_index.triggers_suspended(conn):
+            for s in range(0, count, SESSION_SIZE):
+                store.put_session(SessionState(f"s{s}", started_at=1, last_active_at=1))
             for start in range(0, count, 10_000):
                 stop = min(start + 10_000, count)
                 picks = words[rng.integers(len(words), size=(stop - start, 12))]
                 for i, row in enumerate(picks, start):
                     memory = Memory.create(
-                        " ".join(row), Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i]
-                    )
+                        " ".join(row), Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i],
+                        session_id=f"s{i - i % SESSION_SIZE}",
+                    )  # fmt: skip
                     memory_sql.upsert(
                         conn, memory, memory_sql.encode_row(memory, vectors[i].tobytes())
                     )

@@ -33,26 +33,41 @@ def _window_text(tier: str, row: str, before: bool) -> str:
     return f"CASE WHEN {row}.session_id IS NULL THEN NULL ELSE {' || char(10) || '.join(parts)} END"
 
 
-def _index_rows(tier: str, where: str) -> str:
-    """Insert the keyword rows of the memories of ``tier`` (alias ``t``) matching ``where``."""
+def _index_rows(tier: str, rowids: str) -> str:
+    """Insert the keyword rows of the memories of ``tier`` whose rowids ``rowids`` (a
+    SELECT of one column ``r``) yields. The lookup is driven from those rowids, so it is a
+    primary-key search whatever the planner's statistics say."""
     return (
         "INSERT INTO memory_fts (rowid, content, context, after) "
         f"SELECT i.rowid, t.content, {_window_text(tier, 't', True)}, "
         f"{_window_text(tier, 't', False)} "
-        f"FROM {tier} AS t JOIN memory_index AS i ON i.memory_id = t.id WHERE {where}"
+        f"FROM ({rowids}) AS n CROSS JOIN {tier} AS t ON t.rowid = n.r "
+        "JOIN memory_index AS i ON i.memory_id = t.id"
     )
 
 
-def _reindex_around(tier: str, session: str, row: str) -> str:
+def neighbours(tier: str, session: str, row: str) -> str:
+    """A SELECT of the rowids ``r`` of the ``WINDOW`` memories on each side of position
+    ``row`` in ``session`` of ``tier`` (both SQL expressions)."""
+    side = (
+        "SELECT r FROM (SELECT rowid AS r FROM {tier} WHERE session_id = {session} "
+        "AND rowid {compare} {row} ORDER BY rowid {order} LIMIT {window})"
+    )
+    return " UNION ALL ".join(
+        side.format(
+            tier=tier, session=session, row=row, compare=compare, order=order, window=WINDOW
+        )
+        for compare, order in (("<", "DESC"), (">", "ASC"))
+    )
+
+
+def reindex_around(tier: str, session: str, row: str) -> str:
     """Re-index the ``WINDOW`` memories on each side of position ``row`` in ``session``."""
-    near = (
-        f"(t.rowid IN (SELECT rowid FROM {tier} WHERE session_id = {session} AND rowid < {row} "
-        f"ORDER BY rowid DESC LIMIT {WINDOW}) OR t.rowid IN (SELECT rowid FROM {tier} "
-        f"WHERE session_id = {session} AND rowid > {row} ORDER BY rowid LIMIT {WINDOW}))"
-    )
+    near = neighbours(tier, session, row)
     return (
         "DELETE FROM memory_fts WHERE rowid IN (SELECT i.rowid FROM "
-        f"{tier} AS t JOIN memory_index AS i ON i.memory_id = t.id WHERE {near}); "
+        f"({near}) AS n CROSS JOIN {tier} AS t ON t.rowid = n.r "
+        "JOIN memory_index AS i ON i.memory_id = t.id); "
         f"{_index_rows(tier, near)}"
     )
 
@@ -62,20 +77,20 @@ def _triggers(tier: str) -> list[str]:
     return [
         f"""CREATE TRIGGER {tier}_keyword_insert AFTER INSERT ON {tier} BEGIN
             INSERT INTO memory_index (memory_id, tier) VALUES (NEW.id, '{tier}');
-            {_index_rows(tier, "t.rowid = NEW.rowid")};
-            {_reindex_around(tier, "NEW.session_id", "NEW.rowid")};
+            {_index_rows(tier, "SELECT NEW.rowid AS r")};
+            {reindex_around(tier, "NEW.session_id", "NEW.rowid")};
         END""",
         f"""CREATE TRIGGER {tier}_keyword_delete AFTER DELETE ON {tier} BEGIN
             DELETE FROM memory_fts WHERE rowid = {own.format("OLD")};
             DELETE FROM memory_index WHERE memory_id = OLD.id;
-            {_reindex_around(tier, "OLD.session_id", "OLD.rowid")};
+            {reindex_around(tier, "OLD.session_id", "OLD.rowid")};
         END""",
         f"""CREATE TRIGGER {tier}_keyword_update AFTER UPDATE OF content, session_id ON {tier}
             WHEN OLD.content IS NOT NEW.content OR OLD.session_id IS NOT NEW.session_id BEGIN
             DELETE FROM memory_fts WHERE rowid = {own.format("NEW")};
-            {_index_rows(tier, "t.rowid = NEW.rowid")};
-            {_reindex_around(tier, "OLD.session_id", "OLD.rowid")};
-            {_reindex_around(tier, "NEW.session_id", "NEW.rowid")};
+            {_index_rows(tier, "SELECT NEW.rowid AS r")};
+            {reindex_around(tier, "OLD.session_id", "OLD.rowid")};
+            {reindex_around(tier, "NEW.session_id", "NEW.rowid")};
         END""",
     ]
 

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 from migrations import available_migrations
+from migrations import v007_keyword_window as keyword_window
 from persistence import BackupManager, Memory, SQLiteStore, Tier
 from persistence.records import SessionState
 
@@ -148,3 +149,25 @@ def test_an_export_import_round_trip_keeps_each_sessions_order(tmp_path: Path) -
     with AgentMemoryManager.open(tmp_path / "b.db", **options) as copy:
         copy.import_json(exported)
         assert {w: set(found(copy.store, w)) for w in before} == before
+
+
+def test_the_window_triggers_search_by_key_even_with_statistics_of_a_tiny_table(
+    tmp_path: Path,
+) -> None:
+    """A file analysed while small and then grown in one process keeps its old statistics;
+    the triggers' neighbour lookups must still be key searches, never a scan of the tier
+    table on every write (which made writes grow linearly slower with the table)."""
+    with SQLiteStore(tmp_path / "small.db") as store:
+        session(store, "s1")
+        for i in range(30):
+            add(store, f"m{i}", f"word{i}", session=f"s{i % 3}" if i % 3 else None)
+        with store.transaction() as conn:
+            conn.execute("ANALYZE")
+            for tier in ("scratchpad", "episodic", "semantic"):
+                statements = keyword_window.reindex_around(tier, "?", "?").split("; ")
+                statements.append(keyword_window._index_rows(tier, "SELECT ? AS r"))
+                for sql in statements:
+                    bindings = ["s1", 5] * (sql.count("?") // 2) or [5]
+                    plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings)]
+                    scans = [step for step in plan if step.startswith(("SCAN t", "SCAN w"))]
+                    assert not scans and not any(tier in step for step in plan if "SCAN" in step)

@@ -5,11 +5,14 @@ that stays exact through edits, moves, forgets and promotions."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from pathlib import Path
+
+import apsw
 
 from migrations import available_migrations
 from migrations import v007_keyword_window as keyword_window
-from persistence import BackupManager, Memory, SQLiteStore, Tier
+from persistence import BackupManager, Memory, SQLiteStore, Tier, index_sql
 from persistence.records import SessionState
 
 
@@ -118,6 +121,41 @@ def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path
         assert expected
         for content, ids in expected.items():
             assert set(found(store, content)) == ids, content
+        # Scores and row counts too (a stale or duplicate row changes bm25), against an
+        # index rebuilt from scratch in the same transaction, then rolled back.
+        assert scores_and_size(store, expected) == rebuilt_scores_and_size(store, expected)
+
+
+def scores_and_size(store: SQLiteStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
+    with store.read_connection() as conn:
+        return _scores_and_size(conn, words)
+
+
+def _scores_and_size(conn: apsw.Connection, words: Iterable[str]) -> tuple[dict[str, object], int]:
+    scores = {
+        w: sorted(
+            (m, round(s, 9))
+            for m, s in index_sql.keyword_search(conn, f'"{w}"', 1000, None, 0.3, 0.7)
+        )
+        for w in words
+    }
+    (rows,) = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+    return scores, rows
+
+
+def rebuilt_scores_and_size(
+    store: SQLiteStore, words: Iterable[str]
+) -> tuple[dict[str, object], int]:
+    class Undo(Exception):
+        pass
+
+    try:
+        with store.transaction() as conn:
+            index_sql.fill_keyword_index(conn)
+            result = _scores_and_size(conn, words)
+            raise Undo
+    except Undo:
+        return result
 
 
 def test_upgrading_fills_the_window_of_existing_memories(db_path: Path) -> None:

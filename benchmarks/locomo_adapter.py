@@ -30,7 +30,8 @@ class TieredMemoryAdapter:
     def __init__(self, **opts: Any) -> None:
         """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only)."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
-        overrides = {k: (int(v) if fields[k] == "int" else float(v)) for k, v in opts.items()}
+        kinds = {"int": int, "float": float, "str": str}
+        overrides = {k: kinds[str(fields[k])](v) for k, v in opts.items()}
         self._settings = RecallSettings(**overrides)
         self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
         self._embedder = OnnxEmbedder()

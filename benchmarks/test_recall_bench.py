@@ -23,7 +23,7 @@ from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
 from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
-from tiered_memory.recall import keyword_query
+from tiered_memory.recall import RecallSettings, keyword_query
 
 DIM = 384
 WORDS = [f"w{i}" for i in range(5000)]
@@ -172,6 +172,34 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         f"ANN recall@10 vs exact {np.mean(overlap):.3f}; first recall (loads the vector "
         f"copy) {first * 1000:.0f} ms; vector copy "
         f"{memory.store._vectors.nbytes / count:.0f} bytes per memory"
+    )
+
+
+def test_score_fusion_latency(corpus: Any) -> None:
+    """``RecallSettings(fusion="score")`` against the default rank fusion in this run: it
+    also fetches the vectors of the keyword-only candidates."""
+    count, memory, queries, _ = corpus
+    scored = AgentMemoryManager.open(
+        memory.store.path, embedder=memory.embedder(), recall_review_quality=None,
+        recall=RecallSettings(fusion="score"),
+    )  # fmt: skip
+    try:
+        timings: dict[str, list[float]] = {"rrf": [], "score": []}
+        for q in queries[:5]:
+            scored.recall(q, k=10)  # loads its vector copy
+        for q in queries:
+            for name, manager in (("rrf", memory), ("score", scored)):
+                start = time.perf_counter()
+                manager.recall(q, k=10)
+                timings[name].append(time.perf_counter() - start)
+    finally:
+        scored.shutdown()
+    rp50, rp95 = _percentiles(timings["rrf"])
+    sp50, sp95 = _percentiles(timings["score"])
+    print(
+        f"\n{count:>7} memories: recall() p50 / p95, query embedding excluded: rank fusion "
+        f"{rp50:.2f} / {rp95:.2f} ms, score fusion {sp50:.2f} / {sp95:.2f} ms "
+        f"({sp50 / rp50:.2f}x)"
     )
 
 

@@ -148,13 +148,21 @@ def rerank(
             found += embeddings_of(conn, ids, (tier,))
     if not found:
         return []
+    ids, distances = cosine_distances(found, query)
+    order = np.argsort(distances, kind="stable")[:limit]
+    return [(ids[i], float(distances[i])) for i in order]
+
+
+def cosine_distances(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """The ids of ``found`` (as :func:`embeddings_of` gives it) and their cosine distances
+    to ``query``."""
     ids = [memory_id for memory_id, _, _ in found]
     matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
     matrix = matrix.reshape(len(ids), -1)
     norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-    distances = 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
-    order = np.argsort(distances, kind="stable")[:limit]
-    return [(ids[i], float(distances[i])) for i in order]
+    return ids, 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
 
 
 def embeddings_of(

@@ -825,6 +825,24 @@ class SQLiteStore:
                 candidates = self._vectors.candidates(conn, query, count, tier)
             return index_sql.rerank(conn, candidates, query, limit)
 
+    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
+        """Cosine distance from ``vector`` to each of ``memory_ids`` that has an embedding
+        (exact, from the float vectors in the file; a memory without one is left out)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        if not memory_ids:
+            return {}
+        with self._reading() as conn, _read_snapshot(conn):
+            dim = read_meta(conn, EMBEDDING_DIM_KEY)
+            if dim is None:
+                return {}
+            query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
+            found = index_sql.embeddings_of(conn, list(dict.fromkeys(memory_ids)))
+            if not found:
+                return {}
+            ids, distances = index_sql.cosine_distances(found, query)
+            return {memory_id: float(d) for memory_id, d in zip(ids, distances, strict=True)}
+
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         """Memories still waiting for an embedding: ``(id, tier, content)``."""
         require_int(limit, "limit", minimum=1)

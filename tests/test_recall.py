@@ -114,6 +114,57 @@ def test_keyword_only_vector_only_and_fused_hits_are_explained(
     assert hits[fused.id].score > hits[keyword_only.id].score
 
 
+def test_score_fusion_explains_each_share_of_the_raw_values(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    share = 0.35
+    memory = make_memory(embedder=EMBEDDER, recall=RecallSettings(
+        fusion="score", keyword_share=share, depth=2, vector_depth=2))  # fmt: skip
+    fused = memory.remember("The user prefers dark mode in every editor")
+    vector_only = memory.remember("Night colours with black backgrounds are what they like best")
+    keyword_only = memory.remember("Zebra crossing near the office: mode of transport is walking")
+    for filler in ("Quarterly revenue grew 5%", "The cat is called Miso", "Lunch at noon"):
+        memory.remember(filler)
+    query = "dark mode theme preference"
+    hits = {h.memory.id: h for h in memory.recall(query, k=10)}
+    [qv] = EMBEDDER.embed([query])
+    bm25 = dict(memory.store.keyword_search(keyword_query(query) or "", 10))
+    best = min(bm25.values())
+    for memory_id, hit in hits.items():
+        signals = {s.signal: s for s in hit.explanation.signals}
+        cos = float(qv @ EMBEDDER.embed([hit.memory.content])[0])
+        assert signals["vector"].raw == pytest.approx(1 - cos, abs=1e-4)
+        expected = (1 - share) * cos + (share * bm25[memory_id] / best if memory_id in bm25 else 0)
+        assert hit.explanation.fused == pytest.approx(expected, abs=1e-4)
+        assert ("keyword" in signals) == (memory_id in bm25)
+    # The keyword-only memory is not among the two vector candidates: its cosine is
+    # computed for fusion and reported as such (rank 0), next to its keyword rank.
+    kw_only = {s.signal: s for s in hits[keyword_only.id].explanation.signals}
+    assert kw_only["vector"].rank == 0 and kw_only["keyword"].rank >= 1
+    assert "vector (computed)" in str(hits[keyword_only.id].explanation)
+    assert {s.signal for s in hits[vector_only.id].explanation.signals} == {"vector"}
+    top = {s.signal: s for s in hits[fused.id].explanation.signals}
+    assert top["keyword"].contribution == pytest.approx(share)  # the query's best bm25
+    assert max(hits.values(), key=lambda h: h.score).memory.id == fused.id
+
+
+def test_vector_distances_are_exact_and_skip_memories_without_a_vector(
+    memory: AgentMemoryManager,
+) -> None:
+    embedded = memory.remember("The cat sits on the mat")
+    memory.flush()
+    [query] = EMBEDDER.embed(["A cat is sitting on a mat"])
+    distances = memory.store.vector_distances(query, [embedded.id, "no-such-id"])
+    assert distances == {
+        embedded.id: pytest.approx(dict(memory.store.vector_search(query, 5))[embedded.id])
+    }
+    assert memory.store.vector_distances(query, []) == {}
+    with pytest.raises(InvalidInputError):
+        memory.store.vector_distances(query[:10], [embedded.id])
+    with pytest.raises(TypeError):
+        memory.store.vector_distances(query, [3])  # type: ignore[list-item]
+
+
 def test_filters_are_applied_and_reported(memory: AgentMemoryManager, clock: FakeClock) -> None:
     session = memory.start_session()
     mine = memory.remember("Anna likes green tea", session_id=session.session_id, tags=["drinks"],
@@ -226,15 +277,18 @@ def test_indexes_follow_promotion_forget_and_restart(db_path: Path) -> None:
 
 def test_settings_out_of_range_are_refused() -> None:
     for bad in ({"rrf_k": -1.0}, {"depth": 0}, {"retention_floor": 1.5}, {"recency_days": 0.0},
-                {"vector_weight": float("nan")}, {"importance_weight": "0.2"}):  # fmt: skip
+                {"vector_weight": float("nan")}, {"importance_weight": "0.2"},
+                {"fusion": "max"}, {"keyword_share": 1.5}):  # fmt: skip
         with pytest.raises(InvalidInputError, match="RecallSettings"):
             RecallSettings(**bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("fusion", ["rrf", "score"])
 def test_stopping_early_never_changes_the_top_k(
-    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock, fusion: str
 ) -> None:
-    memory = make_memory(embedder=EMBEDDER, recall_review_quality=None)
+    memory = make_memory(embedder=EMBEDDER, recall_review_quality=None,
+                         recall=RecallSettings(fusion=fusion))  # fmt: skip
     rng = np.random.default_rng(11)
     topics = ["garden tomatoes", "sailing trip", "tax return", "piano lesson", "job interview"]
     for i in range(120):

@@ -18,6 +18,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Self
 
+import numpy as np
+
 from persistence import (
     BackupManager,
     CacheLayer,
@@ -60,11 +62,12 @@ from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.recall import (
     RecallFilters,
     RecallHit,
+    best_score,
     check_k,
     explain,
     fuse,
+    fuse_scores,
     keyword_query,
-    max_factor,
 )
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
@@ -695,7 +698,8 @@ class AgentMemoryManager:
         """The ``k`` memories that best answer ``query``, each with its score and why.
 
         Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by weighted
-        reciprocal-rank fusion, then weighed by importance, retention and recency; see
+        reciprocal-rank fusion (or by their raw values with ``RecallSettings(fusion=
+        "score")``), then weighed by importance, retention and recency; see
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
         """
         self._require_open()
@@ -720,11 +724,11 @@ class AgentMemoryManager:
         depth = settings.depth * (4 if narrowed else 1)
         vector_depth = settings.vector_depth * (4 if narrowed else 1)
 
-        def nearest() -> list[tuple[str, float]] | None:
+        def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
             vector = self.embeddings.embed_query(query)
             if vector is None:
                 return None
-            return self.store.vector_search(vector, vector_depth, chosen)
+            return vector, self.store.vector_search(vector, vector_depth, chosen)
 
         # Off a transaction, the query embedding and vector search run beside the keyword
         # search (onnxruntime, numpy and SQLite all release the GIL).
@@ -735,16 +739,22 @@ class AgentMemoryManager:
                 match, depth, chosen, settings.context_weight, settings.after_weight
             )
         }
-        vectors = pending.result() if pending is not None else nearest()
-        if vectors is not None:
-            ranked["vector"] = vectors
-        weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
+        found = pending.result() if pending is not None else nearest()
+        if found is not None:
+            ranked["vector"] = found[1]
         described = filters.describe(None if chosen is None else chosen.value)
         now = self.clock()
-        fused = fuse(ranked, weights, settings.rrf_k)
+        if settings.fusion == "score":
+            distances = dict(found[1]) if found is not None else {}
+            if found is not None:
+                others = [m for m, _ in ranked["keyword"] if m not in distances]
+                distances.update(self.store.vector_distances(found[0], others))
+            fused = fuse_scores(ranked, distances, settings.keyword_share)
+        else:
+            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
+            fused = fuse(ranked, weights, settings.rrf_k)
         strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
         order = sorted(strength, key=lambda m: (-strength[m], m))
-        bound = max_factor(settings)
         hits: list[RecallHit] = []
         batch = max(2 * k, 20)
         for start in range(0, len(order), batch):
@@ -758,7 +768,11 @@ class AgentMemoryManager:
                     hits.append(explain(memory, fused[memory_id], now, settings, described))
             hits.sort(key=lambda h: (-h.score, h.memory.id))
             rest = order[start + batch : start + batch + 1]
-            if len(hits) >= k and rest and hits[k - 1].score > strength[rest[0]] * bound:
+            if (
+                len(hits) >= k
+                and rest
+                and hits[k - 1].score > best_score(strength[rest[0]], settings)
+            ):
                 break  # no candidate left can reach the top k
         top = hits[:k]
         self._queue_recall_reviews([hit.memory.id for hit in top])

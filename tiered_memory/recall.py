@@ -13,6 +13,14 @@ Scoring, for a memory found by some of the signals::
 Reciprocal-rank fusion uses ranks, never raw scores, so nothing is clamped: a memory
 found by keywords only keeps its full keyword contribution (FTS5's bm25 is negative and
 lower is better; it is reported as it is). The factors only reorder near-ties.
+
+``RecallSettings(fusion="score")`` fuses the raw values instead (opt-in; it measured
+better on LoCoMo, see the README)::
+
+    fused = keyword_share * bm25 / best bm25 of the query + (1 - keyword_share) * cosine
+
+where every candidate's cosine similarity is computed, also for memories that only the
+keywords found, and a memory that no keyword matches adds nothing on that side.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ STOPWORDS = frozenset(
     ).split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+FUSIONS = ("rrf", "score")
 
 
 def keyword_query(text: str) -> str | None:
@@ -61,8 +70,14 @@ class RecallSettings:
     weigh twice the vector ranks (the default MiniLM model is the weaker signal on
     conversations), and RRF constant 20. Keyword matches in the two memories before a
     memory in its session count ``context_weight`` as much as matches in its own words,
-    in the two after it ``after_weight``."""
+    in the two after it ``after_weight``.
 
+    ``fusion="score"`` fuses raw values instead of ranks (see the module docstring):
+    ``keyword_share`` of the normalised bm25 plus the rest of the cosine similarity;
+    ``rrf_k``, ``keyword_weight`` and ``vector_weight`` then play no part."""
+
+    fusion: str = "rrf"
+    keyword_share: float = 0.35
     rrf_k: float = 20.0
     context_weight: float = 0.5
     after_weight: float = 0.5
@@ -80,7 +95,12 @@ class RecallSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
                 raise InvalidInputError(f"RecallSettings.{name} must be an int from 1 to 10000")
+        if self.fusion not in FUSIONS:
+            raise InvalidInputError(
+                f"RecallSettings.fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}"
+            )
         ranges = {
+            "keyword_share": (0.0, 1.0),
             "rrf_k": (0.0, math.inf),
             "context_weight": (0.0, 1.0),
             "after_weight": (0.0, 1.0),
@@ -105,7 +125,9 @@ class RecallSettings:
 
 @dataclass(frozen=True, slots=True)
 class SignalMatch:
-    """One retrieval signal that found the memory."""
+    """One retrieval signal that found the memory: its rank among that signal's
+    candidates (0: not among them; score fusion computed the raw value for this memory),
+    the raw value, and what it added to the fused score."""
 
     signal: str
     rank: int
@@ -114,9 +136,8 @@ class SignalMatch:
     contribution: float
 
     def __str__(self) -> str:
-        return (
-            f"{self.signal} #{self.rank} ({self.raw_name} {self.raw:.4g}) +{self.contribution:.4f}"
-        )
+        place = f"#{self.rank}" if self.rank else "(computed)"
+        return f"{self.signal} {place} ({self.raw_name} {self.raw:.4g}) {self.contribution:+.4f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +191,29 @@ def fuse(
     return matches
 
 
+def fuse_scores(
+    ranked: dict[str, Sequence[tuple[str, float]]],
+    distances: dict[str, float],
+    keyword_share: float,
+) -> dict[str, list[SignalMatch]]:
+    """Score fusion: memory id -> its signals, each contributing its share of the raw
+    value. ``distances`` holds the cosine distance of every candidate that has a vector
+    (the vector signal's own candidates and the others alike)."""
+    matches: dict[str, list[SignalMatch]] = {}
+    keyword = ranked.get("keyword", ())
+    if keyword:
+        best = min(bm25 for _, bm25 in keyword)
+        for rank, (memory_id, bm25) in enumerate(keyword, start=1):
+            share = keyword_share * (bm25 / best if best < 0 else 0.0)
+            matches[memory_id] = [SignalMatch("keyword", rank, bm25, "bm25", share)]
+    ranks = {memory_id: rank for rank, (memory_id, _) in enumerate(ranked.get("vector", ()), 1)}
+    for memory_id, distance in distances.items():
+        share = (1.0 - keyword_share) * (1.0 - distance)
+        match = SignalMatch("vector", ranks.get(memory_id, 0), distance, "cosine distance", share)
+        matches.setdefault(memory_id, []).append(match)
+    return matches
+
+
 def explain(
     memory: Memory,
     signals: Sequence[SignalMatch],
@@ -199,11 +243,13 @@ def explain(
     return RecallHit(memory, score, explanation)
 
 
-def max_factor(settings: RecallSettings) -> float:
-    """The largest product of the three factors any memory can get: a candidate whose
-    fused score times this cannot beat the k-th hit need not be fetched."""
-    importance = 1.0 + settings.importance_weight * 0.5
-    return importance * 1.0 * (1.0 + settings.recency_weight)
+def best_score(fused: float, settings: RecallSettings) -> float:
+    """The highest score a candidate with this fused value can reach through the three
+    factors: one that cannot beat the k-th hit need not be fetched. (Score fusion can
+    give a negative fused value, for which the smallest factors are the best case.)"""
+    if fused >= 0:
+        return fused * (1.0 + settings.importance_weight * 0.5) * (1.0 + settings.recency_weight)
+    return fused * max(1.0 - settings.importance_weight * 0.5, 0.0) * settings.retention_floor
 
 
 @dataclass(frozen=True, slots=True)

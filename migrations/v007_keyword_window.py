@@ -103,10 +103,12 @@ def fill(conn: apsw.Connection, tier: str) -> None:
         parts = [f"coalesce({function}(t.content, {n}) {window}, '')" for n in range(1, WINDOW + 1)]
         return f"CASE WHEN t.session_id IS NULL THEN NULL ELSE {' || char(10) || '.join(parts)} END"
 
+    # In rowid order: FTS5 flushes a segment whenever a rowid is lower than the previous
+    # one, and the window comes out in session order (2.3x slower at 100k memories).
     conn.execute(
         f"""INSERT INTO memory_fts (rowid, content, context, after)
         SELECT i.rowid, t.content, {side("LAG")}, {side("LEAD")}
-        FROM {tier} AS t JOIN memory_index AS i ON i.memory_id = t.id"""
+        FROM {tier} AS t JOIN memory_index AS i ON i.memory_id = t.id ORDER BY i.rowid"""
     )
 
 

@@ -312,7 +312,7 @@ class BackupManager:
 
     def _integrity_problems(self, names: tuple[str, ...]) -> list[IntegrityProblem]:
         problems: list[IntegrityProblem] = []
-        with self.store.read_connection() as conn:
+        with self.store.fresh_read_connection() as conn:
             for name in names:
                 try:
                     found = integrity_sql.CHECKS[name](conn)

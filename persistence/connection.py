@@ -8,7 +8,8 @@ file header, so the store calls it only after checking that the file is ours.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -191,3 +192,16 @@ def query_value(conn: apsw.Connection, sql: str, params: Sequence[Any] = ()) -> 
     """The first column of the first row (``None`` when there is no row)."""
     row = query_one(conn, sql, params)
     return None if row is None else row[0]
+
+
+@contextmanager
+def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
+    """Run the block's reads in one snapshot (a read transaction unless one is open)."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")

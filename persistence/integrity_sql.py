@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import apsw
 
-from persistence.connection import query_all
+from persistence.connection import query_all, read_snapshot
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
 
 _ALL_IDS = (
@@ -18,10 +18,33 @@ _ALL_IDS = (
 )
 
 
+def reload_fts_structures(conn: apsw.Connection) -> None:
+    """Make every FTS5 table of ``conn`` reload its index structure from the file.
+
+    FTS5 caches a table's structure per connection, and its integrity check (run by
+    ``PRAGMA integrity_check``) reads that cache without looking for commits made since by
+    other connections: on a long-lived connection it reports damage that is not there.
+    Any query reading the index reloads the cache when the file has changed.
+    """
+    tables = query_all(
+        conn,
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+        " AND lower(sql) LIKE '%using fts5%'",
+    )
+    for (name,) in tables:
+        quoted = '"' + name.replace('"', '""') + '"'
+        query_all(conn, f"SELECT rowid FROM {quoted} WHERE {quoted} MATCH ? LIMIT 1", ("reload",))
+
+
 def sqlite_integrity(conn: apsw.Connection) -> list[str]:
-    """``PRAGMA integrity_check``: pages, b-trees and indexes (a raise counts as damage)."""
+    """``PRAGMA integrity_check``: pages, b-trees and indexes (a raise counts as damage).
+
+    FTS5 structures are reloaded first, in the same read snapshot as the check.
+    """
     try:
-        rows = [r[0] for r in query_all(conn, "PRAGMA integrity_check")]
+        with read_snapshot(conn):
+            reload_fts_structures(conn)
+            rows = [r[0] for r in query_all(conn, "PRAGMA integrity_check")]
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         return [f"SQLite reports the file is damaged: {exc}"]
     return [] if rows == ["ok"] else rows

@@ -49,6 +49,7 @@ from persistence.connection import (
     connection_wal,
     query_all,
     query_value,
+    read_snapshot,
 )
 from persistence.embedding_cache_sql import content_hash
 from persistence.errors import (
@@ -437,6 +438,28 @@ class SQLiteStore:
             yield conn
 
     @contextmanager
+    def fresh_read_connection(self) -> Iterator[apsw.Connection]:
+        """A connection of its own for one call, in one read snapshot: the file as a new
+        process sees it.
+
+        For integrity checks: a long-lived connection caches derived state (FTS5 keeps
+        each table's structure, and its integrity check does not look for newer commits),
+        so a check on it can report damage that is not there. Inside a transaction, and
+        in memory, the one connection that sees the data is used instead.
+        """
+        self._require_open()
+        if self.is_memory or self.in_transaction:
+            with self._reading() as conn, read_snapshot(conn):
+                yield conn
+            return
+        conn = connect(self.path, self.options)
+        try:
+            with read_snapshot(conn):
+                yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
         """A connection to read from: this thread's own, or the writer when it must be."""
         self._require_open()
@@ -810,7 +833,7 @@ class SQLiteStore:
         from the in-RAM sign-bit copy of the index; exact cosine re-ranks them.
         """
         require_int(limit, "limit", minimum=1)
-        with self._reading() as conn, _read_snapshot(conn):
+        with self._reading() as conn, read_snapshot(conn):
             dim = read_meta(conn, EMBEDDING_DIM_KEY)
             if dim is None:
                 return []
@@ -832,7 +855,7 @@ class SQLiteStore:
             require_str(memory_id, "memory_id")
         if not memory_ids:
             return {}
-        with self._reading() as conn, _read_snapshot(conn):
+        with self._reading() as conn, read_snapshot(conn):
             dim = read_meta(conn, EMBEDDING_DIM_KEY)
             if dim is None:
                 return {}
@@ -1069,19 +1092,6 @@ class _ThreadReader:
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
-
-
-@contextmanager
-def _read_snapshot(conn: apsw.Connection) -> Iterator[None]:
-    """Run the block's reads in one snapshot (a read transaction unless one is open)."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
 
 
 def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:

@@ -204,4 +204,10 @@ def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
     try:
         yield
     finally:
-        conn.execute("COMMIT")
+        try:
+            conn.execute("ROLLBACK")  # nothing was written
+        except apsw.Error:
+            # SQLite repeats an error of the reads (e.g. a damaged page) when the
+            # transaction ends; once it has ended, the reads' own outcome stands.
+            if conn.in_transaction:
+                raise

@@ -14,12 +14,13 @@ from collections.abc import Iterator, Sequence
 
 import apsw
 import numpy as np
+import orjson
 
 from migrations import v007_keyword_window as keyword_window
 from persistence.connection import query_all, query_one, query_value
-from persistence.memory_sql import TABLE
+from persistence.memory_sql import TABLE, filter_conditions, filtered_ids
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
-from persistence.records import Tier
+from persistence.records import MemoryFilter, Tier
 
 
 def has_vector_index(conn: apsw.Connection) -> bool:
@@ -108,32 +109,84 @@ def keyword_search(
     conn: apsw.Connection,
     match: str,
     limit: int,
-    tier: Tier | None,
+    where: MemoryFilter,
     context_weight: float,
     after_weight: float,
 ) -> list[tuple[str, float]]:
-    """``(memory_id, bm25)`` best first (FTS5's bm25 is negative: lower is better).
+    """``(memory_id, bm25)`` of the memories ``where`` accepts, best first (FTS5's bm25 is
+    negative: lower is better; ties in index order).
 
     bm25 weighs a memory's own words 1, the two memories before it in its session
-    ``context_weight`` and the two after it ``after_weight``. Without a tier the best rows
-    are chosen inside FTS5 before the id lookup (twice as fast as joining every match).
+    ``context_weight`` and the two after it ``after_weight``. Without a filter the best
+    rows are chosen inside FTS5 before the id lookup (twice as fast as joining every
+    match); a filter is part of the query, so the best ``limit`` accepted rows come back
+    however few memories it accepts.
     """
     score = "bm25(memory_fts, 1.0, ?, ?)"
-    if tier is None:
+    if where == MemoryFilter():
         sql = (
             f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
-            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score LIMIT ?) AS f "
-            "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score"
+            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) AS f "
+            "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score, f.rowid"
         )
         params: list[object] = [context_weight, after_weight, match, limit]
-    else:
+    elif not where.narrows:
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-            "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score LIMIT ?"
+            "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score, memory_fts.rowid LIMIT ?"
         )
-        params = [context_weight, after_weight, match, tier.value, limit]
+        assert where.tier is not None
+        params = [context_weight, after_weight, match, where.tier.value, limit]
+    else:
+        accepted, accepted_params = filtered_ids(where)
+        sql = (
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ? AND i.memory_id IN (SELECT id FROM ({accepted})) "
+            "ORDER BY score, memory_fts.rowid LIMIT ?"
+        )
+        params = [context_weight, after_weight, match, *accepted_params, limit]
     return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
+
+
+def accepted_embeddings(
+    conn: apsw.Connection, where: MemoryFilter, cap: int
+) -> list[tuple[str, Tier, bytes]] | None:
+    """The embedding of every memory ``where`` accepts that has one, with its tier; ``None``
+    when there are more than ``cap`` (then search the RAM copy instead)."""
+    accepted, params = filtered_ids(where, "t.embedding IS NOT NULL")
+    count = query_value(
+        conn, f"SELECT count(*) FROM (SELECT 1 FROM ({accepted}) LIMIT ?)", [*params, cap + 1]
+    )
+    if int(count) > cap:
+        return None
+    found: list[tuple[str, Tier, bytes]] = []
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    conds, cond_params = filter_conditions(where)
+    clause = " AND ".join([*conds, "t.embedding IS NOT NULL"])
+    for tier in tiers:
+        rows = query_all(conn, f"SELECT t.id, t.embedding FROM {TABLE[tier]} AS t WHERE {clause}",
+                         cond_params)  # fmt: skip
+        found += [(memory_id, tier, blob) for memory_id, blob in rows]
+    return found
+
+
+def accepted_among(
+    conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
+) -> list[tuple[str, Tier]]:
+    """The ``candidates`` that ``where`` accepts, in their order."""
+    conds, params = filter_conditions(where)
+    keep: set[str] = set()
+    for tier in Tier:
+        ids = [memory_id for memory_id, at in candidates if at is tier]
+        if not ids or (where.tier is not None and tier is not where.tier):
+            continue
+        clause = " AND ".join(["t.id IN (SELECT value FROM json_each(?))", *conds])
+        rows = query_all(conn, f"SELECT t.id FROM {TABLE[tier]} AS t WHERE {clause}",
+                         [orjson.dumps(ids).decode(), *params])  # fmt: skip
+        keep.update(r[0] for r in rows)
+    return [(memory_id, tier) for memory_id, tier in candidates if memory_id in keep]
 
 
 def rerank(
@@ -146,6 +199,14 @@ def rerank(
         ids = [memory_id for memory_id, where in candidates if where is tier]
         if ids:
             found += embeddings_of(conn, ids, (tier,))
+    return nearest(found, query, limit)
+
+
+def nearest(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` of ``found`` nearest to ``query``
+    (ties in the order given)."""
     if not found:
         return []
     ids, distances = cosine_distances(found, query)

@@ -16,8 +16,14 @@ import apsw
 from persistence.codecs import decode_embedding, decode_json, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
-from persistence.records import Memory, PromotionRecord, QueryOptions, Tier
-from persistence.validation import require_bool, require_int, require_str, require_str_tuple
+from persistence.records import Memory, MemoryFilter, PromotionRecord, QueryOptions, Tier
+from persistence.validation import (
+    require_bool,
+    require_int,
+    require_str,
+    require_str_tuple,
+    require_unit_float,
+)
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
 
@@ -218,25 +224,93 @@ def validate_query(options: QueryOptions) -> None:
     require_bool(options.descending, "descending")
 
 
-def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
-    """Memories of ``tier`` matching every filter that ``options`` sets."""
-    validate_query(options)
+def validate_filter(where: MemoryFilter) -> None:
+    """Refuse a filter the searches cannot honour, before anything runs."""
+    if not isinstance(where, MemoryFilter):
+        raise InvalidTypeError(f"where must be a MemoryFilter, got {type(where).__name__}")
+    if where.tier is not None and not isinstance(where.tier, Tier):
+        raise InvalidTypeError(f"where.tier must be a Tier, got {type(where.tier).__name__}")
+    for name in ("session_id", "agent_id"):
+        require_str(getattr(where, name), name, allow_none=True)
+    require_str_tuple(where.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(where, name), name, allow_none=True)
+    if where.min_retention is not None:
+        require_unit_float(where.min_retention, "min_retention")
+
+
+def conditions(
+    *,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    created_after: int | None = None,
+    created_before: int | None = None,
+    min_retention: float | None = None,
+) -> tuple[list[str], list[Any]]:
+    """WHERE conditions on a tier table aliased ``t`` (joined with AND) and their
+    parameters: the one place that turns filters into SQL, for queries and searches."""
     where: list[str] = []
     params: list[Any] = []
-    for column in ("session_id", "agent_id", "category"):
-        value = getattr(options, column)
+    for column, value in (("session_id", session_id), ("agent_id", agent_id),
+                          ("category", category)):  # fmt: skip
         if value is not None:
             where.append(f"t.{column} = ?")
             params.append(value)
-    if options.created_after is not None:
+    if created_after is not None:
         where.append("t.created_at >= ?")
-        params.append(options.created_after)
-    if options.created_before is not None:
+        params.append(created_after)
+    if created_before is not None:
         where.append("t.created_at < ?")
-        params.append(options.created_before)
-    for tag in dict.fromkeys(options.tags):
+        params.append(created_before)
+    if min_retention is not None:
+        where.append("t.retention >= ?")
+        params.append(min_retention)
+    for tag in dict.fromkeys(tags):
         where.append("t.id IN (SELECT memory_id FROM memory_tags WHERE tag = ?)")
         params.append(tag)
+    return where, params
+
+
+def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
+    """:func:`conditions` for a :class:`MemoryFilter` (its tier aside)."""
+    return conditions(
+        session_id=where.session_id,
+        agent_id=where.agent_id,
+        tags=where.tags,
+        created_after=where.created_after,
+        created_before=where.created_before,
+        min_retention=where.min_retention,
+    )
+
+
+def filtered_ids(where: MemoryFilter, extra: str = "") -> tuple[str, list[Any]]:
+    """A SELECT of the column ``id`` (and ``tier``) of every memory ``where`` accepts, over
+    the tiers it allows; ``extra`` is one more condition on ``t`` (no parameters)."""
+    found, params = filter_conditions(where)
+    if extra:
+        found = [*found, extra]
+    clause = f" WHERE {' AND '.join(found)}" if found else ""
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    sql = " UNION ALL ".join(
+        f"SELECT t.id AS id, '{tier.value}' AS tier FROM {TABLE[tier]} AS t{clause}"
+        for tier in tiers
+    )
+    return sql, params * len(tiers)
+
+
+def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
+    """Memories of ``tier`` matching every filter that ``options`` sets."""
+    validate_query(options)
+    where, params = conditions(
+        session_id=options.session_id,
+        agent_id=options.agent_id,
+        category=options.category,
+        tags=options.tags,
+        created_after=options.created_after,
+        created_before=options.created_before,
+    )
     sql = _SELECT[tier]
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -170,6 +170,54 @@ class QueryOptions:
     offset: int = 0
     order_by: OrderBy = "created_at"
     descending: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories a search may return; every field that is set must hold.
+
+    ``tags`` matches memories carrying *all* of them; the time range is
+    ``created_after <= created_at < created_before``. Searches apply the filter inside
+    the candidate search itself, so a selective filter never hides a match.
+    """
+
+    tier: Tier | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    tags: tuple[str, ...] = ()
+    created_after: int | None = None
+    created_before: int | None = None
+    min_retention: float | None = None
+
+    @property
+    def narrows(self) -> bool:
+        """True when a field other than ``tier`` is set (the tier alone is cheap)."""
+        return replace(self, tier=None) != MemoryFilter()
+
+    def accepts(self, memory: Memory) -> bool:
+        """True if ``memory`` passes every filter that is set."""
+        return (
+            (self.tier is None or memory.tier is self.tier)
+            and (self.session_id is None or memory.session_id == self.session_id)
+            and (self.agent_id is None or memory.agent_id == self.agent_id)
+            and set(self.tags) <= set(memory.tags)
+            and (self.created_after is None or memory.created_at >= self.created_after)
+            and (self.created_before is None or memory.created_at < self.created_before)
+            and (self.min_retention is None or memory.retention >= self.min_retention)
+        )
+
+    def describe(self) -> tuple[str, ...]:
+        """The filters that are set, as ``name=value`` strings."""
+        named = (
+            ("tier", None if self.tier is None else self.tier.value),
+            ("session_id", self.session_id),
+            ("agent_id", self.agent_id),
+            ("tags", ",".join(self.tags) or None),
+            ("created_after", self.created_after),
+            ("created_before", self.created_before),
+            ("min_retention", self.min_retention),
+        )
+        return tuple(f"{name}={value}" for name, value in named if value is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_me
 from persistence.records import (
     ForgettingRecord,
     Memory,
+    MemoryFilter,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
@@ -96,6 +97,8 @@ from persistence.vector_mirror import VectorMirror
 
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 256
+EXACT_SCAN_MAX = 4096
+"""A filtered vector search compares every accepted memory exactly up to this many."""
 
 
 class SQLiteStore:
@@ -146,6 +149,7 @@ class SQLiteStore:
         self._seen_version: int | None = None
         self._change_listeners: list[Callable[[], None]] = []
         self._vectors = VectorMirror()
+        self.exact_scan_max = EXACT_SCAN_MAX
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -813,40 +817,72 @@ class SQLiteStore:
         tier: Tier | None = None,
         context_weight: float = 0.5,
         after_weight: float = 0.5,
+        *,
+        where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
         """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first; words found
         only in the two memories before a memory in its session count ``context_weight``
-        as much as its own, in the two after it ``after_weight``."""
+        as much as its own, in the two after it ``after_weight``. ``where`` restricts the
+        search itself: the best ``limit`` memories it accepts come back."""
         require_str(match, "match", allow_empty=False)
         require_int(limit, "limit", minimum=1)
         require_unit_float(context_weight, "context_weight")
         require_unit_float(after_weight, "after_weight")
+        accepted = _filter(tier, where)
         with self._reading() as conn:
-            return index_sql.keyword_search(conn, match, limit, tier, context_weight, after_weight)
+            return index_sql.keyword_search(
+                conn, match, limit, accepted, context_weight, after_weight
+            )
 
     def vector_search(
-        self, vector: object, limit: int, tier: Tier | None = None
+        self,
+        vector: object,
+        limit: int,
+        tier: Tier | None = None,
+        *,
+        where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
         """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists).
 
         Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
-        from the in-RAM sign-bit copy of the index; exact cosine re-ranks them.
+        from the in-RAM sign-bit copy of the index; exact cosine re-ranks them. With a
+        filter ``where`` that accepts at most ``exact_scan_max`` (default
+        ``EXACT_SCAN_MAX``) embedded memories, all of them are compared exactly; a wider one takes candidates from the copy, deeper
+        until enough pass the filter.
         """
         require_int(limit, "limit", minimum=1)
+        accepted = _filter(tier, where)
         with self._reading() as conn, read_snapshot(conn):
             dim = read_meta(conn, EMBEDDING_DIM_KEY)
             if dim is None:
                 return []
             query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
-            count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-            candidates = None
-            if self.in_transaction:
-                candidates = self._vectors.candidates_in_write(conn, query, count, tier)
-                if candidates is None:
-                    self.after_rollback(self._vectors.reset)  # it will see uncommitted rows
-            if candidates is None:
-                candidates = self._vectors.candidates(conn, query, count, tier)
+            if accepted.narrows:
+                everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
+                if everything is not None:
+                    return index_sql.nearest(everything, query, limit)
+            wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+            while True:
+                candidates = self._vector_candidates(conn, query, count, accepted.tier)
+                if not accepted.narrows:
+                    break
+                exhausted = len(candidates) < count
+                candidates = index_sql.accepted_among(conn, accepted, candidates)
+                if exhausted or len(candidates) >= wanted:
+                    break
+                count *= 4
             return index_sql.rerank(conn, candidates, query, limit)
+
+    def _vector_candidates(
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]]:
+        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
+        if self.in_transaction:
+            candidates = self._vectors.candidates_in_write(conn, query, count, tier)
+            if candidates is not None:
+                return candidates
+            self.after_rollback(self._vectors.reset)  # it will see uncommitted rows
+        return self._vectors.candidates(conn, query, count, tier)
 
     def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
         """Cosine distance from ``vector`` to each of ``memory_ids`` that has an embedding
@@ -1092,6 +1128,16 @@ class _ThreadReader:
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
+
+
+def _filter(tier: Tier | None, where: MemoryFilter | None) -> MemoryFilter:
+    """One filter from a search's ``tier`` and ``where`` arguments (checked)."""
+    if where is None:
+        return MemoryFilter(tier=tier)
+    memory_sql.validate_filter(where)
+    if tier is not None and where.tier not in (None, tier):
+        raise InvalidInputError(f"tier {tier.value} contradicts where.tier {where.tier}")
+    return where if tier is None else replace(where, tier=tier)
 
 
 def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:

@@ -12,7 +12,7 @@ import apsw
 
 from migrations import available_migrations
 from migrations import v007_keyword_window as keyword_window
-from persistence import BackupManager, Memory, SQLiteStore, Tier, index_sql
+from persistence import BackupManager, Memory, MemoryFilter, SQLiteStore, Tier, index_sql
 from persistence.records import SessionState
 
 
@@ -135,7 +135,7 @@ def _scores_and_size(conn: apsw.Connection, words: Iterable[str]) -> tuple[dict[
     scores = {
         w: sorted(
             (m, round(s, 9))
-            for m, s in index_sql.keyword_search(conn, f'"{w}"', 1000, None, 0.3, 0.7)
+            for m, s in index_sql.keyword_search(conn, f'"{w}"', 1000, MemoryFilter(), 0.3, 0.7)
         )
         for w in words
     }

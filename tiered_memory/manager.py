@@ -32,6 +32,7 @@ from persistence import (
     InvalidTypeError,
     MaintenanceResult,
     Memory,
+    MemoryFilter,
     MemoryNotFoundError,
     MemoryStatistics,
     PromotionRecord,
@@ -45,7 +46,7 @@ from persistence import (
     TranscriptEntry,
 )
 from persistence.backup import Progress
-from persistence.memory_sql import validate_query
+from persistence.memory_sql import validate_filter
 from persistence.records import new_id, now_ms
 from persistence.validation import (
     parse_tier,
@@ -53,14 +54,12 @@ from persistence.validation import (
     require_mapping,
     require_str,
     require_str_tuple,
-    require_unit_float,
 )
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding_queue import EmbeddingQueue
 from tiered_memory.embeddings import Embedder
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.recall import (
-    RecallFilters,
     RecallHit,
     best_score,
     check_k,
@@ -707,28 +706,20 @@ class AgentMemoryManager:
         k = check_k(k)
         chosen = None if tier is None else parse_tier(tier)
         require_str_tuple(tags, "tags")
-        filters = RecallFilters(session_id, agent_id, tuple(tags), created_after, created_before,
-                                min_retention)  # fmt: skip
-        validate_query(
-            QueryOptions(session_id=session_id, agent_id=agent_id, tags=tuple(tags),
-                         created_after=created_after, created_before=created_before)
-        )  # fmt: skip
-        if min_retention is not None:
-            require_unit_float(min_retention, "min_retention")
+        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
+                             created_before, min_retention)  # fmt: skip
+        validate_filter(where)
         match = keyword_query(query)
         if match is None:
             return []  # no words: nothing to look for
         self.embeddings.flush(report=False)
         settings = self.config.recall
-        narrowed = filters != RecallFilters()
-        depth = settings.depth * (4 if narrowed else 1)
-        vector_depth = settings.vector_depth * (4 if narrowed else 1)
 
         def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
             vector = self.embeddings.embed_query(query)
             if vector is None:
                 return None
-            return vector, self.store.vector_search(vector, vector_depth, chosen)
+            return vector, self.store.vector_search(vector, settings.vector_depth, where=where)
 
         # Off a transaction, the query embedding and vector search run beside the keyword
         # search (onnxruntime, numpy and SQLite all release the GIL).
@@ -736,13 +727,14 @@ class AgentMemoryManager:
         pending = self._recall_pool().submit(nearest) if beside else None
         ranked: dict[str, Sequence[tuple[str, float]]] = {
             "keyword": self.store.keyword_search(
-                match, depth, chosen, settings.context_weight, settings.after_weight
+                match, settings.depth, None, settings.context_weight, settings.after_weight,
+                where=where,
             )
-        }
+        }  # fmt: skip
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
-        described = filters.describe(None if chosen is None else chosen.value)
+        described = where.describe()
         now = self.clock()
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
@@ -762,9 +754,7 @@ class AgentMemoryManager:
             memories = self._get_many(chunk)
             for memory_id in chunk:
                 memory = memories.get(memory_id)
-                if memory is None or (chosen is not None and memory.tier is not chosen):
-                    continue
-                if filters.accepts(memory):
+                if memory is not None:  # forgotten meanwhile
                     hits.append(explain(memory, fused[memory_id], now, settings, described))
             hits.sort(key=lambda h: (-h.score, h.memory.id))
             rest = order[start + batch : start + batch + 1]

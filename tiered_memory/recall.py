@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from persistence import InvalidInputError, Memory
@@ -250,42 +250,6 @@ def best_score(fused: float, settings: RecallSettings) -> float:
     if fused >= 0:
         return fused * (1.0 + settings.importance_weight * 0.5) * (1.0 + settings.recency_weight)
     return fused * max(1.0 - settings.importance_weight * 0.5, 0.0) * settings.retention_floor
-
-
-@dataclass(frozen=True, slots=True)
-class RecallFilters:
-    """What a recall may return; every field that is set must hold."""
-
-    session_id: str | None = None
-    agent_id: str | None = None
-    tags: tuple[str, ...] = ()
-    created_after: int | None = None
-    created_before: int | None = None
-    min_retention: float | None = None
-
-    def accepts(self, memory: Memory) -> bool:
-        """True if ``memory`` passes every filter that is set."""
-        return (
-            (self.session_id is None or memory.session_id == self.session_id)
-            and (self.agent_id is None or memory.agent_id == self.agent_id)
-            and set(self.tags) <= set(memory.tags)
-            and (self.created_after is None or memory.created_at >= self.created_after)
-            and (self.created_before is None or memory.created_at < self.created_before)
-            and (self.min_retention is None or memory.retention >= self.min_retention)
-        )
-
-    def describe(self, tier: object) -> tuple[str, ...]:
-        """The filters that are set, as ``name=value`` strings."""
-        named: Iterable[tuple[str, object]] = (
-            ("tier", tier),
-            ("session_id", self.session_id),
-            ("agent_id", self.agent_id),
-            ("tags", ",".join(self.tags) or None),
-            ("created_after", self.created_after),
-            ("created_before", self.created_before),
-            ("min_retention", self.min_retention),
-        )
-        return tuple(f"{name}={value}" for name, value in named if value is not None)
 
 
 def check_k(k: object) -> int:

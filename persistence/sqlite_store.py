@@ -847,8 +847,8 @@ class SQLiteStore:
         Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
         from the in-RAM sign-bit copy of the index; exact cosine re-ranks them. With a
         filter ``where`` that accepts at most ``exact_scan_max`` (default
-        ``EXACT_SCAN_MAX``) embedded memories, all of them are compared exactly; a wider one takes candidates from the copy, deeper
-        until enough pass the filter.
+        ``EXACT_SCAN_MAX``) embedded memories, all of them are compared exactly; a wider
+        one takes candidates from the copy, deeper until enough pass the filter.
         """
         require_int(limit, "limit", minimum=1)
         accepted = _filter(tier, where)

@@ -265,3 +265,42 @@ def test_write_rate_at_size(corpus: Any, tmp_path: Path) -> None:
         f"file {baseline:.0f}/s; ratio {baseline / at_size:.2f}x; in a session {in_session:.0f}/s"
         f" (into an empty file {in_session_empty:.0f}/s)"
     )
+
+
+def _tag_shares(memory: AgentMemoryManager, shares: Sequence[int]) -> None:
+    """Tag ``p{share}`` on ``share`` % of the memories (spread evenly over the file)."""
+    with memory.store.transaction() as conn:
+        for share in shares:
+            conn.execute(
+                "INSERT OR IGNORE INTO memory_tags (memory_id, tag, position) "
+                "SELECT id, ?, ? FROM episodic WHERE rowid % 100 < ?",
+                (f"p{share}", share, share),
+            )
+
+
+def test_filtered_recall_latency(corpus: Any) -> None:
+    """Recall restricted to 1%, 10% and 50% of the file (by tag) and to one session of
+    50, beside unfiltered recall in the same run. Filters narrow the candidate search
+    itself, so every filtered recall still returns k hits."""
+    count, memory, queries, _ = corpus
+    shares = (1, 10, 50)
+    _tag_shares(memory, shares)
+    cases: dict[str, dict[str, Any]] = {"unfiltered": {}, "session (50)": {"session_id": "s0"}}
+    cases.update({f"{share}% (tag)": {"tags": [f"p{share}"]} for share in shares})
+    timings: dict[str, list[float]] = {name: [] for name in cases}
+    for q in queries[:5]:
+        memory.recall(q, k=10)
+    for q in queries:
+        for name, filters in cases.items():
+            start = time.perf_counter()
+            hits = memory.recall(q, k=10, **filters)
+            timings[name].append(time.perf_counter() - start)
+            assert len(hits) == 10 and all(
+                memory.store.get_memory(h.memory.id) is not None for h in hits
+            )
+    base, _ = _percentiles(timings["unfiltered"])
+    parts = []
+    for name in cases:
+        p50, p95 = _percentiles(timings[name])
+        parts.append(f"{name} p50 {p50:.2f} ms p95 {p95:.2f} ms ({p50 / base:.2f}x)")
+    print(f"\n{count:>7} memories, filtered recall (query embedding excluded): " + "; ".join(parts))

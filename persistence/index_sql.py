@@ -18,7 +18,7 @@ import orjson
 
 from migrations import v007_keyword_window as keyword_window
 from persistence.connection import query_all, query_one, query_value
-from persistence.memory_sql import TABLE, filter_conditions, filtered_ids
+from persistence.memory_sql import TABLE, accepts, filter_conditions
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.records import MemoryFilter, Tier
 
@@ -139,12 +139,11 @@ def keyword_search(
         assert where.tier is not None
         params = [context_weight, after_weight, match, where.tier.value, limit]
     else:
-        accepted, accepted_params = filtered_ids(where)
+        accepted, accepted_params = accepts(where, "i.memory_id", "i.tier")
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND i.memory_id IN (SELECT id FROM ({accepted})) "
-            "ORDER BY score, memory_fts.rowid LIMIT ?"
+            f"WHERE memory_fts MATCH ? AND {accepted} ORDER BY score, memory_fts.rowid LIMIT ?"
         )
         params = [context_weight, after_weight, match, *accepted_params, limit]
     return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
@@ -155,20 +154,19 @@ def accepted_embeddings(
 ) -> list[tuple[str, Tier, bytes]] | None:
     """The embedding of every memory ``where`` accepts that has one, with its tier; ``None``
     when there are more than ``cap`` (then search the RAM copy instead)."""
-    accepted, params = filtered_ids(where, "t.embedding IS NOT NULL")
-    count = query_value(
-        conn, f"SELECT count(*) FROM (SELECT 1 FROM ({accepted}) LIMIT ?)", [*params, cap + 1]
-    )
-    if int(count) > cap:
-        return None
     found: list[tuple[str, Tier, bytes]] = []
     tiers = list(Tier) if where.tier is None else [where.tier]
-    conds, cond_params = filter_conditions(where)
+    conds, params = filter_conditions(where)
     clause = " AND ".join([*conds, "t.embedding IS NOT NULL"])
     for tier in tiers:
-        rows = query_all(conn, f"SELECT t.id, t.embedding FROM {TABLE[tier]} AS t WHERE {clause}",
-                         cond_params)  # fmt: skip
+        rows = query_all(
+            conn,
+            f"SELECT t.id, t.embedding FROM {TABLE[tier]} AS t WHERE {clause} LIMIT ?",
+            [*params, cap + 1 - len(found)],
+        )
         found += [(memory_id, tier, blob) for memory_id, blob in rows]
+        if len(found) > cap:
+            return None
     return found
 
 
@@ -176,7 +174,7 @@ def accepted_among(
     conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
 ) -> list[tuple[str, Tier]]:
     """The ``candidates`` that ``where`` accepts, in their order."""
-    conds, params = filter_conditions(where)
+    conds, params = filter_conditions(where, probe_tags=True)
     keep: set[str] = set()
     for tier in Tier:
         ids = [memory_id for memory_id, at in candidates if at is tier]

@@ -248,9 +248,14 @@ def conditions(
     created_after: int | None = None,
     created_before: int | None = None,
     min_retention: float | None = None,
+    probe_tags: bool = False,
 ) -> tuple[list[str], list[Any]]:
     """WHERE conditions on a tier table aliased ``t`` (joined with AND) and their
-    parameters: the one place that turns filters into SQL, for queries and searches."""
+    parameters: the one place that turns filters into SQL, for queries and searches.
+
+    A tag is a set to look ids up in (a listing: it may drive the query), or with
+    ``probe_tags`` one index probe per row (a search checks each candidate it finds).
+    """
     where: list[str] = []
     params: list[Any] = []
     for column, value in (("session_id", session_id), ("agent_id", agent_id),
@@ -268,12 +273,15 @@ def conditions(
         where.append("t.retention >= ?")
         params.append(min_retention)
     for tag in dict.fromkeys(tags):
-        where.append("t.id IN (SELECT memory_id FROM memory_tags WHERE tag = ?)")
+        if probe_tags:
+            where.append("EXISTS (SELECT 1 FROM memory_tags WHERE memory_id = t.id AND tag = ?)")
+        else:
+            where.append("t.id IN (SELECT memory_id FROM memory_tags WHERE tag = ?)")
         params.append(tag)
     return where, params
 
 
-def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
+def filter_conditions(where: MemoryFilter, probe_tags: bool = False) -> tuple[list[str], list[Any]]:
     """:func:`conditions` for a :class:`MemoryFilter` (its tier aside)."""
     return conditions(
         session_id=where.session_id,
@@ -282,22 +290,22 @@ def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
         created_after=where.created_after,
         created_before=where.created_before,
         min_retention=where.min_retention,
+        probe_tags=probe_tags,
     )
 
 
-def filtered_ids(where: MemoryFilter, extra: str = "") -> tuple[str, list[Any]]:
-    """A SELECT of the column ``id`` (and ``tier``) of every memory ``where`` accepts, over
-    the tiers it allows; ``extra`` is one more condition on ``t`` (no parameters)."""
-    found, params = filter_conditions(where)
-    if extra:
-        found = [*found, extra]
-    clause = f" WHERE {' AND '.join(found)}" if found else ""
+def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[Any]]:
+    """A condition that holds when ``where`` accepts the memory whose id and tier name
+    are the SQL expressions ``memory_id`` and ``tier``: a few index probes per row, for
+    checking the rows a search finds."""
+    found, params = filter_conditions(where, probe_tags=True)
     tiers = list(Tier) if where.tier is None else [where.tier]
-    sql = " UNION ALL ".join(
-        f"SELECT t.id AS id, '{tier.value}' AS tier FROM {TABLE[tier]} AS t{clause}"
-        for tier in tiers
-    )
-    return sql, params * len(tiers)
+    parts = [
+        f"({tier} = '{t.value}' AND EXISTS (SELECT 1 FROM {TABLE[t]} AS t "
+        f"WHERE {' AND '.join([f't.id = {memory_id}', *found])}))"
+        for t in tiers
+    ]
+    return f"({' OR '.join(parts)})", params * len(tiers)
 
 
 def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:

@@ -846,9 +846,10 @@ class SQLiteStore:
 
         Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
         from the in-RAM sign-bit copy of the index; exact cosine re-ranks them. With a
-        filter ``where`` that accepts at most ``exact_scan_max`` (default
-        ``EXACT_SCAN_MAX``) embedded memories, all of them are compared exactly; a wider
-        one takes candidates from the copy, deeper until enough pass the filter.
+        filter ``where``, the candidates that pass it count: when too few do, the share
+        that passed estimates how many the filter accepts; at most ``exact_scan_max``
+        (default ``EXACT_SCAN_MAX``): all of them are compared exactly, else the copy is
+        searched deeper until enough pass.
         """
         require_int(limit, "limit", minimum=1)
         accepted = _filter(tier, where)
@@ -857,20 +858,21 @@ class SQLiteStore:
             if dim is None:
                 return []
             query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
-            if accepted.narrows:
-                everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
-                if everything is not None:
-                    return index_sql.nearest(everything, query, limit)
             wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-            while True:
+            candidates = self._vector_candidates(conn, query, count, accepted.tier)
+            while accepted.narrows:
+                passed = index_sql.accepted_among(conn, accepted, candidates)
+                total = self._vectors.size
+                if len(passed) >= wanted or len(candidates) < count or count >= total:
+                    candidates = passed
+                    break
+                share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
+                if share * total <= self.exact_scan_max:
+                    everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
+                    if everything is not None:
+                        return index_sql.nearest(everything, query, limit)
+                count = min(max(count * 4, int(2 * wanted / share)), total)
                 candidates = self._vector_candidates(conn, query, count, accepted.tier)
-                if not accepted.narrows:
-                    break
-                exhausted = len(candidates) < count
-                candidates = index_sql.accepted_among(conn, accepted, candidates)
-                if exhausted or len(candidates) >= wanted:
-                    break
-                count *= 4
             return index_sql.rerank(conn, candidates, query, limit)
 
     def _vector_candidates(

@@ -152,9 +152,14 @@ class AgentMemoryManager:
         return cls(":memory:", config, **overrides).initialize()
 
     def initialize(self) -> Self:
-        """Open the store and load the scratchpad; a second call does nothing."""
+        """Open the store and load the scratchpad; a second call does nothing.
+
+        Also deletes files that interrupted backups and restores left behind (never one
+        that a backup or restore under way in another process holds).
+        """
         if not self.store.is_open:
             self.store.open()
+            self.backups.remove_leftovers()
             self.scratchpad.load()
             if self.config.embed_in_background:
                 self.embeddings.start()
@@ -625,7 +630,8 @@ class AgentMemoryManager:
         return self.backups.check_integrity()
 
     def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
-        """Checkpoint the WAL, refresh statistics, optionally VACUUM."""
+        """Checkpoint the WAL, refresh statistics, optionally VACUUM; delete stale leftovers
+        of interrupted backups and restores."""
         self._require_open()
         return self.backups.run_maintenance(vacuum=vacuum)
 

@@ -398,7 +398,11 @@ def read_document(path: Path) -> Document:
     return out
 
 
-def _check_references(doc: Document, memory_ids: set[str], session_ids: set[str]) -> None:
+def _check_references(
+    doc: Document, memory_ids: set[str], session_ids: set[str], forgotten_ids: set[str]
+) -> None:
+    """Transcripts need their session, schedules their memory; a promotion-log row needs
+    its memory, or a forgetting-log row for it (forgetting keeps the audit)."""
     for where, entry in doc.transcripts:
         if entry.session_id not in session_ids:
             raise _fail(f"{where}.session_id", f"names session {entry.session_id!r}, not there")
@@ -406,8 +410,11 @@ def _check_references(doc: Document, memory_ids: set[str], session_ids: set[str]
         if schedule.memory_id not in memory_ids:
             raise _fail(f"{where}.memory_id", f"names memory {schedule.memory_id!r}, not there")
     for where, record in doc.promotions:
-        if record.memory_id not in memory_ids:
-            raise _fail(f"{where}.memory_id", f"names memory {record.memory_id!r}, not there")
+        if record.memory_id not in memory_ids and record.memory_id not in forgotten_ids:
+            raise _fail(
+                f"{where}.memory_id",
+                f"names memory {record.memory_id!r}, neither there nor in the forgetting log",
+            )
 
 
 # --- writing ------------------------------------------------------------------------
@@ -453,10 +460,13 @@ def import_document(
                 )
             memory_ids = memory_sql.all_ids(conn) | {m.id for _, m in doc.memories}
             session_ids = session_sql.session_ids(conn) | {s.session_id for _, s in doc.sessions}
+            forgotten_ids = forgetting_sql.forgotten_ids(conn)
         else:
             memory_ids = {m.id for _, m in doc.memories}
             session_ids = {s.session_id for _, s in doc.sessions}
-        _check_references(doc, memory_ids, session_ids)
+            forgotten_ids = set()
+        forgotten_ids |= {f.memory_id for _, _, f in doc.forgotten}
+        _check_references(doc, memory_ids, session_ids, forgotten_ids)
 
         if mode == "replace":
             memory_sql.delete_all(conn)
@@ -505,8 +515,14 @@ def import_document(
             schedule_sql.upsert(conn, schedule)
             count("repetition_schedules", "inserted" if current_schedule is None else "updated")
         for _, record in doc.promotions:
+            # Merging keeps the file's history of a memory whose file version was kept;
+            # the history of a forgotten memory joins unless the file already has it.
             if mode == "merge" and (
-                record.memory_id not in written or memory_sql.has_promotion(conn, record)
+                memory_sql.has_promotion(conn, record)
+                or (
+                    record.memory_id not in written
+                    and memory_sql.tier_of(conn, record.memory_id) is not None
+                )
             ):
                 count("promotion_log", "skipped")
                 continue

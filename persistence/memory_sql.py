@@ -180,14 +180,16 @@ def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
 
 
 def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
-    """Delete a memory with its tags, schedule and promotion history.
+    """Delete a memory with its tags and schedule; its promotion-log rows stay.
 
-    Every remaining row points at a real memory; the forgetting log is the only trace.
+    The audit outlives the content: promotion-log rows (ids, tiers, reasons, times) are
+    kept, and the caller writes a forgetting-log row, which the integrity checks accept
+    as the reason a logged memory is gone.
     """
     conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
     if conn.changes() == 0:
         return False
-    for table in ("memory_tags", "repetition_schedules", "promotion_log"):
+    for table in ("memory_tags", "repetition_schedules"):
         conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     return True
 

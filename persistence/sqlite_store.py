@@ -541,7 +541,7 @@ class SQLiteStore:
     def _delete(self, tier: Tier, memory_id: str) -> bool:
         require_str(memory_id, "memory_id")
         with self.transaction() as conn:
-            return memory_sql.delete(conn, tier, memory_id)
+            return self._forget(conn, tier, memory_id, None, "deleted")
 
     def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
         options = options or QueryOptions()
@@ -564,7 +564,9 @@ class SQLiteStore:
     ) -> Tier | None:
         """Delete a memory from whichever tier holds it and write an audit row.
 
-        Returns the tier it was in, or ``None`` (and writes nothing) if there was none.
+        Content, tags and schedule go; the audit stays: its promotion-log rows are kept
+        and a forgetting-log row is added. Returns the tier it was in, or ``None`` (and
+        writes nothing) if there was none.
         """
         require_str(memory_id, "memory_id")
         require_str(reason, "reason", allow_empty=False)
@@ -581,10 +583,12 @@ class SQLiteStore:
         memory_id: str,
         retention: float | None,
         reason: str,
-    ) -> None:
-        if memory_sql.delete(conn, tier, memory_id):
-            record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
-            forgetting_sql.log_forgotten(conn, record)
+    ) -> bool:
+        if not memory_sql.delete(conn, tier, memory_id):
+            return False
+        record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
+        forgetting_sql.log_forgotten(conn, record)
+        return True
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
         """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
@@ -623,7 +627,11 @@ class SQLiteStore:
         return self._get(Tier.EPISODIC, memory_id)
 
     def delete_episodic(self, memory_id: str) -> bool:
-        """Delete an episodic memory with its tags and schedule; True if it existed."""
+        """Delete an episodic memory with its tags and schedule; True if it existed.
+
+        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
+        and its promotion-log rows stay.
+        """
         return self._delete(Tier.EPISODIC, memory_id)
 
     def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
@@ -639,7 +647,8 @@ class SQLiteStore:
         return self._get(Tier.SEMANTIC, memory_id)
 
     def delete_semantic(self, memory_id: str) -> bool:
-        """Delete a semantic memory with its tags and schedule; True if it existed."""
+        """Delete a semantic memory with its tags and schedule; True if it existed (audited
+        like :meth:`delete_episodic`)."""
         return self._delete(Tier.SEMANTIC, memory_id)
 
     def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:

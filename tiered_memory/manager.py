@@ -341,7 +341,8 @@ class AgentMemoryManager:
             return self._rewrite(replace(memory, updated_at=self.clock(), **changes))
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
-        """Delete a memory (with its schedule and tags) and write an audit row."""
+        """Delete a memory (with its schedule and tags) and write an audit row; its
+        promotion history stays (forgetting removes content, never the audit)."""
         self._require_open()
         require_str(memory_id, "memory_id")
         with self.store.transaction():

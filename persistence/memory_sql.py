@@ -171,6 +171,15 @@ def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
     return [_to_memory(tier, row) for row in rows]
 
 
+def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
+    """The stored content of ``memory_id`` in whichever tier holds it, or ``None``."""
+    for tier in Tier:
+        row = query_one(conn, f"SELECT content FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+        if row is not None:
+            return str(row[0])
+    return None
+
+
 def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
     """The tier that holds ``memory_id``, or ``None``."""
     for tier in Tier:

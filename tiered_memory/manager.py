@@ -48,6 +48,7 @@ from persistence.backup import Progress
 from persistence.memory_sql import validate_query
 from persistence.records import new_id, now_ms
 from persistence.validation import (
+    MAX_COUNT,
     parse_tier,
     require_int,
     require_mapping,
@@ -106,6 +107,7 @@ class AgentMemoryManager:
             synchronous=self.config.synchronous,
             clock=self.clock,
             change_check_interval_ms=self.config.external_change_check_ms,
+            max_content_bytes=self.config.max_content_bytes,
         )
         self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
@@ -230,6 +232,8 @@ class AgentMemoryManager:
         self._require_open()
         tier = parse_tier(tier)
         require_str(content, "content")
+        self.store.check_content_size(content)
+        require_str(session_id, "session_id", allow_none=True, allow_empty=False)
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
@@ -325,6 +329,7 @@ class AgentMemoryManager:
         changes: dict[str, Any] = {}
         if content is not None:
             require_str(content, "content")
+            self.store.check_content_size(content)
             changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
             changes["embedding"] = None  # queued: embedded again in the background or on flush()
         if metadata is not None:
@@ -338,7 +343,9 @@ class AgentMemoryManager:
             memory = self._require(memory_id)
             if content is not None:
                 self.store.after_commit(self.embeddings.notify)
-            return self._rewrite(replace(memory, updated_at=self.clock(), **changes))
+            return self._rewrite(
+                replace(memory, updated_at=_touched(memory, self.clock()), **changes)
+            )
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
         """Delete a memory (with its schedule and tags) and write an audit row; its
@@ -388,7 +395,8 @@ class AgentMemoryManager:
                 memory = self._require(this)
                 if that not in memory.linked_memories:
                     linked = (*memory.linked_memories, that)
-                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+                    now = _touched(memory, self.clock())
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=now))
 
     def unlink(self, memory_id: str, other_id: str) -> bool:
         """Remove the link between two memories; True if there was one."""
@@ -400,7 +408,8 @@ class AgentMemoryManager:
                 if that in memory.linked_memories:
                     found = True
                     linked = tuple(i for i in memory.linked_memories if i != that)
-                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+                    now = _touched(memory, self.clock())
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=now))
         return found
 
     def linked(self, memory_id: str) -> list[Memory]:
@@ -513,7 +522,7 @@ class AgentMemoryManager:
                 replace(
                     memory,
                     retention=1.0,
-                    access_count=memory.access_count + 1,
+                    access_count=min(memory.access_count + 1, MAX_COUNT),
                     last_accessed_at=now,
                 )
             )
@@ -814,6 +823,12 @@ class AgentMemoryManager:
                 due = schedule is None or schedule.next_review_at <= now
                 if due and self.get(memory_id) is not None:
                     self.review(memory_id, quality)
+
+
+def _touched(memory: Memory, now: int) -> int:
+    """``updated_at`` for a change at ``now``: never before ``created_at`` (the clock may
+    have gone back since the memory was made, and validation refuses that order)."""
+    return max(now, memory.created_at)
 
 
 def _not_scratchpad(memory: Memory) -> bool:

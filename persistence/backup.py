@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import apsw
 
 from migrations import LATEST_VERSION, read_schema_version
-from persistence import integrity_sql, memory_sql
+from persistence import integrity_sql, leftovers, memory_sql
 from persistence.connection import SQLITE_HEADER, query_one, query_value
 from persistence.errors import (
     BackupError,
@@ -107,7 +107,8 @@ class BackupManager:
 
         Refuses a database that fails ``integrity_check``. The snapshot is fsynced and
         verified (integrity, schema version) before it is given its name. ``keep=N``
-        then deletes all but the newest N snapshots in the backup directory.
+        then deletes all but the newest N snapshots in the backup directory. Stale
+        leftovers of interrupted backups and restores are deleted first.
         """
         require_int(keep, "keep", allow_none=True, minimum=1)
         if target is None:
@@ -126,15 +127,12 @@ class BackupManager:
                 f"refusing to back up a damaged database: {problems[0].detail}; "
                 "run `tiered-memory check` and restore an earlier snapshot"
             )
-        partial = _partial_beside(final)
-        try:
+        self.remove_leftovers(final.parent)
+        with _partial_beside(final) as partial:
             self._vacuum_into(partial, progress)
             _fsync(partial)
             self._verify_snapshot(partial)
             _publish(partial, final)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
         if keep is not None:
             self._rotate(final.parent, keep)
         return final
@@ -198,8 +196,7 @@ class BackupManager:
             source_version = _check_restore_source(src, path)
         finally:
             src.close()
-        staging = self._staging_path()
-        try:
+        with self._staging() as staging:
             src = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
             try:
                 src.execute("VACUUM INTO ?", (str(staging),))
@@ -225,18 +222,28 @@ class BackupManager:
                     memories = sum(memory_sql.count(live, tier) for tier in Tier)
             finally:
                 staged_conn.close()
-        finally:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{staging}{suffix}").unlink(missing_ok=True)
         return RestoreResult(str(path), source_version, version, memories)
 
-    def _staging_path(self) -> Path:
-        directory = self.backup_dir if self.store.is_memory else Path(self.store.path).parent
+    def _staging(self) -> AbstractContextManager[Path]:
+        """A locked staging file beside the database, deleted (with sidecars) afterwards."""
+        directory = self._staging_dir()
         if not directory.is_dir():
             raise MissingDirectoryError(f"directory {directory} does not exist")
-        fd, name = tempfile.mkstemp(dir=directory, prefix=".restore-", suffix=".db")
-        os.close(fd)
-        return Path(name)
+        return leftovers.held_temp(directory, ".restore-", ".db")
+
+    def _staging_dir(self) -> Path:
+        return self.backup_dir if self.store.is_memory else Path(self.store.path).parent
+
+    def remove_leftovers(self, *more: Path) -> list[Path]:
+        """Delete temporary files that interrupted backups, exports and restores left.
+
+        Looks beside the database, in the backup directory and in ``more`` directories;
+        a file that a backup or restore under way (in any process) holds is kept.
+        Returns what was deleted.
+        """
+        if self.store.is_memory and self._backup_dir is None:
+            return leftovers.remove_stale(more)
+        return leftovers.remove_stale([self._staging_dir(), self.backup_dir, *more])
 
     # --- JSON -----------------------------------------------------------------------------
 
@@ -263,8 +270,7 @@ class BackupManager:
                 raise BackupError(f"{final} is the database itself: choose another file")
         if final.exists() and not overwrite:
             raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
-        partial = _partial_beside(final)
-        try:
+        with _partial_beside(final) as partial:
             with partial.open("wb") as out, self.store.read_connection() as conn:
                 export_document(conn, out, self.store.clock(), progress)
                 out.flush()
@@ -274,9 +280,6 @@ class BackupManager:
                 _fsync(final.parent)
             else:
                 _publish(partial, final)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
         return final
 
     def import_json(
@@ -322,7 +325,11 @@ class BackupManager:
         return problems
 
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
-        """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM."""
+        """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM.
+
+        Also deletes what interrupted backups and restores left (:meth:`remove_leftovers`).
+        """
+        self.remove_leftovers()
         path = self.store.path
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
@@ -364,11 +371,10 @@ def _check_restore_source(src: apsw.Connection, path: Path) -> int:
     return version
 
 
-def _partial_beside(final: Path) -> Path:
-    """A new, empty, private temporary file next to ``final`` (unique per call)."""
-    fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".partial")
-    os.close(fd)
-    return Path(name)
+def _partial_beside(final: Path) -> AbstractContextManager[Path]:
+    """A new, empty, private, locked temporary file next to ``final`` (unique per call),
+    deleted when the block ends unless it was published (see :mod:`persistence.leftovers`)."""
+    return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
 
 
 def _publish(partial: Path, final: Path) -> None:

@@ -79,6 +79,11 @@ def insert(conn: apsw.Connection, row_id: int | None, record: ForgettingRecord) 
     )  # fmt: skip
 
 
+def forgotten_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory the log says was forgotten."""
+    return {r[0] for r in query_all(conn, "SELECT DISTINCT memory_id FROM forgetting_log")}
+
+
 def contains(conn: apsw.Connection, record: ForgettingRecord) -> bool:
     """True if the log already holds this event (same memory, time and reason)."""
     row = query_one(

@@ -80,14 +80,30 @@ def _orphans(table: str) -> Callable[[apsw.Connection], list[str]]:
     return check
 
 
+def promotion_log_points_at_memories(conn: apsw.Connection) -> list[str]:
+    """Every promotion-log row names a memory that exists, or one that was forgotten
+    (forgetting keeps the audit: the forgetting log says where the memory went)."""
+    rows = query_all(
+        conn,
+        "SELECT DISTINCT memory_id FROM promotion_log "
+        f"WHERE memory_id NOT IN (SELECT id FROM ({_ALL_IDS})) "
+        "AND memory_id NOT IN (SELECT memory_id FROM forgetting_log)",
+    )
+    return [
+        f"promotion_log names memory {r[0]}, which neither exists nor was forgotten" for r in rows
+    ]
+
+
 def promotion_log_agrees(conn: apsw.Connection) -> list[str]:
-    """A promoted memory sits in the tier its last promotion moved it to."""
+    """A live memory sits in the tier its last promotion moved it to (promotions logged
+    before it was last forgotten belong to an earlier memory of the same id)."""
     rows = query_all(
         conn,
         "SELECT p.memory_id, p.to_tier, m.tier FROM promotion_log AS p "
         f"JOIN ({_ALL_IDS}) AS m ON m.id = p.memory_id "
         "WHERE p.id = (SELECT max(id) FROM promotion_log WHERE memory_id = p.memory_id) "
-        "AND p.to_tier <> m.tier",
+        "AND p.to_tier <> m.tier AND NOT EXISTS (SELECT 1 FROM forgetting_log AS f "
+        "WHERE f.memory_id = p.memory_id AND f.forgotten_at >= p.promoted_at)",
     )
     return [f"memory {i} was last promoted to {to} but is in {tier}" for i, to, tier in rows]
 
@@ -136,7 +152,7 @@ CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "one_tier_per_memory": one_tier_each,
     "schedules_point_at_memories": _orphans("repetition_schedules"),
     "tags_point_at_memories": _orphans("memory_tags"),
-    "promotion_log_points_at_memories": _orphans("promotion_log"),
+    "promotion_log_points_at_memories": promotion_log_points_at_memories,
     "promotion_log_agrees_with_tiers": promotion_log_agrees,
     "embedding_sizes": embedding_sizes,
     "keyword_index_matches": keyword_index_matches,

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +46,14 @@ from persistence.records import (
     TranscriptEntry,
 )
 from persistence.sqlite_store import SQLiteStore
-from persistence.validation import validate_memory, validate_schedule, validate_session
+from persistence.validation import (
+    validate_forgetting,
+    validate_memory,
+    validate_promotion,
+    validate_schedule,
+    validate_session,
+    validate_transcript,
+)
 
 Mode = Literal["replace", "merge"]
 
@@ -201,7 +209,9 @@ def _embedding(row: Mapping[str, Any], where: str, dim: int | None) -> Any:
     return vector
 
 
-_FIELD_MESSAGE = re.compile(r"^(?:memory|session|schedule)\.(\w+) (.*)$", re.S)
+_FIELD_MESSAGE = re.compile(
+    r"^(?:memory|session|schedule|transcript|promotion|forgetting)\.(\w+) (.*)$", re.S
+)
 
 
 def _checked(where: str, check: Callable[[Any], None], record: Any) -> None:
@@ -215,7 +225,9 @@ def _checked(where: str, check: Callable[[Any], None], record: Any) -> None:
         raise _fail(where, str(exc)) from None
 
 
-def _memory(row: Any, tier: Tier, where: str, dim: int | None) -> Memory:
+def _memory(
+    row: Any, tier: Tier, where: str, dim: int | None, max_content_bytes: int | None
+) -> Memory:
     r = _object(row, where, MEMORY_FIELDS)
     key = _str(r, "key", where, nullable=True)
     if (tier is Tier.SCRATCHPAD) != (key is not None):
@@ -242,7 +254,7 @@ def _memory(row: Any, tier: Tier, where: str, dim: int | None) -> Memory:
         created_at=_int(r, "created_at", where) or 0,
         updated_at=_int(r, "updated_at", where) or 0,
     )
-    _checked(where, validate_memory, memory)
+    _checked(where, partial(validate_memory, max_content_bytes=max_content_bytes), memory)
     if len(set(memory.tags)) != len(memory.tags):
         raise _fail(f"{where}.tags", "lists a tag twice")
     return memory
@@ -276,8 +288,7 @@ def _transcript(row: Any, where: str) -> TranscriptEntry:
         content=_str(r, "content", where) or "",
         timestamp=_int(r, "timestamp", where) or 0,
     )
-    if not entry.id or not entry.role or entry.turn_number < 0:
-        raise _fail(where, "needs a non-empty id and role and a turn_number >= 0")
+    _checked(where, validate_transcript, entry)
     return entry
 
 
@@ -306,8 +317,7 @@ def _promotion(row: Any, where: str) -> PromotionRecord:
         promoted_at=_int(r, "promoted_at", where) or 0,
         reason=_str(r, "reason", where, nullable=True),
     )
-    if record.id < 1 or record.to_tier.rank <= record.from_tier.rank:
-        raise _fail(where, "needs an id >= 1 and a forward move between tiers")
+    _checked(where, validate_promotion, record)
     return record
 
 
@@ -323,6 +333,7 @@ def _forgetting(row: Any, where: str) -> tuple[int, ForgettingRecord]:
         retention=_num(r, "retention", where, nullable=True),
         reason=_str(r, "reason", where) or "",
     )
+    _checked(where, validate_forgetting, record)
     return row_id, record
 
 
@@ -335,8 +346,11 @@ def _unique(items: list[tuple[str, Any]], key: Callable[[Any], Any], what: str) 
         seen.add(value)
 
 
-def read_document(path: Path) -> Document:
-    """Parse and validate an export; raise :class:`InvalidImportError` at the first problem."""
+def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
+    """Parse and validate an export; raise :class:`InvalidImportError` at the first problem.
+
+    Every record goes through the validators the store's writes use (one rule set).
+    """
     try:
         data = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
@@ -369,7 +383,7 @@ def read_document(path: Path) -> Document:
     for tier in Tier:
         for n, row in enumerate(tables[tier.value]):
             where = f"tables.{tier.value}[{n}]"
-            out.memories.append((where, _memory(row, tier, where, dim)))
+            out.memories.append((where, _memory(row, tier, where, dim, max_content_bytes)))
     out.sessions = [(f"tables.sessions[{n}]", _session(r, f"tables.sessions[{n}]"))
                     for n, r in enumerate(tables["sessions"])]  # fmt: skip
     out.transcripts = [
@@ -398,7 +412,11 @@ def read_document(path: Path) -> Document:
     return out
 
 
-def _check_references(doc: Document, memory_ids: set[str], session_ids: set[str]) -> None:
+def _check_references(
+    doc: Document, memory_ids: set[str], session_ids: set[str], forgotten_ids: set[str]
+) -> None:
+    """Transcripts need their session, schedules their memory; a promotion-log row needs
+    its memory, or a forgetting-log row for it (forgetting keeps the audit)."""
     for where, entry in doc.transcripts:
         if entry.session_id not in session_ids:
             raise _fail(f"{where}.session_id", f"names session {entry.session_id!r}, not there")
@@ -406,8 +424,11 @@ def _check_references(doc: Document, memory_ids: set[str], session_ids: set[str]
         if schedule.memory_id not in memory_ids:
             raise _fail(f"{where}.memory_id", f"names memory {schedule.memory_id!r}, not there")
     for where, record in doc.promotions:
-        if record.memory_id not in memory_ids:
-            raise _fail(f"{where}.memory_id", f"names memory {record.memory_id!r}, not there")
+        if record.memory_id not in memory_ids and record.memory_id not in forgotten_ids:
+            raise _fail(
+                f"{where}.memory_id",
+                f"names memory {record.memory_id!r}, neither there nor in the forgetting log",
+            )
 
 
 # --- writing ------------------------------------------------------------------------
@@ -420,7 +441,7 @@ def import_document(
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
     """Validate ``path`` and write it into ``store`` in one transaction."""
-    doc = read_document(path)
+    doc = read_document(path, store.max_content_bytes)
     counts: dict[str, dict[str, int]] = {t: {"inserted": 0, "updated": 0, "skipped": 0}
                                          for t in TABLES}  # fmt: skip
     total, done = doc.row_count, 0
@@ -453,10 +474,13 @@ def import_document(
                 )
             memory_ids = memory_sql.all_ids(conn) | {m.id for _, m in doc.memories}
             session_ids = session_sql.session_ids(conn) | {s.session_id for _, s in doc.sessions}
+            forgotten_ids = forgetting_sql.forgotten_ids(conn)
         else:
             memory_ids = {m.id for _, m in doc.memories}
             session_ids = {s.session_id for _, s in doc.sessions}
-        _check_references(doc, memory_ids, session_ids)
+            forgotten_ids = set()
+        forgotten_ids |= {f.memory_id for _, _, f in doc.forgotten}
+        _check_references(doc, memory_ids, session_ids, forgotten_ids)
 
         if mode == "replace":
             memory_sql.delete_all(conn)
@@ -505,8 +529,14 @@ def import_document(
             schedule_sql.upsert(conn, schedule)
             count("repetition_schedules", "inserted" if current_schedule is None else "updated")
         for _, record in doc.promotions:
+            # Merging keeps the file's history of a memory whose file version was kept;
+            # the history of a forgotten memory joins unless the file already has it.
             if mode == "merge" and (
-                record.memory_id not in written or memory_sql.has_promotion(conn, record)
+                memory_sql.has_promotion(conn, record)
+                or (
+                    record.memory_id not in written
+                    and memory_sql.tier_of(conn, record.memory_id) is not None
+                )
             ):
                 count("promotion_log", "skipped")
                 continue

@@ -177,6 +177,15 @@ def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
     return [_to_memory(tier, row) for row in rows]
 
 
+def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
+    """The stored content of ``memory_id`` in whichever tier holds it, or ``None``."""
+    for tier in Tier:
+        row = query_one(conn, f"SELECT content FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+        if row is not None:
+            return str(row[0])
+    return None
+
+
 def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
     """The tier that holds ``memory_id``, or ``None``."""
     for tier in Tier:
@@ -186,14 +195,16 @@ def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
 
 
 def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
-    """Delete a memory with its tags, schedule and promotion history.
+    """Delete a memory with its tags and schedule; its promotion-log rows stay.
 
-    Every remaining row points at a real memory; the forgetting log is the only trace.
+    The audit outlives the content: promotion-log rows (ids, tiers, reasons, times) are
+    kept, and the caller writes a forgetting-log row, which the integrity checks accept
+    as the reason a logged memory is gone.
     """
     conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
     if conn.changes() == 0:
         return False
-    for table in ("memory_tags", "repetition_schedules", "promotion_log"):
+    for table in ("memory_tags", "repetition_schedules"):
         conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     return True
 

@@ -85,13 +85,16 @@ from persistence.records import (
     now_ms,
 )
 from persistence.validation import (
+    DEFAULT_MAX_CONTENT_BYTES,
     parse_tier,
+    require_content_size,
     require_int,
     require_str,
     require_unit_float,
     validate_memory,
     validate_schedule,
     validate_session,
+    validate_transcript,
 )
 from persistence.vector_mirror import VectorMirror
 
@@ -108,6 +111,8 @@ class SQLiteStore:
     ``":memory:"``. ``embedding_dim`` fixes the embedding size up front; otherwise the
     first embedding written fixes it for the file. ``clock`` returns epoch milliseconds.
     ``migrations`` overrides the shipped migration list (for tests of the runner).
+    ``max_content_bytes`` refuses new memory content larger than that many UTF-8 bytes
+    (content already stored may be written back unchanged).
     """
 
     def __init__(
@@ -121,10 +126,13 @@ class SQLiteStore:
         clock: Callable[[], int] | None = None,
         migrations: Sequence[Migration] | None = None,
         change_check_interval_ms: int = 50,
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
+        require_int(max_content_bytes, "max_content_bytes", minimum=1)
+        self.max_content_bytes = max_content_bytes
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
         self.options = ConnectionOptions(synchronous, busy_timeout_ms, wal_autocheckpoint)
@@ -512,11 +520,14 @@ class SQLiteStore:
         validate_memory(memory)
         if memory.tier is not tier:
             raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
+        oversized = self._oversized(memory.content)
         blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
         normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
         row = memory_sql.encode_row(normalized, blob)
         stored = memory_sql.as_stored(normalized, row)
         with self.transaction() as conn:
+            if oversized is not None and memory_sql.content_of(conn, memory.id) != memory.content:
+                raise oversized
             other = memory_sql.tier_of(conn, memory.id)
             if other is not None and other is not tier:
                 raise DuplicateMemoryError(
@@ -526,6 +537,18 @@ class SQLiteStore:
                 self._check_dim(conn, len(blob) // 4)
             memory_sql.upsert(conn, stored, row)
         return stored
+
+    def _oversized(self, content: str) -> InvalidInputError | None:
+        """The error for content over ``max_content_bytes`` (``None`` if it fits)."""
+        try:
+            require_content_size(content, "memory.content", self.max_content_bytes)
+        except InvalidInputError as exc:
+            return exc
+        return None
+
+    def check_content_size(self, content: str, what: str = "content") -> None:
+        """Refuse new content over ``max_content_bytes`` before any work is done on it."""
+        require_content_size(content, what, self.max_content_bytes)
 
     def _check_dim(self, conn: apsw.Connection, dim: int) -> None:
         """The first embedding fixes the file's dimension; later ones must match it."""
@@ -545,7 +568,7 @@ class SQLiteStore:
     def _delete(self, tier: Tier, memory_id: str) -> bool:
         require_str(memory_id, "memory_id")
         with self.transaction() as conn:
-            return memory_sql.delete(conn, tier, memory_id)
+            return self._forget(conn, tier, memory_id, None, "deleted")
 
     def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
         options = options or QueryOptions()
@@ -568,7 +591,9 @@ class SQLiteStore:
     ) -> Tier | None:
         """Delete a memory from whichever tier holds it and write an audit row.
 
-        Returns the tier it was in, or ``None`` (and writes nothing) if there was none.
+        Content, tags and schedule go; the audit stays: its promotion-log rows are kept
+        and a forgetting-log row is added. Returns the tier it was in, or ``None`` (and
+        writes nothing) if there was none.
         """
         require_str(memory_id, "memory_id")
         require_str(reason, "reason", allow_empty=False)
@@ -585,10 +610,12 @@ class SQLiteStore:
         memory_id: str,
         retention: float | None,
         reason: str,
-    ) -> None:
-        if memory_sql.delete(conn, tier, memory_id):
-            record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
-            forgetting_sql.log_forgotten(conn, record)
+    ) -> bool:
+        if not memory_sql.delete(conn, tier, memory_id):
+            return False
+        record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
+        forgetting_sql.log_forgotten(conn, record)
+        return True
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
         """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
@@ -627,7 +654,11 @@ class SQLiteStore:
         return self._get(Tier.EPISODIC, memory_id)
 
     def delete_episodic(self, memory_id: str) -> bool:
-        """Delete an episodic memory with its tags and schedule; True if it existed."""
+        """Delete an episodic memory with its tags and schedule; True if it existed.
+
+        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
+        and its promotion-log rows stay.
+        """
         return self._delete(Tier.EPISODIC, memory_id)
 
     def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
@@ -643,7 +674,8 @@ class SQLiteStore:
         return self._get(Tier.SEMANTIC, memory_id)
 
     def delete_semantic(self, memory_id: str) -> bool:
-        """Delete a semantic memory with its tags and schedule; True if it existed."""
+        """Delete a semantic memory with its tags and schedule; True if it existed (audited
+        like :meth:`delete_episodic`)."""
         return self._delete(Tier.SEMANTIC, memory_id)
 
     def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
@@ -706,7 +738,13 @@ class SQLiteStore:
             if memory.key is not None:
                 metadata["scratchpad_key"] = memory.key
             now = self.clock()
-            moved = replace(memory, tier=target, key=None, metadata=metadata, updated_at=now)
+            moved = replace(
+                memory,
+                tier=target,
+                key=None,
+                metadata=metadata,
+                updated_at=max(now, memory.created_at),
+            )
             conn.execute(f"DELETE FROM {memory_sql.TABLE[source]} WHERE id = ?", (memory_id,))
             blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
             memory_sql.upsert(conn, moved, memory_sql.encode_row(moved, blob))
@@ -766,11 +804,8 @@ class SQLiteStore:
         self, session_id: str, turn: int, role: str, content: str
     ) -> TranscriptEntry:
         """Add a transcript line; the session's turn and ``last_active_at`` move forward."""
-        require_str(session_id, "session_id")
-        require_int(turn, "turn", minimum=0)
-        require_str(role, "role", allow_empty=False)
-        require_str(content, "content")
         entry = TranscriptEntry(new_id(), session_id, turn, role, content, self.clock())
+        validate_transcript(entry)
         with self.transaction() as conn:
             if session_sql.fetch(conn, session_id) is None:
                 raise SessionNotFoundError(f"no session {session_id}: start it first")

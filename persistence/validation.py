@@ -1,5 +1,18 @@
 """Validation of records before they are written: wrong types and values raise
 ``InvalidInputError`` subclasses with a message naming the field, and nothing is written.
+
+One rule set for every way in: the store's writes and the JSON import call the same
+validators, so an import can never hold a value that a later write would refuse or
+overflow on. The rules beyond types:
+
+- counters (``access_count``, ``token_count``, ``review_count``, turn numbers) are at most
+  :data:`MAX_COUNT` (2**62), which leaves headroom below SQLite's 2**63 - 1 for
+  increments (and the library's own increments stop there);
+- timestamps (epoch milliseconds) are ``>= 0``, and a memory's ``updated_at`` is not
+  before its ``created_at``;
+- ids (memory, session, transcript) and a memory's ``session_id`` are non-empty;
+- a memory's content is at most ``max_content_bytes`` UTF-8 bytes (default
+  :data:`DEFAULT_MAX_CONTENT_BYTES`, 1,000,000).
 """
 
 from __future__ import annotations
@@ -9,28 +22,51 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from persistence.errors import InvalidInputError, InvalidTypeError
-from persistence.records import Memory, RepetitionSchedule, SessionState, Tier
+from persistence.records import (
+    ForgettingRecord,
+    Memory,
+    PromotionRecord,
+    RepetitionSchedule,
+    SessionState,
+    Tier,
+    TranscriptEntry,
+)
+
+MAX_COUNT = 2**62
+"""Upper bound of every counter: incrementing one can never overflow 64 bits."""
+
+DEFAULT_MAX_CONTENT_BYTES = 1_000_000
+"""Default size limit of a memory's content: 1 MB (decimal), in UTF-8 bytes."""
 
 
-def validate_memory(memory: Any) -> None:
-    """Check every field of a :class:`Memory` (the embedding is checked when encoded)."""
+def validate_memory(memory: Any, *, max_content_bytes: int | None = None) -> None:
+    """Check every field of a :class:`Memory` (the embedding is checked when encoded);
+    with ``max_content_bytes``, its content's size too."""
     if not isinstance(memory, Memory):
         raise InvalidTypeError(f"expected a Memory, got {type(memory).__name__}")
     require_str(memory.id, "memory.id", allow_empty=False)
     require_str(memory.content, "memory.content")
+    if max_content_bytes is not None:
+        require_content_size(memory.content, "memory.content", max_content_bytes)
     if not isinstance(memory.tier, Tier):
         raise InvalidTypeError(f"memory.tier must be a Tier, got {memory.tier!r}")
-    for name in ("key", "session_id", "agent_id", "category", "source"):
+    for name in ("key", "agent_id", "category", "source"):
         require_str(getattr(memory, name), f"memory.{name}", allow_none=True)
+    require_str(memory.session_id, "memory.session_id", allow_none=True, allow_empty=False)
     require_str_tuple(memory.tags, "memory.tags")
     require_str_tuple(memory.linked_memories, "memory.linked_memories")
     require_unit_float(memory.importance, "memory.importance")
     require_unit_float(memory.retention, "memory.retention")
-    require_int(memory.token_count, "memory.token_count", minimum=0)
-    require_int(memory.access_count, "memory.access_count", minimum=0)
-    require_int(memory.created_at, "memory.created_at")
-    require_int(memory.updated_at, "memory.updated_at")
-    require_int(memory.last_accessed_at, "memory.last_accessed_at", allow_none=True)
+    require_count(memory.token_count, "memory.token_count")
+    require_count(memory.access_count, "memory.access_count")
+    require_timestamp(memory.created_at, "memory.created_at")
+    require_timestamp(memory.updated_at, "memory.updated_at")
+    if memory.updated_at < memory.created_at:
+        raise InvalidInputError(
+            f"memory.updated_at must not be before created_at ({memory.created_at}), "
+            f"got {memory.updated_at}"
+        )
+    require_timestamp(memory.last_accessed_at, "memory.last_accessed_at", allow_none=True)
     if not isinstance(memory.metadata, Mapping):
         raise InvalidTypeError(
             f"memory.metadata must be a mapping, got {type(memory.metadata).__name__}"
@@ -42,10 +78,10 @@ def validate_session(session: Any) -> None:
     if not isinstance(session, SessionState):
         raise InvalidTypeError(f"expected a SessionState, got {type(session).__name__}")
     require_str(session.session_id, "session.session_id", allow_empty=False)
-    require_int(session.started_at, "session.started_at")
-    require_int(session.last_active_at, "session.last_active_at")
-    require_int(session.turn_number, "session.turn_number", minimum=0)
-    require_int(session.ended_at, "session.ended_at", allow_none=True)
+    require_timestamp(session.started_at, "session.started_at")
+    require_timestamp(session.last_active_at, "session.last_active_at")
+    require_count(session.turn_number, "session.turn_number")
+    require_timestamp(session.ended_at, "session.ended_at", allow_none=True)
     require_str_tuple(session.active_agents, "session.active_agents")
     require_str_tuple(session.scratchpad_state, "session.scratchpad_state")
     if not isinstance(session.metadata, Mapping):
@@ -60,12 +96,79 @@ def validate_schedule(schedule: Any) -> None:
     if not isinstance(schedule, RepetitionSchedule):
         raise InvalidTypeError(f"expected a RepetitionSchedule, got {type(schedule).__name__}")
     require_str(schedule.memory_id, "schedule.memory_id", allow_empty=False)
-    require_int(schedule.next_review_at, "schedule.next_review_at")
+    require_timestamp(schedule.next_review_at, "schedule.next_review_at")
     require_int(schedule.interval_ms, "schedule.interval_ms", minimum=0)
-    require_int(schedule.review_count, "schedule.review_count", minimum=0)
-    require_int(schedule.last_reviewed_at, "schedule.last_reviewed_at", allow_none=True)
+    require_count(schedule.review_count, "schedule.review_count")
+    require_timestamp(schedule.last_reviewed_at, "schedule.last_reviewed_at", allow_none=True)
     require_positive_float(schedule.ease_factor, "schedule.ease_factor")
     require_positive_float(schedule.stability_days, "schedule.stability_days")
+
+
+def validate_transcript(entry: Any) -> None:
+    """Check every field of a :class:`TranscriptEntry`."""
+    if not isinstance(entry, TranscriptEntry):
+        raise InvalidTypeError(f"expected a TranscriptEntry, got {type(entry).__name__}")
+    require_str(entry.id, "transcript.id", allow_empty=False)
+    require_str(entry.session_id, "transcript.session_id", allow_empty=False)
+    require_count(entry.turn_number, "transcript.turn_number")
+    require_str(entry.role, "transcript.role", allow_empty=False)
+    require_str(entry.content, "transcript.content")
+    require_timestamp(entry.timestamp, "transcript.timestamp")
+
+
+def validate_promotion(record: Any) -> None:
+    """Check a :class:`PromotionRecord`: a forward move of a named memory at a real time."""
+    if not isinstance(record, PromotionRecord):
+        raise InvalidTypeError(f"expected a PromotionRecord, got {type(record).__name__}")
+    require_int(record.id, "promotion.id", minimum=1)
+    require_str(record.memory_id, "promotion.memory_id", allow_empty=False)
+    for name in ("from_tier", "to_tier"):
+        if not isinstance(getattr(record, name), Tier):
+            raise InvalidTypeError(f"promotion.{name} must be a Tier")
+    if record.to_tier.rank <= record.from_tier.rank:
+        raise InvalidInputError(
+            f"promotion.to_tier must be after from_tier ({record.from_tier.value}), "
+            f"got {record.to_tier.value}"
+        )
+    require_timestamp(record.promoted_at, "promotion.promoted_at")
+    require_str(record.reason, "promotion.reason", allow_none=True)
+
+
+def validate_forgetting(record: Any) -> None:
+    """Check a :class:`ForgettingRecord`."""
+    if not isinstance(record, ForgettingRecord):
+        raise InvalidTypeError(f"expected a ForgettingRecord, got {type(record).__name__}")
+    require_str(record.memory_id, "forgetting.memory_id", allow_empty=False)
+    if not isinstance(record.tier, Tier):
+        raise InvalidTypeError("forgetting.tier must be a Tier")
+    require_timestamp(record.forgotten_at, "forgetting.forgotten_at")
+    if record.retention is not None:
+        require_unit_float(record.retention, "forgetting.retention")
+    require_str(record.reason, "forgetting.reason", allow_empty=False)
+
+
+def require_count(value: Any, what: str) -> None:
+    """Refuse anything but an ``int`` within 0 and :data:`MAX_COUNT`."""
+    require_int(value, what, minimum=0)
+    if value > MAX_COUNT:
+        raise InvalidInputError(f"{what} must be <= 2**62 ({MAX_COUNT}), got {value}")
+
+
+def require_timestamp(value: Any, what: str, *, allow_none: bool = False) -> None:
+    """Refuse anything but an ``int`` >= 0 (epoch milliseconds), or ``None`` if allowed."""
+    require_int(value, what, allow_none=allow_none, minimum=0)
+
+
+def require_content_size(content: str, what: str, limit: int) -> None:
+    """Refuse content longer than ``limit`` UTF-8 bytes (without encoding short text)."""
+    if len(content) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
+        return
+    size = len(content) if content.isascii() else len(content.encode("utf-8"))
+    if size > limit:
+        raise InvalidInputError(
+            f"{what} is {size:,} bytes, more than max_content_bytes ({limit:,}): "
+            "split it into several memories, or raise MemoryConfig.max_content_bytes"
+        )
 
 
 def require_positive_float(value: Any, what: str) -> None:

@@ -113,6 +113,10 @@ def broken_documents(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
             ("episodic", "embedding", "AAAA"), ("semantic", "embedding", "@@not base64@@"),
             ("scratchpad", "key", None), ("semantic", "tags", ["same", "same"]),
             ("promotion_log", "to_tier", "scratchpad"), ("forgetting_log", "tier", "attic"),
+            ("episodic", "access_count", 2**63 - 1), ("semantic", "session_id", ""),
+            ("episodic", "created_at", -1), ("session_transcripts", "timestamp", -1),
+            ("repetition_schedules", "review_count", 2**62 + 1),
+            ("forgetting_log", "forgotten_at", -1),
         ]))  # fmt: skip
         draw(st.sampled_from(doc["tables"][table]))[field] = value
     elif kind == "header":

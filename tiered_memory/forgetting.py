@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 from persistence import InvalidInputError, InvalidTypeError, RepetitionSchedule, RetentionInput
+from persistence.validation import MAX_COUNT
 
 DAY_MS = 86_400_000
 MAX_INTERVAL_DAYS = 36_500
@@ -121,7 +122,7 @@ def review(
         else:
             interval_days = round(schedule.interval_ms / DAY_MS * schedule.ease_factor)
         interval_days = min(interval_days, MAX_INTERVAL_DAYS)
-        repetitions = n + 1
+        repetitions = min(n + 1, MAX_COUNT)  # a counter stays within the validated bound
         stability = max(schedule.stability_days, interval_days / -math.log(params.target_retention))
     else:
         interval_days = 1

@@ -49,6 +49,7 @@ from persistence.backup import Progress
 from persistence.memory_sql import validate_filter
 from persistence.records import new_id, now_ms
 from persistence.validation import (
+    MAX_COUNT,
     parse_tier,
     require_int,
     require_mapping,
@@ -105,6 +106,7 @@ class AgentMemoryManager:
             synchronous=self.config.synchronous,
             clock=self.clock,
             change_check_interval_ms=self.config.external_change_check_ms,
+            max_content_bytes=self.config.max_content_bytes,
         )
         self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
@@ -151,9 +153,14 @@ class AgentMemoryManager:
         return cls(":memory:", config, **overrides).initialize()
 
     def initialize(self) -> Self:
-        """Open the store and load the scratchpad; a second call does nothing."""
+        """Open the store and load the scratchpad; a second call does nothing.
+
+        Also deletes files that interrupted backups and restores left behind (never one
+        that a backup or restore under way in another process holds).
+        """
         if not self.store.is_open:
             self.store.open()
+            self.backups.remove_leftovers()
             self.scratchpad.load()
             if self.config.embed_in_background:
                 self.embeddings.start()
@@ -224,6 +231,8 @@ class AgentMemoryManager:
         self._require_open()
         tier = parse_tier(tier)
         require_str(content, "content")
+        self.store.check_content_size(content)
+        require_str(session_id, "session_id", allow_none=True, allow_empty=False)
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
@@ -319,6 +328,7 @@ class AgentMemoryManager:
         changes: dict[str, Any] = {}
         if content is not None:
             require_str(content, "content")
+            self.store.check_content_size(content)
             changes |= {"content": content, "token_count": self.config.token_counter.count(content)}
             changes["embedding"] = None  # queued: embedded again in the background or on flush()
         if metadata is not None:
@@ -332,10 +342,13 @@ class AgentMemoryManager:
             memory = self._require(memory_id)
             if content is not None:
                 self.store.after_commit(self.embeddings.notify)
-            return self._rewrite(replace(memory, updated_at=self.clock(), **changes))
+            return self._rewrite(
+                replace(memory, updated_at=_touched(memory, self.clock()), **changes)
+            )
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
-        """Delete a memory (with its schedule and tags) and write an audit row."""
+        """Delete a memory (with its schedule and tags) and write an audit row; its
+        promotion history stays (forgetting removes content, never the audit)."""
         self._require_open()
         require_str(memory_id, "memory_id")
         with self.store.transaction():
@@ -381,7 +394,8 @@ class AgentMemoryManager:
                 memory = self._require(this)
                 if that not in memory.linked_memories:
                     linked = (*memory.linked_memories, that)
-                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+                    now = _touched(memory, self.clock())
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=now))
 
     def unlink(self, memory_id: str, other_id: str) -> bool:
         """Remove the link between two memories; True if there was one."""
@@ -393,7 +407,8 @@ class AgentMemoryManager:
                 if that in memory.linked_memories:
                     found = True
                     linked = tuple(i for i in memory.linked_memories if i != that)
-                    self._rewrite(replace(memory, linked_memories=linked, updated_at=self.clock()))
+                    now = _touched(memory, self.clock())
+                    self._rewrite(replace(memory, linked_memories=linked, updated_at=now))
         return found
 
     def linked(self, memory_id: str) -> list[Memory]:
@@ -506,7 +521,7 @@ class AgentMemoryManager:
                 replace(
                     memory,
                     retention=1.0,
-                    access_count=memory.access_count + 1,
+                    access_count=min(memory.access_count + 1, MAX_COUNT),
                     last_accessed_at=now,
                 )
             )
@@ -624,7 +639,8 @@ class AgentMemoryManager:
         return self.backups.check_integrity()
 
     def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
-        """Checkpoint the WAL, refresh statistics, optionally VACUUM."""
+        """Checkpoint the WAL, refresh statistics, optionally VACUUM; delete stale leftovers
+        of interrupted backups and restores."""
         self._require_open()
         return self.backups.run_maintenance(vacuum=vacuum)
 
@@ -797,6 +813,12 @@ class AgentMemoryManager:
                 due = schedule is None or schedule.next_review_at <= now
                 if due and self.get(memory_id) is not None:
                     self.review(memory_id, quality)
+
+
+def _touched(memory: Memory, now: int) -> int:
+    """``updated_at`` for a change at ``now``: never before ``created_at`` (the clock may
+    have gone back since the memory was made, and validation refuses that order)."""
+    return max(now, memory.created_at)
 
 
 def _not_scratchpad(memory: Memory) -> bool:

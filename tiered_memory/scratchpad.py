@@ -197,6 +197,7 @@ class Scratchpad:
         """
         require_str(key, "key", allow_empty=False)
         require_str(content, "content")
+        self._store.check_content_size(content)
         require_str_tuple(tags, "tags")
         require_mapping(metadata, "metadata", allow_none=True)
         tokens = self._fits(key, content)
@@ -218,7 +219,7 @@ class Scratchpad:
             if current is None:
                 memory = Memory.create(tier=Tier.SCRATCHPAD, key=key, now=now, **fields)
             else:
-                memory = replace(current, updated_at=now, **fields)
+                memory = replace(current, updated_at=max(now, current.created_at), **fields)
             stored = self._store.put_scratchpad(key, memory)
             entries.put(key, stored)
             self._evict_over_budget(entries, keep=key)

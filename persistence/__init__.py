@@ -12,6 +12,7 @@ from persistence.errors import (
     DatabaseBusyError,
     DatabaseOpenError,
     DuplicateMemoryError,
+    EmbedderError,
     EmbeddingDimensionError,
     EmbeddingModelMismatchError,
     ForeignDatabaseError,
@@ -58,6 +59,7 @@ from persistence.records import (
 from persistence.sqlite_store import SQLiteStore
 
 __all__ = [
+    "EmbedderError",
     "EmbeddingModelMismatchError",
     "DatabaseBusyError",
     "TransactionAbortedError",

@@ -107,6 +107,11 @@ class InvalidImportError(InvalidInputError):
         super().__init__(f"{location}: {problem} (nothing was imported)")
 
 
+class EmbedderError(TieredMemoryError):
+    """The embedding model could not be loaded or run (or returned vectors of the wrong
+    shape); nothing was written."""
+
+
 class EmbeddingModelMismatchError(TieredMemoryError):
     """The file's vectors come from another embedding model than the one configured."""
 

@@ -22,7 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from persistence import InvalidInputError, TieredMemoryError
+from persistence import EmbedderError, InvalidInputError
+
+__all__ = ["DEFAULT_MODEL_ID", "Embedder", "EmbedderError", "OnnxEmbedder", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -49,10 +51,6 @@ def token_prefix(text: str, max_chars: int) -> str:
         if text[end].isspace():
             return text[:end]
     return ""
-
-
-class EmbedderError(TieredMemoryError):
-    """The embedding model could not be loaded or run."""
 
 
 @runtime_checkable

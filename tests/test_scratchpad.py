@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,3 +114,114 @@ def test_closed_manager_scratchpad_raises(memory: AgentMemoryManager) -> None:
         memory.scratchpad.get("x")
     with pytest.raises(StoreClosedError):
         memory.scratchpad.put("x", "y")
+
+
+def _ops(thread: int, count: int) -> list[tuple[str, str, str]]:
+    """A deterministic sequence of scratchpad calls on this thread's own keys (and reads of
+    the shared ones): ``(operation, key, content)``."""
+    rng = random.Random(thread)
+    ops: list[tuple[str, str, str]] = []
+    for n in range(count):
+        key = f"t{thread}-{rng.randrange(6)}"
+        op = rng.choice(("put", "put", "get", "get-shared", "delete", "tokens", "statistics"))
+        if op == "get-shared":
+            op, key = "get", f"shared-{rng.randrange(SHARED)}"
+        ops.append((op, key, f"thread {thread} step {n} " + "word " * rng.randrange(20)))
+    return ops
+
+
+SHARED = 300
+
+
+def _apply(memory: AgentMemoryManager, op: str, key: str, content: str) -> None:
+    pad = memory.scratchpad
+    if op == "put":
+        pad.put(key, content)
+    elif op == "get":
+        got = pad.get(key)
+        assert got is None or got.key == key
+    elif op == "delete":
+        pad.delete(key)
+    elif op == "tokens":
+        assert pad.tokens >= 0
+        assert all(k == m.key for k, m in pad.items())
+    else:
+        statistics = memory.statistics()
+        assert statistics.scratchpad_tokens <= statistics.scratchpad_token_budget
+
+
+def _state(memory: AgentMemoryManager) -> tuple[dict[str, str], int, dict[str, str]]:
+    in_ram = {key: m.content for key, m in memory.scratchpad.items()}
+    in_file = {m.key or "": m.content for m in memory.store.get_all_scratchpad()}
+    return in_ram, memory.scratchpad.tokens, in_file
+
+
+def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(tmp_path: Path) -> None:
+    """put/get/delete/tokens/statistics from 8 threads at once: no exception (``tokens``
+    once iterated a dict that ``get`` reordered on another thread), and the end state
+    equals the same calls made one after another (each thread has its own keys)."""
+    steps = 1000
+    plans = {thread: _ops(thread, steps) for thread in range(8)}
+    budget = 1_000_000  # nothing is evicted, so the end state does not depend on timing
+    switch = sys.getswitchinterval()
+
+    def fresh(path: Path) -> AgentMemoryManager:
+        memory = AgentMemoryManager.open(path, embedder=None, scratchpad_token_budget=budget)
+        with memory.transaction():
+            for i in range(SHARED):
+                memory.scratchpad.put(f"shared-{i}", f"shared entry {i} " + "word " * 10)
+        return memory
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def run(memory: AgentMemoryManager, thread: int) -> None:
+        start.wait()
+        try:
+            for op in plans[thread]:
+                _apply(memory, *op)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: more interleavings
+    try:
+        with fresh(tmp_path / "threads.db") as memory:
+            threads = [threading.Thread(target=run, args=(memory, t)) for t in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            concurrent = _state(memory)
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == [], f"{len(errors)} thread(s) failed, first: {errors[0]!r}"
+    with fresh(tmp_path / "serial.db") as memory:
+        for thread in range(8):
+            for op in plans[thread]:
+                _apply(memory, *op)
+        serial = _state(memory)
+    assert concurrent == serial
+    assert concurrent[0] == concurrent[2]  # RAM and file agree
+
+
+def test_a_get_during_another_threads_transaction_keeps_its_recency(
+    memory: AgentMemoryManager,
+) -> None:
+    pad = memory.scratchpad
+    pad.put("a", "first")
+    pad.put("b", "second")
+    inside, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with memory.transaction():
+            pad.put("c", "third")
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert inside.wait(10)
+    assert pad.get("a") is not None  # used after "c" was written: now the most recent
+    release.set()
+    thread.join()
+    assert [k for k, _ in pad.items()] == ["b", "c", "a"]

@@ -9,6 +9,10 @@ through logged promotions, as MemGPT does under memory pressure.
 
 Recency is tracked in RAM (``get`` and ``put`` refresh it); after a restart the order
 falls back to each entry's last write.
+
+Thread safety: one lock guards the order and content of both views' dicts, because
+``get`` reorders the committed view from any thread while others iterate it (``tokens``,
+``items``, the copy a transaction starts from). Store calls never run under it.
 """
 
 from __future__ import annotations
@@ -73,15 +77,17 @@ class Scratchpad:
         self.budget = budget
         self._tokens = token_counter
         self._clock = clock
-        self._recency_lock = threading.Lock()
+        self._lock = threading.RLock()  # guards both views' dicts (see the module doc)
         self._committed = _Entries()
         self._pending: _Entries | None = None
 
     def load(self) -> None:
         """Read the whole scratchpad from the store, least recently written first."""
         entries = self._store.get_all_scratchpad()
-        self._committed = _Entries(OrderedDict((m.key or m.id, m) for m in entries))
-        self._pending = None
+        loaded = _Entries(OrderedDict((m.key or m.id, m) for m in entries))
+        with self._lock:
+            self._committed = loaded
+            self._pending = None
 
     def refresh(self, memory_ids: Sequence[str] | None) -> None:
         """Re-read these entries (``None``: all) from the store, in a transaction, keeping
@@ -91,17 +97,20 @@ class Scratchpad:
         with self._change() as entries:
             if memory_ids is None:
                 fresh = {m.key or m.id: m for m in self._store.get_all_scratchpad()}
-                for key, held in list(entries.by_key.items()):
-                    if key not in fresh or fresh[key].id != held.id:
-                        entries.drop(held.id)
-                for key, memory in fresh.items():
-                    entries.put(key, memory, touch=key not in entries.by_key)
+                with self._lock:
+                    for key, held in list(entries.by_key.items()):
+                        if key not in fresh or fresh[key].id != held.id:
+                            entries.drop(held.id)
+                    for key, memory in fresh.items():
+                        entries.put(key, memory, touch=key not in entries.by_key)
                 return
             for memory_id in memory_ids:
-                found = entries.key_of.get(memory_id)
+                with self._lock:
+                    found = entries.key_of.get(memory_id)
                 stored = None if found is None else self._store.get_scratchpad(found)
                 if found is not None and stored is not None and stored.id == memory_id:
-                    entries.put(found, stored, touch=False)
+                    with self._lock:
+                        entries.put(found, stored, touch=False)
 
     def _view(self) -> _Entries:
         """The pending view for the thread inside the transaction, else the committed one."""
@@ -115,19 +124,22 @@ class Scratchpad:
         """A store transaction and the pending view to change alongside it."""
         self._require_open()
         with self._store.transaction():
-            before = None if self._pending is None else self._pending.copy()
-            if self._pending is None:
-                self._pending = self._committed.copy()
+            with self._lock:
+                before = None if self._pending is None else self._pending.copy()
+                if self._pending is None:
+                    self._pending = self._committed.copy()
             self._store.after_rollback(lambda: self._set_pending(before))
             self._store.after_commit(self._publish)
             yield self._pending
 
     def _set_pending(self, entries: _Entries | None) -> None:
-        self._pending = entries
+        with self._lock:
+            self._pending = entries
 
     def _publish(self) -> None:
-        if self._pending is not None:
-            self._committed, self._pending = self._pending, None
+        with self._lock:
+            if self._pending is not None:
+                self._committed, self._pending = self._pending, None
 
     def _require_open(self) -> None:
         if not self._store.is_open:
@@ -136,21 +148,31 @@ class Scratchpad:
     # --- reads ---------------------------------------------------------------------------
 
     def get(self, key: str) -> Memory | None:
-        """The entry under ``key`` (and mark it recently used), or ``None``."""
+        """The entry under ``key`` (and mark it recently used), or ``None``.
+
+        The mark also goes into another thread's open transaction, if it holds the same
+        entry, so that transaction's commit does not undo it.
+        """
         require_str(key, "key")
         self._require_open()
-        entries = self._view()
-        with self._recency_lock:
+        with self._lock:
+            entries = self._view()
             memory = entries.by_key.get(key)
             if memory is not None:
                 entries.by_key.move_to_end(key)
+                pending = self._pending
+                if pending is not None and pending is not entries:
+                    held = pending.by_key.get(key)
+                    if held is not None and held.id == memory.id:
+                        pending.by_key.move_to_end(key)
         return memory
 
     def by_id(self, memory_id: str) -> Memory | None:
         """The entry whose memory id is ``memory_id``, or ``None`` (no recency change).
 
         Lock-free: it is on every ``get`` of every tier, and it only reads two dicts of
-        one view, which is never changed once it is committed but for recency.
+        one view (single lookups, never an iteration), which is never changed once it is
+        committed but for recency.
         """
         entries = self._view()
         key = entries.key_of.get(memory_id)
@@ -159,20 +181,22 @@ class Scratchpad:
     def items(self) -> list[tuple[str, Memory]]:
         """``(key, memory)`` pairs, least recently used first."""
         self._require_open()
-        entries = self._view()
-        with self._recency_lock:
-            return list(entries.by_key.items())
+        with self._lock:
+            return list(self._view().by_key.items())
 
     def __len__(self) -> int:
-        return len(self._view().by_key)
+        with self._lock:
+            return len(self._view().by_key)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._view().by_key
+        with self._lock:
+            return key in self._view().by_key
 
     @property
     def tokens(self) -> int:
         """Tokens held now."""
-        return self._view().tokens()
+        with self._lock:
+            return self._view().tokens()
 
     # --- writes --------------------------------------------------------------------------
 
@@ -215,13 +239,15 @@ class Scratchpad:
         }
         now = self._clock()
         with self._change() as entries:
-            current = entries.by_key.get(key)
+            with self._lock:
+                current = entries.by_key.get(key)
             if current is None:
                 memory = Memory.create(tier=Tier.SCRATCHPAD, key=key, now=now, **fields)
             else:
                 memory = replace(current, updated_at=max(now, current.created_at), **fields)
             stored = self._store.put_scratchpad(key, memory)
-            entries.put(key, stored)
+            with self._lock:
+                entries.put(key, stored)
             self._evict_over_budget(entries, keep=key)
         return stored
 
@@ -235,16 +261,21 @@ class Scratchpad:
         return tokens
 
     def _evict_over_budget(self, entries: _Entries, keep: str) -> None:
-        while entries.tokens() > self.budget:
-            victim = next(m for k, m in entries.by_key.items() if k != keep)
+        while True:
+            with self._lock:
+                if entries.tokens() <= self.budget:
+                    return
+                victim = next(m for k, m in entries.by_key.items() if k != keep)
             self._store.promote_memory(victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON)
-            entries.drop(victim.id)
+            with self._lock:
+                entries.drop(victim.id)
 
     def promote(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
         """Move an entry out to ``to_tier`` through a logged promotion."""
         with self._change() as entries:
             record = self._store.promote_memory(memory_id, Tier.SCRATCHPAD, to_tier, reason)
-            entries.drop(memory_id)
+            with self._lock:
+                entries.drop(memory_id)
             return record
 
     def rewrite(self, memory: Memory) -> Memory:
@@ -253,7 +284,8 @@ class Scratchpad:
         self._fits(key, memory.content)
         with self._change() as entries:
             stored = self._store.put_scratchpad(key, memory)
-            entries.put(key, stored, touch=False)
+            with self._lock:
+                entries.put(key, stored, touch=False)
             self._evict_over_budget(entries, keep=key)
             return stored
 
@@ -263,24 +295,28 @@ class Scratchpad:
             if memory_id not in entries.key_of:
                 return False
             self._store.forget_memory(memory_id, reason)
-            entries.drop(memory_id)
+            with self._lock:
+                entries.drop(memory_id)
             return True
 
     def delete(self, key: str) -> bool:
         """Delete the entry under ``key`` (no audit row: working memory is scratch)."""
         require_str(key, "key")
         with self._change() as entries:
-            memory = entries.by_key.get(key)
+            with self._lock:
+                memory = entries.by_key.get(key)
             if memory is None:
                 return False
             self._store.delete_scratchpad(key)
-            entries.drop(memory.id)
+            with self._lock:
+                entries.drop(memory.id)
             return True
 
     def clear(self) -> int:
         """Delete every entry; return how many there were."""
         with self._change() as entries:
             count = self._store.clear_scratchpad()
-            for memory_id in list(entries.key_of):
-                entries.drop(memory_id)
+            with self._lock:
+                for memory_id in list(entries.key_of):
+                    entries.drop(memory_id)
             return count

@@ -8,6 +8,8 @@ from persistence.connection import query_value
 
 EMBEDDING_DIM_KEY = "embedding_dim"
 EMBEDDING_MODEL_KEY = "embedding_model"
+EMBEDDING_ERRORS_KEY = "embedding_errors"
+LAST_EMBEDDING_ERROR_KEY = "last_embedding_error"
 
 
 def write_meta(conn: apsw.Connection, key: str, value: str | None) -> None:
@@ -26,3 +28,23 @@ def read_meta(conn: apsw.Connection, key: str) -> str | None:
     """One fact about the file from ``store_meta``, or ``None``."""
     value = query_value(conn, "SELECT value FROM store_meta WHERE key = ?", (key,))
     return None if value is None else str(value)
+
+
+def record_embedding_error(conn: apsw.Connection, message: str) -> int:
+    """Count one failure of background embedding and keep its message; returns the count.
+
+    Kept in the file so that every process (the operator's ``tiered-memory stats``
+    beside a running agent) sees it.
+    """
+    count = embedding_errors(conn)[0] + 1
+    write_meta(conn, EMBEDDING_ERRORS_KEY, str(count))
+    write_meta(conn, LAST_EMBEDDING_ERROR_KEY, message)
+    return count
+
+
+def embedding_errors(conn: apsw.Connection) -> tuple[int, str | None]:
+    """How many times background embedding failed, and the last failure's message."""
+    count = read_meta(conn, EMBEDDING_ERRORS_KEY)
+    return (int(count) if count and count.isdigit() else 0), read_meta(
+        conn, LAST_EMBEDDING_ERROR_KEY
+    )

@@ -241,6 +241,8 @@ class PersistenceStatistics:
     page_size: int
     page_count: int
     path: str
+    embedding_errors: int = 0
+    last_embedding_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,26 @@ class MemoryStatistics:
     cache: CacheStatistics
     scratchpad_tokens: int
     scratchpad_token_budget: int
+
+    @property
+    def file_size_bytes(self) -> int:
+        """Bytes of the database file itself (recent commits may still be in the WAL)."""
+        return self.storage.file_size_bytes
+
+    @property
+    def wal_size_bytes(self) -> int:
+        """Bytes of the write-ahead log beside it (``maintain()`` checkpoints it)."""
+        return self.storage.wal_size_bytes
+
+    @property
+    def embedding_errors(self) -> int:
+        """How many times background embedding failed (recorded in the file)."""
+        return self.storage.embedding_errors
+
+    @property
+    def last_embedding_error(self) -> str | None:
+        """When and why background embedding last failed, or ``None``."""
+        return self.storage.last_embedding_error
 
     @property
     def tier_counts(self) -> dict[Tier, int]:

@@ -68,7 +68,14 @@ from persistence.errors import (
     StoreClosedError,
     TransactionAbortedError,
 )
-from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta, write_meta
+from persistence.meta_sql import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_MODEL_KEY,
+    embedding_errors,
+    read_meta,
+    record_embedding_error,
+    write_meta,
+)
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -84,6 +91,7 @@ from persistence.records import (
     new_id,
     now_ms,
 )
+from persistence.sqlite_log import route_sqlite_log
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     parse_tier,
@@ -173,6 +181,7 @@ class SQLiteStore:
 
     def open(self) -> SQLiteStore:
         """Open (creating or migrating) the file; a second call does nothing."""
+        route_sqlite_log()
         with self._lock:
             if self._writer is not None:
                 return self
@@ -1063,6 +1072,14 @@ class SQLiteStore:
         with self.transaction() as conn:
             write_meta(conn, key, value)
 
+    def record_embedding_error(self, message: str) -> int:
+        """Count a failure of background embedding in the file (with its message, stamped
+        with the time); returns how many there have been."""
+        require_str(message, "message")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock() / 1000))
+        with self.transaction() as conn:
+            return record_embedding_error(conn, f"{stamp} {message[:1000]}")
+
     # --- forgetting curve batches ------------------------------------------------------
 
     def retention_batch(
@@ -1120,6 +1137,7 @@ class SQLiteStore:
                 version = read_schema_version(conn)
                 page_size = int(conn.pragma("page_size"))
                 page_count = int(conn.pragma("page_count"))
+                errors, last_error = embedding_errors(conn)
             finally:
                 if not nested:
                     conn.execute("COMMIT")
@@ -1133,6 +1151,8 @@ class SQLiteStore:
             page_size=page_size,
             page_count=page_count,
             path=self.path,
+            embedding_errors=errors,
+            last_embedding_error=last_error,
             **scalar,
         )
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from persistence import Tier
@@ -136,20 +140,67 @@ def test_an_edit_while_the_old_text_is_embedded_gets_the_new_texts_vector(
     assert np.allclose(got.embedding, vector_of("new words"))  # type: ignore[arg-type]
 
 
-def test_a_failing_model_stops_the_thread_and_the_next_flush_says_why(
+def test_a_failing_model_is_retried_and_the_next_flush_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
     embedder = CountingEmbedder(fail=True)
     memory = make_memory(embedder=embedder, embed_in_background=True)
+    memory.embeddings.retry_seconds = (0.05, 0.2)
     stored = memory.remember("never embedded")
     assert wait_until(lambda: memory.embeddings._error is not None)
     assert [m for m, _, _ in memory.store.unembedded()] == [stored.id]  # still queued
     embedder.fail = False
-    with pytest.raises(EmbedderError, match="background embedding stopped: .*model broke"):
-        memory.flush()  # reported once; the thread starts again
+    with pytest.raises(EmbedderError, match="background embedding failed .*model broke"):
+        memory.flush()  # reported once; the thread keeps retrying
     memory.remember("after the repair")
     assert wait_until(lambda: memory.store.unembedded() == [])
     assert memory.flush() == 0
+
+
+class FlakyEmbedder(CountingEmbedder):
+    """A real embedder whose model is unavailable for its first ``failures`` calls."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError(f"model unavailable (call {self.calls})")
+        return super().embed(texts)
+
+
+def test_background_failures_are_logged_counted_and_retried_until_everything_is_embedded(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tiered_memory")
+    embedder = FlakyEmbedder(failures=3)
+    with AgentMemoryManager.open(db_path, embedder=embedder) as memory:
+        memory.embeddings.retry_seconds = (0.01, 0.05)  # the pauses double: 0.01, 0.02, 0.04
+        assert memory.statistics().embedding_errors == 0
+        with memory.transaction():
+            stored = [memory.remember(f"fact number {i}") for i in range(150)]
+        assert wait_until(lambda: memory.store.unembedded() == [])
+        for m in stored:
+            assert np.allclose(memory.get(m.id).embedding, vector_of(m.content))  # type: ignore[arg-type]
+        statistics = memory.statistics()
+        assert statistics.embedding_errors == 3
+        assert "model unavailable (call 3)" in (statistics.last_embedding_error or "")
+        assert memory.flush() == 0  # recovered: nothing left to report
+    failures = [r for r in caplog.records if r.name == "tiered_memory.embedding"
+                and r.levelno == logging.ERROR]  # fmt: skip
+    assert [f"call {n}" in r.getMessage() for n, r in enumerate(failures, 1)] == [True] * 3
+    assert all(r.exc_info is not None for r in failures)
+    assert any("works again after 3 failure(s)" in r.getMessage() for r in caplog.records)
+    cli = str(Path(sys.executable).with_name("tiered-memory"))
+    shown = subprocess.run([cli, "stats", str(db_path)], capture_output=True, text=True,
+                           timeout=120, check=True).stdout  # fmt: skip
+    assert "embed errors   3 (last: " in shown and "model unavailable (call 3)" in shown
+    as_json = subprocess.run([cli, "stats", str(db_path), "--json"], capture_output=True,
+                             text=True, timeout=120, check=True).stdout  # fmt: skip
+    assert orjson.loads(as_json)["storage"]["embedding_errors"] == 3
 
 
 def test_a_direct_flush_reports_the_models_own_error(

@@ -134,6 +134,8 @@ def stats(db: str, as_json: bool) -> None:
             f"to embed       {st.unembedded_count} (cached vectors {st.embedding_cache_count})"
         )
         click.echo(f"file size      {st.file_size_bytes} bytes (WAL {st.wal_size_bytes})")
+        last = f" (last: {st.last_embedding_error})" if st.last_embedding_error else ""
+        click.echo(f"embed errors   {st.embedding_errors}{last}")
 
     _emit(as_json, s, human)
 

@@ -4,10 +4,15 @@ The queue is the file itself: a memory whose ``embedding`` is NULL is pending, s
 crash loses nothing and ``remember()`` never waits for the model. Batches go through the
 embedding cache (identical text is embedded once per model), on :meth:`flush` and, when
 enabled, in a background thread woken by each commit that adds work.
+
+A failure in the background thread is logged (logger ``tiered_memory.embedding``),
+counted in the file (``statistics().embedding_errors`` / ``last_embedding_error``) and
+retried after a pause that doubles up to ``retry_seconds[1]``; the thread never dies of it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,14 +34,18 @@ from tiered_memory.embeddings import Embedder, EmbedderError, OnnxEmbedder
 BATCH_SIZE = 64
 _IDLE_SECONDS = 2.0
 _QUERY_CACHE = 256
+_log = logging.getLogger("tiered_memory.embedding")
 
 
 class EmbeddingQueue:
     """Embeds pending memories for one store; thread-safe.
 
     ``on_embedded`` is called with the ``(id, tier)`` of each batch once it is stored,
-    so RAM copies (cache, scratchpad) can refresh.
+    so RAM copies (cache, scratchpad) can refresh. ``retry_seconds`` is the background
+    thread's first and longest pause after a failure.
     """
+
+    retry_seconds: tuple[float, float] = (1.0, 60.0)
 
     def __init__(
         self,
@@ -134,8 +143,8 @@ class EmbeddingQueue:
     def flush(self, batch_size: int = BATCH_SIZE, *, report: bool = True) -> int:
         """Embed every pending memory now; returns how many were embedded.
 
-        With ``report``, first raises (once) what stopped the background thread, which is
-        then started again.
+        With ``report``, first raises (once) the error the background thread's last
+        attempt failed with, if it has not succeeded since.
         """
         if report:
             self.raise_background_error()
@@ -165,6 +174,9 @@ class EmbeddingQueue:
                 model_id=embedder.model_id,
             )
             self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+            # The model works: no background failure is left to report. Cleared before
+            # the commit, so no reader sees the queue empty and the error still pending.
+            self._error = None
 
     def _vectors(self, embedder: Embedder, contents: list[str]) -> list[np.ndarray]:
         """One vector per text: from the embedding cache, else computed (and cached)."""
@@ -223,7 +235,8 @@ class EmbeddingQueue:
             thread.join()
 
     def raise_background_error(self) -> None:
-        """Re-raise (once) the error that stopped the background thread, and start it again."""
+        """Re-raise (once) the error the background thread is retrying after (and start
+        the thread again should it have died)."""
         error, self._error = self._error, None
         if error is None:
             return
@@ -231,11 +244,17 @@ class EmbeddingQueue:
         if thread is not None and not thread.is_alive():
             self._thread = None
             self.start()
-        raise EmbedderError(f"background embedding stopped: {error}") from error
+        raise EmbedderError(f"background embedding failed (retrying): {error}") from error
 
     def _run(self) -> None:
+        failures = 0
         while not self._stop.is_set():
-            self._wake.wait(_IDLE_SECONDS)  # the timeout also catches other processes' writes
+            if failures:  # back off, whatever wakes us: a broken model must not spin
+                first, longest = self.retry_seconds
+                if self._stop.wait(min(first * 2 ** (failures - 1), longest)):
+                    return
+            else:
+                self._wake.wait(_IDLE_SECONDS)  # the timeout also sees other processes' writes
             self._wake.clear()
             if self._stop.is_set() or not self.store.is_open:
                 return
@@ -244,10 +263,30 @@ class EmbeddingQueue:
             except DatabaseBusyError:
                 self._wake.set()  # another process holds the file: try again after a pause
                 self._stop.wait(_IDLE_SECONDS)
-            except BaseException as exc:  # noqa: BLE001 - reported on the next flush()
-                if self.store.is_open and not self._stop.is_set():
-                    self._error = exc
-                return
+            except Exception as exc:
+                if not self.store.is_open or self._stop.is_set():
+                    return  # closing under us is not a failure
+                failures += 1
+                self._error = exc
+                self._failed(exc, failures)
+            else:
+                if failures:
+                    _log.info("background embedding works again after %d failure(s)", failures)
+                failures = 0
+                self._error = None  # also when there was nothing left to embed
+
+    def _failed(self, exc: Exception, failures: int) -> None:
+        """Log a background failure and count it in the file."""
+        first, longest = self.retry_seconds
+        pause = min(first * 2 ** (failures - 1), longest)
+        _log.error(
+            "background embedding failed (%d in a row) on %s; retrying in %.3g s: %s",
+            failures, self.store.path, pause, exc, exc_info=exc,
+        )  # fmt: skip
+        try:
+            self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
+        except Exception as record_exc:  # the file is busy, full, closing: the log has it
+            _log.warning("could not count the embedding failure in the file: %s", record_exc)
 
 
 def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +113,35 @@ def test_keyword_only_vector_only_and_fused_hits_are_explained(
     text = str(hits[fused.id].explanation)
     assert "keyword #" in text and "vector #" in text and "\n" not in text
     assert hits[fused.id].score > hits[keyword_only.id].score
+
+
+def test_explanations_show_ranks_and_readable_shares_not_raw_bm25(
+    recall_memory: AgentMemoryManager,
+) -> None:
+    """In a small file FTS5's bm25 values are tiny (``-9.565e-07``): the explanation shows
+    each signal's rank, bm25 as a share of the query's best, cosine similarity, and each
+    signal's share of the fused score."""
+    memory = recall_memory
+    for text in ("The user prefers dark mode in every editor", "Dark chocolate is a favourite",
+                 "Quarterly revenue grew 5%", "The cat is called Miso"):  # fmt: skip
+        memory.remember(text)
+    hits = memory.recall("dark mode preference", k=4)
+    keyword = [s for h in hits for s in h.explanation.signals if s.signal == "keyword"]
+    assert any(abs(s.raw) < 1e-3 for s in keyword)  # tiny raw values exist, kept as they are
+    for hit in hits:
+        assert not re.search(r"\de-\d", str(hit.explanation)), hit.explanation  # no 1e-06
+    assert max(s.relative or 0 for s in keyword) == pytest.approx(1.0)
+    for hit in hits:
+        text = str(hit.explanation)
+        for s in hit.explanation.signals:
+            assert f"{s.signal} #{s.rank}: " in text
+            if s.signal == "keyword":
+                assert f"bm25 {s.relative:.0%} of best" in text
+            else:
+                assert f"cosine {1 - s.raw:.2f}" in text
+        shares = [int(p) for p in re.findall(r"\((\d+)%\)", text)]
+        if len(hit.explanation.signals) > 1:
+            assert len(shares) == len(hit.explanation.signals) and abs(sum(shares) - 100) <= 1
 
 
 def test_score_fusion_explains_each_share_of_the_raw_values(

@@ -12,7 +12,8 @@ Scoring, for a memory found by some of the signals::
 
 Reciprocal-rank fusion uses ranks, never raw scores, so nothing is clamped: a memory
 found by keywords only keeps its full keyword contribution (FTS5's bm25 is negative and
-lower is better; it is reported as it is). The factors only reorder near-ties.
+lower is better; it is kept as it is, and shown as a share of the query's best bm25,
+since its absolute values are tiny in small files). The factors only reorder near-ties.
 
 ``RecallSettings(fusion="score")`` fuses the raw values instead (opt-in; it measured
 better on LoCoMo, see the README)::
@@ -127,17 +128,28 @@ class RecallSettings:
 class SignalMatch:
     """One retrieval signal that found the memory: its rank among that signal's
     candidates (0: not among them; score fusion computed the raw value for this memory),
-    the raw value, and what it added to the fused score."""
+    the raw value, and what it added to the fused score. ``relative`` is the keyword
+    signal's bm25 as a share of the query's best bm25 (1.0: the best keyword match)."""
 
     signal: str
     rank: int
     raw: float
     raw_name: str
     contribution: float
+    relative: float | None = None
+
+    @property
+    def measure(self) -> str:
+        """The raw value in readable form: bm25 against the query's best, cosine similarity."""
+        if self.raw_name == "cosine distance":
+            return f"cosine {1.0 - self.raw:.2f}"
+        if self.relative is not None:
+            return f"{self.raw_name} {self.relative:.0%} of best"
+        return f"{self.raw_name} {self.raw:.4g}"
 
     def __str__(self) -> str:
         place = f"#{self.rank}" if self.rank else "(computed)"
-        return f"{self.signal} {place} ({self.raw_name} {self.raw:.4g}) {self.contribution:+.4f}"
+        return f"{self.signal} {place}: {self.measure} {self.contribution:+.4f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +168,13 @@ class Explanation:
     score: float
 
     def __str__(self) -> str:
-        found = ", ".join(str(s) for s in self.signals)
+        """One line, e.g. ``keyword #1: bm25 100% of best +0.0952 (67%), vector #3:
+        cosine 0.41 +0.0435 (33%) -> fused 0.1387 x importance ... = 0.1502``: each
+        signal's rank, readable value, contribution and share of the fused score."""
+        shares = self.fused > 0 and len(self.signals) > 1
+        found = ", ".join(
+            f"{s} ({s.contribution / self.fused:.0%})" if shares else str(s) for s in self.signals
+        )
         filters = f" [{', '.join(self.filters)}]" if self.filters else ""
         return (
             f"{found} -> fused {self.fused:.4f} x importance {self.importance_factor:.3f} "
@@ -183,11 +201,14 @@ def fuse(
     raw_names = {"keyword": "bm25", "vector": "cosine distance"}
     matches: dict[str, list[SignalMatch]] = {}
     for signal, results in ranked.items():
+        best = min((raw for _, raw in results), default=0.0) if signal == "keyword" else 0.0
         for rank, (memory_id, raw) in enumerate(results, start=1):
             contribution = weights[signal] / (rrf_k + rank)
+            relative = raw / best if best < 0 else None
             matches.setdefault(memory_id, []).append(
-                SignalMatch(signal, rank, raw, raw_names.get(signal, "score"), contribution)
-            )
+                SignalMatch(signal, rank, raw, raw_names.get(signal, "score"), contribution,
+                            relative)
+            )  # fmt: skip
     return matches
 
 
@@ -204,8 +225,9 @@ def fuse_scores(
     if keyword:
         best = min(bm25 for _, bm25 in keyword)
         for rank, (memory_id, bm25) in enumerate(keyword, start=1):
-            share = keyword_share * (bm25 / best if best < 0 else 0.0)
-            matches[memory_id] = [SignalMatch("keyword", rank, bm25, "bm25", share)]
+            relative = bm25 / best if best < 0 else 0.0
+            share = keyword_share * relative
+            matches[memory_id] = [SignalMatch("keyword", rank, bm25, "bm25", share, relative)]
     ranks = {memory_id: rank for rank, (memory_id, _) in enumerate(ranked.get("vector", ()), 1)}
     for memory_id, distance in distances.items():
         share = (1.0 - keyword_share) * (1.0 - distance)

@@ -31,6 +31,7 @@ from persistence.errors import (
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
+    SameDatabaseError,
     SchemaTooNewError,
 )
 from persistence.json_export import export_document
@@ -188,9 +189,16 @@ class BackupManager:
         The source is checked first (SQLite header, a complete tiered-memory schema not
         newer than this code, integrity). It is copied to a staging file beside the
         database, migrated and checked there; only then is it copied into the live
-        database with SQLite's online backup API, in one write transaction.
+        database with SQLite's online backup API, in one write transaction. The live
+        database itself (or its WAL, by any name) is refused: it is not a snapshot.
         """
         path = Path(source)
+        if self._is_own_file(path):
+            raise SameDatabaseError(
+                f"{path} is the database being restored (or one of its files), not a "
+                "snapshot: restore from a backup (`tiered-memory backup` makes one); "
+                "nothing was restored"
+            )
         src = _open_snapshot(path)
         try:
             source_version = _check_restore_source(src, path)
@@ -223,6 +231,20 @@ class BackupManager:
             finally:
                 staged_conn.close()
         return RestoreResult(str(path), source_version, version, memories)
+
+    def _is_own_file(self, path: Path) -> bool:
+        """True if ``path`` names the live database or its -wal/-shm/-journal file, by
+        any name (through a symlink, a relative path or a hard link)."""
+        if self.store.is_memory:
+            return False
+        live = Path(self.store.path)
+        own = [live, *(Path(f"{live}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
+        try:
+            if path.resolve() in {p.resolve() for p in own}:
+                return True
+        except (OSError, RuntimeError):  # a symlink loop: not one of ours
+            return False
+        return any(_same_file(path, p) for p in own)
 
     def _staging(self) -> AbstractContextManager[Path]:
         """A locked staging file beside the database, deleted (with sidecars) afterwards."""
@@ -263,11 +285,8 @@ class BackupManager:
         final = self._timestamped(self._managed_dir(), ".json") if target is None else Path(target)
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
-        if not self.store.is_memory:
-            live = Path(self.store.path).resolve()
-            own = {live, *(Path(f"{live}{s}") for s in ("-wal", "-shm", "-journal"))}
-            if final.resolve() in own:
-                raise BackupError(f"{final} is the database itself: choose another file")
+        if self._is_own_file(final):
+            raise SameDatabaseError(f"{final} is the database itself: choose another file")
         if final.exists() and not overwrite:
             raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
         with _partial_beside(final) as partial:
@@ -407,6 +426,14 @@ def _open_snapshot(path: Path) -> apsw.Connection:
             "`tiered-memory backup` and restore the snapshot"
         ) from exc
     return conn
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Both names exist and are one file (the same inode)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _size(path: Path) -> int:

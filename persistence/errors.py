@@ -124,6 +124,12 @@ class InvalidPromotionError(InvalidInputError):
     """A promotion that does not go forward along scratchpad -> episodic -> semantic."""
 
 
+class SameDatabaseError(BackupError, InvalidInputError):
+    """A restore source or export target is the live database itself (or its WAL,
+    shared-memory or journal file, by any name: a symlink or hard link too); nothing
+    was changed."""
+
+
 # --- lookups --------------------------------------------------------------------------
 
 

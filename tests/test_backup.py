@@ -22,6 +22,7 @@ from persistence import (
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
+    SameDatabaseError,
     SchemaTooNewError,
     SQLiteStore,
     Tier,
@@ -330,6 +331,29 @@ def test_maintenance_truncates_the_wal_and_vacuum_shrinks(db_path: Path) -> None
 
 
 # --- regressions from review ------------------------------------------------------------
+
+
+def test_restore_refuses_the_live_database_by_any_name(
+    full: AgentMemoryManager, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = full.backup()
+    in_snapshot = sum(full.statistics().tier_counts.values())
+    full.remember("written after the snapshot")
+    before = data_checksum(db_path)
+    link = tmp_path / "elsewhere" / "link.db"
+    link.parent.mkdir()
+    link.symlink_to(db_path)
+    hard = tmp_path / "hard.db"
+    os.link(db_path, hard)
+    wal = Path(f"{db_path}-wal")
+    assert wal.exists()
+    monkeypatch.chdir(db_path.parent)
+    for name in (db_path, Path(db_path.name), link, hard, wal, Path(f"./{wal.name}")):
+        with pytest.raises(SameDatabaseError, match="not a snapshot.*nothing was restored"):
+            full.restore(name)
+    assert data_checksum(db_path) == before
+    assert full.restore(snapshot).memories == in_snapshot  # a real snapshot still restores
+    assert "written after the snapshot" not in {m.content for m in full.query(limit=None)}
 
 
 def test_export_never_overwrites_the_database_or_an_existing_file(

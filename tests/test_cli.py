@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from tests.conftest import FakeClock
+from tests.data_checks import data_checksum
 from tests.populate import populate
 from tiered_memory import AgentMemoryManager, Tier
 
@@ -70,6 +71,32 @@ def test_human_output_and_listing(agent_db: Path) -> None:
     assert len(sessions) == 1  # type: ignore[arg-type]
     maintained = ok_json("maintain", str(agent_db), "--vacuum")
     assert maintained["vacuumed"] is True and maintained["wal_bytes_after"] == 0  # type: ignore[index]
+
+
+def test_an_empty_session_list_says_why(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with AgentMemoryManager.open(db, embedder=None) as memory:
+        pass
+    empty = run("sessions", str(db))
+    assert (empty.returncode, empty.stdout) == (0, "")
+    assert f"no sessions in {db}" in empty.stderr
+    with AgentMemoryManager.open(db, embedder=None) as memory:
+        memory.end_session(memory.start_session().session_id)
+        memory.end_session(memory.start_session().session_id)
+    ended = run("sessions", str(db))
+    assert (ended.returncode, ended.stdout) == (0, "")
+    assert "no active sessions" in ended.stderr and "2 ended session(s): pass --all" in ended.stderr
+    listed = run("sessions", str(db), "--all")
+    assert len(listed.stdout.splitlines()) == 2 and listed.stderr == ""
+    assert ok_json("sessions", str(db)) == []  # JSON stays clean
+
+
+def test_restore_onto_itself_is_refused(agent_db: Path) -> None:
+    before = data_checksum(agent_db)
+    result = run("restore", str(agent_db), str(agent_db))
+    assert result.returncode == 1 and "not a snapshot" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert data_checksum(agent_db) == before
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(
             f"to embed       {st.unembedded_count} (cached vectors {st.embedding_cache_count})"
         )
-        click.echo(f"file size      {st.file_size_bytes} bytes (WAL {st.wal_size_bytes})")
+        click.echo(f"file size      {st.file_size_bytes} bytes + WAL {st.wal_size_bytes} bytes")
         last = f" (last: {st.last_embedding_error})" if st.last_embedding_error else ""
         click.echo(f"embed errors   {st.embedding_errors}{last}")
 
@@ -314,11 +314,16 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
     """List sessions, most recently active first (active ones unless --all)."""
     with _open(db) as memory:
         found = memory.sessions.all() if include_ended else memory.active_sessions()
+        total = len(found) if found else memory.statistics().storage.session_count
 
     def human() -> None:
         for s in found:
             state = "active" if s.is_active else "ended"
             click.echo(f"{s.session_id}  {state:<6}  turns={s.turn_number}")
+        if not found:  # say why the list is empty, on stderr: stdout stays one line per session
+            ended = f"{total} ended session(s): pass --all to list them" if total else ""
+            click.echo(f"no active sessions in {db}; {ended}" if ended else f"no sessions in {db}",
+                       err=True)  # fmt: skip
 
     _emit(as_json, found, human)
 

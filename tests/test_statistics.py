@@ -1,0 +1,37 @@
+"""statistics(): the file and its WAL are both reported (recent commits live in the WAL)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from tiered_memory import AgentMemoryManager
+
+CLI = str(Path(sys.executable).with_name("tiered-memory"))
+
+
+def test_statistics_report_the_file_and_its_wal_beside_a_running_agent(db_path: Path) -> None:
+    wal = Path(f"{db_path}-wal")
+    with AgentMemoryManager.open(db_path, embedder=None) as memory:
+        with memory.transaction():
+            for i in range(300):
+                memory.remember(f"note {i} " + "words " * 300)
+        statistics = memory.statistics()
+        assert statistics.wal_size_bytes == wal.stat().st_size > 500_000
+        assert statistics.file_size_bytes == db_path.stat().st_size
+        assert statistics.storage.wal_size_bytes == statistics.wal_size_bytes
+        shown = subprocess.run([CLI, "stats", str(db_path)], capture_output=True, text=True,
+                               timeout=120, check=True).stdout  # fmt: skip
+        [(file_bytes, wal_bytes)] = re.findall(r"file size +(\d+) bytes \+ WAL (\d+) bytes", shown)
+        assert int(wal_bytes) > 500_000 and int(file_bytes) > 0
+        as_json = subprocess.run([CLI, "stats", str(db_path), "--json"], capture_output=True,
+                                 text=True, timeout=120, check=True).stdout  # fmt: skip
+        assert orjson.loads(as_json)["storage"]["wal_size_bytes"] > 500_000
+        memory.maintain()  # checkpoints and truncates the WAL
+        after = memory.statistics()
+        assert after.wal_size_bytes == 0 and after.file_size_bytes == db_path.stat().st_size
+        assert after.file_size_bytes > 500_000

@@ -3,11 +3,11 @@
 One session per conversation, ``remember`` each dialog turn, ``recall`` each question,
 all with default settings. Run (about two minutes)::
 
-    .venv/bin/python ../shared/recall/eval_locomo.py \\
+    .venv/bin/python benchmarks/eval_locomo.py --data locomo10.json --limit-convs 5 \\
         --retriever benchmarks/locomo_adapter.py:TieredMemoryAdapter
 
-The data (``../shared/data/locomo-dev.json``, CC BY-NC 4.0) is benchmark data only and
-is never packaged.
+The data (``locomo10.json`` from https://github.com/snap-research/LoCoMo, CC BY-NC 4.0)
+is benchmark data only and is never shipped in this repository or packaged.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +75,71 @@ def test_every_name_the_readme_uses_is_exported_by_tiered_memory() -> None:
     for name in imported | named:
         getattr(tiered_memory, name)  # importable from the top-level package itself
     assert issubclass(tiered_memory.EmbedderError, tiered_memory.TieredMemoryError)
+
+
+def test_the_readme_points_only_at_files_inside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "../shared" not in readme
+    paths = set(re.findall(r"(?<![\w/.])((?:\.\./)?[\w.-]+(?:/[\w.-]+)+\.(?:py|md))", readme))
+    assert "benchmarks/eval_locomo.py" in paths
+    assert sorted(p for p in paths if not (ROOT / p).is_file()) == []
+
+
+LOCOMO_LIKE = [
+    {
+        "sample_id": "conv-test",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Biscuit."},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "I started learning the violin."},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "The weather was rainy all week."},
+            ],
+            "session_2_date_time": "9:00 am on 20 May, 2023",
+            "session_2": [
+                {"speaker": "Bob", "dia_id": "D2:1", "text": "My violin teacher is strict."},
+                {"speaker": "Ann", "dia_id": "D2:2", "text": "Biscuit chewed my shoes today."},
+            ],
+        },
+        "qa": [
+            {
+                "question": "What is the name of Ann's puppy?",
+                "answer": "Biscuit",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "Which instrument is Bob learning?",
+                "answer": "violin",
+                "evidence": ["D1:2", "D2:1"],
+                "category": 1,
+            },
+        ],
+    }
+]  # made-up conversation in LoCoMo's format (the real data is not in the repository)
+
+
+def test_the_locomo_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
+    data = tmp_path / "tiny-locomo.json"
+    data.write_text(json.dumps(LOCOMO_LIKE))
+    result = subprocess.run(
+        [sys.executable, "benchmarks/eval_locomo.py", "--data", str(data),
+         "--retriever", "benchmarks/locomo_adapter.py:TieredMemoryAdapter"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "1 conversations, 5 memories (turns), 2 questions" in result.stdout
+    assert "| tiered-memory | overall (1-4) | 2 | 1.000 |" in result.stdout
+
+
+def test_the_locomo_evaluation_says_where_to_get_the_data(tmp_path: Path) -> None:
+    clone = tmp_path / "clone" / "benchmarks"  # no ../shared beside this one
+    clone.mkdir(parents=True)
+    shutil.copy(ROOT / "benchmarks" / "eval_locomo.py", clone)
+    for args in ((), ("--data", str(tmp_path / "missing.json"))):
+        result = subprocess.run([sys.executable, str(clone / "eval_locomo.py"), *args],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 1
+        assert "github.com/snap-research/LoCoMo" in result.stderr and "--data" in result.stderr

@@ -1,13 +1,36 @@
-"""Collects each benchmark's median and prints store-vs-raw ratios after the run."""
+"""Collects each benchmark's median and prints store-vs-raw ratios after the run.
+
+``--smoke`` (or ``TM_BENCH_SMOKE=1``) runs every benchmark once at a tiny size with
+pytest-benchmark disabled: it checks that they run, and measures nothing.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
+from benchmarks.smoke import ENV, smoke
+
 MEDIANS: dict[tuple[str, str], float] = {}
 UNITS: dict[str, tuple[float, str]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--smoke",
+        action="store_true",
+        help="run every benchmark once at a tiny size, timing nothing (what CI runs)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads --benchmark-disable
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("smoke", default=False):
+        os.environ[ENV] = "1"  # read by the benchmark modules when they are collected
+    if smoke():
+        config.option.benchmark_disable = True  # each benchmark function runs once
 
 
 @pytest.fixture
@@ -18,6 +41,8 @@ def record(benchmark: Any) -> Any:
     """
 
     def keep(group: str, side: str, units: tuple[float, str] | None = None) -> None:
+        if benchmark.stats is None:  # disabled (smoke mode): nothing was timed
+            return
         MEDIANS[(group, side)] = benchmark.stats.stats.median
         if units is not None:
             UNITS[group] = units

@@ -9,14 +9,19 @@ from persistence import memory_sql
 _COLUMNS = ", ".join(memory_sql._COLUMNS)
 
 
+_PLACES = ", ".join("?" for _ in memory_sql._COLUMNS)
+
+
 def raw_promote(conn: apsw.Connection, memory_id: str) -> None:
-    """Move one row from episodic to semantic and log it, in one transaction."""
+    """Move one row from episodic to semantic and log it, in one transaction.
+
+    Read, delete, then insert, as the library does: the keyword-index triggers give
+    every memory one ``memory_index`` row, so the row cannot be in both tiers at once.
+    """
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute(
-        f"INSERT INTO semantic ({_COLUMNS}) SELECT {_COLUMNS} FROM episodic WHERE id = ?",
-        (memory_id,),
-    )
+    row = conn.execute(f"SELECT {_COLUMNS} FROM episodic WHERE id = ?", (memory_id,)).fetchone()
     conn.execute("DELETE FROM episodic WHERE id = ?", (memory_id,))
+    conn.execute(f"INSERT INTO semantic ({_COLUMNS}) VALUES ({_PLACES})", row)
     conn.execute(
         "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at) "
         "VALUES (?, 'episodic', 'semantic', 0)",

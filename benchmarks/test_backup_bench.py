@@ -17,10 +17,11 @@ import numpy as np
 import orjson
 import pytest
 
+from benchmarks.smoke import size
 from persistence import Memory, QueryOptions, SQLiteStore, Tier, memory_sql
 from tiered_memory import AgentMemoryManager
 
-COUNT = 100_000
+COUNT = size(100_000, 300)
 DIM = 384
 
 

@@ -16,12 +16,13 @@ import apsw
 import pytest
 
 from benchmarks.raw_sql import raw_promote
+from benchmarks.smoke import size
 from persistence import Memory, Tier, memory_sql
 from persistence.connection import ConnectionOptions, connect, connection_wal
 from tiered_memory import AgentMemoryManager
 
-PREFILL = 10_000
-DECAY_ROWS = 5_000
+PREFILL = size(10_000, 1_200)  # more than the cache (1,000) holds: uncached gets miss
+DECAY_ROWS = size(5_000, 200)
 DAY = 86_400_000
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
+from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
@@ -85,7 +86,13 @@ def _build(path: Path, count: int) -> np.ndarray:
     return vectors
 
 
-SIZES = [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
+SIZES = (
+    [2_000]
+    if smoke()
+    else [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
+)
+QUERIES = size(100, 10)
+WRITES = size(500, 20)
 
 
 @pytest.fixture(scope="module", params=SIZES)
@@ -100,7 +107,7 @@ def corpus(
     embedder = LookupEmbedder()
     rng = np.random.default_rng(7)
     queries = []
-    for q in range(100):
+    for q in range(QUERIES):
         text = " ".join(rng.choice(WORDS, 4)) + f" query{q}"
         target = vectors[rng.integers(count)]
         noisy = target + 0.5 * _unit(rng, 1)[0]
@@ -207,25 +214,26 @@ def test_query_embedding_and_remember_throughput(tmp_path: Path) -> None:
     embedder = OnnxEmbedder()
     embedder.embed(["warm up"])
     times = []
-    for i in range(50):
+    for i in range(size(50, 3)):
         start = time.perf_counter()
         embedder.embed([f"which theme does the user like, question {i}?"])
         times.append(time.perf_counter() - start)
     p50, p95 = _percentiles(times)
     with AgentMemoryManager.open(tmp_path / "t.db", embedder=embedder) as memory:
-        texts = [f"the user said thing number {i} about topic {i % 37}" for i in range(500)]
+        half = WRITES // 2
+        texts = [f"the user said thing number {i} about topic {i % 37}" for i in range(2 * half)]
         start = time.perf_counter()
-        for text in texts[:250]:
+        for text in texts[:half]:
             memory.remember(text)
         memory.flush()
-        one_by_one = 250 / (time.perf_counter() - start)
+        one_by_one = half / (time.perf_counter() - start)
         start = time.perf_counter()
-        memory.remember_many(texts[250:])
-        batched = 250 / (time.perf_counter() - start)
+        memory.remember_many(texts[half:])
+        batched = half / (time.perf_counter() - start)
         start = time.perf_counter()
-        for text in texts[:250]:
+        for text in texts[:half]:
             memory.remember(text + " again")
-        no_wait = 250 / (time.perf_counter() - start)
+        no_wait = half / (time.perf_counter() - start)
     print(
         f"\nquery embedding p50 {p50:.2f} ms p95 {p95:.2f} ms; "
         f"remember+flush {one_by_one:.0f}/s, remember_many {batched:.0f}/s, "
@@ -256,10 +264,10 @@ def test_write_rate_at_size(corpus: Any, tmp_path: Path) -> None:
     also re-index the keyword window of the two memories before each one."""
     count, memory, _, _ = corpus
     with SQLiteStore(tmp_path / "empty.db") as empty:
-        baseline = _write_rate(empty, 500, "w")
-        in_session_empty = _write_rate(empty, 500, "s", "bench-session")
-    at_size = _write_rate(memory.store, 500, "w")
-    in_session = _write_rate(memory.store, 500, "s", "bench-session")
+        baseline = _write_rate(empty, WRITES, "w")
+        in_session_empty = _write_rate(empty, WRITES, "s", "bench-session")
+    at_size = _write_rate(memory.store, WRITES, "w")
+    in_session = _write_rate(memory.store, WRITES, "s", "bench-session")
     print(
         f"\n{count:>7} memories: put_memory {at_size:.0f}/s (one commit each); into an empty "
         f"file {baseline:.0f}/s; ratio {baseline / at_size:.2f}x; in a session {in_session:.0f}/s"

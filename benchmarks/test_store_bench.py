@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from benchmarks.raw_sql import raw_promote
+from benchmarks.smoke import size
 from persistence import Memory, QueryOptions, SQLiteStore, Tier, memory_sql
 from persistence.connection import ConnectionOptions, connect, connection_wal
 
-PREFILL = 10_000
+PREFILL = size(10_000, 300)
 DIM = 384
 RNG = np.random.default_rng(7)
 

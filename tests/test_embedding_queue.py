@@ -145,7 +145,7 @@ def test_a_failing_model_is_retried_and_the_next_flush_says_why(
 ) -> None:
     embedder = CountingEmbedder(fail=True)
     memory = make_memory(embedder=embedder, embed_in_background=True)
-    memory.embeddings.retry_seconds = (0.05, 0.2)
+    memory.embeddings.retry_seconds = (1.0, 1.0)  # no retry between the repair and flush()
     stored = memory.remember("never embedded")
     assert wait_until(lambda: memory.embeddings._error is not None)
     assert [m for m, _, _ in memory.store.unembedded()] == [stored.id]  # still queued

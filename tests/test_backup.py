@@ -317,7 +317,7 @@ def test_check_integrity_lists_each_broken_invariant(
 
 
 def test_maintenance_truncates_the_wal_and_vacuum_shrinks(db_path: Path) -> None:
-    with AgentMemoryManager.open(db_path) as memory:
+    with AgentMemoryManager.open(db_path, embedder=None) as memory:  # no background writer
         with memory.transaction():
             ids = [memory.remember("x" * 2000).id for _ in range(500)]
         with memory.transaction():

@@ -10,12 +10,14 @@ keep working on the restored content (replacing the file under them would not be
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -33,6 +35,7 @@ from persistence.errors import (
     NotADatabaseError,
     SameDatabaseError,
     SchemaTooNewError,
+    storage_errors,
 )
 from persistence.json_export import export_document
 from persistence.json_import import import_document
@@ -51,6 +54,39 @@ Progress = Callable[[int, int], None]
 """Called with (done, total) units of work while a long operation runs."""
 
 _STAMP = "%Y%m%dT%H%M%SZ"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _storage_errors(
+    doing: str, *, writes: bool = False, other: str = ""
+) -> Callable[
+    [Callable[Concatenate[BackupManager, _P], _R]], Callable[Concatenate[BackupManager, _P], _R]
+]:
+    """A public method whose SQLite and OS failures (a full disk, read-only storage) raise
+    this library's errors naming ``doing`` (and, after ``other``, the file its first
+    argument names); with ``writes``, refused on a read-only store before anything
+    happens."""
+
+    def wrap(
+        method: Callable[Concatenate[BackupManager, _P], _R],
+    ) -> Callable[Concatenate[BackupManager, _P], _R]:
+        @functools.wraps(method)
+        def run(self: BackupManager, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if writes:
+                self.store.require_writable()
+            place = None if self.store.is_memory else self.store.path
+            named = args[0] if args else kwargs.get("target", kwargs.get("source"))
+            also = ""
+            if other and isinstance(named, str | os.PathLike):
+                also = f" {other} {os.fspath(named)}"
+            with storage_errors(f"{doing} {self.store.path}{also}", place):
+                return method(self, *args, **kwargs)
+
+        return run
+
+    return wrap
 
 
 class BackupManager:
@@ -97,6 +133,7 @@ class BackupManager:
 
     # --- snapshots ----------------------------------------------------------------------
 
+    @_storage_errors("backing up", other="to")
     def create_backup(
         self,
         target: str | os.PathLike[str] | None = None,
@@ -183,6 +220,7 @@ class BackupManager:
 
     # --- restore ------------------------------------------------------------------------
 
+    @_storage_errors("restoring into", writes=True, other="from")
     def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
         """Replace the database's content with a snapshot's, all or nothing.
 
@@ -261,14 +299,16 @@ class BackupManager:
 
         Looks beside the database, in the backup directory and in ``more`` directories;
         a file that a backup or restore under way (in any process) holds is kept.
-        Returns what was deleted.
+        Returns what was deleted. A read-only store looks in ``more`` only: it changes
+        nothing beside its database.
         """
-        if self.store.is_memory and self._backup_dir is None:
+        if self.store.read_only or (self.store.is_memory and self._backup_dir is None):
             return leftovers.remove_stale(more)
         return leftovers.remove_stale([self._staging_dir(), self.backup_dir, *more])
 
     # --- JSON -----------------------------------------------------------------------------
 
+    @_storage_errors("exporting", other="to")
     def export_json(
         self,
         target: str | os.PathLike[str] | None = None,
@@ -301,6 +341,7 @@ class BackupManager:
                 _publish(partial, final)
         return final
 
+    @_storage_errors("importing into", writes=True, other="from")
     def import_json(
         self,
         source: str | os.PathLike[str],
@@ -326,6 +367,7 @@ class BackupManager:
 
     # --- integrity and maintenance ---------------------------------------------------
 
+    @_storage_errors("checking")
     def check_integrity(self) -> IntegrityResult:
         """Run SQLite's checks and the library's invariants; list every problem found."""
         names = tuple(integrity_sql.CHECKS)
@@ -343,6 +385,7 @@ class BackupManager:
                 problems += [IntegrityProblem(name, detail) for detail in found]
         return problems
 
+    @_storage_errors("maintaining", writes=True)
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
         """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM.
 

@@ -3,11 +3,17 @@
 Each pragma has a small named function; :func:`connect` applies the ones that never
 write to the file, in one place, to every connection. :func:`connection_wal` writes the
 file header, so the store calls it only after checking that the file is ours.
+:func:`connect_read_only` opens an existing file with SQLite's read-only flag, also on
+read-only storage (see its docstring for how a WAL file is read there).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,8 +29,14 @@ from persistence.errors import (
     InvalidInputError,
     InvalidTypeError,
     MissingDirectoryError,
+    MissingFileError,
     NotADatabaseError,
+    ReadOnlyError,
+    read_only_storage,
+    storage_errors,
 )
+
+logger = logging.getLogger("tiered_memory")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 MEMORY_PATH = ":memory:"
@@ -97,8 +109,9 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
             conn.pragma("optimize", 0x10002)
         else:
             conn.pragma("optimize")
-    except (apsw.BusyError, apsw.LockedError, apsw.CorruptError):
-        pass
+    except (apsw.BusyError, apsw.LockedError, apsw.CorruptError, apsw.FullError,
+            apsw.ReadOnlyError, apsw.IOError) as exc:  # fmt: skip
+        logger.debug("pragma optimize skipped: %s", exc)
     finally:
         conn.set_busy_timeout(options.busy_timeout_ms)
 
@@ -113,35 +126,214 @@ def connection_wal(conn: apsw.Connection) -> None:
 
 
 def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
-    """Open ``path`` (or ``":memory:"``) under the connection policy.
+    """Open ``path`` (or ``":memory:"``) read-write under the connection policy.
 
     New files are created with mode 0600 (SQLite gives the -wal and -shm files the
     same mode). A missing directory, a directory, or a file that is not SQLite raises a
-    specific error and leaves everything as it was.
+    specific error and leaves everything as it was; so does a file SQLite can only read
+    here (:class:`ReadOnlyError`: open it with ``read_only=True``).
     """
-    if path != MEMORY_PATH:
-        _prepare_file(Path(path))
+    with storage_errors(f"opening {path}", None if path == MEMORY_PATH else path):
+        if path != MEMORY_PATH:
+            _prepare_file(Path(path))
+        try:
+            conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        except apsw.CantOpenError as exc:
+            raise _cannot_open(path, exc) from exc
+        try:
+            connection_busy_timeout(conn, options.busy_timeout_ms)
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+            if path != MEMORY_PATH and conn.readonly("main"):
+                raise ReadOnlyError(
+                    f"{path} can only be read here (read-only storage or no write "
+                    "permission): open it with read_only=True to read it (nothing was written)"
+                )
+            connection_foreign_keys(conn)
+            connection_synchronous(conn, options.synchronous)
+            connection_wal_autocheckpoint(conn, options.wal_autocheckpoint)
+            connection_sqlite_vec(conn)
+        except apsw.NotADBError as exc:
+            conn.close()
+            raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
+        except apsw.CorruptError as exc:
+            conn.close()
+            raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
+        except apsw.CantOpenError as exc:
+            conn.close()
+            raise _cannot_open(path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _cannot_open(path: str, exc: apsw.CantOpenError) -> DatabaseOpenError | ReadOnlyError:
+    if path != MEMORY_PATH and (read_only_storage(path) or not os.access(path, os.W_OK)):
+        return ReadOnlyError(
+            f"{path} is on read-only storage (or not writable): open it with "
+            "read_only=True to read it (nothing was written)"
+        )
+    return DatabaseOpenError(f"cannot open {path}: {exc}")
+
+
+def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
+    """Open an existing database with SQLite's read-only flag: nothing can write to it.
+
+    Creates nothing: a missing, empty or non-SQLite file raises a specific error. How
+    the file is opened depends on where it is (SQLite reads a WAL-mode file through its
+    ``-shm`` index, which it cannot create on read-only storage):
+
+    - writable storage: plainly, with SQLite's locks. If the ``-wal`` and ``-shm`` files
+      do not exist SQLite creates them (empty); :func:`tidy_wal_files` removes them again.
+    - read-only storage, no ``-wal``: ``immutable=1`` (no locks, no index; the database
+      file holds everything).
+    - read-only storage, ``-wal`` and ``-shm``: plainly; SQLite reads the index read-only.
+    - read-only storage, a ``-wal`` without ``-shm``: exclusive locking mode through a
+      VFS without locks, so the WAL's index is built in RAM and its commits are seen.
+
+    The first and last take no locks a writer elsewhere would see, as read-only storage has no
+    writer: a process writing the same file through another, writable mount is not
+    coordinated with (copy the file first, or read it there).
+    """
+    file = Path(path)
+    with storage_errors(f"opening {path} read-only", path):
+        _require_database_file(file)
+        name, flags, vfs = _read_only_target(file)
+        try:
+            conn = apsw.Connection(name, flags=flags, vfs=vfs)
+        except apsw.CantOpenError as exc:
+            raise _cannot_read(path, exc) from exc
+        try:
+            if vfs:
+                conn.pragma("locking_mode", "exclusive")
+            connection_busy_timeout(conn, options.busy_timeout_ms)
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+            connection_foreign_keys(conn)
+            connection_sqlite_vec(conn)
+        except apsw.NotADBError as exc:
+            conn.close()
+            raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
+        except apsw.CorruptError as exc:
+            conn.close()
+            raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
+        except apsw.CantOpenError as exc:
+            conn.close()
+            raise _cannot_read(path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _require_database_file(path: Path) -> None:
+    """A read-only open needs an existing, non-empty SQLite file."""
+    if not path.parent.is_dir():
+        raise MissingDirectoryError(f"directory {path.parent} does not exist (nothing was read)")
+    if path.is_dir():
+        raise NotADatabaseError(f"{path} is a directory, not a database file")
+    if not path.exists():
+        raise MissingFileError(f"no database at {path} (a read-only open creates nothing)")
+    _check_header(path)
+    if path.stat().st_size == 0:
+        raise NotADatabaseError(
+            f"{path} is empty, not a tiered-memory database (left untouched; a read-only "
+            "open creates nothing)"
+        )
+
+
+def _read_only_target(path: Path) -> tuple[str, int, str | None]:
+    """``(name, flags, vfs)`` to open ``path`` read-only (see :func:`connect_read_only`)."""
+    flags = apsw.SQLITE_OPEN_READONLY
+    if not read_only_storage(path):
+        return str(path), flags, None
+    if not Path(f"{path}-wal").exists():
+        uri = "file:" + urllib.parse.quote(str(path)) + "?immutable=1"
+        return uri, flags | apsw.SQLITE_OPEN_URI, None
+    if Path(f"{path}-shm").exists():
+        return str(path), flags, None
+    return str(path), flags, _no_lock_vfs()
+
+
+def _cannot_read(path: str, exc: apsw.CantOpenError) -> DatabaseOpenError:
+    where = Path(path).parent
+    return DatabaseOpenError(
+        f"cannot read {path} ({exc}): SQLite reads a WAL-mode database through "
+        f"{Path(path).name}-wal and -shm files beside it and could not open or create them in "
+        f"{where}; copy the database (and its -wal) to a writable folder to read it"
+    )
+
+
+class _NoLockFile(apsw.VFSFile):
+    """A file on read-only storage: nothing there can change, so it takes no locks."""
+
+    def __init__(self, name: str | apsw.URIFilename | None, flags: list[int]) -> None:
+        super().__init__("", name, flags)
+
+    def xLock(self, level: int) -> None:
+        pass
+
+    def xUnlock(self, level: int) -> None:
+        pass
+
+    def xCheckReservedLock(self) -> bool:
+        return False
+
+
+class _NoLockVFS(apsw.VFS):
+    """The default VFS, but its files take no locks (for read-only storage only)."""
+
+    def __init__(self) -> None:
+        super().__init__(_NO_LOCK_VFS_NAME, "")
+
+    def xOpen(self, name: str | apsw.URIFilename | None, flags: list[int]) -> apsw.VFSFile:
+        return _NoLockFile(name, flags)
+
+
+_NO_LOCK_VFS_NAME = "tiered-memory-read-only-media"
+_no_lock_vfs_lock = threading.Lock()
+_no_lock_vfs_instance: list[_NoLockVFS] = []
+
+
+def _no_lock_vfs() -> str:
+    """The name of the lock-free VFS, registered with SQLite on first use."""
+    with _no_lock_vfs_lock:
+        if not _no_lock_vfs_instance:
+            _no_lock_vfs_instance.append(_NoLockVFS())
+    return _NO_LOCK_VFS_NAME
+
+
+def may_leave_wal_files(path: str) -> bool:
+    """True if a read-only open of ``path`` would create its -wal and -shm files (writable
+    storage where neither exists): see :func:`tidy_wal_files`."""
+    return (
+        path != MEMORY_PATH
+        and not Path(f"{path}-wal").exists()
+        and not Path(f"{path}-shm").exists()
+        and not read_only_storage(path)
+    )
+
+
+def tidy_wal_files(path: str) -> None:
+    """Remove the empty -wal and its -shm that read-only connections to ``path`` created.
+
+    SQLite's read-only connections cannot remove them; its last read-write connection
+    does, on close, once it holds the exclusive lock. So: if the WAL is still empty
+    (nothing was written meanwhile), open read-write, read the schema and close. An
+    empty WAL has nothing to checkpoint, so the database file is not written; another
+    process that has the file open holds a lock that stops the removal. Best effort.
+    """
+    wal = Path(f"{path}-wal")
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
-    except apsw.CantOpenError as exc:
-        raise DatabaseOpenError(f"cannot open {path}: {exc}") from exc
-    try:
-        connection_busy_timeout(conn, options.busy_timeout_ms)
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
-        connection_foreign_keys(conn)
-        connection_synchronous(conn, options.synchronous)
-        connection_wal_autocheckpoint(conn, options.wal_autocheckpoint)
-        connection_sqlite_vec(conn)
-    except apsw.NotADBError as exc:
-        conn.close()
-        raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
-    except apsw.CorruptError as exc:
-        conn.close()
-        raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+        if not wal.exists() or wal.stat().st_size != 0:
+            return
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+        try:
+            conn.set_busy_timeout(0)
+            conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+        finally:
+            conn.close()
+    except (apsw.Error, OSError) as exc:
+        logger.debug("left %s-wal and -shm for a later close: %s", path, exc)
 
 
 def _prepare_file(path: Path) -> None:
@@ -160,6 +352,8 @@ def _prepare_file(path: Path) -> None:
         _check_header(path)
         return
     except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
+            raise  # storage_errors says which: read-only or full
         raise DatabaseOpenError(f"cannot create {path}: {exc.strerror}") from exc
     os.close(fd)
 

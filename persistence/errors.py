@@ -6,6 +6,15 @@ Every error a user can act on has its own class; bad input raises a subclass of
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+import apsw
+
 
 class TieredMemoryError(Exception):
     """Base class of every error raised by tiered-memory."""
@@ -34,7 +43,11 @@ class CorruptDatabaseError(DatabaseOpenError):
     """The file is a SQLite database that SQLite reports as damaged."""
 
 
-class SchemaTooNewError(DatabaseOpenError):
+class SchemaError(DatabaseOpenError):
+    """The file's schema version is not the one this code reads; it was left untouched."""
+
+
+class SchemaTooNewError(SchemaError):
     """The file was written by a newer tiered-memory; it was left untouched."""
 
     def __init__(self, found: int, supported: int, path: str) -> None:
@@ -47,8 +60,36 @@ class SchemaTooNewError(DatabaseOpenError):
         )
 
 
+class MigrationRequiredError(SchemaError):
+    """A read-only open of a file written by an older tiered-memory: it must be migrated
+    first, and a read-only open never migrates."""
+
+    def __init__(self, found: int, required: int, path: str) -> None:
+        self.found = found
+        self.required = required
+        self.path = path
+        super().__init__(
+            f"{path} has schema version {found}, but this tiered-memory reads version "
+            f"{required} and a read-only open never migrates: run `tiered-memory migrate "
+            f"{path}` (or open it read-write) first (the file was not modified)"
+        )
+
+
 class MissingFileError(DatabaseOpenError, FileNotFoundError):
     """A file that was named (a snapshot, an export) does not exist."""
+
+
+class StorageError(TieredMemoryError):
+    """SQLite or the file system failed underneath a call; what it was doing was undone."""
+
+
+class StorageFullError(StorageError):
+    """The disk (or quota) is full; the call changed nothing: free space and try again."""
+
+
+class ReadOnlyError(StorageError):
+    """A write to a store opened with ``read_only=True``, or to read-only storage; nothing
+    was written."""
 
 
 class BackupError(TieredMemoryError):
@@ -143,3 +184,108 @@ class MemoryNotFoundError(NotFoundError):
 
 class SessionNotFoundError(NotFoundError):
     """No session with that id."""
+
+
+# --- turning SQLite's and the OS's failures into the errors above -----------------------
+
+_translating: ContextVar[bool] = ContextVar("tiered_memory_translating", default=False)
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+@contextmanager
+def storage_errors(doing: str, place: str | os.PathLike[str] | None = None, *,
+                   os_errors: bool = True) -> Iterator[None]:  # fmt: skip
+    """Raise a :class:`TieredMemoryError` for an ``apsw.Error`` (and, with ``os_errors``, an
+    ``OSError``) that escapes the block, naming ``doing`` (``"backing up a.db to b.db"``).
+
+    ``place`` (a file or folder) is looked at to tell a read-only or full disk from other
+    failures. Blocks nest: the outermost one translates, so the message names what the
+    caller asked for, not an inner step.
+    """
+    if _translating.get():
+        yield
+        return
+    token = _translating.set(True)
+    try:
+        yield
+    except TieredMemoryError:
+        raise
+    except apsw.Error as exc:
+        raise _from_sqlite(exc, doing, place) from exc
+    except OSError as exc:
+        if not os_errors:
+            raise
+        raise _from_os(exc, doing, place) from exc
+    finally:
+        _translating.reset(token)
+
+
+_FULL_ADVICE = "free some space and try again (nothing was changed)"
+_READ_ONLY_ADVICE = (
+    "nothing was changed: read a database there with read_only=True (the command line's "
+    "read commands do), and write to writable storage"
+)
+
+
+def _from_sqlite(exc: apsw.Error, doing: str, place: str | os.PathLike[str] | None) -> Exception:
+    if isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and disk_full(place)):
+        return StorageFullError(f"{doing} failed: the disk is full ({exc}); {_FULL_ADVICE}")
+    if isinstance(exc, apsw.ReadOnlyError) or (
+        isinstance(exc, apsw.CantOpenError | apsw.IOError) and read_only_storage(place)
+    ):
+        return ReadOnlyError(
+            f"{doing} failed: {place or 'the file'} is read-only; {_READ_ONLY_ADVICE}"
+        )
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return DatabaseBusyError(
+            f"{doing} failed: another connection held a lock ({exc}); try again"
+        )
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+        return CorruptDatabaseError(
+            f"{doing} failed: SQLite reports damage ({exc}); run `tiered-memory check`"
+        )
+    return StorageError(f"{doing} failed: SQLite reported {type(exc).__name__}: {exc}")
+
+
+def _from_os(exc: OSError, doing: str, place: str | os.PathLike[str] | None) -> Exception:
+    where = exc.filename or place
+    reason = exc.strerror or str(exc)
+    if exc.errno in _FULL_ERRNOS:
+        return StorageFullError(f"{doing} failed: the disk is full ({reason}); {_FULL_ADVICE}")
+    if exc.errno == errno.EROFS:
+        return ReadOnlyError(
+            f"{doing} failed: {where} is on read-only storage; {_READ_ONLY_ADVICE}"
+        )
+    return StorageError(f"{doing} failed: {where}: {reason}")
+
+
+def _existing(place: str | os.PathLike[str] | None) -> Path | None:
+    """``place`` or its nearest existing parent folder."""
+    if place is None:
+        return None
+    path = Path(place)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def read_only_storage(place: str | os.PathLike[str] | None) -> bool:
+    """True if ``place`` (or its folder) sits on a file system mounted read-only."""
+    path = _existing(place)
+    if path is None:
+        return False
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def disk_full(place: str | os.PathLike[str] | None) -> bool:
+    """True if the file system holding ``place`` has no block left for this user."""
+    path = _existing(place)
+    if path is None:
+        return False
+    try:
+        return os.statvfs(path).f_bavail == 0
+    except OSError:
+        return False

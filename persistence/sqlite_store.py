@@ -45,11 +45,14 @@ from persistence.connection import (
     ConnectionOptions,
     Synchronous,
     connect,
+    connect_read_only,
     connection_optimize,
     connection_wal,
+    may_leave_wal_files,
     query_all,
     query_value,
     read_snapshot,
+    tidy_wal_files,
 )
 from persistence.embedding_cache_sql import content_hash
 from persistence.errors import (
@@ -63,10 +66,15 @@ from persistence.errors import (
     InvalidTypeError,
     MemoryNotFoundError,
     MigrationError,
+    MigrationRequiredError,
+    NotADatabaseError,
+    ReadOnlyError,
     SchemaTooNewError,
     SessionNotFoundError,
+    StorageFullError,
     StoreClosedError,
     TransactionAbortedError,
+    storage_errors,
 )
 from persistence.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -121,6 +129,10 @@ class SQLiteStore:
     ``migrations`` overrides the shipped migration list (for tests of the runner).
     ``max_content_bytes`` refuses new memory content larger than that many UTF-8 bytes
     (content already stored may be written back unchanged).
+
+    ``read_only=True`` opens an existing file with SQLite's read-only flag (also on
+    read-only storage): it never creates, migrates or optimizes the file, and every
+    write raises :class:`ReadOnlyError`. The file's bytes do not change.
     """
 
     def __init__(
@@ -135,6 +147,7 @@ class SQLiteStore:
         migrations: Sequence[Migration] | None = None,
         change_check_interval_ms: int = 50,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -143,6 +156,12 @@ class SQLiteStore:
         self.max_content_bytes = max_content_bytes
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
+        if not isinstance(read_only, bool):
+            raise InvalidTypeError(f"read_only must be a bool, got {type(read_only).__name__}")
+        if read_only and self.path == MEMORY_PATH:
+            raise InvalidInputError("an in-memory store cannot be opened read-only")
+        self.read_only = read_only
+        self._tidy_wal = False
         self.options = ConnectionOptions(synchronous, busy_timeout_ms, wal_autocheckpoint)
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms
@@ -179,12 +198,28 @@ class SQLiteStore:
         """True between :meth:`open` and :meth:`close`."""
         return self._writer is not None
 
+    @property
+    def _place(self) -> str | None:
+        """Where the file is, for telling a full or read-only disk from other failures."""
+        return None if self.is_memory else self.path
+
+    def _connect(self) -> apsw.Connection:
+        if self.read_only:
+            return connect_read_only(self.path, self.options)
+        return connect(self.path, self.options)
+
     def open(self) -> SQLiteStore:
-        """Open (creating or migrating) the file; a second call does nothing."""
+        """Open (creating or migrating) the file; a second call does nothing.
+
+        With ``read_only`` the file must exist at the current schema version: one written
+        by an older version raises :class:`MigrationRequiredError`, as nothing migrates it.
+        """
         route_sqlite_log()
-        with self._lock:
+        with self._lock, storage_errors(f"opening {self.path}", self._place):
             if self._writer is not None:
                 return self
+            if self.read_only:
+                return self._open_read_only()
             conn = connect(self.path, self.options)
             try:
                 self._check_schema(conn)
@@ -198,6 +233,11 @@ class SQLiteStore:
                 raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
             except MigrationFailed as exc:
                 conn.close()
+                if isinstance(exc.__cause__, apsw.FullError):
+                    raise StorageFullError(
+                        f"{self.path}: {exc}: the disk is full; free some space and open it "
+                        "again (the file stays at the last version that committed)"
+                    ) from exc
                 raise MigrationError(f"{self.path}: {exc}") from exc
             except BaseException:
                 conn.close()
@@ -210,23 +250,84 @@ class SQLiteStore:
                     index_sql.ensure_vector_index(tx)
             return self
 
+    def _open_read_only(self) -> SQLiteStore:
+        self._tidy_wal = may_leave_wal_files(self.path)
+        try:
+            conn = connect_read_only(self.path, self.options)
+        except BaseException:
+            self._tidy_after_read_only()
+            raise
+        try:
+            self._check_schema(conn)
+            if self.embedding_dim is not None:
+                self._check_configured_dim(conn)
+        except BaseException as exc:
+            conn.close()
+            self._tidy_after_read_only()
+            if isinstance(exc, SchemaTooNew):
+                raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
+            raise
+        self._writer = conn
+        self._closed = False
+        self._seen_version = int(conn.pragma("data_version"))
+        return self
+
+    def _tidy_after_read_only(self) -> None:
+        tidy, self._tidy_wal = self._tidy_wal, False
+        if tidy:
+            tidy_wal_files(self.path)
+
     def _check_schema(self, conn: apsw.Connection) -> None:
-        """Refuse a foreign or too-new file before anything writes to it."""
+        """Refuse a foreign or too-new file before anything writes to it (and, read-only,
+        an empty or older one)."""
         version = read_schema_version(conn)
         latest = self._migrations[-1].VERSION if self._migrations else LATEST_VERSION
         if version > latest:
             raise SchemaTooNew(version, latest)
+        if self.read_only and 0 < version < latest:
+            raise MigrationRequiredError(version, latest, self.path)
         if version == 0:
-            tables = query_all(
-                conn,
-                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            self._refuse_unversioned(conn, empty_ok=not self.read_only)
+
+    def _refuse_unversioned(self, conn: apsw.Connection, *, empty_ok: bool) -> None:
+        """A file without a schema version is another application's, or new and empty
+        (which only a read-write open may turn into a database)."""
+        tables = query_all(
+            conn,
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+        )
+        if tables:
+            names = ", ".join(sorted(t[0] for t in tables)[:5])
+            raise ForeignDatabaseError(
+                f"{self.path} is a SQLite database of another application (tables: {names}); "
+                "it was left untouched: use a new file"
             )
-            if tables:
-                names = ", ".join(sorted(t[0] for t in tables)[:5])
-                raise ForeignDatabaseError(
-                    f"{self.path} is a SQLite database of another application (tables: {names}); "
-                    "it was left untouched: use a new file"
-                )
+        if not empty_ok:
+            raise NotADatabaseError(
+                f"{self.path} is an empty SQLite file, not a tiered-memory database "
+                "(left untouched; nothing is created here)"
+            )
+
+    @classmethod
+    def migrate(cls, path: str | os.PathLike[str], **options: object) -> tuple[int, int]:
+        """Bring an existing database to the current schema: ``(version before, after)``.
+
+        Nothing is created: a missing or empty file, or one that is not a tiered-memory
+        database, is refused and left as it was. ``options`` are those of the constructor.
+        """
+        store = cls(path, **options)  # type: ignore[arg-type]
+        if store.is_memory:
+            raise InvalidInputError("an in-memory store has nothing to migrate")
+        with storage_errors(f"migrating {store.path}", store.path):
+            probe = connect_read_only(store.path, store.options)
+            try:
+                before = read_schema_version(probe)
+                if before == 0:
+                    store._refuse_unversioned(probe, empty_ok=False)
+            finally:
+                probe.close()
+            with store:
+                return before, store.schema_version
 
     def _check_configured_dim(self, conn: apsw.Connection) -> None:
         stored = read_meta(conn, EMBEDDING_DIM_KEY)
@@ -238,7 +339,8 @@ class SQLiteStore:
         """Refresh planner statistics, then close every connection; twice is harmless.
 
         Waits for writes and reads under way in other threads; refused inside this
-        thread's own :meth:`transaction` (finish it first).
+        thread's own :meth:`transaction` (finish it first). A read-only store changes
+        nothing (it removes the empty -wal and -shm files its open created, if it can).
         """
         with self._lock:
             if self._depth:
@@ -253,19 +355,31 @@ class SQLiteStore:
                     self._readers_cond.wait()
                 readers, self._readers = self._readers, []
             self._local = threading.local()  # may run reader finalizers: not under the cond
-        for conn in readers:
-            conn.close()
-        if writer is not None:
-            try:
-                connection_optimize(writer, self.options, at_open=False)
-            finally:
-                writer.close()
+        with storage_errors(f"closing {self.path}", self._place):
+            for conn in readers:
+                conn.close()
+            if writer is not None:
+                try:
+                    if not self.read_only:
+                        connection_optimize(writer, self.options, at_open=False)
+                finally:
+                    writer.close()
+        if writer is not None and self.read_only:
+            self._tidy_after_read_only()
 
     def __enter__(self) -> SQLiteStore:
         return self.open()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def require_writable(self) -> None:
+        """Raise :class:`ReadOnlyError` if this store was opened with ``read_only=True``."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{self.path} is open read-only (read_only=True): nothing was written; "
+                "open it without read_only to change it"
+            )
 
     def _require_open(self) -> apsw.Connection:
         writer = self._writer
@@ -281,9 +395,13 @@ class SQLiteStore:
         """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
 
         Nested use becomes a ``SAVEPOINT`` that rolls back alone. Yields the write
-        connection for callers that run their own SQL.
+        connection for callers that run their own SQL. A failure of SQLite (a full disk,
+        say) rolls back and raises a :class:`~persistence.errors.TieredMemoryError`; a
+        read-only store raises :class:`ReadOnlyError` before anything starts.
         """
-        with self._lock:
+        self._require_open()
+        self.require_writable()
+        with self._lock, storage_errors(f"writing to {self.path}", self._place, os_errors=False):
             conn = self._require_open()
             if self._depth == 0:
                 try:
@@ -443,7 +561,9 @@ class SQLiteStore:
         For work SQLite must do outside a transaction (online backup into this file,
         ``VACUUM``, checkpoints). Refused inside :meth:`transaction`.
         """
-        with self._lock:
+        self._require_open()
+        self.require_writable()
+        with self._lock, storage_errors(f"writing to {self.path}", self._place, os_errors=False):
             conn = self._require_open()
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")
@@ -473,39 +593,41 @@ class SQLiteStore:
             with self._reading() as conn, read_snapshot(conn):
                 yield conn
             return
-        conn = connect(self.path, self.options)
-        try:
-            with read_snapshot(conn):
-                yield conn
-        finally:
-            conn.close()
+        with storage_errors(f"reading {self.path}", self._place, os_errors=False):
+            conn = self._connect()
+            try:
+                with read_snapshot(conn):
+                    yield conn
+            finally:
+                conn.close()
 
     @contextmanager
     def _reading(self) -> Iterator[apsw.Connection]:
         """A connection to read from: this thread's own, or the writer when it must be."""
         self._require_open()
-        if self.is_memory or self.in_transaction:
-            with self._lock:
-                yield self._require_open()
-            return
-        conn = self._thread_reader()
-        with self._readers_cond:
-            self._require_open()
-            self._active_reads += 1
-        try:
-            yield conn
-        finally:
+        with storage_errors(f"reading {self.path}", self._place, os_errors=False):
+            if self.is_memory or self.in_transaction:
+                with self._lock:
+                    yield self._require_open()
+                return
+            conn = self._thread_reader()
             with self._readers_cond:
-                self._active_reads -= 1
-                if not self._active_reads:
-                    self._readers_cond.notify_all()
+                self._require_open()
+                self._active_reads += 1
+            try:
+                yield conn
+            finally:
+                with self._readers_cond:
+                    self._active_reads -= 1
+                    if not self._active_reads:
+                        self._readers_cond.notify_all()
 
     def _thread_reader(self) -> apsw.Connection:
         """This thread's read connection, closed again when the thread ends."""
         holder: _ThreadReader | None = getattr(self._local, "reader", None)
         if holder is not None:
             return holder.conn
-        conn = connect(self.path, self.options)
+        conn = self._connect()
         with self._readers_cond:
             if self._writer is None:
                 conn.close()

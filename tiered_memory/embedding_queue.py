@@ -90,7 +90,14 @@ class EmbeddingQueue:
                 return embedder  # another thread checked (or re-embedded) meanwhile
             recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
             if recorded is None:
-                self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
+                if not self.store.read_only:
+                    self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
+            elif recorded != embedder.model_id and self.store.read_only:
+                raise EmbeddingModelMismatchError(
+                    f"{self.store.path} was embedded with {recorded!r}, not "
+                    f"{embedder.model_id!r}, and a read-only open cannot re-embed it: open it "
+                    "with that model, or with embedder=None to recall by keywords only"
+                )
             elif recorded != embedder.model_id and not self._reembed:
                 raise EmbeddingModelMismatchError(
                     f"{self.store.path} was embedded with {recorded!r}, not "

@@ -74,6 +74,7 @@ from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
 
 _QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
+_NO_VECTOR = ("no vector yet: ranked by keywords only",)
 
 
 class AgentMemoryManager:
@@ -89,6 +90,8 @@ class AgentMemoryManager:
         self,
         path: str | os.PathLike[str] = ":memory:",
         config: MemoryConfig | None = None,
+        *,
+        read_only: bool = False,
         **overrides: Any,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
@@ -107,6 +110,7 @@ class AgentMemoryManager:
             clock=self.clock,
             change_check_interval_ms=self.config.external_change_check_ms,
             max_content_bytes=self.config.max_content_bytes,
+            read_only=read_only,
         )
         self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
@@ -140,12 +144,24 @@ class AgentMemoryManager:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], config: MemoryConfig | None = None, **overrides: Any
+        cls,
+        path: str | os.PathLike[str],
+        config: MemoryConfig | None = None,
+        *,
+        read_only: bool = False,
+        **overrides: Any,
     ) -> AgentMemoryManager:
-        """A manager on a durable file (created, or migrated to the current schema)."""
+        """A manager on a durable file (created, or migrated to the current schema).
+
+        ``read_only=True`` opens an existing file with SQLite's read-only flag, also on
+        read-only storage, and changes none of its bytes: nothing is created, migrated,
+        embedded or reviewed; recall embeds only the query (memories still without a
+        vector are ranked by keywords, and their explanation says so); every mutating
+        call raises :class:`~persistence.ReadOnlyError`.
+        """
         if isinstance(path, str | os.PathLike) and os.fspath(path) == ":memory:":
             raise InvalidInputError("use AgentMemoryManager.in_memory() for a store in memory")
-        return cls(path, config, **overrides).initialize()
+        return cls(path, config, read_only=read_only, **overrides).initialize()
 
     @classmethod
     def in_memory(cls, config: MemoryConfig | None = None, **overrides: Any) -> AgentMemoryManager:
@@ -162,7 +178,7 @@ class AgentMemoryManager:
             self.store.open()
             self.backups.remove_leftovers()
             self.scratchpad.load()
-            if self.config.embed_in_background:
+            if self.config.embed_in_background and not self.read_only:
                 self.embeddings.start()
                 self.embeddings.notify()  # work left over from an earlier run
         return self
@@ -177,10 +193,12 @@ class AgentMemoryManager:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
-        if self.store.is_open:
-            self._apply_recall_reviews()
-        self.store.close()
-        self._cache.clear()
+        try:
+            if self.store.is_open:
+                self._apply_recall_reviews()
+        finally:  # a full disk, say, must not leave the file open
+            self.store.close()
+            self._cache.clear()
 
     close = shutdown
 
@@ -189,6 +207,11 @@ class AgentMemoryManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened with ``read_only=True``: nothing this manager does writes."""
+        return self.store.read_only
 
     @property
     def path(self) -> Path | None:
@@ -672,6 +695,7 @@ class AgentMemoryManager:
         """
         self._require_open()
         require_int(batch_size, "batch_size", minimum=1)
+        self.store.require_writable()
         self._apply_recall_reviews()
         return self.embeddings.flush(batch_size)
 
@@ -728,7 +752,8 @@ class AgentMemoryManager:
         match = keyword_query(query)
         if match is None:
             return []  # no words: nothing to look for
-        self.embeddings.flush(report=False)
+        if not self.read_only:
+            self.embeddings.flush(report=False)
         settings = self.config.recall
 
         def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
@@ -771,7 +796,8 @@ class AgentMemoryManager:
             for memory_id in chunk:
                 memory = memories.get(memory_id)
                 if memory is not None:  # forgotten meanwhile
-                    hits.append(explain(memory, fused[memory_id], now, settings, described))
+                    notes = _NO_VECTOR if found is not None and memory.embedding is None else ()
+                    hits.append(explain(memory, fused[memory_id], now, settings, described, notes))
             hits.sort(key=lambda h: (-h.score, h.memory.id))
             rest = order[start + batch : start + batch + 1]
             if (
@@ -792,7 +818,7 @@ class AgentMemoryManager:
             return self._pool
 
     def _queue_recall_reviews(self, memory_ids: list[str]) -> None:
-        if self.config.recall_review_quality is None or not memory_ids:
+        if self.config.recall_review_quality is None or not memory_ids or self.read_only:
             return
         with self._recall_lock:
             self._recall_reviews += memory_ids

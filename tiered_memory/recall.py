@@ -166,6 +166,7 @@ class Explanation:
     recency_factor: float
     filters: tuple[str, ...]
     score: float
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         """One line, e.g. ``keyword #1: bm25 100% of best +0.0952 (67%), vector #3:
@@ -176,10 +177,11 @@ class Explanation:
             f"{s} ({s.contribution / self.fused:.0%})" if shares else str(s) for s in self.signals
         )
         filters = f" [{', '.join(self.filters)}]" if self.filters else ""
+        notes = f" ({'; '.join(self.notes)})" if self.notes else ""
         return (
             f"{found} -> fused {self.fused:.4f} x importance {self.importance_factor:.3f} "
             f"x retention {self.retention_factor:.3f} x recency {self.recency_factor:.3f} "
-            f"= {self.score:.4f}{filters}"
+            f"= {self.score:.4f}{filters}{notes}"
         )
 
 
@@ -242,8 +244,10 @@ def explain(
     now: int,
     settings: RecallSettings,
     filters: tuple[str, ...],
+    notes: tuple[str, ...] = (),
 ) -> RecallHit:
-    """Score one candidate and say why."""
+    """Score one candidate and say why (``notes``: anything else the reader should know,
+    such as a memory that has no vector yet)."""
     fused = sum(s.contribution for s in signals)
     importance_factor = 1.0 + settings.importance_weight * (memory.importance - 0.5)
     retention_factor = settings.retention_floor + (1 - settings.retention_floor) * memory.retention
@@ -261,6 +265,7 @@ def explain(
         recency_factor=recency_factor,
         filters=filters,
         score=score,
+        notes=notes,
     )
     return RecallHit(memory, score, explanation)
 

@@ -186,6 +186,7 @@ def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
     with AgentMemoryManager.open(db) as memory:
         memory.remember("The user prefers dark mode", tags=["ui"])
         memory.remember("Quarterly revenue grew 5%")
+        memory.flush()  # search is read only: it embeds nothing itself
     hits = ok_json("search", str(db), "which theme does the user like", "-k", "1")
     assert [h["memory"]["content"] for h in hits] == ["The user prefers dark mode"]  # type: ignore[index]
     assert "keyword #" in hits[0]["explanation"] and hits[0]["score"] > 0  # type: ignore[index]
@@ -206,6 +207,7 @@ def test_search_json_shows_the_embedding_size_not_the_vector(tmp_path: Path) -> 
     db = tmp_path / "s.db"
     with AgentMemoryManager.open(db, embed_in_background=False) as memory:
         memory.remember("The user prefers dark mode")
+        memory.flush()  # search is read only: it embeds nothing itself
     (hit,) = ok_json("search", str(db), "dark mode", "-k", "1")  # type: ignore[misc]
     assert "embedding" not in hit["memory"] and hit["memory"]["embedding_dim"] == 384
 

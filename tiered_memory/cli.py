@@ -3,6 +3,11 @@
 Every command takes ``--json`` for scripts. Exit codes: 0 on success, 1 with a one-line
 reason on stderr on failure, 2 on a usage error. Long work (backup, export, import)
 shows a progress bar when stderr is a terminal, and none otherwise.
+
+The read commands (``stats``, ``check``, ``list``, ``show``, ``sessions``, ``search``
+without ``--reinforce``, ``export``, ``backup``) open the database read-only: they change
+none of its bytes and work on read-only storage. No command but ``migrate`` upgrades a
+file, and only ``restore`` and ``import`` create one.
 """
 
 from __future__ import annotations
@@ -20,15 +25,17 @@ import orjson
 
 from persistence import (
     BackupError,
+    EmbeddingModelMismatchError,
     Memory,
     MemoryNotFoundError,
-    MissingFileError,
+    SQLiteStore,
     Tier,
     TieredMemoryError,
 )
 from persistence.json_export import memory_to_json
 from tiered_memory import __version__
 from tiered_memory.config import MemoryConfig
+from tiered_memory.embeddings import EmbedderError
 from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]
@@ -56,9 +63,13 @@ def main() -> None:
     """Inspect, back up, restore, export and import a tiered-memory database."""
 
 
-def _open(db: str, **config: Any) -> AgentMemoryManager:
-    if not Path(db).exists():
-        raise MissingFileError(f"no database at {db}")
+def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
+    """An existing tiered-memory database at the current schema, read-only unless
+    ``write``: a missing, empty, foreign or older file is refused, never created or
+    migrated (``migrate`` upgrades one)."""
+    if not write:
+        return AgentMemoryManager.open(db, read_only=True, embed_in_background=False, **config)
+    SQLiteStore(db, read_only=True).open().close()  # refuses what is not ready, untouched
     return AgentMemoryManager.open(db, embed_in_background=False, **config)
 
 
@@ -246,7 +257,7 @@ def import_(db: str, source: str, mode: str, as_json: bool) -> None:
 @json_option
 def maintain(db: str, vacuum: bool, as_json: bool) -> None:
     """Checkpoint the WAL, refresh planner statistics, optionally VACUUM."""
-    with _open(db) as memory:
+    with _open(db, write=True) as memory:
         result = memory.maintain(vacuum=vacuum)
     _emit(
         as_json,
@@ -340,18 +351,29 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
     is_flag=True,
     help="Count the hits as reviews, as an agent's recall does (default: read only).",
 )
+@click.option(
+    "--keywords-only",
+    is_flag=True,
+    help="Rank by keywords alone: no embedding model is loaded (any file, any model).",
+)
 @json_option
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
-           tags: tuple[str, ...], reinforce: bool, as_json: bool) -> None:  # fmt: skip
+           tags: tuple[str, ...], reinforce: bool, keywords_only: bool,
+           as_json: bool) -> None:  # fmt: skip
     """Recall the K memories that best answer QUERY, each with why it came back.
 
-    An operator's search leaves the forgetting curve alone unless --reinforce is given.
+    Read only: memories not embedded yet are ranked by their keywords (the hit says
+    so). --reinforce counts the hits as reviews (and embeds what is pending) instead.
     """
     if not query.strip():
         raise click.UsageError("QUERY is empty: give the words to search for")
     quality = MemoryConfig().recall_review_quality if reinforce else None
-    with _open(db, recall_review_quality=quality) as memory:
-        hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
+    model = {"embedder": None} if keywords_only else {}
+    try:
+        with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
+            hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
+    except (EmbeddingModelMismatchError, EmbedderError) as exc:
+        raise type(exc)(f"{exc} (or search with --keywords-only)") from exc
     rows = [
         {"score": h.score, "explanation": str(h.explanation), "signals": h.explanation.signals,
          "memory": _memory_row(h.memory)}
@@ -364,3 +386,20 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
             click.echo(f"        why: {h.explanation}")
 
     _emit(as_json, rows, human)
+
+
+@main.command()
+@db_argument
+@json_option
+def migrate(db: str, as_json: bool) -> None:
+    """Upgrade DB to this version's schema (read commands refuse an older file)."""
+    before, after = SQLiteStore.migrate(db)
+    _emit(
+        as_json,
+        {"database": db, "from_version": before, "to_version": after},
+        lambda: click.echo(
+            f"{db}: schema v{before} -> v{after}"
+            if before != after
+            else f"{db}: already at schema v{after}"
+        ),
+    )

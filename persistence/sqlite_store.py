@@ -309,13 +309,13 @@ class SQLiteStore:
             )
 
     @classmethod
-    def migrate(cls, path: str | os.PathLike[str], **options: object) -> tuple[int, int]:
+    def migrate(cls, path: str | os.PathLike[str]) -> tuple[int, int]:
         """Bring an existing database to the current schema: ``(version before, after)``.
 
         Nothing is created: a missing or empty file, or one that is not a tiered-memory
-        database, is refused and left as it was. ``options`` are those of the constructor.
+        database, is refused and left as it was.
         """
-        store = cls(path, **options)  # type: ignore[arg-type]
+        store = cls(path)
         if store.is_memory:
             raise InvalidInputError("an in-memory store has nothing to migrate")
         with storage_errors(f"migrating {store.path}", store.path):

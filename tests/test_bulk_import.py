@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from persistence import BackupManager, Memory, SQLiteStore, Tier, bulk_index, json_import  # noqa: F401
+from persistence.errors import StorageError
 from persistence.records import SessionState
 from tests.data_checks import data_checksum, open_raw
 
@@ -122,7 +123,7 @@ def test_a_failed_bulk_import_leaves_the_file_as_it_was(
 
     monkeypatch.setattr(bulk_index.index_sql, "fill_keyword_index", broken)
     with SQLiteStore(target) as store:
-        with pytest.raises(OSError, match="disk full"):
+        with pytest.raises(StorageError, match="disk full"):  # no raw OSError escapes
             BackupManager(store).import_json(exported, "replace")
         assert keyword_hits(store, ["oldword3", "shared2"]) == found_before
     assert data_checksum(target) == before

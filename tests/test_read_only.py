@@ -281,3 +281,16 @@ def test_a_wal_left_by_a_killed_writer_is_read_and_left_alone(filled: Path) -> N
             "Written by a process that was killed before it closed the file"
         ]
     assert fingerprint(filled) == before
+
+
+def test_a_read_only_open_leaves_other_files_beside_it_alone(filled: Path) -> None:
+    stale = filled.parent / ".restore-ab12cd34.db"  # as a killed restore leaves it
+    stale.write_bytes(b"half a restore")
+    elsewhere = filled.parent / "elsewhere"
+    elsewhere.mkdir()
+    with open_read_only(filled, embedder=None) as memory:
+        memory.backup(elsewhere / "snap.db")  # tidies only the folder it writes to
+        memory.export_json(elsewhere / "all.json")
+    assert stale.exists()  # a read-only open changes nothing beside its database
+    with AgentMemoryManager.open(filled, **{"embedder": None, "embed_in_background": False}):
+        assert not stale.exists()  # a read-write open tidies it away

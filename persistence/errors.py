@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from pathlib import Path
+from types import TracebackType
 
 import apsw
 
@@ -192,32 +191,42 @@ _translating: ContextVar[bool] = ContextVar("tiered_memory_translating", default
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-@contextmanager
-def storage_errors(doing: str, place: str | os.PathLike[str] | None = None, *,
-                   os_errors: bool = True) -> Iterator[None]:  # fmt: skip
+class storage_errors:  # noqa: N801 - a context manager used like a function
     """Raise a :class:`TieredMemoryError` for an ``apsw.Error`` (and, with ``os_errors``, an
     ``OSError``) that escapes the block, naming ``doing`` (``"backing up a.db to b.db"``).
 
     ``place`` (a file or folder) is looked at to tell a read-only or full disk from other
     failures. Blocks nest: the outermost one translates, so the message names what the
-    caller asked for, not an inner step.
+    caller asked for, not an inner step. (A class, not a generator: reads use it on every
+    call, so it must cost little.)
     """
-    if _translating.get():
-        yield
-        return
-    token = _translating.set(True)
-    try:
-        yield
-    except TieredMemoryError:
-        raise
-    except apsw.Error as exc:
-        raise _from_sqlite(exc, doing, place) from exc
-    except OSError as exc:
-        if not os_errors:
-            raise
-        raise _from_os(exc, doing, place) from exc
-    finally:
+
+    __slots__ = ("doing", "place", "os_errors", "_token")
+
+    def __init__(self, doing: str, place: str | os.PathLike[str] | None = None, *,
+                 os_errors: bool = True) -> None:  # fmt: skip
+        self.doing = doing
+        self.place = place
+        self.os_errors = os_errors
+        self._token: Token[bool] | None = None
+
+    def __enter__(self) -> None:
+        if not _translating.get():
+            self._token = _translating.set(True)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        token, self._token = self._token, None
+        if token is None:
+            return  # an outer block translates
         _translating.reset(token)
+        if exc is None or isinstance(exc, TieredMemoryError):
+            return
+        if isinstance(exc, apsw.Error):
+            raise _from_sqlite(exc, self.doing, self.place) from exc
+        if self.os_errors and isinstance(exc, OSError):
+            raise _from_os(exc, self.doing, self.place) from exc
 
 
 _FULL_ADVICE = "free some space and try again (nothing was changed)"

@@ -79,6 +79,7 @@ def test_reading_everything_changes_no_byte(filled: Path, tmp_path: Path) -> Non
         stats = memory.statistics().storage
         assert stats.episodic_count == 3 and stats.unembedded_count == 2
         assert memory.recall("dark mode", k=3)
+        assert [h.memory.tags for h in memory.recall("revenue", tags=["finance"])] == [("finance",)]
         assert memory.query(Tier.EPISODIC, tags=("finance",))
         assert memory.scratchpad.get("goal") is not None
         assert memory.check_integrity().ok

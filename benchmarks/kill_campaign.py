@@ -338,6 +338,7 @@ class Campaign:
 
     def round(self, number: int) -> None:
         journal = self.journals / f"round-{number:06d}.jsonl"
+        before = set(leftovers(self.db))
         roll = self.rng.random()
         bias = self.rng.choice(LONG_OPS) if roll < 0.55 else "none"
         command = [sys.executable, __file__, "--worker", "--db", str(self.db), "--journal",
@@ -352,15 +353,16 @@ class Campaign:
             time.sleep(self.rng.uniform(0.0, 0.6))
         elif self._wait_for(lines, "READY", 30.0):
             if bias == "none":
-                time.sleep(self.rng.uniform(0.0, 1.0))
-            elif self._wait_for(lines, f"B {bias}", 10.0):
+                time.sleep(self.rng.uniform(0.0, 2.0))
+            elif all(self._wait_for(lines, f"B {bias}", 10.0)
+                     for _ in range(self.rng.randint(1, 4))):  # fmt: skip
                 time.sleep(self.rng.uniform(0.0, 1.2 * self._typical(bias)))
         process.send_signal(signal.SIGKILL)
         if process.wait(60) != -signal.SIGKILL:
             self.tally.raw[f"worker exited by itself ({process.returncode})"] += 1
         reader.join(10)
         self.tally.kills += 1
-        self.judge(number, journal)
+        self.judge(number, journal, before)
 
     def _wait_for(self, lines: queue.Queue[str], wanted: str, timeout: float) -> bool:
         end = time.monotonic() + timeout
@@ -378,7 +380,8 @@ class Campaign:
 
     # --- judging -------------------------------------------------------------------------------
 
-    def judge(self, number: int, journal: Path) -> None:
+    def judge(self, number: int, journal: Path, before: set[Path]) -> None:
+        """Check the file after a kill; ``before``: temporary files there before the round."""
         t = self.tally
         ops, orphans = parse_journal(journal)
         problems: list[str] = []
@@ -386,7 +389,6 @@ class Campaign:
             (t.raw if error["raw"] else t.errors)[error["type"]] += 1
             t.notes.append(f"round {number} before {error['op']}: {error['type']}: {error['msg']}")
         state = dict(self.state)
-        pending_snapshots: list[tuple[str, State]] = []
         inflight: Op | None = None
         for index, op in enumerate(ops):
             if op.end is None and op.error is None:
@@ -405,25 +407,14 @@ class Campaign:
             if op.name in LONG_OPS:
                 assert op.end is not None
                 self.durations[op.name].append(op.end["t"] - op.begin["t"])
-            problems += self._apply(op, state, pending_snapshots)
+            problems += self._apply(op, state)
         actual, decayed, damage = read_file(self.db)
         if damage:
             t.integrity_failures += 1
             problems.append(f"integrity: {damage[:3]}")
         problems += self._judge_inflight(inflight, state, actual, decayed)
-        for path, expected in pending_snapshots:
-            if Path(path).exists() and read_file(Path(path), live=False)[0] != expected:
-                t.bad_snapshots += 1
-                problems.append(f"snapshot {path} differs from the state it was taken of")
-        present = {str(p) for p in self._snapshot_files()}
-        for path in sorted(present - set(self.snaps)):  # published by a killed backup
-            content = read_file(Path(path), live=False)[0]
-            if inflight is None or inflight.name != "backup" or content != state:
-                t.bad_snapshots += 1
-                problems.append(f"snapshot {path} appeared that no backup explains")
-            self.snaps[path] = content
-        self.snaps = {p: s for p, s in self.snaps.items() if p in present}
-        t.left_by_kills += len(leftovers(self.db))
+        problems += self._judge_snapshots(inflight, state)
+        t.left_by_kills += len(set(leftovers(self.db)) - before)
         library = library_check(self.db)
         if library:
             t.integrity_failures += 1
@@ -447,7 +438,25 @@ class Campaign:
         else:
             journal.unlink(missing_ok=True)
 
-    def _apply(self, op: Op, state: State, pending: list[tuple[str, State]]) -> list[str]:
+    def _judge_snapshots(self, inflight: Op | None, state: State) -> list[str]:
+        """Each snapshot holds what the model held when it was last written to that name.
+
+        (Names are reused: a rotation frees a name and the next backup in the same second
+        takes it.) One published by a backup killed after publishing holds ``state``.
+        """
+        problems = []
+        present = {str(p) for p in self._snapshot_files()}
+        for path in sorted(present):
+            content = read_file(Path(path), live=False)[0]
+            if content != self.snaps.get(path):
+                if inflight is None or inflight.name != "backup" or content != state:
+                    self.tally.bad_snapshots += 1
+                    problems.append(f"snapshot {path} holds what no backup took")
+                self.snaps[path] = content
+        self.snaps = {p: s for p, s in self.snaps.items() if p in present}
+        return problems
+
+    def _apply(self, op: Op, state: State) -> list[str]:
         """Apply one acknowledged operation to the model; return model disagreements."""
         b, e = op.begin, op.end
         assert e is not None
@@ -467,7 +476,6 @@ class Campaign:
                 return [f"decay forgot {len(unknown)} memories the model does not hold"]
         elif op.name == "backup":
             self.snaps[e["path"]] = dict(state)
-            pending.append((e["path"], dict(state)))
         elif op.name == "restore":
             if b["path"] not in self.snaps:
                 self.tally.journal_anomalies += 1
@@ -606,8 +614,8 @@ def main() -> int:
     failed = t.failed(args.strict_leftovers)
     for note in t.notes[:40]:
         print(note, file=sys.stderr)
-    print(f"kills mid-operation: {dict(t.mid_op)}; leftovers left by kills (summed over "
-          f"rounds) {t.left_by_kills}", file=sys.stderr)  # fmt: skip
+    print(f"kills mid-operation: {dict(t.mid_op)}; temporary files left by kills: "
+          f"{t.left_by_kills}", file=sys.stderr)  # fmt: skip
     if failed or args.keep:
         print(f"files kept in {root}", file=sys.stderr)
     else:

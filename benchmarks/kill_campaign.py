@@ -275,7 +275,8 @@ class Tally:
     bad_snapshots: int = 0
     journal_anomalies: int = 0
     left_by_kills: int = 0
-    leftovers_after_open: int = 0
+    leftovers_after_open: int = 0  # after the last round
+    most_leftovers_after_open: int = 0
     mid_op: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     raw: Counter[str] = field(default_factory=Counter)
@@ -285,7 +286,7 @@ class Tally:
         bad = (self.lost + self.phantoms + self.wrong_tier + self.partial_restores
                + self.partial_imports + self.partial_batches + self.integrity_failures
                + self.bad_snapshots + self.journal_anomalies + sum(self.raw.values()))  # fmt: skip
-        return bad > 0 or (strict_leftovers and self.leftovers_after_open > 0)
+        return bad > 0 or (strict_leftovers and self.most_leftovers_after_open > 0)
 
 
 class Campaign:
@@ -421,6 +422,7 @@ class Campaign:
             problems.append(f"check_integrity: {library[:3]}")
         remaining = leftovers(self.db)
         t.leftovers_after_open = len(remaining)
+        t.most_leftovers_after_open = max(t.most_leftovers_after_open, len(remaining))
         if inflight is not None:
             t.mid_op[inflight.name] += 1
         self.state = actual  # the in-flight op's outcome is known only from the file
@@ -535,7 +537,11 @@ class Campaign:
                 return [f"batch of {len(b['contents'])} left {len(extras)} memories"]
         elif op.name == "forget" and b["id"] not in actual:
             expected.pop(b["id"], None)
-        elif op.name == "promote" and actual.get(b["id"], ("", ""))[1] == "semantic":
+        elif (
+            op.name == "promote"
+            and b["id"] in expected
+            and actual.get(b["id"], ("", ""))[1] == "semantic"
+        ):
             expected[b["id"]] = (expected[b["id"]][0], "semantic")
         elif op.name == "decay":
             began_ms = int(b["t"] * 1000) - 1
@@ -627,7 +633,8 @@ def main() -> int:
         f"partial restores {t.partial_restores}, partial imports {t.partial_imports}, "
         f"partial batches {t.partial_batches}, integrity failures {t.integrity_failures}, "
         f"bad snapshots {t.bad_snapshots}, errors {errors}, "
-        f"raw exceptions {sum(t.raw.values())}, leftovers {t.leftovers_after_open}"
+        f"raw exceptions {sum(t.raw.values())}, leftovers {t.leftovers_after_open} "
+        f"(most after any open {t.most_leftovers_after_open})"
     )
     return 1 if failed else 0
 

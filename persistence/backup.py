@@ -166,11 +166,12 @@ class BackupManager:
                 "run `tiered-memory check` and restore an earlier snapshot"
             )
         self.remove_leftovers(final.parent)
+        another = None if target is not None else lambda: self._timestamped(final.parent, ".db")
         with _partial_beside(final) as partial:
             self._vacuum_into(partial, progress)
             _fsync(partial)
             self._verify_snapshot(partial)
-            _publish(partial, final)
+            final = _publish(partial, final, another)
         if keep is not None:
             self._rotate(final.parent, keep)
         return final
@@ -338,7 +339,10 @@ class BackupManager:
                 os.replace(partial, final)
                 _fsync(final.parent)
             else:
-                _publish(partial, final)
+                another = None
+                if target is None:
+                    another = lambda: self._timestamped(final.parent, ".json")  # noqa: E731
+                final = _publish(partial, final, another)
         return final
 
     @_storage_errors("importing into", writes=True, other="from")
@@ -439,14 +443,21 @@ def _partial_beside(final: Path) -> AbstractContextManager[Path]:
     return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
 
 
-def _publish(partial: Path, final: Path) -> None:
-    """Give ``partial`` its final name without ever replacing an existing file."""
-    try:
-        os.link(partial, final)
-    except FileExistsError:
-        raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
+def _publish(partial: Path, final: Path, another: Callable[[], Path] | None = None) -> Path:
+    """Give ``partial`` its final name without ever replacing an existing file; return
+    the name it got. If ``final`` was taken meanwhile (a backup in another thread or
+    process, the same second), ``another`` picks a new name, else it is an error."""
+    while True:
+        try:
+            os.link(partial, final)
+            break
+        except FileExistsError:
+            if another is None:
+                raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
+            final = another()
     partial.unlink()
     _fsync(final.parent)
+    return final
 
 
 def _open_snapshot(path: Path) -> apsw.Connection:

@@ -472,3 +472,32 @@ def test_the_embedding_model_travels_with_an_export_and_is_never_mixed(tmp_path:
     older.write_bytes(orjson.dumps(raw))
     with AgentMemoryManager.open(tmp_path / "old.db", embedder=None, **options) as old:
         assert old.import_json(older).inserted > 0
+
+
+def test_backups_in_the_same_second_from_several_threads_all_succeed(
+    db_path: Path, clock: FakeClock
+) -> None:
+    """Each picks the first free timestamped name; one that is taken by the time its
+    snapshot is ready gets the next free name instead of failing."""
+    import threading
+
+    with AgentMemoryManager.open(db_path, clock=clock, embedder=None) as memory:
+        memory.remember_many([f"note {i} about the garden" for i in range(3000)])
+        made: list[Path] = []
+        failed: list[BaseException] = []
+
+        def snapshot() -> None:
+            try:
+                made.append(memory.backup())
+            except BaseException as exc:  # noqa: BLE001 - collected for the assert
+                failed.append(exc)
+
+        threads = [threading.Thread(target=snapshot) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+        assert len(set(made)) == 4 and all(p.is_file() for p in made)
+        assert sorted(made) == sorted(memory.backups.list_backups())
+        assert {data_checksum(p) for p in made} == {data_checksum(db_path)}

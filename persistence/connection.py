@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from persistence.errors import (
     MissingFileError,
     NotADatabaseError,
     ReadOnlyError,
+    TieredMemoryError,
     read_only_storage,
     storage_errors,
 )
@@ -140,7 +141,7 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
             conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         except apsw.CantOpenError as exc:
             raise _cannot_open(path, exc) from exc
-        try:
+        with _closed_on_failure(conn, path, _cannot_open):
             connection_busy_timeout(conn, options.busy_timeout_ms)
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
             if path != MEMORY_PATH and conn.readonly("main"):
@@ -152,19 +153,30 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
             connection_synchronous(conn, options.synchronous)
             connection_wal_autocheckpoint(conn, options.wal_autocheckpoint)
             connection_sqlite_vec(conn)
-        except apsw.NotADBError as exc:
-            conn.close()
-            raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
-        except apsw.CorruptError as exc:
-            conn.close()
-            raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
-        except apsw.CantOpenError as exc:
-            conn.close()
-            raise _cannot_open(path, exc) from exc
-        except BaseException:
-            conn.close()
-            raise
         return conn
+
+
+@contextmanager
+def _closed_on_failure(
+    conn: apsw.Connection,
+    path: str,
+    cannot_open: Callable[[str, apsw.CantOpenError], TieredMemoryError],
+) -> Iterator[None]:
+    """Set up a new connection: on any failure close it, naming what SQLite found."""
+    try:
+        yield
+    except apsw.NotADBError as exc:
+        conn.close()
+        raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
+    except apsw.CorruptError as exc:
+        conn.close()
+        raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
+    except apsw.CantOpenError as exc:
+        conn.close()
+        raise cannot_open(path, exc) from exc
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _cannot_open(path: str, exc: apsw.CantOpenError) -> DatabaseOpenError | ReadOnlyError:
@@ -203,25 +215,13 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
             conn = apsw.Connection(name, flags=flags, vfs=vfs)
         except apsw.CantOpenError as exc:
             raise _cannot_read(path, exc) from exc
-        try:
+        with _closed_on_failure(conn, path, _cannot_read):
             if vfs:
                 conn.pragma("locking_mode", "exclusive")
             connection_busy_timeout(conn, options.busy_timeout_ms)
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
             connection_foreign_keys(conn)
             connection_sqlite_vec(conn)
-        except apsw.NotADBError as exc:
-            conn.close()
-            raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
-        except apsw.CorruptError as exc:
-            conn.close()
-            raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
-        except apsw.CantOpenError as exc:
-            conn.close()
-            raise _cannot_read(path, exc) from exc
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
 

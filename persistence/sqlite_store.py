@@ -115,7 +115,8 @@ from persistence.validation import (
 from persistence.vector_mirror import VectorMirror
 
 VECTOR_OVERSAMPLE = 2
-VECTOR_MIN_CANDIDATES = 256
+VECTOR_MIN_CANDIDATES = 128
+"""Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
 EXACT_SCAN_MAX = 4096
 """A filtered vector search compares every accepted memory exactly up to this many."""
 
@@ -1011,7 +1012,8 @@ class SQLiteStore:
         """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists).
 
         Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
-        from the in-RAM sign-bit copy of the index; exact cosine re-ranks them. With a
+        from the in-RAM copy of the index (3-bit codes, searched in two stages: see
+        :mod:`persistence.vector_mirror`); exact cosine re-ranks them. With a
         filter ``where``, the candidates that pass it count: when too few do, the share
         that passed estimates how many the filter accepts; at most ``exact_scan_max``
         (default ``EXACT_SCAN_MAX``): all of them are compared exactly, else the copy is

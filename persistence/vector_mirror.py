@@ -39,6 +39,7 @@ exact cosine on the float vectors read from the file.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Iterable
@@ -66,13 +67,24 @@ _BLOCK = 1_024  # candidates scored at once in the second stage (temporaries sta
 FIRST_STAGE_FACTOR = 4
 FIRST_STAGE_SQRT = 20.0
 """The first stage keeps ``FIRST_STAGE_FACTOR`` times the number asked for, at least
-``FIRST_STAGE_SQRT * sqrt(size)``: the true neighbours' scores stand out from the rest
-by a margin that grows with the copy (extreme values), so the share needed shrinks."""
+``sqrt_factor * sqrt(size)``: the true neighbours' scores stand out from the rest by a
+margin that grows with the copy (extreme values), so the share needed shrinks. The
+factor is measured when the copy loads (see ``VectorMirror._calibrate``), clamped to
+``[CALIBRATED_MIN, CALIBRATED_MAX]``; ``FIRST_STAGE_SQRT`` until then."""
+CALIBRATED_MIN = 6.0
+CALIBRATED_MAX = 80.0
+_CAL_ROWS = 8_192  # vectors kept aside while loading to calibrate on
+_CAL_QUERIES = 32
+_CAL_MIN_ROWS = 1_024  # fewer: keep the default factor
+_CAL_SAFETY = 2.0  # the depth found to hold 9 in 10 sample queries' top 10, doubled
+_CAL_K = 10
+
+log = logging.getLogger("tiered_memory")
 
 
-def first_stage_depth(count: int, size: int) -> int:
+def first_stage_depth(count: int, size: int, sqrt_factor: float = FIRST_STAGE_SQRT) -> int:
     """How many vectors the first stage keeps when ``count`` are asked of ``size``."""
-    return max(count * FIRST_STAGE_FACTOR, int(FIRST_STAGE_SQRT * math.sqrt(size)))
+    return max(count * FIRST_STAGE_FACTOR, int(sqrt_factor * math.sqrt(size)))
 
 
 def pack_words(mask: np.ndarray, words: int) -> np.ndarray:
@@ -115,6 +127,9 @@ class VectorMirror:
         self._spread = np.zeros(0, dtype=np.float32)
         self._step = np.zeros(0, dtype=np.float32)
         self._fitted = 0
+        self._sqrt_factor = FIRST_STAGE_SQRT
+        self._sample_every = 0  # while loading: keep every n-th vector to calibrate on
+        self._sample: list[tuple[int, np.ndarray]] = []
         self._floats = np.zeros((0, 0), dtype=np.float32)
         self._exact = False
         self._dead = 0
@@ -196,9 +211,9 @@ class VectorMirror:
             return np.flatnonzero(~excluded)  # the caller re-ranks them all anyway
         padded = np.zeros(self._words * 64, dtype=np.float32)
         padded[: len(query)] = query
-        depth = first_stage_depth(take, self._live)
+        depth = first_stage_depth(take, self._live, self._sqrt_factor)
         if depth < eligible:
-            score = self._first_stage(padded * self._spread, n)
+            score = self._first_stage(padded * self._spread, self._bits[:, :n])
             score[excluded] = -1
             chosen = np.argpartition(-score, depth - 1)[:depth]
         else:
@@ -208,7 +223,7 @@ class VectorMirror:
         best = best[np.argsort(-closeness[best], kind="stable")]
         return chosen[best]
 
-    def _first_stage(self, weights: np.ndarray, n: int) -> np.ndarray:
+    def _first_stage(self, weights: np.ndarray, bits: np.ndarray) -> np.ndarray:
         """Score of every slot: ``weights`` (the query scaled per dimension) dotted with
         each vector's signs, the weights rounded to ``_QUERY_BITS`` bits. A sign is +1 or
         -1, so ``w . s = sum(|w| where the sign agrees with w's) * 2 - sum(|w|)``; a sign
@@ -217,6 +232,7 @@ class VectorMirror:
         negative = pack_words(weights[None, :] < 0, self._words)[:, 0]
         magnitude = np.abs(weights)
         top = float(magnitude.max())
+        n = bits.shape[1]
         levels = (1 << _QUERY_BITS) - 1
         rounded = np.rint(magnitude * (levels / top) if top > 0 else magnitude).astype(np.uint8)
         planes = pack_words((rounded[None, :] >> np.arange(_QUERY_BITS)[:, None]) & 1 > 0,
@@ -226,7 +242,7 @@ class VectorMirror:
         scratch = np.empty(n, dtype=np.uint64)
         ones = np.empty(n, dtype=np.uint8)
         for word in range(self._words):
-            np.bitwise_xor(self._bits[word, :n], negative[word], out=agree)  # 1: they agree
+            np.bitwise_xor(bits[word], negative[word], out=agree)  # 1: they agree
             for plane in range(_QUERY_BITS):
                 np.bitwise_and(agree, planes[word, plane], out=scratch)
                 np.bitwise_count(scratch, out=ones)
@@ -309,7 +325,9 @@ class VectorMirror:
         self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
         self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
-            self._reserve(index_sql.memory_count(conn), 1)  # no regrowth while loading
+            total = index_sql.memory_count(conn)
+            self._reserve(total, 1)  # no regrowth while loading
+            self._sample_every = 0 if self._exact else max(total // _CAL_ROWS, 1)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on
             for tier in Tier:
                 rows_of_tier = index_sql.embedded_rows(conn, tier)
@@ -323,7 +341,14 @@ class VectorMirror:
                         self._add(waiting)
                         waiting = []
             self._add(waiting)
-            self._compact()
+            self._sample_every = 0
+            moved = self._compact()
+            if self._sample:
+                new_slot = np.empty(len(moved) and int(moved.max()) + 1, dtype=np.int64)
+                new_slot[moved] = np.arange(len(moved))
+                slots = new_slot[[slot for slot, _ in self._sample]]
+                self._calibrate(np.stack([vector for _, vector in self._sample]), slots)
+                self._sample = []
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
 
@@ -342,6 +367,9 @@ class VectorMirror:
             self._floats[start:end] = vectors / norms
         else:
             self._bits[:, start:end], self._low[start:end] = self._encode(vectors / norms)
+            if self._sample_every:
+                kept = np.flatnonzero(np.arange(start, end) % self._sample_every == 0)
+                self._sample += [(start + i, vectors[i] / norms[i]) for i in kept.tolist()]
         self._ids[start:end] = keys
         self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
         self._recent.update(zip(keys, range(start, end), strict=True))
@@ -409,8 +437,34 @@ class VectorMirror:
         floats[: used if self._exact else 0] = self._floats[: used if self._exact else 0]
         self._bits, self._low, self._ids, self._tier, self._floats = bits, low, ids, tiers, floats
 
-    def _compact(self) -> None:
-        """Drop dead slots and sort all live ones by id (emptying the recent dict)."""
+    def _calibrate(self, vectors: np.ndarray, slots: np.ndarray) -> None:
+        """Measure how deep the first stage must go on this file: queries near
+        ``_CAL_QUERIES`` of the sample ``vectors`` (at ``slots``), the rank their exact
+        10 nearest among the sample get from the first stage, scaled to the whole copy
+        (``sqrt``, see ``FIRST_STAGE_SQRT``) and doubled."""
+        if len(vectors) < _CAL_MIN_ROWS:
+            return
+        rng = np.random.default_rng(len(vectors))
+        noise = rng.standard_normal((_CAL_QUERIES, vectors.shape[1])).astype(np.float32)
+        noise *= 0.5 / np.linalg.norm(noise, axis=1, keepdims=True)
+        queries = vectors[rng.choice(len(vectors), _CAL_QUERIES, replace=False)] + noise
+        exact = vectors @ queries.T
+        bits = np.ascontiguousarray(self._bits[:, slots])
+        needed = []
+        for column, query in enumerate(queries):
+            padded = np.zeros(self._words * 64, dtype=np.float32)
+            padded[: len(query)] = query
+            score = self._first_stage(padded * self._spread, bits)
+            truth = np.argpartition(-exact[:, column], _CAL_K - 1)[:_CAL_K]
+            needed.append(max(int(np.count_nonzero(score >= score[t])) for t in truth))
+        depth = float(np.quantile(needed, 0.9)) * _CAL_SAFETY
+        factor = depth / math.sqrt(len(vectors))
+        self._sqrt_factor = min(max(factor, CALIBRATED_MIN), CALIBRATED_MAX)
+        log.debug("vector copy calibrated: first stage %.1f * sqrt(size)", self._sqrt_factor)
+
+    def _compact(self) -> np.ndarray:
+        """Drop dead slots and sort all live ones by id (emptying the recent dict); the
+        old slot of each new one."""
         live = np.flatnonzero(self._tier[: self._used] != _DEAD)
         live = live[np.argsort(self._ids[live], kind="stable")]
         self._bits = np.ascontiguousarray(self._bits[:, live])
@@ -422,3 +476,4 @@ class VectorMirror:
         self._used = self._sorted = self._live = len(live)
         self._recent = {}
         self._dead = 0
+        return live

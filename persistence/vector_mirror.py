@@ -71,7 +71,7 @@ FIRST_STAGE_SQRT = 20.0
 margin that grows with the copy (extreme values), so the share needed shrinks. The
 factor is measured when the copy loads (see ``VectorMirror._calibrate``), clamped to
 ``[CALIBRATED_MIN, CALIBRATED_MAX]``; ``FIRST_STAGE_SQRT`` until then."""
-CALIBRATED_MIN = 6.0
+CALIBRATED_MIN = 10.0
 CALIBRATED_MAX = 80.0
 _CAL_ROWS = 8_192  # vectors kept aside while loading to calibrate on
 _CAL_QUERIES = 32

@@ -28,9 +28,9 @@ def put(store: SQLiteStore, vectors: np.ndarray, prefix: str = "m", tier: Tier =
             store.put_memory(Memory.create(f"text {i}", tier, id=f"{prefix}{i}", embedding=vector))
 
 
-@pytest.fixture(params=[32, 256], ids=["exact-floats", "sign-bits"])
+@pytest.fixture(params=[32, 256], ids=["exact-floats", "codes"])
 def dim(request: pytest.FixtureRequest) -> int:
-    """Both layouts of the RAM copy: floats below EXACT_BELOW dimensions, bits above."""
+    """Both layouts of the RAM copy: floats below EXACT_BELOW dimensions, codes above."""
     return int(request.param)
 
 

@@ -78,3 +78,20 @@ def test_recall_at_10_holds_against_exact_search(tmp_path: Path, kind: str) -> N
     recall = {name: float(np.mean(values)) for name, values in found.items()}
     assert recall["unfiltered"] >= 0.95, recall
     assert recall["filtered"] >= 0.95, recall
+
+
+def test_the_copy_measures_how_deep_its_first_stage_must_go(tmp_path: Path) -> None:
+    """Calibrated when the copy loads: vectors that cluster (as MiniLM's do) need a
+    shallower first stage than independent random ones, so they get one."""
+    rng = np.random.default_rng(20)
+    centres = _unit(rng, 100)
+    clustered = centres[rng.integers(100, size=COUNT)] + 0.6 * _unit(rng, COUNT)
+    corpora = {"random": _corpus("random", rng), "clustered": clustered}
+    factors = {}
+    for name, vectors in corpora.items():
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        _build(tmp_path / f"{name}.db", vectors)
+        with SQLiteStore(tmp_path / f"{name}.db") as store:
+            assert store.vector_search(vectors[3], 1)[0][0] == "m3"  # loads the copy
+            factors[name] = store._vectors._sqrt_factor
+    assert factors["clustered"] < factors["random"] / 1.5, factors

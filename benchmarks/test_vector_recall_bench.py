@@ -29,12 +29,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.smoke import size, smoke
 from persistence import Memory, MemoryFilter, SQLiteStore, Tier, bulk_index, memory_sql
 
 DIM = 384
 K = 10
-QUERIES = 100
-SIZES = [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
+QUERIES = size(100, 10)
+SIZES = (
+    [2_000]
+    if smoke()
+    else [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
+)
 WORKLOADS = ["random+dups", "clustered"]
 
 

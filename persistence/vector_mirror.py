@@ -11,8 +11,9 @@ to 3 bits (8 steps of ``_STEP`` standard deviations): the top bit is the sign of
 centred component, kept as a column-major bit matrix; the low two bits sit row-major
 beside it. A search runs in two stages: (1) every vector is scored by the float query
 against its sign bits (asymmetric: the query keeps 4 bits of precision per dimension,
-weighted by the dimension's mean absolute deviation; a popcount per query bit plane), and
-the best ``first_stage_depth`` survive; (2) those are scored on their full 3-bit codes and
+weighted by what a sign bit is worth in that dimension; a popcount per query bit plane),
+and the best ``first_stage_depth`` survive, a depth measured on the file when the copy
+loads (``VectorMirror._calibrate``); (2) those are scored on their full 3-bit codes and
 the best ``count`` go to the caller, which re-ranks them exactly from the float vectors
 in the file. Plain sign bits compared by Hamming distance (the previous design) found
 0.64 of the true 10 nearest among 256 candidates on random 384-d vectors at 10k, and
@@ -55,7 +56,6 @@ from persistence.records import Tier
 _TIERS = tuple(Tier)
 _CODE = {tier: code for code, tier in enumerate(_TIERS)}
 _DEAD = 255
-_FAR = np.iinfo(np.uint16).max
 _CHUNK = 4_096
 _RECENT_MAX = 65_536  # ids appended since the last sort; more: re-sort
 _END = b"\xff"  # ends every stored id (never in UTF-8), so numpy keeps trailing NULs

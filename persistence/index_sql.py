@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from migrations import v007_keyword_window as keyword_window
+from migrations import v008_keyword_window_order as keyword_order
 from persistence.connection import query_all, query_one, query_value
 from persistence.memory_sql import TABLE, accepts, filter_conditions
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
@@ -88,6 +89,8 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
     the tier tables, from scratch. The index triggers must be off meanwhile."""
     conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('delete-all')")
     conn.execute("DELETE FROM memory_index")
+    if defers_keyword_index(conn):
+        conn.execute("DELETE FROM keyword_dirty")
     for tier in Tier:
         table = TABLE[tier]
         conn.execute(
@@ -95,6 +98,25 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
             (tier.value,),
         )
         keyword_window.fill(conn, table)
+
+
+def update_keyword_index(conn: apsw.Connection) -> bool:
+    """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
+    each once, in one statement, in rowid order. The store calls it before every commit
+    and before reading the keyword index inside a transaction. True if there were any."""
+    return keyword_order.work_off(conn)
+
+
+def defers_keyword_index(conn: apsw.Connection) -> bool:
+    """True if the file's triggers leave keyword re-indexing to commit (schema 8 on)."""
+    found = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'keyword_dirty'"
+    return query_one(conn, found) is not None
+
+
+def keyword_index_behind(conn: apsw.Connection) -> bool:
+    """True if some memory waits for re-indexing (only a writer that bypassed the store
+    can commit that)."""
+    return query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1") is not None
 
 
 def drop_vector_index(conn: apsw.Connection) -> None:

@@ -186,6 +186,7 @@ class SQLiteStore:
         self._change_listeners: list[Callable[[], None]] = []
         self._vectors = VectorMirror()
         self.exact_scan_max = EXACT_SCAN_MAX
+        self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -249,6 +250,10 @@ class SQLiteStore:
             if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
                 with self.transaction() as tx:
                     index_sql.ensure_vector_index(tx)
+            self._keyword_dirty = index_sql.defers_keyword_index(conn)
+            if self._keyword_dirty and index_sql.keyword_index_behind(conn):
+                with self.transaction():  # written without the store: re-indexed on commit
+                    pass
             return self
 
     def _open_read_only(self) -> SQLiteStore:
@@ -441,6 +446,11 @@ class SQLiteStore:
                     raise
                 self._finish_inner(commit=True)
 
+    def _update_keyword_index(self, conn: apsw.Connection) -> None:
+        """Index what this transaction's writes left waiting (see migration v8)."""
+        if self._keyword_dirty:
+            index_sql.update_keyword_index(conn)
+
     def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
         """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
         try:
@@ -480,6 +490,7 @@ class SQLiteStore:
             )
         if commit:
             try:
+                self._update_keyword_index(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -592,6 +603,8 @@ class SQLiteStore:
         self._require_open()
         if self.is_memory or self.in_transaction:
             with self._reading() as conn, read_snapshot(conn):
+                if self.in_transaction:
+                    self._update_keyword_index(conn)
                 yield conn
             return
         with storage_errors(f"reading {self.path}", self._place, os_errors=False):
@@ -997,6 +1010,8 @@ class SQLiteStore:
         require_unit_float(after_weight, "after_weight")
         accepted = _filter(tier, where)
         with self._reading() as conn:
+            if self.in_transaction:  # this transaction's writes are not indexed yet
+                self._update_keyword_index(conn)
             return index_sql.keyword_search(
                 conn, match, limit, accepted, context_weight, after_weight
             )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import apsw
 
-from migrations import available_migrations
-from migrations import v007_keyword_window as keyword_window
+from migrations import LATEST_VERSION, available_migrations
+from migrations import v008_keyword_window_order as keyword_window
 from persistence import BackupManager, Memory, MemoryFilter, SQLiteStore, Tier, index_sql
 from persistence.records import SessionState
 
@@ -165,7 +165,7 @@ def test_upgrading_fills_the_window_of_existing_memories(db_path: Path) -> None:
         add(old, "a", "the tile one")
         add(old, "b", "near the river")
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 7
+        assert store.schema_version == LATEST_VERSION
         assert set(found(store, "lisbon")) == {"q", "a", "b"}
         assert set(found(store, "river")) == {"q", "a", "b"}
         assert BackupManager(store).check_integrity().ok
@@ -201,11 +201,17 @@ def test_the_window_triggers_search_by_key_even_with_statistics_of_a_tiny_table(
             add(store, f"m{i}", f"word{i}", session=f"s{i % 3}" if i % 3 else None)
         with store.transaction() as conn:
             conn.execute("ANALYZE")
+            conn.execute("INSERT INTO keyword_dirty (tier, r) VALUES ('episodic', 5)")
+            statements = list(keyword_window.WORK_OFF)
             for tier in ("scratchpad", "episodic", "semantic"):
-                statements = keyword_window.reindex_around(tier, "?", "?").split("; ")
-                statements.append(keyword_window._index_rows(tier, "SELECT ? AS r"))
-                for sql in statements:
-                    bindings = ["s1", 5] * (sql.count("?") // 2) or [5]
-                    plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings)]
-                    scans = [step for step in plan if step.startswith(("SCAN t", "SCAN w"))]
-                    assert not scans and not any(tier in step for step in plan if "SCAN" in step)
+                statements.append(
+                    f"SELECT count(*) FROM ({keyword_window.neighbours(tier, '?', '?')})"
+                )
+            for sql in statements:
+                bindings = ["s1", 5] * (sql.count("?") // 2)
+                plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings)]
+                scans = [step for step in plan if step.startswith(("SCAN t", "SCAN w"))]
+                tiers = ("scratchpad", "episodic", "semantic")
+                assert not scans and not any(t in step for t in tiers for step in plan
+                                             if "SCAN" in step), plan  # fmt: skip
+            conn.execute("DELETE FROM keyword_dirty")

@@ -139,6 +139,37 @@ def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
     )
 
 
+_INSERT = {tier: _UPSERT[tier].split(" ON CONFLICT")[0] for tier in Tier}
+
+
+def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> None:
+    """Insert new memories (``(memory, encode_row(...))``, ids unused) with their tags,
+    tier by tier in the order given (each session's order is kept)."""
+    for tier in Tier:
+        rows = [row for memory, row in prepared if memory.tier is tier]
+        if rows:
+            conn.executemany(_INSERT[tier], rows)
+    conn.executemany(
+        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
+        [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)],
+    )
+
+
+def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
+    """Which of ``memory_ids`` some tier already holds."""
+    if not memory_ids:
+        return set()
+    ids = encode_json(list(memory_ids), "memory_ids")
+    return {
+        r[0]
+        for tier in Tier
+        for r in query_all(
+            conn, f"SELECT id FROM {TABLE[tier]} WHERE id IN (SELECT value FROM json_each(?))",
+            (ids,),
+        )
+    }
+
+
 def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in ``tier``, or ``None``."""
     row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))

@@ -40,6 +40,18 @@ def upsert(conn: apsw.Connection, schedule: RepetitionSchedule) -> None:
     )
 
 
+def insert_many(conn: apsw.Connection, schedules: Sequence[RepetitionSchedule]) -> None:
+    """Insert the schedules of new memories (none of them has one yet)."""
+    conn.executemany(
+        f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (s.memory_id, s.next_review_at, s.interval_ms, s.review_count,
+             float(s.ease_factor), float(s.stability_days), s.last_reviewed_at)
+            for s in schedules
+        ],
+    )  # fmt: skip
+
+
 def fetch(conn: apsw.Connection, memory_id: str) -> RepetitionSchedule | None:
     """The schedule of ``memory_id``, or ``None``."""
     row = query_one(

@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -73,6 +74,7 @@ from persistence.errors import (
     SessionNotFoundError,
     StorageFullError,
     StoreClosedError,
+    TieredMemoryError,
     TransactionAbortedError,
     storage_errors,
 )
@@ -726,6 +728,55 @@ class SQLiteStore:
         if memory.tier is Tier.SCRATCHPAD:
             require_str(memory.key, "memory.key of a scratchpad memory", allow_empty=False)
         return self._write_memory(memory, memory.tier)
+
+    def insert_memories(
+        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
+    ) -> list[Memory]:
+        """Insert new episodic or semantic memories (and their schedules) in one
+        transaction, set-based: all of them or none. Returns them as stored.
+
+        Every memory is checked before anything is written; an id already used anywhere
+        (or twice in the batch) raises :class:`DuplicateMemoryError`, an embedding of
+        another size :class:`EmbeddingDimensionError`. Each schedule must belong to one
+        of ``memories``. The keyword index is brought up to date once, at commit.
+        """
+        prepared: list[tuple[Memory, tuple[Any, ...]]] = []
+        sizes: set[int] = set()
+        for position, memory in enumerate(memories):
+            try:
+                validate_memory(memory, max_content_bytes=self.max_content_bytes)
+                if memory.tier is Tier.SCRATCHPAD:
+                    raise InvalidInputError("insert_memories() takes episodic and semantic "
+                                            "memories; use put_scratchpad() for the scratchpad")  # fmt: skip
+                blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
+            except TieredMemoryError as exc:
+                exc.add_note(f"in memory {position} of the batch; nothing was written")
+                raise
+            if blob is not None:
+                sizes.add(len(blob) // 4)
+            normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
+            row = memory_sql.encode_row(normalized, blob)
+            prepared.append((memory_sql.as_stored(normalized, row), row))
+        ids = [memory.id for memory, _ in prepared]
+        if len(set(ids)) != len(ids):
+            raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")
+        for schedule in schedules:
+            validate_schedule(schedule)
+        unknown = {s.memory_id for s in schedules} - set(ids)
+        if unknown:
+            raise MemoryNotFoundError(f"schedules for memories not in the batch: {sorted(unknown)[:3]}")
+        with self.transaction() as conn:
+            for dim in sorted(sizes):
+                self._check_dim(conn, dim)
+            taken = memory_sql.existing_ids(conn, ids)
+            if taken:
+                raise DuplicateMemoryError(
+                    f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
+                    "nothing was written"
+                )
+            memory_sql.insert_many(conn, prepared)
+            schedule_sql.insert_many(conn, schedules)
+        return [memory for memory, _ in prepared]
 
     def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
         """Memories of ``tier`` matching every filter set in ``options``."""

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -43,6 +43,7 @@ from persistence import (
     SQLiteStore,
     StoreClosedError,
     Tier,
+    TieredMemoryError,
     TranscriptEntry,
 )
 from persistence.backup import Progress
@@ -711,15 +712,98 @@ class AgentMemoryManager:
         self.scratchpad.refresh(None)
 
     def remember_many(
-        self, contents: Sequence[str], tier: Tier | str = Tier.EPISODIC, **fields: Any
+        self,
+        records: Sequence[str | Mapping[str, Any]],
+        tier: Tier | str = Tier.EPISODIC,
+        **fields: Any,
     ) -> list[Memory]:
-        """Remember several texts (same other fields) in one transaction, then embed in batches."""
-        if isinstance(contents, str):
-            raise InvalidTypeError("remember_many() takes a sequence of str, not one str")
-        with self.transaction():
-            stored = [self.remember(content, tier, **fields) for content in contents]
-        self.flush()
-        return [self.get(m.id) or m for m in stored]
+        """Remember many memories in one transaction, all or none; return them as stored.
+
+        Each record is a text, or a mapping with ``content`` and any of ``remember()``'s
+        keyword fields (``tier``, ``session_id``, ``agent_id``, ``importance``, ``tags``,
+        ``metadata``, ``source``, ``category``, ``key``, ``embedding``); ``tier`` and
+        ``fields`` are the defaults a record's own values override. Every record is
+        checked before anything is written (a bad one raises the error ``remember()``
+        would, noting its position). Episodic and semantic memories are written
+        set-based and indexed once at commit; then memories without a vector are embedded
+        in batches (as :meth:`flush` does).
+        """
+        self._require_open()
+        if isinstance(records, str | bytes) or not isinstance(records, Sequence):
+            raise InvalidTypeError(
+                "remember_many() takes a sequence of texts or mappings, "
+                f"not {type(records).__name__}"
+            )
+        _check_record_fields(fields, "remember_many()")
+        now = self.clock()
+        drafts = [self._draft(record, tier, fields, now, n) for n, record in enumerate(records)]
+        sessions = {d.session_id for d in drafts if d.session_id is not None}
+        with self.store.transaction():
+            for session_id in sorted(sessions):
+                self.sessions.touch(session_id)
+            stored = {}
+            for n, draft in enumerate(drafts):
+                if isinstance(draft, _ScratchpadDraft):
+                    stored[n] = self.remember(draft.content, Tier.SCRATCHPAD, **draft.fields)
+            rest = [(n, d) for n, d in enumerate(drafts) if isinstance(d, Memory)]
+            if rest:
+                memories = [memory for _, memory in rest]
+                schedules = [self.curve.schedule_for(m.id, m.importance, now) for m in memories]
+                for (n, _), memory in zip(
+                    rest, self.store.insert_memories(memories, schedules), strict=True
+                ):
+                    stored[n] = memory
+                    self._cache.set(memory.id, memory)
+            if any(m.embedding is None for m in stored.values()):
+                self.store.after_commit(self.embeddings.notify)
+        ordered = [stored[n] for n in range(len(drafts))]
+        if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
+            self.flush()
+            return [self.get(m.id) or m for m in ordered]
+        return ordered
+
+    def _draft(
+        self, record: object, tier: Tier | str, defaults: Mapping[str, Any], now: int, n: int
+    ) -> Memory | _ScratchpadDraft:
+        """One record of :meth:`remember_many` checked and turned into a new memory (or
+        the arguments of a scratchpad ``remember``); errors name the record."""
+        try:
+            if isinstance(record, str):
+                values: dict[str, Any] = {**defaults, "content": record}
+            elif isinstance(record, Mapping):
+                _check_record_fields(record, "a record", content=True)
+                values = {**defaults, **record}
+            else:
+                raise InvalidTypeError(
+                    f"a record is a str or a mapping with 'content', not {type(record).__name__}"
+                )
+            content = values.pop("content", None)
+            chosen = parse_tier(values.pop("tier", tier))
+            require_str(content, "content")
+            assert isinstance(content, str)
+            self.store.check_content_size(content)
+            require_str(values.get("session_id"), "session_id", allow_none=True, allow_empty=False)
+            require_mapping(values.get("metadata"), "metadata", allow_none=True)
+            if chosen is Tier.SCRATCHPAD:
+                return _ScratchpadDraft(content, values)
+            if values.get("key") is not None:
+                raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
+            values.pop("key", None)
+            metadata = values.pop("metadata", None)
+            tags = values.pop("tags", ())
+            memory = Memory.create(
+                content,
+                chosen,
+                now=now,
+                metadata=dict(metadata) if metadata is not None else {},
+                tags=tuple(tags) if isinstance(tags, list) else tags,
+                token_count=self.config.token_counter.count(content),
+                **values,
+            )
+            return memory  # the store checks every field before writing any
+        except TieredMemoryError as exc:
+            exc.add_note(f"in record {n} of remember_many(); nothing was written")
+            raise
 
     def recall(
         self,
@@ -839,6 +923,32 @@ class AgentMemoryManager:
                 due = schedule is None or schedule.next_review_at <= now
                 if due and self.get(memory_id) is not None:
                     self.review(memory_id, quality)
+
+
+_RECORD_FIELDS = frozenset(
+    {"tier", "session_id", "agent_id", "importance", "tags", "metadata", "source", "category",
+     "key", "embedding"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _ScratchpadDraft:
+    """A :meth:`AgentMemoryManager.remember_many` record for the scratchpad."""
+
+    content: str
+    fields: dict[str, Any]
+
+
+def _check_record_fields(values: Mapping[str, Any], what: str, content: bool = False) -> None:
+    """Refuse keys ``remember()`` does not take (``content`` only in a record)."""
+    allowed = _RECORD_FIELDS | {"content"} if content else _RECORD_FIELDS
+    unknown = [str(k) for k in values if k not in allowed]
+    if unknown:
+        raise InvalidInputError(
+            f"{what} has unknown field(s) {sorted(unknown)}; use {sorted(allowed)}"
+        )
+    if content and "content" not in values:
+        raise InvalidInputError("a record needs 'content'")
 
 
 def _touched(memory: Memory, now: int) -> int:

@@ -4,6 +4,9 @@
 call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
+``worker.py batch DB SEED``: forever, 40 memories at a time in interleaved sessions, by
+``remember_many`` (prints ``B tag`` once it returned) or by ``remember()`` calls in one
+``transaction()`` (``T tag``); each memory of a batch carries the batch's tag.
 ``worker.py operate OP DB ARG``: opens DB, prints ``GO``, runs ``restore`` / ``import`` /
 ``backup`` with ARG, then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
 once its snapshot file has content and waits for a line on stdin before going on.
@@ -130,6 +133,30 @@ def manager_crash(path: str, seed: int) -> None:
             _say("D", str(memory.decay().forgotten))
 
 
+def batch(path: str, seed: int) -> None:
+    rng = random.Random(seed)
+    with AgentMemoryManager.open(path, embedder=None) as memory:
+        sessions = [memory.start_session().session_id for _ in range(5)]
+        _say("READY")
+        for n in range(10**9):
+            tag = f"b{seed}-{n}"
+            records = [
+                {"content": f"turn {seed} {n} {i} " + "z" * rng.randrange(0, 300),
+                 "session_id": sessions[(n + i) % 5], "tags": [tag, "batch"],
+                 "metadata": {"origin": "episodic"}, "importance": rng.random()}
+                for i in range(40)
+            ]  # fmt: skip
+            if n % 2:
+                memory.remember_many(records)
+                _say("B", tag)
+            else:
+                with memory.transaction():
+                    for record in records:
+                        content = record.pop("content")
+                        memory.remember(content, **record)
+                _say("T", tag)
+
+
 def operate(op: str, path: str, arg: str) -> None:
     with AgentMemoryManager.open(path) as memory:
         _say("GO")
@@ -180,6 +207,8 @@ if __name__ == "__main__":
         crash(db, int(rest[0]))
     elif command == "manager-crash":
         manager_crash(db, int(rest[0]))
+    elif command == "batch":
+        batch(db, int(rest[0]))
     elif command == "operate":
         operate(db, rest[0], rest[1])
     elif command == "write":

@@ -737,7 +737,7 @@ class AgentMemoryManager:
         _check_record_fields(fields, "remember_many()")
         now = self.clock()
         drafts = [self._draft(record, tier, fields, now, n) for n, record in enumerate(records)]
-        sessions = {d.session_id for d in drafts if d.session_id is not None}
+        sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
         with self.store.transaction():
             for session_id in sorted(sessions):
                 self.sessions.touch(session_id)

@@ -1,0 +1,208 @@
+"""remember_many() with per-record fields, and batches of remember() in one transaction:
+all or nothing, every index exact at commit (and inside the transaction), and the
+keyword window written once per transaction rather than once per memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from persistence import (
+    DuplicateMemoryError,
+    EmbeddingDimensionError,
+    InvalidInputError,
+    InvalidTypeError,
+    SessionNotFoundError,
+    Tier,
+    TieredMemoryError,
+)
+from tests.test_keyword_context import found, rebuilt_scores_and_size, scores_and_size
+from tiered_memory import AgentMemoryManager
+
+Make = Callable[..., AgentMemoryManager]
+
+
+def _vector(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def _counts(memory: AgentMemoryManager) -> tuple[Any, ...]:
+    stats = memory.statistics().storage
+    with memory.store.read_connection() as conn:
+        fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
+        tags = conn.execute("SELECT count(*) FROM memory_tags").fetchone()[0]
+    return (stats.episodic_count, stats.semantic_count, stats.scratchpad_count,
+            stats.schedule_count, fts, tags)  # fmt: skip
+
+
+def test_each_record_carries_its_own_fields(make_memory: Make) -> None:
+    memory = make_memory(embedder=None)
+    a, b = memory.start_session().session_id, memory.start_session().session_id
+    stored = memory.remember_many(
+        [
+            {"content": "alpha turn", "session_id": a, "tags": ["x"], "importance": 0.9},
+            {"content": "bravo turn", "session_id": b, "metadata": {"n": 1}},
+            "charlie turn",
+            {"content": "delta fact", "tier": Tier.SEMANTIC, "agent_id": "bot",
+             "embedding": _vector(1)},
+            {"content": "echo note", "tier": "scratchpad", "key": "note", "session_id": a},
+            {"content": "fox turn", "session_id": a, "source": "chat", "category": "c"},
+        ],  # fmt: skip
+        tags=["batch"],
+    )
+    assert [m.content for m in stored] == [
+        "alpha turn", "bravo turn", "charlie turn", "delta fact", "echo note", "fox turn",
+    ]  # fmt: skip
+    first, second, third, fourth, fifth, sixth = stored
+    assert (first.session_id, first.tags, first.importance) == (a, ("x",), 0.9)
+    assert (second.session_id, dict(second.metadata), second.tags) == (b, {"n": 1}, ("batch",))
+    assert (third.tier, third.session_id) == (Tier.EPISODIC, None)
+    assert (fourth.tier, fourth.agent_id) == (Tier.SEMANTIC, "bot")
+    assert fourth.embedding is not None and np.allclose(fourth.embedding, _vector(1))
+    assert (fifth.tier, fifth.key) == (Tier.SCRATCHPAD, "note")
+    assert memory.scratchpad.get("note") is not None
+    assert (sixth.source, sixth.category) == ("chat", "c")
+    for m in stored:
+        assert memory.get(m.id) == m
+        assert memory.schedule(m.id) is not None
+    # The window follows each record's own session: alpha and fox are neighbours in a.
+    assert set(found(memory.store, "alpha")) == {first.id, sixth.id}
+    assert set(found(memory.store, "bravo")) == {second.id}
+
+
+def test_the_old_call_form_still_works(make_memory: Make) -> None:
+    memory = make_memory(embedder=None)
+    stored = memory.remember_many(["one", "two"], Tier.SEMANTIC, tags=["t"], importance=0.7)
+    assert [(m.content, m.tier, m.tags, m.importance) for m in stored] == [
+        ("one", Tier.SEMANTIC, ("t",), 0.7),
+        ("two", Tier.SEMANTIC, ("t",), 0.7),
+    ]
+    assert memory.remember_many([]) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ({"content": "x", "colour": "red"}, InvalidInputError),
+        ({"session_id": "nobody"}, InvalidInputError),  # no content
+        ({"content": 5}, InvalidTypeError),
+        ({"content": "x", "importance": 2.0}, InvalidInputError),
+        ({"content": "x", "tier": "attic"}, InvalidInputError),
+        ({"content": "x", "key": "k"}, InvalidInputError),
+        ({"content": "x", "metadata": {"when": object()}}, InvalidTypeError),
+        ({"content": "x", "tags": ["ok", 3]}, InvalidTypeError),
+        ({"content": "x", "embedding": [1.0, 2.0, 3.0]}, EmbeddingDimensionError),
+        ({"content": "x", "session_id": "nobody"}, SessionNotFoundError),
+        (b"bytes", InvalidTypeError),
+    ],
+)
+def test_a_bad_record_anywhere_writes_nothing(
+    make_memory: Make, bad: object, error: type[TieredMemoryError]
+) -> None:
+    memory = make_memory(embedder=None)
+    session = memory.start_session().session_id
+    memory.remember("already here", embedding=_vector(0))  # fixes the dimension at 8
+    before = _counts(memory)
+    good = [{"content": f"good {i}", "session_id": session, "embedding": _vector(i)}
+            for i in range(5)]  # fmt: skip
+    records = [*good, bad, {"content": "after", "tier": Tier.SCRATCHPAD, "key": "k2"}]
+    with pytest.raises(error):
+        memory.remember_many(records)
+    assert _counts(memory) == before
+    assert found(memory.store, "good") == []
+    assert memory.scratchpad.get("k2") is None
+    assert memory.check_integrity().ok
+
+
+def test_a_record_sequence_not_a_text(make_memory: Make) -> None:
+    memory = make_memory(embedder=None)
+    with pytest.raises(InvalidTypeError):
+        memory.remember_many("one text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        memory.remember_many(["x"], colour="red")
+
+
+def test_duplicate_ids_are_refused_by_the_store(make_memory: Make) -> None:
+    from persistence import Memory
+
+    memory = make_memory(embedder=None)
+    existing = memory.remember("first")
+    batch = [Memory.create("a", id="dup"), Memory.create("b", id="dup")]
+    with pytest.raises(DuplicateMemoryError):
+        memory.store.insert_memories(batch)
+    with pytest.raises(DuplicateMemoryError):
+        memory.store.insert_memories([Memory.create("c", Tier.SEMANTIC, id=existing.id)])
+    assert memory.statistics().storage.semantic_count == 0
+
+
+def _interleaved(memory: AgentMemoryManager, count: int, sessions: list[str]) -> list[Any]:
+    return [
+        {"content": f"w{n}x turn", "session_id": sessions[n % len(sessions)],
+         "tier": Tier.SEMANTIC if n % 7 == 0 else Tier.EPISODIC}
+        for n in range(count)
+    ]  # fmt: skip
+
+
+def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
+    memory = make_memory(embedder=None)
+    sessions = [memory.start_session().session_id for _ in range(5)]
+    for n in range(30):  # one transaction each, as before
+        memory.remember(f"v{n}x early", session_id=sessions[n % 5])
+    memory.remember_many(_interleaved(memory, 120, sessions))
+    victims = memory.query(session_id=sessions[1])[:3]
+    with memory.transaction():
+        for n in range(40):
+            memory.remember(f"u{n}x late", session_id=sessions[n % 5])
+        for victim in victims:
+            memory.forget(victim.id)
+        memory.update(memory.query(session_id=sessions[2])[0].id, content="edited words")
+        # Inside the transaction, keyword search already sees every write.
+        inside = set(found(memory.store, "u3x"))
+        assert len(inside) == 5  # itself, two before and two after in its session
+        words = ["u3x", "w10x", "v4x", "edited", "early", "late", "turn"]
+        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(
+            memory.store, words
+        )
+    assert set(found(memory.store, "u3x")) == inside
+    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+    with memory.store.read_connection() as conn:
+        assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (0,)
+    assert memory.check_integrity().ok
+
+
+def test_a_rolled_back_batch_leaves_the_index_as_it_was(make_memory: Make) -> None:
+    memory = make_memory(embedder=None)
+    session = memory.start_session().session_id
+    memory.remember_many([{"content": f"k{n}x", "session_id": session} for n in range(10)])
+    words = [f"k{n}x" for n in range(10)]
+    before = scores_and_size(memory.store, words)
+    with pytest.raises(RuntimeError), memory.transaction():
+        memory.remember_many([{"content": "k9x more", "session_id": session}] * 3)
+        memory.forget(memory.query(session_id=session)[0].id)
+        raise RuntimeError("changed my mind")
+    assert scores_and_size(memory.store, words) == before
+    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+
+
+def test_a_transaction_of_remembers_writes_the_window_as_one_segment(tmp_path: Any) -> None:
+    """FTS5 flushes a segment whenever a row's rowid is lower than the one before: the
+    window used to be re-indexed inside each write, flushing three segments per memory
+    (one per neighbour), which is what made writes slow down as the file grew."""
+    with AgentMemoryManager.open(tmp_path / "seg.db", embedder=None) as memory:
+        sessions = [memory.start_session().session_id for _ in range(50)]
+        for n in range(100):
+            memory.remember(f"first {n}", session_id=sessions[n % 50])
+        flushes: list[str] = []
+        memory.store._writer.set_profile(  # type: ignore[union-attr]
+            lambda sql, _ns: flushes.append(sql) if "memory_fts_idx'(segid" in sql else None
+        )
+        with memory.transaction():
+            for n in range(200):
+                memory.remember(f"second {n}", session_id=sessions[n % 50])
+        memory.store._writer.set_profile(None)  # type: ignore[union-attr]
+        # One new segment (a few index entries); version 7 wrote over 400.
+        assert 0 < len(flushes) < 20, len(flushes)

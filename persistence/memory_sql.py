@@ -147,16 +147,19 @@ def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[An
     tier by tier in the order given (each session's order is kept)."""
     for tier in Tier:
         rows = [row for memory, row in prepared if memory.tier is tier]
-        if rows:
+        if len(rows) == 1:
+            conn.execute(_INSERT[tier], rows[0])  # executemany costs more for one row
+        elif rows:
             conn.executemany(_INSERT[tier], rows)
-    conn.executemany(
-        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
-        [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)],
-    )
+    tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
+    if tags:
+        conn.executemany("INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)", tags)
 
 
 def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
     """Which of ``memory_ids`` some tier already holds."""
+    if len(memory_ids) == 1:
+        return set() if tier_of(conn, memory_ids[0]) is None else {memory_ids[0]}
     if not memory_ids:
         return set()
     ids = encode_json(list(memory_ids), "memory_ids")

@@ -42,6 +42,9 @@ def upsert(conn: apsw.Connection, schedule: RepetitionSchedule) -> None:
 
 def insert_many(conn: apsw.Connection, schedules: Sequence[RepetitionSchedule]) -> None:
     """Insert the schedules of new memories (none of them has one yet)."""
+    if len(schedules) == 1:
+        upsert(conn, schedules[0])
+        return
     conn.executemany(
         f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [

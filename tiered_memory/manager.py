@@ -292,9 +292,10 @@ class AgentMemoryManager:
                     embedding=embedding,
                     token_count=self.config.token_counter.count(content),
                 )
-                stored = self.store.put_memory(memory)
+                schedule = self.curve.schedule_for(memory.id, memory.importance, now)
+                (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
-            if self.store.get_repetition_schedule(stored.id) is None:
+            if stored.tier is Tier.SCRATCHPAD and self.store.get_repetition_schedule(stored.id) is None:
                 self.store.put_repetition_schedule(
                     self.curve.schedule_for(stored.id, stored.importance, now)
                 )

@@ -1,0 +1,175 @@
+"""Write cost as the file grows, and batches, against raw APSW + FTS5 in the same run.
+
+Run: ``.venv/bin/python -m pytest benchmarks/test_write_bench.py -s`` (sizes from
+``TM_BENCH_SIZES``, default ``1000,10000,100000``; a few minutes).
+
+For each size and workload (50 interleaved sessions; sessions of 50 in a row) a file is
+filled to that size with ``remember_many``, then ``remember()`` is timed one call (one
+transaction) at a time, with a 384-d vector supplied and no embedder. The raw floor is
+a table row plus one FTS5 row per commit into a file of the same size, through a
+connection with the library's pragmas. Then, into the same file, ``remember_many`` of
+10,000 records and 5,000 ``remember()`` calls inside one ``transaction()`` against a
+raw single-transaction insert of the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import pytest
+
+from persistence.connection import ConnectionOptions, connect, connection_wal
+from tiered_memory import AgentMemoryManager
+
+DIM = 384
+TIMED = 1000  # single remember() calls timed at each size
+BATCH = 10_000
+IN_TRANSACTION = 5_000
+SIZES = [int(n) for n in os.environ.get("TM_BENCH_SIZES", "1000,10000,100000").split(",")]
+WORKLOADS = ("interleaved", "sessions of 50")
+WORDS = np.array([f"w{i}" for i in range(5000)])
+RESULTS: list[str] = []
+
+
+class Workload:
+    """Texts, vectors and sessions for the n-th memory of a workload."""
+
+    def __init__(self, kind: str, seed: int) -> None:
+        self.kind = kind
+        self.rng = np.random.default_rng(seed)
+        vectors = self.rng.standard_normal((1024, DIM)).astype(np.float32)
+        self.vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def session(self, n: int) -> str:
+        return f"s{n % 50}" if self.kind == "interleaved" else f"s{n // 50}"
+
+    def records(self, start: int, count: int) -> list[dict[str, Any]]:
+        picks = WORDS[self.rng.integers(len(WORDS), size=(count, 12))]
+        return [
+            {"content": " ".join(row), "session_id": self.session(n),
+             "embedding": self.vectors[n % 1024]}
+            for n, row in enumerate(picks, start)
+        ]  # fmt: skip
+
+
+def _sessions(memory: AgentMemoryManager, workload: Workload, start: int, stop: int) -> None:
+    names = dict.fromkeys(workload.session(n) for n in range(start, stop))
+    for name in names:
+        if memory.sessions.get(name) is None:
+            memory.start_session(name)
+
+
+def _fill(memory: AgentMemoryManager, workload: Workload, start: int, stop: int) -> None:
+    for at in range(start, stop, BATCH):
+        end = min(at + BATCH, stop)
+        _sessions(memory, workload, at, end)
+        memory.remember_many(workload.records(at, end - at))
+
+
+def _raw_file(path: Path) -> apsw.Connection:
+    conn = connect(str(path), ConnectionOptions())
+    connection_wal(conn)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, content TEXT NOT NULL, "
+        "session_id TEXT, embedding BLOB, created_at INTEGER)"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, content='', "
+        "contentless_delete=1, tokenize='porter unicode61')"
+    )
+    return conn
+
+
+def _raw_rows(records: list[dict[str, Any]], prefix: str) -> list[tuple[Any, ...]]:
+    return [
+        (f"{prefix}{n}", r["content"], r["session_id"], r["embedding"].tobytes(), n)
+        for n, r in enumerate(records)
+    ]
+
+
+def _raw_insert(conn: apsw.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """One transaction: the rows, then their FTS5 rows."""
+    conn.execute("BEGIN IMMEDIATE")
+    for row in rows:
+        conn.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?)", row)
+        conn.execute(
+            "INSERT INTO memories_fts (rowid, content) VALUES (last_insert_rowid(), ?)", (row[1],)
+        )
+    conn.execute("COMMIT")
+
+
+def _ms(samples: list[float]) -> tuple[float, float]:
+    ms = np.array(samples) * 1000
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table() -> Iterator[None]:
+    yield
+    print("\n" + "\n".join(RESULTS))
+
+
+@pytest.mark.parametrize("kind", WORKLOADS)
+@pytest.mark.parametrize("size", SIZES)
+def test_remember_latency_and_batch_rates(tmp_path: Path, size: int, kind: str) -> None:
+    workload = Workload(kind, size)
+    options = {"embedder": None, "recall_review_quality": None}
+    with AgentMemoryManager.open(tmp_path / "lib.db", **options) as memory:
+        start = time.perf_counter()
+        _fill(memory, workload, 0, size)
+        built = time.perf_counter() - start
+        raw = _raw_file(tmp_path / "raw.db")
+        _raw_insert(raw, _raw_rows(workload.records(0, size), "f"))
+        singles = workload.records(size, TIMED)
+        _sessions(memory, workload, size, size + TIMED)
+        library: list[float] = []
+        for record in singles:
+            content = record.pop("content")
+            begin = time.perf_counter()
+            memory.remember(content, **record)
+            library.append(time.perf_counter() - begin)
+            record["content"] = content
+        floor: list[float] = []
+        for row in _raw_rows(singles, "one"):
+            begin = time.perf_counter()
+            _raw_insert(raw, [row])
+            floor.append(time.perf_counter() - begin)
+        lp50, lp99 = _ms(library)
+        rp50, rp99 = _ms(floor)
+        RESULTS.append(
+            f"{size:>7} {kind:<15} remember() p50 {lp50:.2f} ms p99 {lp99:.2f} ms "
+            f"(p99/p50 {lp99 / lp50:.1f}); raw row+FTS5 per commit p50 {rp50:.2f} ms "
+            f"p99 {rp99:.2f} ms; library at {rp50 / lp50:.0%} of raw (p50); "
+            f"filled by remember_many in {built:.1f} s"
+        )
+        at = size + TIMED
+        batch = workload.records(at, BATCH)
+        _sessions(memory, workload, at, at + BATCH + IN_TRANSACTION)
+        begin = time.perf_counter()
+        memory.remember_many(batch)
+        many = BATCH / (time.perf_counter() - begin)
+        begin = time.perf_counter()
+        _raw_insert(raw, _raw_rows(batch, "b"))
+        raw_many = BATCH / (time.perf_counter() - begin)
+        grouped = workload.records(at + BATCH, IN_TRANSACTION)
+        begin = time.perf_counter()
+        with memory.transaction():
+            for record in grouped:
+                memory.remember(record.pop("content"), **record)
+        in_tx = IN_TRANSACTION / (time.perf_counter() - begin)
+        begin = time.perf_counter()
+        _raw_insert(raw, _raw_rows(workload.records(0, IN_TRANSACTION), "t"))
+        raw_tx = IN_TRANSACTION / (time.perf_counter() - begin)
+        raw.close()
+        RESULTS.append(
+            f"{size:>7} {kind:<15} remember_many({BATCH}) {many:,.0f}/s, raw one-transaction "
+            f"insert {raw_many:,.0f}/s ({many / raw_many:.0%}); {IN_TRANSACTION} remember() in "
+            f"one transaction {in_tx:,.0f}/s, raw {raw_tx:,.0f}/s ({in_tx / raw_tx:.0%})"
+        )
+        assert memory.statistics().storage.episodic_count == at + BATCH + IN_TRANSACTION

@@ -128,7 +128,9 @@ def work_off(conn: apsw.Connection) -> bool:
 
 def up(conn: apsw.Connection) -> None:
     """Create ``keyword_dirty`` and replace the keyword triggers (the index is unchanged)."""
-    conn.execute("CREATE TABLE keyword_dirty (tier TEXT NOT NULL, r INTEGER NOT NULL, session_id TEXT)")
+    conn.execute(
+        "CREATE TABLE keyword_dirty (tier TEXT NOT NULL, r INTEGER NOT NULL, session_id TEXT)"
+    )
     for tier in TIERS:
         for event in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER {tier}_keyword_{event}")

@@ -153,7 +153,9 @@ def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[An
             conn.executemany(_INSERT[tier], rows)
     tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
     if tags:
-        conn.executemany("INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)", tags)
+        conn.executemany(
+            "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)", tags
+        )
 
 
 def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
@@ -167,7 +169,8 @@ def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
         r[0]
         for tier in Tier
         for r in query_all(
-            conn, f"SELECT id FROM {TABLE[tier]} WHERE id IN (SELECT value FROM json_each(?))",
+            conn,
+            f"SELECT id FROM {TABLE[tier]} WHERE id IN (SELECT value FROM json_each(?))",
             (ids,),
         )
     }

@@ -15,10 +15,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -746,16 +746,19 @@ class SQLiteStore:
             try:
                 validate_memory(memory, max_content_bytes=self.max_content_bytes)
                 if memory.tier is Tier.SCRATCHPAD:
-                    raise InvalidInputError("insert_memories() takes episodic and semantic "
-                                            "memories; use put_scratchpad() for the scratchpad")  # fmt: skip
-                blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
+                    raise InvalidInputError(
+                        "insert_memories() takes episodic and semantic memories; "
+                        "use put_scratchpad() for the scratchpad"
+                    )
+                embedding = memory.embedding
+                blob = None if embedding is None else encode_embedding(embedding, None)
+                normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
+                row = memory_sql.encode_row(normalized, blob)
             except TieredMemoryError as exc:
                 exc.add_note(f"in memory {position} of the batch; nothing was written")
                 raise
             if blob is not None:
                 sizes.add(len(blob) // 4)
-            normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
-            row = memory_sql.encode_row(normalized, blob)
             prepared.append((memory_sql.as_stored(normalized, row), row))
         ids = [memory.id for memory, _ in prepared]
         if len(set(ids)) != len(ids):
@@ -764,7 +767,9 @@ class SQLiteStore:
             validate_schedule(schedule)
         unknown = {s.memory_id for s in schedules} - set(ids)
         if unknown:
-            raise MemoryNotFoundError(f"schedules for memories not in the batch: {sorted(unknown)[:3]}")
+            raise MemoryNotFoundError(
+                f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
+            )
         with self.transaction() as conn:
             for dim in sorted(sizes):
                 self._check_dim(conn, dim)

@@ -47,8 +47,12 @@ def test_each_record_carries_its_own_fields(make_memory: Make) -> None:
             {"content": "alpha turn", "session_id": a, "tags": ["x"], "importance": 0.9},
             {"content": "bravo turn", "session_id": b, "metadata": {"n": 1}},
             "charlie turn",
-            {"content": "delta fact", "tier": Tier.SEMANTIC, "agent_id": "bot",
-             "embedding": _vector(1)},
+            {
+                "content": "delta fact",
+                "tier": Tier.SEMANTIC,
+                "agent_id": "bot",
+                "embedding": _vector(1),
+            },
             {"content": "echo note", "tier": "scratchpad", "key": "note", "session_id": a},
             {"content": "fox turn", "session_id": a, "source": "chat", "category": "c"},
         ],  # fmt: skip
@@ -164,9 +168,7 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
         inside = set(found(memory.store, "u3x"))
         assert len(inside) == 5  # itself, two before and two after in its session
         words = ["u3x", "w10x", "v4x", "edited", "early", "late", "turn"]
-        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(
-            memory.store, words
-        )
+        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
     assert set(found(memory.store, "u3x")) == inside
     assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
     with memory.store.read_connection() as conn:

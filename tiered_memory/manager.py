@@ -295,7 +295,10 @@ class AgentMemoryManager:
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
-            if stored.tier is Tier.SCRATCHPAD and self.store.get_repetition_schedule(stored.id) is None:
+            if (
+                stored.tier is Tier.SCRATCHPAD
+                and self.store.get_repetition_schedule(stored.id) is None
+            ):
                 self.store.put_repetition_schedule(
                     self.curve.schedule_for(stored.id, stored.importance, now)
                 )

@@ -179,6 +179,7 @@ class SQLiteStore:
         self._owner: int | None = None
         self._hooks: list[tuple[list[Callable[[], None]], list[Callable[[], None]]]] = []
         self._aborted = False
+        self._joined = False  # nested transaction() calls join the open one (no savepoint)
         self._closed = False
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
         self._check_interval = change_check_interval_ms / 1000
@@ -399,18 +400,44 @@ class SQLiteStore:
     # --- transactions -------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[apsw.Connection]:
+    def transaction(self, *, join: bool = False) -> Iterator[apsw.Connection]:
         """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
 
-        Nested use becomes a ``SAVEPOINT`` that rolls back alone. Yields the write
-        connection for callers that run their own SQL. A failure of SQLite (a full disk,
-        say) rolls back and raises a :class:`~persistence.errors.TieredMemoryError`; a
-        read-only store raises :class:`ReadOnlyError` before anything starts.
+        Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
+        (and inside such a block, every nested use), it joins the enclosing transaction
+        instead: no savepoint, whose cost grows with the file (SQLite makes each write
+        that fires a trigger inside one about 250 µs slower at 60k memories). A joined
+        block that raises after it wrote something aborts the enclosing transaction
+        (leaving it raises :class:`TransactionAbortedError`); one that raises before
+        writing leaves it usable. Yields the write connection for callers that run
+        their own SQL. A failure of SQLite (a full disk, say) rolls back and raises a
+        :class:`~persistence.errors.TieredMemoryError`; a read-only store raises
+        :class:`ReadOnlyError` before anything starts.
         """
         self._require_open()
         self.require_writable()
         with self._lock, storage_errors(f"writing to {self.path}", self._place, os_errors=False):
             conn = self._require_open()
+            if self._depth and (join or self._joined) and self.in_transaction:
+                if self._aborted:
+                    raise TransactionAbortedError(
+                        "SQLite rolled this transaction back after an earlier error: "
+                        "leave the `with transaction()` block and start again"
+                    )
+                changes, outer_joined = conn.total_changes(), self._joined
+                self._joined = True
+                self._begin_frame()
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.total_changes() != changes:
+                        self._aborted = True  # half of it may be written: all must go
+                    self._finish_inner(commit=False)
+                    raise
+                finally:
+                    self._joined = outer_joined
+                self._finish_inner(commit=True)
+                return
             if self._depth == 0:
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -420,6 +447,7 @@ class SQLiteStore:
                         f"{self.options.busy_timeout_ms} ms; try again"
                     ) from exc
                 self._begin_frame()
+                self._joined = join
                 try:
                     self._notice_external_changes(conn)
                     yield conn
@@ -484,6 +512,7 @@ class SQLiteStore:
         on_commit, on_rollback = self._hooks.pop()
         self._depth = 0
         self._owner = None
+        self._joined = False
         aborted, self._aborted = self._aborted, False
         if commit and (aborted or not conn.in_transaction):
             _run_all(reversed(on_rollback))

@@ -261,9 +261,10 @@ class AgentMemoryManager:
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
         now = self.clock()
-        with self.store.transaction():
+        # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
+        with self.store.transaction(join=True):
             if session_id is not None:
-                self.sessions.touch(session_id)
+                self.sessions.require_active(session_id)
             if tier is Tier.SCRATCHPAD:
                 stored = self.scratchpad.put(
                     key or new_id(),
@@ -302,6 +303,8 @@ class AgentMemoryManager:
                 self.store.put_repetition_schedule(
                     self.curve.schedule_for(stored.id, stored.importance, now)
                 )
+            if session_id is not None:
+                self.store.touch_session(session_id, self.clock())
             if stored.embedding is None:
                 self.store.after_commit(self.embeddings.notify)
         return stored
@@ -742,9 +745,9 @@ class AgentMemoryManager:
         now = self.clock()
         drafts = [self._draft(record, tier, fields, now, n) for n, record in enumerate(records)]
         sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
-        with self.store.transaction():
+        with self.store.transaction(join=True):
             for session_id in sorted(sessions):
-                self.sessions.touch(session_id)
+                self.sessions.require_active(session_id)
             stored = {}
             for n, draft in enumerate(drafts):
                 if isinstance(draft, _ScratchpadDraft):
@@ -758,6 +761,9 @@ class AgentMemoryManager:
                 ):
                     stored[n] = memory
                     self._cache.set(memory.id, memory)
+            touched = self.clock()
+            for session_id in sorted(sessions):
+                self.store.touch_session(session_id, touched)
             if any(m.embedding is None for m in stored.values()):
                 self.store.after_commit(self.embeddings.notify)
         ordered = [stored[n] for n in range(len(drafts))]

@@ -98,11 +98,18 @@ class SessionManager:
         """Every session, ended or not, most recently active first."""
         return self._store.get_sessions(limit)
 
+    def require_active(self, session_id: str) -> SessionState:
+        """The session, or :class:`SessionNotFoundError` / :class:`InvalidInputError` if
+        it has ended."""
+        session = self.require(session_id)
+        if not session.is_active:
+            raise InvalidInputError(f"session {session_id} has ended")
+        return session
+
     def touch(self, session_id: str) -> None:
         """Mark a session active now (it must exist and not have ended)."""
         with self._store.transaction():
-            if not self.require(session_id).is_active:
-                raise InvalidInputError(f"session {session_id} has ended")
+            self.require_active(session_id)
             self._store.touch_session(session_id, self._clock())
 
     def mark_for_compaction(self, session_id: str, pending: bool = True) -> SessionState:

@@ -145,3 +145,49 @@ def test_runner_refuses_too_new_before_writing(db_path: Path) -> None:
     with pytest.raises(migrations.SchemaTooNew):
         migrations.apply_migrations(conn)
     conn.close()
+
+
+def test_a_v7_file_is_migrated_to_v8_with_the_same_keyword_index(db_path: Path) -> None:
+    from persistence import SessionState
+    from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size
+
+    words = [f"w{i}" for i in range(12)] + ["memory"]
+    with SQLiteStore(db_path, migrations=migrations.available_migrations()[:7]) as old:
+        for name in ("a", "b", "c"):
+            old.put_session(SessionState(name, started_at=1, last_active_at=1))
+        before = [
+            old.put_episodic(Memory.create(f"memory w{i}", session_id="abc"[i % 3]))
+            for i in range(12)
+        ]
+        old.forget_memory(before[4].id, reason="test")
+        scores = scores_and_size(old, words)
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == 8 == migrations.LATEST_VERSION
+        assert [store.get_memory(m.id) for m in before if m is not before[4]] == [
+            m for m in before if m is not before[4]
+        ]
+        assert scores_and_size(store, words) == scores
+        store.put_episodic(Memory.create("memory w12", session_id="a"))
+        words.append("w12")
+        assert scores_and_size(store, words) == rebuilt_scores_and_size(store, words)
+
+
+def test_rows_written_without_the_store_are_indexed_when_it_opens(db_path: Path) -> None:
+    from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size
+
+    with SQLiteStore(db_path) as store:
+        store.put_episodic(Memory.create("first words"))
+    conn = connect(str(db_path), ConnectionOptions())
+    conn.execute(
+        "INSERT INTO episodic (id, content, created_at, updated_at) "
+        "VALUES ('raw', 'second words', 1, 1)"
+    )  # committed with its keyword row still waiting in keyword_dirty
+    assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (1,)
+    conn.close()
+    with SQLiteStore(db_path) as store:
+        assert [m for m, _ in store.keyword_search('"second"', 5)] == ["raw"]
+        words = ["first", "second", "words"]
+        assert scores_and_size(store, words) == rebuilt_scores_and_size(store, words)
+    conn = connect(str(db_path), ConnectionOptions())
+    assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (0,)
+    conn.close()

@@ -24,14 +24,19 @@ import apsw
 import numpy as np
 import pytest
 
+from benchmarks.smoke import size, smoke
 from persistence.connection import ConnectionOptions, connect, connection_wal
 from tiered_memory import AgentMemoryManager
 
 DIM = 384
-TIMED = 1000  # single remember() calls timed at each size
-BATCH = 10_000
-IN_TRANSACTION = 5_000
-SIZES = [int(n) for n in os.environ.get("TM_BENCH_SIZES", "1000,10000,100000").split(",")]
+TIMED = size(1000, 20)  # single remember() calls timed at each size
+BATCH = size(10_000, 50)
+IN_TRANSACTION = size(5_000, 20)
+SIZES = (
+    [100]
+    if smoke()
+    else [int(n) for n in os.environ.get("TM_BENCH_SIZES", "1000,10000,100000").split(",")]
+)
 WORKLOADS = ("interleaved", "sessions of 50")
 WORDS = np.array([f"w{i}" for i in range(5000)])
 RESULTS: list[str] = []

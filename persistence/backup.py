@@ -366,7 +366,11 @@ class BackupManager:
         if not path.is_file():
             raise MissingFileError(f"{path} does not exist")
         return import_document(
-            self.store, path, "replace" if mode == "replace" else "merge", progress
+            self.store.db,
+            path,
+            "replace" if mode == "replace" else "merge",
+            progress,
+            max_content_bytes=self.store.max_content_bytes,
         )
 
     # --- integrity and maintenance ---------------------------------------------------

@@ -31,6 +31,7 @@ from persistence import (
     schedule_sql,
     session_sql,
 )
+from persistence.database import Database
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
 from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta, write_meta
@@ -45,7 +46,6 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.sqlite_store import SQLiteStore
 from persistence.validation import (
     validate_forgetting,
     validate_memory,
@@ -435,13 +435,16 @@ def _check_references(
 
 
 def import_document(
-    store: SQLiteStore,
+    db: Database,
     path: Path,
     mode: Mode,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    max_content_bytes: int | None = None,
 ) -> ImportResult:
-    """Validate ``path`` and write it into ``store`` in one transaction."""
-    doc = read_document(path, store.max_content_bytes)
+    """Validate ``path`` and write it into ``db`` in one transaction (content over
+    ``max_content_bytes`` is refused)."""
+    doc = read_document(path, max_content_bytes)
     counts: dict[str, dict[str, int]] = {t: {"inserted": 0, "updated": 0, "skipped": 0}
                                          for t in TABLES}  # fmt: skip
     total, done = doc.row_count, 0
@@ -453,7 +456,7 @@ def import_document(
         if progress is not None and (done % 500 == 0 or done == total):
             progress(done, total)
 
-    with store.transaction() as conn:
+    with db.transaction() as conn:
         stored_dim = read_meta(conn, EMBEDDING_DIM_KEY)
         stored_model = read_meta(conn, EMBEDDING_MODEL_KEY)
         embedded = any(m.embedding is not None for _, m in doc.memories)

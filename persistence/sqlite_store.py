@@ -1,21 +1,18 @@
 """SQLiteStore: the durable source of truth, one WAL-mode SQLite file driven by APSW.
 
-Writes go through one connection, serialized by a lock, each inside ``BEGIN IMMEDIATE``
-so the write lock is taken up front (``busy_timeout`` alone does not prevent
-writer-versus-writer deadlocks). Reads use one connection per thread, so readers never
-wait for writers; a thread inside :meth:`SQLiteStore.transaction` reads through the
-write connection and sees its own uncommitted work. Every mutating method is one
-transaction and is durable when it returns.
+The record API (memories, sessions, transcripts, schedules, promotion and forgetting
+logs, recall indexes, statistics) over :class:`~persistence.database.Database`, the
+engine that owns connections, transactions, hooks and watching other processes. Each
+method validates its input, then runs the SQL of its table family's ``*_sql`` module
+in one transaction (durable when it returns) or on this thread's read connection.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,19 +42,16 @@ from persistence.connection import (
     MEMORY_PATH,
     ConnectionOptions,
     Synchronous,
-    connect,
     connect_read_only,
     connection_optimize,
     connection_wal,
-    may_leave_wal_files,
     query_all,
     query_value,
     read_snapshot,
-    tidy_wal_files,
 )
+from persistence.database import Database
 from persistence.embedding_cache_sql import content_hash
 from persistence.errors import (
-    DatabaseBusyError,
     DuplicateMemoryError,
     EmbeddingDimensionError,
     EmbeddingModelMismatchError,
@@ -69,13 +63,10 @@ from persistence.errors import (
     MigrationError,
     MigrationRequiredError,
     NotADatabaseError,
-    ReadOnlyError,
     SchemaTooNewError,
     SessionNotFoundError,
     StorageFullError,
-    StoreClosedError,
     TieredMemoryError,
-    TransactionAbortedError,
     storage_errors,
 )
 from persistence.meta_sql import (
@@ -105,6 +96,7 @@ from persistence.sqlite_log import route_sqlite_log
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     parse_tier,
+    require_bool,
     require_content_size,
     require_int,
     require_str,
@@ -136,6 +128,9 @@ class SQLiteStore:
     ``read_only=True`` opens an existing file with SQLite's read-only flag (also on
     read-only storage): it never creates, migrates or optimizes the file, and every
     write raises :class:`ReadOnlyError`. The file's bytes do not change.
+
+    The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
+    its, offered here too.
     """
 
     def __init__(
@@ -159,37 +154,24 @@ class SQLiteStore:
         self.max_content_bytes = max_content_bytes
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
-        if not isinstance(read_only, bool):
-            raise InvalidTypeError(f"read_only must be a bool, got {type(read_only).__name__}")
-        if read_only and self.path == MEMORY_PATH:
-            raise InvalidInputError("an in-memory store cannot be opened read-only")
+        require_bool(read_only, "read_only")
         self.read_only = read_only
-        self._tidy_wal = False
         self.options = ConnectionOptions(synchronous, busy_timeout_ms, wal_autocheckpoint)
+        self.db = Database(
+            self.path,
+            self.options,
+            read_only=read_only,
+            change_check_interval_ms=change_check_interval_ms,
+        )
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms
         self._migrations = list(migrations) if migrations is not None else None
-        self._lock = threading.RLock()
-        self._writer: apsw.Connection | None = None
-        self._readers: list[apsw.Connection] = []
-        self._readers_cond = threading.Condition(threading.Lock())
-        self._active_reads = 0
-        self._local = threading.local()
-        self._depth = 0
-        self._owner: int | None = None
-        self._hooks: list[tuple[list[Callable[[], None]], list[Callable[[], None]]]] = []
-        self._aborted = False
-        self._joined = False  # nested transaction() calls join the open one (no savepoint)
-        self._closed = False
-        require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
-        self._check_interval = change_check_interval_ms / 1000
-        self._next_check = 0.0
-        self._busy_until = 0.0
-        self._seen_version: int | None = None
-        self._change_listeners: list[Callable[[], None]] = []
         self._vectors = VectorMirror()
         self.exact_scan_max = EXACT_SCAN_MAX
         self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
+        self.db.before_commit(self._update_keyword_index)
+        self.db.after_exclusive(self._vectors.reset)
+        self._reading = self.db.reading  # this thread's read connection
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -201,17 +183,20 @@ class SQLiteStore:
     @property
     def is_open(self) -> bool:
         """True between :meth:`open` and :meth:`close`."""
-        return self._writer is not None
+        return self.db.is_open
 
     @property
-    def _place(self) -> str | None:
-        """Where the file is, for telling a full or read-only disk from other failures."""
-        return None if self.is_memory else self.path
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+        return self.db.in_transaction
 
-    def _connect(self) -> apsw.Connection:
-        if self.read_only:
-            return connect_read_only(self.path, self.options)
-        return connect(self.path, self.options)
+    @property
+    def _writer(self) -> apsw.Connection | None:
+        return self.db.writer
+
+    @property
+    def _readers(self) -> list[apsw.Connection]:
+        return self.db.readers
 
     def open(self) -> SQLiteStore:
         """Open (creating or migrating) the file; a second call does nothing.
@@ -220,36 +205,21 @@ class SQLiteStore:
         by an older version raises :class:`MigrationRequiredError`, as nothing migrates it.
         """
         route_sqlite_log()
-        with self._lock, storage_errors(f"opening {self.path}", self._place):
-            if self._writer is not None:
-                return self
-            if self.read_only:
-                return self._open_read_only()
-            conn = connect(self.path, self.options)
+        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place):
             try:
-                self._check_schema(conn)
-                connection_wal(conn)
-                apply_migrations(conn, self._migrations, self.clock)
-                if self.embedding_dim is not None:
-                    self._check_configured_dim(conn)
-                connection_optimize(conn, self.options, at_open=True)
+                opened = self.db.open(self._prepare)
             except SchemaTooNew as exc:
-                conn.close()
                 raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
             except MigrationFailed as exc:
-                conn.close()
                 if isinstance(exc.__cause__, apsw.FullError):
                     raise StorageFullError(
                         f"{self.path}: {exc}: the disk is full; free some space and open it "
                         "again (the file stays at the last version that committed)"
                     ) from exc
                 raise MigrationError(f"{self.path}: {exc}") from exc
-            except BaseException:
-                conn.close()
-                raise
-            self._writer = conn
-            self._closed = False
-            self._seen_version = int(conn.pragma("data_version"))
+            if not opened or self.read_only:
+                return self
+            conn = self.db.require_open()
             if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
                 with self.transaction() as tx:
                     index_sql.ensure_vector_index(tx)
@@ -259,32 +229,16 @@ class SQLiteStore:
                     pass
             return self
 
-    def _open_read_only(self) -> SQLiteStore:
-        self._tidy_wal = may_leave_wal_files(self.path)
-        try:
-            conn = connect_read_only(self.path, self.options)
-        except BaseException:
-            self._tidy_after_read_only()
-            raise
-        try:
-            self._check_schema(conn)
-            if self.embedding_dim is not None:
-                self._check_configured_dim(conn)
-        except BaseException as exc:
-            conn.close()
-            self._tidy_after_read_only()
-            if isinstance(exc, SchemaTooNew):
-                raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
-            raise
-        self._writer = conn
-        self._closed = False
-        self._seen_version = int(conn.pragma("data_version"))
-        return self
-
-    def _tidy_after_read_only(self) -> None:
-        tidy, self._tidy_wal = self._tidy_wal, False
-        if tidy:
-            tidy_wal_files(self.path)
+    def _prepare(self, conn: apsw.Connection) -> None:
+        """Check (and, read-write, migrate) a new connection's file before it is used."""
+        self._check_schema(conn)
+        if not self.read_only:
+            connection_wal(conn)
+            apply_migrations(conn, self._migrations, self.clock)
+        if self.embedding_dim is not None:
+            self._check_configured_dim(conn)
+        if not self.read_only:
+            connection_optimize(conn, self.options, at_open=True)
 
     def _check_schema(self, conn: apsw.Connection) -> None:
         """Refuse a foreign or too-new file before anything writes to it (and, read-only,
@@ -351,30 +305,7 @@ class SQLiteStore:
         thread's own :meth:`transaction` (finish it first). A read-only store changes
         nothing (it removes the empty -wal and -shm files its open created, if it can).
         """
-        with self._lock:
-            if self._depth:
-                raise InvalidInputError(
-                    "close() inside a transaction: finish the transaction first"
-                )
-            writer = self._writer
-            with self._readers_cond:
-                self._writer = None
-                self._closed = True
-                while self._active_reads:
-                    self._readers_cond.wait()
-                readers, self._readers = self._readers, []
-            self._local = threading.local()  # may run reader finalizers: not under the cond
-        with storage_errors(f"closing {self.path}", self._place):
-            for conn in readers:
-                conn.close()
-            if writer is not None:
-                try:
-                    if not self.read_only:
-                        connection_optimize(writer, self.options, at_open=False)
-                finally:
-                    writer.close()
-        if writer is not None and self.read_only:
-            self._tidy_after_read_only()
+        self.db.close()
 
     def __enter__(self) -> SQLiteStore:
         return self.open()
@@ -382,313 +313,49 @@ class SQLiteStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # --- the engine's API, offered on the store ------------------------------------------
+
+    def transaction(self, *, join: bool = False) -> AbstractContextManager[apsw.Connection]:
+        """Group writes in one transaction (see :meth:`Database.transaction`): nested use
+        is a savepoint, ``join=True`` joins the enclosing transaction."""
+        return self.db.transaction(join=join)
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        self.db.after_commit(callback)
+
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` if the current transaction (or savepoint) rolls back."""
+        self.db.after_rollback(callback)
+
+    def on_external_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when another connection (another process, say) has committed."""
+        self.db.on_external_change(callback)
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
+        return self.db.check_external_changes(wait_s)
+
     def require_writable(self) -> None:
         """Raise :class:`ReadOnlyError` if this store was opened with ``read_only=True``."""
-        if self.read_only:
-            raise ReadOnlyError(
-                f"{self.path} is open read-only (read_only=True): nothing was written; "
-                "open it without read_only to change it"
-            )
+        self.db.require_writable()
 
-    def _require_open(self) -> apsw.Connection:
-        writer = self._writer
-        if writer is None:
-            state = "closed" if self._closed else "not open: call open() or use 'with'"
-            raise StoreClosedError(f"store {self.path} is {state}")
-        return writer
+    def exclusive_connection(self) -> AbstractContextManager[apsw.Connection]:
+        """The write connection with no transaction open (backup, ``VACUUM``)."""
+        return self.db.exclusive_connection()
 
-    # --- transactions -------------------------------------------------------------------
+    def read_connection(self) -> AbstractContextManager[apsw.Connection]:
+        """A connection to read from (this thread's own; readers never wait for writers)."""
+        return self.db.reading()
 
-    @contextmanager
-    def transaction(self, *, join: bool = False) -> Iterator[apsw.Connection]:
-        """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
-
-        Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
-        (and inside such a block, every nested use), it joins the enclosing transaction
-        instead: no savepoint, whose cost grows with the file (SQLite makes each write
-        that fires a trigger inside one about 250 µs slower at 60k memories). A joined
-        block that raises after it wrote something aborts the enclosing transaction
-        (leaving it raises :class:`TransactionAbortedError`); one that raises before
-        writing leaves it usable. Yields the write connection for callers that run
-        their own SQL. A failure of SQLite (a full disk, say) rolls back and raises a
-        :class:`~persistence.errors.TieredMemoryError`; a read-only store raises
-        :class:`ReadOnlyError` before anything starts.
-        """
-        self._require_open()
-        self.require_writable()
-        with self._lock, storage_errors(f"writing to {self.path}", self._place, os_errors=False):
-            conn = self._require_open()
-            if self._depth and (join or self._joined) and self.in_transaction:
-                if self._aborted:
-                    raise TransactionAbortedError(
-                        "SQLite rolled this transaction back after an earlier error: "
-                        "leave the `with transaction()` block and start again"
-                    )
-                changes, outer_joined = conn.total_changes(), self._joined
-                self._joined = True
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.total_changes() != changes:
-                        self._aborted = True  # half of it may be written: all must go
-                    self._finish_inner(commit=False)
-                    raise
-                finally:
-                    self._joined = outer_joined
-                self._finish_inner(commit=True)
-                return
-            if self._depth == 0:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except apsw.BusyError as exc:
-                    raise DatabaseBusyError(
-                        f"{self.path} stayed locked by another writer for "
-                        f"{self.options.busy_timeout_ms} ms; try again"
-                    ) from exc
-                self._begin_frame()
-                self._joined = join
-                try:
-                    self._notice_external_changes(conn)
-                    yield conn
-                except BaseException:
-                    self._finish_outer(conn, commit=False)
-                    raise
-                self._finish_outer(conn, commit=True)
-            else:
-                if self._aborted:
-                    raise TransactionAbortedError(
-                        "SQLite rolled this transaction back after an earlier error: "
-                        "leave the `with transaction()` block and start again"
-                    )
-                name = f"tm_savepoint_{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                try:
-                    conn.execute(f"RELEASE {name}")
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                self._finish_inner(commit=True)
+    def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
+        """A connection of its own for one read snapshot (for integrity checks)."""
+        return self.db.fresh_read_connection()
 
     def _update_keyword_index(self, conn: apsw.Connection) -> None:
         """Index what this transaction's writes left waiting (see migration v8)."""
         if self._keyword_dirty:
             index_sql.update_keyword_index(conn)
-
-    def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
-        """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
-        try:
-            if conn.in_transaction:
-                conn.execute(f"ROLLBACK TO {name}")
-                conn.execute(f"RELEASE {name}")
-            else:
-                self._aborted = True
-        except apsw.Error:
-            self._aborted = True
-        finally:
-            self._finish_inner(commit=False)
-
-    def _begin_frame(self) -> None:
-        self._depth += 1
-        self._owner = threading.get_ident()
-        self._hooks.append(([], []))
-
-    def _finish_inner(self, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth -= 1
-        if commit:
-            self._hooks[-1][0].extend(on_commit)
-            self._hooks[-1][1].extend(on_rollback)
-        else:
-            _run_all(reversed(on_rollback))
-
-    def _finish_outer(self, conn: apsw.Connection, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth = 0
-        self._owner = None
-        self._joined = False
-        aborted, self._aborted = self._aborted, False
-        if commit and (aborted or not conn.in_transaction):
-            _run_all(reversed(on_rollback))
-            raise TransactionAbortedError(
-                "SQLite rolled this transaction back after an earlier error; nothing was committed"
-            )
-        if commit:
-            try:
-                self._update_keyword_index(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                _run_all(reversed(on_rollback))
-                raise
-            _run_all(on_commit)
-        else:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            _run_all(reversed(on_rollback))
-
-    # --- other processes' writes ------------------------------------------------------
-
-    def on_external_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` when another connection (another process, say) has committed.
-
-        Checked at the start of every write transaction and by
-        :meth:`check_external_changes`; lets in-process caches drop what went stale.
-        """
-        self._change_listeners.append(callback)
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other connections' commits, at most once per check interval.
-
-        Returns ``False`` when a check was due but a write in another thread held the
-        connection for more than ``wait_s`` seconds: RAM copies may be stale then, so
-        read the file instead.
-        """
-        now = time.monotonic()
-        if self.is_memory or now < self._next_check:
-            return True
-        if now < self._busy_until:
-            return False  # a write held the connection moments ago: don't wait again yet
-        if not self._lock.acquire(timeout=wait_s):
-            self._busy_until = time.monotonic() + self._check_interval
-            return False
-        try:
-            if self._writer is not None and self._depth == 0:
-                self._notice_external_changes(self._writer)
-            return True
-        finally:
-            self._lock.release()
-
-    def _notice_external_changes(self, conn: apsw.Connection) -> None:
-        self._next_check = time.monotonic() + self._check_interval
-        if self.is_memory:
-            return
-        version = int(conn.pragma("data_version"))
-        changed = self._seen_version is not None and version != self._seen_version
-        self._seen_version = version
-        if changed:
-            for callback in self._change_listeners:
-                callback()
-
-    @property
-    def in_transaction(self) -> bool:
-        """True when the calling thread is inside :meth:`transaction`."""
-        return self._depth > 0 and self._owner == threading.get_ident()
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside one)."""
-        if self.in_transaction:
-            self._hooks[-1][0].append(callback)
-        else:
-            callback()
-
-    def after_rollback(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` if the current transaction (or savepoint) rolls back.
-
-        Rollback callbacks run newest first, like an undo log.
-        """
-        if self.in_transaction:
-            self._hooks[-1][1].append(callback)
-
-    @contextmanager
-    def exclusive_connection(self) -> Iterator[apsw.Connection]:
-        """The write connection with no transaction open, other threads' writes held off.
-
-        For work SQLite must do outside a transaction (online backup into this file,
-        ``VACUUM``, checkpoints). Refused inside :meth:`transaction`.
-        """
-        self._require_open()
-        self.require_writable()
-        with self._lock, storage_errors(f"writing to {self.path}", self._place, os_errors=False):
-            conn = self._require_open()
-            if self._depth:
-                raise InvalidInputError("not possible inside a transaction: finish it first")
-            try:
-                yield conn
-            finally:
-                self._vectors.reset()  # the file may have been replaced underneath
-
-    @contextmanager
-    def read_connection(self) -> Iterator[apsw.Connection]:
-        """A connection to read from (this thread's own; readers never wait for writers)."""
-        with self._reading() as conn:
-            yield conn
-
-    @contextmanager
-    def fresh_read_connection(self) -> Iterator[apsw.Connection]:
-        """A connection of its own for one call, in one read snapshot: the file as a new
-        process sees it.
-
-        For integrity checks: a long-lived connection caches derived state (FTS5 keeps
-        each table's structure, and its integrity check does not look for newer commits),
-        so a check on it can report damage that is not there. Inside a transaction, and
-        in memory, the one connection that sees the data is used instead.
-        """
-        self._require_open()
-        if self.is_memory or self.in_transaction:
-            with self._reading() as conn, read_snapshot(conn):
-                if self.in_transaction:
-                    self._update_keyword_index(conn)
-                yield conn
-            return
-        with storage_errors(f"reading {self.path}", self._place, os_errors=False):
-            conn = self._connect()
-            try:
-                with read_snapshot(conn):
-                    yield conn
-            finally:
-                conn.close()
-
-    @contextmanager
-    def _reading(self) -> Iterator[apsw.Connection]:
-        """A connection to read from: this thread's own, or the writer when it must be."""
-        self._require_open()
-        with storage_errors(f"reading {self.path}", self._place, os_errors=False):
-            if self.is_memory or self.in_transaction:
-                with self._lock:
-                    yield self._require_open()
-                return
-            conn = self._thread_reader()
-            with self._readers_cond:
-                self._require_open()
-                self._active_reads += 1
-            try:
-                yield conn
-            finally:
-                with self._readers_cond:
-                    self._active_reads -= 1
-                    if not self._active_reads:
-                        self._readers_cond.notify_all()
-
-    def _thread_reader(self) -> apsw.Connection:
-        """This thread's read connection, closed again when the thread ends."""
-        holder: _ThreadReader | None = getattr(self._local, "reader", None)
-        if holder is not None:
-            return holder.conn
-        conn = self._connect()
-        with self._readers_cond:
-            if self._writer is None:
-                conn.close()
-                self._require_open()
-            self._readers.append(conn)
-        holder = _ThreadReader(conn)
-        weakref.finalize(holder, self._release_reader, conn)
-        self._local.reader = holder
-        return conn
-
-    def _release_reader(self, conn: apsw.Connection) -> None:
-        with self._readers_cond:
-            if conn not in self._readers:
-                return
-            self._readers.remove(conn)
-        conn.close()
 
     # --- memories -------------------------------------------------------------------------
 
@@ -1402,15 +1069,6 @@ def _file_size(path: str) -> int:
         return 0
 
 
-class _ThreadReader:
-    """Holds one thread's read connection; when the thread ends, it is released."""
-
-    __slots__ = ("conn", "__weakref__")
-
-    def __init__(self, conn: apsw.Connection) -> None:
-        self.conn = conn
-
-
 def _filter(tier: Tier | None, where: MemoryFilter | None) -> MemoryFilter:
     """One filter from a search's ``tier`` and ``where`` arguments (checked)."""
     if where is None:
@@ -1419,8 +1077,3 @@ def _filter(tier: Tier | None, where: MemoryFilter | None) -> MemoryFilter:
     if tier is not None and where.tier not in (None, tier):
         raise InvalidInputError(f"tier {tier.value} contradicts where.tier {where.tier}")
     return where if tier is None else replace(where, tier=tier)
-
-
-def _run_all(callbacks: Iterable[Callable[[], None]]) -> None:
-    for callback in callbacks:
-        callback()

@@ -1,0 +1,505 @@
+"""Database: the engine under the store — connections, transactions, hooks, watching.
+
+One WAL-mode SQLite file driven by APSW. Writes go through one connection, serialized
+by a lock, each inside ``BEGIN IMMEDIATE`` so the write lock is taken up front
+(``busy_timeout`` alone does not prevent writer-versus-writer deadlocks). Reads use one
+connection per thread, so readers never wait for writers; a thread inside
+:meth:`Database.transaction` reads through the write connection and sees its own
+uncommitted work. Knows nothing of memories or tables: :class:`~persistence.SQLiteStore`
+builds the record API on top of it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from persistence.connection import (
+    MEMORY_PATH,
+    ConnectionOptions,
+    connect,
+    connect_read_only,
+    connection_optimize,
+    may_leave_wal_files,
+    read_snapshot,
+    tidy_wal_files,
+)
+from persistence.errors import (
+    DatabaseBusyError,
+    InvalidInputError,
+    ReadOnlyError,
+    StoreClosedError,
+    TransactionAbortedError,
+    storage_errors,
+)
+from persistence.validation import require_int
+
+Hook = Callable[[], None]
+
+_ABORTED = (
+    "SQLite rolled this transaction back after an earlier error: "
+    "leave the `with transaction()` block and start again"
+)
+
+
+class Database:
+    """Connections and transactions of one SQLite file (or ``":memory:"``).
+
+    ``path`` is already absolute (or ``":memory:"``). ``read_only`` opens with SQLite's
+    read-only flag: every write raises :class:`ReadOnlyError`, and the empty -wal/-shm
+    files the open created are removed again at close. Other connections' commits are
+    looked for at most every ``change_check_interval_ms``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        options: ConnectionOptions,
+        *,
+        read_only: bool = False,
+        change_check_interval_ms: int = 50,
+    ) -> None:
+        if read_only and path == MEMORY_PATH:
+            raise InvalidInputError("an in-memory store cannot be opened read-only")
+        require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        self.path = path
+        self.options = options
+        self.read_only = read_only
+        self.lock = threading.RLock()
+        """Held by the thread that writes (and by one opening or closing the file)."""
+        self._writer: apsw.Connection | None = None
+        self._readers: list[apsw.Connection] = []
+        self._readers_cond = threading.Condition(threading.Lock())
+        self._active_reads = 0
+        self._local = threading.local()
+        self._depth = 0
+        self._owner: int | None = None
+        self._hooks: list[tuple[list[Hook], list[Hook]]] = []
+        self._aborted = False
+        self._joined = False  # nested transaction() calls join the open one (no savepoint)
+        self._closed = False
+        self._tidy_wal = False
+        self._check_interval = change_check_interval_ms / 1000
+        self._next_check = 0.0
+        self._busy_until = 0.0
+        self._seen_version: int | None = None
+        self._change_listeners: list[Hook] = []
+        self._pending_writers: list[Callable[[apsw.Connection], None]] = []
+        self._exclusive_listeners: list[Hook] = []
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def is_memory(self) -> bool:
+        """True for an in-memory database (nothing on disk)."""
+        return self.path == MEMORY_PATH
+
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+        return self._writer is not None
+
+    @property
+    def place(self) -> str | None:
+        """Where the file is, for telling a full or read-only disk from other failures."""
+        return None if self.is_memory else self.path
+
+    @property
+    def writer(self) -> apsw.Connection | None:
+        """The write connection (``None`` while closed); use :meth:`transaction` to write."""
+        return self._writer
+
+    @property
+    def readers(self) -> list[apsw.Connection]:
+        """The per-thread read connections open now."""
+        return self._readers
+
+    def connect(self) -> apsw.Connection:
+        """A new connection with the policy of this database (read-only if it is)."""
+        if self.read_only:
+            return connect_read_only(self.path, self.options)
+        return connect(self.path, self.options)
+
+    def open(self, prepare: Callable[[apsw.Connection], None]) -> bool:
+        """Connect, run ``prepare(conn)`` (schema checks, migrations), and adopt the
+        connection as the writer. False (and nothing done) if already open. If
+        ``prepare`` raises, the connection is closed and nothing is adopted."""
+        with self.lock:
+            if self._writer is not None:
+                return False
+            if self.read_only:
+                self._tidy_wal = may_leave_wal_files(self.path)
+            try:
+                conn = self.connect()
+                try:
+                    prepare(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            except BaseException:
+                self._tidy_after_read_only()
+                raise
+            self._writer = conn
+            self._closed = False
+            self._seen_version = int(conn.pragma("data_version"))
+            return True
+
+    def _tidy_after_read_only(self) -> None:
+        tidy, self._tidy_wal = self._tidy_wal, False
+        if tidy:
+            tidy_wal_files(self.path)
+
+    def close(self) -> None:
+        """Refresh planner statistics, then close every connection; twice is harmless.
+
+        Waits for writes and reads under way in other threads; refused inside this
+        thread's own :meth:`transaction`. A read-only database changes nothing.
+        """
+        with self.lock:
+            if self._depth:
+                raise InvalidInputError(
+                    "close() inside a transaction: finish the transaction first"
+                )
+            writer = self._writer
+            with self._readers_cond:
+                self._writer = None
+                self._closed = True
+                while self._active_reads:
+                    self._readers_cond.wait()
+                readers, self._readers = self._readers, []
+            self._local = threading.local()  # may run reader finalizers: not under the cond
+        with storage_errors(f"closing {self.path}", self.place):
+            for conn in readers:
+                conn.close()
+            if writer is not None:
+                try:
+                    if not self.read_only:
+                        connection_optimize(writer, self.options, at_open=False)
+                finally:
+                    writer.close()
+        if writer is not None and self.read_only:
+            self._tidy_after_read_only()
+
+    def require_writable(self) -> None:
+        """Raise :class:`ReadOnlyError` if opened read-only."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{self.path} is open read-only (read_only=True): nothing was written; "
+                "open it without read_only to change it"
+            )
+
+    def require_open(self) -> apsw.Connection:
+        """The write connection, or :class:`StoreClosedError`."""
+        writer = self._writer
+        if writer is None:
+            state = "closed" if self._closed else "not open: call open() or use 'with'"
+            raise StoreClosedError(f"store {self.path} is {state}")
+        return writer
+
+    # --- transactions -------------------------------------------------------------------
+
+    def before_commit(self, callback: Callable[[apsw.Connection], None]) -> None:
+        """Run ``callback(conn)`` before every outermost COMMIT, and before a read inside
+        a transaction that must see deferred work (:meth:`write_pending`)."""
+        self._pending_writers.append(callback)
+
+    def write_pending(self, conn: apsw.Connection) -> None:
+        """Run the :meth:`before_commit` callbacks now (inside this thread's transaction)."""
+        for callback in self._pending_writers:
+            callback(conn)
+
+    @contextmanager
+    def transaction(self, *, join: bool = False) -> Iterator[apsw.Connection]:
+        """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
+
+        Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
+        (and inside such a block, every nested use), it joins the enclosing transaction
+        instead: no savepoint. A joined block that raises after it wrote something
+        aborts the enclosing transaction (leaving it raises
+        :class:`TransactionAbortedError`); one that raises before writing leaves it
+        usable. Yields the write connection.
+        """
+        self.require_open()
+        self.require_writable()
+        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+            conn = self.require_open()
+            if self._depth and (join or self._joined) and self.in_transaction:
+                if self._aborted:
+                    raise TransactionAbortedError(_ABORTED)
+                changes, outer_joined = conn.total_changes(), self._joined
+                self._joined = True
+                self._begin_frame()
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.total_changes() != changes:
+                        self._aborted = True  # half of it may be written: all must go
+                    self._finish_inner(commit=False)
+                    raise
+                finally:
+                    self._joined = outer_joined
+                self._finish_inner(commit=True)
+                return
+            if self._depth == 0:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError as exc:
+                    raise DatabaseBusyError(
+                        f"{self.path} stayed locked by another writer for "
+                        f"{self.options.busy_timeout_ms} ms; try again"
+                    ) from exc
+                self._begin_frame()
+                self._joined = join
+                try:
+                    self._notice_external_changes(conn)
+                    yield conn
+                except BaseException:
+                    self._finish_outer(conn, commit=False)
+                    raise
+                self._finish_outer(conn, commit=True)
+            else:
+                if self._aborted:
+                    raise TransactionAbortedError(_ABORTED)
+                name = f"tm_savepoint_{self._depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                self._begin_frame()
+                try:
+                    yield conn
+                except BaseException:
+                    self._rollback_savepoint(conn, name)
+                    raise
+                try:
+                    conn.execute(f"RELEASE {name}")
+                except BaseException:
+                    self._rollback_savepoint(conn, name)
+                    raise
+                self._finish_inner(commit=True)
+
+    def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
+        """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
+        try:
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+            else:
+                self._aborted = True
+        except apsw.Error:
+            self._aborted = True
+        finally:
+            self._finish_inner(commit=False)
+
+    def _begin_frame(self) -> None:
+        self._depth += 1
+        self._owner = threading.get_ident()
+        self._hooks.append(([], []))
+
+    def _finish_inner(self, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth -= 1
+        if commit:
+            self._hooks[-1][0].extend(on_commit)
+            self._hooks[-1][1].extend(on_rollback)
+        else:
+            _run_all(reversed(on_rollback))
+
+    def _finish_outer(self, conn: apsw.Connection, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth = 0
+        self._owner = None
+        self._joined = False
+        aborted, self._aborted = self._aborted, False
+        if commit and (aborted or not conn.in_transaction):
+            if conn.in_transaction:  # a joined block wrote half: none of it may stay
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+            raise TransactionAbortedError(
+                "SQLite rolled this transaction back after an earlier error; nothing was committed"
+            )
+        if commit:
+            try:
+                self.write_pending(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                _run_all(reversed(on_rollback))
+                raise
+            _run_all(on_commit)
+        else:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+
+    @property
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    def after_commit(self, callback: Hook) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        if self.in_transaction:
+            self._hooks[-1][0].append(callback)
+        else:
+            callback()
+
+    def after_rollback(self, callback: Hook) -> None:
+        """Run ``callback`` if the current transaction (or savepoint) rolls back; newest
+        first, like an undo log. Outside a transaction it is dropped."""
+        if self.in_transaction:
+            self._hooks[-1][1].append(callback)
+
+    # --- other processes' writes ------------------------------------------------------
+
+    def on_external_change(self, callback: Hook) -> None:
+        """Call ``callback`` when another connection (another process, say) has committed.
+
+        Checked at the start of every write transaction and by
+        :meth:`check_external_changes`.
+        """
+        self._change_listeners.append(callback)
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other connections' commits, at most once per check interval.
+
+        Returns ``False`` when a check was due but a write in another thread held the
+        connection for more than ``wait_s`` seconds: RAM copies may be stale then.
+        """
+        now = time.monotonic()
+        if self.is_memory or now < self._next_check:
+            return True
+        if now < self._busy_until:
+            return False  # a write held the connection moments ago: don't wait again yet
+        if not self.lock.acquire(timeout=wait_s):
+            self._busy_until = time.monotonic() + self._check_interval
+            return False
+        try:
+            if self._writer is not None and self._depth == 0:
+                self._notice_external_changes(self._writer)
+            return True
+        finally:
+            self.lock.release()
+
+    def _notice_external_changes(self, conn: apsw.Connection) -> None:
+        self._next_check = time.monotonic() + self._check_interval
+        if self.is_memory:
+            return
+        version = int(conn.pragma("data_version"))
+        changed = self._seen_version is not None and version != self._seen_version
+        self._seen_version = version
+        if changed:
+            for callback in self._change_listeners:
+                callback()
+
+    # --- connections for special work ---------------------------------------------------
+
+    def after_exclusive(self, callback: Hook) -> None:
+        """Call ``callback`` after every :meth:`exclusive_connection` block (the file may
+        have been replaced underneath: RAM copies of it must go)."""
+        self._exclusive_listeners.append(callback)
+
+    @contextmanager
+    def exclusive_connection(self) -> Iterator[apsw.Connection]:
+        """The write connection with no transaction open, other threads' writes held off.
+
+        For work SQLite must do outside a transaction (online backup into this file,
+        ``VACUUM``, checkpoints). Refused inside :meth:`transaction`.
+        """
+        self.require_open()
+        self.require_writable()
+        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+            conn = self.require_open()
+            if self._depth:
+                raise InvalidInputError("not possible inside a transaction: finish it first")
+            try:
+                yield conn
+            finally:
+                _run_all(self._exclusive_listeners)
+
+    @contextmanager
+    def fresh_read_connection(self) -> Iterator[apsw.Connection]:
+        """A connection of its own for one call, in one read snapshot: the file as a new
+        process sees it.
+
+        For integrity checks: a long-lived connection caches derived state (FTS5 keeps
+        each table's structure), so a check on it can report damage that is not there.
+        Inside a transaction, and in memory, the one connection that sees the data is
+        used instead.
+        """
+        self.require_open()
+        if self.is_memory or self.in_transaction:
+            with self.reading() as conn, read_snapshot(conn):
+                if self.in_transaction:
+                    self.write_pending(conn)
+                yield conn
+            return
+        with storage_errors(f"reading {self.path}", self.place, os_errors=False):
+            conn = self.connect()
+            try:
+                with read_snapshot(conn):
+                    yield conn
+            finally:
+                conn.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[apsw.Connection]:
+        """A connection to read from: this thread's own (readers never wait for writers),
+        or the writer inside this thread's transaction and in memory."""
+        self.require_open()
+        with storage_errors(f"reading {self.path}", self.place, os_errors=False):
+            if self.is_memory or self.in_transaction:
+                with self.lock:
+                    yield self.require_open()
+                return
+            conn = self._thread_reader()
+            with self._readers_cond:
+                self.require_open()
+                self._active_reads += 1
+            try:
+                yield conn
+            finally:
+                with self._readers_cond:
+                    self._active_reads -= 1
+                    if not self._active_reads:
+                        self._readers_cond.notify_all()
+
+    def _thread_reader(self) -> apsw.Connection:
+        """This thread's read connection, closed again when the thread ends."""
+        holder: _ThreadReader | None = getattr(self._local, "reader", None)
+        if holder is not None:
+            return holder.conn
+        conn = self.connect()
+        with self._readers_cond:
+            if self._writer is None:
+                conn.close()
+                self.require_open()
+            self._readers.append(conn)
+        holder = _ThreadReader(conn)
+        weakref.finalize(holder, self._release_reader, conn)
+        self._local.reader = holder
+        return conn
+
+    def _release_reader(self, conn: apsw.Connection) -> None:
+        with self._readers_cond:
+            if conn not in self._readers:
+                return
+            self._readers.remove(conn)
+        conn.close()
+
+
+class _ThreadReader:
+    """Holds one thread's read connection; when the thread ends, it is released."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+
+def _run_all(callbacks: Iterable[Hook]) -> None:
+    for callback in callbacks:
+        callback()

@@ -16,8 +16,7 @@ import apsw
 import numpy as np
 import orjson
 
-from migrations import v007_keyword_window as keyword_window
-from migrations import v008_keyword_window_order as keyword_order
+from persistence import schema_sql
 from persistence.connection import query_all, query_one, query_value
 from persistence.memory_sql import TABLE, accepts, filter_conditions
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
@@ -29,14 +28,6 @@ def has_vector_index(conn: apsw.Connection) -> bool:
     return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_vec'") is not None
 
 
-def _layout(dim: int) -> str:
-    """The vector table for ``dim``: bits only when quantizable (re-rank reads the floats
-    from the tier tables), else exact float vectors."""
-    if dim % 8 == 0:
-        return f"memory_id text primary key, tier text, embedding_bits bit[{dim}]"
-    return f"memory_id text primary key, tier text, embedding float[{dim}] distance_metric=cosine"
-
-
 def ensure_vector_index(conn: apsw.Connection) -> bool:
     """Create (and fill) the vector table if the file records a dimension; True if it exists.
 
@@ -46,34 +37,18 @@ def ensure_vector_index(conn: apsw.Connection) -> bool:
     if dim_text is None:
         return has_vector_index(conn)
     dim = int(dim_text)
-    layout = _layout(dim)
+    layout = schema_sql.vector_layout(dim)
     row = query_one(conn, "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'")
     if row is not None:
         if layout in str(row[0]):
             return True
         drop_vector_index(conn)
-    bits = dim % 8 == 0
-    conn.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0({layout})")
-    column = "embedding_bits" if bits else "embedding"
-    value = "vec_quantize_binary({})" if bits else "{}"
+    conn.execute(schema_sql.create_vector_table(dim))
+    column, value = schema_sql.vector_column(dim)
     for tier in Tier:
         table = TABLE[tier]
-        # VALUES, not INSERT ... SELECT: a SELECT drops the bit vector's SQL subtype.
-        insert = (
-            f"INSERT INTO memory_vec (memory_id, tier, {column}) "
-            f"VALUES (NEW.id, '{tier.value}', {value.format('NEW.embedding')})"
-        )
-        delete = "DELETE FROM memory_vec WHERE memory_id = OLD.id"
-        for name, event, when, body in (
-            ("insert", "INSERT", "NEW.embedding IS NOT NULL", insert),
-            ("delete", "DELETE", "1", delete),
-            ("update", "UPDATE OF embedding", "NEW.embedding IS NOT NULL", f"{delete}; {insert}"),
-            ("unset", "UPDATE OF embedding", "NEW.embedding IS NULL", delete),
-        ):
-            conn.execute(
-                f"CREATE TRIGGER {table}_vector_{name} AFTER {event} ON {table} "
-                f"WHEN {when} BEGIN {body}; END"
-            )
+        for statement in schema_sql.vector_triggers(table, tier.value, dim):
+            conn.execute(statement)
         rows = conn.cursor().execute(
             f"SELECT id, ?, embedding FROM {table} WHERE embedding IS NOT NULL", (tier.value,)
         )
@@ -97,14 +72,14 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
             f"INSERT INTO memory_index (memory_id, tier) SELECT id, ? FROM {table} ORDER BY rowid",
             (tier.value,),
         )
-        keyword_window.fill(conn, table)
+        schema_sql.fill_keyword_window(conn, table)
 
 
 def update_keyword_index(conn: apsw.Connection) -> bool:
     """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
     each once, in one statement, in rowid order. The store calls it before every commit
     and before reading the keyword index inside a transaction. True if there were any."""
-    return keyword_order.work_off(conn)
+    return schema_sql.work_off_keyword_dirty(conn)
 
 
 def defers_keyword_index(conn: apsw.Connection) -> bool:
@@ -122,7 +97,7 @@ def keyword_index_behind(conn: apsw.Connection) -> bool:
 def drop_vector_index(conn: apsw.Connection) -> None:
     """Drop the vector table and its triggers (before the file changes dimension)."""
     for tier in Tier:
-        for event in ("insert", "delete", "update", "unset"):
+        for event in schema_sql.VECTOR_EVENTS:
             conn.execute(f"DROP TRIGGER IF EXISTS {TABLE[tier]}_vector_{event}")
     conn.execute("DROP TABLE IF EXISTS memory_vec")
 

@@ -1,0 +1,67 @@
+"""persistence/schema_sql.py is the DDL a freshly migrated file carries (the runtime's copy
+of the keyword window, its triggers and the vector table), and the runtime no longer
+imports any migration module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+
+from persistence import Memory, SQLiteStore, schema_sql
+from persistence.connection import query_all
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _schema(store: SQLiteStore, kind: str, like: str) -> dict[str, str]:
+    with store.read_connection() as conn:
+        rows = query_all(
+            conn, "SELECT name, sql FROM sqlite_schema WHERE type = ? AND name LIKE ?", (kind, like)
+        )
+    return {name: sql for name, sql in rows}
+
+
+def test_a_new_file_carries_the_current_keyword_triggers(file_store: SQLiteStore) -> None:
+    stored = _schema(file_store, "trigger", "%_keyword_%")
+    expected = {
+        f"{tier}_keyword_{event}": sql
+        for tier in schema_sql.TIERS
+        for event, sql in zip(
+            schema_sql.KEYWORD_EVENTS, schema_sql.keyword_triggers(tier), strict=True
+        )
+    }
+    assert stored == expected
+
+
+def test_the_vector_table_and_its_triggers_are_the_current_ddl(file_store: SQLiteStore) -> None:
+    file_store.put_episodic(Memory.create("v", embedding=np.ones(16, dtype=np.float32)))
+    table = _schema(file_store, "table", "memory_vec")
+    assert table == {"memory_vec": schema_sql.create_vector_table(16)}
+    triggers = _schema(file_store, "trigger", "%_vector_%")
+    expected = {
+        f"{table}_vector_{event}": sql
+        for table in schema_sql.TIERS
+        for event, sql in zip(
+            schema_sql.VECTOR_EVENTS,
+            schema_sql.vector_triggers(table, table, 16),
+            strict=True,
+        )
+    }
+    assert {k: v for k, v in triggers.items() if "_vector_log_" not in k} == expected
+
+
+def test_runtime_code_imports_no_migration_module() -> None:
+    offenders = []
+    for package in ("persistence", "tiered_memory"):
+        for path in sorted((ROOT / package).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                if any(n.startswith("migrations.v0") or ".v0" in n for n in names):
+                    offenders.append(f"{path.name}: {names}")
+    assert offenders == []

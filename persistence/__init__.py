@@ -1,11 +1,15 @@
 """Durable storage for tiered-memory: the SQLite store, its records and errors.
 
-Imports ``migrations``; never imports ``tiered_memory``.
+Imports ``migrations``; never imports ``tiered_memory``. Everything the domain
+(``tiered_memory``) uses of this package is exported here: the domain imports nothing
+else of it.
 """
 
-from persistence.backup import BackupManager
+from persistence.backup import BackupManager, Progress
 from persistence.cache_layer import CacheLayer
-from persistence.connection import ConnectionOptions
+from persistence.connection import ConnectionOptions, Synchronous
+from persistence.database import Database
+from persistence.embedding_cache_sql import content_hash
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
@@ -39,6 +43,9 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
+from persistence.json_export import memory_to_json
+from persistence.memory_sql import validate_filter
+from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from persistence.records import (
     CacheStatistics,
     ConsolidationReport,
@@ -61,10 +68,39 @@ from persistence.records import (
     TableCounts,
     Tier,
     TranscriptEntry,
+    new_id,
+    now_ms,
 )
 from persistence.sqlite_store import SQLiteStore
+from persistence.validation import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    MAX_COUNT,
+    parse_tier,
+    require_bool,
+    require_int,
+    require_mapping,
+    require_str,
+    require_str_tuple,
+)
 
 __all__ = [
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "EMBEDDING_MODEL_KEY",
+    "MAX_COUNT",
+    "Database",
+    "Progress",
+    "Synchronous",
+    "content_hash",
+    "memory_to_json",
+    "new_id",
+    "now_ms",
+    "parse_tier",
+    "require_bool",
+    "require_int",
+    "require_mapping",
+    "require_str",
+    "require_str_tuple",
+    "validate_filter",
     "EmbedderError",
     "EmbeddingModelMismatchError",
     "DatabaseBusyError",

@@ -1,18 +1,12 @@
 """persistence/schema_sql.py is the DDL a freshly migrated file carries (the runtime's copy
-of the keyword window, its triggers and the vector table), and the runtime no longer
-imports any migration module."""
+of the keyword window, its triggers and the vector table)."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import numpy as np
 
 from persistence import Memory, SQLiteStore, schema_sql
 from persistence.connection import query_all
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _schema(store: SQLiteStore, kind: str, like: str) -> dict[str, str]:
@@ -50,18 +44,3 @@ def test_the_vector_table_and_its_triggers_are_the_current_ddl(file_store: SQLit
         )
     }
     assert {k: v for k, v in triggers.items() if "_vector_log_" not in k} == expected
-
-
-def test_runtime_code_imports_no_migration_module() -> None:
-    offenders = []
-    for package in ("persistence", "tiered_memory"):
-        for path in sorted((ROOT / package).glob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                names: list[str] = []
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                elif isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                if any(n.startswith("migrations.v0") or ".v0" in n for n in names):
-                    offenders.append(f"{path.name}: {names}")
-    assert offenders == []

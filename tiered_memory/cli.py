@@ -31,8 +31,8 @@ from persistence import (
     SQLiteStore,
     Tier,
     TieredMemoryError,
+    memory_to_json,
 )
-from persistence.json_export import memory_to_json
 from tiered_memory import __version__
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embeddings import EmbedderError

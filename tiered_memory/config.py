@@ -7,9 +7,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from persistence import InvalidInputError, InvalidTypeError
-from persistence.connection import Synchronous
-from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
+from persistence import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    InvalidInputError,
+    InvalidTypeError,
+    Synchronous,
+)
 from tiered_memory.embeddings import Embedder
 from tiered_memory.recall import RecallSettings
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter

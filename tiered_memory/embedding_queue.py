@@ -21,14 +21,14 @@ import numpy as np
 from cachetools import LRUCache
 
 from persistence import (
+    EMBEDDING_MODEL_KEY,
     DatabaseBusyError,
     EmbeddingModelMismatchError,
     InvalidInputError,
     SQLiteStore,
     Tier,
+    content_hash,
 )
-from persistence.embedding_cache_sql import content_hash
-from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from tiered_memory.embeddings import Embedder, EmbedderError, OnnxEmbedder
 
 BATCH_SIZE = 64

@@ -37,8 +37,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from persistence import InvalidInputError, InvalidTypeError, RepetitionSchedule, RetentionInput
-from persistence.validation import MAX_COUNT
+from persistence import (
+    MAX_COUNT,
+    InvalidInputError,
+    InvalidTypeError,
+    RepetitionSchedule,
+    RetentionInput,
+)
 
 DAY_MS = 86_400_000
 MAX_INTERVAL_DAYS = 36_500

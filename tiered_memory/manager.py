@@ -10,17 +10,14 @@ transaction and is durable when it returns; ``with manager.transaction():`` grou
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Self
 
-import numpy as np
-
 from persistence import (
+    MAX_COUNT,
     BackupManager,
     CacheLayer,
     ConsolidationReport,
@@ -32,9 +29,9 @@ from persistence import (
     InvalidTypeError,
     MaintenanceResult,
     Memory,
-    MemoryFilter,
     MemoryNotFoundError,
     MemoryStatistics,
+    Progress,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
@@ -45,37 +42,23 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
-)
-from persistence.backup import Progress
-from persistence.memory_sql import validate_filter
-from persistence.records import new_id, now_ms
-from persistence.validation import (
-    MAX_COUNT,
+    new_id,
+    now_ms,
     parse_tier,
     require_int,
     require_mapping,
     require_str,
-    require_str_tuple,
 )
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding_queue import EmbeddingQueue
 from tiered_memory.embeddings import Embedder
 from tiered_memory.forgetting import ForgettingCurve
-from tiered_memory.recall import (
-    RecallHit,
-    best_score,
-    check_k,
-    explain,
-    fuse,
-    fuse_scores,
-    keyword_query,
-)
+from tiered_memory.recall import Recaller, RecallHit
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
 
 _QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
-_NO_VECTOR = ("no vector yet: ranked by keywords only",)
 
 
 class AgentMemoryManager:
@@ -134,9 +117,17 @@ class AgentMemoryManager:
             on_embedded=self._embedded,
             on_replaced=self._replaced,
         )
-        self._recall_reviews: list[str] = []
-        self._recall_lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._recall = Recaller(
+            self.store,
+            self.embeddings,
+            self.config.recall,
+            self.clock,
+            get_many=self._get_many,
+            get=self.get,
+            review=self.review,
+            review_quality=self.config.recall_review_quality,
+            review_batch=self.config.recall_review_batch,
+        )
         self.backups = BackupManager(self.store, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
@@ -190,13 +181,10 @@ class AgentMemoryManager:
         if self.store.in_transaction:
             raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
         self.embeddings.stop()
-        with self._recall_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._recall.stop()
         try:
             if self.store.is_open:
-                self._apply_recall_reviews()
+                self._recall.apply_reviews()
         finally:  # a full disk, say, must not leave the file open
             self.store.close()
             self._cache.clear()
@@ -704,7 +692,7 @@ class AgentMemoryManager:
         self._require_open()
         require_int(batch_size, "batch_size", minimum=1)
         self.store.require_writable()
-        self._apply_recall_reviews()
+        self._recall.apply_reviews()
         return self.embeddings.flush(batch_size)
 
     def _embedded(self, rows: list[tuple[str, Tier]]) -> None:
@@ -836,103 +824,11 @@ class AgentMemoryManager:
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
         """
         self._require_open()
-        require_str(query, "query")
-        k = check_k(k)
-        chosen = None if tier is None else parse_tier(tier)
-        require_str_tuple(tags, "tags")
-        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
-                             created_before, min_retention)  # fmt: skip
-        validate_filter(where)
-        match = keyword_query(query)
-        if match is None:
-            return []  # no words: nothing to look for
-        if not self.read_only:
-            self.embeddings.flush(report=False)
-        settings = self.config.recall
-
-        def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
-            vector = self.embeddings.embed_query(query)
-            if vector is None:
-                return None
-            return vector, self.store.vector_search(vector, settings.vector_depth, where=where)
-
-        # Off a transaction, the query embedding and vector search run beside the keyword
-        # search (onnxruntime, numpy and SQLite all release the GIL).
-        beside = not (self.store.is_memory or self.store.in_transaction)
-        pending = self._recall_pool().submit(nearest) if beside else None
-        ranked: dict[str, Sequence[tuple[str, float]]] = {
-            "keyword": self.store.keyword_search(
-                match, settings.depth, None, settings.context_weight, settings.after_weight,
-                where=where,
-            )
-        }  # fmt: skip
-        found = pending.result() if pending is not None else nearest()
-        if found is not None:
-            ranked["vector"] = found[1]
-        described = where.describe()
-        now = self.clock()
-        if settings.fusion == "score":
-            distances = dict(found[1]) if found is not None else {}
-            if found is not None:
-                others = [m for m, _ in ranked["keyword"] if m not in distances]
-                distances.update(self.store.vector_distances(found[0], others))
-            fused = fuse_scores(ranked, distances, settings.keyword_share)
-        else:
-            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
-            fused = fuse(ranked, weights, settings.rrf_k)
-        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
-        order = sorted(strength, key=lambda m: (-strength[m], m))
-        hits: list[RecallHit] = []
-        batch = max(2 * k, 20)
-        for start in range(0, len(order), batch):
-            chunk = order[start : start + batch]
-            memories = self._get_many(chunk)
-            for memory_id in chunk:
-                memory = memories.get(memory_id)
-                if memory is not None:  # forgotten meanwhile
-                    notes = _NO_VECTOR if found is not None and memory.embedding is None else ()
-                    hits.append(explain(memory, fused[memory_id], now, settings, described, notes))
-            hits.sort(key=lambda h: (-h.score, h.memory.id))
-            rest = order[start + batch : start + batch + 1]
-            if (
-                len(hits) >= k
-                and rest
-                and hits[k - 1].score > best_score(strength[rest[0]], settings)
-            ):
-                break  # no candidate left can reach the top k
-        top = hits[:k]
-        self._queue_recall_reviews([hit.memory.id for hit in top])
-        return top
-
-    def _recall_pool(self) -> ThreadPoolExecutor:
-        self._require_open()
-        with self._recall_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-recall")
-            return self._pool
-
-    def _queue_recall_reviews(self, memory_ids: list[str]) -> None:
-        if self.config.recall_review_quality is None or not memory_ids or self.read_only:
-            return
-        with self._recall_lock:
-            self._recall_reviews += memory_ids
-            due = len(self._recall_reviews) >= self.config.recall_review_batch
-        if due:
-            self._apply_recall_reviews()
-
-    def _apply_recall_reviews(self) -> None:
-        quality = self.config.recall_review_quality
-        with self._recall_lock:
-            pending, self._recall_reviews = self._recall_reviews, []
-        if quality is None or not pending:
-            return
-        now = self.clock()
-        with self.store.transaction():
-            for memory_id in dict.fromkeys(pending):
-                schedule = self.store.get_repetition_schedule(memory_id)
-                due = schedule is None or schedule.next_review_at <= now
-                if due and self.get(memory_id) is not None:
-                    self.review(memory_id, quality)
+        return self._recall.recall(
+            query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
+            created_after=created_after, created_before=created_before,
+            min_retention=min_retention,
+        )  # fmt: skip
 
 
 _RECORD_FIELDS = frozenset(

@@ -28,10 +28,29 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from persistence import InvalidInputError, Memory
+import numpy as np
+
+from persistence import (
+    InvalidInputError,
+    Memory,
+    MemoryFilter,
+    SQLiteStore,
+    StoreClosedError,
+    Tier,
+    parse_tier,
+    require_str,
+    require_str_tuple,
+    validate_filter,
+)
+
+if TYPE_CHECKING:
+    from tiered_memory.embedding_queue import EmbeddingQueue
 
 STOPWORDS = frozenset(
     " ".join(
@@ -284,3 +303,179 @@ def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
         raise InvalidInputError(f"k must be an int from 1 to 1000, got {k!r}")
     return k
+
+
+# --- orchestration ----------------------------------------------------------------------
+
+_NO_VECTOR = ("no vector yet: ranked by keywords only",)
+
+
+class Recaller:
+    """Recall for one manager, start to end: candidate search (keyword and vector, the
+    filter applied inside each), fusion, explanation, early stop, and reinforcement
+    (recalled memories that are due count as reviews, written in batches).
+
+    ``get_many`` reads memories through the manager's RAM (scratchpad, cache);
+    ``review`` and ``get`` are the manager's, used when queued reviews are written.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        embeddings: EmbeddingQueue,
+        settings: RecallSettings,
+        clock: Callable[[], int],
+        *,
+        get_many: Callable[[list[str]], dict[str, Memory]],
+        get: Callable[[str], Memory | None],
+        review: Callable[[str, int], object],
+        review_quality: int | None,
+        review_batch: int,
+    ) -> None:
+        self._store = store
+        self._embeddings = embeddings
+        self.settings = settings
+        self._clock = clock
+        self._get_many = get_many
+        self._get = get
+        self._review = review
+        self._review_quality = review_quality
+        self._review_batch = review_batch
+        self._reviews: list[str] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def recall(
+        self,
+        query: str,
+        k: int,
+        *,
+        tier: Tier | str | None,
+        session_id: str | None,
+        agent_id: str | None,
+        tags: Sequence[str],
+        created_after: int | None,
+        created_before: int | None,
+        min_retention: float | None,
+    ) -> list[RecallHit]:
+        """The ``k`` best hits for ``query`` among the memories the filters accept."""
+        require_str(query, "query")
+        k = check_k(k)
+        chosen = None if tier is None else parse_tier(tier)
+        require_str_tuple(tags, "tags")
+        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
+                             created_before, min_retention)  # fmt: skip
+        validate_filter(where)
+        match = keyword_query(query)
+        if match is None:
+            return []  # no words: nothing to look for
+        store, settings = self._store, self.settings
+        if not store.read_only:
+            self._embeddings.flush(report=False)
+
+        def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
+            vector = self._embeddings.embed_query(query)
+            if vector is None:
+                return None
+            return vector, store.vector_search(vector, settings.vector_depth, where=where)
+
+        # Off a transaction, the query embedding and vector search run beside the keyword
+        # search (onnxruntime, numpy and SQLite all release the GIL).
+        beside = not (store.is_memory or store.in_transaction)
+        pending = self._recall_pool().submit(nearest) if beside else None
+        ranked: dict[str, Sequence[tuple[str, float]]] = {
+            "keyword": store.keyword_search(
+                match, settings.depth, None, settings.context_weight, settings.after_weight,
+                where=where,
+            )
+        }  # fmt: skip
+        found = pending.result() if pending is not None else nearest()
+        if found is not None:
+            ranked["vector"] = found[1]
+        described, now = where.describe(), self._clock()
+        if settings.fusion == "score":
+            distances = dict(found[1]) if found is not None else {}
+            if found is not None:
+                others = [m for m, _ in ranked["keyword"] if m not in distances]
+                distances.update(store.vector_distances(found[0], others))
+            fused = fuse_scores(ranked, distances, settings.keyword_share)
+        else:
+            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
+            fused = fuse(ranked, weights, settings.rrf_k)
+        top = self._explained(fused, k, described, now, vectors=found is not None)
+        self.queue_reviews([hit.memory.id for hit in top])
+        return top
+
+    def _explained(
+        self,
+        fused: dict[str, list[SignalMatch]],
+        k: int,
+        described: tuple[str, ...],
+        now: int,
+        *,
+        vectors: bool,
+    ) -> list[RecallHit]:
+        """Fetch and explain candidates strongest first, a batch at a time, until none
+        left can reach the top ``k`` (early stop)."""
+        settings = self.settings
+        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        order = sorted(strength, key=lambda m: (-strength[m], m))
+        hits: list[RecallHit] = []
+        batch = max(2 * k, 20)
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            memories = self._get_many(chunk)
+            for memory_id in chunk:
+                memory = memories.get(memory_id)
+                if memory is not None:  # forgotten meanwhile
+                    notes = _NO_VECTOR if vectors and memory.embedding is None else ()
+                    hits.append(explain(memory, fused[memory_id], now, settings, described, notes))
+            hits.sort(key=lambda h: (-h.score, h.memory.id))
+            rest = order[start + batch : start + batch + 1]
+            if (
+                len(hits) >= k
+                and rest
+                and hits[k - 1].score > best_score(strength[rest[0]], settings)
+            ):
+                break  # no candidate left can reach the top k
+        return hits[:k]
+
+    def _recall_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if not self._store.is_open:
+                raise StoreClosedError("memory manager is closed (or was never initialized)")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-recall")
+            return self._pool
+
+    def stop(self) -> None:
+        """Stop the thread that runs vector searches beside keyword searches."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def queue_reviews(self, memory_ids: list[str]) -> None:
+        """Count these recalled memories as reviews, written ``review_batch`` at a time."""
+        if self._review_quality is None or not memory_ids or self._store.read_only:
+            return
+        with self._lock:
+            self._reviews += memory_ids
+            due = len(self._reviews) >= self._review_batch
+        if due:
+            self.apply_reviews()
+
+    def apply_reviews(self) -> None:
+        """Write the queued reviews of memories that are due, in one transaction."""
+        quality = self._review_quality
+        with self._lock:
+            pending, self._reviews = self._reviews, []
+        if quality is None or not pending:
+            return
+        now = self._clock()
+        with self._store.transaction():
+            for memory_id in dict.fromkeys(pending):
+                schedule = self._store.get_repetition_schedule(memory_id)
+                due = schedule is None or schedule.next_review_at <= now
+                if due and self._get(memory_id) is not None:
+                    self._review(memory_id, quality)

@@ -31,8 +31,10 @@ from persistence import (
     SQLiteStore,
     StoreClosedError,
     Tier,
+    require_mapping,
+    require_str,
+    require_str_tuple,
 )
-from persistence.validation import require_mapping, require_str, require_str_tuple
 from tiered_memory.tokens import TokenCounter
 
 EVICTION_REASON = "scratchpad token budget exceeded"

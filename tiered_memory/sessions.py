@@ -12,9 +12,11 @@ from persistence import (
     SessionState,
     SQLiteStore,
     TranscriptEntry,
+    new_id,
+    require_mapping,
+    require_str,
+    require_str_tuple,
 )
-from persistence.records import new_id
-from persistence.validation import require_mapping, require_str, require_str_tuple
 
 
 class SessionManager:

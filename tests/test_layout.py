@@ -1,0 +1,43 @@
+"""The arrows of the layout: tiered_memory -> persistence (through its package exports
+only) -> migrations (its runner only); none back."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imports(package: str, *, names: bool = False) -> list[tuple[str, str]]:
+    """``(file name, imported module)`` for every import in ``package``'s modules (with
+    ``names``, also ``module.name`` for each name a ``from`` import takes)."""
+    found = []
+    for path in sorted((ROOT / package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found += [(path.name, node.module)]
+                if names:
+                    found += [(path.name, f"{node.module}.{a.name}") for a in node.names]
+            elif isinstance(node, ast.Import):
+                found += [(path.name, a.name) for a in node.names]
+    return found
+
+
+def test_the_domain_imports_only_what_persistence_exports() -> None:
+    private = [(f, m) for f, m in _imports("tiered_memory") if m.startswith("persistence.")]
+    assert private == []
+
+
+def test_persistence_never_imports_the_domain() -> None:
+    assert [(f, m) for f, m in _imports("persistence") if m.startswith("tiered_memory")] == []
+
+
+def test_runtime_code_imports_no_migration_module() -> None:
+    versions = [
+        (f, m)
+        for package in ("persistence", "tiered_memory")
+        for f, m in _imports(package, names=True)
+        if m.startswith("migrations.v0")
+    ]
+    assert versions == []

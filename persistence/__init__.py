@@ -72,6 +72,7 @@ from persistence.records import (
     now_ms,
 )
 from persistence.sqlite_store import SQLiteStore
+from persistence.storage import MemoryStorage
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
@@ -88,6 +89,7 @@ __all__ = [
     "EMBEDDING_MODEL_KEY",
     "MAX_COUNT",
     "Database",
+    "MemoryStorage",
     "Progress",
     "Synchronous",
     "content_hash",

@@ -25,7 +25,7 @@ from persistence import (
     DatabaseBusyError,
     EmbeddingModelMismatchError,
     InvalidInputError,
-    SQLiteStore,
+    MemoryStorage,
     Tier,
     content_hash,
 )
@@ -49,7 +49,7 @@ class EmbeddingQueue:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: MemoryStorage,
         configured: Embedder | str | None,
         *,
         cache_size: int,

@@ -31,6 +31,7 @@ from persistence import (
     Memory,
     MemoryNotFoundError,
     MemoryStatistics,
+    MemoryStorage,
     Progress,
     PromotionRecord,
     QueryOptions,
@@ -88,7 +89,7 @@ class AgentMemoryManager:
             raise InvalidInputError(f"unknown config option(s): {', '.join(sorted(unknown))}")
         self.config = replace(base, **overrides) if overrides else base
         self.clock = self.config.clock or now_ms
-        self.store = SQLiteStore(
+        sqlite = SQLiteStore(
             path,
             synchronous=self.config.synchronous,
             clock=self.clock,
@@ -96,6 +97,7 @@ class AgentMemoryManager:
             max_content_bytes=self.config.max_content_bytes,
             read_only=read_only,
         )
+        self.store: MemoryStorage = sqlite  # the domain uses only the Protocol's operations
         self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
             self.config.initial_stability_days,
@@ -128,7 +130,7 @@ class AgentMemoryManager:
             review_quality=self.config.recall_review_quality,
             review_batch=self.config.recall_review_batch,
         )
-        self.backups = BackupManager(self.store, self.config.backup_dir)
+        self.backups = BackupManager(sqlite, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
 

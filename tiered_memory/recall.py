@@ -40,7 +40,7 @@ from persistence import (
     InvalidInputError,
     Memory,
     MemoryFilter,
-    SQLiteStore,
+    MemoryStorage,
     StoreClosedError,
     Tier,
     parse_tier,
@@ -321,7 +321,7 @@ class Recaller:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: MemoryStorage,
         embeddings: EmbeddingQueue,
         settings: RecallSettings,
         clock: Callable[[], int],

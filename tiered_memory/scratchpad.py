@@ -27,8 +27,8 @@ from typing import Any
 from persistence import (
     InvalidInputError,
     Memory,
+    MemoryStorage,
     PromotionRecord,
-    SQLiteStore,
     StoreClosedError,
     Tier,
     require_mapping,
@@ -70,7 +70,7 @@ class Scratchpad:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: MemoryStorage,
         budget: int,
         token_counter: TokenCounter,
         clock: Callable[[], int],

@@ -8,9 +8,9 @@ from typing import Any
 
 from persistence import (
     InvalidInputError,
+    MemoryStorage,
     SessionNotFoundError,
     SessionState,
-    SQLiteStore,
     TranscriptEntry,
     new_id,
     require_mapping,
@@ -22,7 +22,7 @@ from persistence import (
 class SessionManager:
     """Session lifecycle over the store; reach it as ``manager.sessions``."""
 
-    def __init__(self, store: SQLiteStore, clock: Callable[[], int]) -> None:
+    def __init__(self, store: MemoryStorage, clock: Callable[[], int]) -> None:
         self._store = store
         self._clock = clock
 

@@ -1,0 +1,293 @@
+"""MemoryStorage: the record operations the domain (``tiered_memory``) codes against.
+
+:class:`~persistence.SQLiteStore` is the first implementation; a second backend
+(PostgreSQL + pgvector, say) implements this Protocol and the domain does not change.
+Every signature is in domain terms: records of :mod:`persistence.records`, ids,
+:class:`~persistence.records.MemoryFilter`, vectors as numpy arrays or float sequences;
+no driver types, no SQL. Transactions are a context manager whose value the domain never
+uses. Errors are :class:`~persistence.errors.TieredMemoryError` subclasses, the same for
+every backend (not found, duplicate, wrong embedding size, read-only, closed, busy).
+
+What a second backend must provide, beyond storing the records:
+
+- :meth:`transaction`: all-or-nothing grouping; nested use rolls back alone (a
+  savepoint), ``join=True`` joins the enclosing one; :meth:`after_commit` /
+  :meth:`after_rollback` hooks run exactly once when the outermost transaction ends
+  (the domain keeps its RAM copies in step with them).
+- :meth:`on_external_change` / :meth:`check_external_changes`: tell the domain when
+  another process changed the data (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops
+  its caches.
+- :meth:`keyword_search`: ``match`` is the domain's keyword query, an ``OR`` of
+  double-quoted words (``"dark" OR "mode"``, see ``tiered_memory.recall.keyword_query``)
+  that a backend turns into its own full-text query (``to_tsquery`` ...); scores are
+  "lower is better" like bm25. :meth:`vector_search`: cosine distance, nearest first.
+- The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
+  and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
+
+Not part of it (SQLite-specific, reached through ``SQLiteStore`` itself): connections,
+backups (``VACUUM INTO``), JSON import into the file, integrity checks and migrations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from persistence.records import (
+    ForgettingRecord,
+    Memory,
+    MemoryFilter,
+    PersistenceStatistics,
+    PromotionRecord,
+    QueryOptions,
+    RepetitionSchedule,
+    RetentionInput,
+    SessionState,
+    Tier,
+    TranscriptEntry,
+)
+
+
+@runtime_checkable
+class MemoryStorage(Protocol):
+    """The storage a manager runs on (see the module documentation)."""
+
+    # --- lifecycle and transactions ---------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """Where the data lives (a file, a URL without secrets, ``":memory:"``)."""
+
+    @property
+    def is_memory(self) -> bool:
+        """True when nothing outlives the process."""
+
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+
+    @property
+    def read_only(self) -> bool:
+        """True when every write raises :class:`~persistence.errors.ReadOnlyError`."""
+
+    @property
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+
+    def open(self) -> MemoryStorage:
+        """Open (creating or migrating the schema); a second call does nothing."""
+
+    def close(self) -> None:
+        """Close; twice is harmless."""
+
+    def transaction(self, *, join: bool = False) -> AbstractContextManager[object]:
+        """All or nothing; nested use rolls back alone, ``join=True`` joins the outer one."""
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` if the current transaction (or nested block) rolls back."""
+
+    def on_external_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when another process has committed changes."""
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other processes' commits; False when RAM copies may be stale."""
+
+    def require_writable(self) -> None:
+        """Raise :class:`~persistence.errors.ReadOnlyError` on a read-only store."""
+
+    def check_content_size(self, content: str, what: str = "content") -> None:
+        """Refuse content over the store's size limit before any work is done on it."""
+
+    # --- memories -------------------------------------------------------------------------
+
+    def put_memory(self, memory: Memory) -> Memory:
+        """Insert or update ``memory`` in the tier it names; return it as stored."""
+
+    def insert_memories(
+        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
+    ) -> list[Memory]:
+        """Insert new episodic/semantic memories and their schedules, all or none."""
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        """The memory with that id in any tier, or ``None``."""
+
+    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """Several memories by id (missing ids are left out)."""
+
+    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
+        """Memories of ``tier`` matching every filter set in ``options``."""
+
+    def count(self, tier: Tier) -> int:
+        """How many memories ``tier`` holds."""
+
+    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
+        """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
+
+    def forget_memory(
+        self, memory_id: str, reason: str, retention: float | None = None
+    ) -> Tier | None:
+        """Delete a memory with an audit row; the tier it was in, or ``None``."""
+
+    def promote_memory(
+        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
+    ) -> PromotionRecord:
+        """Move a memory forward a tier and log it, in one transaction."""
+
+    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
+        """Every logged promotion of a memory, oldest first."""
+
+    # --- scratchpad -----------------------------------------------------------------------
+
+    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
+        """Store ``memory`` under ``key``; return it as stored."""
+
+    def get_scratchpad(self, key: str) -> Memory | None:
+        """The scratchpad memory under ``key``, or ``None``."""
+
+    def delete_scratchpad(self, key: str) -> bool:
+        """Delete the entry under ``key``; True if there was one."""
+
+    def get_all_scratchpad(self) -> list[Memory]:
+        """Every scratchpad entry, least recently written first."""
+
+    def clear_scratchpad(self) -> int:
+        """Delete every scratchpad entry; return how many."""
+
+    # --- sessions -------------------------------------------------------------------------
+
+    def put_session(self, session: SessionState) -> None:
+        """Insert or update a session."""
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        """The session, or ``None``."""
+
+    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
+        """All sessions, most recently active first."""
+
+    def get_active_sessions(self) -> list[SessionState]:
+        """Sessions not yet ended, most recently active first."""
+
+    def get_sessions_pending_compaction(self) -> list[SessionState]:
+        """Sessions flagged for compaction, least recently active first."""
+
+    def touch_session(self, session_id: str, at: int) -> None:
+        """Move a session's ``last_active_at`` forward to ``at``."""
+
+    def append_transcript(
+        self, session_id: str, turn: int, role: str, content: str
+    ) -> TranscriptEntry:
+        """Add a transcript line to a started session."""
+
+    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
+        """A session's transcript in turn order."""
+
+    # --- review schedules and forgetting --------------------------------------------------
+
+    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
+        """Insert or replace a memory's schedule."""
+
+    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
+        """A memory's schedule, or ``None``."""
+
+    def get_schedules_due_for_review(
+        self, before: int, limit: int | None = None
+    ) -> list[RepetitionSchedule]:
+        """Schedules due at or before ``before`` (epoch ms), most overdue first."""
+
+    def retention_batch(
+        self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
+    ) -> list[RetentionInput]:
+        """The next ``limit`` memories of ``tier`` after ``after_id``, in id order."""
+
+    def apply_decay(
+        self,
+        tier: Tier,
+        updates: Sequence[tuple[str, float]],
+        forgotten: Sequence[tuple[str, float]],
+        reason: str,
+    ) -> None:
+        """Store new retentions and forget ``forgotten`` with audit rows, in one go."""
+
+    def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
+        """Audit rows of forgotten memories, oldest first."""
+
+    # --- recall ---------------------------------------------------------------------------
+
+    def keyword_search(
+        self,
+        match: str,
+        limit: int,
+        tier: Tier | None = None,
+        context_weight: float = 0.5,
+        after_weight: float = 0.5,
+        *,
+        where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:
+        """``(memory_id, score)`` best (lowest) first for the quoted-words query ``match``."""
+
+    def vector_search(
+        self,
+        vector: object,
+        limit: int,
+        tier: Tier | None = None,
+        *,
+        where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:
+        """``(memory_id, cosine distance)`` nearest first."""
+
+    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
+        """Exact cosine distance to each of ``memory_ids`` that has an embedding."""
+
+    # --- embeddings -----------------------------------------------------------------------
+
+    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
+        """Memories waiting for an embedding: ``(id, tier, content)``."""
+
+    def set_embeddings(
+        self,
+        rows: Sequence[tuple[Tier, str, object]],
+        contents: Sequence[str] | None = None,
+        *,
+        model_id: str | None = None,
+    ) -> None:
+        """Store computed embeddings (a memory whose content changed meanwhile is skipped)."""
+
+    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Cached embeddings of ``model_id`` by content hash."""
+
+    def cache_embeddings(
+        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
+    ) -> None:
+        """Cache ``(content hash, vector)`` entries, keeping at most ``keep``."""
+
+    def begin_rebuild(self, model_id: str, dim: int) -> bool:
+        """Start (or resume) staging vectors of another model; True if work is kept."""
+
+    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
+        """Memories the re-embedding has no vector for yet: ``(id, content)``."""
+
+    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
+        """Stage ``(memory id, embedded content, vector)`` rows."""
+
+    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
+        """Swap the staged vectors in, all at once; how many memories changed."""
+
+    def get_meta(self, key: str) -> str | None:
+        """One fact about the store (the embedding model, say), or ``None``."""
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Record (or with ``None`` forget) one fact about the store."""
+
+    def record_embedding_error(self, message: str) -> int:
+        """Count a failure of background embedding; how many there have been."""
+
+    # --- statistics -----------------------------------------------------------------------
+
+    def get_statistics(self) -> PersistenceStatistics:
+        """Row counts and sizes."""

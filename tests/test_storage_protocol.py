@@ -1,0 +1,76 @@
+"""persistence.storage.MemoryStorage: SQLiteStore implements it, and the domain calls
+nothing on a store that the Protocol does not list (so a second backend that
+implements the Protocol is enough for the domain)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+from persistence import MemoryStorage, SQLiteStore
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store
+
+
+def _members() -> dict[str, object]:
+    return {name: value for name, value in vars(MemoryStorage).items() if not name.startswith("_")}
+
+
+def _store_attributes(source: str) -> set[str]:
+    """Every ``X.store.name`` / ``store.name`` / ``self._store.name`` the source uses."""
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        holder = node.value
+        held_as = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", None)
+        if held_as in STORE_NAMES:
+            used.add(node.attr)
+    return used
+
+
+def test_sqlite_store_has_every_member_with_a_compatible_signature() -> None:
+    store = SQLiteStore(":memory:")
+    assert isinstance(store, MemoryStorage)
+    problems = []
+    for name, member in _members().items():
+        if not hasattr(store, name):
+            problems.append(f"{name}: missing")
+            continue
+        if isinstance(member, property):
+            continue  # an attribute or a property of the same name satisfies it
+        wanted = inspect.signature(member)  # type: ignore[arg-type]
+        found = inspect.signature(getattr(SQLiteStore, name))
+        for parameter in wanted.parameters.values():
+            other = found.parameters.get(parameter.name)
+            if other is None or other.kind != parameter.kind:
+                problems.append(f"{name}: parameter {parameter.name} missing or of another kind")
+            elif other.default != parameter.default:
+                problems.append(f"{name}: default of {parameter.name} differs")
+        extra = [
+            p.name
+            for p in found.parameters.values()
+            if p.name not in wanted.parameters and p.default is inspect.Parameter.empty
+        ]
+        if extra:
+            problems.append(f"{name}: requires {extra} the Protocol does not pass")
+    assert problems == []
+
+
+def test_the_domain_calls_only_what_the_protocol_lists() -> None:
+    allowed = set(_members())
+    outside = {
+        f"{path.name}: {name}"
+        for path in sorted((ROOT / "tiered_memory").glob("*.py"))
+        for name in _store_attributes(path.read_text())
+        if name not in allowed
+    }
+    assert outside == set()
+
+
+def test_the_check_sees_a_call_outside_the_protocol() -> None:
+    source = "def f(self):\n    with self.store.read_connection() as c:\n        c.execute('x')\n"
+    assert _store_attributes(source) == {"read_connection"}
+    assert "read_connection" not in _members()

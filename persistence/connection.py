@@ -26,8 +26,6 @@ import sqlite_vec
 from persistence.errors import (
     CorruptDatabaseError,
     DatabaseOpenError,
-    InvalidInputError,
-    InvalidTypeError,
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
@@ -36,6 +34,7 @@ from persistence.errors import (
     read_only_storage,
     storage_errors,
 )
+from persistence.validation import require_choice, require_int
 
 logger = logging.getLogger("tiered_memory")
 
@@ -54,16 +53,9 @@ class ConnectionOptions:
     wal_autocheckpoint: int = 1000
 
     def __post_init__(self) -> None:
-        if self.synchronous not in ("NORMAL", "FULL"):
-            raise InvalidInputError(
-                f"synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
-            )
+        require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
         for name in ("busy_timeout_ms", "wal_autocheckpoint"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__}")
-            if not 0 <= value <= 2**31 - 1:
-                raise InvalidInputError(f"{name} must be within 0 and 2**31 - 1, got {value}")
+            require_int(getattr(self, name), name, minimum=0, maximum=2**31 - 1)
 
 
 def connection_busy_timeout(conn: apsw.Connection, ms: int) -> None:

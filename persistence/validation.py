@@ -202,17 +202,62 @@ def require_str(
 
 
 def require_int(
-    value: Any, what: str, *, allow_none: bool = False, minimum: int | None = None
+    value: Any,
+    what: str,
+    *,
+    allow_none: bool = False,
+    minimum: int | None = None,
+    maximum: int | None = None,
 ) -> None:
-    """Refuse anything but an ``int`` (bool excluded), optionally bounded below."""
+    """Refuse anything but an ``int`` (bool excluded), optionally bounded."""
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(f"{what} must be an int, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise InvalidInputError(f"{what} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidInputError(f"{what} must be <= {maximum}, got {value}")
     if not INT64_MIN <= value <= INT64_MAX:
         raise InvalidInputError(f"{what} does not fit in 64 bits: {value}")
+
+
+def require_number(
+    value: Any,
+    what: str,
+    *,
+    minimum: float = -math.inf,
+    maximum: float = math.inf,
+    above_minimum: bool = False,
+    below_maximum: bool = False,
+) -> None:
+    """Refuse anything but a finite real number (bool excluded) within the bounds
+    (``above_minimum`` / ``below_maximum``: the bound itself is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"{what} must be a number, got {type(value).__name__}")
+    low_ok = value > minimum if above_minimum else value >= minimum
+    high_ok = value < maximum if below_maximum else value <= maximum
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if not finite or not (low_ok and high_ok):
+        low = "(" if above_minimum else "["
+        high = ")" if below_maximum else "]"
+        raise InvalidInputError(
+            f"{what} must be a finite number within {low}{minimum}, {maximum}{high}, got {value!r}"
+        )
+
+
+def require_choice(value: Any, what: str, choices: tuple[str, ...]) -> None:
+    """Refuse anything but one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidInputError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def require_callable(value: Any, what: str, *, allow_none: bool = False) -> None:
+    """Refuse anything that cannot be called (or ``None`` if allowed)."""
+    if value is None and allow_none:
+        return
+    if not callable(value):
+        raise InvalidTypeError(f"{what} must be callable, got {type(value).__name__}")
 
 
 def require_unit_float(value: Any, what: str) -> None:

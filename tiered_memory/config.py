@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from persistence import (
     DEFAULT_MAX_CONTENT_BYTES,
-    InvalidInputError,
     InvalidTypeError,
     Synchronous,
+    require_bool,
+    require_callable,
+    require_choice,
+    require_int,
+    require_number,
 )
 from tiered_memory.embeddings import Embedder
 from tiered_memory.recall import RecallSettings
@@ -85,69 +88,34 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
-            _positive_int(name, getattr(self, name))
-        _non_negative_int("consolidation_min_reviews", self.consolidation_min_reviews)
-        _non_negative_int("external_change_check_ms", self.external_change_check_ms)
+            require_int(getattr(self, name), name, minimum=1)
+        require_int(self.consolidation_min_reviews, "consolidation_min_reviews", minimum=0)
+        require_int(self.external_change_check_ms, "external_change_check_ms", minimum=0)
         for name in ("forgetting_threshold", "consolidation_min_retention"):
-            _fraction(name, getattr(self, name), open_ends=False)
-        _fraction("target_retention", self.target_retention, open_ends=True)
-        for name in ("initial_stability_days", "importance_stability_boost"):
-            value = getattr(self, name)
-            _number(name, value)
-            if value < 0 or (name == "initial_stability_days" and value == 0):
-                raise InvalidInputError(f"{name} must be > 0, got {value!r}")
-        if not isinstance(self.decay_semantic, bool):
-            raise InvalidTypeError("decay_semantic must be a bool")
-        if self.synchronous not in ("NORMAL", "FULL"):
-            raise InvalidInputError(
-                f"synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
-            )
-        if self.clock is not None and not callable(self.clock):
-            raise InvalidTypeError("clock must be a callable returning epoch milliseconds")
+            require_number(getattr(self, name), name, minimum=0, maximum=1)
+        require_number(self.target_retention, "target_retention", minimum=0, maximum=1,
+                       above_minimum=True, below_maximum=True)  # fmt: skip
+        require_number(self.initial_stability_days, "initial_stability_days", minimum=0,
+                       above_minimum=True)  # fmt: skip
+        require_number(self.importance_stability_boost, "importance_stability_boost", minimum=0)
+        require_bool(self.decay_semantic, "decay_semantic")
+        require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
+        require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
         if not (
             self.embedder is None
             or self.embedder == "default"
             or isinstance(self.embedder, Embedder)
         ):
             raise InvalidTypeError("embedder must be 'default', None, or an Embedder")
-        if not isinstance(self.embed_in_background, bool):
-            raise InvalidTypeError("embed_in_background must be a bool")
-        _non_negative_int("embedding_cache_size", self.embedding_cache_size)
-        if not isinstance(self.reembed, bool):
-            raise InvalidTypeError("reembed must be a bool")
+        require_bool(self.embed_in_background, "embed_in_background")
+        require_int(self.embedding_cache_size, "embedding_cache_size", minimum=0)
+        require_bool(self.reembed, "reembed")
         if not isinstance(self.recall, RecallSettings):
             raise InvalidTypeError("recall must be a RecallSettings")
-        if self.recall_review_quality is not None:
-            _non_negative_int("recall_review_quality", self.recall_review_quality)
-            if self.recall_review_quality > 5:
-                raise InvalidInputError("recall_review_quality must be from 0 to 5, or None")
-        _positive_int("recall_review_batch", self.recall_review_batch)
-        _positive_int("max_content_bytes", self.max_content_bytes)
+        require_int(self.recall_review_quality, "recall_review_quality", allow_none=True,
+                    minimum=0, maximum=5)  # fmt: skip
+        require_int(self.recall_review_batch, "recall_review_batch", minimum=1)
+        require_int(self.max_content_bytes, "max_content_bytes", minimum=1)
         if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
             raise InvalidTypeError("backup_dir must be a path")
-        if not callable(getattr(self.token_counter, "count", None)):
-            raise InvalidTypeError("token_counter must have a count(text) -> int method")
-
-
-def _number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidTypeError(f"{name} must be a finite number, got {value!r}")
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def _non_negative_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(f"{name} must be an int >= 0, got {value!r}")
-
-
-def _fraction(name: str, value: object, open_ends: bool) -> None:
-    _number(name, value)
-    assert isinstance(value, int | float)
-    inside = 0 < value < 1 if open_ends else 0 <= value <= 1
-    if not inside:
-        bounds = "(0, 1)" if open_ends else "[0, 1]"
-        raise InvalidInputError(f"{name} must be within {bounds}, got {value!r}")
+        require_callable(getattr(self.token_counter, "count", None), "token_counter.count")

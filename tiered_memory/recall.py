@@ -44,6 +44,9 @@ from persistence import (
     StoreClosedError,
     Tier,
     parse_tier,
+    require_choice,
+    require_int,
+    require_number,
     require_str,
     require_str_tuple,
     validate_filter,
@@ -112,13 +115,8 @@ class RecallSettings:
 
     def __post_init__(self) -> None:
         for name in ("depth", "vector_depth"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
-                raise InvalidInputError(f"RecallSettings.{name} must be an int from 1 to 10000")
-        if self.fusion not in FUSIONS:
-            raise InvalidInputError(
-                f"RecallSettings.fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}"
-            )
+            require_int(getattr(self, name), f"RecallSettings.{name}", minimum=1, maximum=10_000)
+        require_choice(self.fusion, "RecallSettings.fusion", FUSIONS)
         ranges = {
             "keyword_share": (0.0, 1.0),
             "rrf_k": (0.0, math.inf),
@@ -129,18 +127,11 @@ class RecallSettings:
             "importance_weight": (0.0, 2.0),
             "retention_floor": (0.0, 1.0),
             "recency_weight": (0.0, math.inf),
-            "recency_days": (0.0, math.inf),
         }
         for name, (low, high) in ranges.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidInputError(f"RecallSettings.{name} must be a number, got {value!r}")
-            if not low <= value <= high or not math.isfinite(value):
-                raise InvalidInputError(
-                    f"RecallSettings.{name} must be within [{low}, {high}], got {value!r}"
-                )
-        if self.recency_days == 0:
-            raise InvalidInputError("RecallSettings.recency_days must be above 0")
+            require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)
+        require_number(self.recency_days, "RecallSettings.recency_days", minimum=0,
+                       above_minimum=True)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

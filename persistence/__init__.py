@@ -47,6 +47,8 @@ from persistence.json_export import memory_to_json
 from persistence.memory_sql import validate_filter
 from persistence.meta_sql import EMBEDDING_MODEL_KEY
 from persistence.records import (
+    MEMORY_FIELDS,
+    NEW_MEMORY_FIELDS,
     CacheStatistics,
     ConsolidationReport,
     DecayReport,
@@ -91,6 +93,8 @@ __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "EMBEDDING_MODEL_KEY",
     "MAX_COUNT",
+    "MEMORY_FIELDS",
+    "NEW_MEMORY_FIELDS",
     "Database",
     "MemoryStorage",
     "Progress",

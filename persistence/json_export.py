@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 
 from migrations import read_schema_version
-from persistence import forgetting_sql, memory_sql, schedule_sql, session_sql
+from persistence import forgetting_sql, memory_sql, records, schedule_sql, session_sql
 from persistence.connection import query_value
 from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta
 from persistence.records import Memory, Tier
@@ -37,11 +37,8 @@ TABLES = (
     "repetition_schedules", "promotion_log", "forgetting_log",
 )  # fmt: skip
 PAGE = 1000
-MEMORY_FIELDS = (
-    "id", "content", "key", "session_id", "agent_id", "category", "tags", "importance",
-    "retention", "token_count", "source", "metadata", "linked_memories", "embedding",
-    "access_count", "last_accessed_at", "created_at", "updated_at",
-)  # fmt: skip
+MEMORY_FIELDS = tuple(name for name in records.MEMORY_FIELDS if name != "tier")
+"""A memory row's fields (the tier is the table it is listed under)."""
 
 
 def memory_to_json(memory: Memory) -> dict[str, Any]:

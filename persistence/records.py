@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -94,6 +94,19 @@ class Memory:
             updated_at=stamp,
             **fields,
         )
+
+
+MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory))
+"""Every field of :class:`Memory`, in declaration order: the one list of them (the
+export format lists them in this order, the tier aside)."""
+
+NEW_MEMORY_FIELDS: tuple[str, ...] = (
+    "session_id", "agent_id", "importance", "tags", "metadata", "source", "category",
+    "embedding",
+)  # fmt: skip
+"""The fields a caller chooses for a new memory (``remember()``'s keyword arguments, with
+``tier`` and a scratchpad ``key``); the rest the library sets."""
+assert set(NEW_MEMORY_FIELDS) <= set(MEMORY_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

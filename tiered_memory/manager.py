@@ -18,6 +18,7 @@ from typing import Any, Self
 
 from persistence import (
     MAX_COUNT,
+    NEW_MEMORY_FIELDS,
     BackupManager,
     CacheLayer,
     ConsolidationReport,
@@ -251,37 +252,22 @@ class AgentMemoryManager:
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
         now = self.clock()
+        values = (session_id, agent_id, importance, tags, metadata, source, category, embedding)
+        chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True):
             if session_id is not None:
                 self.sessions.require_active(session_id)
             if tier is Tier.SCRATCHPAD:
-                stored = self.scratchpad.put(
-                    key or new_id(),
-                    content,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    importance=importance,
-                    tags=tags,
-                    metadata=metadata,
-                    source=source,
-                    category=category,
-                    embedding=embedding,
-                )
+                stored = self.scratchpad.put(key or new_id(), content, **chosen)
             else:
+                chosen["metadata"] = dict(metadata) if metadata is not None else {}
                 memory = Memory.create(
                     content,
                     tier,
                     now=now,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    importance=importance,
-                    tags=tags,
-                    metadata=dict(metadata) if metadata is not None else {},
-                    source=source,
-                    category=category,
-                    embedding=embedding,
                     token_count=self.config.token_counter.count(content),
+                    **chosen,
                 )
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
@@ -833,10 +819,7 @@ class AgentMemoryManager:
         )  # fmt: skip
 
 
-_RECORD_FIELDS = frozenset(
-    {"tier", "session_id", "agent_id", "importance", "tags", "metadata", "source", "category",
-     "key", "embedding"}
-)  # fmt: skip
+_RECORD_FIELDS = frozenset({*NEW_MEMORY_FIELDS, "tier", "key"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,31 @@
+"""The Memory field list is written once (persistence.records.MEMORY_FIELDS); the export
+format, the SQL column mapping and remember()'s fields all follow it."""
+
+from __future__ import annotations
+
+import inspect
+
+from persistence import MEMORY_FIELDS, NEW_MEMORY_FIELDS, Memory
+from persistence.json_export import MEMORY_FIELDS as EXPORTED
+from persistence.memory_sql import _COLUMNS
+from tiered_memory import AgentMemoryManager
+
+
+def test_the_export_format_keeps_its_field_order() -> None:
+    assert EXPORTED == (
+        "id", "content", "key", "session_id", "agent_id", "category", "tags", "importance",
+        "retention", "token_count", "source", "metadata", "linked_memories", "embedding",
+        "access_count", "last_accessed_at", "created_at", "updated_at",
+    )  # fmt: skip
+    assert set(MEMORY_FIELDS) == set(EXPORTED) | {"tier"}
+
+
+def test_the_tier_tables_store_every_field() -> None:
+    # key (scratchpad only), tags (memory_tags) and tier (the table) are stored apart
+    assert set(_COLUMNS) | {"key", "tags", "tier"} == set(MEMORY_FIELDS)
+
+
+def test_remember_takes_exactly_the_new_memory_fields() -> None:
+    taken = set(inspect.signature(AgentMemoryManager.remember).parameters) - {"self", "content"}
+    assert taken == set(NEW_MEMORY_FIELDS) | {"tier", "key"}
+    assert all(name in {f for f in Memory.__dataclass_fields__} for name in NEW_MEMORY_FIELDS)

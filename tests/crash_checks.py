@@ -73,9 +73,26 @@ def assert_no_half_done_promotion(state: FileState, tags_per_memory: int) -> Non
     assert set(state.log) <= set(state.where) | state.forgotten, "log names an unknown memory"
 
 
-def kill_after(process: subprocess.Popen[str], delay: float) -> list[str]:
-    """SIGKILL ``process`` after ``delay`` seconds; return its complete output lines."""
+def kill_after(process: subprocess.Popen[str], delay: float, *, ready: bool = False) -> list[str]:
+    """SIGKILL ``process`` after ``delay`` seconds; return its complete output lines.
+
+    With ``ready`` the delay counts from the worker's ``READY`` line, not from its start,
+    so a loaded machine's slow interpreter start-up does not eat the whole kill window.
+    """
+    early: list[str] = []
+    if ready:
+        assert process.stdout is not None
+        for line in process.stdout:  # blocks until the worker is up (or exits)
+            early.append(line.rstrip("\n"))
+            if line.startswith("READY"):
+                break
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
-    out, _ = process.communicate(timeout=30)
-    return out.split("\n")[:-1]  # the last piece is an unfinished line (or empty)
+    if not ready:
+        out, _ = process.communicate(timeout=30)
+        return out.split("\n")[:-1]  # the last piece is an unfinished line (or empty)
+    # communicate() would read the pipe past the text buffer that already holds lines.
+    assert process.stdout is not None
+    out = process.stdout.read()  # EOF once the killed process is gone
+    process.wait(timeout=30)
+    return early + out.split("\n")[:-1]  # the last piece is an unfinished line (or empty)

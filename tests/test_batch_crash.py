@@ -33,7 +33,7 @@ def test_sigkill_during_batches_leaves_whole_batches_and_an_exact_index(tmp_path
             text=True,
             env=env,
         )
-        lines = kill_after(process, rng.uniform(0.6, 1.4))
+        lines = kill_after(process, rng.uniform(0.6, 1.4), ready=True)
         returned.update(line.split()[1] for line in lines if line[:1] in "BT")
         state = read_state(path)  # integrity_check is ok
         conn = open_raw(path)

@@ -48,7 +48,7 @@ def test_sigkill_at_random_moments_loses_nothing_that_returned(tmp_path: Path) -
         )
         # Mostly mid-write; now and then during start-up and migration.
         delay = rng.uniform(0.0, 0.25) if kill % 10 == 0 else rng.uniform(0.3, 0.7)
-        for line in kill_after(process, delay):
+        for line in kill_after(process, delay, ready=kill % 10 != 0):
             parts = line.split()
             if parts[0] == "W":
                 reported[parts[1]] = Tier(parts[2])

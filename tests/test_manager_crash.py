@@ -36,7 +36,7 @@ def test_sigkill_during_remember_promote_and_decay(tmp_path: Path) -> None:
             text=True,
             env=env,
         )
-        for line in kill_after(process, rng.uniform(0.4, 0.9)):
+        for line in kill_after(process, rng.uniform(0.4, 0.9), ready=True):
             kind, *rest = line.split()
             if kind == "W":
                 written.add(rest[0])

@@ -36,6 +36,7 @@ from persistence.errors import (
     SameDatabaseError,
     SchemaError,
     SchemaTooNewError,
+    SecretsFoundError,
     SessionNotFoundError,
     StorageError,
     StorageFullError,
@@ -44,8 +45,9 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.json_export import memory_to_json
+from persistence.json_import import ImportDocument
 from persistence.memory_sql import validate_filter
-from persistence.meta_sql import EMBEDDING_MODEL_KEY
+from persistence.meta_sql import EMBEDDING_MODEL_KEY, REDACTIONS_KEY
 from persistence.records import (
     MEMORY_FIELDS,
     NEW_MEMORY_FIELDS,
@@ -123,6 +125,9 @@ __all__ = [
     "IntegrityProblem",
     "IntegrityResult",
     "InvalidImportError",
+    "ImportDocument",
+    "REDACTIONS_KEY",
+    "SecretsFoundError",
     "MaintenanceResult",
     "MissingFileError",
     "RestoreResult",

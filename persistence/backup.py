@@ -38,7 +38,7 @@ from persistence.errors import (
     storage_errors,
 )
 from persistence.json_export import export_document
-from persistence.json_import import import_document
+from persistence.json_import import ImportDocument, import_document
 from persistence.records import (
     ImportResult,
     IntegrityProblem,
@@ -352,6 +352,7 @@ class BackupManager:
         mode: str = "replace",
         *,
         progress: Progress | None = None,
+        scrub: Callable[[ImportDocument], int] | None = None,
     ) -> ImportResult:
         """Load an export: validate ALL of it, then write it in ONE transaction.
 
@@ -371,6 +372,7 @@ class BackupManager:
             "replace" if mode == "replace" else "merge",
             progress,
             max_content_bytes=self.store.max_content_bytes,
+            scrub=scrub,
         )
 
     # --- integrity and maintenance ---------------------------------------------------

@@ -147,6 +147,10 @@ class InvalidImportError(InvalidInputError):
         super().__init__(f"{location}: {problem} (nothing was imported)")
 
 
+class SecretsFoundError(InvalidImportError):
+    """An import asked to refuse secrets found one; ``location`` names where."""
+
+
 class EmbedderError(TieredMemoryError):
     """The embedding model could not be loaded or run (or returned vectors of the wrong
     shape); nothing was written."""

@@ -34,7 +34,13 @@ from persistence import (
 from persistence.database import Database
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
-from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta, write_meta
+from persistence.meta_sql import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_MODEL_KEY,
+    add_redactions,
+    read_meta,
+    write_meta,
+)
 from persistence.records import (
     ForgettingRecord,
     ImportResult,
@@ -106,6 +112,10 @@ class Document:
                 self.forgotten,
             )  # fmt: skip
         )
+
+
+ImportDocument = Document
+"""The public name of a validated export (what an import's ``scrub`` hook rewrites)."""
 
 
 # --- reading and validating ---------------------------------------------------------
@@ -441,10 +451,14 @@ def import_document(
     progress: Callable[[int, int], None] | None = None,
     *,
     max_content_bytes: int | None = None,
+    scrub: Callable[[ImportDocument], int] | None = None,
 ) -> ImportResult:
     """Validate ``path`` and write it into ``db`` in one transaction (content over
-    ``max_content_bytes`` is refused)."""
+    ``max_content_bytes`` is refused). ``scrub`` may rewrite the document's records
+    before anything is written (the domain's redaction of secrets): it returns how many
+    values it redacted (counted in the file with the import), or raises to refuse."""
     doc = read_document(path, max_content_bytes)
+    redacted = scrub(doc) if scrub is not None else 0
     counts: dict[str, dict[str, int]] = {t: {"inserted": 0, "updated": 0, "skipped": 0}
                                          for t in TABLES}  # fmt: skip
     total, done = doc.row_count, 0
@@ -551,6 +565,7 @@ def import_document(
                 continue
             forgetting_sql.insert(conn, row_id if mode == "replace" else None, forgotten)
             count("forgetting_log", "inserted")
+        add_redactions(conn, redacted)
         for name in _INVARIANTS:
             problems = integrity_sql.CHECKS[name](conn)
             if problems:

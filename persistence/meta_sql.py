@@ -30,6 +30,18 @@ def read_meta(conn: apsw.Connection, key: str) -> str | None:
     return None if value is None else str(value)
 
 
+REDACTIONS_KEY = "redactions"
+
+
+def add_redactions(conn: apsw.Connection, count: int) -> None:
+    """Count ``count`` more secrets redacted before they reached the file (in the same
+    transaction as the write they were removed from)."""
+    if count:
+        value = read_meta(conn, REDACTIONS_KEY)
+        before = int(value) if value and value.isdigit() else 0
+        write_meta(conn, REDACTIONS_KEY, str(before + count))
+
+
 def record_embedding_error(conn: apsw.Connection, message: str) -> int:
     """Count one failure of background embedding and keep its message; returns the count.
 

@@ -327,6 +327,8 @@ class MemoryStatistics:
     cache: CacheStatistics
     scratchpad_tokens: int
     scratchpad_token_budget: int
+    redactions: int = 0
+    """Secrets replaced by ``[REDACTED:kind]`` on the way into the file, ever."""
 
     @property
     def file_size_bytes(self) -> int:

@@ -147,6 +147,7 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(f"file size      {st.file_size_bytes} bytes + WAL {st.wal_size_bytes} bytes")
         last = f" (last: {st.last_embedding_error})" if st.last_embedding_error else ""
         click.echo(f"embed errors   {st.embedding_errors}{last}")
+        click.echo(f"redacted       {s.redactions} secret(s)")
 
     _emit(as_json, s, human)
 
@@ -228,11 +229,17 @@ def export_(db: str, out: str | None, force: bool, as_json: bool) -> None:
     show_default=True,
     help="Replace everything, or keep the newer of each row.",
 )
+@click.option(
+    "--refuse-secrets",
+    is_flag=True,
+    help="Fail (importing nothing) if the document holds a secret, instead of redacting it.",
+)
 @json_option
-def import_(db: str, source: str, mode: str, as_json: bool) -> None:
-    """Load a JSON export into DB, all or nothing (DB is created if missing)."""
+def import_(db: str, source: str, mode: str, refuse_secrets: bool, as_json: bool) -> None:
+    """Load a JSON export into DB, all or nothing (DB is created if missing); secrets
+    in it are redacted first."""
     with _open_or_create(db) as memory, _progress("import", as_json) as progress:
-        result = memory.import_json(source, mode, progress=progress)
+        result = memory.import_json(source, mode, progress=progress, refuse_secrets=refuse_secrets)
     data = {
         "mode": result.mode,
         "source": result.source,

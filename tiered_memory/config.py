@@ -18,6 +18,7 @@ from persistence import (
 )
 from tiered_memory.embeddings import Embedder
 from tiered_memory.recall import RecallSettings
+from tiered_memory.redaction import DEFAULT_REDACTOR, Redactor
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
 
 
@@ -60,6 +61,10 @@ class MemoryConfig:
     - ``max_content_bytes``: the largest memory content accepted, in UTF-8 bytes (default
       1,000,000: 1 MB, decimal); larger content is refused with ``InvalidInputError`` by
       ``remember``, ``remember_many``, ``update``, the scratchpad, the store and import.
+    - ``redactor``: replaces secrets (API keys, tokens, passwords, private keys) by
+      ``[REDACTED:kind]`` before anything is written: memory content, tags, metadata
+      values, scratchpad values, transcript lines, imports. ``redact=False`` or
+      ``redactor=None`` turns it off.
     """
 
     cache_size: int = 500
@@ -85,6 +90,8 @@ class MemoryConfig:
     recall_review_quality: int | None = 4
     recall_review_batch: int = 32
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    redact: bool = True
+    redactor: Redactor | None = DEFAULT_REDACTOR
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -119,3 +126,11 @@ class MemoryConfig:
         if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
             raise InvalidTypeError("backup_dir must be a path")
         require_callable(getattr(self.token_counter, "count", None), "token_counter.count")
+        require_bool(self.redact, "redact")
+        if self.redactor is not None and not isinstance(self.redactor, Redactor):
+            raise InvalidTypeError("redactor must have a redact(text) -> Redaction method")
+
+    @property
+    def active_redactor(self) -> Redactor | None:
+        """The redactor writes go through, or ``None`` when redaction is off."""
+        return self.redactor if self.redact else None

@@ -47,6 +47,7 @@ from persistence import (
     new_id,
     now_ms,
     parse_tier,
+    require_bool,
     require_int,
     require_mapping,
     require_str,
@@ -56,6 +57,14 @@ from tiered_memory.embedding_queue import EmbeddingQueue
 from tiered_memory.embeddings import Embedder
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.recall import Recaller, RecallHit
+from tiered_memory.redaction import (
+    DEFAULT_REDACTOR,
+    count_in_file,
+    document_scrubber,
+    redact_fields,
+    total_in_file,
+    with_count,
+)
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
@@ -108,10 +117,12 @@ class AgentMemoryManager:
         self._cache: CacheLayer[str, Memory] = CacheLayer(
             self.config.cache_size, transactions=self.store
         )
+        self._redactor = self.config.active_redactor
         self.scratchpad = Scratchpad(
-            self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock
-        )
-        self.sessions = SessionManager(self.store, self.clock)
+            self.store, self.config.scratchpad_token_budget, self.config.token_counter, self.clock,
+            redactor=self._redactor,
+        )  # fmt: skip
+        self.sessions = SessionManager(self.store, self.clock, redactor=self._redactor)
         self.embeddings = EmbeddingQueue(
             self.store,
             self.config.embedder,
@@ -246,6 +257,7 @@ class AgentMemoryManager:
         self._require_open()
         tier = parse_tier(tier)
         require_str(content, "content")
+        content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self.store.check_content_size(content)
         require_str(session_id, "session_id", allow_none=True, allow_empty=False)
         require_mapping(metadata, "metadata", allow_none=True)
@@ -258,6 +270,7 @@ class AgentMemoryManager:
         with self.store.transaction(join=True):
             if session_id is not None:
                 self.sessions.require_active(session_id)
+            count_in_file(self.store, redacted)
             if tier is Tier.SCRATCHPAD:
                 stored = self.scratchpad.put(key or new_id(), content, **chosen)
             else:
@@ -332,6 +345,9 @@ class AgentMemoryManager:
     ) -> Memory:
         """Change a memory's content, metadata, tags or importance; bumps ``updated_at``."""
         self._require_open()
+        content, tags, metadata, redacted = redact_fields(
+            self._redactor, content, tags, metadata, record=False
+        )
         changes: dict[str, Any] = {}
         if content is not None:
             require_str(content, "content")
@@ -347,6 +363,9 @@ class AgentMemoryManager:
             changes["importance"] = importance
         with self.store.transaction():
             memory = self._require(memory_id)
+            if redacted:
+                changes["metadata"] = with_count(changes.get("metadata", memory.metadata), redacted)
+                count_in_file(self.store, redacted)
             if content is not None:
                 self.store.after_commit(self.embeddings.notify)
             return self._rewrite(
@@ -609,6 +628,7 @@ class AgentMemoryManager:
             cache=self._cache.get_statistics(),
             scratchpad_tokens=self.scratchpad.tokens,
             scratchpad_token_budget=self.scratchpad.budget,
+            redactions=total_in_file(self.store),
         )
 
     # --- backup, restore, export, import -----------------------------------------------
@@ -633,10 +653,18 @@ class AgentMemoryManager:
         return self.backups.export_json(target, overwrite=overwrite, progress=progress)
 
     def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
-                    progress: Progress | None = None) -> ImportResult:  # fmt: skip
-        """Load an export, all or nothing (``mode`` is ``"replace"`` or ``"merge"``)."""
+                    progress: Progress | None = None,
+                    refuse_secrets: bool = False) -> ImportResult:  # fmt: skip
+        """Load an export, all or nothing (``mode`` is ``"replace"`` or ``"merge"``).
+
+        The redactor runs over it first, as over any write; ``refuse_secrets=True`` raises
+        :class:`~persistence.SecretsFoundError` at the first secret instead (nothing written).
+        """
         self._require_open()
-        result = self.backups.import_json(source, mode, progress=progress)
+        require_bool(refuse_secrets, "refuse_secrets")
+        redactor = (self.config.redactor or DEFAULT_REDACTOR) if refuse_secrets else self._redactor
+        scrub = None if redactor is None else document_scrubber(redactor, refuse=refuse_secrets)
+        result = self.backups.import_json(source, mode, progress=progress, scrub=scrub)
         self._reload()
         return result
 
@@ -719,11 +747,15 @@ class AgentMemoryManager:
             )
         _check_record_fields(fields, "remember_many()")
         now = self.clock()
-        drafts = [self._draft(record, tier, fields, now, n) for n, record in enumerate(records)]
+        redacted: list[int] = []
+        drafts = [
+            self._draft(record, tier, fields, now, n, redacted) for n, record in enumerate(records)
+        ]
         sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
         with self.store.transaction(join=True):
             for session_id in sorted(sessions):
                 self.sessions.require_active(session_id)
+            count_in_file(self.store, sum(redacted))
             stored = {}
             for n, draft in enumerate(drafts):
                 if isinstance(draft, _ScratchpadDraft):
@@ -749,10 +781,17 @@ class AgentMemoryManager:
         return ordered
 
     def _draft(
-        self, record: object, tier: Tier | str, defaults: Mapping[str, Any], now: int, n: int
+        self,
+        record: object,
+        tier: Tier | str,
+        defaults: Mapping[str, Any],
+        now: int,
+        n: int,
+        redacted: list[int],
     ) -> Memory | _ScratchpadDraft:
         """One record of :meth:`remember_many` checked and turned into a new memory (or
-        the arguments of a scratchpad ``remember``); errors name the record."""
+        the arguments of a scratchpad ``remember``, which redacts); errors name the record;
+        the number of secrets redacted from it is appended to ``redacted``."""
         try:
             if isinstance(record, str):
                 values: dict[str, Any] = {**defaults, "content": record}
@@ -777,6 +816,8 @@ class AgentMemoryManager:
             values.pop("key", None)
             metadata = values.pop("metadata", None)
             tags = values.pop("tags", ())
+            content, tags, metadata, found = redact_fields(self._redactor, content, tags, metadata)
+            redacted.append(found)
             memory = Memory.create(
                 content,
                 chosen,

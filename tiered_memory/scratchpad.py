@@ -35,6 +35,7 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
+from tiered_memory.redaction import Redactor, count_in_file, redact_fields
 from tiered_memory.tokens import TokenCounter
 
 EVICTION_REASON = "scratchpad token budget exceeded"
@@ -74,8 +75,11 @@ class Scratchpad:
         budget: int,
         token_counter: TokenCounter,
         clock: Callable[[], int],
+        *,
+        redactor: Redactor | None = None,
     ) -> None:
         self._store = store
+        self._redactor = redactor
         self.budget = budget
         self._tokens = token_counter
         self._clock = clock
@@ -223,6 +227,7 @@ class Scratchpad:
         """
         require_str(key, "key", allow_empty=False)
         require_str(content, "content")
+        content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self._store.check_content_size(content)
         require_str_tuple(tags, "tags")
         require_mapping(metadata, "metadata", allow_none=True)
@@ -241,6 +246,7 @@ class Scratchpad:
         }
         now = self._clock()
         with self._change() as entries:
+            count_in_file(self._store, redacted)
             with self._lock:
                 current = entries.by_key.get(key)
             if current is None:

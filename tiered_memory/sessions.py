@@ -17,14 +17,18 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
+from tiered_memory.redaction import Redactor, count_in_file, redact_text, redact_value
 
 
 class SessionManager:
     """Session lifecycle over the store; reach it as ``manager.sessions``."""
 
-    def __init__(self, store: MemoryStorage, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, store: MemoryStorage, clock: Callable[[], int], *, redactor: Redactor | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._redactor = redactor  # transcript lines and metadata values lose their secrets
 
     def start(
         self,
@@ -36,6 +40,7 @@ class SessionManager:
         require_str(session_id, "session_id", allow_none=True, allow_empty=False)
         require_mapping(metadata, "metadata", allow_none=True)
         require_str_tuple(agents, "agents")
+        metadata, redacted = redact_value(self._redactor, metadata)
         now = self._clock()
         session = SessionState(
             session_id=session_id or new_id(),
@@ -47,6 +52,7 @@ class SessionManager:
         with self._store.transaction():
             if self._store.get_session(session.session_id) is not None:
                 raise InvalidInputError(f"session {session.session_id} already exists")
+            count_in_file(self._store, redacted)
             self._store.put_session(session)
         return session
 
@@ -81,10 +87,12 @@ class SessionManager:
         """Add a transcript line as the session's next turn."""
         require_str(role, "role", allow_empty=False)
         require_str(content, "content")
+        content, redacted = redact_text(self._redactor, content)
         with self._store.transaction():
             session = self.require(session_id)
             if not session.is_active:
                 raise InvalidInputError(f"session {session_id} has ended")
+            count_in_file(self._store, redacted)
             return self._store.append_transcript(session_id, session.turn_number + 1, role, content)
 
     def transcript(self, session_id: str) -> list[TranscriptEntry]:

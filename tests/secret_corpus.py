@@ -1,0 +1,156 @@
+"""A generated corpus of realistically formatted fake secrets (each kind in several shapes,
+inside sentences, JSON and code), for the redaction tests and benchmark.
+
+Every value is made up here from a seeded generator; none is a real credential. Each
+case names the secret's kind, the text it sits in and the needles: the pieces of the
+secret that must appear nowhere once it was redacted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from dataclasses import dataclass
+
+ALNUM = string.ascii_letters + string.digits
+UPPER = string.ascii_uppercase + string.digits
+B64 = ALNUM + "+/"
+URLSAFE = ALNUM + "-_"
+PASSWORD = ALNUM + "!#%*+-.?^_~"
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    text: str
+    needles: tuple[str, ...]
+    token: bool  # a single word: also usable as a tag
+
+
+def _r(rng: random.Random, alphabet: str, n: int) -> str:
+    # at least one digit and one letter, like real keys (when the alphabet has both)
+    mixed = any(c.isdigit() for c in alphabet) and any(c.isalpha() for c in alphabet)
+    while True:
+        value = "".join(rng.choice(alphabet) for _ in range(n))
+        if not mixed or (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+            return value
+
+
+def _b64url(data: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+def _pem(rng: random.Random, label: str, escaped: bool) -> tuple[str, tuple[str, ...]]:
+    lines = [_r(rng, B64, 64) for _ in range(rng.randint(4, 8))] + [_r(rng, B64, 24) + "=="]
+    sep = "\\n" if escaped else "\n"
+    block = sep.join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"])
+    return block, tuple(lines)
+
+
+def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """(kind, secret as written, needles, is a single token) for each shape of each kind."""
+    out: list[tuple[str, str, tuple[str, ...], bool]] = []
+
+    def token(kind: str, value: str) -> None:
+        out.append((kind, value, (value,), True))
+
+    def inside(kind: str, written: str, value: str) -> None:
+        out.append((kind, written, (value,), False))
+
+    for prefix in ("AKIA", "ASIA"):
+        token("aws-access-key", prefix + _r(rng, UPPER, 16))
+    aws_secret = _r(rng, B64, 40)
+    inside("secret", f"aws_secret_access_key = {aws_secret}", aws_secret)
+    token("gcp-api-key", "AIza" + _r(rng, URLSAFE, 35))
+    token("gcp-oauth-secret", "GOCSPX-" + _r(rng, URLSAFE, 28))
+    token("gcp-oauth-token", "ya29." + _r(rng, URLSAFE, 120))
+    block, lines = _pem(rng, "PRIVATE KEY", escaped=True)  # as in a service-account JSON
+    out.append(("private-key", f'"private_key": "{block}\\n"', lines, False))
+    token("azure-client-secret", _r(rng, ALNUM, 3) + "8Q~" + _r(rng, URLSAFE + ".~", 34))
+    account_key = _r(rng, B64, 86) + "=="
+    inside(
+        "azure-storage-key",
+        "DefaultEndpointsProtocol=https;AccountName=acme;"
+        f"AccountKey={account_key};EndpointSuffix=core.windows.net",
+        account_key,
+    )
+    sig = _r(rng, ALNUM, 43) + "%3D"
+    inside("azure-sas-signature", f"https://acme.blob.core.windows.net/c?sv=2022&sig={sig}", sig)
+    for prefix in ("ghp_", "gho_", "ghs_"):
+        token("github-token", prefix + _r(rng, ALNUM, 36))
+    token("github-token", "github_pat_" + _r(rng, ALNUM, 22) + "_" + _r(rng, ALNUM, 59))
+    token("gitlab-token", "glpat-" + _r(rng, URLSAFE, 20))
+    token("gitlab-token", "gldt-" + _r(rng, URLSAFE, 24))
+    digits = string.digits
+    token("slack-token", f"xoxb-{_r(rng, digits, 12)}-{_r(rng, digits, 13)}-{_r(rng, ALNUM, 24)}")
+    token("slack-token", f"xoxp-{_r(rng, digits, 11)}-{_r(rng, digits, 12)}-{_r(rng, ALNUM, 32)}")
+    hook = f"T{_r(rng, UPPER, 8)}/B{_r(rng, UPPER, 10)}/{_r(rng, ALNUM, 24)}"
+    inside("slack-webhook", f"https://hooks.slack.com/services/{hook}", hook)
+    token("stripe-key", "sk_live_" + _r(rng, ALNUM, 24))
+    token("stripe-key", "rk_test_" + _r(rng, ALNUM, 99))
+    token("stripe-webhook-secret", "whsec_" + _r(rng, ALNUM, 32))
+    token("openai-key", "sk-proj-" + _r(rng, URLSAFE, 156))
+    token("openai-key", "sk-" + _r(rng, ALNUM, 48))
+    token("anthropic-key", "sk-ant-api03-" + _r(rng, URLSAFE, 93) + "AA")
+    token("huggingface-token", "hf_" + _r(rng, ALNUM, 34))
+    token("npm-token", "npm_" + _r(rng, ALNUM, 36))
+    token("sendgrid-key", f"SG.{_r(rng, URLSAFE, 22)}.{_r(rng, URLSAFE, 43)}")
+    for claims in ({"sub": "1234567890", "name": "Jane"}, {"iss": "acme", "exp": 1900000000}):
+        header = _b64url({"alg": "HS256", "typ": "JWT"})
+        jwt = f"{header}.{_b64url(claims)}.{_r(rng, URLSAFE, 43)}"
+        token("jwt", jwt)
+    for label in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY"):
+        block, lines = _pem(rng, label, escaped=False)
+        out.append(("private-key", block, lines, False))
+    for scheme, user, host in (
+        ("postgres", "app", "db.internal:5432/prod"),
+        ("mongodb+srv", "admin", "cluster0.example.net/?retryWrites=true"),
+        ("redis", "", "cache.local:6379/0"),
+        ("https", "deploy", "git.example.com/acme/repo.git"),
+    ):
+        pw = _r(rng, ALNUM + "!*-_.~", 14)
+        inside("url-password", f"{scheme}://{user}:{pw}@{host}", pw)
+    for written in (
+        "Server=tcp:acme.database.windows.net,1433;Database=prod;User ID=sa;Password={};",
+        "Driver={{PostgreSQL}};Server=db;Uid=app;Pwd={};",
+        'password = "{}"',
+        "DB_PASSWORD={}",
+        "passwd: {}",
+        "my password: {}",
+        "'passphrase': '{}'",
+    ):
+        pw = _r(rng, PASSWORD, 16)
+        inside("password", written.format(pw), pw)
+    for written in (
+        "secret: {}",
+        '"api_key": "{}"',
+        "API_KEY={}",
+        "client_secret='{}'",
+        "access_token := {}",
+        "refresh_token => {}",
+        "credentials={}",
+    ):
+        value = _r(rng, ALNUM + "-_", 32)
+        inside("secret", written.format(value), value)
+    for written in ("Authorization: Bearer {}", "curl -H 'authorization: bearer {}' api"):
+        value = _r(rng, URLSAFE + ".", 40)
+        inside("bearer-token", written.format(value), value)
+    basic = base64.b64encode(f"admin:{_r(rng, ALNUM, 12)}".encode()).decode()
+    inside("basic-auth", f"Authorization: Basic {basic}", basic)
+    return out
+
+
+def corpus(seed: int = 19) -> list[Case]:
+    """Each secret in a sentence, in a JSON document and in a line of code."""
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    for kind, written, needles, single in secrets(rng):
+        cases.append(Case(kind, f"Here you go, use {written} for the deploy tonight.", needles,
+                          single))  # fmt: skip
+        cases.append(Case(kind, json.dumps({"note": "from the vault", "value": written}),
+                          needles, single))  # fmt: skip
+        cases.append(Case(kind, f"client = connect(config={written!r})  # do not commit",
+                          needles, single))  # fmt: skip
+    return cases

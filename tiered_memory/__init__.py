@@ -12,6 +12,7 @@ from tiered_memory.embeddings import Embedder, OnnxEmbedder
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall import Explanation, RecallHit, RecallSettings, SignalMatch
+from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
@@ -29,7 +30,10 @@ __all__ = [
     "OnnxEmbedder",
     "RecallHit",
     "RecallSettings",
+    "Redaction",
+    "Redactor",
     "Scratchpad",
+    "SecretRedactor",
     "SignalMatch",
     "SessionManager",
     "TierView",

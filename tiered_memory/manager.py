@@ -847,9 +847,9 @@ class AgentMemoryManager:
     ) -> list[RecallHit]:
         """The ``k`` memories that best answer ``query``, each with its score and why.
 
-        Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by weighted
-        reciprocal-rank fusion (or by their raw values with ``RecallSettings(fusion=
-        "score")``), then weighed by importance, retention and recency; see
+        Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by their raw
+        values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
+        "rrf")``), then weighed by importance, retention and recency; see
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
         """
         self._require_open()

@@ -1,27 +1,25 @@
 """Recall: fuse keyword (FTS5 bm25) and vector (cosine) candidates into one ranked,
 explained answer.
 
-Scoring, for a memory found by some of the signals::
+Scoring, for a memory found by some of the signals (the default, ``fusion="score"``)::
 
-    fused  = sum over signals s that found it of  weight_s / (rrf_k + rank_s)
+    fused  = keyword_share * bm25 / best bm25 of the query + (1 - keyword_share) * cosine
     score  = fused * importance_factor * retention_factor * recency_factor
 
     importance_factor = 1 + importance_weight * (importance - 0.5)
     retention_factor  = retention_floor + (1 - retention_floor) * retention
     recency_factor    = 1 + recency_weight * exp(-age_days / recency_days)
 
-Reciprocal-rank fusion uses ranks, never raw scores, so nothing is clamped: a memory
-found by keywords only keeps its full keyword contribution (FTS5's bm25 is negative and
-lower is better; it is kept as it is, and shown as a share of the query's best bm25,
-since its absolute values are tiny in small files). The factors only reorder near-ties.
+Every candidate's cosine similarity is computed, also for memories that only the
+keywords found, and a memory that no keyword matches adds nothing on that side (FTS5's
+bm25 is negative and lower is better; it is kept as it is, and shown as a share of the
+query's best bm25, since its absolute values are tiny in small files). The factors only
+reorder near-ties.
 
-``RecallSettings(fusion="score")`` fuses the raw values instead (opt-in; it measured
-better on LoCoMo, see the README)::
+``RecallSettings(fusion="rrf")`` fuses ranks instead of raw values (weighted
+reciprocal-rank fusion, the default before score fusion measured better on LoCoMo)::
 
-    fused = keyword_share * bm25 / best bm25 of the query + (1 - keyword_share) * cosine
-
-where every candidate's cosine similarity is computed, also for memories that only the
-keywords found, and a memory that no keyword matches adds nothing on that side.
+    fused = sum over signals s that found it of  weight_s / (rrf_k + rank_s)
 """
 
 from __future__ import annotations
@@ -89,17 +87,17 @@ def keyword_query(text: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class RecallSettings:
-    """Weights of the fusion. Defaults: 100 candidates from each signal, keyword ranks
-    weigh twice the vector ranks (the default MiniLM model is the weaker signal on
-    conversations), and RRF constant 20. Keyword matches in the two memories before a
-    memory in its session count ``context_weight`` as much as matches in its own words,
-    in the two after it ``after_weight``.
+    """Weights of the fusion. Defaults: 100 candidates from each signal, fused by their
+    raw values (``fusion="score"``, see the module docstring): ``keyword_share`` of the
+    normalised bm25 plus the rest of the cosine similarity. Keyword matches in the two
+    memories before a memory in its session count ``context_weight`` as much as matches
+    in its own words, in the two after it ``after_weight``.
 
-    ``fusion="score"`` fuses raw values instead of ranks (see the module docstring):
-    ``keyword_share`` of the normalised bm25 plus the rest of the cosine similarity;
-    ``rrf_k``, ``keyword_weight`` and ``vector_weight`` then play no part."""
+    ``fusion="rrf"`` fuses ranks instead: keyword ranks weigh ``keyword_weight`` (twice
+    the vector ranks: MiniLM is the weaker signal on conversations), RRF constant
+    ``rrf_k``; these three play no part in score fusion."""
 
-    fusion: str = "rrf"
+    fusion: str = "score"
     keyword_share: float = 0.35
     rrf_k: float = 20.0
     context_weight: float = 0.5

@@ -93,7 +93,11 @@ def test_read_commands_change_no_byte(state: Path, tmp_path: Path, command: str)
 
 def test_search_ranks_pending_memories_by_keywords_and_says_so(pending_db: Path) -> None:
     before = fingerprint(pending_db)
-    hits = orjson.loads(run("search", str(pending_db), "pending garden", "--json").stdout)
+    # -k 40: every memory (score fusion gives one without a vector its keyword share
+    # only, so the embedded ones come first)
+    hits = orjson.loads(
+        run("search", str(pending_db), "pending garden", "--json", "-k", "40").stdout
+    )
     pending = [h for h in hits if h["memory"]["content"].startswith("pending")]
     assert pending and all("no vector yet" in h["explanation"] for h in pending)
     assert all(h["memory"]["embedding_dim"] is None for h in pending)

@@ -39,6 +39,8 @@ TABLES = (
 PAGE = 1000
 MEMORY_FIELDS = tuple(name for name in records.MEMORY_FIELDS if name != "tier")
 """A memory row's fields (the tier is the table it is listed under)."""
+OPTIONAL_MEMORY_FIELDS = ("speaker",)
+"""Exported since schema version 9; a document without them imports as ``None``."""
 
 
 def memory_to_json(memory: Memory) -> dict[str, Any]:
@@ -101,6 +103,7 @@ def _rows(conn: apsw.Connection, table: str) -> Iterator[dict[str, Any]]:
                 "role": e.role,
                 "content": e.content,
                 "timestamp": e.timestamp,
+                "speaker": e.speaker,
             }
     elif table == "repetition_schedules":
         for r in _pages(lambda a: schedule_sql.page(conn, a, PAGE), lambda r: r.memory_id, ""):

@@ -33,7 +33,13 @@ from persistence import (
 )
 from persistence.database import Database
 from persistence.errors import InvalidImportError, InvalidInputError
-from persistence.json_export import FORMAT, FORMAT_VERSION, MEMORY_FIELDS, TABLES
+from persistence.json_export import (
+    FORMAT,
+    FORMAT_VERSION,
+    MEMORY_FIELDS,
+    OPTIONAL_MEMORY_FIELDS,
+    TABLES,
+)
 from persistence.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
@@ -139,6 +145,11 @@ def _object(
     return value
 
 
+def _optional_str(row: Mapping[str, Any], name: str, where: str) -> str | None:
+    """A nullable text field that older documents lack (read as ``None``)."""
+    return _str(row, name, where, nullable=True) if name in row else None
+
+
 def _int(row: Mapping[str, Any], name: str, where: str, nullable: bool = False) -> int | None:
     value = row[name]
     if value is None and nullable:
@@ -238,7 +249,8 @@ def _checked(where: str, check: Callable[[Any], None], record: Any) -> None:
 def _memory(
     row: Any, tier: Tier, where: str, dim: int | None, max_content_bytes: int | None
 ) -> Memory:
-    r = _object(row, where, MEMORY_FIELDS)
+    required = tuple(f for f in MEMORY_FIELDS if f not in OPTIONAL_MEMORY_FIELDS)
+    r = _object(row, where, required, OPTIONAL_MEMORY_FIELDS)
     key = _str(r, "key", where, nullable=True)
     if (tier is Tier.SCRATCHPAD) != (key is not None):
         need = "a key" if tier is Tier.SCRATCHPAD else "no key"
@@ -263,6 +275,7 @@ def _memory(
         last_accessed_at=_int(r, "last_accessed_at", where, nullable=True),
         created_at=_int(r, "created_at", where) or 0,
         updated_at=_int(r, "updated_at", where) or 0,
+        speaker=_optional_str(r, "speaker", where),
     )
     _checked(where, partial(validate_memory, max_content_bytes=max_content_bytes), memory)
     if len(set(memory.tags)) != len(memory.tags):
@@ -289,7 +302,7 @@ def _session(row: Any, where: str) -> SessionState:
 
 
 def _transcript(row: Any, where: str) -> TranscriptEntry:
-    r = _object(row, where, _TRANSCRIPT_FIELDS)
+    r = _object(row, where, _TRANSCRIPT_FIELDS, ("speaker",))
     entry = TranscriptEntry(
         id=_str(r, "id", where) or "",
         session_id=_str(r, "session_id", where) or "",
@@ -297,6 +310,7 @@ def _transcript(row: Any, where: str) -> TranscriptEntry:
         role=_str(r, "role", where) or "",
         content=_str(r, "content", where) or "",
         timestamp=_int(r, "timestamp", where) or 0,
+        speaker=_optional_str(r, "speaker", where),
     )
     _checked(where, validate_transcript, entry)
     return entry

@@ -30,7 +30,7 @@ TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC
 _COLUMNS = (
     "id", "content", "token_count", "metadata", "embedding", "linked_memories", "session_id",
     "agent_id", "category", "source", "importance", "retention", "access_count",
-    "last_accessed_at", "created_at", "updated_at",
+    "last_accessed_at", "created_at", "updated_at", "speaker",
 )  # fmt: skip
 _METADATA = _COLUMNS.index("metadata")
 _EMBEDDING = _COLUMNS.index("embedding")
@@ -72,7 +72,7 @@ _SELECT_ANY_TIER = " UNION ALL ".join(
 def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
-     key, tags) = row  # fmt: skip
+     speaker, key, tags) = row  # fmt: skip
     return Memory(
         id=id_,
         content=content,
@@ -93,6 +93,7 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
         last_accessed_at=last_accessed_at,
         created_at=created_at,
         updated_at=updated_at,
+        speaker=speaker,
     )
 
 
@@ -104,7 +105,7 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
         memory.id, memory.content, memory.token_count, metadata, embedding, linked,
         memory.session_id, memory.agent_id, memory.category, memory.source,
         float(memory.importance), float(memory.retention), memory.access_count,
-        memory.last_accessed_at, memory.created_at, memory.updated_at,
+        memory.last_accessed_at, memory.created_at, memory.updated_at, memory.speaker,
     )  # fmt: skip
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 

@@ -52,6 +52,8 @@ class Memory:
     ``key`` is set only while the memory is in the scratchpad. ``retention`` is the
     forgetting curve's last computed retention strength (1.0 = fresh). ``embedding``
     is a read-only float32 vector or ``None``; it is left out of ``==`` and ``repr``.
+    ``speaker`` names who said it in a conversation (``None``: unknown); recall boosts a
+    speaker's memories when the query names them.
     """
 
     id: str
@@ -73,6 +75,7 @@ class Memory:
     last_accessed_at: int | None = None
     created_at: int = 0
     updated_at: int = 0
+    speaker: str | None = None
 
     @classmethod
     def create(
@@ -102,7 +105,7 @@ export format lists them in this order, the tier aside)."""
 
 NEW_MEMORY_FIELDS: tuple[str, ...] = (
     "session_id", "agent_id", "importance", "tags", "metadata", "source", "category",
-    "embedding",
+    "embedding", "speaker",
 )  # fmt: skip
 """The fields a caller chooses for a new memory (``remember()``'s keyword arguments, with
 ``tier`` and a scratchpad ``key``); the rest the library sets."""
@@ -135,6 +138,7 @@ class TranscriptEntry:
     role: str
     content: str
     timestamp: int
+    speaker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

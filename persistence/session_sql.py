@@ -114,9 +114,18 @@ def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
 def insert_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
     """Insert one transcript line as it is (the session row is not touched)."""
     conn.execute(
-        "INSERT INTO session_transcripts (id, session_id, turn_number, role, content, timestamp) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (entry.id, entry.session_id, entry.turn_number, entry.role, entry.content, entry.timestamp),
+        "INSERT INTO session_transcripts "
+        "(id, session_id, turn_number, role, content, timestamp, speaker) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            entry.id,
+            entry.session_id,
+            entry.turn_number,
+            entry.role,
+            entry.content,
+            entry.timestamp,
+            entry.speaker,
+        ),  # fmt: skip
     )
 
 
@@ -134,8 +143,8 @@ def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]
     """A session's transcript in turn order (insertion order within a turn)."""
     rows = query_all(
         conn,
-        "SELECT id, session_id, turn_number, role, content, timestamp FROM session_transcripts "
-        "WHERE session_id = ? ORDER BY turn_number, rowid",
+        "SELECT id, session_id, turn_number, role, content, timestamp, speaker "
+        "FROM session_transcripts WHERE session_id = ? ORDER BY turn_number, rowid",
         (session_id,),
     )
     return [TranscriptEntry(*row) for row in rows]
@@ -157,7 +166,7 @@ def transcript_page(
     """The next ``limit`` transcript lines in insertion order, with their rowids."""
     rows = query_all(
         conn,
-        "SELECT rowid, id, session_id, turn_number, role, content, timestamp "
+        "SELECT rowid, id, session_id, turn_number, role, content, timestamp, speaker "
         "FROM session_transcripts WHERE rowid > ? ORDER BY rowid LIMIT ?",
         (after_rowid, limit),
     )

@@ -698,10 +698,10 @@ class SQLiteStore:
             return session_sql.active(conn)
 
     def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str
+        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
     ) -> TranscriptEntry:
         """Add a transcript line; the session's turn and ``last_active_at`` move forward."""
-        entry = TranscriptEntry(new_id(), session_id, turn, role, content, self.clock())
+        entry = TranscriptEntry(new_id(), session_id, turn, role, content, self.clock(), speaker)
         validate_transcript(entry)
         with self.transaction() as conn:
             if session_sql.fetch(conn, session_id) is None:

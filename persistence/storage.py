@@ -180,9 +180,9 @@ class MemoryStorage(Protocol):
         """Move a session's ``last_active_at`` forward to ``at``."""
 
     def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str
+        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
     ) -> TranscriptEntry:
-        """Add a transcript line to a started session."""
+        """Add a transcript line (said by ``speaker``, if known) to a started session."""
 
     def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
         """A session's transcript in turn order."""

@@ -50,7 +50,7 @@ def validate_memory(memory: Any, *, max_content_bytes: int | None = None) -> Non
         require_content_size(memory.content, "memory.content", max_content_bytes)
     if not isinstance(memory.tier, Tier):
         raise InvalidTypeError(f"memory.tier must be a Tier, got {memory.tier!r}")
-    for name in ("key", "agent_id", "category", "source"):
+    for name in ("key", "agent_id", "category", "source", "speaker"):
         require_str(getattr(memory, name), f"memory.{name}", allow_none=True)
     require_str(memory.session_id, "memory.session_id", allow_none=True, allow_empty=False)
     require_str_tuple(memory.tags, "memory.tags")
@@ -114,6 +114,7 @@ def validate_transcript(entry: Any) -> None:
     require_str(entry.role, "transcript.role", allow_empty=False)
     require_str(entry.content, "transcript.content")
     require_timestamp(entry.timestamp, "transcript.timestamp")
+    require_str(entry.speaker, "transcript.speaker", allow_none=True)
 
 
 def validate_promotion(record: Any) -> None:

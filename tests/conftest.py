@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 from collections.abc import Callable, Iterator
@@ -99,3 +100,29 @@ def make_memory(
 def memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
     """An open manager on a file and in memory: both must behave the same."""
     return make_memory()
+
+
+SPEAKER_TABLES = ("scratchpad", "episodic", "semantic", "session_transcripts")
+
+
+@contextlib.contextmanager
+def old_schema_store(path: Path, version: int) -> Iterator[SQLiteStore]:
+    """A store on a file at schema ``version`` (< 9) that today's record SQL can write:
+    the ``speaker`` column of version 9 is there while the block runs and dropped after
+    it, so the file that is left is exactly a version-``version`` file with those rows."""
+    from migrations import available_migrations
+    from persistence.connection import ConnectionOptions, connect
+
+    assert version < 9
+    with SQLiteStore(path, migrations=available_migrations()[:version]) as store:
+        with store.transaction() as conn:
+            for table in SPEAKER_TABLES:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN speaker TEXT")
+        yield store
+    conn = connect(str(path), ConnectionOptions())
+    try:
+        with conn:
+            for table in SPEAKER_TABLES:
+                conn.execute(f"ALTER TABLE {table} DROP COLUMN speaker")
+    finally:
+        conn.close()

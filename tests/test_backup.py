@@ -27,7 +27,7 @@ from persistence import (
     SQLiteStore,
     Tier,
 )
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, old_schema_store
 from tests.data_checks import data_checksum, open_raw
 from tests.populate import populate
 from tiered_memory import AgentMemoryManager
@@ -190,7 +190,7 @@ def test_a_bad_restore_source_changes_nothing(
 
 def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) -> None:
     old = tmp_path / "v1.db"
-    with SQLiteStore(old, migrations=migrations.available_migrations()[:1]) as v1:
+    with old_schema_store(old, 1) as v1:
         from persistence import Memory
 
         kept = v1.put_episodic(Memory.create("from version 1"))

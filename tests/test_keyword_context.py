@@ -10,10 +10,11 @@ from pathlib import Path
 
 import apsw
 
-from migrations import LATEST_VERSION, available_migrations
+from migrations import LATEST_VERSION
 from migrations import v008_keyword_window_order as keyword_window
 from persistence import BackupManager, Memory, MemoryFilter, SQLiteStore, Tier, index_sql
 from persistence.records import SessionState
+from tests.conftest import old_schema_store
 
 
 def found(store: SQLiteStore, word: str, tier: Tier | None = None) -> list[str]:
@@ -159,7 +160,7 @@ def rebuilt_scores_and_size(
 
 
 def test_upgrading_fills_the_window_of_existing_memories(db_path: Path) -> None:
-    with SQLiteStore(db_path, migrations=available_migrations()[:5]) as old:
+    with old_schema_store(db_path, 5) as old:
         session(old, "s1")
         add(old, "q", "which museum in Lisbon")
         add(old, "a", "the tile one")

@@ -13,10 +13,26 @@ from tiered_memory import AgentMemoryManager
 
 def test_the_export_format_keeps_its_field_order() -> None:
     assert EXPORTED == (
-        "id", "content", "key", "session_id", "agent_id", "category", "tags", "importance",
-        "retention", "token_count", "source", "metadata", "linked_memories", "embedding",
-        "access_count", "last_accessed_at", "created_at", "updated_at",
-    )  # fmt: skip
+        "id",
+        "content",
+        "key",
+        "session_id",
+        "agent_id",
+        "category",
+        "tags",
+        "importance",
+        "retention",
+        "token_count",
+        "source",
+        "metadata",
+        "linked_memories",
+        "embedding",
+        "access_count",
+        "last_accessed_at",
+        "created_at",
+        "updated_at",
+        "speaker",
+    )  # fmt: skip  (speaker: schema 9, optional on import)
     assert set(MEMORY_FIELDS) == set(EXPORTED) | {"tier"}
 
 

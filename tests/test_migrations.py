@@ -12,7 +12,7 @@ import migrations
 from migrations import v001_initial
 from persistence import Memory, MigrationError, SchemaTooNewError, SQLiteStore, Tier
 from persistence.connection import ConnectionOptions, connect
-from tests.conftest import file_digest
+from tests.conftest import file_digest, old_schema_store
 
 REFERENCE_TABLES = {
     "schema_version", "scratchpad", "episodic", "semantic", "repetition_schedules",
@@ -129,8 +129,7 @@ def test_newer_schema_is_refused_and_untouched(db_path: Path) -> None:
 
 
 def test_a_v1_file_with_rows_is_migrated_to_latest_without_loss(db_path: Path) -> None:
-    v1_only = migrations.available_migrations()[:1]
-    with SQLiteStore(db_path, migrations=v1_only) as store:
+    with old_schema_store(db_path, 1) as store:
         assert store.schema_version == 1
         before = _fill(store, 100)
     with SQLiteStore(db_path) as store:
@@ -152,7 +151,7 @@ def test_a_v7_file_is_migrated_to_v8_with_the_same_keyword_index(db_path: Path) 
     from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size
 
     words = [f"w{i}" for i in range(12)] + ["memory"]
-    with SQLiteStore(db_path, migrations=migrations.available_migrations()[:7]) as old:
+    with old_schema_store(db_path, 7) as old:
         for name in ("a", "b", "c"):
             old.put_session(SessionState(name, started_at=1, last_active_at=1))
         before = [
@@ -162,7 +161,7 @@ def test_a_v7_file_is_migrated_to_v8_with_the_same_keyword_index(db_path: Path) 
         old.forget_memory(before[4].id, reason="test")
         scores = scores_and_size(old, words)
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 8 == migrations.LATEST_VERSION
+        assert store.schema_version == migrations.LATEST_VERSION
         assert [store.get_memory(m.id) for m in before if m is not before[4]] == [
             m for m in before if m is not before[4]
         ]
@@ -191,3 +190,24 @@ def test_rows_written_without_the_store_are_indexed_when_it_opens(db_path: Path)
     conn = connect(str(db_path), ConnectionOptions())
     assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (0,)
     conn.close()
+
+
+def test_a_v8_file_gains_speakers_and_keeps_every_row(db_path: Path) -> None:
+    """Version 9 adds ``speaker`` to memories and transcript lines: rows written before
+    read ``None``, and new ones keep their speaker through the store and a reopen."""
+    from persistence import SessionState
+
+    with old_schema_store(db_path, 8) as old:
+        old.put_session(SessionState("s", started_at=1, last_active_at=1))
+        before = _fill(old, 6)
+        line = old.append_transcript("s", 1, "user", "hello")
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == 9 <= migrations.LATEST_VERSION
+        assert [store.get_memory(m.id) for m in before] == before
+        assert all(store.get_memory(m.id).speaker is None for m in before)  # type: ignore[union-attr]
+        assert store.get_transcripts("s") == [line] and line.speaker is None
+        said = store.put_episodic(Memory.create("I moved to Lisbon", speaker="Caroline"))
+        store.append_transcript("s", 2, "user", "hi", speaker="Melanie")
+    with SQLiteStore(db_path) as store:
+        assert store.get_memory(said.id).speaker == "Caroline"  # type: ignore[union-attr]
+        assert [e.speaker for e in store.get_transcripts("s")] == [None, "Melanie"]

@@ -248,11 +248,13 @@ class AgentMemoryManager:
         category: str | None = None,
         key: str | None = None,
         embedding: Sequence[float] | None = None,
+        speaker: str | None = None,
     ) -> Memory:
         """Store a new memory and its review schedule; return it as stored.
 
         ``tier=Tier.SCRATCHPAD`` files it in the scratchpad under ``key`` (default: its id).
         A ``session_id`` must name a started session, whose activity time is refreshed.
+        ``speaker`` names who said it (recall boosts it when the query names them).
         """
         self._require_open()
         tier = parse_tier(tier)
@@ -264,7 +266,8 @@ class AgentMemoryManager:
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
         now = self.clock()
-        values = (session_id, agent_id, importance, tags, metadata, source, category, embedding)
+        values = (session_id, agent_id, importance, tags, metadata, source, category, embedding,
+                  speaker)  # fmt: skip
         chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True):
@@ -466,10 +469,13 @@ class AgentMemoryManager:
         self._require_open()
         return self.sessions.active()
 
-    def append_transcript(self, session_id: str, role: str, content: str) -> TranscriptEntry:
-        """Add a line to a session's transcript as its next turn."""
+    def append_transcript(
+        self, session_id: str, role: str, content: str, *, speaker: str | None = None
+    ) -> TranscriptEntry:
+        """Add a line to a session's transcript as its next turn (``speaker``: who said
+        it, when ``role`` alone does not tell, as in a chat of several people)."""
         self._require_open()
-        return self.sessions.append(session_id, role, content)
+        return self.sessions.append(session_id, role, content, speaker=speaker)
 
     def get_transcript(self, session_id: str) -> list[TranscriptEntry]:
         """A session's transcript, in order."""
@@ -732,7 +738,7 @@ class AgentMemoryManager:
 
         Each record is a text, or a mapping with ``content`` and any of ``remember()``'s
         keyword fields (``tier``, ``session_id``, ``agent_id``, ``importance``, ``tags``,
-        ``metadata``, ``source``, ``category``, ``key``, ``embedding``); ``tier`` and
+        ``metadata``, ``source``, ``category``, ``key``, ``embedding``, ``speaker``); ``tier`` and
         ``fields`` are the defaults a record's own values override. Every record is
         checked before anything is written (a bad one raises the error ``remember()``
         would, noting its position). Episodic and semantic memories are written

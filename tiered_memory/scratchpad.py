@@ -219,6 +219,7 @@ class Scratchpad:
         source: str | None = None,
         category: str | None = None,
         embedding: Sequence[float] | None = None,
+        speaker: str | None = None,
     ) -> Memory:
         """Store ``content`` under ``key`` (replacing what it held) and return the entry.
 
@@ -243,6 +244,7 @@ class Scratchpad:
             "category": category,
             "embedding": embedding,
             "token_count": tokens,
+            "speaker": speaker,
         }
         now = self._clock()
         with self._change() as entries:

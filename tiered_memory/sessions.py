@@ -83,17 +83,21 @@ class SessionManager:
             self._store.put_session(ended)
         return ended
 
-    def append(self, session_id: str, role: str, content: str) -> TranscriptEntry:
+    def append(
+        self, session_id: str, role: str, content: str, *, speaker: str | None = None
+    ) -> TranscriptEntry:
         """Add a transcript line as the session's next turn."""
         require_str(role, "role", allow_empty=False)
         require_str(content, "content")
+        require_str(speaker, "speaker", allow_none=True)
         content, redacted = redact_text(self._redactor, content)
         with self._store.transaction():
             session = self.require(session_id)
             if not session.is_active:
                 raise InvalidInputError(f"session {session_id} has ended")
             count_in_file(self._store, redacted)
-            return self._store.append_transcript(session_id, session.turn_number + 1, role, content)
+            turn = session.turn_number + 1
+            return self._store.append_transcript(session_id, turn, role, content, speaker=speaker)
 
     def transcript(self, session_id: str) -> list[TranscriptEntry]:
         """Every line of a session's transcript, in order."""

@@ -1,7 +1,9 @@
 """LoCoMo recall-quality adapter over tiered-memory's public API.
 
-One session per conversation, ``remember`` each dialog turn, ``recall`` each question,
-all with default settings. Run (about two minutes)::
+One session per conversation, ``remember`` each dialog turn with its speaker, ``recall``
+each question, all with default settings. ``PreviousDefaultsAdapter`` recalls with the
+defaults before score fusion and the conversation signals, for a comparison in the same
+run (``--retriever A,B``). Run (about two minutes per adapter)::
 
     .venv/bin/python benchmarks/eval_locomo.py --data locomo10.json --limit-convs 5 \\
         --retriever benchmarks/locomo_adapter.py:TieredMemoryAdapter
@@ -20,6 +22,9 @@ from typing import Any
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import RecallSettings
+from tiered_memory.rerank import SessionContextReranker
+
+PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
 
 
 class TieredMemoryAdapter:
@@ -28,10 +33,16 @@ class TieredMemoryAdapter:
     name = "tiered-memory"
 
     def __init__(self, **opts: Any) -> None:
-        """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only)."""
+        """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only);
+        ``--opt reranker=context`` reranks with :class:`SessionContextReranker`."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
         kinds = {"int": int, "float": float, "str": str}
-        overrides = {k: kinds[str(fields[k])](v) for k, v in opts.items()}
+        reranker = opts.pop("reranker", None)
+        overrides: dict[str, Any] = {k: kinds[str(fields[k])](v) for k, v in opts.items()}
+        if reranker == "context":
+            overrides["reranker"] = SessionContextReranker()
+        elif reranker is not None:
+            raise ValueError(f"--opt reranker={reranker}: only 'context' is known")
         self._settings = RecallSettings(**overrides)
         self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
         self._embedder = OnnxEmbedder()
@@ -44,8 +55,9 @@ class TieredMemoryAdapter:
         session = memory.start_session(conv_id)
         with memory.transaction():
             for turn in memories:
+                speaker = getattr(turn, "speaker", None) or None  # passed when the data has it
                 stored = memory.remember(turn.content, session_id=session.session_id,
-                                         metadata={"dia_id": turn.id})  # fmt: skip
+                                         metadata={"dia_id": turn.id}, speaker=speaker)  # fmt: skip
                 self._dia_ids[stored.id] = turn.id
         memory.flush()
         self._managers[conv_id] = memory
@@ -58,3 +70,22 @@ class TieredMemoryAdapter:
         for memory in self._managers.values():
             memory.shutdown()
         self._dir.cleanup()
+
+
+class PreviousDefaultsAdapter(TieredMemoryAdapter):
+    """The adapter with the defaults before score fusion and the conversation signals
+    (``fusion="rrf"``, no answer adjacency, no speaker boost)."""
+
+    name = "tiered-memory (previous defaults)"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{**PREVIOUS_DEFAULTS, **opts})
+
+
+class ContextRerankAdapter(TieredMemoryAdapter):
+    """The adapter with the session-context reranker on the top 50 candidates."""
+
+    name = "tiered-memory + session-context rerank"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{"reranker": "context", **opts})

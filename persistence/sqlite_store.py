@@ -29,6 +29,7 @@ from migrations import (
     read_schema_version,
 )
 from persistence import (
+    conversation_sql,
     embedding_cache_sql,
     forgetting_sql,
     index_sql,
@@ -838,6 +839,17 @@ class SQLiteStore:
                 return {}
             ids, distances = index_sql.cosine_distances(found, query)
             return {memory_id: float(d) for memory_id, d in zip(ids, distances, strict=True)}
+
+    def conversation_turns(
+        self, memory_ids: Sequence[str], *, before: bool = False
+    ) -> dict[str, conversation_sql.Turn]:
+        """Memory id -> (speaker, asks something, id before it (``None`` unless
+        ``before``) and after it in its session), for those of ``memory_ids`` that
+        exist (recall's conversation signals and reranking)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        with self._reading() as conn, read_snapshot(conn):
+            return conversation_sql.turns(conn, list(dict.fromkeys(memory_ids)), before)
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         """Memories still waiting for an embedding: ``(id, tier, content)``."""

@@ -244,6 +244,12 @@ class MemoryStorage(Protocol):
     def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
         """Exact cosine distance to each of ``memory_ids`` that has an embedding."""
 
+    def conversation_turns(
+        self, memory_ids: Sequence[str], *, before: bool = False
+    ) -> dict[str, tuple[str | None, bool, str | None, str | None]]:
+        """Memory id -> (speaker, asks something, id before it (with ``before``) and after
+        it in its session), for those of ``memory_ids`` that exist."""
+
     # --- embeddings -----------------------------------------------------------------------
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:

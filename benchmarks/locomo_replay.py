@@ -38,7 +38,7 @@ from tiered_memory.rerank import RerankCandidate, SessionContextReranker  # noqa
 DEPTH = 100
 
 
-def build_cache(convs: list[Any], path: Path) -> dict[str, Any]:
+def build_cache(convs: list[Any], path: Path, embedder: OnnxEmbedder) -> dict[str, Any]:
     """Per conversation: ids, contents, speakers, vectors, and per question the keyword
     candidates (dia_id, bm25) and the query vector."""
     if path.exists():
@@ -47,7 +47,6 @@ def build_cache(convs: list[Any], path: Path) -> dict[str, Any]:
             return cached
     else:
         cached = {}
-    embedder = OnnxEmbedder()
     with tempfile.TemporaryDirectory() as folder:
         for conv in convs:
             if conv.conv_id in cached:
@@ -147,10 +146,13 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/locomo-replay.pkl")
     ap.add_argument("--grid", default="adjacency=0,0.1,0.2,0.3;speaker=0,0.02,0.05")
     ap.add_argument("--table", action="store_true", help="per-category table per setting")
+    ap.add_argument("--model-dir", help="another ONNX sentence encoder (use its own --cache)")
+    ap.add_argument("--max-length", type=int, default=256, help="its token limit")
     args = ap.parse_args()
     wanted = args.convs.split(",")
     convs = [c for c in load_locomo(args.data) if c.conv_id in wanted]
-    cache = build_cache(convs, Path(args.cache))
+    embedder = OnnxEmbedder(args.model_dir, max_length=args.max_length)
+    cache = build_cache(convs, Path(args.cache), embedder)
     axes: dict[str, list[Any]] = {}
     for part in args.grid.split(";"):
         name, values = part.split("=")

@@ -25,6 +25,7 @@ from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, mem
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import RecallSettings, keyword_query
+from tiered_memory.rerank import SessionContextReranker
 
 DIM = 384
 WORDS = [f"w{i}" for i in range(5000)]
@@ -76,9 +77,10 @@ def _build(path: Path, count: int) -> np.ndarray:
                 stop = min(start + 10_000, count)
                 picks = words[rng.integers(len(words), size=(stop - start, 12))]
                 for i, row in enumerate(picks, start):
+                    text = " ".join(row) + (" ?" if i % 5 == 0 else "")  # some questions
                     memory = Memory.create(
-                        " ".join(row), Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i],
-                        session_id=f"s{i - i % SESSION_SIZE}",
+                        text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i],
+                        session_id=f"s{i - i % SESSION_SIZE}", speaker=("Ann", "Bob")[i % 2],
                     )  # fmt: skip
                     memory_sql.upsert(
                         conn, memory, memory_sql.encode_row(memory, vectors[i].tobytes())
@@ -182,32 +184,56 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     )
 
 
-def test_score_fusion_latency(corpus: Any) -> None:
-    """``RecallSettings(fusion="score")`` against the default rank fusion in this run: it
-    also fetches the vectors of the keyword-only candidates."""
+def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
+    """recall() p50 / p95 (query embedding excluded) for the previous defaults (rank
+    fusion, no conversation signals), score fusion alone, today's defaults (score fusion
+    with answer adjacency and speaker attribution) and today's defaults with the
+    session-context reranker on the top 50, against the raw FTS5 + sqlite-vec floor,
+    all in one loop. Every fifth memory is a question and memories alternate two
+    speakers; a third of the queries name one."""
     count, memory, queries, _ = corpus
-    scored = AgentMemoryManager.open(
-        memory.store.path, embedder=memory.embedder(), recall_review_quality=None,
-        recall=RecallSettings(fusion="score"),
-    )  # fmt: skip
+    settings = {
+        "previous defaults (rrf)": RecallSettings(fusion="rrf", adjacency_weight=0,
+                                                  speaker_boost=0),
+        "score fusion alone": RecallSettings(adjacency_weight=0, speaker_boost=0),
+        "defaults (score + signals)": RecallSettings(),
+        "defaults + context rerank": RecallSettings(reranker=SessionContextReranker()),
+    }  # fmt: skip
+    managers = {
+        name: AgentMemoryManager.open(memory.store.path, embedder=memory.embedder(),
+                                      recall_review_quality=None, recall=chosen)
+        for name, chosen in settings.items()
+    }  # fmt: skip
+    named = [f"{q} Ann" if i % 3 == 0 else q for i, q in enumerate(queries)]
+    for i, q in enumerate(queries):
+        if i % 3 == 0:
+            memory.embedder().vectors[named[i]] = memory.embedder().vectors[q]
+    embedded = {q: memory.embedder().embed([q])[0] for q in named}
     try:
-        timings: dict[str, list[float]] = {"rrf": [], "score": []}
-        for q in queries[:5]:
-            scored.recall(q, k=10)  # loads its vector copy
-        for q in queries:
-            for name, manager in (("rrf", memory), ("score", scored)):
+        timings: dict[str, list[float]] = {name: [] for name in [*managers, "raw"]}
+        for manager in managers.values():
+            for q in named[:5]:
+                manager.recall(q, k=10)  # loads its vector copy
+        for q in named:
+            for name, manager in managers.items():
                 start = time.perf_counter()
                 manager.recall(q, k=10)
                 timings[name].append(time.perf_counter() - start)
+            with memory.store.read_connection() as conn:
+                start = time.perf_counter()
+                raw_keyword(conn, keyword_query(q) or "", 100)
+                raw_vec0_knn(conn, embedded[q].tobytes(), 400)
+                timings["raw"].append(time.perf_counter() - start)
     finally:
-        scored.shutdown()
-    rp50, rp95 = _percentiles(timings["rrf"])
-    sp50, sp95 = _percentiles(timings["score"])
-    print(
-        f"\n{count:>7} memories: recall() p50 / p95, query embedding excluded: rank fusion "
-        f"{rp50:.2f} / {rp95:.2f} ms, score fusion {sp50:.2f} / {sp95:.2f} ms "
-        f"({sp50 / rp50:.2f}x)"
-    )
+        for manager in managers.values():
+            manager.shutdown()
+    raw50, raw95 = _percentiles(timings["raw"])
+    lines = [f"\n{count:>7} memories: recall() p50 / p95, query embedding excluded"]
+    for name in managers:
+        p50, p95 = _percentiles(timings[name])
+        lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
+    lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
+    print("\n".join(lines))
 
 
 def test_query_embedding_and_remember_throughput(tmp_path: Path) -> None:

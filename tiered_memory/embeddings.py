@@ -66,12 +66,18 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors: ...
 
 
+POOLINGS = ("mean", "cls")
+
+
 class OnnxEmbedder:
     """A BERT-style ONNX sentence encoder (the default: MiniLM-L6-v2, int8).
 
     ``model_dir`` may name any folder holding ``model.onnx`` and ``tokenizer.json``;
-    without it the packaged model is used. ``threads`` is onnxruntime's intra-op thread
-    count (one is fastest under load on small machines). The model is loaded on first use.
+    without it the packaged model is used (see also :meth:`from_directory` and
+    :meth:`quality`). ``threads`` is onnxruntime's intra-op thread count (one is fastest
+    under load on small machines). The model's first output (token states) is pooled by
+    ``pooling`` (``"mean"`` over the attention mask, or ``"cls"``: the first token) and,
+    with ``normalize``, scaled to unit length. The model is loaded on first use.
     """
 
     def __init__(
@@ -81,11 +87,22 @@ class OnnxEmbedder:
         threads: int = 1,
         max_length: int = 256,
         batch_size: int = 32,
+        pooling: str = "mean",
+        normalize: bool = True,
+        model_id: str | None = None,
     ) -> None:
         for name, value in (("threads", threads), ("max_length", max_length),
                             ("batch_size", batch_size)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
+        if pooling not in POOLINGS:
+            raise InvalidInputError(
+                f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}"
+            )
+        if not isinstance(normalize, bool):
+            raise InvalidInputError(f"normalize must be a bool, got {normalize!r}")
+        self.pooling = pooling
+        self.normalize = normalize
         self._model_dir = None if model_dir is None else Path(model_dir)
         self.threads = threads
         self.max_length = max_length
@@ -95,10 +112,51 @@ class OnnxEmbedder:
         self._tokenizer: Any = None
         self._inputs: set[str] = set()
         self._dim: int | None = None
-        if self._model_dir is None:
+        if model_id is not None:
+            self._model_id = model_id
+        elif self._model_dir is None:
             self._model_id = DEFAULT_MODEL_ID
         else:
             self._model_id = f"onnx:{self._model_dir.resolve().name}"
+
+    @classmethod
+    def from_directory(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        pooling: str = "mean",
+        normalize: bool = True,
+        threads: int = 1,
+        max_length: int = 256,
+    ) -> OnnxEmbedder:
+        """A sentence-transformer exported to ONNX that you already have: ``path`` holds
+        ``model.onnx`` (inputs ``input_ids``, ``attention_mask``, optionally
+        ``token_type_ids``; first output the token states) and ``tokenizer.json``.
+        ``EmbedderError`` at once if the folder is not one."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise EmbedderError(f"{folder} is not a folder (expected model.onnx + tokenizer.json)")
+        missing = [n for n in ("model.onnx", "tokenizer.json") if not (folder / n).is_file()]
+        if missing:
+            raise EmbedderError(
+                f"{folder} is not an ONNX sentence-encoder folder: it lacks "
+                f"{' and '.join(missing)} (export one with e.g. optimum-cli export onnx)"
+            )
+        return cls(folder, pooling=pooling, normalize=normalize, threads=threads,
+                   max_length=max_length)  # fmt: skip
+
+    @classmethod
+    def quality(
+        cls, *, threads: int = 1, cache: str | os.PathLike[str] | None = None
+    ) -> OnnxEmbedder:
+        """The quality profile: all-mpnet-base-v2 (768 dimensions, 384 tokens), built
+        once from the ``mpnet`` extra's packages into the cache directory (see
+        :mod:`tiered_memory.quality_model`; about 20 s and 440 MB). Slower than the
+        default MiniLM; finds more on conversations (README)."""
+        from tiered_memory import quality_model
+
+        folder = quality_model.build(None if cache is None else Path(cache))
+        return cls(folder, threads=threads, max_length=384, model_id=quality_model.MODEL_ID)
 
     @property
     def model_id(self) -> str:
@@ -149,7 +207,11 @@ class OnnxEmbedder:
             except Exception as exc:
                 raise EmbedderError(f"cannot load the embedding model: {exc}") from exc
             tokenizer.enable_truncation(max_length=self.max_length)
-            tokenizer.enable_padding()  # to the longest text of each batch
+            padding = tokenizer.padding  # keep the model's own pad token, if it names one
+            if padding:
+                tokenizer.enable_padding(pad_id=padding["pad_id"], pad_token=padding["pad_token"])
+            else:
+                tokenizer.enable_padding()  # to the longest text of each batch
             self._tokenizer = tokenizer
             self._inputs = {i.name for i in session.get_inputs()}
             shape = session.get_outputs()[0].shape
@@ -166,10 +228,16 @@ class OnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feed)[0]
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        vectors: Vectors = (pooled / norms).astype(np.float32)
+        if hidden.ndim == 2:  # the graph pooled already
+            pooled = hidden
+        elif self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if self.normalize:
+            pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        vectors: Vectors = np.asarray(pooled, dtype=np.float32)
         return vectors
 
     def bounded(self, text: str) -> str:

@@ -89,3 +89,14 @@ class ContextRerankAdapter(TieredMemoryAdapter):
 
     def __init__(self, **opts: Any) -> None:
         super().__init__(**{"reranker": "context", **opts})
+
+
+class QualityAdapter(TieredMemoryAdapter):
+    """The adapter with the quality profile's model (``OnnxEmbedder.quality()``, extra
+    ``mpnet``; built into the cache directory on first use)."""
+
+    name = "tiered-memory, quality model"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**opts)
+        self._embedder = OnnxEmbedder.quality()

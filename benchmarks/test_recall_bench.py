@@ -22,7 +22,7 @@ import pytest
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
-from tiered_memory import AgentMemoryManager
+from tiered_memory import AgentMemoryManager, quality_model
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import RecallSettings, keyword_query
 from tiered_memory.rerank import SessionContextReranker
@@ -233,6 +233,21 @@ def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
         p50, p95 = _percentiles(timings[name])
         lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
     lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
+    models = {"MiniLM (default)": OnnxEmbedder()}
+    built = quality_model.cache_dir() / quality_model.FOLDER / "model.onnx"
+    if not smoke() and built.is_file():  # never built here: see OnnxEmbedder.quality()
+        models["all-mpnet-base-v2 (quality)"] = OnnxEmbedder.quality()
+    for name, model in models.items():
+        model.embed(["warm up"])
+        spent = []
+        for q in named:
+            start = time.perf_counter()
+            model.embed([q])
+            spent.append(time.perf_counter() - start)
+        e50, e95 = _percentiles(spent)
+        lines.append(f"  query embedding, {name:<28} {e50:7.2f} / {e95:7.2f} ms")
+    if len(models) == 1:
+        lines.append("  (quality model not built in the cache: not measured)")
     print("\n".join(lines))
 
 

@@ -13,6 +13,7 @@ from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall import Explanation, RecallHit, RecallSettings, SignalMatch
 from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
+from tiered_memory.rerank import OnnxCrossEncoder, RerankCandidate, Reranker, SessionContextReranker
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tiers import TierView
@@ -27,15 +28,19 @@ __all__ = [
     "Explanation",
     "ForgettingCurve",
     "MemoryConfig",
+    "OnnxCrossEncoder",
     "OnnxEmbedder",
     "RecallHit",
     "RecallSettings",
     "Redaction",
     "Redactor",
+    "RerankCandidate",
+    "Reranker",
     "Scratchpad",
     "SecretRedactor",
-    "SignalMatch",
+    "SessionContextReranker",
     "SessionManager",
+    "SignalMatch",
     "TierView",
     "TokenCounter",
     "__version__",

@@ -308,5 +308,6 @@ def build(target: Path | None = None) -> Path:
     for path, data in ((tokenizer, tokenizer_json), (model, serialized)):
         with tempfile.NamedTemporaryFile(dir=folder, delete=False) as tmp:
             tmp.write(data)
-        os.replace(tmp.name, path)
+        os.chmod(tmp.name, 0o644)
+        os.replace(tmp.name, path)  # whole or absent: a reader never sees half a model
     return folder

@@ -23,7 +23,8 @@ import apsw
 
 from migrations import LATEST_VERSION, read_schema_version
 from persistence import integrity_sql, leftovers, memory_sql
-from persistence.connection import SQLITE_HEADER, query_one, query_value
+from persistence.connection import connect_snapshot, query_one, query_value
+from persistence.encryption import check_file_for_key, wrong_key
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
@@ -32,7 +33,7 @@ from persistence.errors import (
     InvalidInputError,
     MissingDirectoryError,
     MissingFileError,
-    NotADatabaseError,
+    PlaintextExportError,
     SameDatabaseError,
     SchemaTooNewError,
     storage_errors,
@@ -191,7 +192,7 @@ class BackupManager:
             progress(_size(partial), _size(partial))
 
     def _verify_snapshot(self, path: Path) -> None:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        conn = connect_snapshot(path, self.store.options.key)
         try:
             damage = integrity_sql.sqlite_integrity(conn)
             version = read_schema_version(conn)
@@ -238,22 +239,23 @@ class BackupManager:
                 "snapshot: restore from a backup (`tiered-memory backup` makes one); "
                 "nothing was restored"
             )
-        src = _open_snapshot(path)
+        key = self.store.options.key
+        src = _open_snapshot(path, key)
         try:
             source_version = _check_restore_source(src, path)
         finally:
             src.close()
         with self._staging() as staging:
-            src = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+            src = connect_snapshot(path, key)
             try:
-                src.execute("VACUUM INTO ?", (str(staging),))
+                src.execute("VACUUM INTO ?", (str(staging),))  # encrypted with the same key
             finally:
                 src.close()
-            with SQLiteStore(staging) as staged:  # migrates, builds the indexes
+            with SQLiteStore(staging, key=key) as staged:  # migrates, builds the indexes
                 problems = BackupManager(staged).check_integrity().problems
                 if problems:
                     raise CorruptDatabaseError(f"{path}: {problems[0].detail}; nothing restored")
-            staged_conn = apsw.Connection(str(staging), flags=apsw.SQLITE_OPEN_READONLY)
+            staged_conn = connect_snapshot(staging, key)
             try:
                 with self.store.exclusive_connection() as live:
                     if int(staged_conn.pragma("page_size")) != int(live.pragma("page_size")):
@@ -316,13 +318,21 @@ class BackupManager:
         *,
         overwrite: bool = False,
         progress: Progress | None = None,
+        allow_plaintext: bool = False,
     ) -> Path:
         """Write every table to one versioned JSON document; return its path.
 
         Streamed page by page from one read snapshot, so memory stays bounded. The
         document is written under a temporary name and renamed when complete. An existing
-        file is kept unless ``overwrite``; the database's own files never are.
+        file is kept unless ``overwrite``; the database's own files never are. The JSON
+        is plain text: an encrypted store refuses unless ``allow_plaintext``.
         """
+        if self.store.encrypted and not allow_plaintext:
+            raise PlaintextExportError(
+                f"{self.store.path} is encrypted and a JSON export is plain text: pass "
+                "allow_plaintext=True (--allow-plaintext) to write it anyway, or make an "
+                "encrypted snapshot with backup() (nothing was written)"
+            )
         final = self._timestamped(self._managed_dir(), ".json") if target is None else Path(target)
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
@@ -466,18 +476,19 @@ def _publish(partial: Path, final: Path, another: Callable[[], Path] | None = No
     return final
 
 
-def _open_snapshot(path: Path) -> apsw.Connection:
-    """Open a restore source read-only after checking it is a SQLite file at all."""
+def _open_snapshot(path: Path, key: bytes | None) -> apsw.Connection:
+    """Open a restore source read-only after checking it is a SQLite file at all, and
+    (for an encrypted store) one encrypted with the same key."""
     if not path.is_file():
         raise MissingFileError(f"{path} does not exist")
-    with path.open("rb") as handle:
-        if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-            raise NotADatabaseError(f"{path} is not a SQLite database; nothing restored")
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    check_file_for_key(path, key, doing="restored")
+    conn = connect_snapshot(path, key)
     try:
         query_value(conn, "SELECT count(*) FROM sqlite_schema")
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         conn.close()
+        if key is not None and isinstance(exc, apsw.NotADBError):
+            raise wrong_key(path, "restored") from None
         raise CorruptDatabaseError(f"{path} is damaged ({exc}); nothing restored") from exc
     except apsw.CantOpenError as exc:
         conn.close()

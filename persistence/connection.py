@@ -16,13 +16,18 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import apsw
 import sqlite_vec
 
+from persistence.encryption import (
+    apply_key,
+    check_file_for_key,
+    wrong_key,
+)
 from persistence.errors import (
     CorruptDatabaseError,
     DatabaseOpenError,
@@ -38,7 +43,6 @@ from persistence.validation import require_choice, require_int
 
 logger = logging.getLogger("tiered_memory")
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 MEMORY_PATH = ":memory:"
 
 Synchronous = Literal["NORMAL", "FULL"]
@@ -46,11 +50,16 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 @dataclass(frozen=True, slots=True)
 class ConnectionOptions:
-    """Per-connection settings. ``synchronous="FULL"`` also survives power loss."""
+    """Per-connection settings. ``synchronous="FULL"`` also survives power loss.
+
+    ``key`` (bytes, see :mod:`persistence.encryption`) is given to every connection
+    before it reads anything; it is left out of the repr.
+    """
 
     synchronous: Synchronous = "NORMAL"
     busy_timeout_ms: int = 5000
     wal_autocheckpoint: int = 1000
+    key: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
@@ -134,12 +143,13 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
     """
     with storage_errors(f"opening {path}", None if path == MEMORY_PATH else path):
         if path != MEMORY_PATH:
-            _prepare_file(Path(path))
+            _prepare_file(Path(path), options.key)
         try:
             conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         except apsw.CantOpenError as exc:
             raise _cannot_open(path, exc) from exc
-        with _closed_on_failure(conn, path, _cannot_open):
+        with _closed_on_failure(conn, path, _cannot_open, options.key):
+            connection_key(conn, options.key)
             connection_busy_timeout(conn, options.busy_timeout_ms)
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
             if path != MEMORY_PATH and conn.readonly("main"):
@@ -155,17 +165,26 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
         return conn
 
 
+def connection_key(conn: apsw.Connection, key: bytes | None) -> None:
+    """Give an encrypted file's key first of all (no-op for a plain file)."""
+    if key is not None:
+        apply_key(conn, key)
+
+
 @contextmanager
 def _closed_on_failure(
     conn: apsw.Connection,
     path: str,
     cannot_open: Callable[[str, apsw.CantOpenError], TieredMemoryError],
+    key: bytes | None = None,
 ) -> Iterator[None]:
     """Set up a new connection: on any failure close it, naming what SQLite found."""
     try:
         yield
     except apsw.NotADBError as exc:
         conn.close()
+        if key is not None:
+            raise wrong_key(path) from None
         raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
     except apsw.CorruptError as exc:
         conn.close()
@@ -208,13 +227,14 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
     """
     file = Path(path)
     with storage_errors(f"opening {path} read-only", path):
-        _require_database_file(file)
-        name, flags, vfs = _read_only_target(file)
+        _require_database_file(file, options.key)
+        name, flags, vfs = _read_only_target(file, options.key)
         try:
             conn = apsw.Connection(name, flags=flags, vfs=vfs)
         except apsw.CantOpenError as exc:
             raise _cannot_read(path, exc) from exc
-        with _closed_on_failure(conn, path, _cannot_read):
+        with _closed_on_failure(conn, path, _cannot_read, options.key):
+            connection_key(conn, options.key)
             if vfs:
                 conn.pragma("locking_mode", "exclusive")
             connection_busy_timeout(conn, options.busy_timeout_ms)
@@ -224,7 +244,19 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
         return conn
 
 
-def _require_database_file(path: Path) -> None:
+def connect_snapshot(path: Path, key: bytes | None) -> apsw.Connection:
+    """Open a snapshot or staging file read-only, with the key of the store it belongs to
+    (the caller has checked it is a database; reading it may still fail)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        connection_key(conn, key)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _require_database_file(path: Path, key: bytes | None) -> None:
     """A read-only open needs an existing, non-empty SQLite file."""
     if not path.parent.is_dir():
         raise MissingDirectoryError(f"directory {path.parent} does not exist (nothing was read)")
@@ -232,7 +264,7 @@ def _require_database_file(path: Path) -> None:
         raise NotADatabaseError(f"{path} is a directory, not a database file")
     if not path.exists():
         raise MissingFileError(f"no database at {path} (a read-only open creates nothing)")
-    _check_header(path)
+    check_file_for_key(path, key, doing="read")
     if path.stat().st_size == 0:
         raise NotADatabaseError(
             f"{path} is empty, not a tiered-memory database (left untouched; a read-only "
@@ -240,7 +272,7 @@ def _require_database_file(path: Path) -> None:
         )
 
 
-def _read_only_target(path: Path) -> tuple[str, int, str | None]:
+def _read_only_target(path: Path, key: bytes | None) -> tuple[str, int, str | None]:
     """``(name, flags, vfs)`` to open ``path`` read-only (see :func:`connect_read_only`)."""
     flags = apsw.SQLITE_OPEN_READONLY
     if not read_only_storage(path):
@@ -250,6 +282,12 @@ def _read_only_target(path: Path) -> tuple[str, int, str | None]:
         return uri, flags | apsw.SQLITE_OPEN_URI, None
     if Path(f"{path}-shm").exists():
         return str(path), flags, None
+    if key is not None:
+        # The cipher works through its own VFS, which a Python VFS cannot sit on.
+        raise DatabaseOpenError(
+            f"{path} is encrypted and on read-only storage with a -wal but no -shm file: "
+            "copy the database and its -wal to a writable folder to read it"
+        )
     return str(path), flags, _no_lock_vfs()
 
 
@@ -312,7 +350,7 @@ def may_leave_wal_files(path: str) -> bool:
     )
 
 
-def tidy_wal_files(path: str) -> None:
+def tidy_wal_files(path: str, key: bytes | None = None) -> None:
     """Remove the empty -wal and its -shm that read-only connections to ``path`` created.
 
     SQLite's read-only connections cannot remove them; its last read-write connection
@@ -327,6 +365,7 @@ def tidy_wal_files(path: str) -> None:
             return
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
         try:
+            connection_key(conn, key)
             conn.set_busy_timeout(0)
             conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
         finally:
@@ -335,7 +374,7 @@ def tidy_wal_files(path: str) -> None:
         logger.debug("left %s-wal and -shm for a later close: %s", path, exc)
 
 
-def _prepare_file(path: Path) -> None:
+def _prepare_file(path: Path, key: bytes | None) -> None:
     if not path.parent.is_dir():
         raise MissingDirectoryError(
             f"directory {path.parent} does not exist: create it first (nothing was written)"
@@ -343,28 +382,18 @@ def _prepare_file(path: Path) -> None:
     if path.is_dir():
         raise NotADatabaseError(f"{path} is a directory, not a database file")
     if path.exists():
-        _check_header(path)
+        check_file_for_key(path, key, doing="written")
         return
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
-        _check_header(path)
+        check_file_for_key(path, key, doing="written")
         return
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
             raise  # storage_errors says which: read-only or full
         raise DatabaseOpenError(f"cannot create {path}: {exc.strerror}") from exc
     os.close(fd)
-
-
-def _check_header(path: Path) -> None:
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise DatabaseOpenError(f"cannot read {path}: {exc.strerror}") from exc
-    if header and header != SQLITE_HEADER:
-        raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)")
 
 
 Row = tuple[Any, ...]

@@ -16,9 +16,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import apsw
 
+from persistence import encryption
 from persistence.connection import (
     MEMORY_PATH,
     ConnectionOptions,
@@ -152,7 +154,7 @@ class Database:
     def _tidy_after_read_only(self) -> None:
         tidy, self._tidy_wal = self._tidy_wal, False
         if tidy:
-            tidy_wal_files(self.path)
+            tidy_wal_files(self.path, self.options.key)
 
     def close(self) -> None:
         """Refresh planner statistics, then close every connection; twice is harmless.
@@ -184,6 +186,25 @@ class Database:
                     writer.close()
         if writer is not None and self.read_only:
             self._tidy_after_read_only()
+
+    def rekey(self, new_key: bytes) -> None:
+        """Re-encrypt the file with ``new_key`` in one write transaction, then use it.
+
+        Waits for other threads' reads and writes; their read connections (opened with
+        the old key) are closed and reopened with the new one on their next read. A
+        crash leaves the file under exactly one of the keys (the WAL commits it whole).
+        """
+        with self.exclusive_connection() as conn:
+            with self._readers_cond:
+                while self._active_reads:
+                    self._readers_cond.wait()
+                readers, self._readers = self._readers, []
+            self._local = threading.local()
+            for reader in readers:
+                reader.close()
+            encryption.rekey(conn, new_key)
+            self.options = replace(self.options, key=new_key)
+            conn.pragma("wal_checkpoint", "TRUNCATE")
 
     def require_writable(self) -> None:
         """Raise :class:`ReadOnlyError` if opened read-only."""

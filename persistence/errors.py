@@ -78,6 +78,21 @@ class MissingFileError(DatabaseOpenError, FileNotFoundError):
     """A file that was named (a snapshot, an export) does not exist."""
 
 
+class EncryptionKeyError(DatabaseOpenError):
+    """The key does not open the file: a wrong or missing key for an encrypted file, or a
+    key given for a plain one. Nothing was changed; the key is never in the message."""
+
+
+class EncryptionUnavailableError(EncryptionKeyError):
+    """A key was given, but the installed ``apsw`` cannot encrypt (it is the plain APSW
+    build, not ``apsw-sqlite3mc``); nothing was opened."""
+
+
+class PlaintextExportError(TieredMemoryError):
+    """Exporting an encrypted file to plain JSON was not allowed explicitly
+    (``allow_plaintext=True`` / ``--allow-plaintext``); nothing was written."""
+
+
 class StorageError(TieredMemoryError):
     """SQLite or the file system failed underneath a call; what it was doing was undone."""
 

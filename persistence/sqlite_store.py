@@ -52,10 +52,12 @@ from persistence.connection import (
 )
 from persistence.database import Database
 from persistence.embedding_cache_sql import content_hash
+from persistence.encryption import Key, key_bytes
 from persistence.errors import (
     DuplicateMemoryError,
     EmbeddingDimensionError,
     EmbeddingModelMismatchError,
+    EncryptionKeyError,
     ForeignDatabaseError,
     InvalidInputError,
     InvalidPromotionError,
@@ -147,6 +149,7 @@ class SQLiteStore:
         change_check_interval_ms: int = 50,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         read_only: bool = False,
+        key: Key | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -157,7 +160,11 @@ class SQLiteStore:
         self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
         require_bool(read_only, "read_only")
         self.read_only = read_only
-        self.options = ConnectionOptions(synchronous, busy_timeout_ms, wal_autocheckpoint)
+        self.options = ConnectionOptions(
+            synchronous, busy_timeout_ms, wal_autocheckpoint, key_bytes(key)
+        )
+        if key is not None and self.path == MEMORY_PATH:
+            raise InvalidInputError("an in-memory store has no file to encrypt: omit key")
         self.db = Database(
             self.path,
             self.options,
@@ -272,14 +279,32 @@ class SQLiteStore:
                 "(left untouched; nothing is created here)"
             )
 
+    @property
+    def encrypted(self) -> bool:
+        """True when the file is opened with a key (encrypted at rest)."""
+        return self.options.key is not None
+
+    def rekey(self, new_key: Key) -> None:
+        """Re-encrypt the file with ``new_key`` in one operation (see :meth:`Database.rekey`)."""
+        new = key_bytes(new_key)
+        assert new is not None
+        if not self.encrypted:
+            raise EncryptionKeyError(
+                f"{self.path} is not encrypted: rekey changes the key of an encrypted file "
+                "(nothing was changed)"
+            )
+        with storage_errors(f"changing the key of {self.path}", self.db.place):
+            self.db.rekey(new)
+        self.options = self.db.options
+
     @classmethod
-    def migrate(cls, path: str | os.PathLike[str]) -> tuple[int, int]:
+    def migrate(cls, path: str | os.PathLike[str], key: Key | None = None) -> tuple[int, int]:
         """Bring an existing database to the current schema: ``(version before, after)``.
 
         Nothing is created: a missing or empty file, or one that is not a tiered-memory
         database, is refused and left as it was.
         """
-        store = cls(path)
+        store = cls(path, key=key)
         if store.is_memory:
             raise InvalidInputError("an in-memory store has nothing to migrate")
         with storage_errors(f"migrating {store.path}", store.path):

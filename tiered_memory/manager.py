@@ -87,6 +87,7 @@ class AgentMemoryManager:
         config: MemoryConfig | None = None,
         *,
         read_only: bool = False,
+        key: str | bytes | None = None,
         **overrides: Any,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
@@ -106,6 +107,7 @@ class AgentMemoryManager:
             change_check_interval_ms=self.config.external_change_check_ms,
             max_content_bytes=self.config.max_content_bytes,
             read_only=read_only,
+            key=key,
         )
         self.store: MemoryStorage = sqlite  # the domain uses only the Protocol's operations
         self.store.on_external_change(self._reload)
@@ -155,6 +157,7 @@ class AgentMemoryManager:
         config: MemoryConfig | None = None,
         *,
         read_only: bool = False,
+        key: str | bytes | None = None,
         **overrides: Any,
     ) -> AgentMemoryManager:
         """A manager on a durable file (created, or migrated to the current schema).
@@ -164,10 +167,14 @@ class AgentMemoryManager:
         embedded or reviewed; recall embeds only the query (memories still without a
         vector are ranked by keywords, and their explanation says so); every mutating
         call raises :class:`~persistence.ReadOnlyError`.
+
+        ``key`` (str or bytes) opens an encrypted file, or creates a new file encrypted
+        (SQLite3 Multiple Ciphers): the file, its WAL and its backups hold no plaintext.
+        A wrong or missing key raises :class:`~persistence.EncryptionKeyError`.
         """
         if isinstance(path, str | os.PathLike) and os.fspath(path) == ":memory:":
             raise InvalidInputError("use AgentMemoryManager.in_memory() for a store in memory")
-        return cls(path, config, read_only=read_only, **overrides).initialize()
+        return cls(path, config, read_only=read_only, key=key, **overrides).initialize()
 
     @classmethod
     def in_memory(cls, config: MemoryConfig | None = None, **overrides: Any) -> AgentMemoryManager:
@@ -653,10 +660,26 @@ class AgentMemoryManager:
         return result
 
     def export_json(self, target: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
-                    progress: Progress | None = None) -> Path:  # fmt: skip
-        """Write everything to one versioned JSON document; return its path."""
+                    progress: Progress | None = None,
+                    allow_plaintext: bool = False) -> Path:  # fmt: skip
+        """Write everything to one versioned JSON document; return its path (an encrypted
+        file needs ``allow_plaintext=True``: the JSON is plain text)."""
         self._require_open()
-        return self.backups.export_json(target, overwrite=overwrite, progress=progress)
+        return self.backups.export_json(
+            target, overwrite=overwrite, progress=progress, allow_plaintext=allow_plaintext
+        )
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the file was opened with a key."""
+        return self.backups.store.encrypted
+
+    def rekey(self, new_key: str | bytes) -> None:
+        """Re-encrypt the file with ``new_key`` in one operation; a crash leaves it under
+        exactly one of the two keys. Other processes must not have the file open."""
+        self._require_open()
+        self.backups.store.require_writable()
+        self.backups.store.rekey(new_key)
 
     def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
                     progress: Progress | None = None,

@@ -12,6 +12,10 @@ call *after* the call returned (``W id tier`` or ``P id from to``), until it is 
 once its snapshot file has content and waits for a line on stdin before going on.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
+``worker.py encrypted-write DB``: writes episodic memories forever to DB encrypted with
+``$TIERED_MEMORY_KEY``, printing each id once stored.
+``worker.py rekey DB``: opens DB with ``$TIERED_MEMORY_KEY``, prints ``READY``, changes
+the key to ``$NEW_KEY`` and prints ``REKEYED``.
 ``worker.py reembed DB``: re-embeds DB with :class:`HashEmbedder` ``("test-b", 8)``,
 slowly, printing ``EMBEDDED n`` after each batch the model returned, then ``DONE``.
 """
@@ -19,6 +23,7 @@ slowly, printing ``EMBEDDED n`` after each batch the model returned, then ``DONE
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sys
 import time
@@ -201,6 +206,26 @@ def read(path: str, memory_id: str) -> None:
         _say("MISSING" if memory is None else memory.content)
 
 
+SENTENCE = "the lighthouse keeper hides the spare key under the blue stone"
+
+
+def encrypted_write(path: str) -> None:
+    with SQLiteStore(path, key=os.environ["TIERED_MEMORY_KEY"]) as store:
+        _say("READY")
+        n = 0
+        while True:
+            memory = store.put_episodic(Memory.create(f"{SENTENCE} {n}", tags=("enc",)))
+            _say(memory.id)
+            n += 1
+
+
+def rekey(path: str) -> None:
+    with SQLiteStore(path, key=os.environ["TIERED_MEMORY_KEY"]) as store:
+        _say("READY")
+        store.rekey(os.environ["NEW_KEY"])
+        _say("REKEYED")
+
+
 if __name__ == "__main__":
     command, db, *rest = sys.argv[1:]
     if command == "crash":
@@ -215,6 +240,10 @@ if __name__ == "__main__":
         write(db, int(rest[0]), rest[1])
     elif command == "read":
         read(db, rest[0])
+    elif command == "encrypted-write":
+        encrypted_write(db)
+    elif command == "rekey":
+        rekey(db)
     elif command == "reembed":
         reembed(db)
     else:

@@ -8,6 +8,9 @@ The read commands (``stats``, ``check``, ``list``, ``show``, ``sessions``, ``sea
 without ``--reinforce``, ``export``, ``backup``) open the database read-only: they change
 none of its bytes and work on read-only storage. No command but ``migrate`` upgrades a
 file, and only ``restore`` and ``import`` create one.
+
+An encrypted database's key comes from ``--key-file`` (before the command) or the
+``TIERED_MEMORY_KEY`` environment variable, never from the command line itself.
 """
 
 from __future__ import annotations
@@ -57,20 +60,45 @@ class _Commands(click.Group):
             ctx.exit(1)
 
 
+KEY_ENV = "TIERED_MEMORY_KEY"
+
+
 @click.group(cls=_Commands)
 @click.version_option(__version__, prog_name="tiered-memory")
-def main() -> None:
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help=f"File holding the key of an encrypted database (else ${KEY_ENV}).",
+)
+@click.pass_context
+def main(ctx: click.Context, key_file: str | None) -> None:
     """Inspect, back up, restore, export and import a tiered-memory database."""
+    ctx.obj = read_key_file(key_file) if key_file else os.environ.get(KEY_ENV) or None
+
+
+def read_key_file(path: str) -> bytes:
+    """The key in ``path``: its bytes, without one trailing newline."""
+    data = Path(path).read_bytes()
+    return data[:-2] if data.endswith(b"\r\n") else data.removesuffix(b"\n")
+
+
+def _key() -> str | bytes | None:
+    """The key given to this invocation (``--key-file`` or the environment), if any."""
+    key: str | bytes | None = click.get_current_context().find_root().obj
+    return key
 
 
 def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
     """An existing tiered-memory database at the current schema, read-only unless
     ``write``: a missing, empty, foreign or older file is refused, never created or
     migrated (``migrate`` upgrades one)."""
+    key = _key()
     if not write:
-        return AgentMemoryManager.open(db, read_only=True, embed_in_background=False, **config)
-    SQLiteStore(db, read_only=True).open().close()  # refuses what is not ready, untouched
-    return AgentMemoryManager.open(db, embed_in_background=False, **config)
+        return AgentMemoryManager.open(
+            db, read_only=True, key=key, embed_in_background=False, **config
+        )
+    SQLiteStore(db, read_only=True, key=key).open().close()  # refuses what is not ready
+    return AgentMemoryManager.open(db, key=key, embed_in_background=False, **config)
 
 
 @contextmanager
@@ -78,7 +106,7 @@ def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
     """Open DB, creating it if missing; a failure removes a database this call created."""
     created = not Path(db).exists()
     try:
-        with AgentMemoryManager.open(db, embed_in_background=False) as memory:
+        with AgentMemoryManager.open(db, key=_key(), embed_in_background=False) as memory:
             yield memory
     except BaseException:
         if created:
@@ -208,14 +236,22 @@ def restore(db: str, snapshot: str, as_json: bool) -> None:
 @db_argument
 @click.argument("out", required=False, type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--allow-plaintext",
+    is_flag=True,
+    help="Export an encrypted DB anyway (the JSON is not encrypted).",
+)
 @json_option
-def export_(db: str, out: str | None, force: bool, as_json: bool) -> None:
-    """Write everything in DB to one JSON document (OUT, or timestamped)."""
+def export_(db: str, out: str | None, force: bool, allow_plaintext: bool, as_json: bool) -> None:
+    """Write everything in DB to one JSON document (OUT, or timestamped); an encrypted
+    DB needs --allow-plaintext."""
     existing = out is not None and not force and Path(out).exists()
     if existing and Path(str(out)).resolve() != Path(db).resolve():  # DB itself: library says
         raise BackupError(f"{out} already exists: pass --force to replace it")
     with _open(db) as memory, _progress("export", as_json) as progress:
-        path = memory.export_json(out, overwrite=force, progress=progress)
+        path = memory.export_json(
+            out, overwrite=force, progress=progress, allow_plaintext=allow_plaintext
+        )
     _emit(as_json, {"export": str(path)}, lambda: click.echo(str(path)))
 
 
@@ -400,7 +436,7 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
 @json_option
 def migrate(db: str, as_json: bool) -> None:
     """Upgrade DB to this version's schema (read commands refuse an older file)."""
-    before, after = SQLiteStore.migrate(db)
+    before, after = SQLiteStore.migrate(db, _key())
     _emit(
         as_json,
         {"database": db, "from_version": before, "to_version": after},
@@ -410,3 +446,23 @@ def migrate(db: str, as_json: bool) -> None:
             else f"{db}: already at schema v{after}"
         ),
     )
+
+
+@main.command()
+@db_argument
+@click.option(
+    "--new-key-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="File holding the new key.",
+)
+@json_option
+def rekey(db: str, new_key_file: str, as_json: bool) -> None:
+    """Re-encrypt DB with the key in --new-key-file, in one operation (the current key
+    comes from --key-file or $TIERED_MEMORY_KEY). No other process may have DB open."""
+    if _key() is None:
+        raise click.UsageError(f"rekey needs the current key: --key-file or ${KEY_ENV}")
+    new_key = read_key_file(new_key_file)
+    with _open(db, write=True) as memory:
+        memory.rekey(new_key)
+    _emit(as_json, {"database": db, "rekeyed": True}, lambda: click.echo(f"{db}: key changed"))

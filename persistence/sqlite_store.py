@@ -52,7 +52,7 @@ from persistence.connection import (
 )
 from persistence.database import Database
 from persistence.embedding_cache_sql import content_hash
-from persistence.encryption import Key, key_bytes
+from persistence.encryption import Key, key_bytes, require_cipher
 from persistence.errors import (
     DuplicateMemoryError,
     EmbeddingDimensionError,
@@ -165,6 +165,8 @@ class SQLiteStore:
         )
         if key is not None and self.path == MEMORY_PATH:
             raise InvalidInputError("an in-memory store has no file to encrypt: omit key")
+        if key is not None:
+            require_cipher()  # before anything is created
         self.db = Database(
             self.path,
             self.options,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from persistence import (
+    DatabaseOpenError,
     EncryptionKeyError,
     EncryptionUnavailableError,
     Memory,
@@ -26,6 +28,7 @@ from persistence import (
 )
 from tests.conftest import FakeClock, file_digest
 from tests.crash_checks import kill_after
+from tests.test_storage_faults import disk, needs_root  # noqa: F401 - a fixture
 from tests.worker import SENTENCE
 from tiered_memory import AgentMemoryManager
 
@@ -33,6 +36,13 @@ WORKER = str(Path(__file__).with_name("worker.py"))
 CLI = str(Path(sys.executable).with_name("tiered-memory"))
 KEY = "correct horse battery staple"
 NEEDLE = b"lighthouse keeper"
+WRITE_AND_DIE = """
+import os, sys
+from persistence import Memory, SQLiteStore
+store = SQLiteStore(sys.argv[1], key=os.environ["TIERED_MEMORY_KEY"]).open()
+store.put_episodic(Memory.create("written by a process that did not close the file"))
+os._exit(0)
+"""
 
 
 def open_manager(path: Path, key: str | bytes | None = KEY, **config: Any) -> AgentMemoryManager:
@@ -177,7 +187,7 @@ def test_a_key_without_a_cipher_is_refused(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(encryption, "cipher_available", lambda: False)
     with pytest.raises(EncryptionUnavailableError, match="apsw-sqlite3mc"):
         open_manager(tmp_path / "new.db")
-    assert not (tmp_path / "new.db").exists() or (tmp_path / "new.db").stat().st_size == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_cli_takes_the_key_from_a_file_or_the_environment(
@@ -278,3 +288,28 @@ def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:
         current = opened[0]
         assert _ids_in(path, current) == ids
     print(f"key after each kill: {outcomes}")
+
+
+@needs_root
+def test_read_only_storage_reads_an_encrypted_file(disk: Path) -> None:  # noqa: F811
+    db, with_wal, bare_wal = disk / "plain-wal.db", disk / "wal.db", disk / "bare.db"
+    for path in (db, with_wal):  # created and checkpointed: the tmpfs holds 5 MB
+        with open_manager(path) as memory:
+            remember_sentence(memory)
+    # A writer that exits without closing leaves its -wal and -shm; the copy has no -shm.
+    subprocess.run([sys.executable, "-c", WRITE_AND_DIE, str(with_wal)], check=True,
+                   timeout=120, env=os.environ | {"TIERED_MEMORY_KEY": KEY})  # fmt: skip
+    assert Path(f"{with_wal}-wal").stat().st_size > 0
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{with_wal}{suffix}", f"{bare_wal}{suffix}")
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    before = {p.name: file_digest(p) for p in disk.iterdir()}
+    with open_manager(db, read_only=True) as memory:  # opened immutable: no -wal
+        assert memory.recall("lighthouse", k=1)[0].memory.content == SENTENCE
+    with SQLiteStore(with_wal, key=KEY, read_only=True) as store:  # -wal and -shm
+        assert store.query_episodic(QueryOptions(limit=1))
+    with pytest.raises(DatabaseOpenError, match="copy the database"):
+        SQLiteStore(bare_wal, key=KEY, read_only=True).open()
+    with pytest.raises(EncryptionKeyError):
+        open_manager(db, "not the key", read_only=True)
+    assert {p.name: file_digest(p) for p in disk.iterdir()} == before

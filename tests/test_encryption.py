@@ -4,6 +4,7 @@ key change leave a file that opens with exactly one key and loses nothing."""
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -116,12 +117,19 @@ def test_a_key_for_a_plain_file_raises_and_changes_nothing(tmp_path: Path) -> No
     assert files_of(path) == before
 
 
-def test_the_key_is_never_shown(encrypted_db: Path) -> None:
+def test_the_key_is_never_shown(encrypted_db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     store = SQLiteStore(encrypted_db, key=KEY)
     assert KEY not in repr(store.options) and KEY.encode().hex() not in repr(store.options)
     with open_manager(encrypted_db) as memory:
         assert memory.encrypted
         assert KEY not in repr(memory.config)
+        memory.rekey(KEY + "2")
+    with pytest.raises(EncryptionKeyError) as raised:
+        open_manager(encrypted_db, KEY)
+    shown = caplog.text + str(raised.value) + repr(raised.value.__cause__)
+    for secret in (KEY, KEY.encode().hex(), (KEY + "2").encode().hex()):
+        assert secret not in shown
 
 
 def test_read_only_open_and_recall_with_the_key(encrypted_db: Path) -> None:

@@ -24,7 +24,7 @@ import apsw
 from migrations import LATEST_VERSION, read_schema_version
 from persistence import integrity_sql, leftovers, memory_sql
 from persistence.connection import connect_snapshot, query_one, query_value
-from persistence.encryption import check_file_for_key, wrong_key
+from persistence.encryption import Key, check_file_for_key, wrong_key
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
@@ -386,6 +386,17 @@ class BackupManager:
         )
 
     # --- integrity and maintenance ---------------------------------------------------
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the store's file is opened with a key."""
+        return self.store.encrypted
+
+    def rekey(self, new_key: Key) -> None:
+        """Re-encrypt the file with ``new_key`` in one transaction (see
+        :meth:`SQLiteStore.rekey`); refused on a read-only or plain store."""
+        self.store.require_writable()
+        self.store.rekey(new_key)
 
     @_storage_errors("checking")
     def check_integrity(self) -> IntegrityResult:

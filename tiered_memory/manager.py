@@ -672,14 +672,13 @@ class AgentMemoryManager:
     @property
     def encrypted(self) -> bool:
         """True when the file was opened with a key."""
-        return self.backups.store.encrypted
+        return self.backups.encrypted
 
     def rekey(self, new_key: str | bytes) -> None:
         """Re-encrypt the file with ``new_key`` in one operation; a crash leaves it under
         exactly one of the two keys. Other processes must not have the file open."""
         self._require_open()
-        self.backups.store.require_writable()
-        self.backups.store.rekey(new_key)
+        self.backups.rekey(new_key)
 
     def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
                     progress: Progress | None = None,

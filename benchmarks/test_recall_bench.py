@@ -11,6 +11,8 @@ the same FTS5 + KNN SQL without fusion, records or explanations.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -353,3 +355,40 @@ def test_filtered_recall_latency(corpus: Any) -> None:
         p50, p95 = _percentiles(timings[name])
         parts.append(f"{name} p50 {p50:.2f} ms p95 {p95:.2f} ms ({p50 / base:.2f}x)")
     print(f"\n{count:>7} memories, filtered recall (query embedding excluded): " + "; ".join(parts))
+
+
+RSS_PROBE = """
+import sys
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embeddings import OnnxEmbedder
+
+class MiniLM(OnnxEmbedder):  # the shipped model, under the file's model id
+    model_id = "bench-random"
+
+options = {"embedder": MiniLM(), "recall_review_quality": None}
+with AgentMemoryManager.open(sys.argv[1], **options) as memory:
+    for q in range(int(sys.argv[2])):
+        memory.recall(f"w{q} w{q * 7 % 5000} w{q * 13 % 5000} question {q}", k=10)
+    memory.remember("one more memory", session_id=None)
+for line in open("/proc/self/status"):
+    if line.startswith(("VmHWM", "VmRSS")):
+        print(line.strip())
+"""
+
+
+def test_rss_at_size(corpus: Any) -> None:
+    """Peak RSS of a fresh process that opens the file with the shipped MiniLM model,
+    recalls (query embedding included: the model and the in-RAM vector copy loaded) and
+    writes: what an agent process holds at this size."""
+    count, memory, _, _ = corpus
+    if not Path("/proc/self/status").exists():
+        pytest.skip("needs /proc to read a process's peak RSS")
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, str(memory.store.path), str(size(20, 2))],
+        capture_output=True, text=True, check=True, timeout=1800,
+    ).stdout  # fmt: skip
+    peak = {k: int(v.split()[0]) / 1024 for k, v in (ln.split(":", 1) for ln in out.splitlines())}
+    print(
+        f"\n{count:>7} memories: RSS of a process that opened the file, recalled with the "
+        f"MiniLM model and wrote: peak {peak['VmHWM']:.0f} MiB (now {peak['VmRSS']:.0f} MiB)"
+    )

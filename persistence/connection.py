@@ -88,6 +88,18 @@ def connection_temp_store(conn: apsw.Connection) -> None:
     conn.pragma("temp_store", "MEMORY")
 
 
+WRITER_CACHE_KIB = 32768
+"""Page cache of the write connection. SQLite's default (2 MiB) holds a tenth of the
+keyword index at 10k memories, so FTS5's merges and the keyword window's neighbour
+lookups read most pages back through the WAL: with 32 MiB a commit's keyword work took
+a third of the time at 10k memories. The cache fills only as far as the file is read."""
+
+
+def connection_cache_size(conn: apsw.Connection, kib: int) -> None:
+    """Let this connection's page cache grow to ``kib`` KiB."""
+    conn.pragma("cache_size", -kib)
+
+
 def connection_wal_autocheckpoint(conn: apsw.Connection, pages: int) -> None:
     """Checkpoint the WAL back into the file every ``pages`` pages."""
     conn.pragma("wal_autocheckpoint", pages)

@@ -21,11 +21,14 @@ from dataclasses import replace
 import apsw
 
 from persistence import encryption
+from persistence.checkpointer import Checkpointer
 from persistence.connection import (
     MEMORY_PATH,
+    WRITER_CACHE_KIB,
     ConnectionOptions,
     connect,
     connect_read_only,
+    connection_cache_size,
     connection_optimize,
     may_leave_wal_files,
     read_snapshot,
@@ -93,6 +96,7 @@ class Database:
         self._change_listeners: list[Hook] = []
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
+        self._checkpointer: Checkpointer | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -149,7 +153,19 @@ class Database:
             self._writer = conn
             self._closed = False
             self._seen_version = int(conn.pragma("data_version"))
+            if not self.read_only:
+                self._start_checkpointer(conn)
             return True
+
+    def _start_checkpointer(self, conn: apsw.Connection) -> None:
+        """WAL checkpoints in a thread, off the commits (persistence/checkpointer.py); the
+        writer's page cache sized for the keyword index's merges."""
+        connection_cache_size(conn, WRITER_CACHE_KIB)
+        if not self.is_memory and self.options.wal_autocheckpoint > 0:
+            self._checkpointer = Checkpointer(
+                self.path, self.options, self.options.wal_autocheckpoint
+            )
+            self._checkpointer.start(conn)
 
     def _tidy_after_read_only(self) -> None:
         tidy, self._tidy_wal = self._tidy_wal, False
@@ -168,6 +184,9 @@ class Database:
                     "close() inside a transaction: finish the transaction first"
                 )
             writer = self._writer
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                checkpointer.stop(writer)
             with self._readers_cond:
                 self._writer = None
                 self._closed = True

@@ -2,6 +2,8 @@
 
 ``worker.py crash DB SEED``: writes and promotes memories forever, printing one line per
 call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
+``worker.py checkpoint-crash DB SEED``: the same with a WAL checkpoint every 4 pages,
+so that the background checkpointer is nearly always copying when the kill comes.
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
 ``worker.py batch DB SEED``: forever, 40 memories at a time in interleaved sessions, by
@@ -71,9 +73,9 @@ def _say(*parts: str) -> None:
     sys.stdout.flush()
 
 
-def crash(path: str, seed: int) -> None:
+def crash(path: str, seed: int, wal_autocheckpoint: int = 1000) -> None:
     rng = random.Random(seed)
-    store = SQLiteStore(path).open()
+    store = SQLiteStore(path, wal_autocheckpoint=wal_autocheckpoint).open()
     _say("READY")
     promotable: list[tuple[str, Tier]] = []
     n = 0
@@ -230,6 +232,8 @@ if __name__ == "__main__":
     command, db, *rest = sys.argv[1:]
     if command == "crash":
         crash(db, int(rest[0]))
+    elif command == "checkpoint-crash":  # the background checkpointer always at work
+        crash(db, int(rest[0]), wal_autocheckpoint=4)
     elif command == "manager-crash":
         manager_crash(db, int(rest[0]))
     elif command == "batch":

@@ -1,0 +1,179 @@
+"""WAL checkpoints off the writer's commit path: a background thread of the store.
+
+SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses
+``wal_autocheckpoint`` pages: that commit copies about a thousand pages into the
+database file and syncs both files (two ``fsync`` calls, 4-10 ms each on the disks we
+measured), so one write in every 20-40 took 10-20 ms while the others took 0.5 ms.
+
+Here the writer's commit only looks at the WAL's length (a WAL hook) and wakes a
+thread, which checkpoints through a connection of its own in ``PASSIVE`` mode: it takes
+no lock the writer needs, so commits go on meanwhile. Nothing about durability changes:
+a commit is in the WAL when it returns (a SIGKILL loses nothing), the checkpoint syncs
+as the writer's would (its connection has the same ``synchronous`` setting), and
+SQLite's checkpoint is itself safe against a crash at any point.
+
+The WAL restarts from its beginning only when a write transaction begins after a
+checkpoint copied all of it; a writer that never pauses has begun its next transaction
+before the thread's checkpoint ends, and keeps appending. So once the WAL is longer
+than ``RESTART_FACTOR`` times the threshold, the thread starts no new checkpoint and the
+writer's hook checkpoints once itself, between two transactions, as soon as the thread's
+last one has ended: the thread has copied all but its last round's commits, so this
+copies little (its cost is mostly the two syncs), and the next write starts the WAL
+over. That comes once per a few hundred commits of a writer that never stops; a writer
+with gaps never pays it, as the thread catches up in them.
+
+Failures are logged and the next wake tries again (a full disk, say); if the thread
+cannot run (its connection failed to open, ``FAILURES_TO_STOP`` checkpoints failed in a
+row), the writer checkpoints inline again, as SQLite would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import apsw
+
+from persistence.connection import ConnectionOptions, connect
+
+logger = logging.getLogger("persistence.checkpointer")
+
+RESTART_FACTOR = 8
+"""Past this many times ``wal_autocheckpoint`` pages the writer checkpoints once itself,
+between two transactions, so that the WAL restarts."""
+
+FAILURES_TO_STOP = 3
+"""After this many failed checkpoints in a row the thread ends (logged) and the writer
+checkpoints inline again: a connection that cannot checkpoint should not let the WAL grow."""
+
+
+class Checkpointer:
+    """Checkpoint ``path``'s WAL in a thread of its own (see the module docstring).
+
+    :meth:`start` installs the WAL hook on ``writer`` and starts the thread; :meth:`stop`
+    ends it (before the writer closes). ``pages`` is the WAL length that triggers a
+    checkpoint (``wal_autocheckpoint``).
+    """
+
+    def __init__(self, path: str, options: ConnectionOptions, pages: int) -> None:
+        self.path = path
+        self.options = options
+        self.pages = pages
+        self.restart_pages = pages * RESTART_FACTOR
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._conn: apsw.Connection | None = None
+        self._copied = 0  # frames the last checkpoint copied (the WAL's length then)
+        self._restart_due = False
+        self.checkpoints = 0  # by the thread
+        self.restarts = 0  # the writer's own checkpoints that let the WAL restart
+
+    @property
+    def running(self) -> bool:
+        """True while the thread checkpoints (False after :meth:`stop` or a failure)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stopping
+
+    def start(self, writer: apsw.Connection) -> None:
+        """Open the thread's connection, hook ``writer``'s commits and start the thread.
+        Without a connection the writer keeps checkpointing inline (logged)."""
+        try:
+            self._conn = connect(self.path, self.options)
+        except Exception as exc:  # the file stays usable: inline checkpoints instead
+            logger.warning("WAL checkpoints stay in the writer's commits: %s", exc)
+            return
+        writer.set_wal_hook(self._committed)
+        self._thread = threading.Thread(
+            target=self._run, name=f"tiered-memory checkpointer {self.path}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, writer: apsw.Connection | None) -> None:
+        """Stop the thread, close its connection and give ``writer`` SQLite's own
+        checkpoints back. Twice is harmless."""
+        self._stopping = True
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except apsw.Error as exc:
+                logger.warning("closing the checkpointer's connection: %s", exc)
+        if writer is not None:
+            try:
+                writer.set_wal_hook(None)
+                writer.wal_autocheckpoint(self.pages)
+            except apsw.Error as exc:
+                logger.debug("writer already closed: %s", exc)
+
+    def _committed(self, conn: apsw.Connection, name: str, pages: int) -> int:
+        """WAL hook, in the writer's thread after each commit: ``pages`` is the WAL's
+        length. Must not raise (the commit has happened)."""
+        try:
+            if pages < self._copied:
+                self._copied = 0  # the WAL started over
+            if not self.running:
+                if pages - self._copied >= self.pages:
+                    self._inline(conn)
+            elif pages >= self.restart_pages:
+                self._restart_due = True  # the thread starts no checkpoint meanwhile
+                if self._inline(conn):
+                    self._restart_due = False
+                    self.restarts += 1
+            elif pages - self._copied >= self.pages:
+                self._wake.set()
+        except Exception:
+            logger.exception("WAL hook failed (the commit stands)")
+        return apsw.SQLITE_OK
+
+    def _inline(self, conn: apsw.Connection) -> bool:
+        """The writer's own checkpoint, between two transactions; False if it could not
+        run (the thread was checkpointing: the next commit tries again)."""
+        try:
+            _, self._copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        except apsw.Error as exc:
+            logger.debug("inline checkpoint skipped: %s", exc)
+            return False
+        return True
+
+    def _run(self) -> None:
+        """The thread: checkpoint when woken, until stopped."""
+        failures = 0
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            if self._restart_due:
+                continue  # the writer checkpoints next, so that the WAL restarts
+            conn = self._conn
+            if conn is None:
+                return
+            try:
+                self._checkpoint(conn)
+                failures = 0
+            except Exception as exc:  # a full disk, say: the next wake tries again
+                failures += 1
+                logger.warning("background WAL checkpoint of %s failed: %s", self.path, exc)
+                if failures >= FAILURES_TO_STOP:
+                    logger.error(
+                        "background WAL checkpoints of %s stopped after %d failures; the "
+                        "writer checkpoints in its commits again",
+                        self.path,
+                        failures,
+                    )
+                    self._stopping = True
+                    return
+
+    def _checkpoint(self, conn: apsw.Connection) -> None:
+        """One ``PASSIVE`` checkpoint (busy when another connection checkpoints: the
+        next wake tries again)."""
+        try:
+            _, self._copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        except apsw.BusyError:
+            return
+        self.checkpoints += 1

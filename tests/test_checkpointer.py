@@ -1,0 +1,116 @@
+"""WAL checkpoints in a background thread (persistence/checkpointer.py): the WAL stays
+bounded under a writer that never pauses, the thread stops on close, read-only and
+in-memory stores start none, a failing thread hands checkpoints back to the writer, and
+a SIGKILL while it copies loses no returned write."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from persistence import Memory, SQLiteStore, Tier
+from persistence.checkpointer import FAILURES_TO_STOP, RESTART_FACTOR
+from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
+
+WORKER = str(Path(__file__).with_name("worker.py"))
+PAGES = 64
+FRAME = 4096 + 24
+
+
+def _threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("tiered-memory checkpointer")]
+
+
+def _wal_frames(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size // FRAME if wal.exists() else 0
+
+
+def _write(store: SQLiteStore, count: int, path: Path) -> int:
+    """``count`` writes back to back; the longest the WAL got, in frames."""
+    longest = 0
+    for n in range(count):
+        store.put_episodic(Memory.create(f"memory {n} " + "words " * 40, session_id=None))
+        longest = max(longest, _wal_frames(path))
+    return longest
+
+
+def test_wal_stays_bounded_under_a_writer_that_never_pauses(db_path: Path) -> None:
+    with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
+        longest = _write(store, 600, db_path)
+        checkpointer = store.db._checkpointer
+        assert checkpointer is not None and checkpointer.running
+        assert checkpointer.checkpoints > 0, "the thread did not checkpoint"
+        assert checkpointer.restarts > 0, "the WAL never started over"
+    # The WAL file keeps its longest length; had the WAL never restarted it would have
+    # grown to about 8,000 frames here (it did, before the writer's restart checkpoint).
+    assert longest <= 4 * RESTART_FACTOR * PAGES, longest
+    with SQLiteStore(db_path) as store:
+        assert store.count(Tier.EPISODIC) == 600
+
+
+def test_close_stops_the_thread_and_read_only_or_memory_start_none(db_path: Path) -> None:
+    before = len(_threads())
+    store = SQLiteStore(db_path).open()
+    assert len(_threads()) == before + 1
+    store.put_episodic(Memory.create("one"))
+    store.close()
+    assert len(_threads()) == before
+    with SQLiteStore(db_path, read_only=True) as reader:
+        assert reader.db._checkpointer is None and len(_threads()) == before
+    with SQLiteStore(":memory:") as in_memory:
+        assert in_memory.db._checkpointer is None and len(_threads()) == before
+    with SQLiteStore(db_path, wal_autocheckpoint=0) as never:
+        assert never.db._checkpointer is None and len(_threads()) == before
+
+
+def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="persistence.checkpointer")
+    with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
+        checkpointer = store.db._checkpointer
+        assert checkpointer is not None and checkpointer._conn is not None
+        checkpointer._conn.close()  # every checkpoint of the thread now fails
+        _write(store, 100, db_path)
+        assert not checkpointer.running
+        failures = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(failures) >= FAILURES_TO_STOP
+        assert any(r.levelno == logging.ERROR and "stopped" in r.message for r in caplog.records)
+        before = _wal_frames(db_path)
+        _write(store, 400, db_path)  # checkpointed inline again: about 6,000 frames if not
+        assert _wal_frames(db_path) <= max(before, 2 * PAGES + 200)
+
+
+def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint-crash.db"
+    rng = random.Random(18)
+    reported: set[str] = set()
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}
+    for kill in range(8):
+        process = subprocess.Popen(
+            [sys.executable, WORKER, "checkpoint-crash", str(path), str(kill)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        assert process.stdout is not None
+        ready = process.stdout.readline()  # opened (and migrated): the kill lands mid-writes
+        assert ready.strip() == "READY", ready
+        for line in kill_after(process, rng.uniform(0.1, 0.5)):
+            parts = line.split()
+            if parts[0] == "W":
+                reported.add(parts[1])
+        state = read_state(path)  # integrity_check passes
+        assert_no_half_done_promotion(state, tags_per_memory=2)
+        lost = reported - set(state.where)
+        assert not lost, f"returned writes lost: {sorted(lost)[:3]}"
+    assert len(reported) > 10

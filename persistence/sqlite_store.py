@@ -476,7 +476,8 @@ class SQLiteStore:
                     )
                 embedding = memory.embedding
                 blob = None if embedding is None else encode_embedding(embedding, None)
-                normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
+                tags = tuple(dict.fromkeys(memory.tags))
+                normalized = memory if tags == memory.tags else replace(memory, tags=tags)
                 row = memory_sql.encode_row(normalized, blob)
             except TieredMemoryError as exc:
                 exc.add_note(f"in memory {position} of the batch; nothing was written")

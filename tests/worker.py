@@ -13,6 +13,7 @@ so that the background checkpointer is nearly always copying when the kill comes
 ``backup`` with ARG, then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
 once its snapshot file has content and waits for a line on stdin before going on.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
+``worker.py write-until-told DB TAG``: the same, forever, until a line on stdin.
 ``worker.py read DB ID``: prints the content of memory ID (or MISSING).
 ``worker.py encrypted-write DB``: writes episodic memories forever to DB encrypted with
 ``$TIERED_MEMORY_KEY``, printing each id once stored.
@@ -28,6 +29,7 @@ import hashlib
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -202,6 +204,20 @@ def write(path: str, count: int, tag: str) -> None:
             _say(memory.id)
 
 
+def write_until_told(path: str, tag: str) -> None:
+    """Write episodic memories tagged ``tag``, printing each id, until stdin has a line
+    (or closes): the parent decides when this writer stops."""
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    with SQLiteStore(path) as store:
+        _say("READY")
+        i = 0
+        while not stop.is_set():
+            memory = store.put_episodic(Memory.create(f"{tag} {i}", tags=(tag,)))
+            _say(memory.id)
+            i += 1
+
+
 def read(path: str, memory_id: str) -> None:
     with SQLiteStore(path) as store:
         memory = store.get_memory(memory_id)
@@ -240,6 +256,8 @@ if __name__ == "__main__":
         batch(db, int(rest[0]))
     elif command == "operate":
         operate(db, rest[0], rest[1])
+    elif command == "write-until-told":
+        write_until_told(db, rest[0])
     elif command == "write":
         write(db, int(rest[0]), rest[1])
     elif command == "read":

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import apsw
 
@@ -66,6 +68,7 @@ class Checkpointer:
         self._conn: apsw.Connection | None = None
         self._copied = 0  # frames the last checkpoint copied (the WAL's length then)
         self._restart_due = False
+        self._working = threading.Lock()  # held by the thread during each checkpoint
         self.checkpoints = 0  # by the thread
         self.restarts = 0  # the writer's own checkpoints that let the WAL restart
 
@@ -109,6 +112,14 @@ class Checkpointer:
                 writer.wal_autocheckpoint(self.pages)
             except apsw.Error as exc:
                 logger.debug("writer already closed: %s", exc)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No background checkpoint inside: the one under way ends first. For work that
+        needs the checkpoint lock itself (``wal_checkpoint(TRUNCATE)``, which SQLite
+        refuses as busy while another connection checkpoints) or replaces the file."""
+        with self._working:
+            yield
 
     def _committed(self, conn: apsw.Connection, name: str, pages: int) -> int:
         """WAL hook, in the writer's thread after each commit: ``pages`` is the WAL's
@@ -154,7 +165,9 @@ class Checkpointer:
             if conn is None:
                 return
             try:
-                self._checkpoint(conn)
+                with self._working:
+                    if not self._stopping:
+                        self._checkpoint(conn)
                 failures = 0
             except Exception as exc:  # a full disk, say: the next wake tries again
                 failures += 1

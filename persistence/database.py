@@ -456,9 +456,19 @@ class Database:
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")
             try:
-                yield conn
+                with self._checkpoints_paused():
+                    yield conn
             finally:
                 _run_all(self._exclusive_listeners)
+
+    @contextmanager
+    def _checkpoints_paused(self) -> Iterator[None]:
+        """Hold the background checkpointer off (see :meth:`Checkpointer.paused`)."""
+        if self._checkpointer is None:
+            yield
+            return
+        with self._checkpointer.paused():
+            yield
 
     @contextmanager
     def fresh_read_connection(self) -> Iterator[apsw.Connection]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from persistence import Memory, SQLiteStore, Tier
+from persistence.backup import BackupManager
 from persistence.checkpointer import FAILURES_TO_STOP, RESTART_FACTOR
 from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
 
@@ -114,3 +115,14 @@ def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: 
         lost = reported - set(state.where)
         assert not lost, f"returned writes lost: {sorted(lost)[:3]}"
     assert len(reported) > 10
+
+
+def test_maintenance_truncates_the_wal_while_the_thread_is_busy(db_path: Path) -> None:
+    """``wal_checkpoint(TRUNCATE)`` is refused as busy while another connection
+    checkpoints: maintenance holds the thread off, so it always empties the WAL."""
+    with SQLiteStore(db_path, wal_autocheckpoint=4) as store:  # the thread nearly always busy
+        backups = BackupManager(store)
+        for _ in range(15):
+            _write(store, 20, db_path)
+            result = backups.run_maintenance()
+            assert result.wal_bytes_after == 0, result

@@ -212,7 +212,21 @@ class Database:
         Waits for other threads' reads and writes; their read connections (opened with
         the old key) are closed and reopened with the new one on their next read. A
         crash leaves the file under exactly one of the keys (the WAL commits it whole).
+        The background checkpointer's connection holds the old key: it is stopped first
+        and started again with the new one.
         """
+        with self.lock:
+            writer = self.require_open()
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                checkpointer.stop(writer)
+            try:
+                self._rekey(new_key)
+            finally:
+                if checkpointer is not None and self._writer is not None:
+                    self._start_checkpointer(self._writer)
+
+    def _rekey(self, new_key: bytes) -> None:
         with self.exclusive_connection() as conn:
             with self._readers_cond:
                 while self._active_reads:

@@ -126,3 +126,26 @@ def test_maintenance_truncates_the_wal_while_the_thread_is_busy(db_path: Path) -
             _write(store, 20, db_path)
             result = backups.run_maintenance()
             assert result.wal_bytes_after == 0, result
+
+
+def test_after_rekey_the_thread_checkpoints_with_the_new_key(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The thread's connection is opened with the file's key; after ``rekey`` it must
+    use the new one, or every background checkpoint fails (and the WAL only shrinks
+    through the writer's fallback)."""
+    with SQLiteStore(db_path, wal_autocheckpoint=PAGES, key="old key") as store:
+        _write(store, 100, db_path)
+        store.rekey(b"new key")
+        before = store.db._checkpointer
+        assert before is not None
+        done = before.checkpoints
+        with caplog.at_level(logging.WARNING, logger="persistence"):
+            _write(store, 300, db_path)
+        checkpointer = store.db._checkpointer
+        assert checkpointer is not None and checkpointer.running
+        assert checkpointer.checkpoints > (done if checkpointer is before else 0)
+        assert not [r for r in caplog.records if "checkpoint" in r.getMessage()]
+    with SQLiteStore(db_path, key=b"new key") as store:
+        assert store.count(Tier.EPISODIC) == 400
+        assert BackupManager(store).check_integrity().ok

@@ -7,6 +7,7 @@ and results, the ``Embedder`` protocol and the default ``OnnxEmbedder`` included
 
 from persistence import *  # noqa: F403 - the records and errors are part of this API
 from persistence import __all__ as _persistence_all
+from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embeddings import Embedder, OnnxEmbedder
 from tiered_memory.forgetting import ForgettingCurve
@@ -23,6 +24,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     *_persistence_all,
     "AgentMemoryManager",
+    "AsyncAgentMemoryManager",
     "Embedder",
     "EstimatedTokenCounter",
     "Explanation",

@@ -6,8 +6,9 @@ shows a progress bar when stderr is a terminal, and none otherwise.
 
 The read commands (``stats``, ``check``, ``list``, ``show``, ``sessions``, ``search``
 without ``--reinforce``, ``export``, ``backup``) open the database read-only: they change
-none of its bytes and work on read-only storage. No command but ``migrate`` upgrades a
-file, and only ``restore`` and ``import`` create one.
+none of its bytes and work on read-only storage. Of the operator commands only
+``migrate`` upgrades a file, and only ``restore`` and ``import`` create one; ``mcp``
+serves a running agent's memory and, like the library, creates or migrates it.
 
 An encrypted database's key comes from ``--key-file`` (before the command) or the
 ``TIERED_MEMORY_KEY`` environment variable, never from the command line itself.
@@ -466,3 +467,26 @@ def rekey(db: str, new_key_file: str, as_json: bool) -> None:
     with _open(db, write=True) as memory:
         memory.rekey(new_key)
     _emit(as_json, {"database": db, "rekeyed": True}, lambda: click.echo(f"{db}: key changed"))
+
+
+@main.command()
+@db_argument
+@click.option("--read-only", is_flag=True, help="Serve an existing file without writing to it.")
+@click.option(
+    "--keywords-only", is_flag=True, help="Recall by keywords alone: no embedding model is loaded."
+)
+def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
+    """Serve DB over the Model Context Protocol on stdin/stdout (needs the mcp extra).
+
+    Like the library, it creates DB if missing and migrates an older one (unless
+    --read-only). Tools: remember, recall, get, forget, promote, start_session,
+    end_session, append_transcript, statistics; resources memory://ID and
+    session://ID/transcript.
+    """
+    try:
+        from tiered_memory.integrations.mcp_server import serve
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the MCP server needs the mcp extra: pip install 'tiered-memory[mcp]' ({exc})"
+        ) from exc
+    serve(db, read_only=read_only, keywords_only=keywords_only)

@@ -44,7 +44,6 @@ from langgraph.store.base import (
     SearchOp,
     get_text_at_path,
     tokenize_path,
-    validate_op_namespace,
 )
 
 from persistence import InvalidInputError, Memory, Tier
@@ -152,14 +151,12 @@ class TieredMemoryStore(BaseStore):
         ops = list(ops)
         writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
-            validate_op_namespace(op)
+            _check_labels(op)
             if isinstance(op, PutOp):
                 _check_put(op)
                 address = (tuple(op.namespace), op.key)
                 writes.pop(address, None)  # written in the order of their last put
                 writes[address] = op
-            elif not isinstance(op, GetOp | SearchOp | ListNamespacesOp):
-                raise InvalidInputError(f"unknown operation {type(op).__name__}")
         grouped: AbstractContextManager[Any] = (
             self.memory.transaction() if writes else nullcontext()
         )
@@ -300,6 +297,26 @@ def _item_tag(namespace: tuple[str, ...], key: str) -> str:
 def _prefix_tags(namespace: tuple[str, ...]) -> list[str]:
     """One tag per prefix (labels hold no '.', LangGraph refuses them), the root included."""
     return [_NS_TAG + ".".join(namespace[:n]) for n in range(len(namespace) + 1)]
+
+
+def _check_labels(op: Op) -> None:
+    """LangGraph's label rules (a str, not empty, no '.' or NUL), also for ops passed
+    straight to :meth:`TieredMemoryStore.batch`, which skip ``BaseStore``'s checks."""
+    if isinstance(op, GetOp | PutOp):
+        paths: Sequence[tuple[str, ...]] = [op.namespace]
+    elif isinstance(op, SearchOp):
+        paths = [op.namespace_prefix]
+    elif isinstance(op, ListNamespacesOp):
+        paths = [c.path for c in op.match_conditions or ()]
+    else:
+        raise InvalidInputError(f"unknown operation {type(op).__name__}")
+    for path in paths:
+        for label in path:
+            if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+                raise InvalidNamespaceError(
+                    f"Invalid namespace label {label!r} in {path}: labels are non-empty "
+                    "strings without '.' or NUL"
+                )
 
 
 def _check_put(op: PutOp) -> None:

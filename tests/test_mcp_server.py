@@ -1,0 +1,170 @@
+"""`tiered-memory mcp DB` end to end: the MCP SDK's own stdio client against a real server
+process, every tool and resource, bad arguments, and SIGKILL after acknowledged writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from persistence import TieredMemoryError
+from tiered_memory import AgentMemoryManager, Tier
+
+TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
+         "append_transcript", "statistics"}  # fmt: skip
+COMMAND = str(Path(sys.executable).parent / "tiered-memory")
+
+
+@contextlib.asynccontextmanager
+async def connected(db: Path, errlog: Path) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=COMMAND, args=["mcp", str(db), "--keywords-only"])
+    with errlog.open("a") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert isinstance(text, str)
+    return text
+
+
+def python_message(call: Any) -> str:
+    """The message the Python API raises for the same bad call."""
+    with (
+        AgentMemoryManager.in_memory(embedder=None) as memory,
+        pytest.raises(TieredMemoryError) as raised,
+    ):
+        call(memory)
+    return str(raised.value)
+
+
+def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+
+    async def main() -> None:
+        async with connected(db, tmp_path / "server.log") as session:
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            templates = (await session.list_resource_templates()).resource_templates
+            assert {t.uri_template for t in templates} == {
+                "memory://{memory_id}", "session://{session_id}/transcript"
+            }  # fmt: skip
+            started = await call(session, "start_session")
+            sid = started["session_id"]
+            m = await call(session, "remember", content="The user prefers dark mode",
+                           session_id=sid, tags=["ui"], importance=0.8)  # fmt: skip
+            assert m["tier"] == "episodic" and m["tags"] == ["ui"]
+            turn = await call(session, "append_transcript", session_id=sid, role="user",
+                              content="Switch to dark mode please")  # fmt: skip
+            assert turn["turn_number"] == 1
+            hits = (await call(session, "recall", query="which theme? dark mode", k=3))["hits"]
+            assert hits[0]["memory"]["id"] == m["id"]
+            assert "keyword" in hits[0]["explanation"] and hits[0]["signals"]
+            got = await call(session, "get", memory_id=m["id"])
+            assert got["found"] and got["memory"]["content"] == "The user prefers dark mode"
+            promoted = await call(session, "promote", memory_id=m["id"], to_tier="semantic",
+                                  reason="confirmed")  # fmt: skip
+            assert (promoted["from_tier"], promoted["to_tier"]) == ("episodic", "semantic")
+            resource = await session.read_resource(f"memory://{m['id']}")
+            as_json = orjson.loads(resource.contents[0].text)  # type: ignore[union-attr]
+            assert as_json["tier"] == "semantic"
+            transcript = await session.read_resource(f"session://{sid}/transcript")
+            lines = orjson.loads(transcript.contents[0].text)  # type: ignore[union-attr]
+            assert [(t["role"], t["content"]) for t in lines] == [
+                ("user", "Switch to dark mode please")
+            ]
+            with pytest.raises(MCPError, match="no memory"):
+                await session.read_resource("memory://nothing-here")
+            stats = await call(session, "statistics")
+            assert stats["storage"]["promotion_count"] == 1
+            ended = await call(session, "end_session", session_id=sid)
+            assert ended["ended_at"] is not None
+            assert (await call(session, "forget", memory_id=m["id"]))["forgotten"] is True
+            assert (await call(session, "get", memory_id=m["id"]))["found"] is False
+
+    asyncio.run(main())
+    with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
+        assert memory.statistics().storage.forgotten_count == 1
+
+
+def test_bad_arguments_are_tool_errors_with_the_librarys_message(tmp_path: Path) -> None:
+    cases = [
+        ("remember", {"content": "x", "importance": 2.0},
+         lambda m: m.remember("x", importance=2.0)),
+        ("remember", {"content": "x", "tier": "attic"}, lambda m: m.remember("x", tier="attic")),
+        ("remember", {"content": "x", "session_id": "no-such-session"},
+         lambda m: m.remember("x", session_id="no-such-session")),
+        ("recall", {"query": "x", "k": 0}, lambda m: m.recall("x", k=0)),
+        ("promote", {"memory_id": "missing", "to_tier": "semantic"},
+         lambda m: m.promote("missing", Tier.SEMANTIC)),
+        ("end_session", {"session_id": "missing"}, lambda m: m.end_session("missing")),
+    ]  # fmt: skip
+
+    async def main() -> None:
+        async with connected(tmp_path / "agent.db", tmp_path / "server.log") as session:
+            for tool, arguments, same_call in cases:
+                text = await refused(session, tool, **arguments)
+                assert python_message(same_call) in text, (tool, text)
+            # still serving, and nothing was written
+            stats = await call(session, "statistics")
+            tiers = ("scratchpad", "episodic", "semantic")
+            counts = [stats["storage"][f"{t}_count"] for t in tiers]
+            assert counts == [0, 0, 0]
+
+    asyncio.run(main())
+
+
+def _server_pid(db: Path) -> int:
+    """The server process: a child of this one serving ``db``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            if ppid == os.getpid() and str(db).encode() in cmdline:
+                return int(entry.name)
+    raise AssertionError("server process not found")
+
+
+def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    acknowledged: list[str] = []
+
+    async def main() -> None:
+        with contextlib.suppress(Exception):  # the client notices its server died
+            async with connected(db, tmp_path / "server.log") as session:
+                for n in range(25):
+                    stored = await call(session, "remember", content=f"fact number {n}")
+                    acknowledged.append(stored["id"])
+                os.kill(_server_pid(db), signal.SIGKILL)
+                await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert len(acknowledged) == 25
+    with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
+        assert all(memory.get(memory_id) is not None for memory_id in acknowledged)
+        assert memory.check_integrity().ok

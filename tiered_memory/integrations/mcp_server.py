@@ -1,0 +1,208 @@
+"""The memory served over the Model Context Protocol (stdio), with the official ``mcp`` SDK.
+
+``pip install 'tiered-memory[mcp]'``; run ``tiered-memory mcp agent.db``. Tools:
+``remember``, ``recall`` (hits with their explanation), ``get``, ``forget``, ``promote``,
+``start_session``, ``end_session``, ``append_transcript``, ``statistics``. Read-only
+resources: ``memory://{memory_id}`` (a memory as JSON) and
+``session://{session_id}/transcript`` (a session's transcript as JSON).
+
+Each tool is one call of :class:`~tiered_memory.AsyncAgentMemoryManager`, so it is
+durable when its result is sent (a killed server loses no acknowledged write), and runs
+off the event loop. Arguments are checked by the library's own rules: a bad one comes
+back as a tool error (``isError``) carrying the message the Python API raises, and the
+server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import orjson
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+
+from persistence import Memory, TieredMemoryError
+from persistence.json_export import memory_to_json
+from tiered_memory import __version__
+from tiered_memory.aio import AsyncAgentMemoryManager
+from tiered_memory.recall import RecallHit
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "A durable three-tier memory (scratchpad, episodic, semantic) in one SQLite file. "
+    "remember() what is worth keeping, recall() with a question to get the best "
+    "memories and why each came back, promote() what proved true to the semantic tier, "
+    "and keep a session's transcript with start_session/append_transcript/end_session."
+)
+
+
+def _plain(value: Any) -> Any:
+    """Records (dataclasses, enums, numpy arrays) as plain JSON values."""
+    return orjson.loads(orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def _memory(memory: Memory) -> dict[str, Any]:
+    row: dict[str, Any] = {"tier": memory.tier.value, **_plain(memory_to_json(memory))}
+    del row["embedding"]  # 1.5 kB of base64 no model wants to read
+    row["embedded"] = memory.embedding is not None
+    return row
+
+
+def _hit(hit: RecallHit) -> dict[str, Any]:
+    return {
+        "score": hit.score,
+        "explanation": str(hit.explanation),
+        "signals": _plain(hit.explanation.signals),
+        "memory": _memory(hit.memory),
+    }
+
+
+async def _tool(call: Awaitable[T]) -> T:
+    """Await a library call; its errors become tool errors with the same message."""
+    try:
+        return await call
+    except TieredMemoryError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
+    """An MCP server whose tools and resources call ``memory`` (not yet running)."""
+    server: MCPServer[Any] = MCPServer(
+        "tiered-memory", version=__version__, instructions=INSTRUCTIONS
+    )
+
+    @server.tool()
+    async def remember(
+        content: str,
+        tier: str = "episodic",
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        importance: float = 0.5,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """Store a memory (tier: scratchpad, episodic or semantic; importance 0-1); it is
+        durable when this returns. Returns the memory with its id."""
+        stored = await _tool(
+            memory.remember(
+                content, tier, session_id=session_id, agent_id=agent_id,
+                importance=importance, tags=tags or (), metadata=metadata, source=source,
+                category=category,
+            )
+        )  # fmt: skip
+        return _memory(stored)
+
+    @server.tool()
+    async def recall(
+        query: str,
+        k: int = 5,
+        tier: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """The k memories that best answer the query, best first, each with its score and
+        an explanation of which signals (keywords, meaning) matched and how much."""
+        hits = await _tool(
+            memory.recall(query, k, tier=tier, session_id=session_id, agent_id=agent_id,
+                          tags=tags or ())
+        )  # fmt: skip
+        return {"hits": [_hit(h) for h in hits]}
+
+    @server.tool()
+    async def get(memory_id: str) -> dict[str, Any]:
+        """One memory by id (``found`` false when there is none)."""
+        found = await _tool(memory.get(memory_id))
+        return {"found": found is not None, "memory": _memory(found) if found else None}
+
+    @server.tool()
+    async def forget(memory_id: str, reason: str = "forgotten on request") -> dict[str, Any]:
+        """Delete a memory (an audit row keeps that it was forgotten, and why)."""
+        return {"forgotten": await _tool(memory.forget(memory_id, reason))}
+
+    @server.tool()
+    async def promote(memory_id: str, to_tier: str, reason: str | None = None) -> dict[str, Any]:
+        """Move a memory forward (scratchpad -> episodic -> semantic), logged."""
+        record = await _tool(memory.promote(memory_id, to_tier, reason))
+        return dict(_plain(record))
+
+    @server.tool()
+    async def start_session(
+        session_id: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Start a session (a new id unless one is given); returns it."""
+        return dict(_plain(await _tool(memory.start_session(session_id, metadata))))
+
+    @server.tool()
+    async def end_session(session_id: str) -> dict[str, Any]:
+        """End a session."""
+        return dict(_plain(await _tool(memory.end_session(session_id))))
+
+    @server.tool()
+    async def append_transcript(session_id: str, role: str, content: str) -> dict[str, Any]:
+        """Add a line to a session's transcript as its next turn."""
+        return dict(_plain(await _tool(memory.append_transcript(session_id, role, content))))
+
+    @server.tool()
+    async def statistics() -> dict[str, Any]:
+        """Counts per tier, sessions, transcripts, promotions, file and WAL size."""
+        return dict(_plain(await _tool(memory.statistics())))
+
+    @server.resource("memory://{memory_id}", mime_type="application/json")
+    async def memory_resource(memory_id: str) -> str:
+        """A memory as JSON."""
+        try:
+            found = await memory.get(memory_id)
+        except TieredMemoryError as exc:
+            raise ResourceError(str(exc)) from exc
+        if found is None:
+            raise ResourceNotFoundError(f"no memory {memory_id}")
+        return orjson.dumps(_memory(found)).decode()
+
+    @server.resource("session://{session_id}/transcript", mime_type="application/json")
+    async def transcript_resource(session_id: str) -> str:
+        """A session's transcript as JSON, in turn order."""
+        try:
+            if await memory.get_session(session_id) is None:
+                raise ResourceNotFoundError(f"no session {session_id}")
+            entries = await memory.get_transcript(session_id)
+        except TieredMemoryError as exc:
+            raise ResourceError(str(exc)) from exc
+        return orjson.dumps(_plain(entries)).decode()
+
+    return server
+
+
+@asynccontextmanager
+async def serving(
+    db: str | os.PathLike[str], *, read_only: bool = False, keywords_only: bool = False
+) -> AsyncIterator[MCPServer[Any]]:
+    """Open ``db`` and yield a server over it; the memory is shut down on the way out."""
+    config: dict[str, Any] = {"embedder": None} if keywords_only else {}
+    memory = await AsyncAgentMemoryManager.open(db, read_only=read_only, **config)
+    try:
+        yield build_server(memory)
+    finally:
+        await memory.shutdown()
+
+
+def serve(
+    db: str | os.PathLike[str], *, read_only: bool = False, keywords_only: bool = False
+) -> None:
+    """Serve ``db`` over stdio until the client closes the connection."""
+
+    async def main() -> None:
+        async with serving(db, read_only=read_only, keywords_only=keywords_only) as server:
+            await server.run_stdio_async()
+
+    asyncio.run(main())

@@ -184,10 +184,14 @@ class TieredMemoryStore(BaseStore):
     # --- the mapping ----------------------------------------------------------------------
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
-        found = self.memory.query(
-            None, tags=(_item_tag(namespace, key),), category=CATEGORY, limit=1
-        )
-        return found[0] if found else None
+        """The item's memory: looked up in the store's tier first, then in every tier (a
+        memory may have been promoted since)."""
+        tag = (_item_tag(namespace, key),)
+        for tier in (self.tier, None):
+            found = self.memory.query(tier, tags=tag, category=CATEGORY, limit=1)
+            if found:
+                return found[0]
+        return None
 
     def _write(self, namespace: tuple[str, ...], key: str, op: PutOp) -> None:
         existing = self._find(namespace, key)

@@ -106,7 +106,7 @@ def _triple(item: Any) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
     return None if item is None else (tuple(item.namespace), item.key, item.value)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=20))
 def test_same_results_as_langgraphs_in_memory_store(batches: list[list[tuple[str, Op]]]) -> None:
     reference = Reference()

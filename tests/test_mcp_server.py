@@ -18,6 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from persistence import TieredMemoryError
+from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, Tier
 
 TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
@@ -26,8 +27,10 @@ COMMAND = str(Path(sys.executable).parent / "tiered-memory")
 
 
 @contextlib.asynccontextmanager
-async def connected(db: Path, errlog: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=COMMAND, args=["mcp", str(db), "--keywords-only"])
+async def connected(db: Path, errlog: Path, *options: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=COMMAND, args=["mcp", str(db), "--keywords-only", *options]
+    )
     with errlog.open("a") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
@@ -168,3 +171,14 @@ def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> N
     with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
         assert all(memory.get(memory_id) is not None for memory_id in acknowledged)
         assert memory.check_integrity().ok
+
+    async def read_only() -> None:  # the same file served --read-only: no byte changes
+        async with connected(db, tmp_path / "server.log", "--read-only") as session:
+            hits = (await call(session, "recall", query="fact number 7", k=1))["hits"]
+            assert hits[0]["memory"]["content"] == "fact number 7"
+            text = await refused(session, "remember", content="not written")
+            assert "read-only" in text.lower()
+
+    before = file_digest(db)
+    asyncio.run(read_only())
+    assert file_digest(db) == before

@@ -13,14 +13,15 @@ def _imports(package: str, *, names: bool = False) -> list[tuple[str, str]]:
     """``(file name, imported module)`` for every import in ``package``'s modules (with
     ``names``, also ``module.name`` for each name a ``from`` import takes)."""
     found = []
-    for path in sorted((ROOT / package).glob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):  # subpackages (integrations) too
+        name = str(path.relative_to(ROOT / package))
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found += [(path.name, node.module)]
+                found += [(name, node.module)]
                 if names:
-                    found += [(path.name, f"{node.module}.{a.name}") for a in node.names]
+                    found += [(name, f"{node.module}.{a.name}") for a in node.names]
             elif isinstance(node, ast.Import):
-                found += [(path.name, a.name) for a in node.names]
+                found += [(name, a.name) for a in node.names]
     return found
 
 

@@ -26,8 +26,7 @@ import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from persistence import Memory, TieredMemoryError
-from persistence.json_export import memory_to_json
+from persistence import Memory, TieredMemoryError, memory_to_json
 from tiered_memory import __version__
 from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.recall import RecallHit

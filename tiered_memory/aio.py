@@ -4,9 +4,8 @@ Every call runs in a worker thread the async manager owns (not the loop's defaul
 executor), so the event loop only waits for a future. One worker by default: writes are
 serialized by the store's lock anyway, and the library's Python work holds the GIL, so
 more workers added no throughput in ``benchmarks/test_aio_bench.py`` and made the loop
-wait longer for the GIL (worst lag over 20 ms with 2 and 4 workers on a busy 2-core VM,
-under 15 ms with one, in most runs). ``workers=`` raises it where calls mostly wait
-outside Python (recall with an embedding model: onnxruntime and SQLite release the GIL);
+wait longer for the GIL (p99 lag 5-46 ms with 2 and 4 workers, 4-7 ms with one, on a
+busy 2-core VM). ``workers=`` raises it where calls mostly wait outside Python (recall with an embedding model: onnxruntime and SQLite release the GIL);
 the manager is thread-safe, so they then run side by side.
 
 Cancellation never leaves a call half done. A call still queued is dropped and never

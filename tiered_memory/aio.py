@@ -5,7 +5,8 @@ executor), so the event loop only waits for a future. One worker by default: wri
 serialized by the store's lock anyway, and the library's Python work holds the GIL, so
 more workers added no throughput in ``benchmarks/test_aio_bench.py`` and made the loop
 wait longer for the GIL (p99 lag 5-46 ms with 2 and 4 workers, 4-7 ms with one, on a
-busy 2-core VM). ``workers=`` raises it where calls mostly wait outside Python (recall with an embedding model: onnxruntime and SQLite release the GIL);
+busy 2-core VM). ``workers=`` raises it where calls mostly wait outside Python
+(recall with an embedding model: onnxruntime and SQLite release the GIL);
 the manager is thread-safe, so they then run side by side.
 
 Cancellation never leaves a call half done. A call still queued is dropped and never

@@ -195,6 +195,7 @@ class AsyncAgentMemoryManager:
     import_json = _coroutine(AgentMemoryManager.import_json)
     check_integrity = _coroutine(AgentMemoryManager.check_integrity)
     maintain = _coroutine(AgentMemoryManager.maintain)
+    rekey = _coroutine(AgentMemoryManager.rekey)
     embedder = _coroutine(AgentMemoryManager.embedder)
     flush = _coroutine(AgentMemoryManager.flush)
     recall = _coroutine(AgentMemoryManager.recall)

@@ -182,3 +182,28 @@ def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> N
     before = file_digest(db)
     asyncio.run(read_only())
     assert file_digest(db) == before
+
+
+def test_an_encrypted_file_is_served_with_the_key_file(tmp_path: Path) -> None:
+    db, key_file = tmp_path / "secret.db", tmp_path / "key"
+    key_file.write_text("mcp test key\n")
+    with AgentMemoryManager.open(db, key="mcp test key", embedder=None) as memory:
+        memory.remember("The vault code is kept in the blue folder")
+    params = StdioServerParameters(
+        command=COMMAND,
+        args=["--key-file", str(key_file), "mcp", str(db), "--keywords-only", "--read-only"],
+    )
+
+    async def main() -> str:
+        with (tmp_path / "server.log").open("a") as err:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                hits = (await call(session, "recall", query="vault code", k=1))["hits"]
+                content = hits[0]["memory"]["content"]
+                assert isinstance(content, str)
+                return content
+
+    assert asyncio.run(main()) == "The vault code is kept in the blue folder"

@@ -479,7 +479,8 @@ def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
     """Serve DB over the Model Context Protocol on stdin/stdout (needs the mcp extra).
 
     Like the library, it creates DB if missing and migrates an older one (unless
-    --read-only). Tools: remember, recall, get, forget, promote, start_session,
+    --read-only); an encrypted DB takes its key from --key-file or the environment.
+    Tools: remember, recall, get, forget, promote, start_session,
     end_session, append_transcript, statistics; resources memory://ID and
     session://ID/transcript.
     """
@@ -489,4 +490,4 @@ def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
         raise click.ClickException(
             f"the MCP server needs the mcp extra: pip install 'tiered-memory[mcp]' ({exc})"
         ) from exc
-    serve(db, read_only=read_only, keywords_only=keywords_only)
+    serve(db, read_only=read_only, keywords_only=keywords_only, key=_key())

@@ -184,11 +184,16 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
 
 @asynccontextmanager
 async def serving(
-    db: str | os.PathLike[str], *, read_only: bool = False, keywords_only: bool = False
+    db: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    keywords_only: bool = False,
+    key: str | bytes | None = None,
 ) -> AsyncIterator[MCPServer[Any]]:
-    """Open ``db`` and yield a server over it; the memory is shut down on the way out."""
+    """Open ``db`` (with ``key`` if it is encrypted) and yield a server over it; the
+    memory is shut down on the way out."""
     config: dict[str, Any] = {"embedder": None} if keywords_only else {}
-    memory = await AsyncAgentMemoryManager.open(db, read_only=read_only, **config)
+    memory = await AsyncAgentMemoryManager.open(db, read_only=read_only, key=key, **config)
     try:
         yield build_server(memory)
     finally:
@@ -196,12 +201,16 @@ async def serving(
 
 
 def serve(
-    db: str | os.PathLike[str], *, read_only: bool = False, keywords_only: bool = False
+    db: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    keywords_only: bool = False,
+    key: str | bytes | None = None,
 ) -> None:
     """Serve ``db`` over stdio until the client closes the connection."""
 
     async def main() -> None:
-        async with serving(db, read_only=read_only, keywords_only=keywords_only) as server:
+        async with serving(db, read_only=read_only, keywords_only=keywords_only, key=key) as server:
             await server.run_stdio_async()
 
     asyncio.run(main())

@@ -47,6 +47,24 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
+from persistence.graph_errors import (
+    EntityNotFoundError,
+    ExtractorError,
+    InvalidDepthError,
+    InvalidEntityNameError,
+    InvalidPredicateError,
+    RelationNotFoundError,
+)
+from persistence.graph_records import (
+    Entity,
+    EntityFact,
+    GraphPath,
+    GraphStatistics,
+    Neighbor,
+    Relation,
+    RelationFact,
+)
+from persistence.graph_store import GraphStore
 from persistence.json_export import memory_to_json
 from persistence.json_import import ImportDocument
 from persistence.memory_sql import validate_filter
@@ -95,6 +113,20 @@ from persistence.validation import (
 )
 
 __all__ = [
+    "EntityNotFoundError",
+    "ExtractorError",
+    "InvalidDepthError",
+    "InvalidEntityNameError",
+    "InvalidPredicateError",
+    "RelationNotFoundError",
+    "Entity",
+    "EntityFact",
+    "GraphPath",
+    "GraphStatistics",
+    "Neighbor",
+    "Relation",
+    "RelationFact",
+    "GraphStore",
     "DEFAULT_MAX_CONTENT_BYTES",
     "EMBEDDING_MODEL_KEY",
     "MAX_COUNT",

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import apsw
 
+from persistence import graph_sql
 from persistence.connection import query_all, read_snapshot
 from persistence.meta_sql import EMBEDDING_DIM_KEY, read_meta
 
@@ -156,4 +157,5 @@ CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "promotion_log_agrees_with_tiers": promotion_log_agrees,
     "embedding_sizes": embedding_sizes,
     "keyword_index_matches": keyword_index_matches,
+    "graph_invariants": graph_sql.check,
 }

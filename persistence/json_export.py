@@ -7,7 +7,11 @@ The document::
      "tables": {"scratchpad": [...], "episodic": [...], "semantic": [...],
                 "sessions": [...], "session_transcripts": [...],
                 "repetition_schedules": [...], "promotion_log": [...],
-                "forgetting_log": [...]}}
+                "forgetting_log": [...],
+                "entities": [...], "entity_aliases": [...], "relations": [...],
+                "memory_entities": [...], "memory_relations": [...], "graph_queue": [...]}}
+
+(the knowledge graph's tables, see :mod:`persistence.graph_io`, from schema version 10).
 
 Each row is one JSON object (orjson); embeddings are base64 of little-endian float32.
 Rows come in a stable order, so exporting an imported document gives it back unchanged
@@ -25,7 +29,15 @@ import numpy as np
 import orjson
 
 from migrations import read_schema_version
-from persistence import forgetting_sql, memory_sql, records, schedule_sql, session_sql
+from persistence import (
+    forgetting_sql,
+    graph_io,
+    graph_sql,
+    memory_sql,
+    records,
+    schedule_sql,
+    session_sql,
+)
 from persistence.connection import query_value
 from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, read_meta
 from persistence.records import Memory, Tier
@@ -141,7 +153,12 @@ def _rows(conn: apsw.Connection, table: str) -> Iterator[dict[str, Any]]:
 
 
 def _row_count(conn: apsw.Connection) -> int:
-    return sum(int(query_value(conn, f"SELECT count(*) FROM {t}")) for t in TABLES)
+    rows = sum(int(query_value(conn, f"SELECT count(*) FROM {t}")) for t in TABLES)
+    return rows + graph_io.row_count(conn)
+
+
+def _has_graph(conn: apsw.Connection) -> bool:
+    return graph_sql.has_graph(conn)
 
 
 def _write_array(out: IO[bytes], rows: Iterable[dict[str, Any]], tick: Callable[[], None]) -> None:
@@ -189,6 +206,9 @@ def export_document(
         for n, table in enumerate(TABLES):
             out.write((b"," if n else b"") + orjson.dumps(table) + b":")
             _write_array(out, _rows(conn, table), tick)
+        for table in graph_io.GRAPH_TABLES if _has_graph(conn) else ():
+            out.write(b"," + orjson.dumps(table) + b":")
+            _write_array(out, graph_io.exported_rows(conn, table), tick)
         out.write(b"}}\n")
     finally:
         if own_transaction:

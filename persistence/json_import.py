@@ -25,6 +25,7 @@ from migrations import LATEST_VERSION
 from persistence import (
     bulk_index,
     forgetting_sql,
+    graph_io,
     index_sql,
     integrity_sql,
     memory_sql,
@@ -75,7 +76,7 @@ BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
 _INVARIANTS = (
     "foreign_key_check", "one_tier_per_memory", "schedules_point_at_memories",
     "tags_point_at_memories", "promotion_log_points_at_memories",
-    "promotion_log_agrees_with_tiers", "embedding_sizes",
+    "promotion_log_agrees_with_tiers", "embedding_sizes", "graph_invariants",
 )  # fmt: skip
 
 _SESSION_FIELDS = (
@@ -104,19 +105,23 @@ class Document:
     schedules: list[tuple[str, RepetitionSchedule]] = field(default_factory=list)
     promotions: list[tuple[str, PromotionRecord]] = field(default_factory=list)
     forgotten: list[tuple[str, int, ForgettingRecord]] = field(default_factory=list)
+    graph: graph_io.GraphDocument = field(default_factory=graph_io.GraphDocument)
 
     @property
     def row_count(self) -> int:
-        return sum(
-            len(rows)
-            for rows in (
-                self.memories,
-                self.sessions,
-                self.transcripts,
-                self.schedules,
-                self.promotions,
-                self.forgotten,
-            )  # fmt: skip
+        return (
+            sum(
+                len(rows)
+                for rows in (
+                    self.memories,
+                    self.sessions,
+                    self.transcripts,
+                    self.schedules,
+                    self.promotions,
+                    self.forgotten,
+                )  # fmt: skip
+            )
+            + self.graph.row_count
         )
 
 
@@ -396,7 +401,7 @@ def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
     dim = _int(doc, "embedding_dim", "$", nullable=True)
     if dim is not None and dim < 1:
         raise _fail("$.embedding_dim", "must be >= 1 or null")
-    tables = _object(doc["tables"], "$.tables", TABLES)
+    tables = _object(doc["tables"], "$.tables", TABLES, graph_io.GRAPH_TABLES)
     for name in TABLES:
         if not isinstance(tables[name], list):
             raise _fail(f"tables.{name}", "must be a list")
@@ -433,6 +438,7 @@ def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
     _unique(out.schedules, lambda s: s.memory_id, "schedule for memory")
     _unique(out.promotions, lambda p: p.id, "promotion id")
     _unique([(w, i) for w, i, _ in out.forgotten], lambda i: i, "forgetting id")
+    out.graph = graph_io.read_graph(tables, {m.id for _, m in out.memories})
     return out
 
 
@@ -474,7 +480,7 @@ def import_document(
     doc = read_document(path, max_content_bytes)
     redacted = scrub(doc) if scrub is not None else 0
     counts: dict[str, dict[str, int]] = {t: {"inserted": 0, "updated": 0, "skipped": 0}
-                                         for t in TABLES}  # fmt: skip
+                                         for t in (*TABLES, *graph_io.GRAPH_TABLES)}  # fmt: skip
     total, done = doc.row_count, 0
 
     def count(table: str, outcome: str) -> None:
@@ -580,6 +586,8 @@ def import_document(
             forgetting_sql.insert(conn, row_id if mode == "replace" else None, forgotten)
             count("forgetting_log", "inserted")
         add_redactions(conn, redacted)
+        all_memories = [m.id for _, m in doc.memories]
+        graph_io.write_graph(conn, doc.graph, mode, written, all_memories, count)
         for name in _INVARIANTS:
             problems = integrity_sql.CHECKS[name](conn)
             if problems:

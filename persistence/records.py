@@ -16,6 +16,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from persistence.graph_records import GraphStatistics
+
 Embedding = npt.NDArray[np.float32]
 
 
@@ -317,10 +319,12 @@ class DecayReport:
 
 @dataclass(frozen=True, slots=True)
 class ConsolidationReport:
-    """What one consolidation pass promoted from episodic to semantic."""
+    """What one consolidation pass promoted from episodic to semantic, and which
+    near-duplicates it merged (``(merged id, kept id)``)."""
 
     checked: int
     promoted_ids: tuple[str, ...]
+    merged: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +337,8 @@ class MemoryStatistics:
     scratchpad_token_budget: int
     redactions: int = 0
     """Secrets replaced by ``[REDACTED:kind]`` on the way into the file, ever."""
+    graph: GraphStatistics = field(default_factory=GraphStatistics)
+    """Entities, relations, provenance and extraction progress of the knowledge graph."""
 
     @property
     def file_size_bytes(self) -> int:

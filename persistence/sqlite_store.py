@@ -32,6 +32,7 @@ from persistence import (
     conversation_sql,
     embedding_cache_sql,
     forgetting_sql,
+    graph_sql,
     index_sql,
     memory_sql,
     rebuild_sql,
@@ -179,6 +180,8 @@ class SQLiteStore:
         self._vectors = VectorMirror()
         self.exact_scan_max = EXACT_SCAN_MAX
         self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
+        self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
+        self.db.before_commit(self._collect_graph)
         self.db.before_commit(self._update_keyword_index)
         self.db.after_exclusive(self._vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
@@ -234,8 +237,10 @@ class SQLiteStore:
                 with self.transaction() as tx:
                     index_sql.ensure_vector_index(tx)
             self._keyword_dirty = index_sql.defers_keyword_index(conn)
-            if self._keyword_dirty and index_sql.keyword_index_behind(conn):
-                with self.transaction():  # written without the store: re-indexed on commit
+            self._graph = graph_sql.has_graph(conn)
+            behind = self._keyword_dirty and index_sql.keyword_index_behind(conn)
+            if behind or (self._graph and graph_sql.collection_behind(conn)):
+                with self.transaction():  # written without the store: caught up on commit
                     pass
             return self
 
@@ -379,6 +384,11 @@ class SQLiteStore:
     def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
         """A connection of its own for one read snapshot (for integrity checks)."""
         return self.db.fresh_read_connection()
+
+    def _collect_graph(self, conn: apsw.Connection) -> None:
+        """Provenance-safe forgetting: what deleted memories alone supported goes."""
+        if self._graph:
+            graph_sql.collect_garbage(conn)
 
     def _update_keyword_index(self, conn: apsw.Connection) -> None:
         """Index what this transaction's writes left waiting (see migration v8)."""

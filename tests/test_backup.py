@@ -322,9 +322,10 @@ def test_check_integrity_lists_each_broken_invariant(
 
 
 def test_maintenance_truncates_the_wal_and_vacuum_shrinks(db_path: Path) -> None:
-    with AgentMemoryManager.open(db_path, embedder=None) as memory:  # no background writer
+    # No background writer (no embedder, no extractor); distinct texts (no deduplication).
+    with AgentMemoryManager.open(db_path, embedder=None, extractor=None) as memory:
         with memory.transaction():
-            ids = [memory.remember("x" * 2000).id for _ in range(500)]
+            ids = [memory.remember(f"{n} " + "x" * 2000).id for n in range(500)]
         with memory.transaction():
             for memory_id in ids:
                 memory.forget(memory_id)

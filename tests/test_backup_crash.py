@@ -47,10 +47,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
                 memory.remember(f"{name} memory {i} " + "z" * 300, tier=tier, tags=[name],
                                 embedding=[float(i % 7)] * 32)  # fmt: skip
     with AgentMemoryManager.open(paths["new"]) as memory:
+        memory.flush()  # entities extracted: no worker finds background work to write
         paths["snapshot"] = memory.backup(root / "new-snapshot.db")
         paths["export"] = memory.export_json(root / "new-export.json")
         memory.maintain()
     with AgentMemoryManager.open(paths["old"]) as memory:
+        memory.flush()
         memory.maintain()
     yield paths
 

@@ -34,6 +34,8 @@ def read_commands(db: Path, out: Path, memory_id: str) -> dict[str, tuple[str, .
         "search --keywords-only": ("search", str(db), "memory", "--keywords-only"),
         "export": ("export", str(db), str(out / "all.json")),
         "backup": ("backup", str(db), "--to", str(out / "snap.db")),
+        "graph": ("graph", str(db), "garden", "--depth", "3"),
+        "entities": ("entities", str(db)),
     }
 
 
@@ -53,6 +55,7 @@ def pending_db(tmp_path: Path) -> Path:
             if i % 2:
                 memory.promote(m.id, Tier.SEMANTIC, reason=f"because {i}")
         memory.scratchpad.put("goal", "Ship it", tags=["plan"])
+        memory.graph.relate("Ana", "tends", "garden")
         memory.end_session(session.session_id)
         memory.flush()
         for i in range(20):
@@ -76,7 +79,7 @@ def state(request: pytest.FixtureRequest, pending_db: Path) -> Iterator[Path]:
 
 @pytest.mark.parametrize(
     "command", ["stats", "check", "list", "show", "sessions", "search",
-                "search --keywords-only", "export", "backup"],
+                "search --keywords-only", "export", "backup", "graph", "entities"],
 )  # fmt: skip
 def test_read_commands_change_no_byte(state: Path, tmp_path: Path, command: str) -> None:
     out = tmp_path / "out"

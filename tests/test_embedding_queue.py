@@ -88,7 +88,9 @@ def test_shutdown_stops_the_thread_and_the_queue_survives_in_the_file(db_path: P
 
 def test_identical_text_is_embedded_once_even_across_restarts(db_path: Path) -> None:
     embedder = CountingEmbedder()
-    with AgentMemoryManager.open(db_path, embedder=embedder, embed_in_background=False) as memory:
+    # dedup=False: the same text stored twice, to see it embedded once.
+    with AgentMemoryManager.open(db_path, embedder=embedder, embed_in_background=False,
+                                 dedup=False) as memory:  # fmt: skip
         memory.remember("the user likes green tea")
         memory.remember("the user likes green tea")
         memory.remember("something else")
@@ -118,7 +120,7 @@ def test_the_cache_is_bounded_and_keeps_the_most_recent(
 
 def test_no_cache_when_its_size_is_zero(make_memory: Callable[..., AgentMemoryManager]) -> None:
     embedder = CountingEmbedder()
-    memory = make_memory(embedder=embedder, embedding_cache_size=0)
+    memory = make_memory(embedder=embedder, embedding_cache_size=0, dedup=False)
     memory.remember("same")
     memory.flush()
     memory.remember("same")

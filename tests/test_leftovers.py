@@ -37,6 +37,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
             tier = Tier.SEMANTIC if i % 3 else Tier.EPISODIC
             memory.remember(f"memory {i} " + "q" * 600, tier=tier, embedding=[float(i % 5)] * 16)
     with AgentMemoryManager.open(path) as memory:
+        memory.flush()  # entities extracted: no worker finds background work to write
         memory.maintain()
     return path
 

@@ -202,7 +202,7 @@ def test_a_v8_file_gains_speakers_and_keeps_every_row(db_path: Path) -> None:
         before = _fill(old, 6)
         line = old.append_transcript("s", 1, "user", "hello")
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 9 <= migrations.LATEST_VERSION
+        assert 9 <= store.schema_version == migrations.LATEST_VERSION
         assert [store.get_memory(m.id) for m in before] == before
         assert all(store.get_memory(m.id).speaker is None for m in before)  # type: ignore[union-attr]
         assert store.get_transcripts("s") == [line] and line.speaker is None

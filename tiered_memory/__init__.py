@@ -10,7 +10,9 @@ from persistence import __all__ as _persistence_all
 from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embeddings import Embedder, OnnxEmbedder
+from tiered_memory.extraction import DefaultExtractor, Extraction, Extractor
 from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.graph import KnowledgeGraph
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall import Explanation, RecallHit, RecallSettings, SignalMatch
 from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
@@ -25,7 +27,11 @@ __all__ = [
     *_persistence_all,
     "AgentMemoryManager",
     "AsyncAgentMemoryManager",
+    "DefaultExtractor",
     "Embedder",
+    "Extraction",
+    "Extractor",
+    "KnowledgeGraph",
     "EstimatedTokenCounter",
     "Explanation",
     "ForgettingCurve",

@@ -491,3 +491,6 @@ def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
             f"the MCP server needs the mcp extra: pip install 'tiered-memory[mcp]' ({exc})"
         ) from exc
     serve(db, read_only=read_only, keywords_only=keywords_only, key=_key())
+
+
+from tiered_memory import cli_graph  # noqa: E402,F401 - registers `graph` and `entities`

@@ -17,6 +17,7 @@ from persistence import (
     require_number,
 )
 from tiered_memory.embeddings import Embedder
+from tiered_memory.extraction import Extractor
 from tiered_memory.recall import RecallSettings
 from tiered_memory.redaction import DEFAULT_REDACTOR, Redactor
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
@@ -58,6 +59,19 @@ class MemoryConfig:
     - ``recall_review_quality``: a recalled memory that is due for review counts as a
       review of this quality (``None``: recall does not reinforce); reviews are written
       ``recall_review_batch`` at a time, so recall stays read-mostly.
+    - ``extractor``: finds entities and relations in new and edited memories for the
+      knowledge graph: ``"default"`` (local, deterministic: proper nouns, quoted names,
+      @handles, #tags, e-mails, URLs), any :class:`~tiered_memory.extraction.Extractor`
+      (an LLM, say), or ``None`` (the graph holds only what is given to it).
+    - ``extract_in_background``: a daemon thread extracts soon after each write
+      (``None``, the default: when a background thread embeds, i.e. with
+      ``embed_in_background`` and an embedder; ``False``: only ``flush()`` extracts).
+    - ``dedup``: ``remember()`` of content identical (after normalising case and
+      whitespace) to a live memory of the same tier, agent and session reinforces that
+      memory and returns it instead of adding a second one.
+    - ``near_duplicate_threshold``: ``consolidate()`` merges an episodic memory into an
+      older one of the same agent and session whose vector is at least this similar
+      (cosine; ``None``: no merging).
     - ``max_content_bytes``: the largest memory content accepted, in UTF-8 bytes (default
       1,000,000: 1 MB, decimal); larger content is refused with ``InvalidInputError`` by
       ``remember``, ``remember_many``, ``update``, the scratchpad, the store and import.
@@ -92,6 +106,10 @@ class MemoryConfig:
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     redact: bool = True
     redactor: Redactor | None = DEFAULT_REDACTOR
+    extractor: Extractor | str | None = "default"
+    extract_in_background: bool | None = None
+    dedup: bool = True
+    near_duplicate_threshold: float | None = 0.95
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -126,6 +144,18 @@ class MemoryConfig:
         if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
             raise InvalidTypeError("backup_dir must be a path")
         require_callable(getattr(self.token_counter, "count", None), "token_counter.count")
+        if not (
+            self.extractor is None
+            or self.extractor == "default"
+            or isinstance(self.extractor, Extractor)
+        ):
+            raise InvalidTypeError("extractor must be 'default', None, or an Extractor")
+        if self.extract_in_background is not None:
+            require_bool(self.extract_in_background, "extract_in_background")
+        require_bool(self.dedup, "dedup")
+        if self.near_duplicate_threshold is not None:
+            require_number(self.near_duplicate_threshold, "near_duplicate_threshold",
+                           minimum=0, maximum=1)  # fmt: skip
         require_bool(self.redact, "redact")
         if self.redactor is not None and not isinstance(self.redactor, Redactor):
             raise InvalidTypeError("redactor must have a redact(text) -> Redaction method")

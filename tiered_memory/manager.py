@@ -30,6 +30,7 @@ from persistence import (
     InvalidTypeError,
     MaintenanceResult,
     Memory,
+    MemoryFilter,
     MemoryNotFoundError,
     MemoryStatistics,
     MemoryStorage,
@@ -44,18 +45,24 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
+    graph_sql,
     new_id,
     now_ms,
     parse_tier,
     require_bool,
     require_int,
     require_mapping,
+    require_number,
     require_str,
 )
+from tiered_memory import dedup
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding_queue import EmbeddingQueue
 from tiered_memory.embeddings import Embedder
+from tiered_memory.extraction import DefaultExtractor, ExtractionQueue
 from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.graph import KnowledgeGraph, entity_facts, relation_facts
+from tiered_memory.graph_recall import graph_candidates
 from tiered_memory.recall import Recaller, RecallHit
 from tiered_memory.redaction import (
     DEFAULT_REDACTOR,
@@ -147,6 +154,11 @@ class AgentMemoryManager:
         self.backups = BackupManager(sqlite, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
+        self.graph = KnowledgeGraph(self.store, self.clock, self._get_many, self._require_open)
+        self._recall.graph_search = self._graph_search
+        chosen = self.config.extractor
+        extractor = DefaultExtractor() if isinstance(chosen, str) else chosen  # "default"
+        self.extraction = ExtractionQueue(self.graph.records, extractor, self.clock)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -194,7 +206,17 @@ class AgentMemoryManager:
             if self.config.embed_in_background and not self.read_only:
                 self.embeddings.start()
                 self.embeddings.notify()  # work left over from an earlier run
+            if self._extract_in_background and not self.read_only:
+                self.extraction.start()
+                self.extraction.notify()  # an old file's memories, or an earlier run's
         return self
+
+    @property
+    def _extract_in_background(self) -> bool:
+        chosen = self.config.extract_in_background
+        if chosen is None:  # where a background thread embeds, one extracts too
+            return self.config.embed_in_background and self.config.embedder is not None
+        return chosen
 
     def shutdown(self) -> None:
         """Stop background embedding, write pending recall reviews, then close the store;
@@ -203,6 +225,7 @@ class AgentMemoryManager:
             raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
         self.embeddings.stop()
         self._recall.stop()
+        self.extraction.stop()
         try:
             if self.store.is_open:
                 self._recall.apply_reviews()
@@ -256,12 +279,17 @@ class AgentMemoryManager:
         key: str | None = None,
         embedding: Sequence[float] | None = None,
         speaker: str | None = None,
+        entities: Sequence[Any] | None = None,
+        relations: Sequence[Any] | None = None,
     ) -> Memory:
         """Store a new memory and its review schedule; return it as stored.
 
         ``tier=Tier.SCRATCHPAD`` files it in the scratchpad under ``key`` (default: its id).
         A ``session_id`` must name a started session, whose activity time is refreshed.
         ``speaker`` names who said it (recall boosts it when the query names them).
+        ``entities`` and ``relations`` are facts the caller already extracted (see
+        :func:`tiered_memory.graph.entity_facts`); they join the knowledge graph in the
+        same transaction, supported by this memory.
         """
         self._require_open()
         tier = parse_tier(tier)
@@ -272,15 +300,20 @@ class AgentMemoryManager:
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
+        facts = entity_facts(entities), relation_facts(relations)
         now = self.clock()
         values = (session_id, agent_id, importance, tags, metadata, source, category, embedding,
                   speaker)  # fmt: skip
         chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
-        with self.store.transaction(join=True):
+        with self.store.transaction(join=True) as conn:
             if session_id is not None:
                 self.sessions.require_active(session_id)
             count_in_file(self.store, redacted)
+            if self.config.dedup and tier is not Tier.SCRATCHPAD:
+                twin = dedup.find_twin(conn, content, tier, agent_id, session_id, self._get_many)
+                if twin is not None:  # the same fact again: reinforce it instead
+                    return self._reinforce(conn, twin, importance, facts, now)
             if tier is Tier.SCRATCHPAD:
                 stored = self.scratchpad.put(key or new_id(), content, **chosen)
             else:
@@ -295,6 +328,7 @@ class AgentMemoryManager:
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
+                dedup.record(conn, [stored])
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.get_repetition_schedule(stored.id) is None
@@ -304,9 +338,44 @@ class AgentMemoryManager:
                 )
             if session_id is not None:
                 self.store.touch_session(session_id, self.clock())
+            if facts[0] or facts[1]:
+                self.graph.records.assert_facts(conn, stored.id, *facts, graph_sql.CALLER, now)
+            self.store.after_commit(self.extraction.notify)
             if stored.embedding is None:
                 self.store.after_commit(self.embeddings.notify)
         return stored
+
+    def _reinforce(
+        self,
+        conn: Any,
+        memory: Memory,
+        importance: float,
+        facts: tuple[list[Any], list[Any]],
+        now: int,
+    ) -> Memory:
+        """``remember()`` of a memory already there: a review, importance the larger,
+        the new facts added; counted in ``statistics().graph.deduplicated``."""
+        require_number(importance, "importance", minimum=0, maximum=1)
+        self.review(memory.id, 4)
+        current = self._require(memory.id)
+        if importance > current.importance:
+            current = self._rewrite(replace(current, importance=importance,
+                                            updated_at=_touched(current, now)))  # fmt: skip
+        if facts[0] or facts[1]:
+            self.graph.records.assert_facts(conn, memory.id, *facts, graph_sql.CALLER, now)
+        if memory.session_id is not None:
+            self.store.touch_session(memory.session_id, self.clock())
+        dedup.count_duplicate(conn)
+        return current
+
+    def _graph_search(
+        self, query: str, where: MemoryFilter
+    ) -> tuple[list[tuple[str, float]], dict[str, str]]:
+        """The graph signal's candidates for recall (see :mod:`tiered_memory.graph_recall`)."""
+        found = graph_candidates(
+            self.graph.records, query, where, self._recall.settings, self._get_many, self.clock()
+        )
+        return found.ranked, found.paths
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
@@ -371,16 +440,22 @@ class AgentMemoryManager:
             changes["tags"] = tags
         if importance is not None:
             changes["importance"] = importance
-        with self.store.transaction():
+        with self.store.transaction() as conn:
             memory = self._require(memory_id)
             if redacted:
                 changes["metadata"] = with_count(changes.get("metadata", memory.metadata), redacted)
                 count_in_file(self.store, redacted)
             if content is not None:
                 self.store.after_commit(self.embeddings.notify)
-            return self._rewrite(
+                if content != memory.content:  # re-extracted: the old findings go now
+                    self.graph.records.drop_extracted(conn, memory_id)
+                    self.store.after_commit(self.extraction.notify)
+            updated = self._rewrite(
                 replace(memory, updated_at=_touched(memory, self.clock()), **changes)
             )
+            if content is not None and updated.tier is not Tier.SCRATCHPAD:
+                dedup.record(conn, [updated])  # found by its new content from now on
+            return updated
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
         """Delete a memory (with its schedule and tags) and write an audit row; its
@@ -514,9 +589,13 @@ class AgentMemoryManager:
 
         A memory qualifies with at least ``consolidation_min_reviews`` successful reviews
         in a row and a current retention of at least ``consolidation_min_retention``.
+        First, near-duplicate episodic memories are merged (see :mod:`tiered_memory.dedup`).
         """
         self._require_open()
         cfg = self.config
+        merged = []
+        if cfg.near_duplicate_threshold is not None:  # the same fact twice, near enough
+            merged = dedup.merge_near_duplicates(self, cfg.near_duplicate_threshold)
         promoted: list[str] = []
         checked = 0
         after = ""
@@ -541,7 +620,7 @@ class AgentMemoryManager:
                 break
             checked += len(batch)
             after = batch[-1].memory_id
-        return ConsolidationReport(checked, tuple(promoted))
+        return ConsolidationReport(checked, tuple(promoted), tuple(merged))
 
     # --- forgetting curve -------------------------------------------------------------------
 
@@ -634,7 +713,8 @@ class AgentMemoryManager:
     # --- statistics -------------------------------------------------------------------------
 
     def statistics(self) -> MemoryStatistics:
-        """Counts per tier, sessions, transcripts, cache counters, file and WAL size."""
+        """Counts per tier, sessions, transcripts, cache counters, file and WAL size, and
+        the knowledge graph's (entities, relations, extraction progress)."""
         self._require_open()
         return MemoryStatistics(
             storage=self.store.get_statistics(),
@@ -642,6 +722,7 @@ class AgentMemoryManager:
             scratchpad_tokens=self.scratchpad.tokens,
             scratchpad_token_budget=self.scratchpad.budget,
             redactions=total_in_file(self.store),
+            graph=self.graph.records.statistics(),
         )
 
     # --- backup, restore, export, import -----------------------------------------------
@@ -726,7 +807,8 @@ class AgentMemoryManager:
         return self.embeddings.embedder()
 
     def flush(self, batch_size: int = 64) -> int:
-        """Embed every memory still waiting for a vector and write pending recall reviews.
+        """Embed every memory still waiting for a vector, extract the entities of every
+        memory waiting for extraction, and write pending recall reviews.
 
         ``remember()`` returns before its memory is embedded (keyword search finds it at
         once; a background thread embeds it soon after unless ``embed_in_background`` is
@@ -737,7 +819,9 @@ class AgentMemoryManager:
         require_int(batch_size, "batch_size", minimum=1)
         self.store.require_writable()
         self._recall.apply_reviews()
-        return self.embeddings.flush(batch_size)
+        embedded = self.embeddings.flush(batch_size)
+        self.extraction.flush()  # and the knowledge graph catches up
+        return embedded
 
     def _embedded(self, rows: list[tuple[str, Tier]]) -> None:
         """Inside the transaction that stored new embeddings: RAM copies follow it."""
@@ -780,7 +864,7 @@ class AgentMemoryManager:
             self._draft(record, tier, fields, now, n, redacted) for n, record in enumerate(records)
         ]
         sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
-        with self.store.transaction(join=True):
+        with self.store.transaction(join=True) as conn:
             for session_id in sorted(sessions):
                 self.sessions.require_active(session_id)
             count_in_file(self.store, sum(redacted))
@@ -792,14 +876,15 @@ class AgentMemoryManager:
             if rest:
                 memories = [memory for _, memory in rest]
                 schedules = [self.curve.schedule_for(m.id, m.importance, now) for m in memories]
-                for (n, _), memory in zip(
-                    rest, self.store.insert_memories(memories, schedules), strict=True
-                ):
+                written = self.store.insert_memories(memories, schedules)
+                for (n, _), memory in zip(rest, written, strict=True):
                     stored[n] = memory
                     self._cache.set(memory.id, memory)
+                dedup.record(conn, written)
             touched = self.clock()
             for session_id in sorted(sessions):
                 self.store.touch_session(session_id, touched)
+            self.store.after_commit(self.extraction.notify)
             if any(m.embedding is None for m in stored.values()):
                 self.store.after_commit(self.embeddings.notify)
         ordered = [stored[n] for n in range(len(drafts))]

@@ -29,7 +29,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -99,6 +99,13 @@ class RecallSettings:
     the vector ranks: MiniLM is the weaker signal on conversations), RRF constant
     ``rrf_k``; these three play no part in score fusion.
 
+    The graph signal (:mod:`tiered_memory.graph_recall`: memories about the entities the
+    query names, and with ``graph_hops=1`` about their neighbours at ``graph_hop_decay``
+    the weight) weighs ``graph_weight`` in rank fusion and adds ``graph_share`` of its
+    normalised score in score fusion. It is off by default (both 0): on LoCoMo's
+    development conversations it lowered recall@5 and @10 at every weight tried (see the
+    README); turn it on with e.g. ``graph_share=0.1`` (``graph_weight=0.3`` with rrf).
+
     Conversation signals (:mod:`tiered_memory.conversation`): the memory after a
     question among the candidates gains ``adjacency_weight`` times the question's fused
     value; when the query names exactly one speaker, their memories gain
@@ -125,6 +132,15 @@ class RecallSettings:
     reranker: Reranker | None = field(default=None, compare=False)
     rerank_depth: int = 50
     rerank_weight: float = 0.4
+    graph_weight: float = 0.0
+    graph_share: float = 0.0
+    graph_hops: int = 1
+    graph_hop_decay: float = 0.5
+
+    @property
+    def graph_on(self) -> bool:
+        """True when the graph signal takes part in this fusion."""
+        return (self.graph_weight if self.fusion == "rrf" else self.graph_share) > 0
 
     def __post_init__(self) -> None:
         for name in ("depth", "vector_depth", "rerank_depth"):
@@ -143,6 +159,9 @@ class RecallSettings:
             "adjacency_weight": (0.0, 1.0),
             "speaker_boost": (0.0, 1.0),
             "rerank_weight": (0.0, math.inf),
+            "graph_weight": (0.0, math.inf),
+            "graph_share": (0.0, 1.0),
+            "graph_hop_decay": (0.0, 1.0),
         }
         for name, (low, high) in ranges.items():
             require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)
@@ -156,6 +175,8 @@ class RecallSettings:
                     "RecallSettings.reranker must have .name and .score(query, query_vector, "
                     f"candidates), got {type(self.reranker).__name__}"
                 )
+        if self.graph_hops not in (0, 1) or isinstance(self.graph_hops, bool):
+            raise InvalidInputError("RecallSettings.graph_hops must be 0 or 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +195,15 @@ class SignalMatch:
     contribution: float
     relative: float | None = None
     detail: str | None = None
+    path: str | None = None
+    """For the graph signal: the entity the query named and the relation followed."""
 
     @property
     def measure(self) -> str:
-        """The raw value in readable form: bm25 against the query's best, cosine similarity."""
+        """The raw value in readable form: bm25 against the query's best, cosine
+        similarity, the graph path."""
+        if self.path is not None:
+            return self.path
         if self.raw_name == "cosine distance":
             return f"cosine {1.0 - self.raw:.2f}"
         if self.relative is not None:
@@ -239,7 +265,7 @@ def fuse(
     rrf_k: float,
 ) -> dict[str, list[SignalMatch]]:
     """Weighted reciprocal-rank fusion: memory id -> the signals that found it."""
-    raw_names = {"keyword": "bm25", "vector": "cosine distance"}
+    raw_names = {"keyword": "bm25", "vector": "cosine distance", "graph": "graph score"}
     matches: dict[str, list[SignalMatch]] = {}
     for signal, results in ranked.items():
         best = min((raw for _, raw in results), default=0.0) if signal == "keyword" else 0.0
@@ -257,24 +283,47 @@ def fuse_scores(
     ranked: dict[str, Sequence[tuple[str, float]]],
     distances: dict[str, float],
     keyword_share: float,
+    graph_share: float = 0.0,
 ) -> dict[str, list[SignalMatch]]:
     """Score fusion: memory id -> its signals, each contributing its share of the raw
     value. ``distances`` holds the cosine distance of every candidate that has a vector
-    (the vector signal's own candidates and the others alike)."""
+    (the vector signal's own candidates and the others alike); the graph signal adds
+    ``graph_share`` of its score relative to its best."""
     matches: dict[str, list[SignalMatch]] = {}
+    graph = ranked.get("graph", ())
+    if graph:
+        top = max(score for _, score in graph) or 1.0
+        for rank, (memory_id, score) in enumerate(graph, start=1):
+            match = SignalMatch("graph", rank, score, "graph score", graph_share * score / top)
+            matches.setdefault(memory_id, []).append(match)
     keyword = ranked.get("keyword", ())
     if keyword:
         best = min(bm25 for _, bm25 in keyword)
         for rank, (memory_id, bm25) in enumerate(keyword, start=1):
             relative = bm25 / best if best < 0 else 0.0
             share = keyword_share * relative
-            matches[memory_id] = [SignalMatch("keyword", rank, bm25, "bm25", share, relative)]
+            matches.setdefault(memory_id, []).append(
+                SignalMatch("keyword", rank, bm25, "bm25", share, relative)
+            )
     ranks = {memory_id: rank for rank, (memory_id, _) in enumerate(ranked.get("vector", ()), 1)}
     for memory_id, distance in distances.items():
         share = (1.0 - keyword_share) * (1.0 - distance)
         match = SignalMatch("vector", ranks.get(memory_id, 0), distance, "cosine distance", share)
         matches.setdefault(memory_id, []).append(match)
     return matches
+
+
+def with_paths(
+    fused: dict[str, list[SignalMatch]], paths: dict[str, str]
+) -> dict[str, list[SignalMatch]]:
+    """Name the graph path in each graph match (for the explanation)."""
+    for memory_id, signals in fused.items():
+        path = paths.get(memory_id)
+        if path is not None:
+            fused[memory_id] = [
+                replace(s, path=path) if s.signal == "graph" else s for s in signals
+            ]
+    return fused
 
 
 def explain(
@@ -330,6 +379,10 @@ def check_k(k: object) -> int:
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
 
 
+GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
+"""``(query, filter) -> (ranked memory ids with graph scores, path per memory)``."""
+
+
 class Recaller:
     """Recall for one manager, start to end: candidate search (keyword and vector, the
     filter applied inside each), fusion, explanation, early stop, and reinforcement
@@ -364,6 +417,8 @@ class Recaller:
         self._reviews: list[str] = []
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.graph_search: GraphSearch | None = None
+        """The graph signal's candidate search (set by the manager; see graph_recall)."""
 
     def recall(
         self,
@@ -409,6 +464,9 @@ class Recaller:
                 where=where,
             )
         }  # fmt: skip
+        paths: dict[str, str] | None = None  # the third signal: entities the query names
+        if settings.graph_on and self.graph_search is not None:
+            ranked["graph"], paths = self.graph_search(query, where)
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
@@ -416,14 +474,18 @@ class Recaller:
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
             if found is not None:
-                others = [m for m, _ in ranked["keyword"] if m not in distances]
-                distances.update(store.vector_distances(found[0], others))
-            fused = fuse_scores(ranked, distances, settings.keyword_share)
+                others = [m for name in ("keyword", "graph") for m, _ in ranked.get(name, ())
+                          if m not in distances]  # fmt: skip
+                distances.update(store.vector_distances(found[0], list(dict.fromkeys(others))))
+            fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share)
         else:
-            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight}
+            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight,
+                       "graph": settings.graph_weight}  # fmt: skip
             fused = fuse(ranked, weights, settings.rrf_k)
         self._structure(fused, query, settings, found[0] if found is not None else None,
                         filtered=bool(described))  # fmt: skip
+        if paths is not None:
+            fused = with_paths(fused, paths)
         top = self._explained(fused, k, described, now, vectors=found is not None)
         self.queue_reviews([hit.memory.id for hit in top])
         return top

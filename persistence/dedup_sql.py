@@ -1,0 +1,72 @@
+"""SQL for deduplication: ``content_keys`` (schema version 10) maps each memory to a
+hash of its normalised content, agent and session (:func:`content_key`)."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+import apsw
+import orjson
+
+from persistence.connection import query_all, query_one
+from persistence.memory_sql import TABLE
+from persistence.records import Memory, Tier
+
+__all__ = ["content_key", "find", "forget", "record", "rebuild"]
+
+
+def content_key(content: object, agent_id: object, session_id: object) -> bytes:
+    """The deduplication key: same normalised text, agent and session, same key (the
+    migration that created ``content_keys`` keeps a frozen copy of this function)."""
+    text = " ".join(unicodedata.normalize("NFKC", str(content)).casefold().split())
+    scope = f"{agent_id or ''}\x1f{session_id or ''}\x1f"
+    return hashlib.blake2b((scope + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def has_keys(conn: apsw.Connection) -> bool:
+    """True if the file has ``content_keys`` (schema 10 on)."""
+    return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'content_keys'") is not None
+
+
+def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:
+    """Remember the content keys of these memories (replacing older ones)."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)",
+        [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories],
+    )
+
+
+def find(conn: apsw.Connection, key: bytes, tier: Tier) -> list[str]:
+    """Ids of live memories of ``tier`` whose key is ``key`` (oldest first); the caller
+    checks the content itself (a key may be stale after an edit)."""
+    table = TABLE[tier]
+    rows = query_all(
+        conn,
+        f"SELECT k.memory_id FROM content_keys AS k JOIN {table} AS t ON t.id = k.memory_id "
+        "WHERE k.key = ? ORDER BY t.created_at, t.id LIMIT 8",
+        (key,),
+    )
+    return [str(r[0]) for r in rows]
+
+
+def forget(conn: apsw.Connection, memory_ids: Sequence[str]) -> None:
+    """Drop the keys of memories that are gone."""
+    conn.execute(
+        "DELETE FROM content_keys WHERE memory_id IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(list(memory_ids)).decode(),),
+    )
+
+
+def rebuild(conn: apsw.Connection) -> None:
+    """Recompute every key from the tier tables (after an import)."""
+    conn.execute("DELETE FROM content_keys")
+    for tier in Tier:
+        rows = conn.execute(
+            f"SELECT id, content, agent_id, session_id FROM {TABLE[tier]}"
+        ).fetchall()
+        conn.executemany(
+            "INSERT INTO content_keys (memory_id, key) VALUES (?, ?)",
+            [(i, content_key(c, a, s)) for i, c, a, s in rows],
+        )

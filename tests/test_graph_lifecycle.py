@@ -12,10 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
-import migrations
-from persistence import SQLiteStore, Tier
+from persistence import Tier
 from persistence.records import Memory
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, old_schema_store
 from tiered_memory import AgentMemoryManager
 from tiered_memory.extraction import DefaultExtractor, Extraction
 
@@ -256,7 +255,7 @@ def test_a_broken_extractor_keeps_the_memory_counts_and_retries_later(
 
 def test_an_old_file_gets_its_graph_built_in_batches(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "old.db"
-    with SQLiteStore(path, migrations=migrations.available_migrations()[:8], clock=clock) as old:
+    with old_schema_store(path, 8) as old:
         for n in range(7):
             old.put_episodic(Memory.create(f"Ana met Person{n} in Town{n}"))
     with AgentMemoryManager.open(path, clock=clock, embedder=None,

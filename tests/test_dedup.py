@@ -4,10 +4,11 @@ merges near-duplicates with their tags, links and graph provenance."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from persistence import InvalidInputError, Tier
+from persistence import InvalidInputError, InvalidTypeError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
@@ -88,3 +89,13 @@ def test_consolidate_merges_near_duplicates_with_their_links(
     assert memory.statistics().graph.near_duplicates_merged == 1
     assert memory.consolidate().merged == ()
     assert memory.check_integrity().ok
+
+
+def test_dedup_false_on_one_call_adds_a_second_memory(tmp_path: Path) -> None:
+    with AgentMemoryManager.open(tmp_path / "d.db", embedder=None) as memory:
+        first = memory.remember("The office is in Berlin")
+        again = memory.remember("the office is in  berlin")
+        apart = memory.remember("The office is in Berlin", dedup=False)
+        assert again.id == first.id and apart.id != first.id
+        with pytest.raises(InvalidTypeError):
+            memory.remember("The office is in Berlin", dedup="no")  # type: ignore[arg-type]

@@ -252,3 +252,17 @@ def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(tmp_path
 
     assert run("likes tea") == "['likes tea']"
     assert run("lives in Oslo") == "['likes tea', 'lives in Oslo']"
+
+
+def test_items_with_the_same_value_under_other_keys_stay_apart(tmp_path: Path) -> None:
+    """The manager deduplicates identical text by default; a store item is more than its
+    text (namespace and key), so deleting one must not take another with it."""
+    value = {"color": "red", "n": 0}
+    with TieredMemoryStore.open(tmp_path / "s.db", embedder=None) as store:
+        store.put(("a",), "k1", value)
+        store.put(("a", "a"), "k1", value)
+        store.put(("b",), "k2", value)
+        store.delete(("a",), "k1")
+        assert store.get(("a",), "k1") is None
+        kept = [store.get(("a", "a"), "k1"), store.get(("b",), "k2")]
+        assert [item.value if item else None for item in kept] == [value, value]

@@ -55,7 +55,7 @@ from persistence import (
     require_number,
     require_str,
 )
-from tiered_memory import dedup
+from tiered_memory import dedup as duplicates
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding_queue import EmbeddingQueue
 from tiered_memory.embeddings import Embedder
@@ -281,6 +281,7 @@ class AgentMemoryManager:
         speaker: str | None = None,
         entities: Sequence[Any] | None = None,
         relations: Sequence[Any] | None = None,
+        dedup: bool | None = None,
     ) -> Memory:
         """Store a new memory and its review schedule; return it as stored.
 
@@ -289,10 +290,14 @@ class AgentMemoryManager:
         ``speaker`` names who said it (recall boosts it when the query names them).
         ``entities`` and ``relations`` are facts the caller already extracted (see
         :func:`tiered_memory.graph.entity_facts`); they join the knowledge graph in the
-        same transaction, supported by this memory.
+        same transaction, supported by this memory. ``dedup`` overrides
+        ``MemoryConfig.dedup`` for this call (``False``: always a new memory, for callers
+        whose records differ by more than their text, like the LangGraph store's items).
         """
         self._require_open()
         tier = parse_tier(tier)
+        if dedup is not None:
+            require_bool(dedup, "dedup")
         require_str(content, "content")
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self.store.check_content_size(content)
@@ -310,8 +315,11 @@ class AgentMemoryManager:
             if session_id is not None:
                 self.sessions.require_active(session_id)
             count_in_file(self.store, redacted)
-            if self.config.dedup and tier is not Tier.SCRATCHPAD:
-                twin = dedup.find_twin(conn, content, tier, agent_id, session_id, self._get_many)
+            deduplicate = self.config.dedup if dedup is None else dedup
+            if deduplicate and tier is not Tier.SCRATCHPAD:
+                twin = duplicates.find_twin(
+                    conn, content, tier, agent_id, session_id, self._get_many
+                )
                 if twin is not None:  # the same fact again: reinforce it instead
                     return self._reinforce(conn, twin, importance, facts, now)
             if tier is Tier.SCRATCHPAD:
@@ -328,7 +336,7 @@ class AgentMemoryManager:
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
-                dedup.record(conn, [stored])
+                duplicates.record(conn, [stored])
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.get_repetition_schedule(stored.id) is None
@@ -365,7 +373,7 @@ class AgentMemoryManager:
             self.graph.records.assert_facts(conn, memory.id, *facts, graph_sql.CALLER, now)
         if memory.session_id is not None:
             self.store.touch_session(memory.session_id, self.clock())
-        dedup.count_duplicate(conn)
+        duplicates.count_duplicate(conn)
         return current
 
     def _graph_search(
@@ -454,7 +462,7 @@ class AgentMemoryManager:
                 replace(memory, updated_at=_touched(memory, self.clock()), **changes)
             )
             if content is not None and updated.tier is not Tier.SCRATCHPAD:
-                dedup.record(conn, [updated])  # found by its new content from now on
+                duplicates.record(conn, [updated])  # found by its new content from now on
             return updated
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
@@ -595,7 +603,7 @@ class AgentMemoryManager:
         cfg = self.config
         merged = []
         if cfg.near_duplicate_threshold is not None:  # the same fact twice, near enough
-            merged = dedup.merge_near_duplicates(self, cfg.near_duplicate_threshold)
+            merged = duplicates.merge_near_duplicates(self, cfg.near_duplicate_threshold)
         promoted: list[str] = []
         checked = 0
         after = ""
@@ -880,7 +888,7 @@ class AgentMemoryManager:
                 for (n, _), memory in zip(rest, written, strict=True):
                     stored[n] = memory
                     self._cache.set(memory.id, memory)
-                dedup.record(conn, written)
+                duplicates.record(conn, written)
             touched = self.clock()
             for session_id in sorted(sessions):
                 self.store.touch_session(session_id, touched)

@@ -210,7 +210,11 @@ class TieredMemoryStore(BaseStore):
         if existing is None:
             tags = [_item_tag(namespace, key), *_prefix_tags(namespace)]
             self.memory.remember(
-                content, self.tier, tags=tags, metadata=metadata, category=CATEGORY,
+                content,
+                self.tier,
+                tags=tags,
+                metadata=metadata,
+                category=CATEGORY,
                 dedup=False,  # items with the same value under other keys stay apart
             )
         else:

@@ -91,20 +91,22 @@ def keyword_triggers(tier: str) -> list[str]:
     ]
 
 
-def _work_off_statements() -> list[str]:
-    """Re-index what ``keyword_dirty`` records, then empty it.
+def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[str]:
+    """Re-index what ``keyword_dirty`` records for ``tiers``, then empty it.
 
     Each row there is a memory written, or the place a memory left (deleted, moved
     away). Re-indexed are the memories at those rowids that still exist, and the
     ``WINDOW`` memories on each side of each place in its session now: every memory
     whose window changed is among them. Their keyword rows are deleted and inserted
     again with one statement in the index's rowid order (one FTS5 segment), each once.
+    Only the tiers named are visited: the expansion adds rows of a tier that already
+    has some, so the caller passes the tiers ``keyword_dirty`` holds.
     """
     expand = " UNION ALL ".join(
         f"SELECT '{tier}' AS tier, {_neighbour(tier, 'c', offset, before)} AS r "
         "FROM keyword_dirty AS c "
         f"WHERE c.tier = '{tier}' AND c.session_id IS NOT NULL"
-        for tier in TIERS
+        for tier in tiers
         for before in (True, False)
         for offset in range(WINDOW)
     )
@@ -121,12 +123,12 @@ def _work_off_statements() -> list[str]:
 
     deletes = [
         f"DELETE FROM memory_fts WHERE rowid IN (SELECT i.rowid FROM {affected(tier)})"
-        for tier in TIERS
+        for tier in tiers
     ]
     rows = " UNION ALL ".join(
         f"SELECT i.rowid AS rowid, t.content AS content, {window_text(tier, 't', True)} AS "
         f"context, {window_text(tier, 't', False)} AS after FROM {affected(tier)}"
-        for tier in TIERS
+        for tier in tiers
     )
     insert = (
         "INSERT INTO memory_fts (rowid, content, context, after) "
@@ -136,14 +138,24 @@ def _work_off_statements() -> list[str]:
 
 
 WORK_OFF = _work_off_statements()
+# The same work for each set of tiers that can be dirty, built once: a write to one tier
+# (the common case) skips the other tiers' statements (a third of the commit's work each).
+_WORK_OFF_FOR = {
+    frozenset(tiers): _work_off_statements(tiers)
+    for tiers in (
+        tuple(t for n, t in enumerate(TIERS) if mask >> n & 1) for mask in range(1, 2 ** len(TIERS))
+    )
+}
+_DIRTY_TIERS = "SELECT DISTINCT tier FROM keyword_dirty"
 
 
 def work_off_keyword_dirty(conn: apsw.Connection) -> bool:
     """Bring the keyword index up to date inside the caller's transaction; True if there
     was anything to do."""
-    if conn.execute("SELECT 1 FROM keyword_dirty LIMIT 1").fetchone() is None:
+    dirty = frozenset(row[0] for row in conn.execute(_DIRTY_TIERS))
+    if not dirty:
         return False
-    for statement in WORK_OFF:
+    for statement in _WORK_OFF_FOR.get(dirty, WORK_OFF):
         conn.execute(statement)
     return True
 

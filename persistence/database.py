@@ -15,8 +15,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from types import TracebackType
 
 import apsw
 
@@ -509,27 +510,11 @@ class Database:
             finally:
                 conn.close()
 
-    @contextmanager
-    def reading(self) -> Iterator[apsw.Connection]:
+    def reading(self) -> AbstractContextManager[apsw.Connection]:
         """A connection to read from: this thread's own (readers never wait for writers),
         or the writer inside this thread's transaction and in memory."""
         self.require_open()
-        with storage_errors(f"reading {self.path}", self.place, os_errors=False):
-            if self.is_memory or self.in_transaction:
-                with self.lock:
-                    yield self.require_open()
-                return
-            conn = self._thread_reader()
-            with self._readers_cond:
-                self.require_open()
-                self._active_reads += 1
-            try:
-                yield conn
-            finally:
-                with self._readers_cond:
-                    self._active_reads -= 1
-                    if not self._active_reads:
-                        self._readers_cond.notify_all()
+        return _Reading(self)
 
     def _thread_reader(self) -> apsw.Connection:
         """This thread's read connection, closed again when the thread ends."""
@@ -562,6 +547,61 @@ class _ThreadReader:
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
+
+
+class _Reading:
+    """What :meth:`Database.reading` returns: a class, not a generator, because every
+    uncached read pays for it. While a block reads through this thread's own connection,
+    :meth:`Database.close` waits for it; the writer (in memory, or inside this thread's
+    transaction) is used under the write lock. ``apsw`` errors leave as
+    :class:`~persistence.TieredMemoryError` (see :class:`storage_errors`)."""
+
+    __slots__ = ("_db", "_errors", "_locked", "_counted")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._errors = storage_errors(f"reading {db.path}", db.place, os_errors=False)
+        self._locked = False
+        self._counted = False
+
+    def __enter__(self) -> apsw.Connection:
+        db, errors = self._db, self._errors
+        errors.__enter__()
+        try:
+            if db.is_memory or db.in_transaction:
+                db.lock.acquire()
+                self._locked = True
+                return db.require_open()
+            conn = db._thread_reader()
+            with db._readers_cond:
+                db.require_open()
+                db._active_reads += 1
+            self._counted = True
+            return conn
+        except BaseException as exc:
+            self._leave()
+            errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self._leave()
+        finally:
+            self._errors.__exit__(kind, exc, tb)
+
+    def _leave(self) -> None:
+        db = self._db
+        if self._locked:
+            self._locked = False
+            db.lock.release()
+        elif self._counted:
+            self._counted = False
+            with db._readers_cond:
+                db._active_reads -= 1
+                if not db._active_reads and db._writer is None:
+                    db._readers_cond.notify_all()  # close() waits for the last read
 
 
 def _run_all(callbacks: Iterable[Hook]) -> None:

@@ -16,7 +16,14 @@ import apsw
 from persistence.codecs import decode_embedding, decode_json, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
-from persistence.records import Memory, MemoryFilter, PromotionRecord, QueryOptions, Tier
+from persistence.records import (
+    Memory,
+    MemoryFilter,
+    PromotionRecord,
+    QueryOptions,
+    Tier,
+    memory_from_values,
+)
 from persistence.validation import (
     require_bool,
     require_int,
@@ -69,32 +76,29 @@ _SELECT_ANY_TIER = " UNION ALL ".join(
 )
 
 
+_TIER_NAMED = {tier.value: tier for tier in Tier}
+
+
+def _json_tuple(text: str) -> tuple[Any, ...]:
+    """A JSON array column as a tuple (the empty one, most rows' tags and links, unparsed)."""
+    return () if text == "[]" else tuple(decode_json(text))
+
+
+def _json_mapping(text: str) -> MappingProxyType[str, Any]:
+    """A JSON object column as a read-only mapping (``{}`` unparsed)."""
+    return MappingProxyType({} if text == "{}" else decode_json(text))
+
+
 def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
      speaker, key, tags) = row  # fmt: skip
-    return Memory(
-        id=id_,
-        content=content,
-        tier=tier,
-        key=key,
-        session_id=session_id,
-        agent_id=agent_id,
-        category=category,
-        tags=tuple(decode_json(tags)),
-        importance=importance,
-        retention=retention,
-        token_count=token_count,
-        source=source,
-        metadata=MappingProxyType(decode_json(metadata)),
-        linked_memories=tuple(decode_json(linked)),
-        embedding=decode_embedding(embedding),
-        access_count=access_count,
-        last_accessed_at=last_accessed_at,
-        created_at=created_at,
-        updated_at=updated_at,
-        speaker=speaker,
-    )
+    return memory_from_values((
+        id_, content, tier, key, session_id, agent_id, category, _json_tuple(tags), importance,
+        retention, token_count, source, _json_mapping(metadata), _json_tuple(linked),
+        None if embedding is None else decode_embedding(embedding), access_count,
+        last_accessed_at, created_at, updated_at, speaker,
+    ))  # fmt: skip
 
 
 def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
@@ -110,17 +114,20 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 
 
-def as_stored(memory: Memory, row: tuple[Any, ...]) -> Memory:
-    """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata.
+def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
+    """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata (and
+    ``changes``, such as de-duplicated tags, made in the same copy).
 
     What the store returns (and the cache keeps) never shares mutable state with the
     caller's object, and never holds a value the file does not.
     """
+    blob = row[_EMBEDDING]
     return replace(
         memory,
-        metadata=MappingProxyType(decode_json(row[_METADATA])),
-        linked_memories=tuple(decode_json(row[_LINKED])),
-        embedding=decode_embedding(row[_EMBEDDING]),
+        metadata=_json_mapping(row[_METADATA]),
+        linked_memories=_json_tuple(row[_LINKED]),
+        embedding=None if blob is None else decode_embedding(blob),
+        **changes,
     )
 
 
@@ -185,8 +192,8 @@ def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
 
 def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in whichever tier holds it, in one statement."""
-    row = query_one(conn, _SELECT_ANY_TIER, (memory_id,) * 3)
-    return None if row is None else _to_memory(Tier(row[-1]), row[:-1])
+    row = conn.execute(_SELECT_ANY_TIER, (memory_id, memory_id, memory_id)).fetchone()
+    return None if row is None else _to_memory(_TIER_NAMED[row[-1]], row[:-1])
 
 
 def fetch_many(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -104,6 +104,20 @@ class Memory:
 MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory))
 """Every field of :class:`Memory`, in declaration order: the one list of them (the
 export format lists them in this order, the tier aside)."""
+
+_MEMORY_SLOTS = tuple(getattr(Memory, name).__set__ for name in MEMORY_FIELDS)
+
+
+def memory_from_values(values: Iterable[Any]) -> Memory:
+    """A :class:`Memory` from every field's value in :data:`MEMORY_FIELDS` order, for rows
+    read back from the file (written after validation). Fills the slots directly: the
+    frozen dataclass's ``__init__`` costs twice as much (one ``object.__setattr__`` per
+    field), on every uncached read."""
+    memory: Memory = object.__new__(Memory)
+    for fill, value in zip(_MEMORY_SLOTS, values, strict=True):
+        fill(memory, value)
+    return memory
+
 
 NEW_MEMORY_FIELDS: tuple[str, ...] = (
     "session_id", "agent_id", "importance", "tags", "metadata", "source", "category",

@@ -486,15 +486,14 @@ class SQLiteStore:
                     )
                 embedding = memory.embedding
                 blob = None if embedding is None else encode_embedding(embedding, None)
-                tags = tuple(dict.fromkeys(memory.tags))
-                normalized = memory if tags == memory.tags else replace(memory, tags=tags)
-                row = memory_sql.encode_row(normalized, blob)
+                row = memory_sql.encode_row(memory, blob)  # tags are not in the row
             except TieredMemoryError as exc:
                 exc.add_note(f"in memory {position} of the batch; nothing was written")
                 raise
             if blob is not None:
                 sizes.add(len(blob) // 4)
-            prepared.append((memory_sql.as_stored(normalized, row), row))
+            tags = tuple(dict.fromkeys(memory.tags))
+            prepared.append((memory_sql.as_stored(memory, row, tags=tags), row))
         ids = [memory.id for memory, _ in prepared]
         if len(set(ids)) != len(ids):
             raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")

@@ -74,6 +74,8 @@ class Database:
             raise InvalidInputError("an in-memory store cannot be opened read-only")
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
         self.path = path
+        self._in_memory = path == MEMORY_PATH
+        self._read_label = f"reading {path}"  # built once: every read names it
         self.options = options
         self.read_only = read_only
         self.lock = threading.RLock()
@@ -560,7 +562,9 @@ class _Reading:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._errors = storage_errors(f"reading {db.path}", db.place, os_errors=False)
+        self._errors = storage_errors(
+            db._read_label, None if db._in_memory else db.path, os_errors=False
+        )
         self._locked = False
         self._counted = False
 
@@ -568,7 +572,7 @@ class _Reading:
         db, errors = self._db, self._errors
         errors.__enter__()
         try:
-            if db.is_memory or db.in_transaction:
+            if db._in_memory or db.in_transaction:
                 db.lock.acquire()
                 self._locked = True
                 return db.require_open()

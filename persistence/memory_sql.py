@@ -93,9 +93,12 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
      speaker, key, tags) = row  # fmt: skip
+    # The empty JSON values (most rows' tags, links, metadata) are not parsed.
     return memory_from_values((
-        id_, content, tier, key, session_id, agent_id, category, _json_tuple(tags), importance,
-        retention, token_count, source, _json_mapping(metadata), _json_tuple(linked),
+        id_, content, tier, key, session_id, agent_id, category,
+        () if tags == "[]" else tuple(decode_json(tags)), importance, retention, token_count,
+        source, MappingProxyType({} if metadata == "{}" else decode_json(metadata)),
+        () if linked == "[]" else tuple(decode_json(linked)),
         None if embedding is None else decode_embedding(embedding), access_count,
         last_accessed_at, created_at, updated_at, speaker,
     ))  # fmt: skip

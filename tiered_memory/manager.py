@@ -124,7 +124,8 @@ class AgentMemoryManager:
             self.config.target_retention,
         )
         self._cache: CacheLayer[str, Memory] = CacheLayer(
-            self.config.cache_size, transactions=self.store
+            self.config.cache_size,
+            transactions=sqlite.db,  # the engine's hooks, one call less
         )
         self._redactor = self.config.active_redactor
         self.scratchpad = Scratchpad(

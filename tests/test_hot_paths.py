@@ -1,0 +1,115 @@
+"""What the hot-path work (issue 14) must keep: a read under way holds off close(), a
+failed read leaves as a library error and releases what it held, a commit that wrote
+some tiers indexes exactly those tiers' memories, rows read back equal what was
+written."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from persistence import Memory, SQLiteStore, StoreClosedError, Tier, TieredMemoryError
+from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal
+from persistence.database import Database
+from persistence.records import SessionState
+
+
+def _open(path: str) -> Database:
+    db = Database(path, ConnectionOptions())
+    db.open(connection_wal)
+    return db
+
+
+def test_close_waits_for_a_read_under_way_on_another_thread(tmp_path: Path) -> None:
+    db = _open(str(tmp_path / "engine.db"))
+    reading, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def read() -> None:
+        with db.reading() as conn:
+            reading.set()
+            release.wait()
+            seen.append(conn.execute("SELECT 1").fetchone()[0])  # still open: close waits
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert reading.wait(10)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # held off by the read
+    release.set()
+    reader.join()
+    closer.join()
+    assert seen == [1] and not db.is_open and db.readers == []
+    with pytest.raises(StoreClosedError):
+        db.reading()
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_failed_read_leaves_as_a_library_error_and_lets_close_finish(
+    tmp_path: Path, where: str
+) -> None:
+    db = _open(str(tmp_path / "engine.db") if where == "file" else MEMORY_PATH)
+    with pytest.raises(TieredMemoryError), db.reading() as conn:
+        conn.execute("SELECT * FROM no_such_table")
+    with db.reading() as conn:  # nothing was left held: reading again works
+        assert conn.execute("SELECT 2").fetchone()[0] == 2
+    # Inside a transaction the read uses the writer under its lock; the transaction (the
+    # outermost block) translates the error.
+    with pytest.raises(TieredMemoryError), db.transaction(), db.reading() as conn:
+        conn.execute("SELECT * FROM no_such_table")
+    taken: list[bool] = []
+
+    def take() -> None:  # another thread: the lock is reentrant for this one
+        if db.lock.acquire(timeout=10):
+            taken.append(True)
+            db.lock.release()
+
+    other = threading.Thread(target=take)
+    other.start()
+    other.join()
+    assert taken == [True]  # the failed read released the write lock
+    db.close()  # returns: no read is counted as under way
+    assert not db.is_open
+
+
+def test_one_commit_indexes_the_words_of_each_tier_it_wrote(store: SQLiteStore) -> None:
+    store.put_session(SessionState("s1", started_at=1, last_active_at=1))
+    with store.transaction():  # two of the three tiers, one of them in a session
+        store.put_memory(Memory.create("a heron by the weir", Tier.SEMANTIC, id="sem"))
+        store.put_scratchpad(
+            "note", Memory.create("heron sightings", Tier.SCRATCHPAD, id="pad", key="note")
+        )
+        store.put_memory(Memory.create("the weir floods", Tier.SEMANTIC, id="s2", session_id="s1"))
+    with store.transaction():  # then the third alone
+        store.put_memory(Memory.create("a heron nests", Tier.EPISODIC, id="epi"))
+    found = {memory_id for memory_id, _ in store.keyword_search('"heron"', 10)}
+    assert found == {"sem", "pad", "epi"}
+    assert {memory_id for memory_id, _ in store.keyword_search('"floods"', 10)} == {"s2"}
+
+
+def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:
+    plain = Memory.create("plain", Tier.EPISODIC, id="plain")
+    full = Memory.create(
+        "full",
+        Tier.SEMANTIC,
+        id="full",
+        tags=("a", "b", "a"),
+        metadata={"k": [1, 2], "n": None},
+        linked_memories=("plain",),
+        speaker="Ann",
+        importance=0.25,
+    )
+    for memory in (plain, full):
+        stored = store.put_memory(memory)
+        read = store.get_memory(memory.id)
+        assert read == stored
+        assert read is not None and read.tier is memory.tier
+        assert dict(read.metadata) == dict(memory.metadata)
+        with pytest.raises(TypeError):
+            read.metadata["x"] = 1  # type: ignore[index]
+    (inserted,) = store.insert_memories([Memory.create("x", tags=("t", "t", "u"), id="ins")])
+    assert inserted.tags == ("t", "u") and store.get_memory("ins") == inserted

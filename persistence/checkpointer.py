@@ -20,7 +20,11 @@ writer's hook checkpoints once itself, between two transactions, as soon as the 
 last one has ended: the thread has copied all but its last round's commits, so this
 copies little (its cost is mostly the two syncs), and the next write starts the WAL
 over. That comes once per a few hundred commits of a writer that never stops; a writer
-with gaps never pays it, as the thread catches up in them.
+with gaps never pays it, as the thread catches up in them. A single large commit (a
+batch) that takes the WAL past that length is left to the thread first: the writer
+restarts the WAL only once the thread has copied all but about ``wal_autocheckpoint``
+pages of it (so the batch's caller does not wait for its thousands of pages to be
+copied), or when the WAL passes ``HARD_FACTOR`` times the threshold.
 
 Failures are logged and the next wake tries again (a full disk, say); if the thread
 cannot run (its connection failed to open, ``FAILURES_TO_STOP`` checkpoints failed in a
@@ -44,6 +48,10 @@ RESTART_FACTOR = 8
 """Past this many times ``wal_autocheckpoint`` pages the writer checkpoints once itself,
 between two transactions, so that the WAL restarts."""
 
+HARD_FACTOR = 4 * RESTART_FACTOR
+"""Past this many times ``wal_autocheckpoint`` pages the writer checkpoints itself even
+when the thread has not copied most of the WAL yet (a thread slower than the writer)."""
+
 FAILURES_TO_STOP = 3
 """After this many failed checkpoints in a row the thread ends (logged) and the writer
 checkpoints inline again: a connection that cannot checkpoint should not let the WAL grow."""
@@ -62,6 +70,7 @@ class Checkpointer:
         self.options = options
         self.pages = pages
         self.restart_pages = pages * RESTART_FACTOR
+        self.hard_pages = pages * HARD_FACTOR
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -130,7 +139,9 @@ class Checkpointer:
             if not self.running:
                 if pages - self._copied >= self.pages:
                     self._inline(conn)
-            elif pages >= self.restart_pages:
+            elif pages >= self.restart_pages and (
+                pages - self._copied < self.pages or pages >= self.hard_pages
+            ):
                 self._restart_due = True  # the thread starts no checkpoint meanwhile
                 if self._inline(conn):
                     self._restart_due = False

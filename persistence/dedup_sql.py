@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import apsw
 import orjson
 
-from persistence.connection import query_all, query_one
+from persistence.connection import query_all
 from persistence.memory_sql import TABLE
 from persistence.records import Memory, Tier
 
@@ -23,11 +23,6 @@ def content_key(content: object, agent_id: object, session_id: object) -> bytes:
     text = " ".join(unicodedata.normalize("NFKC", str(content)).casefold().split())
     scope = f"{agent_id or ''}\x1f{session_id or ''}\x1f"
     return hashlib.blake2b((scope + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def has_keys(conn: apsw.Connection) -> bool:
-    """True if the file has ``content_keys`` (schema 10 on)."""
-    return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'content_keys'") is not None
 
 
 def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:

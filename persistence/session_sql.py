@@ -67,6 +67,13 @@ def fetch(conn: apsw.Connection, session_id: str) -> SessionState | None:
     return None if row is None else _to_session(row)
 
 
+def is_active(conn: apsw.Connection, session_id: str) -> bool | None:
+    """Whether the session is active; ``None`` if there is none (one index probe, no
+    decoding: the check every write into a session makes)."""
+    row = query_one(conn, "SELECT is_active FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else bool(row[0])
+
+
 def delete(conn: apsw.Connection, session_id: str) -> bool:
     """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
     conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))

@@ -706,6 +706,12 @@ class SQLiteStore:
         with self._reading() as conn:
             return session_sql.fetch(conn, session_id)
 
+    def session_is_active(self, session_id: str) -> bool | None:
+        """Whether the session is active (not ended); ``None`` if there is none."""
+        require_str(session_id, "session_id")
+        with self._reading() as conn:
+            return session_sql.is_active(conn, session_id)
+
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its transcript; memories from it stay. True if it existed."""
         require_str(session_id, "session_id")

@@ -167,6 +167,9 @@ class MemoryStorage(Protocol):
     def get_session(self, session_id: str) -> SessionState | None:
         """The session, or ``None``."""
 
+    def session_is_active(self, session_id: str) -> bool | None:
+        """Whether the session is active (not ended); ``None`` if there is none."""
+
     def get_sessions(self, limit: int | None = None) -> list[SessionState]:
         """All sessions, most recently active first."""
 

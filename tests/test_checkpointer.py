@@ -11,8 +11,10 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import apsw
 import pytest
 
 from persistence import Memory, SQLiteStore, Tier
@@ -149,3 +151,27 @@ def test_after_rekey_the_thread_checkpoints_with_the_new_key(
     with SQLiteStore(db_path, key=b"new key") as store:
         assert store.count(Tier.EPISODIC) == 400
         assert BackupManager(store).check_integrity().ok
+
+
+def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Path) -> None:
+    """One commit that takes the WAL past the restart length (a batch) returns without
+    the writer copying it; the thread copies it, and the next small commit lets the WAL
+    start over."""
+    with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
+        checkpointer = store.db._checkpointer
+        assert checkpointer is not None
+        batch = [Memory.create(f"batch {n} " + "words " * 200) for n in range(1200)]
+        store.insert_memories(batch)
+        assert _wal_frames(db_path) > checkpointer.restart_pages  # a big commit indeed
+        assert checkpointer.restarts == 0, "the writer copied the batch in its commit"
+        deadline = time.monotonic() + 30
+        while checkpointer.checkpoints == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with checkpointer.paused():  # the thread's checkpoint has ended
+            assert checkpointer.checkpoints > 0, "the thread never copied the batch"
+        store.put_episodic(Memory.create("after the batch"))
+        store.put_episodic(Memory.create("the WAL started over"))
+        log, _ = store.db.writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        assert log < PAGES, f"the WAL did not start over: {log} frames"
+    with SQLiteStore(db_path) as store:
+        assert store.count(Tier.EPISODIC) == 1202

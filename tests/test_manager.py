@@ -268,6 +268,20 @@ def test_session_lifecycle_and_transcript(memory: AgentMemoryManager, clock: Fak
 # --- promotion ----------------------------------------------------------------------------
 
 
+def test_writes_into_an_ended_or_unknown_session_are_refused(memory: AgentMemoryManager) -> None:
+    session = memory.start_session("closing")
+    memory.remember("before the end", session_id="closing")
+    memory.end_session(session.session_id)
+    before = memory.statistics().storage.episodic_count
+    with pytest.raises(InvalidInputError, match="ended"):
+        memory.remember("after the end", session_id="closing")
+    with pytest.raises(InvalidInputError, match="ended"):
+        memory.remember_many([{"content": "late", "session_id": "closing"}])
+    with pytest.raises(SessionNotFoundError, match="start_session"):
+        memory.remember("nowhere", session_id="never-started")
+    assert memory.statistics().storage.episodic_count == before
+
+
 def test_promote_along_the_tiers_with_history(memory: AgentMemoryManager) -> None:
     m = memory.remember("fact", tier=Tier.SCRATCHPAD, key="k")
     memory.promote(m.id, Tier.EPISODIC, reason="noted")

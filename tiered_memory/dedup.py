@@ -48,8 +48,6 @@ def find_twin(
 ) -> Memory | None:
     """The oldest live memory of ``tier``, agent and session with the same normalised
     content, or ``None``."""
-    if not dedup_sql.has_keys(conn):
-        return None
     ids = dedup_sql.find(conn, dedup_sql.content_key(content, agent_id, session_id), tier)
     if not ids:
         return None
@@ -70,8 +68,7 @@ def find_twin(
 
 def record(conn: Any, memories: list[Memory]) -> None:
     """Note the content keys of newly written memories."""
-    if dedup_sql.has_keys(conn):
-        dedup_sql.record(conn, memories)
+    dedup_sql.record(conn, memories)
 
 
 def count(conn: Any, key: str, n: int = 1) -> None:

@@ -314,7 +314,7 @@ class AgentMemoryManager:
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True) as conn:
             if session_id is not None:
-                self.sessions.require_active(session_id)
+                self.sessions.check_active(session_id)
             count_in_file(self.store, redacted)
             deduplicate = self.config.dedup if dedup is None else dedup
             if deduplicate and tier is not Tier.SCRATCHPAD:
@@ -875,7 +875,7 @@ class AgentMemoryManager:
         sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
         with self.store.transaction(join=True) as conn:
             for session_id in sorted(sessions):
-                self.sessions.require_active(session_id)
+                self.sessions.check_active(session_id)
             count_in_file(self.store, sum(redacted))
             stored = {}
             for n, draft in enumerate(drafts):

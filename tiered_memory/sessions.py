@@ -120,6 +120,15 @@ class SessionManager:
             raise InvalidInputError(f"session {session_id} has ended")
         return session
 
+    def check_active(self, session_id: str) -> None:
+        """:meth:`require_active` without reading the session: the check each write into a
+        session makes."""
+        active = self._store.session_is_active(session_id)
+        if active is None:
+            raise SessionNotFoundError(f"no session {session_id}: start_session() it first")
+        if not active:
+            raise InvalidInputError(f"session {session_id} has ended")
+
     def touch(self, session_id: str) -> None:
         """Mark a session active now (it must exist and not have ended)."""
         with self._store.transaction():

@@ -161,3 +161,43 @@ def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path:
         exact = [rare[i].id for i in np.argsort(distances, kind="stable")[:5]]
         assert [memory_id for memory_id, _ in found] == exact
         assert len(rare) == 20 > memory.store.exact_scan_max
+
+
+def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: Path) -> None:
+    """A filter that accepts few memories is searched through their rowids (index_sql
+    ``narrow_rowids``); it must give the very rows and scores of the wide search."""
+    from persistence import index_sql
+
+    rng = np.random.default_rng(5)
+    with _open(tmp_path / "narrow.db") as memory:
+        for s in range(4):
+            memory.start_session(f"s{s}")
+        records = [
+            Memory.create(
+                " ".join(rng.choice(WORDS, size=5)),
+                Tier.EPISODIC if n % 5 else Tier.SEMANTIC,
+                session_id=f"s{n % 4}",
+                agent_id=f"a{n % 3}",
+                tags=("odd",) if n % 2 else ("even",),
+                now=START + n * DAY,
+            )
+            for n in range(120)
+        ]
+        _load(memory, records)
+        filters = [
+            MemoryFilter(session_id="s1"),
+            MemoryFilter(session_id="s2", tier=Tier.SEMANTIC),
+            MemoryFilter(agent_id="a0", tags=("odd",)),
+            MemoryFilter(created_after=START + 30 * DAY, created_before=START + 45 * DAY),
+            MemoryFilter(session_id="nobody"),
+        ]
+        with memory.store.db.reading() as conn:  # type: ignore[attr-defined]
+            for where in filters:
+                for query in ('"apple" OR "river"', '"stone"', '"lamp" OR "pie" OR "cloud"'):
+                    assert index_sql.narrow_rowids(conn, where, 1000) is not None
+                    narrow = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5)
+                    wide = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5, narrow_cap=0)
+                    assert narrow == wide, (where, query)
+                    assert (wide == []) == (where.session_id == "nobody"), (where, query)
+            assert index_sql.narrow_rowids(conn, MemoryFilter(tags=("odd",)), 10) is None
+            assert index_sql.narrow_rowids(conn, MemoryFilter(min_retention=0.1), 1000) is None

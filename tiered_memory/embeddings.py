@@ -96,7 +96,8 @@ class OnnxEmbedder:
         batch_tokens: int = 1024,
     ) -> None:
         for name, value in (("threads", threads), ("max_length", max_length),
-                            ("batch_size", batch_size), ("batch_tokens", batch_tokens)):  # fmt: skip
+                            ("batch_size", batch_size),
+                            ("batch_tokens", batch_tokens)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
         if pooling not in POOLINGS:

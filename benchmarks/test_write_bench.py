@@ -9,7 +9,9 @@ and no embedder; p50 and p99 come from the last 1,000 calls before each size. Th
 floor grows beside it: a table row plus one FTS5 row per commit, through a connection
 with the library's pragmas. Then, into the largest file, ``remember_many`` of 10,000
 records and 5,000 ``remember()`` calls inside one ``transaction()`` against a raw
-single-transaction insert of the same rows.
+single-transaction insert of the same rows. Last, in the interleaved file, an agent's
+rhythm (bursts of 10 calls, 100 ms pauses) with the background keyword-index merges off
+and on.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ DIM = 384
 TIMED = size(1000, 20)  # single remember() calls timed at each size
 BATCH = size(10_000, 50)
 IN_TRANSACTION = size(5_000, 20)
+PACED = size(2_000, 20)  # remember() calls of the paced workload, per setting
+BURST = 10
+PAUSE_S = 0.1 if not smoke() else 0.001
 SIZES = (
     [100]
     if smoke()
@@ -145,6 +150,7 @@ def test_remember_latency_as_the_file_grows_and_batch_rates(tmp_path: Path, kind
             rp50, rp99 = _ms(floor[max(size - TIMED, 0) : size])
             RESULTS.append(
                 f"{size:>7} {kind:<15} remember() p50 {lp50:.2f} ms p99 {lp99:.2f} ms "
+                f"max {max(library[max(size - TIMED, 0) : size]) * 1000:.1f} ms "
                 f"(p99/p50 {lp99 / lp50:.1f}); raw row+FTS5 per commit p50 {rp50:.2f} ms "
                 f"p99 {rp99:.2f} ms; library p50 at {rp50 / lp50:.0%} of raw"
             )
@@ -174,3 +180,35 @@ def test_remember_latency_as_the_file_grows_and_batch_rates(tmp_path: Path, kind
             f"one transaction {in_tx:,.0f}/s, raw {raw_tx:,.0f}/s ({in_tx / raw_tx:.0%})"
         )
         assert memory.statistics().storage.episodic_count == at + BATCH + IN_TRANSACTION
+        if kind == "interleaved":
+            _paced(memory, workload, at + BATCH + IN_TRANSACTION, largest)
+
+
+def _paced(memory: AgentMemoryManager, workload: Workload, at: int, largest: int) -> None:
+    """An agent's rhythm: bursts of ``BURST`` ``remember()`` calls, then a pause (the
+    model thinking), in which the background thread merges the keyword index; against
+    the same with that idle work off, in the same file and run."""
+    checkpointer = memory.store.db._checkpointer  # type: ignore[attr-defined]
+    work = checkpointer.idle_work if checkpointer is not None else None
+    figures = []
+    for label, idle in (("idle merges off", None), ("idle merges on", work)):
+        if checkpointer is not None:
+            checkpointer.idle_work = idle
+        records = workload.records(at, PACED)
+        _sessions(memory, workload, at, at + PACED)
+        at += PACED
+        latencies = []
+        for n, record in enumerate(records):
+            content = record.pop("content")
+            begin = time.perf_counter()
+            memory.remember(content, **record)
+            latencies.append(time.perf_counter() - begin)
+            if n % BURST == BURST - 1:
+                time.sleep(PAUSE_S)
+        ms = np.array(latencies) * 1000
+        p50, p99, p999 = np.percentile(ms, [50, 99, 99.9])
+        figures.append(
+            f"{largest:>7} paced ({BURST} then {PAUSE_S * 1000:.0f} ms) {label}: remember() "
+            f"p50 {p50:.2f} ms p99 {p99:.2f} ms p99.9 {p999:.2f} ms max {ms.max():.1f} ms"
+        )
+    RESULTS.extend(figures)

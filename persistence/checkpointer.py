@@ -26,6 +26,14 @@ restarts the WAL only once the thread has copied all but about ``wal_autocheckpo
 pages of it (so the batch's caller does not wait for its thousands of pages to be
 copied), or when the WAL passes ``HARD_FACTOR`` times the threshold.
 
+The same thread does the store's idle work (``idle_work``: merging the keyword index's
+segments, which FTS5 would otherwise do in bursts inside commits): once the writer has
+committed nothing for ``idle_s``, it runs ``idle_work`` until that reports nothing left,
+the writer commits again, or the store closes. The engine runs each step as a short
+transaction on the writer's own connection, under the writer's lock (so the writer
+does not take it for another process's change); a step that finds the lock taken is
+skipped (the writer comes first), and a writer that arrives during one waits a few ms.
+
 Failures are logged and the next wake tries again (a full disk, say); if the thread
 cannot run (its connection failed to open, ``FAILURES_TO_STOP`` checkpoints failed in a
 row), the writer checkpoints inline again, as SQLite would.
@@ -35,7 +43,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import apsw
@@ -52,6 +61,14 @@ HARD_FACTOR = 4 * RESTART_FACTOR
 """Past this many times ``wal_autocheckpoint`` pages the writer checkpoints itself even
 when the thread has not copied most of the WAL yet (a thread slower than the writer)."""
 
+IDLE_S = 0.05
+"""The writer idle this long (no commit): the thread does the store's idle work."""
+
+IdleWork = Callable[[], bool]
+"""One step of background work in a transaction of its own; True if it did something
+(and more may be left). ``apsw.BusyError``: the writer is busy, try again at the next
+idle time."""
+
 FAILURES_TO_STOP = 3
 """After this many failed checkpoints in a row the thread ends (logged) and the writer
 checkpoints inline again: a connection that cannot checkpoint should not let the WAL grow."""
@@ -65,10 +82,23 @@ class Checkpointer:
     checkpoint (``wal_autocheckpoint``).
     """
 
-    def __init__(self, path: str, options: ConnectionOptions, pages: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        options: ConnectionOptions,
+        pages: int,
+        idle_work: IdleWork | None = None,
+        idle_s: float = IDLE_S,
+    ) -> None:
         self.path = path
         self.options = options
         self.pages = pages
+        self.idle_work = idle_work
+        self.idle_s = idle_s
+        self._last_commit = time.monotonic()
+        self._idle_due = False  # a commit since the idle work last ran out
+        self._checkpoint_due = False
+        self.idle_steps = 0  # idle-work steps that did something
         self.restart_pages = pages * RESTART_FACTOR
         self.hard_pages = pages * HARD_FACTOR
         self._wake = threading.Event()
@@ -92,6 +122,7 @@ class Checkpointer:
         Without a connection the writer keeps checkpointing inline (logged)."""
         try:
             self._conn = connect(self.path, self.options)
+            self._conn.set_busy_timeout(0)  # idle work never waits for the writer
         except Exception as exc:  # the file stays usable: inline checkpoints instead
             logger.warning("WAL checkpoints stay in the writer's commits: %s", exc)
             return
@@ -134,6 +165,12 @@ class Checkpointer:
         """WAL hook, in the writer's thread after each commit: ``pages`` is the WAL's
         length. Must not raise (the commit has happened)."""
         try:
+            own = threading.current_thread() is self._thread  # idle work, not the writer
+            if self.idle_work is not None and not own:
+                self._last_commit = time.monotonic()
+                if not self._idle_due:
+                    self._idle_due = True
+                    self._wake.set()
             if pages < self._copied:
                 self._copied = 0  # the WAL started over
             if not self.running:
@@ -147,6 +184,7 @@ class Checkpointer:
                     self._restart_due = False
                     self.restarts += 1
             elif pages - self._copied >= self.pages:
+                self._checkpoint_due = True
                 self._wake.set()
         except Exception:
             logger.exception("WAL hook failed (the commit stands)")
@@ -163,22 +201,26 @@ class Checkpointer:
         return True
 
     def _run(self) -> None:
-        """The thread: checkpoint when woken, until stopped."""
+        """The thread: checkpoint when woken, idle work when the writer rests, until
+        stopped."""
         failures = 0
         while True:
-            self._wake.wait()
+            self._wake.wait(self.idle_s if self._idle_due else None)
             self._wake.clear()
             if self._stopping:
                 return
-            if self._restart_due:
-                continue  # the writer checkpoints next, so that the WAL restarts
             conn = self._conn
             if conn is None:
                 return
             try:
-                with self._working:
-                    if not self._stopping:
-                        self._checkpoint(conn)
+                if self._checkpoint_due and not self._restart_due:
+                    # (a restart due: the writer checkpoints next, so that the WAL restarts)
+                    self._checkpoint_due = False
+                    with self._working:
+                        if not self._stopping:
+                            self._checkpoint(conn)
+                if self._idle_due and self._idle_for() >= self.idle_s:
+                    self._idle(conn)
                 failures = 0
             except Exception as exc:  # a full disk, say: the next wake tries again
                 failures += 1
@@ -192,6 +234,32 @@ class Checkpointer:
                     )
                     self._stopping = True
                     return
+
+    def _idle_for(self) -> float:
+        return time.monotonic() - self._last_commit
+
+    def _idle(self, conn: apsw.Connection) -> None:
+        """Idle work, step by step, while the writer rests; then copy what it wrote."""
+        work = self.idle_work
+        if work is None:
+            return
+        did = False
+        with self._working:
+            while not self._stopping and self._idle_for() >= self.idle_s:
+                try:
+                    if not work():
+                        self._idle_due = False  # nothing left until the next commit
+                        break
+                except apsw.BusyError:
+                    break  # the writer is back: the next idle time goes on
+                except Exception as exc:  # never stops the checkpoints
+                    logger.warning("background idle work on %s failed: %s", self.path, exc)
+                    self._idle_due = False  # tried again after the next commit
+                    break
+                did = True
+                self.idle_steps += 1
+            if did and not self._stopping:
+                self._checkpoint(conn)
 
     def _checkpoint(self, conn: apsw.Connection) -> None:
         """One ``PASSIVE`` checkpoint (busy when another connection checkpoints: the

@@ -69,6 +69,7 @@ class Database:
         *,
         read_only: bool = False,
         change_check_interval_ms: int = 50,
+        idle_work: Callable[[apsw.Connection], bool] | None = None,
     ) -> None:
         if read_only and path == MEMORY_PATH:
             raise InvalidInputError("an in-memory store cannot be opened read-only")
@@ -100,6 +101,9 @@ class Database:
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
         self._checkpointer: Checkpointer | None = None
+        self.idle_work = idle_work
+        """One step of work for the background thread while the writer rests, given the
+        writer's connection (see :meth:`_idle_step` and persistence/checkpointer.py)."""
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -165,10 +169,36 @@ class Database:
         writer's page cache sized for the keyword index's merges."""
         connection_cache_size(conn, WRITER_CACHE_KIB)
         if not self.is_memory and self.options.wal_autocheckpoint > 0:
+            idle = None if self.idle_work is None else self._idle_step
             self._checkpointer = Checkpointer(
-                self.path, self.options, self.options.wal_autocheckpoint
+                self.path, self.options, self.options.wal_autocheckpoint, idle
             )
             self._checkpointer.start(conn)
+
+    def _idle_step(self) -> bool:
+        """One step of ``idle_work`` for the background thread, on the writer's
+        connection and under its lock: the writer's own commit, so ``data_version``
+        does not report it as another process's. ``apsw.BusyError`` if the writer is
+        busy (its lock taken, or a transaction open)."""
+        if not self.lock.acquire(blocking=False):
+            raise apsw.BusyError("the writer is busy")
+        try:
+            writer = self._writer
+            if writer is None or self._depth or self._closed or self.idle_work is None:
+                raise apsw.BusyError("the writer is busy or closed")
+            writer.set_busy_timeout(0)  # another process writing: skip, never wait
+            try:
+                return self.idle_work(writer)
+            finally:
+                writer.set_busy_timeout(self.options.busy_timeout_ms)
+        finally:
+            self.lock.release()
+
+    @property
+    def background_running(self) -> bool:
+        """True while the background thread (checkpoints, idle work) runs."""
+        checkpointer = self._checkpointer
+        return checkpointer is not None and checkpointer.running
 
     def _tidy_after_read_only(self) -> None:
         tidy, self._tidy_wal = self._tidy_wal, False

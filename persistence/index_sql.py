@@ -82,6 +82,32 @@ def update_keyword_index(conn: apsw.Connection) -> bool:
     return schema_sql.work_off_keyword_dirty(conn)
 
 
+MERGE_PAGES = 64
+"""Pages of keyword-index merge work per background step (a few milliseconds)."""
+
+
+def merge_keyword_step(conn: apsw.Connection, pages: int = MERGE_PAGES) -> bool:
+    """One step of merging the keyword index's segments, in a transaction of its own
+    (``BEGIN IMMEDIATE``: ``apsw.BusyError`` when a writer holds the lock); True if it
+    merged something (FTS5 adds to ``total_changes`` beyond the command's own one only
+    then). It merges a level that holds four segments, as FTS5's automerge does inside
+    commits; done while the writer rests, it leaves commits' automerge little to do
+    (the bursts of up to hundreds of pages that made the write tail)."""
+    if query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_fts'") is None:
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        before = conn.total_changes()
+        conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('merge', ?)", (pages,))
+        merged = conn.total_changes() - before > 1  # the INSERT itself counts one
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return merged
+
+
 def defers_keyword_index(conn: apsw.Connection) -> bool:
     """True if the file's triggers leave keyword re-indexing to commit (schema 8 on)."""
     found = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'keyword_dirty'"

@@ -173,6 +173,7 @@ class SQLiteStore:
             self.options,
             read_only=read_only,
             change_check_interval_ms=change_check_interval_ms,
+            idle_work=index_sql.merge_keyword_step,
         )
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms

@@ -4,6 +4,9 @@
 call *after* the call returned (``W id tier`` or ``P id from to``), until it is killed.
 ``worker.py checkpoint-crash DB SEED``: the same with a WAL checkpoint every 4 pages,
 so that the background checkpointer is nearly always copying when the kill comes.
+``worker.py merge-crash DB SEED``: episodic memories in bursts with pauses longer than
+the background thread's idle time, so that it is merging the keyword index when the kill
+comes; prints ``W id token`` (the memory's unique word) once stored.
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
 ``worker.py batch DB SEED``: forever, 40 memories at a time in interleaved sessions, by
@@ -112,6 +115,23 @@ def crash(path: str, seed: int, wal_autocheckpoint: int = 1000) -> None:
             store.put_semantic(memory)
         _say("W", memory.id, tier.value)
         promotable.append((memory.id, tier))
+
+
+def merge_crash(path: str, seed: int) -> None:
+    rng = random.Random(seed)
+    store = SQLiteStore(path, wal_autocheckpoint=64).open()
+    _say("READY")
+    words = [f"w{i}" for i in range(300)]
+    n = 0
+    while True:
+        for _ in range(rng.randrange(5, 30)):
+            n += 1
+            token = f"tok{seed}x{n}"
+            content = " ".join([token, *rng.choices(words, k=12)])
+            memory = Memory.create(content, Tier.EPISODIC, metadata={"origin": "episodic"})
+            store.put_episodic(memory)
+            _say("W", memory.id, token)
+        time.sleep(rng.uniform(0.06, 0.2))  # the thread merges meanwhile
 
 
 def manager_crash(path: str, seed: int) -> None:
@@ -250,6 +270,8 @@ if __name__ == "__main__":
         crash(db, int(rest[0]))
     elif command == "checkpoint-crash":  # the background checkpointer always at work
         crash(db, int(rest[0]), wal_autocheckpoint=4)
+    elif command == "merge-crash":  # the background thread merging the keyword index
+        merge_crash(db, int(rest[0]))
     elif command == "manager-crash":
         manager_crash(db, int(rest[0]))
     elif command == "batch":

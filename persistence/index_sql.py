@@ -75,11 +75,34 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
         schema_sql.fill_keyword_window(conn, table)
 
 
+BATCH_ROWS = 256
+"""A transaction that leaves this many memories to re-index is a batch: its keyword rows
+are written with FTS5's automerge off (see :func:`update_keyword_index`)."""
+
+_AUTOMERGE = "SELECT v FROM memory_fts_config WHERE k = 'automerge'"
+_SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
+
+
 def update_keyword_index(conn: apsw.Connection) -> bool:
     """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
     each once, in one statement, in rowid order. The store calls it before every commit
-    and before reading the keyword index inside a transaction. True if there were any."""
-    return schema_sql.work_off_keyword_dirty(conn)
+    and before reading the keyword index inside a transaction. True if there were any.
+
+    A batch is written with FTS5's ``automerge`` off, set back before the commit: FTS5
+    flushes a large insert in several segments and would pay, inside the batch, for
+    merging what came before (half the keyword time of a 10,000-record
+    ``remember_many`` into 100k memories); those merges are left to the background
+    thread's idle work (persistence/checkpointer.py) or to later commits.
+    """
+    big = query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1 OFFSET ?", (BATCH_ROWS - 1,))
+    if big is None:
+        return schema_sql.work_off_keyword_dirty(conn)
+    setting = query_one(conn, _AUTOMERGE)
+    conn.execute(_SET_AUTOMERGE, (0,))
+    try:
+        return schema_sql.work_off_keyword_dirty(conn)
+    finally:
+        conn.execute(_SET_AUTOMERGE, (4 if setting is None else int(setting[0]),))
 
 
 MERGE_PAGES = 64

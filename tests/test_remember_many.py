@@ -176,6 +176,28 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
     assert memory.check_integrity().ok
 
 
+def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memory: Make) -> None:
+    """A batch of at least ``BATCH_ROWS`` writes its keyword rows with FTS5's automerge
+    off and sets it back before the commit."""
+    from persistence import index_sql
+
+    def automerge() -> object:
+        with memory.store.read_connection() as conn:
+            row = conn.execute("SELECT v FROM memory_fts_config WHERE k = 'automerge'")
+            return (row.fetchall() or [(4,)])[0][0]
+
+    memory = make_memory(embedder=None)
+    sessions = [memory.start_session().session_id for _ in range(7)]
+    memory.remember_many(_interleaved(memory, 50, sessions))
+    before = automerge()
+    records = _interleaved(memory, index_sql.BATCH_ROWS + 150, sessions)
+    memory.remember_many(records)
+    assert automerge() == before
+    words = ["w10x", "w300x", "turn", "early"]
+    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+    assert memory.check_integrity().ok
+
+
 def test_a_rolled_back_batch_leaves_the_index_as_it_was(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     session = memory.start_session().session_id

@@ -51,12 +51,12 @@ class LookupEmbedder:
         return np.stack([self.vectors[t.removesuffix(" ?")] for t in texts]).astype(np.float32)
 
 
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    x = rng.standard_normal((n, DIM)).astype(np.float32)
+def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _build(path: Path, count: int) -> np.ndarray:
+def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
     """Vectors in clusters (as real embeddings are): neighbours are meaningful. Memories
     come in sessions of ``SESSION_SIZE``, as an agent writes them.
 
@@ -65,8 +65,8 @@ def _build(path: Path, count: int) -> np.ndarray:
     segment merges (see ``test_write_rate_at_size``).
     """
     rng = np.random.default_rng(count)
-    centres = _unit(rng, max(count // 50, 1))
-    vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
+    centres = _unit(rng, max(count // 50, 1), dim)
+    vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count, dim)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     words = np.array(WORDS)
     with SQLiteStore(path) as store:
@@ -398,3 +398,65 @@ def test_rss_at_size(corpus: Any) -> None:
         f"\n{count:>7} memories: RSS of a process that opened the file, recalled with the "
         f"MiniLM model and wrote: peak {peak['VmHWM']:.0f} MiB (now {peak['VmRSS']:.0f} MiB)"
     )
+
+
+class QualityDimEmbedder(LookupEmbedder):
+    """Precomputed 768-d vectors: the quality model's dimension (all-mpnet-base-v2)."""
+
+    model_id = "bench-random-768"
+    dim = 768
+
+
+def test_recall_latency_with_the_quality_models_dimension(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """recall() p50 / p95 (query embedding excluded) on 768-d vectors, the quality
+    profile's size, with and without the session-context reranker, against the raw
+    FTS5 + sqlite-vec floor on the same file, in one loop. (The quality model itself is
+    not built in CI; its query embedding is timed by the fusion test when it is.)"""
+    count = max(SIZES)
+    path = tmp_path_factory.mktemp(f"quality{count}") / "bench.db"
+    vectors = _build(path, count, 768)
+    embedder = QualityDimEmbedder()
+    rng = np.random.default_rng(11)
+    queries = []
+    for q in range(QUERIES):
+        text = " ".join(rng.choice(WORDS, 4)) + f" query{q}"
+        noisy = vectors[rng.integers(count)] + 0.5 * _unit(rng, 1, 768)[0]
+        embedder.vectors[text] = noisy / np.linalg.norm(noisy)
+        queries.append(text)
+    settings = {
+        "defaults": RecallSettings(),
+        "defaults + context rerank": RecallSettings(reranker=SessionContextReranker()),
+    }
+    managers = {
+        name: AgentMemoryManager.open(path, embedder=embedder, recall_review_quality=None,
+                                      recall=chosen)
+        for name, chosen in settings.items()
+    }  # fmt: skip
+    timings: dict[str, list[float]] = {name: [] for name in [*managers, "raw"]}
+    try:
+        for manager in managers.values():
+            for q in queries[:5]:
+                manager.recall(q, k=10)  # loads its vector copy
+        for q in queries:
+            for name, manager in managers.items():
+                start = time.perf_counter()
+                hits = manager.recall(q, k=10)
+                timings[name].append(time.perf_counter() - start)
+                assert len(hits) == 10
+            with managers["defaults"].store.read_connection() as conn:
+                start = time.perf_counter()
+                raw_keyword(conn, keyword_query(q) or "", 100)
+                raw_vec0_knn(conn, embedder.vectors[q].astype(np.float32).tobytes(), 400)
+                timings["raw"].append(time.perf_counter() - start)
+    finally:
+        for manager in managers.values():
+            manager.shutdown()
+    raw50, raw95 = _percentiles(timings["raw"])
+    lines = [f"\n{count:>7} memories, 768-d vectors: recall() p50 / p95, query embedding excluded"]
+    for name in managers:
+        p50, p95 = _percentiles(timings[name])
+        lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
+    lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
+    print("\n".join(lines))

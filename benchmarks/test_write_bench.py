@@ -187,24 +187,25 @@ def test_remember_latency_as_the_file_grows_and_batch_rates(tmp_path: Path, kind
 def _paced(memory: AgentMemoryManager, workload: Workload, at: int, largest: int) -> None:
     """An agent's rhythm: bursts of ``BURST`` ``remember()`` calls, then a pause (the
     model thinking), in which the background thread merges the keyword index; against
-    the same with that idle work off, in the same file and run."""
-    checkpointer = memory.store.db._checkpointer  # type: ignore[attr-defined]
-    work = checkpointer.idle_work if checkpointer is not None else None
+    the same with that idle work off. Each setting starts from its own copy of the file
+    as the batches left it (a backlog of merges), so neither inherits the other's."""
     figures = []
-    for label, idle in (("idle merges off", None), ("idle merges on", work)):
-        if checkpointer is not None:
-            checkpointer.idle_work = idle
-        records = workload.records(at, PACED)
-        _sessions(memory, workload, at, at + PACED)
-        at += PACED
-        latencies = []
-        for n, record in enumerate(records):
-            content = record.pop("content")
-            begin = time.perf_counter()
-            memory.remember(content, **record)
-            latencies.append(time.perf_counter() - begin)
-            if n % BURST == BURST - 1:
-                time.sleep(PAUSE_S)
+    for label, idle in (("idle merges off", False), ("idle merges on", True)):
+        copy = memory.backup(Path(memory.store.path).parent / f"paced-{idle}.db")
+        with AgentMemoryManager.open(copy, embedder=None, recall_review_quality=None) as agent:
+            checkpointer = agent.store.db._checkpointer  # type: ignore[attr-defined]
+            if checkpointer is not None and not idle:
+                checkpointer.idle_work = None
+            records = workload.records(at, PACED)
+            _sessions(agent, workload, at, at + PACED)
+            latencies = []
+            for n, record in enumerate(records):
+                content = record.pop("content")
+                begin = time.perf_counter()
+                agent.remember(content, **record)
+                latencies.append(time.perf_counter() - begin)
+                if n % BURST == BURST - 1:
+                    time.sleep(PAUSE_S)
         ms = np.array(latencies) * 1000
         p50, p99, p999 = np.percentile(ms, [50, 99, 99.9])
         figures.append(

@@ -85,11 +85,8 @@ class CacheLayer(Generic[K, V]):
         """The cached value, or ``None`` on a miss (counted)."""
         with self._lock:
             if not self._tx.in_transaction:
-                try:
-                    value: V = self._cache[key]
-                except KeyError:
-                    pass
-                else:
+                value: V | None = self._cache.get(key)  # a miss raises nothing (values never None)
+                if value is not None:
                     self._hits += 1
                     return value
             self._misses += 1

@@ -41,6 +41,7 @@ from persistence.errors import (
     ReadOnlyError,
     StoreClosedError,
     TransactionAbortedError,
+    _from_sqlite,
     storage_errors,
 )
 from persistence.validation import require_int
@@ -547,6 +548,33 @@ class Database:
         or the writer inside this thread's transaction and in memory."""
         self.require_open()
         return _Reading(self)
+
+    def read_row(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        """The first row of a one-statement read: :meth:`reading` without its context
+        manager, for the read every uncached ``get`` makes (same connection, same wait
+        in :meth:`close`, same error translation)."""
+        self.require_open()
+        if self._in_memory or self.in_transaction:
+            with _Reading(self) as conn:
+                row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
+                return row
+        try:
+            conn = self._thread_reader()
+            with self._readers_cond:
+                self.require_open()
+                self._active_reads += 1
+        except apsw.Error as exc:
+            raise _from_sqlite(exc, self._read_label, self.path) from exc
+        try:
+            row = conn.execute(sql, params).fetchone()
+            return row
+        except apsw.Error as exc:
+            raise _from_sqlite(exc, self._read_label, self.path) from exc
+        finally:
+            with self._readers_cond:
+                self._active_reads -= 1
+                if not self._active_reads and self._writer is None:
+                    self._readers_cond.notify_all()  # close() waits for the last read
 
     def _thread_reader(self) -> apsw.Connection:
         """This thread's read connection, closed again when the thread ends."""

@@ -195,7 +195,17 @@ def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
 
 def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in whichever tier holds it, in one statement."""
-    row = conn.execute(_SELECT_ANY_TIER, (memory_id, memory_id, memory_id)).fetchone()
+    sql, params = fetch_any_query(memory_id)
+    return any_tier_memory(conn.execute(sql, params).fetchone())
+
+
+def fetch_any_query(memory_id: str) -> tuple[str, tuple[str, str, str]]:
+    """The statement and parameters of :func:`fetch_any` (for a caller that runs it)."""
+    return _SELECT_ANY_TIER, (memory_id, memory_id, memory_id)
+
+
+def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
+    """The memory a :func:`fetch_any_query` row holds (``None`` for no row)."""
     return None if row is None else _to_memory(_TIER_NAMED[row[-1]], row[:-1])
 
 

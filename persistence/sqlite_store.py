@@ -643,9 +643,10 @@ class SQLiteStore:
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it, or ``None``."""
-        require_str(memory_id, "memory_id")
-        with self._reading() as conn:
-            return memory_sql.fetch_any(conn, memory_id)
+        if type(memory_id) is not str:
+            require_str(memory_id, "memory_id")
+        sql, params = memory_sql.fetch_any_query(memory_id)
+        return memory_sql.any_tier_memory(self.db.read_row(sql, params))
 
     # --- promotion ----------------------------------------------------------------------
 

@@ -91,13 +91,13 @@ class Checkpointer:
         options: ConnectionOptions,
         pages: int,
         idle_work: IdleWork | None = None,
-        idle_s: float = IDLE_S,
+        idle_s: float | None = None,
     ) -> None:
         self.path = path
         self.options = options
         self.pages = pages
         self.idle_work = idle_work
-        self.idle_s = idle_s
+        self.idle_s = IDLE_S if idle_s is None else idle_s
         self._last_commit = time.monotonic()
         self._idle_due = False  # a commit since the idle work last ran out
         self._checkpoint_due = False

@@ -84,7 +84,8 @@ class Database:
         """Held by the thread that writes (and by one opening or closing the file)."""
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
-        self._readers_cond = threading.Condition(threading.Lock())
+        self._readers_lock = threading.Lock()  # the cond's own lock, taken bare on hot reads
+        self._readers_cond = threading.Condition(self._readers_lock)
         self._active_reads = 0
         self._local = threading.local()
         self._depth = 0
@@ -558,9 +559,10 @@ class Database:
             with _Reading(self) as conn:
                 row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
                 return row
+        lock = self._readers_lock  # Condition.__enter__ is Python code; the bare lock is not
         try:
             conn = self._thread_reader()
-            with self._readers_cond:
+            with lock:
                 self.require_open()
                 self._active_reads += 1
         except apsw.Error as exc:
@@ -571,7 +573,7 @@ class Database:
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
         finally:
-            with self._readers_cond:
+            with lock:
                 self._active_reads -= 1
                 if not self._active_reads and self._writer is None:
                     self._readers_cond.notify_all()  # close() waits for the last read

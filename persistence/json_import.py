@@ -389,7 +389,8 @@ def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
     doc = _object(data, "$", top, optional)
     if doc["format"] != FORMAT:
         raise _fail("$.format", f"must be {FORMAT!r}: this is not a tiered-memory export")
-    if doc["format_version"] != FORMAT_VERSION:
+    version = doc["format_version"]
+    if isinstance(version, bool) or version != FORMAT_VERSION:  # true == 1 in Python
         raise _fail("$.format_version", f"{doc['format_version']!r} is not {FORMAT_VERSION}")
     schema_version = _int(doc, "schema_version", "$") or 0
     if not 1 <= schema_version <= LATEST_VERSION:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from persistence import SQLiteStore
+from persistence import SQLiteStore, checkpointer
 from tiered_memory import AgentMemoryManager
 
 
@@ -28,6 +28,18 @@ def _no_network(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_no_network)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_idle_merges_unless_asked() -> Iterator[None]:
+    """A store's background thread merges the keyword index once the writer has rested
+    50 ms: that rewrites FTS5's segment rows, which the byte and row checksums of "a
+    failed operation changes nothing" tests would see as a change. In this process the
+    thread waits an hour (tests of the idle work set ``idle_s`` themselves); worker
+    subprocesses of the crash tests keep the default, so SIGKILLs land during merges."""
+    saved, checkpointer.IDLE_S = checkpointer.IDLE_S, 3600.0  # before any module's fixtures
+    yield
+    checkpointer.IDLE_S = saved
 
 
 class FakeClock:

@@ -143,6 +143,16 @@ def test_the_base_document_is_valid(setup: Any) -> None:
         assert fresh.import_json(path).inserted > 0
 
 
+def test_a_boolean_format_version_is_refused(setup: Any) -> None:
+    """``true == 1`` in Python: the header check must not take a boolean for version 1."""
+    memory, base, checksum, root = setup
+    path = root / "bool-version.json"
+    path.write_bytes(orjson.dumps({**base, "format_version": True}))
+    with pytest.raises(InvalidImportError, match="format_version"):
+        memory.import_json(path)
+    assert data_checksum(root / "db.db") == checksum
+
+
 @settings(max_examples=1500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(data=st.data(), mode=st.sampled_from(["replace", "merge"]))

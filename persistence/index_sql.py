@@ -158,17 +158,23 @@ instead of scoring every match in the file and checking it (300 ms at 1M memorie
 a session of 50)."""
 
 
-def narrow_rowids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[int] | None:
-    """The keyword-index rowids of the memories ``where`` accepts, when an index finds
-    them (a session, agent, tag or time range is set) and there are at most ``cap``;
-    else ``None``."""
-    if (
+def index_backed(where: MemoryFilter) -> bool:
+    """True if an index finds the memories ``where`` accepts (a session, agent, tag or
+    time range is set): listing them costs about what they number, not the file."""
+    return not (
         where.session_id is None
         and where.agent_id is None
         and not where.tags
         and where.created_after is None
         and where.created_before is None
-    ):
+    )
+
+
+def narrow_rowids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[int] | None:
+    """The keyword-index rowids of the memories ``where`` accepts, when an index finds
+    them (a session, agent, tag or time range is set) and there are at most ``cap``;
+    else ``None``."""
+    if not index_backed(where):
         return None
     conds, params = filter_conditions(where)
     tiers = list(Tier) if where.tier is None else [where.tier]

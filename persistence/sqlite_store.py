@@ -830,7 +830,8 @@ class SQLiteStore:
         filter ``where``, the candidates that pass it count: when too few do, the share
         that passed estimates how many the filter accepts; at most ``exact_scan_max``
         (default ``EXACT_SCAN_MAX``): all of them are compared exactly, else the copy is
-        searched deeper until enough pass.
+        searched deeper until enough pass. A filter an index serves (session, agent, tags,
+        time range) that accepts at most ``exact_scan_max`` is compared exactly at once.
         """
         require_int(limit, "limit", minimum=1)
         accepted = _filter(tier, where)
@@ -839,6 +840,11 @@ class SQLiteStore:
             if dim is None:
                 return []
             query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
+            if accepted.narrows and index_sql.index_backed(accepted):
+                # Few accepted (a session, say): compare them all, before searching the copy.
+                everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
+                if everything is not None:
+                    return index_sql.nearest(everything, query, limit)
             wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
             candidates = self._vector_candidates(conn, query, count, accepted.tier)
             while accepted.narrows:

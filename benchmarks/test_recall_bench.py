@@ -128,6 +128,39 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
 
 
+def _settings_table(
+    title: str,
+    managers: dict[str, AgentMemoryManager],
+    queries: list[str],
+    vectors: dict[str, np.ndarray],
+) -> list[str]:
+    """recall() p50 / p95 of each manager and of the raw FTS5 + sqlite-vec floor, all in
+    one loop over ``queries`` (``vectors``: each query's vector), as table lines."""
+    timings: dict[str, list[float]] = {name: [] for name in [*managers, "raw"]}
+    store = next(iter(managers.values())).store
+    for manager in managers.values():
+        for q in queries[:5]:
+            manager.recall(q, k=10)  # loads its vector copy
+    for q in queries:
+        for name, manager in managers.items():
+            start = time.perf_counter()
+            hits = manager.recall(q, k=10)
+            timings[name].append(time.perf_counter() - start)
+            assert len(hits) == 10
+        with store.read_connection() as conn:
+            start = time.perf_counter()
+            raw_keyword(conn, keyword_query(q) or "", 100)
+            raw_vec0_knn(conn, vectors[q].astype(np.float32).tobytes(), 400)
+            timings["raw"].append(time.perf_counter() - start)
+    raw50, raw95 = _percentiles(timings["raw"])
+    lines = [title]
+    for name in managers:
+        p50, p95 = _percentiles(timings[name])
+        lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
+    lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
+    return lines
+
+
 def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     count, memory, queries, vectors = corpus
     settings = memory.config.recall
@@ -217,30 +250,12 @@ def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
         if i % 3 == 0:
             memory.embedder().vectors[named[i]] = memory.embedder().vectors[q]
     embedded = {q: memory.embedder().embed([q])[0] for q in named}
+    title = f"\n{count:>7} memories: recall() p50 / p95, query embedding excluded"
     try:
-        timings: dict[str, list[float]] = {name: [] for name in [*managers, "raw"]}
-        for manager in managers.values():
-            for q in named[:5]:
-                manager.recall(q, k=10)  # loads its vector copy
-        for q in named:
-            for name, manager in managers.items():
-                start = time.perf_counter()
-                manager.recall(q, k=10)
-                timings[name].append(time.perf_counter() - start)
-            with memory.store.read_connection() as conn:
-                start = time.perf_counter()
-                raw_keyword(conn, keyword_query(q) or "", 100)
-                raw_vec0_knn(conn, embedded[q].tobytes(), 400)
-                timings["raw"].append(time.perf_counter() - start)
+        lines = _settings_table(title, managers, named, embedded)
     finally:
         for manager in managers.values():
             manager.shutdown()
-    raw50, raw95 = _percentiles(timings["raw"])
-    lines = [f"\n{count:>7} memories: recall() p50 / p95, query embedding excluded"]
-    for name in managers:
-        p50, p95 = _percentiles(timings[name])
-        lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
-    lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
     models = {"MiniLM (default)": OnnxEmbedder()}
     built = quality_model.cache_dir() / quality_model.FOLDER / "model.onnx"
     if not smoke() and built.is_file():  # never built here: see OnnxEmbedder.quality()
@@ -434,29 +449,10 @@ def test_recall_latency_with_the_quality_models_dimension(
                                       recall=chosen)
         for name, chosen in settings.items()
     }  # fmt: skip
-    timings: dict[str, list[float]] = {name: [] for name in [*managers, "raw"]}
+    title = f"\n{count:>7} memories, 768-d vectors: recall() p50 / p95, query embedding excluded"
     try:
-        for manager in managers.values():
-            for q in queries[:5]:
-                manager.recall(q, k=10)  # loads its vector copy
-        for q in queries:
-            for name, manager in managers.items():
-                start = time.perf_counter()
-                hits = manager.recall(q, k=10)
-                timings[name].append(time.perf_counter() - start)
-                assert len(hits) == 10
-            with managers["defaults"].store.read_connection() as conn:
-                start = time.perf_counter()
-                raw_keyword(conn, keyword_query(q) or "", 100)
-                raw_vec0_knn(conn, embedder.vectors[q].astype(np.float32).tobytes(), 400)
-                timings["raw"].append(time.perf_counter() - start)
+        lines = _settings_table(title, managers, queries, embedder.vectors)
     finally:
         for manager in managers.values():
             manager.shutdown()
-    raw50, raw95 = _percentiles(timings["raw"])
-    lines = [f"\n{count:>7} memories, 768-d vectors: recall() p50 / p95, query embedding excluded"]
-    for name in managers:
-        p50, p95 = _percentiles(timings[name])
-        lines.append(f"  {name:<28} {p50:7.2f} / {p95:7.2f} ms  ({p50 / raw50:.2f}x raw)")
-    lines.append(f"  {'raw FTS5 + sqlite-vec KNN':<28} {raw50:7.2f} / {raw95:7.2f} ms")
     print("\n".join(lines))

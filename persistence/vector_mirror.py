@@ -64,6 +64,7 @@ _FIT_ROWS = 4_096  # vectors the centre and scales are fitted on
 _STEP = 0.586  # quantisation step in standard deviations (optimal uniform 3-bit, Gaussian)
 _QUERY_BITS = 4  # precision of the query in the first stage
 _BLOCK = 1_024  # candidates scored at once in the second stage (temporaries stay in cache)
+_MOVE_BLOCK = 65_536  # slots copied at once when the arrays are resized or compacted
 FIRST_STAGE_FACTOR = 4
 FIRST_STAGE_SQRT = 20.0
 """The first stage keeps ``FIRST_STAGE_FACTOR`` times the number asked for, at least
@@ -148,9 +149,12 @@ class VectorMirror:
 
     @property
     def nbytes(self) -> int:
-        """RAM held by the copy's arrays (the dict of recent ids not counted)."""
-        arrays = (self._ids, self._tier, self._bits, self._low, self._floats)
-        return sum(array.nbytes for array in arrays)
+        """RAM held by the copy's used slots. Room reserved past them is never written
+        until used, so the OS gives it no memory; the dict of recent ids is not counted."""
+        per_slot = self._words * 8 + self._low.shape[1] + self._ids.itemsize + 1
+        if self._exact:
+            per_slot += self._floats.shape[1] * 4
+        return per_slot * self._used
 
     def candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
@@ -326,7 +330,7 @@ class VectorMirror:
         self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
             total = index_sql.memory_count(conn)
-            self._reserve(total, 1)  # no regrowth while loading
+            self._reserve(total, 1, exact=True)  # no regrowth while loading
             self._sample_every = 0 if self._exact else max(total // _CAL_ROWS, 1)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on
             for tier in Tier:
@@ -334,13 +338,13 @@ class VectorMirror:
                 while rows := list(islice(rows_of_tier, _CHUNK)):
                     batch = [(memory_id, tier, blob) for memory_id, blob in rows]
                     if self._fitted or self._exact:
-                        self._add(batch)
+                        self._add(batch, loading=True)
                         continue
                     waiting += batch
                     if len(waiting) >= _FIT_ROWS:
-                        self._add(waiting)
+                        self._add(waiting, loading=True)
                         waiting = []
-            self._add(waiting)
+            self._add(waiting, loading=True)
             self._sample_every = 0
             moved = self._compact()
             if self._sample:
@@ -352,7 +356,9 @@ class VectorMirror:
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
 
-    def _add(self, rows: Iterable[tuple[str, Tier, bytes]]) -> None:
+    def _add(self, rows: Iterable[tuple[str, Tier, bytes]], *, loading: bool = False) -> None:
+        """Append ``rows``. While ``loading``, slots are not entered in the recent dict:
+        the load ends by sorting every slot (a dict of a million ids held ~130 MB)."""
         batch = [row for row in rows if len(row[2]) == 4 * (self._dim or 0)]
         if not batch:
             return
@@ -372,7 +378,8 @@ class VectorMirror:
                 self._sample += [(start + i, vectors[i] / norms[i]) for i in kept.tolist()]
         self._ids[start:end] = keys
         self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
-        self._recent.update(zip(keys, range(start, end), strict=True))
+        if not loading:
+            self._recent.update(zip(keys, range(start, end), strict=True))
         self._used = end
         self._live += len(batch)
 
@@ -417,25 +424,40 @@ class VectorMirror:
             self._live -= 1
             self._dead += 1
 
-    def _reserve(self, size: int, width: int) -> None:
+    def _reserve(self, size: int, width: int, *, exact: bool = False) -> None:
+        """Room for ``size`` slots of ids ``width`` bytes wide. Capacity grows by half
+        (``exact``: to ``size``); the room past the used slots is zeroed lazily by the OS
+        and costs no RAM until written."""
         capacity = self._tier.shape[0]
         if width > self._ids.itemsize:
             self._ids = self._ids.astype(f"S{width}")
         if size <= capacity:
             return
-        capacity = max(size, capacity * 2, 1_024)
-        used = self._used
-        bits = np.zeros((self._words, capacity), dtype=np.uint64)
-        bits[:, :used] = self._bits[:, :used]
-        low = np.zeros((capacity, self._low.shape[1]), dtype=np.uint8)
-        low[:used] = self._low[:used]
-        ids = np.zeros(capacity, dtype=self._ids.dtype)
-        ids[:used] = self._ids[:used]
-        tiers = np.full(capacity, _DEAD, dtype=np.uint8)
-        tiers[:used] = self._tier[:used]
-        floats = np.zeros((capacity if self._exact else 0, self._floats.shape[1]), np.float32)
-        floats[: used if self._exact else 0] = self._floats[: used if self._exact else 0]
-        self._bits, self._low, self._ids, self._tier, self._floats = bits, low, ids, tiers, floats
+        self._resize(size if exact else max(size, capacity + capacity // 2, 1_024))
+
+    def _resize(self, capacity: int, order: np.ndarray | None = None) -> None:
+        """Arrays of ``capacity`` slots holding the used ones (or the slots ``order``
+        names, in that order). One array at a time, moved in blocks: besides the arrays,
+        only one new array and one block are ever held."""
+        count = self._used if order is None else len(order)
+
+        def moved(old: np.ndarray, new: np.ndarray, axis: int = 0) -> np.ndarray:
+            for start in range(0, count, _MOVE_BLOCK):
+                stop = min(start + _MOVE_BLOCK, count)
+                source = slice(start, stop) if order is None else order[start:stop]
+                if axis:
+                    new[:, start:stop] = old[:, source]
+                else:
+                    new[start:stop] = old[source]
+            return new
+
+        self._bits = moved(self._bits, np.zeros((self._words, capacity), np.uint64), axis=1)
+        self._low = moved(self._low, np.zeros((capacity, self._low.shape[1]), np.uint8))
+        self._ids = moved(self._ids, np.zeros(capacity, dtype=self._ids.dtype))
+        self._tier = moved(self._tier, np.full(capacity, _DEAD, dtype=np.uint8))
+        if self._exact:
+            floats = np.zeros((capacity, self._floats.shape[1]), np.float32)
+            self._floats = moved(self._floats, floats)
 
     def _calibrate(self, vectors: np.ndarray, slots: np.ndarray) -> None:
         """Measure how deep the first stage must go on this file: queries near
@@ -463,16 +485,11 @@ class VectorMirror:
         log.debug("vector copy calibrated: first stage %.1f * sqrt(size)", self._sqrt_factor)
 
     def _compact(self) -> np.ndarray:
-        """Drop dead slots and sort all live ones by id (emptying the recent dict); the
-        old slot of each new one."""
+        """Drop dead slots and sort all live ones by id (emptying the recent dict), with
+        room to grow by an eighth before the next copy; the old slot of each new one."""
         live = np.flatnonzero(self._tier[: self._used] != _DEAD)
         live = live[np.argsort(self._ids[live], kind="stable")]
-        self._bits = np.ascontiguousarray(self._bits[:, live])
-        self._low = self._low[live]
-        if self._exact:
-            self._floats = self._floats[live]
-        self._ids = self._ids[live]
-        self._tier = self._tier[live]
+        self._resize(len(live) + len(live) // 8 + 1_024, order=live)
         self._used = self._sorted = self._live = len(live)
         self._recent = {}
         self._dead = 0

@@ -288,3 +288,32 @@ def test_random_operations_keep_the_copy_equal_to_the_file(
             assert store._vectors.size == len(alive)
     memory_id, (tier, vector) = next(iter(alive.items()))
     assert nearest(store, vector, 1, tier) == [memory_id]
+
+
+def test_a_loaded_copy_keeps_no_id_dict_and_has_room_for_the_writes_after_it(
+    file_store: SQLiteStore,
+) -> None:
+    """The load sorts its slots instead of entering every id in a dict (at a million
+    memories that dict held ~130 MB at the load's peak), and keeps room for an eighth
+    more: the writes after it neither copy the arrays nor go unfound."""
+    rng = np.random.default_rng(12)
+    count = 4_000
+    vectors = unit(rng, count, 256)
+    put(file_store, vectors, prefix="memory-with-a-long-identifier-")
+    file_store._vectors.reset()
+    assert nearest(file_store, vectors[3_999], 1) == ["memory-with-a-long-identifier-3999"]
+    copy = file_store._vectors
+    assert copy.size == count and not copy._recent
+    capacity = copy._tier.shape[0]
+    assert capacity >= count + count // 8
+    more = unit(rng, 400, 256)
+    put(file_store, more, prefix="later-")
+    assert nearest(file_store, more[7], 1) == ["later-7"]
+    assert nearest(file_store, vectors[0], 1) == ["memory-with-a-long-identifier-0"]
+    assert copy.size == count + 400 and copy._tier.shape[0] == capacity
+    with file_store.transaction():
+        for i in range(0, count, 2):
+            file_store.forget_memory(f"memory-with-a-long-identifier-{i}", reason="test")
+    assert nearest(file_store, vectors[1], 1) == ["memory-with-a-long-identifier-1"]
+    assert nearest(file_store, more[399], 1) == ["later-399"]
+    assert copy.size == count // 2 + 400

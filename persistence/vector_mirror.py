@@ -130,7 +130,9 @@ class VectorMirror:
         self._fitted = 0
         self._sqrt_factor = FIRST_STAGE_SQRT
         self._sample_every = 0  # while loading: keep every n-th vector to calibrate on
-        self._sample: list[tuple[int, np.ndarray]] = []
+        self._sample = np.zeros((0, 0), dtype=np.float32)  # the kept vectors, in one array
+        self._sample_slots = np.zeros(0, dtype=np.int64)
+        self._sampled = 0
         self._floats = np.zeros((0, 0), dtype=np.float32)
         self._exact = False
         self._dead = 0
@@ -332,6 +334,10 @@ class VectorMirror:
             total = index_sql.memory_count(conn)
             self._reserve(total, 1, exact=True)  # no regrowth while loading
             self._sample_every = 0 if self._exact else max(total // _CAL_ROWS, 1)
+            if self._sample_every:  # one array: small ones between the load's temporaries
+                room = total // self._sample_every + 1  # pinned freed heap (~60 MB at 1M)
+                self._sample = np.empty((room, dim), dtype=np.float32)
+                self._sample_slots = np.empty(room, dtype=np.int64)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on
             for tier in Tier:
                 rows_of_tier = index_sql.embedded_rows(conn, tier)
@@ -347,12 +353,14 @@ class VectorMirror:
             self._add(waiting, loading=True)
             self._sample_every = 0
             moved = self._compact()
-            if self._sample:
+            if self._sampled:
                 new_slot = np.empty(len(moved) and int(moved.max()) + 1, dtype=np.int64)
                 new_slot[moved] = np.arange(len(moved))
-                slots = new_slot[[slot for slot, _ in self._sample]]
-                self._calibrate(np.stack([vector for _, vector in self._sample]), slots)
-                self._sample = []
+                slots = new_slot[self._sample_slots[: self._sampled]]
+                self._calibrate(self._sample[: self._sampled], slots)
+            self._sample = np.zeros((0, 0), dtype=np.float32)  # not a view: frees the array
+            self._sample_slots = np.zeros(0, dtype=np.int64)
+            self._sampled = 0
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
 
@@ -375,7 +383,11 @@ class VectorMirror:
             self._bits[:, start:end], self._low[start:end] = self._encode(vectors / norms)
             if self._sample_every:
                 kept = np.flatnonzero(np.arange(start, end) % self._sample_every == 0)
-                self._sample += [(start + i, vectors[i] / norms[i]) for i in kept.tolist()]
+                kept = kept[: len(self._sample) - self._sampled]
+                at = slice(self._sampled, self._sampled + len(kept))
+                self._sample[at] = vectors[kept] / norms[kept]
+                self._sample_slots[at] = start + kept
+                self._sampled += len(kept)
         self._ids[start:end] = keys
         self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
         if not loading:

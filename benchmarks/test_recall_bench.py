@@ -24,7 +24,7 @@ import pytest
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
-from tiered_memory import AgentMemoryManager, quality_model
+from tiered_memory import AgentMemoryManager, compact_model, quality_model
 from tiered_memory.embeddings import OnnxEmbedder
 from tiered_memory.recall import RecallSettings, keyword_query
 from tiered_memory.rerank import SessionContextReranker
@@ -225,7 +225,9 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     )
 
 
-def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
+def test_fusion_signals_and_rerank_latency(
+    corpus: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """recall() p50 / p95 (query embedding excluded) for the previous defaults (rank
     fusion, no conversation signals), score fusion alone, today's defaults (score fusion
     with answer adjacency and speaker attribution) and today's defaults with the
@@ -256,7 +258,10 @@ def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
     finally:
         for manager in managers.values():
             manager.shutdown()
-    models = {"MiniLM (default)": OnnxEmbedder()}
+    models = {
+        "MiniLM (default)": OnnxEmbedder(),
+        "MiniLM requantized (compact)": OnnxEmbedder.compact(cache=tmp_path_factory.mktemp("c")),
+    }
     built = quality_model.cache_dir() / quality_model.FOLDER / "model.onnx"
     if not smoke() and built.is_file():  # never built here: see OnnxEmbedder.quality()
         models["all-mpnet-base-v2 (quality)"] = OnnxEmbedder.quality()
@@ -269,7 +274,7 @@ def test_fusion_signals_and_rerank_latency(corpus: Any) -> None:
             spent.append(time.perf_counter() - start)
         e50, e95 = _percentiles(spent)
         lines.append(f"  query embedding, {name:<28} {e50:7.2f} / {e95:7.2f} ms")
-    if len(models) == 1:
+    if len(models) == 2:
         lines.append("  (quality model not built in the cache: not measured)")
     print("\n".join(lines))
 
@@ -383,11 +388,9 @@ import sys
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embeddings import OnnxEmbedder
 
-class MiniLM(OnnxEmbedder):  # the shipped model, under the file's model id
-    model_id = "bench-random"
-
-options = {"embedder": MiniLM(), "recall_review_quality": None}
-with AgentMemoryManager.open(sys.argv[1], **options) as memory:
+# The shipped model (or the compact one's folder), under the file's model id.
+model = OnnxEmbedder(sys.argv[3] or None, model_id="bench-random")
+with AgentMemoryManager.open(sys.argv[1], embedder=model, recall_review_quality=None) as memory:
     for q in range(int(sys.argv[2])):
         memory.recall(f"w{q} w{q * 7 % 5000} w{q * 13 % 5000} question {q}", k=10)
     memory.remember("one more memory", session_id=None)
@@ -397,22 +400,28 @@ for line in open("/proc/self/status"):
 """
 
 
-def test_rss_at_size(corpus: Any) -> None:
-    """Peak RSS of a fresh process that opens the file with the shipped MiniLM model,
-    recalls (query embedding included: the model and the in-RAM vector copy loaded) and
-    writes: what an agent process holds at this size."""
+def test_rss_at_size(corpus: Any, tmp_path: Path) -> None:
+    """Peak RSS of a fresh process that opens the file with the shipped MiniLM model (and
+    with the compact profile's requantized MiniLM), recalls (query embedding included:
+    the model and the in-RAM vector copy loaded) and writes: what an agent process holds
+    at this size."""
     count, memory, _, _ = corpus
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc to read a process's peak RSS")
-    out = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE, str(memory.store.path), str(size(20, 2))],
-        capture_output=True, text=True, check=True, timeout=1800,
-    ).stdout  # fmt: skip
-    peak = {k: int(v.split()[0]) / 1024 for k, v in (ln.split(":", 1) for ln in out.splitlines())}
-    print(
-        f"\n{count:>7} memories: RSS of a process that opened the file, recalled with the "
-        f"MiniLM model and wrote: peak {peak['VmHWM']:.0f} MiB (now {peak['VmRSS']:.0f} MiB)"
-    )
+    compact = compact_model.build(tmp_path)
+    for label, folder in (("MiniLM", ""), ("compact MiniLM", str(compact))):
+        out = subprocess.run(
+            [sys.executable, "-c", RSS_PROBE, str(memory.store.path), str(size(20, 2)), folder],
+            capture_output=True, text=True, check=True, timeout=1800,
+        ).stdout  # fmt: skip
+        peak = {
+            k: int(v.split()[0]) / 1024 for k, v in (ln.split(":", 1) for ln in out.splitlines())
+        }
+        print(
+            f"\n{count:>7} memories: RSS of a process that opened the file, recalled with the "
+            f"{label} model and wrote: peak {peak['VmHWM']:.0f} MiB (now "
+            f"{peak['VmRSS']:.0f} MiB)"
+        )
 
 
 class QualityDimEmbedder(LookupEmbedder):

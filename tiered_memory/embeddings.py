@@ -164,6 +164,19 @@ class OnnxEmbedder:
         folder = quality_model.build(None if cache is None else Path(cache))
         return cls(folder, threads=threads, max_length=384, model_id=quality_model.MODEL_ID)
 
+    @classmethod
+    def compact(
+        cls, *, threads: int = 1, cache: str | os.PathLike[str] | None = None
+    ) -> OnnxEmbedder:
+        """The compact profile: the default MiniLM requantized for onnxruntime's integer
+        kernels (see :mod:`tiered_memory.compact_model`): about half the RAM and twice
+        the speed, the same LoCoMo recall, its own model id. Built once (a few seconds)
+        from the packaged model into the cache directory; needs the ``compact`` extra."""
+        from tiered_memory import compact_model
+
+        folder = compact_model.build(None if cache is None else Path(cache))
+        return cls(folder, threads=threads, model_id=compact_model.MODEL_ID)
+
     @property
     def model_id(self) -> str:
         """Names the model, so a file can tell vectors of different models apart."""

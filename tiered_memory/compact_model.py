@@ -20,7 +20,6 @@ downloaded.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from persistence import EmbedderError
-from tiered_memory.quality_model import cache_dir
+from tiered_memory.quality_model import _sha256, cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +47,6 @@ PROBES = (
     "Meeting with Ana and the Berlin office moved to 3pm on Tuesday.",
     "I ran a charity race for mental health last Saturday.",
 )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _is_built(folder: Path) -> bool:

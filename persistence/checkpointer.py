@@ -59,7 +59,13 @@ between two transactions, so that the WAL restarts."""
 
 HARD_FACTOR = 4 * RESTART_FACTOR
 """Past this many times ``wal_autocheckpoint`` pages the writer checkpoints itself even
-when the thread has not copied most of the WAL yet (a thread slower than the writer)."""
+when the thread has not copied most of the WAL yet (a thread slower than the writer),
+waiting up to ``HARD_WAIT_S`` for a checkpoint of the thread's that is under way."""
+
+HARD_WAIT_S = 0.25
+"""How long a writer past the hard length waits for the thread's checkpoint to end (a
+busy machine slows the thread; skipping, the WAL grew by more commits until the next
+one found the checkpoint lock free). Past it, the next commit tries again."""
 
 IDLE_S = 0.05
 """The writer idle this long (no commit): the thread does the store's idle work."""
@@ -183,7 +189,7 @@ class Checkpointer:
                 pages - self._copied < self.pages or pages >= self.hard_pages
             ):
                 self._restart_due = True  # the thread starts no checkpoint meanwhile
-                if self._inline(conn):
+                if self._inline(conn, wait=pages >= self.hard_pages):
                     self._restart_due = False
                     self.restarts += 1
             elif pages - self._copied >= self.pages:
@@ -193,14 +199,19 @@ class Checkpointer:
             logger.exception("WAL hook failed (the commit stands)")
         return apsw.SQLITE_OK
 
-    def _inline(self, conn: apsw.Connection) -> bool:
+    def _inline(self, conn: apsw.Connection, *, wait: bool = False) -> bool:
         """The writer's own checkpoint, between two transactions; False if it could not
-        run (the thread was checkpointing: the next commit tries again)."""
+        run (the thread was checkpointing: the next commit tries again). ``wait``: first
+        wait up to ``HARD_WAIT_S`` for the thread's checkpoint under way to end."""
+        held = wait and self._working.acquire(timeout=HARD_WAIT_S)
         try:
             _, self._copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
         except apsw.Error as exc:
             logger.debug("inline checkpoint skipped: %s", exc)
             return False
+        finally:
+            if held:
+                self._working.release()
         return True
 
     def _run(self) -> None:

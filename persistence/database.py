@@ -11,6 +11,7 @@ builds the record API on top of it.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -31,6 +32,7 @@ from persistence.connection import (
     connect_read_only,
     connection_cache_size,
     connection_optimize,
+    connection_reset_schema,
     may_leave_wal_files,
     read_snapshot,
     tidy_wal_files,
@@ -47,6 +49,12 @@ from persistence.errors import (
 from persistence.validation import require_int
 
 Hook = Callable[[], None]
+logger = logging.getLogger("tiered_memory")
+
+RESET_AFTER_CHANGES = 20_000
+"""A transaction that changed this many rows (about 2,000 memories) is followed by
+:func:`~persistence.connection.connection_reset_schema` on the writer: FTS5's
+pending-terms hash, grown by such a batch, would otherwise slow every later commit."""
 
 _ABORTED = (
     "SQLite rolled this transaction back after an earlier error: "
@@ -344,13 +352,14 @@ class Database:
                     ) from exc
                 self._begin_frame()
                 self._joined = join
+                begun = conn.total_changes()
                 try:
                     self._notice_external_changes(conn)
                     yield conn
                 except BaseException:
-                    self._finish_outer(conn, commit=False)
+                    self._finish_outer(conn, begun, commit=False)
                     raise
-                self._finish_outer(conn, commit=True)
+                self._finish_outer(conn, begun, commit=True)
             else:
                 if self._aborted:
                     raise TransactionAbortedError(_ABORTED)
@@ -396,7 +405,16 @@ class Database:
         else:
             _run_all(reversed(on_rollback))
 
-    def _finish_outer(self, conn: apsw.Connection, commit: bool) -> None:
+    def _finish_outer(self, conn: apsw.Connection, begun: int, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) and the hooks; then, if the transaction changed
+        :data:`RESET_AFTER_CHANGES` rows since ``total_changes()`` was ``begun``, the
+        schema reset."""
+        try:
+            self._end_outer(conn, commit)
+        finally:
+            _reset_after_large(conn, begun)
+
+    def _end_outer(self, conn: apsw.Connection, commit: bool) -> None:
         on_commit, on_rollback = self._hooks.pop()
         self._depth = 0
         self._owner = None
@@ -666,6 +684,16 @@ class _Reading:
                 db._active_reads -= 1
                 if not db._active_reads and db._writer is None:
                     db._readers_cond.notify_all()  # close() waits for the last read
+
+
+def _reset_after_large(conn: apsw.Connection, begun: int) -> None:
+    """The schema reset after a transaction of :data:`RESET_AFTER_CHANGES` rows; a
+    failure only leaves later commits slower: logged, never raised."""
+    try:
+        if conn.total_changes() - begun >= RESET_AFTER_CHANGES:
+            connection_reset_schema(conn)
+    except apsw.Error as exc:
+        logger.debug("schema reset after a large transaction skipped: %s", exc)
 
 
 def _run_all(callbacks: Iterable[Hook]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import apsw
 import orjson
 
-from persistence.connection import query_all
+from persistence.connection import query_all, query_one
 from persistence.memory_sql import TABLE
 from persistence.records import Memory, Tier
 
@@ -33,17 +33,23 @@ def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:
     )
 
 
+_ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"
+_FIND = {
+    tier: f"SELECT k.memory_id FROM content_keys AS k JOIN {table} AS t ON t.id = k.memory_id "
+    "WHERE k.key = ? ORDER BY t.created_at, t.id LIMIT 8"
+    for tier, table in TABLE.items()
+}
+
+
 def find(conn: apsw.Connection, key: bytes, tier: Tier) -> list[str]:
     """Ids of live memories of ``tier`` whose key is ``key`` (oldest first); the caller
-    checks the content itself (a key may be stale after an edit)."""
-    table = TABLE[tier]
-    rows = query_all(
-        conn,
-        f"SELECT k.memory_id FROM content_keys AS k JOIN {table} AS t ON t.id = k.memory_id "
-        "WHERE k.key = ? ORDER BY t.created_at, t.id LIMIT 8",
-        (key,),
-    )
-    return [str(r[0]) for r in rows]
+    checks the content itself (a key may be stale after an edit).
+
+    An index probe first: most contents are new, and the join with its sort costs
+    several times the probe (20 of a ``remember``'s ~400 µs, measured in one)."""
+    if query_one(conn, _ANY, (key,)) is None:
+        return []
+    return [str(r[0]) for r in query_all(conn, _FIND[tier], (key,))]
 
 
 def forget(conn: apsw.Connection, memory_ids: Sequence[str]) -> None:

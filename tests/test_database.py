@@ -11,6 +11,7 @@ import apsw
 import pytest
 
 from persistence import ReadOnlyError, StoreClosedError, TransactionAbortedError
+from persistence import database as database_module
 from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal, query_all
 from persistence.database import Database
 
@@ -205,3 +206,31 @@ def test_exclusive_access_is_refused_inside_a_transaction(db: Database) -> None:
     assert resets == [1]
     with db.transaction(), pytest.raises(Exception, match="inside a transaction"):
         db.exclusive_connection().__enter__()
+
+
+def test_a_large_transaction_resets_the_writers_schema_after_it_ends(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5's pending-terms hash grows with a connection's largest transaction and slows
+    every later commit: after a large one the writer's schema (and with it each virtual
+    table's per-connection state) is reset. Small transactions leave it alone, and the
+    connection works on as before, committed or rolled back."""
+    monkeypatch.setattr(database_module, "RESET_AFTER_CHANGES", 10)
+    writer = db.writer
+    assert writer is not None
+    seen: list[str] = []
+    writer.set_profile(lambda sql, _ns: seen.append(sql) if "writable_schema" in sql else None)
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('small')")
+    assert seen == []
+    with db.transaction() as conn:
+        conn.executemany("INSERT INTO t VALUES (?)", [(f"big{n:02}",) for n in range(10)])
+    assert len(seen) == 1
+    with pytest.raises(Boom), db.transaction() as conn:
+        conn.executemany("INSERT INTO t VALUES (?)", [(f"lost{n:02}",) for n in range(10)])
+        raise Boom
+    assert len(seen) == 2
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('zafter')")
+    writer.set_profile(None)
+    assert _rows(db) == [f"big{n:02}" for n in range(10)] + ["small", "zafter"]

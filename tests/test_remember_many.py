@@ -19,6 +19,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
 )
+from persistence import database as database_module
 from tests.test_keyword_context import found, rebuilt_scores_and_size, scores_and_size
 from tiered_memory import AgentMemoryManager
 
@@ -281,3 +282,24 @@ def test_a_joined_block_that_fails_after_writing_aborts_the_transaction(
         memory.remember("after")  # refused: the block above wrote before it failed
     assert memory.statistics().storage.episodic_count == 0
     assert found(store, "first") == [] and memory.check_integrity().ok
+
+
+def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large batch is followed by a schema reset on the writer (FTS5's per-connection
+    state starts over, see persistence.database.RESET_AFTER_CHANGES): the batch and the
+    writes after it are all in the keyword index, which the rebuild agrees with."""
+    monkeypatch.setattr(database_module, "RESET_AFTER_CHANGES", 50)
+    with AgentMemoryManager.open(tmp_path / "reset.db", embedder=None) as memory:
+        session = memory.start_session().session_id
+        memory.remember_many(
+            [{"content": f"batch word{n % 7}", "session_id": session} for n in range(40)]
+        )
+        after = memory.remember("after it word3")  # no session: no batch words around it
+        with memory.transaction():
+            grouped = memory.remember("grouped later word3")
+        assert len(found(memory.store, "batch")) == 40
+        assert {after.id, grouped.id} <= set(found(memory.store, "word3"))
+        words = ["batch", "word3", "after", "grouped"]
+        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)

@@ -171,16 +171,20 @@ class SecretRedactor:
     tried after the built-in patterns.
     """
 
-    __slots__ = ("_patterns",)
+    __slots__ = ("_patterns", "_gates")
 
     def __init__(self, extra: Sequence[tuple[str, str | re.Pattern[str]]] = ()) -> None:
         added = tuple(_Pattern(kind, re.compile(regex), ()) for kind, regex in extra)
         self._patterns = _PATTERNS + added
+        self._gates = _any_gate(self._patterns)
 
     def redact(self, text: str) -> Redaction:
         """Replace every secret in ``text`` by ``[REDACTED:kind]``."""
         kinds: list[str] = []
         lowered = text.lower()
+        gates = self._gates
+        if gates is not None and not gates[0].search(text) and not gates[1].search(lowered):
+            return Redaction(text)  # no pattern's gate: none of them would run
         marked = "=" in text or ":" in text
         for pattern in self._patterns:
             if pattern.also and not marked:
@@ -197,6 +201,24 @@ class SecretRedactor:
             if len(kinds) != before:
                 lowered = text.lower()
         return Redaction(text, tuple(kinds))
+
+
+def _any_gate(
+    patterns: Sequence[_Pattern],
+) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """Two searches that find a gate of any of ``patterns``: in the text and in the
+    lower-cased text (``None`` if a pattern has no gates, as ``extra`` ones: it always
+    runs). Most texts hold no gate, and these two searches cost less than looking for
+    every gate in turn (6.5 -> 3.5 µs for a remember()'s content and tag)."""
+    if not all(p.gates for p in patterns):
+        return None
+
+    def either(gates: set[str]) -> re.Pattern[str]:
+        return re.compile("|".join(map(re.escape, sorted(gates))) or "(?!)")
+
+    exact = {gate for p in patterns if not p.lower for gate in p.gates}
+    lower = {gate for p in patterns if p.lower for gate in p.gates}
+    return either(exact), either(lower)
 
 
 def _apply(pattern: _Pattern, text: str, kinds: list[str]) -> str:

@@ -544,8 +544,8 @@ def walk(
     depth, best supported first, following its ``fanout`` best supported relations valid
     at ``at`` (of ``predicates``) per direction (:func:`hop_sql`), both ways, never back
     to an entity reached on an earlier level (cycle-safe). No entity is expanded once
-    ``cap`` relations have been read. The walk ends after the level on which ``limit`` entities
-    are reached (deeper ones would rank after them) or ``target`` is.
+    ``cap`` relations have been read. The walk ends after the level on which ``limit``
+    entities are reached (deeper ones would rank after them) or ``target`` is.
     """
     sql = hop_sql(predicates is not None)
     params: dict[str, Any] = {"node": start, "at": at, "fanout": fanout}
@@ -587,9 +587,9 @@ def walk(
         if not found:
             break
         reached.update(found)
-        frontier = sorted(found, key=lambda e: (-found[e][1], e))
         if (limit is not None and len(reached) > limit) or (target is not None and target in found):
             break
+        frontier = sorted(found, key=lambda e: (-found[e][1], e))
     del reached[start]
     order = sorted(reached, key=lambda e: (reached[e][0], -reached[e][1], e))[:limit]
     relations: dict[str, Relation] = {}

@@ -504,7 +504,9 @@ def hop_sql(predicates: bool) -> str:
     """The relations one entity (``:node``) follows: its ``:fanout`` best supported
     valid ones (weight, then confidence, then id) with it as subject, then as object.
     Each arm reads ``idx_relations_subject`` / ``idx_relations_object`` in that order and
-    stops after ``:fanout`` rows, so a hub costs no more than a leaf."""
+    stops after ``:fanout`` rows, so a hub costs no more than a leaf; from schema 11 the
+    indexes cover the row (:mod:`migrations.v011_relation_walk_index`), so no table page
+    is read."""
     only = " AND r.predicate IN (SELECT value FROM json_each(:predicates))" if predicates else ""
     arm = (
         f"SELECT * FROM (SELECT {_HOP_COLUMNS} FROM relations AS r WHERE r.{{end}} = :node "

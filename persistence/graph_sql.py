@@ -98,13 +98,24 @@ def aliases_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[str
     return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
 
 
+_ENTITIES_WITH_ALIASES = (
+    "SELECT e.id, e.name, e.type, e.description, e.direct, e.created_at, e.updated_at, a.alias "
+    "FROM entities AS e LEFT JOIN entity_aliases AS a ON a.entity_id = e.id "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, a.rowid"
+)
+
+
 def fetch_entities(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Entity]:
     """The entities with these ids (missing ones left out), with their aliases."""
     if not ids:
         return {}
-    rows = query_all(conn, f"{_ENTITY} WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
-    aliases = aliases_of(conn, [r[0] for r in rows])
-    return {r[0]: _entity(r, aliases.get(r[0], ())) for r in rows}
+    rows = query_all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
+    aliases: dict[str, list[str]] = {}
+    for r in rows:
+        names = aliases.setdefault(r[0], [])
+        if r[7] is not None:
+            names.append(r[7])
+    return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
 
 
 def fetch_entity(conn: apsw.Connection, eid: str) -> Entity | None:

@@ -194,7 +194,8 @@ class KnowledgeGraph:
         Relations are followed both ways; ``predicates`` keeps only those; ``as_of``
         (epoch ms, default now) sees the relations valid then. Each entity follows at
         most ``fanout`` relations per direction (the best supported), so a hub cannot
-        blow up the walk; a path never visits an entity twice.
+        blow up the walk; a path never visits an entity twice. Each entity comes with its
+        shallowest path, the best supported (most memories) of those; ties go by id.
         """
         self._require_open()
         ref = self._ref(entity, "entity")
@@ -210,7 +211,7 @@ class KnowledgeGraph:
         self, a: EntityRef, b: EntityRef, max_depth: int = MAX_DEPTH, *, as_of: int | None = None
     ) -> GraphPath | None:
         """The shortest chain of relations from ``a`` to ``b`` within ``max_depth``
-        (1..3) hops, or ``None``."""
+        (1..3) hops (of several, the best supported), or ``None``."""
         self._require_open()
         start, end = self._ref(a, "a"), self._ref(b, "b")
         max_depth = check_depth(max_depth, "max_depth")

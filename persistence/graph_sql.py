@@ -12,6 +12,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -97,13 +98,24 @@ def aliases_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[str
     return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
 
 
+_ENTITIES_WITH_ALIASES = (
+    "SELECT e.id, e.name, e.type, e.description, e.direct, e.created_at, e.updated_at, a.alias "
+    "FROM entities AS e LEFT JOIN entity_aliases AS a ON a.entity_id = e.id "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, a.rowid"
+)
+
+
 def fetch_entities(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Entity]:
     """The entities with these ids (missing ones left out), with their aliases."""
     if not ids:
         return {}
-    rows = query_all(conn, f"{_ENTITY} WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
-    aliases = aliases_of(conn, [r[0] for r in rows])
-    return {r[0]: _entity(r, aliases.get(r[0], ())) for r in rows}
+    rows = query_all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
+    aliases: dict[str, list[str]] = {}
+    for r in rows:
+        names = aliases.setdefault(r[0], [])
+        if r[7] is not None:
+            names.append(r[7])
+    return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
 
 
 def fetch_entity(conn: apsw.Connection, eid: str) -> Entity | None:
@@ -493,37 +505,36 @@ def merge(conn: apsw.Connection, keep: str, drop: str, now: int) -> None:
 _VALID = (
     "(r.valid_from IS NULL OR r.valid_from <= :at) AND (r.valid_to IS NULL OR r.valid_to > :at)"
 )
+_HOP_COLUMNS = (
+    "r.id, r.subject_id, r.predicate, r.object_id, r.confidence, r.weight, r.valid_from, "
+    "r.valid_to, r.direct, r.created_at"
+)
 
 
-def _step(predicates: bool) -> str:
-    """One hop of a walk from ``w.entity_id`` in both directions, the ``:fanout``
-    heaviest relations per entity, never back to an entity already on the path."""
+def hop_sql(predicates: bool) -> str:
+    """The relations one entity (``:node``) follows: its ``:fanout`` best supported
+    valid ones (weight, then confidence, then id) with it as subject, then as object.
+    Each arm reads ``idx_relations_subject`` / ``idx_relations_object`` in that order and
+    stops after ``:fanout`` rows, so a hub costs no more than a leaf; from schema 11 the
+    indexes cover the row (:mod:`migrations.v011_relation_walk_index`), so no table page
+    is read."""
     only = " AND r.predicate IN (SELECT value FROM json_each(:predicates))" if predicates else ""
-    pick = (
-        "SELECT r.id FROM relations AS r WHERE r.{end} = w.entity_id AND " + _VALID + only +
-        " ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT :fanout"
-    )  # fmt: skip
-    arms = []
-    for end, other in (("subject_id", "object_id"), ("object_id", "subject_id")):
-        arms.append(
-            f"SELECT r.{other}, w.depth + 1, w.path || r.{other} || ',', "
-            f"w.via || r.id || ',' FROM walk AS w JOIN relations AS r ON r.id IN "
-            f"({pick.format(end=end)}) WHERE w.depth < :depth "
-            f"AND instr(w.path, ',' || r.{other} || ',') = 0"
-        )
-    return " UNION ALL ".join(arms)
-
-
-def walk_sql(predicates: bool) -> str:
-    """Every path of at most ``:depth`` hops from ``:start`` (cycle-safe: a path never
-    visits an entity twice; each entity follows at most ``:fanout`` relations per
-    direction; at most ``:cap`` paths)."""
-    return (
-        "WITH RECURSIVE walk(entity_id, depth, path, via) AS ("
-        "SELECT :start, 0, ',' || :start || ',', ',' "
-        f"UNION ALL {_step(predicates)} LIMIT :cap) "
-        "SELECT entity_id, depth, via FROM walk WHERE depth > 0"
+    arm = (
+        f"SELECT * FROM (SELECT {_HOP_COLUMNS} FROM relations AS r WHERE r.{{end}} = :node "
+        f"AND {_VALID}{only} ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT :fanout)"
     )
+    return arm.format(end="subject_id") + " UNION ALL " + arm.format(end="object_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """An entity a walk reached: ``depth`` hops away along ``via`` (first hop first),
+    whose weights sum to ``support``."""
+
+    entity_id: str
+    depth: int
+    via: tuple[Relation, ...]
+    support: float
 
 
 def walk(
@@ -534,14 +545,78 @@ def walk(
     fanout: int,
     cap: int,
     predicates: Sequence[str] | None = None,
-) -> list[tuple[str, int, list[str]]]:
-    """``(entity id, depth, relation ids followed)`` of each path walked, shallow first."""
-    params: dict[str, Any] = {"start": start, "depth": depth, "at": at, "fanout": fanout,
-                              "cap": cap}  # fmt: skip
+    *,
+    limit: int | None = None,
+    target: str | None = None,
+) -> list[Reach]:
+    """The entities within ``depth`` hops of ``start`` (itself left out), each with its
+    shallowest path, of those the best supported (then the one with the smallest
+    relation ids); nearest, then best supported, then by id first; the first ``limit``.
+
+    Breadth first, one level at a time; each entity is expanded once, at its shallowest
+    depth, best supported first, following its ``fanout`` best supported relations valid
+    at ``at`` (of ``predicates``) per direction (:func:`hop_sql`), both ways, never back
+    to an entity reached on an earlier level (cycle-safe). No entity is expanded once
+    ``cap`` relations have been read. The walk ends after the level on which ``limit``
+    entities are reached (deeper ones would rank after them) or ``target`` is.
+    """
+    sql = hop_sql(predicates is not None)
+    params: dict[str, Any] = {"node": start, "at": at, "fanout": fanout}
     if predicates is not None:
         params["predicates"] = orjson.dumps(list(predicates)).decode()
-    rows = query_all(conn, walk_sql(predicates is not None), params)  # type: ignore[arg-type]
-    return [(r[0], int(r[1]), [v for v in str(r[2]).split(",") if v]) for r in rows]
+    # entity -> (depth, support, the entity it was reached from, the relation's row)
+    reached: dict[str, tuple[int, float, str, tuple[Any, ...]]] = {start: (0, 0.0, "", ())}
+
+    def ids(eid: str, last: tuple[Any, ...]) -> list[str]:
+        """The relation ids along the path to ``eid``'s parent, then ``last``'s."""
+        path = [last[0]]
+        while eid != start:
+            _, _, eid, row = reached[eid]
+            path.append(row[0])
+        return path[::-1]
+
+    frontier = [start]
+    read = 0
+    for level in range(1, depth + 1):
+        found: dict[str, tuple[int, float, str, tuple[Any, ...]]] = {}
+        for node in frontier:
+            if read >= cap:
+                break
+            base = reached[node][1]
+            params["node"] = node
+            for row in conn.execute(sql, params):
+                read += 1
+                other = row[3] if row[1] == node else row[1]
+                if other in reached:
+                    continue
+                support = base + row[5]
+                have = found.get(other)
+                if (
+                    have is None
+                    or support > have[1]
+                    or (support == have[1] and ids(node, row) < ids(have[2], have[3]))
+                ):
+                    found[other] = (level, support, node, row)
+        if not found:
+            break
+        reached.update(found)
+        if (limit is not None and len(reached) > limit) or (target is not None and target in found):
+            break
+        frontier = sorted(found, key=lambda e: (-found[e][1], e))
+    del reached[start]
+    order = sorted(reached, key=lambda e: (reached[e][0], -reached[e][1], e))[:limit]
+    relations: dict[str, Relation] = {}
+
+    def via(eid: str) -> tuple[Relation, ...]:
+        path = []
+        while eid != start:
+            _, _, eid, row = reached[eid]
+            if row[0] not in relations:
+                relations[row[0]] = _relation(row)
+            path.append(relations[row[0]])
+        return tuple(path[::-1])
+
+    return [Reach(e, reached[e][0], via(e), reached[e][1]) for e in order]
 
 
 # --- recall: entities named in a text --------------------------------------------------

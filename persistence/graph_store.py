@@ -275,45 +275,31 @@ class GraphStore:
         supported first."""
         with self.reading() as conn:
             start = self.require(conn, ref)
-            # Breadth first, best supported relations first: the first paths are the
-            # ones to keep, so the walk stops after a few times ``limit`` of them.
+            # Deeper entities rank after nearer ones, so the walk ends on the level that
+            # reaches ``limit``; ``cap`` bounds the last level's work on a hub-heavy graph.
             cap = max(4 * limit, 200)
-            rows = graph_sql.walk(conn, start, depth, at, fanout, cap, predicates)
-            best: dict[str, tuple[int, list[str]]] = {}
-            for eid, hops, via in rows:
-                if eid != start and (eid not in best or hops < best[eid][0]):
-                    best[eid] = (hops, via)
-            rels = graph_sql.fetch_relations(conn, [r for _, via in best.values() for r in via])
-            ranked = sorted(
-                best.items(),
-                key=lambda kv: (kv[1][0], -sum(rels[r].weight for r in kv[1][1]), kv[0]),
-            )[:limit]
-            entities = graph_sql.fetch_entities(conn, [eid for eid, _ in ranked])
-            return [
-                Neighbor(entities[eid], hops, tuple(rels[r] for r in via))
-                for eid, (hops, via) in ranked
-            ]
+            steps = graph_sql.walk(conn, start, depth, at, fanout, cap, predicates, limit=limit)
+            entities = graph_sql.fetch_entities(conn, [s.entity_id for s in steps])
+            return [Neighbor(entities[s.entity_id], s.depth, s.via) for s in steps]
 
     def path(self, a: str, b: str, max_depth: int, at: int) -> GraphPath | None:
-        """The shortest path from ``a`` to ``b`` (at most ``max_depth`` hops), or ``None``."""
+        """The shortest path from ``a`` to ``b`` (at most ``max_depth`` hops; of several,
+        the best supported), or ``None``."""
         with self.reading() as conn:
             start, end = self.require(conn, a), self.require(conn, b)
             if start == end:
                 entity = graph_sql.fetch_entity(conn, start)
                 assert entity is not None
                 return GraphPath((entity,), ())
-            rows = graph_sql.walk(conn, start, max_depth, at, PATH_FANOUT, WALK_CAP)
-            hits = sorted((hops, via) for eid, hops, via in rows if eid == end)
-            if not hits:
+            steps = graph_sql.walk(conn, start, max_depth, at, PATH_FANOUT, WALK_CAP, target=end)
+            hit = next((s for s in steps if s.entity_id == end), None)
+            if hit is None:
                 return None
-            via = hits[0][1]
-            rels = graph_sql.fetch_relations(conn, via)
             chain = [start]
-            for rid in via:
-                r = rels[rid]
+            for r in hit.via:
                 chain.append(r.object_id if r.subject_id == chain[-1] else r.subject_id)
             entities = graph_sql.fetch_entities(conn, chain)
-            return GraphPath(tuple(entities[e] for e in chain), tuple(rels[r] for r in via))
+            return GraphPath(tuple(entities[e] for e in chain), hit.via)
 
     def memory_ids_about(self, ref: str, limit: int) -> list[str]:
         """Ids of memories that name the entity."""

@@ -211,3 +211,36 @@ def test_a_v8_file_gains_speakers_and_keeps_every_row(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
         assert store.get_memory(said.id).speaker == "Caroline"  # type: ignore[union-attr]
         assert [e.speaker for e in store.get_transcripts("s")] == [None, "Melanie"]
+
+
+def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: Path) -> None:
+    """Version 11 widens the two relation indexes a graph walk reads so that they cover
+    every column it asks for: the walk then reads no table row, and finds what it found
+    through the version-10 indexes."""
+    from persistence import graph_sql
+    from persistence.graph_store import GraphStore
+
+    v10 = migrations.available_migrations()[:10]
+    sql = "EXPLAIN QUERY PLAN " + graph_sql.hop_sql(True)
+    params = {"node": "x", "at": 0, "fanout": 5, "predicates": "[]"}
+    with SQLiteStore(db_path, migrations=v10) as old:
+        graph = GraphStore(old)
+        for n, (s, p, o) in enumerate(
+            [("Ana", "knows", "Bo"), ("Bo", "likes", "Cy"), ("Cy", "knows", "Ana"),
+             ("Cy", "owns", "Dee"), ("Eve", "knows", "Bo")]
+        ):  # fmt: skip
+            graph.relate(s, p, o, 1, confidence=0.5 + n / 10, valid_to=None if n else 5)
+        before = [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)]
+        with old.read_connection() as conn:
+            plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
+        assert "COVERING INDEX" not in plan
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == 11 <= migrations.LATEST_VERSION
+        graph = GraphStore(store)
+        assert [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)] == before
+        assert before[0] != before[1]  # the invalidated relation counts at one time only
+        with store.read_connection() as conn:
+            plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
+            assert graph_sql.check(conn) == []
+        assert "COVERING INDEX idx_relations_subject" in plan
+        assert "COVERING INDEX idx_relations_object" in plan

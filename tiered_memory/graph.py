@@ -9,6 +9,7 @@ is :class:`persistence.graph_store.GraphStore`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -193,7 +194,8 @@ class KnowledgeGraph:
         Relations are followed both ways; ``predicates`` keeps only those; ``as_of``
         (epoch ms, default now) sees the relations valid then. Each entity follows at
         most ``fanout`` relations per direction (the best supported), so a hub cannot
-        blow up the walk; a path never visits an entity twice.
+        blow up the walk; a path never visits an entity twice. Each entity comes with its
+        shallowest path, the best supported (most memories) of those; ties go by id.
         """
         self._require_open()
         ref = self._ref(entity, "entity")
@@ -209,7 +211,7 @@ class KnowledgeGraph:
         self, a: EntityRef, b: EntityRef, max_depth: int = MAX_DEPTH, *, as_of: int | None = None
     ) -> GraphPath | None:
         """The shortest chain of relations from ``a`` to ``b`` within ``max_depth``
-        (1..3) hops, or ``None``."""
+        (1..3) hops (of several, the best supported), or ``None``."""
         self._require_open()
         start, end = self._ref(a, "a"), self._ref(b, "b")
         max_depth = check_depth(max_depth, "max_depth")
@@ -278,30 +280,32 @@ def check_name(name: object, what: str = "name") -> str:
     return name
 
 
-def check_type(value: object) -> str:
-    """An entity type: a short lower-case identifier (``person``, ``place``)."""
+def _identifier(
+    value: object, what: str, pattern: re.Pattern[str], most: int,
+    error: type[InvalidInputError], example: str = "",
+) -> str:  # fmt: skip
+    """A short identifier matching ``pattern`` (of at most ``most`` characters), lower-cased."""
     if not isinstance(value, str):
-        raise InvalidTypeError(f"type must be a str, got {type(value).__name__}")
+        raise InvalidTypeError(f"{what} must be a str, got {type(value).__name__}")
     lowered = value.lower()
-    if not graph_sql.TYPE.match(lowered):
-        raise InvalidInputError(
-            f"type {value!r} is not a short identifier (a letter, then letters, digits or _; "
-            "at most 32)"
+    if not pattern.match(lowered):
+        raise error(
+            f"{what} {value!r} is not a short identifier (a letter, then letters, digits or _; "
+            f"at most {most}){example}"
         )
     return lowered
+
+
+def check_type(value: object) -> str:
+    """An entity type: a short lower-case identifier (``person``, ``place``)."""
+    return _identifier(value, "type", graph_sql.TYPE, 32, InvalidInputError)
 
 
 def check_predicate(value: object) -> str:
     """A predicate: a short identifier such as ``works_with`` (stored lower-case)."""
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"predicate must be a str, got {type(value).__name__}")
-    lowered = value.lower()
-    if not graph_sql.PREDICATE.match(lowered):
-        raise InvalidPredicateError(
-            f"predicate {value!r} is not a short identifier (a letter, then letters, digits "
-            "or _; at most 64), e.g. 'works_with'"
-        )
-    return lowered
+    return _identifier(
+        value, "predicate", graph_sql.PREDICATE, 64, InvalidPredicateError, ", e.g. 'works_with'"
+    )
 
 
 def check_predicates(values: object) -> list[str]:

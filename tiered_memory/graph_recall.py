@@ -86,17 +86,16 @@ def graph_candidates(
             for eid, alias in named.items():
                 steps = graph_sql.walk(conn, eid, 1, now, NEIGHBOURS_PER_ENTITY,
                                        2 * NEIGHBOURS_PER_ENTITY)  # fmt: skip
-                near = {other: via[0] for other, _, via in steps if other not in named}
+                near = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
                 if not near:
                     continue
-                relations = graph_sql.fetch_relations(conn, list(near.values()))
                 entities = graph_sql.fetch_entities(conn, list(near))
-                for other, rid in near.items():
+                for other, relation in near.items():
                     n = graph_sql.capped_memory_count(conn, other, HUB_MEMORIES + 1)
                     if not 0 < n <= HUB_MEMORIES or other not in entities:
                         continue
                     weight = settings.graph_hop_decay / math.log(2 + n)
-                    path = (f"'{alias}' -{relations[rid].predicate}- "
+                    path = (f"'{alias}' -{relation.predicate}- "
                             f"'{entities[other].name}', 1 hop")  # fmt: skip
                     for memory_id in graph_sql.memory_ids_about(
                         conn, other, MEMORIES_PER_NEIGHBOUR

@@ -164,8 +164,8 @@ def test_recall_with_the_graph_signal_on_and_off(corpus: Any) -> None:
         for n in (rng.zipf(1.6, size=QUERIES) - 1) % ENTITIES
     ]
     timings: dict[str, list[float]] = {}
-    for label, weight in (("graph off", 0.0), ("graph on", 1.0)):
-        settings = RecallSettings(graph_weight=weight)
+    for label, share in (("graph off", 0.0), ("graph on", RecallSettings().graph_share)):
+        settings = RecallSettings(graph_share=share)  # score fusion, the default
         with AgentMemoryManager.open(path, embedder=None, extractor=None, recall=settings,
                                      recall_review_quality=None) as memory:  # fmt: skip
             memory.recall(queries[0], k=10)  # warm

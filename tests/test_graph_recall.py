@@ -40,12 +40,14 @@ def test_named_entities_and_their_neighbours_come_back_with_the_path(
 
 def test_the_graph_signal_can_be_weighted_off_and_hops_limited() -> None:
     for settings, expected in (
-        (RecallSettings(), []),  # off by default
+        (RecallSettings(graph_share=0.0), []),  # weighted off
+        (RecallSettings(), ["She leads the sales team", "Moved to Lisbon last spring"]),
         (
             RecallSettings(fusion="rrf", graph_weight=1.0, graph_hops=0),
             ["She leads the sales team"],
         ),
-        (RecallSettings(fusion="score", graph_weight=1.0), []),
+        (RecallSettings(fusion="score", graph_weight=1.0, graph_share=0.0), []),
+        (RecallSettings(fusion="rrf"), []),  # off in rank fusion by default
         (
             RecallSettings(fusion="score", graph_share=0.1),
             ["She leads the sales team", "Moved to Lisbon last spring"],

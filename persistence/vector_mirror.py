@@ -334,8 +334,8 @@ class VectorMirror:
             total = index_sql.memory_count(conn)
             self._reserve(total, 1, exact=True)  # no regrowth while loading
             self._sample_every = 0 if self._exact else max(total // _CAL_ROWS, 1)
-            if self._sample_every:  # one array: small ones between the load's temporaries
-                room = total // self._sample_every + 1  # pinned freed heap (~60 MB at 1M)
+            if self._sample_every:  # one array, not one small array per kept vector
+                room = total // self._sample_every + 1
                 self._sample = np.empty((room, dim), dtype=np.float32)
                 self._sample_slots = np.empty(room, dtype=np.int64)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on

@@ -96,6 +96,14 @@ SIZES = (
     else [int(n) for n in os.environ.get("TM_BENCH_SIZES", "10000,100000").split(",")]
 )
 QUERIES = size(100, 10)
+
+
+@pytest.fixture(scope="module")
+def compact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compact profile's model folder, built once for the module."""
+    return compact_model.build(tmp_path_factory.mktemp("compact"))
+
+
 WRITES = size(500, 20)
 
 
@@ -225,9 +233,7 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     )
 
 
-def test_fusion_signals_and_rerank_latency(
-    corpus: Any, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_fusion_signals_and_rerank_latency(corpus: Any, compact: Path) -> None:
     """recall() p50 / p95 (query embedding excluded) for the previous defaults (rank
     fusion, no conversation signals), score fusion alone, today's defaults (score fusion
     with answer adjacency and speaker attribution) and today's defaults with the
@@ -260,7 +266,7 @@ def test_fusion_signals_and_rerank_latency(
             manager.shutdown()
     models = {
         "MiniLM (default)": OnnxEmbedder(),
-        "MiniLM requantized (compact)": OnnxEmbedder.compact(cache=tmp_path_factory.mktemp("c")),
+        "MiniLM requantized (compact)": OnnxEmbedder(compact, model_id=compact_model.MODEL_ID),
     }
     built = quality_model.cache_dir() / quality_model.FOLDER / "model.onnx"
     if not smoke() and built.is_file():  # never built here: see OnnxEmbedder.quality()
@@ -400,7 +406,7 @@ for line in open("/proc/self/status"):
 """
 
 
-def test_rss_at_size(corpus: Any, tmp_path: Path) -> None:
+def test_rss_at_size(corpus: Any, compact: Path) -> None:
     """Peak RSS of a fresh process that opens the file with the shipped MiniLM model (and
     with the compact profile's requantized MiniLM), recalls (query embedding included:
     the model and the in-RAM vector copy loaded) and writes: what an agent process holds
@@ -408,7 +414,6 @@ def test_rss_at_size(corpus: Any, tmp_path: Path) -> None:
     count, memory, _, _ = corpus
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc to read a process's peak RSS")
-    compact = compact_model.build(tmp_path)
     for label, folder in (("MiniLM", ""), ("compact MiniLM", str(compact))):
         out = subprocess.run(
             [sys.executable, "-c", RSS_PROBE, str(memory.store.path), str(size(20, 2)), folder],

@@ -114,8 +114,6 @@ def build(target: Path | None = None) -> Path:
         work = Path(tmp)
         try:
             built = _quantize(source, work)
-        except EmbedderError:
-            raise
         except Exception as exc:  # onnx / onnxruntime raise their own types
             raise EmbedderError(f"cannot requantize {source}: {exc}") from exc
         shutil.copyfile(tokenizer, work / "tokenizer.json")

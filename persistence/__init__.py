@@ -5,6 +5,7 @@ Imports ``migrations``; never imports ``tiered_memory``. Everything the domain
 else of it.
 """
 
+from persistence import graph_records  # the graph's rules (names, types, limits)
 from persistence.backup import BackupManager, Progress
 from persistence.cache_layer import CacheLayer
 from persistence.connection import ConnectionOptions, Synchronous
@@ -61,6 +62,7 @@ from persistence.graph_records import (
     GraphPath,
     GraphStatistics,
     Neighbor,
+    Reach,
     Relation,
     RelationFact,
 )
@@ -68,7 +70,12 @@ from persistence.graph_store import GraphStore
 from persistence.json_export import memory_to_json
 from persistence.json_import import ImportDocument
 from persistence.memory_sql import validate_filter
-from persistence.meta_sql import EMBEDDING_MODEL_KEY, REDACTIONS_KEY
+from persistence.meta_sql import (
+    DEDUPLICATED_KEY,
+    EMBEDDING_MODEL_KEY,
+    NEAR_DUPLICATES_KEY,
+    REDACTIONS_KEY,
+)
 from persistence.records import (
     MEMORY_FIELDS,
     NEW_MEMORY_FIELDS,
@@ -97,7 +104,7 @@ from persistence.records import (
     now_ms,
 )
 from persistence.sqlite_store import SQLiteStore
-from persistence.storage import MemoryStorage
+from persistence.storage import GraphStorage, MemoryStorage
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
@@ -127,8 +134,13 @@ __all__ = [
     "Relation",
     "RelationFact",
     "GraphStore",
+    "GraphStorage",
+    "Reach",
+    "graph_records",
     "DEFAULT_MAX_CONTENT_BYTES",
     "EMBEDDING_MODEL_KEY",
+    "DEDUPLICATED_KEY",
+    "NEAR_DUPLICATES_KEY",
     "MAX_COUNT",
     "MEMORY_FIELDS",
     "NEW_MEMORY_FIELDS",

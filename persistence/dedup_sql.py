@@ -33,7 +33,7 @@ def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:
     )
 
 
-_ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"
+ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"
 _FIND = {
     tier: f"SELECT k.memory_id FROM content_keys AS k JOIN {table} AS t ON t.id = k.memory_id "
     "WHERE k.key = ? ORDER BY t.created_at, t.id LIMIT 8"
@@ -47,7 +47,7 @@ def find(conn: apsw.Connection, key: bytes, tier: Tier) -> list[str]:
 
     An index probe first: most contents are new, and the join with its sort costs
     several times the probe (20 of a ``remember``'s ~400 µs, measured in one)."""
-    if query_one(conn, _ANY, (key,)) is None:
+    if query_one(conn, ANY, (key,)) is None:
         return []
     return [str(r[0]) for r in query_all(conn, _FIND[tier], (key,))]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import apsw
 
-from persistence import dedup_sql, graph_sql
+from persistence import dedup_sql, graph_records, graph_sql
 from persistence.connection import query_one, query_value
 from persistence.errors import InvalidImportError
 
@@ -148,13 +148,13 @@ def _check_graph_references(doc: GraphDocument, memory_ids: set[str]) -> None:
     entities = {r["id"] for _, r in doc.rows["entities"]}
     relations = {r["id"] for _, r in doc.rows["relations"]}
     for where, r in doc.rows["entities"]:
-        if not graph_sql.TYPE.match(r["type"]):
+        if not graph_records.TYPE.match(r["type"]):
             raise _fail(f"{where}.type", f"{r['type']!r} is not a short identifier")
     for where, r in doc.rows["entity_aliases"]:
         if r["entity_id"] not in entities:
             raise _fail(f"{where}.entity_id", f"names entity {r['entity_id']!r}, not there")
     for where, r in doc.rows["relations"]:
-        if not graph_sql.PREDICATE.match(r["predicate"]):
+        if not graph_records.PREDICATE.match(r["predicate"]):
             raise _fail(f"{where}.predicate", f"{r['predicate']!r} is not a short identifier")
         for end in ("subject_id", "object_id"):
             if r[end] not in entities:
@@ -168,7 +168,7 @@ def _check_graph_references(doc: GraphDocument, memory_ids: set[str]) -> None:
                 raise _fail(f"{where}.{key}", f"names {r[key]!r}, not there")
             if r["memory_id"] not in memory_ids:
                 raise _fail(f"{where}.memory_id", f"names memory {r['memory_id']!r}, not there")
-            if r["origin"] not in (graph_sql.CALLER, graph_sql.EXTRACTOR):
+            if r["origin"] not in (graph_records.CALLER, graph_records.EXTRACTOR):
                 raise _fail(f"{where}.origin", "must be 'caller' or 'extractor'")
     for where, r in doc.rows["graph_queue"]:
         if r["memory_id"] not in memory_ids:

@@ -6,7 +6,34 @@ holds (``None``: since always / still true); an invalidated relation keeps its r
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
+
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 4000
+PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+DEFAULT_TYPE = "entity"
+CALLER = "caller"  # provenance origin: facts the caller gave remember()
+EXTRACTOR = "extractor"  # provenance origin: facts the background extractor found
+MENTIONED_WITH = "mentioned_with"
+
+
+def normalise(name: str) -> str:
+    """The form names are compared in: accents removed, case folded, spaces collapsed."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return " ".join(bare.casefold().split())
+
+
+def is_entity_id(text: str) -> bool:
+    """True if ``text`` has the shape of an entity id."""
+    return (
+        len(text) == 28
+        and text.startswith("ent_")
+        and all(c in "0123456789abcdef" for c in text[4:])
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +86,17 @@ class Neighbor:
     entity: Entity
     depth: int
     via: tuple[Relation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """An entity a walk reached: ``depth`` hops away along ``via`` (first hop first),
+    whose weights sum to ``support``."""
+
+    entity_id: str
+    depth: int
+    via: tuple[Relation, ...]
+    support: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,38 +9,27 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apsw
 import orjson
 
 from persistence.connection import query_all, query_one, query_value
-from persistence.graph_records import Entity, Relation
-
-MAX_NAME_CHARS = 200
-MAX_DESCRIPTION_CHARS = 4000
-PREDICATE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-DEFAULT_TYPE = "entity"
-CALLER = "caller"
-EXTRACTOR = "extractor"
-MENTIONED_WITH = "mentioned_with"
+from persistence.graph_records import (
+    DEFAULT_TYPE,
+    MENTIONED_WITH,
+    Entity,
+    Reach,
+    Relation,
+    normalise,
+)
 
 
 def has_graph(conn: apsw.Connection) -> bool:
     """True if the file has the graph tables (schema 10 on)."""
     return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'graph_dirty'") is not None
-
-
-def normalise(name: str) -> str:
-    """The form names are compared in: accents removed, case folded, spaces collapsed."""
-    decomposed = unicodedata.normalize("NFKD", name)
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return " ".join(bare.casefold().split())
 
 
 def display(name: str) -> str:
@@ -57,15 +46,6 @@ def entity_id(norm: str, type_: str) -> str:
 def relation_id() -> str:
     """A fresh relation id."""
     return f"rel_{os.urandom(12).hex()}"
-
-
-def is_entity_id(text: str) -> bool:
-    """True if ``text`` has the shape of an entity id."""
-    return (
-        len(text) == 28
-        and text.startswith("ent_")
-        and all(c in "0123456789abcdef" for c in text[4:])
-    )
 
 
 def _ids(values: Iterable[str]) -> str:
@@ -332,6 +312,16 @@ def invalidate(conn: apsw.Connection, rid: str, at: int) -> bool:
 # --- provenance ----------------------------------------------------------------------
 
 
+def move_provenance(conn: apsw.Connection, drop: str, keep: str) -> None:
+    """Every entity and relation memory ``drop`` supports, memory ``keep`` supports too."""
+    for table, column in (("memory_entities", "entity_id"), ("memory_relations", "relation_id")):
+        conn.execute(
+            f"INSERT OR IGNORE INTO {table} (memory_id, {column}, origin) "
+            f"SELECT ?, {column}, origin FROM {table} WHERE memory_id = ?",
+            (keep, drop),
+        )
+
+
 def add_provenance(
     conn: apsw.Connection,
     memory_id: str,
@@ -524,17 +514,6 @@ def hop_sql(predicates: bool) -> str:
         f"AND {_VALID}{only} ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT :fanout)"
     )
     return arm.format(end="subject_id") + " UNION ALL " + arm.format(end="object_id")
-
-
-@dataclass(frozen=True, slots=True)
-class Reach:
-    """An entity a walk reached: ``depth`` hops away along ``via`` (first hop first),
-    whose weights sum to ``support``."""
-
-    entity_id: str
-    depth: int
-    via: tuple[Relation, ...]
-    support: float
 
 
 def walk(

@@ -9,12 +9,11 @@ collects their provenance just before each commit (:func:`graph_sql.collect_garb
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
 
 import apsw
 
-from persistence import graph_sql
+from persistence import graph_records, graph_sql
 from persistence.connection import query_one
 from persistence.errors import MemoryNotFoundError
 from persistence.graph_errors import EntityNotFoundError, RelationNotFoundError
@@ -24,16 +23,15 @@ from persistence.graph_records import (
     GraphPath,
     GraphStatistics,
     Neighbor,
+    Reach,
     Relation,
     RelationFact,
 )
-from persistence.meta_sql import read_meta, write_meta
+from persistence.meta_sql import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY, read_meta, write_meta
 from persistence.sqlite_store import SQLiteStore
 
 EXTRACTION_ERRORS_KEY = "graph_extraction_errors"
 LAST_EXTRACTION_ERROR_KEY = "graph_last_extraction_error"
-DEDUPLICATED_KEY = "graph_deduplicated"
-NEAR_DUPLICATES_KEY = "graph_near_duplicates_merged"
 PATH_FANOUT = 200
 WALK_CAP = 100_000
 
@@ -44,9 +42,14 @@ class GraphStore:
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
 
+    def snapshot(self) -> AbstractContextManager[object]:
+        """Reads inside the block see one snapshot of the file (nested blocks share it)."""
+        return self.reading()
+
     @contextmanager
     def reading(self) -> Iterator[apsw.Connection]:
-        """A connection in one read snapshot (the writer's inside a transaction)."""
+        """A connection in one read snapshot (the writer's inside a transaction; the
+        enclosing snapshot's inside :meth:`snapshot`)."""
         with self.store.read_connection() as conn:
             if conn.in_transaction:
                 yield conn
@@ -59,16 +62,16 @@ class GraphStore:
 
     # --- resolving ---------------------------------------------------------------------
 
-    def resolve(self, conn: apsw.Connection, ref: str, type_: str | None = None) -> str | None:
+    def _resolve(self, conn: apsw.Connection, ref: str, type_: str | None = None) -> str | None:
         """The id an entity id or a name (of a type, or of any) stands for, or ``None``."""
-        if graph_sql.is_entity_id(ref):
+        if graph_records.is_entity_id(ref):
             found = query_one(conn, "SELECT 1 FROM entities WHERE id = ?", (ref,))
             return ref if found is not None else None
-        return graph_sql.resolve(conn, graph_sql.normalise(ref), type_)
+        return graph_sql.resolve(conn, graph_records.normalise(ref), type_)
 
-    def require(self, conn: apsw.Connection, ref: str, type_: str | None = None) -> str:
-        """Like :meth:`resolve`, raising :class:`EntityNotFoundError`."""
-        found = self.resolve(conn, ref, type_)
+    def _require(self, conn: apsw.Connection, ref: str, type_: str | None = None) -> str:
+        """Like :meth:`_resolve`, raising :class:`EntityNotFoundError`."""
+        found = self._resolve(conn, ref, type_)
         if found is None:
             raise EntityNotFoundError(
                 f"no entity {ref!r}" + (f" of type {type_!r}" if type_ else "")
@@ -77,8 +80,8 @@ class GraphStore:
 
     def _endpoint(self, conn: apsw.Connection, ref: str, type_: str, now: int, direct: bool) -> str:
         """An entity id stands for itself (and must exist); a name is found or created."""
-        if graph_sql.is_entity_id(ref):
-            return self.require(conn, ref)
+        if graph_records.is_entity_id(ref):
+            return self._require(conn, ref)
         return graph_sql.ensure_entity(conn, ref, type_, now, direct=direct)[0]
 
     # --- writing ------------------------------------------------------------------------
@@ -95,7 +98,7 @@ class GraphStore:
                 conn, name, type_, now, direct=source is None, description=description
             )
             if source is not None:
-                graph_sql.add_provenance(conn, source, [eid], [], graph_sql.CALLER)
+                graph_sql.add_provenance(conn, source, [eid], [], graph_records.CALLER)
             entity = graph_sql.fetch_entity(conn, eid)
         assert entity is not None
         return entity
@@ -107,8 +110,8 @@ class GraphStore:
         obj: str,
         now: int,
         *,
-        subject_type: str = graph_sql.DEFAULT_TYPE,
-        object_type: str = graph_sql.DEFAULT_TYPE,
+        subject_type: str = graph_records.DEFAULT_TYPE,
+        object_type: str = graph_records.DEFAULT_TYPE,
         confidence: float = 1.0,
         valid_from: int | None = None,
         valid_to: int | None = None,
@@ -127,7 +130,7 @@ class GraphStore:
                 valid_to=valid_to, direct=direct,
             )  # fmt: skip
             if source is not None:
-                graph_sql.add_provenance(conn, source, [s, o], [rid], graph_sql.CALLER)
+                graph_sql.add_provenance(conn, source, [s, o], [rid], graph_records.CALLER)
             relation = graph_sql.fetch_relations(conn, [rid])[rid]
         return relation
 
@@ -137,14 +140,25 @@ class GraphStore:
 
     def assert_facts(
         self,
-        conn: Any,
         memory_id: str,
         entities: Sequence[EntityFact],
         relations: Sequence[RelationFact],
         origin: str,
         now: int,
     ) -> None:
-        """Inside the caller's transaction: the memory asserts these facts."""
+        """The memory asserts these facts (in the caller's transaction, if any)."""
+        with self.store.transaction(join=True) as conn:
+            self._assert_facts(conn, memory_id, entities, relations, origin, now)
+
+    def _assert_facts(
+        self,
+        conn: apsw.Connection,
+        memory_id: str,
+        entities: Sequence[EntityFact],
+        relations: Sequence[RelationFact],
+        origin: str,
+        now: int,
+    ) -> None:
         entity_ids = [
             graph_sql.ensure_entity(conn, e.name, e.type, now, direct=False)[0] for e in entities
         ]
@@ -190,9 +204,11 @@ class GraphStore:
                 if current != content:
                     continue  # edited meanwhile: queued again by its trigger
                 old_entities, old_relations = graph_sql.drop_provenance(
-                    conn, [memory_id], graph_sql.EXTRACTOR
+                    conn, [memory_id], graph_records.EXTRACTOR
                 )
-                self.assert_facts(conn, memory_id, entities, relations, graph_sql.EXTRACTOR, now)
+                self._assert_facts(
+                    conn, memory_id, entities, relations, graph_records.EXTRACTOR, now
+                )
                 graph_sql.collect(conn, old_entities, old_relations)
                 graph_sql.dequeue(conn, memory_id)
                 done += 1
@@ -204,18 +220,27 @@ class GraphStore:
                 write_meta(conn, LAST_EXTRACTION_ERROR_KEY, failures[-1][2][:1000])
         return done
 
-    def drop_extracted(self, conn: Any, memory_id: str) -> None:
-        """Inside the caller's transaction: the memory's text changed, so what the
-        extractor found in it goes (and what nothing else supports); it is re-extracted."""
-        if graph_sql.has_graph(conn):
-            entities, relations = graph_sql.drop_provenance(conn, [memory_id], graph_sql.EXTRACTOR)
-            graph_sql.collect(conn, entities, relations)
+    def drop_extracted(self, memory_id: str) -> None:
+        """The memory's text changed, so what the extractor found in it goes (and what
+        nothing else supports); it is re-extracted. In the caller's transaction, if any."""
+        with self.store.transaction(join=True) as conn:
+            if graph_sql.has_graph(conn):
+                entities, relations = graph_sql.drop_provenance(
+                    conn, [memory_id], graph_records.EXTRACTOR
+                )
+                graph_sql.collect(conn, entities, relations)
+
+    def move_provenance(self, drop: str, keep: str) -> None:
+        """What memory ``drop`` asserted, memory ``keep`` asserts too (before ``drop``
+        is forgotten as a duplicate of ``keep``). In the caller's transaction, if any."""
+        with self.store.transaction(join=True) as conn:
+            graph_sql.move_provenance(conn, drop, keep)
 
     def merge(self, keep: str, drop: str, now: int) -> Entity:
         """Fold entity ``drop`` into ``keep`` (both must exist)."""
         with self.store.transaction() as conn:
-            k = self.require(conn, keep)
-            d = self.require(conn, drop)
+            k = self._require(conn, keep)
+            d = self._require(conn, drop)
             if k != d:
                 graph_sql.merge(conn, k, d, now)
             entity = graph_sql.fetch_entity(conn, k)
@@ -232,7 +257,7 @@ class GraphStore:
     def remove_entity(self, ref: str) -> bool:
         """Delete an entity, its relations and provenance; False if missing."""
         with self.store.transaction() as conn:
-            eid = self.resolve(conn, ref)
+            eid = self._resolve(conn, ref)
             return eid is not None and graph_sql.remove_entity(conn, eid)
 
     def remove_relation(self, rid: str) -> bool:
@@ -254,13 +279,13 @@ class GraphStore:
     def entity(self, ref: str, type_: str | None = None) -> Entity | None:
         """An entity by id or name, or ``None``."""
         with self.reading() as conn:
-            eid = self.resolve(conn, ref, type_)
+            eid = self._resolve(conn, ref, type_)
             return None if eid is None else graph_sql.fetch_entity(conn, eid)
 
     def relations(self, ref: str) -> list[Relation]:
         """Every relation of an entity, invalidated ones too."""
         with self.reading() as conn:
-            return graph_sql.relations_of(conn, self.require(conn, ref))
+            return graph_sql.relations_of(conn, self._require(conn, ref))
 
     def neighbors(
         self,
@@ -274,7 +299,7 @@ class GraphStore:
         """Entities within ``depth`` hops (shallowest path to each), nearest and most
         supported first."""
         with self.reading() as conn:
-            start = self.require(conn, ref)
+            start = self._require(conn, ref)
             # Deeper entities rank after nearer ones, so the walk ends on the level that
             # reaches ``limit``; ``cap`` bounds the last level's work on a hub-heavy graph.
             cap = max(4 * limit, 200)
@@ -286,7 +311,7 @@ class GraphStore:
         """The shortest path from ``a`` to ``b`` (at most ``max_depth`` hops; of several,
         the best supported), or ``None``."""
         with self.reading() as conn:
-            start, end = self.require(conn, a), self.require(conn, b)
+            start, end = self._require(conn, a), self._require(conn, b)
             if start == end:
                 entity = graph_sql.fetch_entity(conn, start)
                 assert entity is not None
@@ -304,7 +329,7 @@ class GraphStore:
     def memory_ids_about(self, ref: str, limit: int) -> list[str]:
         """Ids of memories that name the entity."""
         with self.reading() as conn:
-            return graph_sql.memory_ids_about(conn, self.require(conn, ref), limit)
+            return graph_sql.memory_ids_about(conn, self._require(conn, ref), limit)
 
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """Entities (of one type, or all), in id order."""
@@ -317,6 +342,39 @@ class GraphStore:
             if not graph_sql.has_graph(conn):
                 return []
             return graph_sql.pending(conn, now, limit)
+
+    # --- the graph signal of recall (ids in, ids out: no name resolving) ---------------
+
+    def has_graph(self) -> bool:
+        """True if the store has the graph's tables (an old file read-only may not)."""
+        with self.reading() as conn:
+            return graph_sql.has_graph(conn)
+
+    def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
+        """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""
+        with self.reading() as conn:
+            return graph_sql.entities_named_in(conn, words, limit)
+
+    def memory_count(self, entity_id: str, cap: int) -> int:
+        """How many memories name the entity, counting no further than ``cap``."""
+        with self.reading() as conn:
+            return graph_sql.capped_memory_count(conn, entity_id, cap)
+
+    def memories_naming(self, entity_id: str, limit: int) -> list[str]:
+        """Ids of memories that name the entity, most recently asserted first."""
+        with self.reading() as conn:
+            return graph_sql.memory_ids_about(conn, entity_id, limit)
+
+    def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
+        """Entities within ``depth`` hops, each with its best-supported shallowest path
+        (see :func:`persistence.graph_sql.walk`)."""
+        with self.reading() as conn:
+            return graph_sql.walk(conn, entity_id, depth, at, fanout, cap)
+
+    def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
+        """The entities with these ids (missing ones left out)."""
+        with self.reading() as conn:
+            return graph_sql.fetch_entities(conn, entity_ids)
 
     def statistics(self) -> GraphStatistics:
         """The graph's counts."""

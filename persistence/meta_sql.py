@@ -31,6 +31,8 @@ def read_meta(conn: apsw.Connection, key: str) -> str | None:
 
 
 REDACTIONS_KEY = "redactions"
+DEDUPLICATED_KEY = "graph_deduplicated"  # remember() calls answered by an existing memory
+NEAR_DUPLICATES_KEY = "graph_near_duplicates_merged"  # memories consolidate() folded
 
 
 def add_redactions(conn: apsw.Connection, count: int) -> None:

@@ -30,6 +30,7 @@ from migrations import (
 )
 from persistence import (
     conversation_sql,
+    dedup_sql,
     embedding_cache_sql,
     forgetting_sql,
     graph_sql,
@@ -473,7 +474,8 @@ class SQLiteStore:
         Every memory is checked before anything is written; an id already used anywhere
         (or twice in the batch) raises :class:`DuplicateMemoryError`, an embedding of
         another size :class:`EmbeddingDimensionError`. Each schedule must belong to one
-        of ``memories``. The keyword index is brought up to date once, at commit.
+        of ``memories``. The keyword index is brought up to date once, at commit; their
+        content is noted for :meth:`find_same_content`.
         """
         prepared: list[tuple[Memory, tuple[Any, ...]]] = []
         sizes: set[int] = set()
@@ -515,6 +517,7 @@ class SQLiteStore:
                     "nothing was written"
                 )
             memory_sql.insert_many(conn, prepared)
+            dedup_sql.record(conn, [memory for memory, _ in prepared])
             schedule_sql.insert_many(conn, schedules)
         return [memory for memory, _ in prepared]
 
@@ -692,6 +695,24 @@ class SQLiteStore:
         require_str(memory_id, "memory_id")
         with self._reading() as conn:
             return memory_sql.promotion_history(conn, memory_id)
+
+    # --- deduplication ----------------------------------------------------------------------
+
+    def record_content_keys(self, memories: Sequence[Memory]) -> None:
+        """Note what these memories say (``content_keys``), for :meth:`find_same_content`."""
+        with self.transaction(join=True) as conn:
+            dedup_sql.record(conn, memories)
+
+    def find_same_content(
+        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
+    ) -> list[str]:
+        """Ids of live memories of ``tier`` noted with the same normalised content, agent
+        and session, oldest first (the caller compares the content itself)."""
+        key = dedup_sql.content_key(content, agent_id, session_id)
+        if self.db.read_row(dedup_sql.ANY, (key,)) is None:  # most contents are new
+            return []
+        with self._reading() as conn:
+            return dedup_sql.find(conn, key, tier)
 
     # --- sessions -------------------------------------------------------------------------
 

@@ -26,6 +26,10 @@ What a second backend must provide, beyond storing the records:
 
 Not part of it (SQLite-specific, reached through ``SQLiteStore`` itself): connections,
 backups (``VACUUM INTO``), JSON import into the file, integrity checks and migrations.
+
+:class:`GraphStorage` is the knowledge graph's half, over the same data and the same
+transactions (:class:`~persistence.GraphStore` on a ``SQLiteStore``): a graph write in
+a :meth:`MemoryStorage.transaction` commits or rolls back with it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from persistence.graph_records import (
+    Entity,
+    EntityFact,
+    GraphPath,
+    GraphStatistics,
+    Neighbor,
+    Reach,
+    Relation,
+    RelationFact,
+)
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -112,7 +126,8 @@ class MemoryStorage(Protocol):
     def insert_memories(
         self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
     ) -> list[Memory]:
-        """Insert new episodic/semantic memories and their schedules, all or none."""
+        """Insert new episodic/semantic memories and their schedules, all or none; their
+        content is noted for :meth:`find_same_content`."""
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
@@ -141,6 +156,19 @@ class MemoryStorage(Protocol):
 
     def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
+
+    # --- deduplication ----------------------------------------------------------------------
+
+    def record_content_keys(self, memories: Sequence[Memory]) -> None:
+        """Note what these episodic/semantic memories say (normalised content, agent and
+        session), so :meth:`find_same_content` finds them; replaces an older note."""
+
+    def find_same_content(
+        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
+    ) -> list[str]:
+        """Ids of live memories of ``tier`` noted with the same normalised content, agent
+        and session (oldest first, at most 8); a note may be stale after an edit, so the
+        caller compares the content itself."""
 
     # --- scratchpad -----------------------------------------------------------------------
 
@@ -300,3 +328,136 @@ class MemoryStorage(Protocol):
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts and sizes."""
+
+
+@runtime_checkable
+class GraphStorage(Protocol):
+    """The knowledge graph's records (see the module documentation).
+
+    ``ref`` is an entity id or one of its names (of ``type_``, if given); a missing one
+    raises :class:`~persistence.EntityNotFoundError`. Writes join the caller's
+    transaction when there is one. Arguments arrive checked by the domain
+    (``tiered_memory.graph``).
+    """
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def add_entity(
+        self, name: str, type_: str, description: str | None, now: int, *,
+        source: str | None = None,
+    ) -> Entity:  # fmt: skip
+        """Add (or find) an entity; without ``source`` it is kept until removed directly."""
+
+    def relate(
+        self,
+        subject: str,
+        predicate: str,
+        obj: str,
+        now: int,
+        *,
+        subject_type: str = "entity",
+        object_type: str = "entity",
+        confidence: float = 1.0,
+        valid_from: int | None = None,
+        valid_to: int | None = None,
+        source: str | None = None,
+    ) -> Relation:
+        """Assert a relation (creating named entities); with ``source`` it is derived from
+        that memory, else kept until removed directly."""
+
+    def assert_facts(
+        self,
+        memory_id: str,
+        entities: Sequence[EntityFact],
+        relations: Sequence[RelationFact],
+        origin: str,
+        now: int,
+    ) -> None:
+        """The memory asserts these facts (``origin``: who found them)."""
+
+    def apply_extractions(
+        self,
+        results: Sequence[tuple[str, str | None, Sequence[EntityFact], Sequence[RelationFact]]],
+        failures: Sequence[tuple[str, int, str]],
+        now: int,
+    ) -> int:
+        """Write a batch of the extractor's findings, each replacing its earlier ones;
+        postpone ``failures``. Returns how many memories were extracted."""
+
+    def drop_extracted(self, memory_id: str) -> None:
+        """The memory's text changed: what the extractor found in it goes."""
+
+    def move_provenance(self, drop: str, keep: str) -> None:
+        """What memory ``drop`` asserted, memory ``keep`` asserts too."""
+
+    def merge(self, keep: str, drop: str, now: int) -> Entity:
+        """Fold entity ``drop`` into ``keep``."""
+
+    def invalidate(self, rid: str, at: int) -> Relation:
+        """Mark a relation as no longer true from ``at`` on (its row stays)."""
+
+    def remove_entity(self, ref: str) -> bool:
+        """Delete an entity, its relations and provenance; False if missing."""
+
+    def remove_relation(self, rid: str) -> bool:
+        """Delete a relation; False if missing."""
+
+    def enqueue(self, memory_ids: Sequence[str]) -> None:
+        """Queue memories for extraction again."""
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def snapshot(self) -> AbstractContextManager[object]:
+        """Reads inside the block see one snapshot (nested blocks share it)."""
+
+    def entity(self, ref: str, type_: str | None = None) -> Entity | None:
+        """An entity by id or name, or ``None``."""
+
+    def relations(self, ref: str) -> list[Relation]:
+        """Every relation of an entity, invalidated ones too."""
+
+    def neighbors(
+        self,
+        ref: str,
+        depth: int,
+        predicates: Sequence[str] | None,
+        limit: int,
+        fanout: int,
+        at: int,
+    ) -> list[Neighbor]:
+        """Entities within ``depth`` hops, nearest and most supported first."""
+
+    def path(self, a: str, b: str, max_depth: int, at: int) -> GraphPath | None:
+        """The best-supported shortest path from ``a`` to ``b``, or ``None``."""
+
+    def memory_ids_about(self, ref: str, limit: int) -> list[str]:
+        """Ids of memories that name the entity."""
+
+    def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
+        """Entities (of one type, or all), in id order."""
+
+    def pending(self, now: int, limit: int) -> list[tuple[str, str, int]]:
+        """Memories waiting for extraction now: ``(id, content, attempts)``."""
+
+    def statistics(self) -> GraphStatistics:
+        """The graph's counts."""
+
+    # --- the graph signal of recall (entity ids, no name resolving) ------------------------
+
+    def has_graph(self) -> bool:
+        """True if the store has the graph (an old file opened read-only may not)."""
+
+    def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
+        """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""
+
+    def memory_count(self, entity_id: str, cap: int) -> int:
+        """How many memories name the entity, counting no further than ``cap``."""
+
+    def memories_naming(self, entity_id: str, limit: int) -> list[str]:
+        """Ids of memories that name the entity, most recently asserted first."""
+
+    def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
+        """Entities within ``depth`` hops, each with its best-supported shallowest path."""
+
+    def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
+        """The entities with these ids (missing ones left out)."""

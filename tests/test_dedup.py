@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from persistence import InvalidInputError, InvalidTypeError, Tier
+from persistence import InvalidInputError, InvalidTypeError, Memory, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
@@ -56,6 +56,19 @@ def test_a_forgotten_or_edited_memory_is_not_a_twin(
     three = memory.remember("tea at five")
     assert three.id != two.id and episodic_count(memory) == 2
     assert memory.remember("coffee at six").id == two.id
+
+
+def test_a_memory_inserted_through_the_store_is_found_by_remember(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    memory = make_memory(embedder=None, extractor=None)
+    (stored,) = memory.store.insert_memories([Memory.create("Lunch with Ana", Tier.SEMANTIC)])
+    assert memory.store.find_same_content(" lunch WITH ana", Tier.SEMANTIC, None, None) == [
+        stored.id
+    ]
+    assert memory.store.find_same_content("lunch with ana", Tier.EPISODIC, None, None) == []
+    assert memory.remember("lunch with Ana", Tier.SEMANTIC).id == stored.id
+    assert memory.statistics().tier_counts[Tier.SEMANTIC] == 1
 
 
 def test_dedup_can_be_turned_off(make_memory: Callable[..., AgentMemoryManager]) -> None:

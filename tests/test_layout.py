@@ -42,3 +42,23 @@ def test_runtime_code_imports_no_migration_module() -> None:
         if m.startswith("migrations.v0")
     ]
     assert versions == []
+
+
+def test_the_domain_runs_no_sql_and_holds_no_connection() -> None:
+    """SQL lives in persistence's ``*_sql`` modules, behind the storage Protocols: the
+    domain names none of them and never imports the SQLite driver."""
+    found = []
+    for path in sorted((ROOT / "tiered_memory").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = (
+                [node.id] if isinstance(node, ast.Name)
+                else [node.attr] if isinstance(node, ast.Attribute)
+                else [a.name for a in node.names] if isinstance(node, ast.Import | ast.ImportFrom)
+                else []
+            )  # fmt: skip
+            found += [
+                f"{path.name}: {n}"
+                for n in named
+                if n.endswith("_sql") or n.split(".")[0] in {"apsw", "sqlite3", "sqlite_vec"}
+            ]
+    assert found == []

@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import apsw
 import click
 import orjson
 
@@ -55,7 +54,7 @@ class _Commands(click.Group):
             # The reader (`| head`, say) has gone: not a failure of the command.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(0)
-        except (TieredMemoryError, OSError, apsw.Error) as exc:
+        except (TieredMemoryError, OSError) as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             click.echo(f"error: {message}", err=True)
             ctx.exit(1)

@@ -19,13 +19,16 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from persistence import Memory, MemoryFilter, MemoryStorage, Tier, dedup_sql, graph_store, meta_sql
-
-DEDUPLICATED_KEY = graph_store.DEDUPLICATED_KEY
-NEAR_DUPLICATES_KEY = graph_store.NEAR_DUPLICATES_KEY
-read_meta, write_meta = meta_sql.read_meta, meta_sql.write_meta
+from persistence import (
+    DEDUPLICATED_KEY,
+    NEAR_DUPLICATES_KEY,
+    Memory,
+    MemoryFilter,
+    MemoryStorage,
+    Tier,
+)
 
 if TYPE_CHECKING:
     from tiered_memory.manager import AgentMemoryManager
@@ -39,7 +42,7 @@ def normalised(content: str) -> str:
 
 
 def find_twin(
-    conn: Any,
+    store: MemoryStorage,
     content: str,
     tier: Tier,
     agent_id: str | None,
@@ -48,7 +51,7 @@ def find_twin(
 ) -> Memory | None:
     """The oldest live memory of ``tier``, agent and session with the same normalised
     content, or ``None``."""
-    ids = dedup_sql.find(conn, dedup_sql.content_key(content, agent_id, session_id), tier)
+    ids = store.find_same_content(content, tier, agent_id, session_id)
     if not ids:
         return None
     found = load(ids)
@@ -66,29 +69,14 @@ def find_twin(
     return None
 
 
-def record(conn: Any, memories: list[Memory]) -> None:
-    """Note the content keys of newly written memories."""
-    dedup_sql.record(conn, memories)
+def count(store: MemoryStorage, key: str, n: int = 1) -> None:
+    """Add to a deduplication counter kept with the data (in the caller's transaction)."""
+    store.set_meta(key, str(int(store.get_meta(key) or 0) + n))
 
 
-def count(conn: Any, key: str, n: int = 1) -> None:
-    """Add to a deduplication counter kept in the file."""
-    write_meta(conn, key, str(int(read_meta(conn, key) or 0) + n))
-
-
-def count_duplicate(conn: Any) -> None:
+def count_duplicate(store: MemoryStorage) -> None:
     """One more ``remember()`` answered by an existing memory."""
-    count(conn, DEDUPLICATED_KEY)
-
-
-def move_provenance(conn: Any, drop: str, keep: str) -> None:
-    """Graph provenance of ``drop`` becomes ``keep``'s (before ``drop`` is forgotten)."""
-    for table, column in (("memory_entities", "entity_id"), ("memory_relations", "relation_id")):
-        conn.execute(
-            f"INSERT OR IGNORE INTO {table} (memory_id, {column}, origin) "
-            f"SELECT ?, {column}, origin FROM {table} WHERE memory_id = ?",
-            (keep, drop),
-        )
+    count(store, DEDUPLICATED_KEY)
 
 
 def near_duplicate_pairs(
@@ -118,7 +106,7 @@ def merge_near_duplicates(memory: AgentMemoryManager, threshold: float) -> list[
     after = ""
     while page := memory.store.page(Tier.EPISODIC, after, PAGE):
         after = page[-1].id
-        with memory.store.transaction() as conn:
+        with memory.store.transaction():
             for newer, older_id in near_duplicate_pairs(memory.store, page, threshold):
                 if newer.id in gone or older_id in gone:
                     continue
@@ -142,9 +130,9 @@ def merge_near_duplicates(memory: AgentMemoryManager, threshold: float) -> list[
                         updated_at=max(memory.clock(), older.created_at),
                     )
                 )
-                move_provenance(conn, current.id, older.id)
+                memory.graph.records.move_provenance(current.id, older.id)
                 memory.forget(current.id, reason=f"near-duplicate of {older.id}")
-                count(conn, NEAR_DUPLICATES_KEY)
+                count(memory.store, NEAR_DUPLICATES_KEY)
                 gone.add(current.id)
                 merged.append((current.id, older.id))
     return merged
@@ -155,8 +143,6 @@ __all__ = [
     "count",
     "count_duplicate",
     "find_twin",
-    "move_provenance",
     "near_duplicate_pairs",
     "normalised",
-    "record",
 ]

@@ -25,15 +25,16 @@ from persistence import (
     DatabaseBusyError,
     EntityFact,
     ExtractorError,
-    GraphStore,
+    GraphStorage,
+    MemoryStorage,
     RelationFact,
     TieredMemoryError,
-    graph_sql,
+    graph_records,
 )
 from tiered_memory.graph import entity_facts, relation_facts
 
-MENTIONED_WITH = graph_sql.MENTIONED_WITH
-normalise = graph_sql.normalise
+MENTIONED_WITH = graph_records.MENTIONED_WITH
+normalise = graph_records.normalise
 BATCH_SIZE = 64
 BACKGROUND_BATCH = 16
 """Memories per background transaction: short, so a remember() never waits long."""
@@ -396,8 +397,13 @@ class ExtractionQueue:
     retry_seconds: tuple[float, float] = (5.0, 3600.0)
 
     def __init__(
-        self, graph: GraphStore, extractor: Extractor | None, clock: Callable[[], int]
+        self,
+        store: MemoryStorage,
+        graph: GraphStorage,
+        extractor: Extractor | None,
+        clock: Callable[[], int],
     ) -> None:
+        self.store = store  # its path names the thread; closing it stops the work
         self.graph = graph
         self.extractor = extractor
         self._clock = clock
@@ -462,7 +468,7 @@ class ExtractionQueue:
         if self._thread is None and self.extractor is not None:
             self._stop.clear()
             self._thread = threading.Thread(
-                target=self._run, name=f"tiered-memory-extract {self.graph.store.path}",
+                target=self._run, name=f"tiered-memory-extract {self.store.path}",
                 daemon=True,
             )  # fmt: skip
             self._thread.start()
@@ -499,14 +505,14 @@ class ExtractionQueue:
             self._wake.wait(_IDLE_SECONDS)  # the timeout also picks up due retries
             self._wake.clear()
             self._quiet()
-            if self._stop.is_set() or not self.graph.store.is_open:
+            if self._stop.is_set() or not self.store.is_open:
                 return
             try:
                 self._work(BACKGROUND_BATCH, self._busy)
             except DatabaseBusyError:
                 self._stop.wait(_IDLE_SECONDS)
             except Exception as exc:
-                if not self.graph.store.is_open or self._stop.is_set():
+                if not self.store.is_open or self._stop.is_set():
                     return  # closing under us is not a failure
                 _log.error("background extraction failed; retrying: %s", exc, exc_info=exc)
                 self._stop.wait(_IDLE_SECONDS)

@@ -4,7 +4,7 @@ Entities, relations between them and which memories asserted what live in the sa
 SQLite file as the memories, written in the same transactions. Every argument is checked
 here before anything is read or written (bad input raises a specific
 :class:`~persistence.TieredMemoryError` and changes nothing); the record API underneath
-is :class:`persistence.graph_store.GraphStore`.
+is a :class:`persistence.GraphStorage` (:class:`persistence.GraphStore` on SQLite).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from persistence import (
     ExtractorError,
     GraphPath,
     GraphStatistics,
-    GraphStore,
+    GraphStorage,
     InvalidDepthError,
     InvalidEntityNameError,
     InvalidInputError,
@@ -31,8 +31,7 @@ from persistence import (
     Relation,
     RelationFact,
     RelationNotFoundError,
-    SQLiteStore,
-    graph_sql,
+    graph_records,
     require_int,
     require_number,
     require_str,
@@ -62,12 +61,12 @@ class KnowledgeGraph:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        records: GraphStorage,
         clock: Callable[[], int],
         get_memories: Callable[[list[str]], dict[str, Memory]],
         require_open: Callable[[], None],
     ) -> None:
-        self.records = GraphStore(store)
+        self.records = records
         self._clock = clock
         self._get_memories = get_memories
         self._require_open = require_open
@@ -77,7 +76,7 @@ class KnowledgeGraph:
     def add_entity(
         self,
         name: str,
-        type: str = graph_sql.DEFAULT_TYPE,  # noqa: A002 - the issue's name for it
+        type: str = graph_records.DEFAULT_TYPE,  # noqa: A002 - the issue's name for it
         description: str | None = None,
         *,
         source: str | None = None,
@@ -92,10 +91,10 @@ class KnowledgeGraph:
         name = check_name(name)
         type_ = check_type(type)
         require_str(description, "description", allow_none=True)
-        if description is not None and len(description) > graph_sql.MAX_DESCRIPTION_CHARS:
+        if description is not None and len(description) > graph_records.MAX_DESCRIPTION_CHARS:
             raise InvalidInputError(
                 f"description is {len(description)} characters, more than "
-                f"{graph_sql.MAX_DESCRIPTION_CHARS}"
+                f"{graph_records.MAX_DESCRIPTION_CHARS}"
             )
         require_str(source, "source", allow_none=True, allow_empty=False)
         return self.records.add_entity(name, type_, description, self._clock(), source=source)
@@ -110,8 +109,8 @@ class KnowledgeGraph:
         valid_from: int | None = None,
         valid_to: int | None = None,
         source: str | None = None,
-        subject_type: str = graph_sql.DEFAULT_TYPE,
-        object_type: str = graph_sql.DEFAULT_TYPE,
+        subject_type: str = graph_records.DEFAULT_TYPE,
+        object_type: str = graph_records.DEFAULT_TYPE,
     ) -> Relation:
         """Assert ``subject -predicate-> object`` and return the relation.
 
@@ -247,7 +246,7 @@ class KnowledgeGraph:
             raise InvalidTypeError(
                 f"{what} must be an entity name, id or Entity, got {type(value).__name__}"
             )
-        if graph_sql.is_entity_id(value):
+        if graph_records.is_entity_id(value):
             return value
         return check_name(value, what)
 
@@ -270,11 +269,11 @@ def check_name(name: object, what: str = "name") -> str:
     if not isinstance(name, str):
         raise InvalidTypeError(f"{what} must be a str, got {type(name).__name__}")
     require_str(name, what)
-    if not graph_sql.normalise(name):
+    if not graph_records.normalise(name):
         raise InvalidEntityNameError(f"{what} is empty: an entity needs a name")
-    if len(name) > graph_sql.MAX_NAME_CHARS:
+    if len(name) > graph_records.MAX_NAME_CHARS:
         raise InvalidEntityNameError(
-            f"{what} is {len(name)} characters, more than {graph_sql.MAX_NAME_CHARS}: "
+            f"{what} is {len(name)} characters, more than {graph_records.MAX_NAME_CHARS}: "
             "name the entity shortly and put the rest in its description"
         )
     return name
@@ -298,13 +297,18 @@ def _identifier(
 
 def check_type(value: object) -> str:
     """An entity type: a short lower-case identifier (``person``, ``place``)."""
-    return _identifier(value, "type", graph_sql.TYPE, 32, InvalidInputError)
+    return _identifier(value, "type", graph_records.TYPE, 32, InvalidInputError)
 
 
 def check_predicate(value: object) -> str:
     """A predicate: a short identifier such as ``works_with`` (stored lower-case)."""
     return _identifier(
-        value, "predicate", graph_sql.PREDICATE, 64, InvalidPredicateError, ", e.g. 'works_with'"
+        value,
+        "predicate",
+        graph_records.PREDICATE,
+        64,
+        InvalidPredicateError,
+        ", e.g. 'works_with'",
     )
 
 
@@ -347,12 +351,12 @@ def entity_facts(values: object) -> list[EntityFact]:
         if isinstance(value, EntityFact):
             name, type_ = value.name, value.type
         elif isinstance(value, str):
-            name, type_ = value, graph_sql.DEFAULT_TYPE
+            name, type_ = value, graph_records.DEFAULT_TYPE
         elif isinstance(value, tuple) and len(value) == 2:
             name, type_ = value
         elif isinstance(value, Mapping):
             _only(value, {"name", "type"}, where)
-            name, type_ = value.get("name"), value.get("type", graph_sql.DEFAULT_TYPE)
+            name, type_ = value.get("name"), value.get("type", graph_records.DEFAULT_TYPE)
         else:
             raise InvalidTypeError(f"{where} must be a name, (name, type) or a mapping")
         facts.append(EntityFact(check_name(name, f"{where}.name"), check_type(type_)))
@@ -393,8 +397,8 @@ def relation_facts(values: object) -> list[RelationFact]:
                 check_predicate(fields.get("predicate")),
                 check_name(fields.get("object"), f"{where}.object"),
                 float(confidence),
-                check_type(fields.get("subject_type", graph_sql.DEFAULT_TYPE)),
-                check_type(fields.get("object_type", graph_sql.DEFAULT_TYPE)),
+                check_type(fields.get("subject_type", graph_records.DEFAULT_TYPE)),
+                check_type(fields.get("object_type", graph_records.DEFAULT_TYPE)),
             )
         )
     return facts

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from persistence import GraphStore, Memory, MemoryFilter, graph_sql
+from persistence import GraphStorage, Memory, MemoryFilter, graph_records
 from tiered_memory.recall import STOPWORDS, RecallSettings
 
 HUB_MEMORIES = 200
@@ -38,7 +38,7 @@ class GraphCandidates:
 
 
 def _tokens(text: str) -> list[str]:
-    return _WORDS.findall(graph_sql.normalise(text))
+    return _WORDS.findall(graph_records.normalise(text))
 
 
 def _occurs(alias: list[str], words: list[str]) -> bool:
@@ -47,7 +47,7 @@ def _occurs(alias: list[str], words: list[str]) -> bool:
 
 
 def graph_candidates(
-    records: GraphStore,
+    records: GraphStorage,
     query: str,
     where: MemoryFilter,
     settings: RecallSettings,
@@ -67,39 +67,36 @@ def graph_candidates(
         if amount > paths.get(memory_id, (0.0, ""))[0]:
             paths[memory_id] = (amount, path)
 
-    with records.reading() as conn:
-        if not graph_sql.has_graph(conn):
+    with records.snapshot():  # one snapshot for every read below
+        if not records.has_graph():
             return GraphCandidates([], {})
         named: dict[str, str] = {}
-        for eid, alias in graph_sql.entities_named_in(conn, probe, ALIAS_ROWS):
+        for eid, alias in records.entities_named_in(probe, ALIAS_ROWS):
             if eid not in named and _occurs(_tokens(alias), words):
                 named[eid] = alias
         if not named:
             return GraphCandidates([], {})
         for eid, alias in named.items():
-            n = graph_sql.capped_memory_count(conn, eid, HUB_MEMORIES + 1)
+            n = records.memory_count(eid, HUB_MEMORIES + 1)
             if 0 < n <= HUB_MEMORIES:
                 weight = 1.0 / math.log(2 + n)
-                for memory_id in graph_sql.memory_ids_about(conn, eid, HUB_MEMORIES):
+                for memory_id in records.memories_naming(eid, HUB_MEMORIES):
                     credit(memory_id, weight, f"'{alias}' (named in the query)")
         if settings.graph_hops:
             for eid, alias in named.items():
-                steps = graph_sql.walk(conn, eid, 1, now, NEIGHBOURS_PER_ENTITY,
-                                       2 * NEIGHBOURS_PER_ENTITY)  # fmt: skip
+                steps = records.walk(eid, 1, now, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
                 near = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
                 if not near:
                     continue
-                entities = graph_sql.fetch_entities(conn, list(near))
+                entities = records.entities(list(near))
                 for other, relation in near.items():
-                    n = graph_sql.capped_memory_count(conn, other, HUB_MEMORIES + 1)
+                    n = records.memory_count(other, HUB_MEMORIES + 1)
                     if not 0 < n <= HUB_MEMORIES or other not in entities:
                         continue
                     weight = settings.graph_hop_decay / math.log(2 + n)
                     path = (f"'{alias}' -{relation.predicate}- "
                             f"'{entities[other].name}', 1 hop")  # fmt: skip
-                    for memory_id in graph_sql.memory_ids_about(
-                        conn, other, MEMORIES_PER_NEIGHBOUR
-                    ):
+                    for memory_id in records.memories_naming(other, MEMORIES_PER_NEIGHBOUR):
                         credit(memory_id, weight, path)
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     if where != MemoryFilter():

@@ -24,6 +24,7 @@ from persistence import (
     ConsolidationReport,
     DecayReport,
     ForgettingRecord,
+    GraphStore,
     ImportResult,
     IntegrityResult,
     InvalidInputError,
@@ -45,7 +46,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
-    graph_sql,
+    graph_records,
     new_id,
     now_ms,
     parse_tier,
@@ -155,11 +156,13 @@ class AgentMemoryManager:
         self.backups = BackupManager(sqlite, self.config.backup_dir)
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
-        self.graph = KnowledgeGraph(self.store, self.clock, self._get_many, self._require_open)
+        self.graph = KnowledgeGraph(
+            GraphStore(sqlite), self.clock, self._get_many, self._require_open
+        )
         self._recall.graph_search = self._graph_search
         chosen = self.config.extractor
         extractor = DefaultExtractor() if isinstance(chosen, str) else chosen  # "default"
-        self.extraction = ExtractionQueue(self.graph.records, extractor, self.clock)
+        self.extraction = ExtractionQueue(self.store, self.graph.records, extractor, self.clock)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -312,17 +315,17 @@ class AgentMemoryManager:
                   speaker)  # fmt: skip
         chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
-        with self.store.transaction(join=True) as conn:
+        with self.store.transaction(join=True):
             if session_id is not None:
                 self.sessions.check_active(session_id)
             count_in_file(self.store, redacted)
             deduplicate = self.config.dedup if dedup is None else dedup
             if deduplicate and tier is not Tier.SCRATCHPAD:
                 twin = duplicates.find_twin(
-                    conn, content, tier, agent_id, session_id, self._get_many
+                    self.store, content, tier, agent_id, session_id, self._get_many
                 )
                 if twin is not None:  # the same fact again: reinforce it instead
-                    return self._reinforce(conn, twin, importance, facts, now)
+                    return self._reinforce(twin, importance, facts, now)
             if tier is Tier.SCRATCHPAD:
                 stored = self.scratchpad.put(key or new_id(), content, **chosen)
             else:
@@ -337,7 +340,6 @@ class AgentMemoryManager:
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
-                duplicates.record(conn, [stored])
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.get_repetition_schedule(stored.id) is None
@@ -348,7 +350,7 @@ class AgentMemoryManager:
             if session_id is not None:
                 self.store.touch_session(session_id, self.clock())
             if facts[0] or facts[1]:
-                self.graph.records.assert_facts(conn, stored.id, *facts, graph_sql.CALLER, now)
+                self.graph.records.assert_facts(stored.id, *facts, graph_records.CALLER, now)
             self.store.after_commit(self.extraction.notify)
             if stored.embedding is None:
                 self.store.after_commit(self.embeddings.notify)
@@ -356,7 +358,6 @@ class AgentMemoryManager:
 
     def _reinforce(
         self,
-        conn: Any,
         memory: Memory,
         importance: float,
         facts: tuple[list[Any], list[Any]],
@@ -371,10 +372,10 @@ class AgentMemoryManager:
             current = self._rewrite(replace(current, importance=importance,
                                             updated_at=_touched(current, now)))  # fmt: skip
         if facts[0] or facts[1]:
-            self.graph.records.assert_facts(conn, memory.id, *facts, graph_sql.CALLER, now)
+            self.graph.records.assert_facts(memory.id, *facts, graph_records.CALLER, now)
         if memory.session_id is not None:
             self.store.touch_session(memory.session_id, self.clock())
-        duplicates.count_duplicate(conn)
+        duplicates.count_duplicate(self.store)
         return current
 
     def _graph_search(
@@ -449,7 +450,7 @@ class AgentMemoryManager:
             changes["tags"] = tags
         if importance is not None:
             changes["importance"] = importance
-        with self.store.transaction() as conn:
+        with self.store.transaction():
             memory = self._require(memory_id)
             if redacted:
                 changes["metadata"] = with_count(changes.get("metadata", memory.metadata), redacted)
@@ -457,13 +458,13 @@ class AgentMemoryManager:
             if content is not None:
                 self.store.after_commit(self.embeddings.notify)
                 if content != memory.content:  # re-extracted: the old findings go now
-                    self.graph.records.drop_extracted(conn, memory_id)
+                    self.graph.records.drop_extracted(memory_id)
                     self.store.after_commit(self.extraction.notify)
             updated = self._rewrite(
                 replace(memory, updated_at=_touched(memory, self.clock()), **changes)
             )
             if content is not None and updated.tier is not Tier.SCRATCHPAD:
-                duplicates.record(conn, [updated])  # found by its new content from now on
+                self.store.record_content_keys([updated])  # found by its new content now
             return updated
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
@@ -873,7 +874,7 @@ class AgentMemoryManager:
             self._draft(record, tier, fields, now, n, redacted) for n, record in enumerate(records)
         ]
         sessions = {d.session_id for d in drafts if isinstance(d, Memory) and d.session_id}
-        with self.store.transaction(join=True) as conn:
+        with self.store.transaction(join=True):
             for session_id in sorted(sessions):
                 self.sessions.check_active(session_id)
             count_in_file(self.store, sum(redacted))
@@ -889,7 +890,6 @@ class AgentMemoryManager:
                 for (n, _), memory in zip(rest, written, strict=True):
                     stored[n] = memory
                     self._cache.set(memory.id, memory)
-                duplicates.record(conn, written)
             touched = self.clock()
             for session_id in sorted(sessions):
                 self.store.touch_session(session_id, touched)

@@ -35,13 +35,20 @@ DEDUPLICATED_KEY = "graph_deduplicated"  # remember() calls answered by an exist
 NEAR_DUPLICATES_KEY = "graph_near_duplicates_merged"  # memories consolidate() folded
 
 
+def add_to_counter(conn: apsw.Connection, key: str, by: int) -> int:
+    """Add ``by`` to the counter under ``key`` (missing or not a count: 0) in the
+    caller's transaction; returns the new value."""
+    value = read_meta(conn, key)
+    total = (int(value) if value and value.isdigit() else 0) + by
+    write_meta(conn, key, str(total))
+    return total
+
+
 def add_redactions(conn: apsw.Connection, count: int) -> None:
     """Count ``count`` more secrets redacted before they reached the file (in the same
     transaction as the write they were removed from)."""
     if count:
-        value = read_meta(conn, REDACTIONS_KEY)
-        before = int(value) if value and value.isdigit() else 0
-        write_meta(conn, REDACTIONS_KEY, str(before + count))
+        add_to_counter(conn, REDACTIONS_KEY, count)
 
 
 def record_embedding_error(conn: apsw.Connection, message: str) -> int:

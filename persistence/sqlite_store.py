@@ -77,6 +77,7 @@ from persistence.errors import (
 from persistence.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
+    add_to_counter,
     embedding_errors,
     read_meta,
     record_embedding_error,
@@ -1046,6 +1047,14 @@ class SQLiteStore:
         """Record (or with ``None`` forget) one fact about the file."""
         with self.transaction() as conn:
             write_meta(conn, key, value)
+
+    def increment_meta(self, key: str, by: int = 1) -> int:
+        """Add ``by`` to a counter kept in the file, atomically (in the caller's
+        transaction, if any); returns the new value."""
+        require_str(key, "key", allow_empty=False)
+        require_int(by, "by")
+        with self.transaction(join=True) as conn:
+            return add_to_counter(conn, key, by)
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding in the file (with its message, stamped

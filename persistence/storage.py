@@ -20,7 +20,9 @@ What a second backend must provide, beyond storing the records:
 - :meth:`keyword_search`: ``match`` is the domain's keyword query, an ``OR`` of
   double-quoted words (``"dark" OR "mode"``, see ``tiered_memory.recall.keyword_query``)
   that a backend turns into its own full-text query (``to_tsquery`` ...); scores are
-  "lower is better" like bm25. :meth:`vector_search`: cosine distance, nearest first.
+  ``<= 0`` and "lower is better" like FTS5's bm25, and recall uses only each score's
+  ratio to the query's best (a positive score would drop the keyword signal).
+  :meth:`vector_search`: cosine distance, nearest first.
 - The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
   and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
 
@@ -320,6 +322,10 @@ class MemoryStorage(Protocol):
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the store."""
+
+    def increment_meta(self, key: str, by: int = 1) -> int:
+        """Add ``by`` to a counter kept with the data, atomically (no lost update when
+        another process counts too); returns the new value."""
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding; how many there have been."""

@@ -219,3 +219,26 @@ def test_a_writer_held_too_long_gives_database_busy(db_path: Path) -> None:
                 second.put_episodic(Memory.create("waits too long"))
         second.put_episodic(Memory.create("now it can"))
         assert len(first.query_episodic()) == 2
+
+
+_COUNT = """
+import sys
+from persistence import SQLiteStore
+with SQLiteStore(sys.argv[1]) as store:
+    for _ in range(int(sys.argv[2])):
+        store.increment_meta("hits")
+"""
+
+
+def test_a_counter_in_the_file_loses_no_update_across_processes(tmp_path: Path) -> None:
+    path = str(tmp_path / "count.db")
+    with SQLiteStore(path) as store:
+        store.set_meta("hits", "5")
+        workers = [subprocess.Popen([sys.executable, "-c", _COUNT, path, "150"]) for _ in range(3)]
+        for _ in range(150):
+            store.increment_meta("hits")
+        assert [w.wait(timeout=120) for w in workers] == [0, 0, 0]
+        assert store.get_meta("hits") == "605"
+        with pytest.raises(InvalidInputError):
+            store.increment_meta("", 1)
+        assert store.increment_meta("hits", -5) == 600

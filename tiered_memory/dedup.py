@@ -71,7 +71,7 @@ def find_twin(
 
 def count(store: MemoryStorage, key: str, n: int = 1) -> None:
     """Add to a deduplication counter kept with the data (in the caller's transaction)."""
-    store.set_meta(key, str(int(store.get_meta(key) or 0) + n))
+    store.increment_meta(key, n)
 
 
 def count_duplicate(store: MemoryStorage) -> None:

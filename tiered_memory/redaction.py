@@ -327,8 +327,7 @@ def count_in_file(store: MemoryStorage, count: int) -> None:
     """Add ``count`` to the file's total of redacted secrets (joins the caller's
     transaction, so the count lands with the write it belongs to)."""
     if count:
-        with store.transaction(join=True):
-            store.set_meta(REDACTIONS_KEY, str(total_in_file(store) + count))
+        store.increment_meta(REDACTIONS_KEY, count)
 
 
 def total_in_file(store: MemoryStorage) -> int:

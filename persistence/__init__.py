@@ -6,6 +6,7 @@ else of it.
 """
 
 from persistence import graph_records  # the graph's rules (names, types, limits)
+from persistence.backend import Backend, build_backend
 from persistence.backup import BackupManager, Progress
 from persistence.cache_layer import CacheLayer
 from persistence.connection import ConnectionOptions, Synchronous
@@ -134,6 +135,8 @@ __all__ = [
     "Relation",
     "RelationFact",
     "GraphStore",
+    "Backend",
+    "build_backend",
     "GraphStorage",
     "Reach",
     "graph_records",

@@ -62,3 +62,18 @@ def test_the_domain_runs_no_sql_and_holds_no_connection() -> None:
                 if n.endswith("_sql") or n.split(".")[0] in {"apsw", "sqlite3", "sqlite_vec"}
             ]
     assert found == []
+
+
+def test_the_manager_gets_its_storage_from_build_backend() -> None:
+    """The SQLite classes are named in one place for the domain (persistence.backend);
+    only the CLI's file commands (check a file opens, migrate it) name SQLiteStore."""
+    sqlite_classes = {"SQLiteStore", "GraphStore", "BackupManager", "Database"}
+    named = sorted(
+        f"{path.name}: {node.id}"
+        for path in sorted((ROOT / "tiered_memory").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Name) and node.id in sqlite_classes and path.name != "cli.py"
+    )
+    assert named == []
+    manager = (ROOT / "tiered_memory" / "manager.py").read_text()
+    assert "build_backend(" in manager

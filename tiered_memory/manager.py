@@ -1,9 +1,10 @@
 """AgentMemoryManager: the facade every user starts from.
 
-It ties the three tiers, sessions, promotion and the forgetting curve to one
-:class:`~persistence.SQLiteStore`. The scratchpad is held whole in RAM; episodic and
-semantic memories are read lazily through an LRU :class:`~persistence.CacheLayer`, so
-memory use stays flat however large the file grows. Every mutating call is one
+It ties the three tiers, sessions, promotion and the forgetting curve to one store
+(:func:`persistence.build_backend`: a :class:`~persistence.SQLiteStore` and its parts).
+The scratchpad is held whole in RAM; episodic and semantic memories are read lazily
+through an LRU :class:`~persistence.CacheLayer`, so memory use stays flat however large
+the file grows. Every mutating call is one
 transaction and is durable when it returns; ``with manager.transaction():`` groups calls.
 """
 
@@ -19,12 +20,10 @@ from typing import Any, Self
 from persistence import (
     MAX_COUNT,
     NEW_MEMORY_FIELDS,
-    BackupManager,
     CacheLayer,
     ConsolidationReport,
     DecayReport,
     ForgettingRecord,
-    GraphStore,
     ImportResult,
     IntegrityResult,
     InvalidInputError,
@@ -41,11 +40,11 @@ from persistence import (
     RepetitionSchedule,
     RestoreResult,
     SessionState,
-    SQLiteStore,
     StoreClosedError,
     Tier,
     TieredMemoryError,
     TranscriptEntry,
+    build_backend,
     graph_records,
     new_id,
     now_ms,
@@ -108,7 +107,7 @@ class AgentMemoryManager:
             raise InvalidInputError(f"unknown config option(s): {', '.join(sorted(unknown))}")
         self.config = replace(base, **overrides) if overrides else base
         self.clock = self.config.clock or now_ms
-        sqlite = SQLiteStore(
+        backend = build_backend(
             path,
             synchronous=self.config.synchronous,
             clock=self.clock,
@@ -116,8 +115,9 @@ class AgentMemoryManager:
             max_content_bytes=self.config.max_content_bytes,
             read_only=read_only,
             key=key,
+            backup_dir=self.config.backup_dir,
         )
-        self.store: MemoryStorage = sqlite  # the domain uses only the Protocol's operations
+        self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.store.on_external_change(self._reload)
         self.curve = ForgettingCurve(
             self.config.initial_stability_days,
@@ -126,7 +126,7 @@ class AgentMemoryManager:
         )
         self._cache: CacheLayer[str, Memory] = CacheLayer(
             self.config.cache_size,
-            transactions=sqlite.db,  # the engine's hooks, one call less
+            transactions=backend.hooks,
         )
         self._redactor = self.config.active_redactor
         self.scratchpad = Scratchpad(
@@ -153,12 +153,10 @@ class AgentMemoryManager:
             review_quality=self.config.recall_review_quality,
             review_batch=self.config.recall_review_batch,
         )
-        self.backups = BackupManager(sqlite, self.config.backup_dir)
+        self.backups = backend.backups
         self.episodic = TierView(self, Tier.EPISODIC)
         self.semantic = TierView(self, Tier.SEMANTIC)
-        self.graph = KnowledgeGraph(
-            GraphStore(sqlite), self.clock, self._get_many, self._require_open
-        )
+        self.graph = KnowledgeGraph(backend.graph, self.clock, self._get_many, self._require_open)
         self._recall.graph_search = self._graph_search
         chosen = self.config.extractor
         extractor = DefaultExtractor() if isinstance(chosen, str) else chosen  # "default"

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 import apsw
+import orjson
 
 from persistence.codecs import decode_embedding, decode_json, encode_json
 from persistence.connection import query_all, query_one, query_value
@@ -89,19 +90,55 @@ def _json_mapping(text: str) -> MappingProxyType[str, Any]:
     return MappingProxyType({} if text == "{}" else decode_json(text))
 
 
+_new = object.__new__
+_SET = {name: getattr(Memory, name).__set__ for name in MEMORY_FIELDS}
+(_set_id, _set_content, _set_tier, _set_key, _set_session_id, _set_agent_id, _set_category,
+ _set_tags, _set_importance, _set_retention, _set_token_count, _set_source, _set_metadata,
+ _set_linked, _set_embedding, _set_access_count, _set_last_accessed_at, _set_created_at,
+ _set_updated_at, _set_speaker) = (
+    _SET["id"], _SET["content"], _SET["tier"], _SET["key"], _SET["session_id"],
+    _SET["agent_id"], _SET["category"], _SET["tags"], _SET["importance"], _SET["retention"],
+    _SET["token_count"], _SET["source"], _SET["metadata"], _SET["linked_memories"],
+    _SET["embedding"], _SET["access_count"], _SET["last_accessed_at"], _SET["created_at"],
+    _SET["updated_at"], _SET["speaker"],
+)  # fmt: skip
+_loads = orjson.loads  # codecs.decode_json without its call: every uncached read decodes
+
+
 def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
+    """The memory a ``_select`` row holds (written after validation, so not checked).
+
+    Fills the frozen dataclass's slots one by one, in straight-line code: its
+    ``__init__`` sets each field with ``object.__setattr__`` (twice the cost), and a loop
+    over the slots costs a third more than this (every uncached read decodes a row).
+    The empty JSON values (most rows' tags, links, metadata) are not parsed.
+    tests/test_hot_paths.py checks that every field is filled, from its own column.
+    """
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
      speaker, key, tags) = row  # fmt: skip
-    # The empty JSON values (most rows' tags, links, metadata) are not parsed.
-    return memory_from_values((
-        id_, content, tier, key, session_id, agent_id, category,
-        () if tags == "[]" else tuple(decode_json(tags)), importance, retention, token_count,
-        source, MappingProxyType({} if metadata == "{}" else decode_json(metadata)),
-        () if linked == "[]" else tuple(decode_json(linked)),
-        None if embedding is None else decode_embedding(embedding), access_count,
-        last_accessed_at, created_at, updated_at, speaker,
-    ))  # fmt: skip
+    memory: Memory = _new(Memory)
+    _set_id(memory, id_)
+    _set_content(memory, content)
+    _set_tier(memory, tier)
+    _set_key(memory, key)
+    _set_session_id(memory, session_id)
+    _set_agent_id(memory, agent_id)
+    _set_category(memory, category)
+    _set_tags(memory, () if tags == "[]" else tuple(_loads(tags)))
+    _set_importance(memory, importance)
+    _set_retention(memory, retention)
+    _set_token_count(memory, token_count)
+    _set_source(memory, source)
+    _set_metadata(memory, MappingProxyType({} if metadata == "{}" else _loads(metadata)))
+    _set_linked(memory, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(memory, None if embedding is None else decode_embedding(embedding))
+    _set_access_count(memory, access_count)
+    _set_last_accessed_at(memory, last_accessed_at)
+    _set_created_at(memory, created_at)
+    _set_updated_at(memory, updated_at)
+    _set_speaker(memory, speaker)
+    return memory
 
 
 def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:

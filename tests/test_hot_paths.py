@@ -5,15 +5,17 @@ written."""
 
 from __future__ import annotations
 
+import struct
 import threading
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from persistence import Memory, SQLiteStore, StoreClosedError, Tier, TieredMemoryError
+from persistence import Memory, SQLiteStore, StoreClosedError, Tier, TieredMemoryError, memory_sql
 from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal
 from persistence.database import Database
-from persistence.records import SessionState
+from persistence.records import _MEMORY_SLOTS, MEMORY_FIELDS, SessionState, memory_from_values
 
 
 def _open(path: str) -> Database:
@@ -113,3 +115,26 @@ def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:
             read.metadata["x"] = 1  # type: ignore[index]
     (inserted,) = store.insert_memories([Memory.create("x", tags=("t", "t", "u"), id="ins")])
     assert inserted.tags == ("t", "u") and store.get_memory("ins") == inserted
+
+
+def test_every_memory_field_is_filled_from_its_own_column() -> None:
+    """Rows are decoded and memories copied by filling slots without a length check:
+    the columns a row holds and the fields of Memory must agree, name for name."""
+    assert len(MEMORY_FIELDS) == len(_MEMORY_SLOTS) == len(fields(Memory))
+    read = (*memory_sql._COLUMNS, "key", "tags")  # a _select row: columns, key, tags
+    assert sorted(read) == sorted(set(MEMORY_FIELDS) - {"tier"}) and len(read) == len(set(read))
+    json_columns = {"metadata": '{"field": "metadata"}', "linked_memories": '["linked"]',
+                    "tags": '["tags"]', "embedding": struct.pack("<f", 0.5)}  # fmt: skip
+    row = tuple(json_columns.get(name, f"value of {name}") for name in read)
+    memory = memory_sql.any_tier_memory((*row, "semantic"))
+    assert memory is not None
+    expected = {name: f"value of {name}" for name in read}
+    expected |= {"tier": Tier.SEMANTIC, "metadata": {"field": "metadata"},
+                 "linked_memories": ("linked",), "tags": ("tags",)}  # fmt: skip
+    for name in MEMORY_FIELDS:  # reading a field left unfilled raises AttributeError
+        if name == "embedding":
+            assert memory.embedding is not None and list(memory.embedding) == [0.5]
+        else:
+            assert getattr(memory, name) == expected[name], name
+    copy = memory_from_values([getattr(memory, name) for name in MEMORY_FIELDS])
+    assert all(getattr(copy, name) is getattr(memory, name) for name in MEMORY_FIELDS)

@@ -83,12 +83,13 @@ class CacheLayer(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The cached value, or ``None`` on a miss (counted)."""
+        cache = self._cache
+        in_transaction = self._tx.in_transaction
         with self._lock:
-            if not self._tx.in_transaction:
-                value: V | None = self._cache.get(key)  # a miss raises nothing (values never None)
-                if value is not None:
-                    self._hits += 1
-                    return value
+            if not in_transaction and key in cache:  # a miss raises nothing
+                self._hits += 1
+                value: V = cache[key]
+                return value
             self._misses += 1
             return None
 
@@ -130,18 +131,26 @@ class CacheLayer(Generic[K, V]):
         loader: Callable[[K], V | None],
         cacheable: Callable[[V], bool] | None = None,
     ) -> V | None:
-        """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``."""
-        value = self.get(key)
-        if value is not None:
-            return value
-        generation = self._generation
+        """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``.
+
+        :meth:`get` inlined (every ``get`` of the manager comes here), with one look at
+        the transaction: ``loader`` must not begin or end one.
+        """
+        cache = self._cache
+        in_transaction = self._tx.in_transaction
+        with self._lock:
+            if not in_transaction and key in cache:  # a miss raises nothing
+                self._hits += 1
+                found: V = cache[key]
+                return found
+            self._misses += 1
+            generation = self._generation
         value = loader(key)
-        if value is None or (cacheable is not None and not cacheable(value)):
+        if value is None or in_transaction or (cacheable is not None and not cacheable(value)):
             return value
-        if not self._tx.in_transaction:
-            with self._lock:
-                if generation == self._generation:
-                    self._cache[key] = value
+        with self._lock:
+            if generation == self._generation:
+                cache[key] = value
         return value
 
     def set(self, key: K, value: V) -> None:

@@ -477,7 +477,7 @@ class Database:
         connection for more than ``wait_s`` seconds: RAM copies may be stale then.
         """
         now = time.monotonic()
-        if self.is_memory or now < self._next_check:
+        if now < self._next_check or self._in_memory:
             return True
         if now < self._busy_until:
             return False  # a write held the connection moments ago: don't wait again yet
@@ -572,16 +572,19 @@ class Database:
         """The first row of a one-statement read: :meth:`reading` without its context
         manager, for the read every uncached ``get`` makes (same connection, same wait
         in :meth:`close`, same error translation)."""
-        self.require_open()
-        if self._in_memory or self.in_transaction:
+        if self._writer is None:
+            self.require_open()
+        if self._in_memory or (self._depth and self.in_transaction):
             with _Reading(self) as conn:
                 row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
                 return row
         lock = self._readers_lock  # Condition.__enter__ is Python code; the bare lock is not
         try:
-            conn = self._thread_reader()
+            holder: _ThreadReader | None = getattr(self._local, "reader", None)
+            conn = holder.conn if holder is not None else self._thread_reader()
             with lock:
-                self.require_open()
+                if self._writer is None:
+                    self.require_open()
                 self._active_reads += 1
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc

@@ -133,23 +133,32 @@ class CacheLayer(Generic[K, V]):
     ) -> V | None:
         """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``.
 
-        :meth:`get` inlined (every ``get`` of the manager comes here), with one look at
-        the transaction: ``loader`` must not begin or end one.
+        Every ``get`` of the manager comes here. A miss takes the lock once, to cache
+        what was loaded: the first look is a lock-free ``in`` (one dict lookup under the
+        GIL); a hit is looked up again under the lock, which recency changes need. The
+        transaction is looked at once: ``loader`` must not begin or end one.
         """
         cache = self._cache
         in_transaction = self._tx.in_transaction
+        if not in_transaction and key in cache:
+            with self._lock:
+                if key in cache:  # (evicted meanwhile: a miss after all)
+                    self._hits += 1
+                    found: V = cache[key]
+                    return found
+        generation = self._generation  # before the load: a write meanwhile changes it
+        try:
+            value = loader(key)
+        except BaseException:
+            with self._lock:
+                self._misses += 1
+            raise
+        keep = not (
+            value is None or in_transaction or (cacheable is not None and not cacheable(value))
+        )
         with self._lock:
-            if not in_transaction and key in cache:  # a miss raises nothing
-                self._hits += 1
-                found: V = cache[key]
-                return found
             self._misses += 1
-            generation = self._generation
-        value = loader(key)
-        if value is None or in_transaction or (cacheable is not None and not cacheable(value)):
-            return value
-        with self._lock:
-            if generation == self._generation:
+            if keep and generation == self._generation:
                 cache[key] = value
         return value
 

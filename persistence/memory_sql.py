@@ -103,6 +103,7 @@ _SET = {name: getattr(Memory, name).__set__ for name in MEMORY_FIELDS}
     _SET["updated_at"], _SET["speaker"],
 )  # fmt: skip
 _loads = orjson.loads  # codecs.decode_json without its call: every uncached read decodes
+_NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
 
 
 def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
@@ -130,7 +131,7 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
     _set_retention(memory, retention)
     _set_token_count(memory, token_count)
     _set_source(memory, source)
-    _set_metadata(memory, MappingProxyType({} if metadata == "{}" else _loads(metadata)))
+    _set_metadata(memory, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
     _set_linked(memory, () if linked == "[]" else tuple(_loads(linked)))
     _set_embedding(memory, None if embedding is None else decode_embedding(embedding))
     _set_access_count(memory, access_count)

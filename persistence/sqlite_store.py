@@ -112,6 +112,9 @@ from persistence.validation import (
 )
 from persistence.vector_mirror import VectorMirror
 
+_ANY_TIER, _ = memory_sql.fetch_any_query("")  # the statement of every uncached get
+_any_tier_memory = memory_sql.any_tier_memory
+
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 128
 """Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
@@ -645,8 +648,7 @@ class SQLiteStore:
         """The memory with that id in whichever tier holds it, or ``None``."""
         if type(memory_id) is not str:
             require_str(memory_id, "memory_id")
-        sql, params = memory_sql.fetch_any_query(memory_id)
-        return memory_sql.any_tier_memory(self.db.read_row(sql, params))
+        return _any_tier_memory(self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id)))
 
     # --- promotion ----------------------------------------------------------------------
 

@@ -310,8 +310,7 @@ class Database:
         for callback in self._pending_writers:
             callback(conn)
 
-    @contextmanager
-    def transaction(self, *, join: bool = False) -> Iterator[apsw.Connection]:
+    def transaction(self, *, join: bool = False) -> AbstractContextManager[apsw.Connection]:
         """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
 
         Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
@@ -321,27 +320,16 @@ class Database:
         :class:`TransactionAbortedError`); one that raises before writing leaves it
         usable. Yields the write connection.
         """
+        if (join or self._joined) and self._depth and self.in_transaction:
+            return _Joined(self)  # this thread's own state: no lock needed to decide
+        return self._transaction(join)
+
+    @contextmanager
+    def _transaction(self, join: bool) -> Iterator[apsw.Connection]:
         self.require_open()
         self.require_writable()
         with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
-            conn = self.require_open()
-            if self._depth and (join or self._joined) and self.in_transaction:
-                if self._aborted:
-                    raise TransactionAbortedError(_ABORTED)
-                changes, outer_joined = conn.total_changes(), self._joined
-                self._joined = True
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.total_changes() != changes:
-                        self._aborted = True  # half of it may be written: all must go
-                    self._finish_inner(commit=False)
-                    raise
-                finally:
-                    self._joined = outer_joined
-                self._finish_inner(commit=True)
-                return
+            conn = self.require_open()  # (a block joining this thread's: see _Joined)
             if self._depth == 0:
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -621,6 +609,45 @@ class Database:
                 return
             self._readers.remove(conn)
         conn.close()
+
+
+class _Joined:
+    """What :meth:`Database.transaction` returns for a block that joins this thread's
+    open transaction (the block under way holds the lock and translates errors): a
+    class, not a generator, because every write inside ``remember()`` joins one. Does
+    what the generator's joined branch did, in the same order."""
+
+    __slots__ = ("_db", "_conn", "_changes", "_outer_joined")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        conn = db.require_open()
+        if db._aborted:
+            raise TransactionAbortedError(_ABORTED)
+        self._conn = conn
+        self._changes = conn.total_changes()
+        self._outer_joined = db._joined
+        db._joined = True
+        db._begin_frame()
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        if kind is None:
+            db._joined = self._outer_joined
+            db._finish_inner(commit=True)
+            return
+        try:
+            if self._conn.total_changes() != self._changes:
+                db._aborted = True  # half of it may be written: all must go
+            db._finish_inner(commit=False)
+        finally:
+            db._joined = self._outer_joined
 
 
 class _ThreadReader:

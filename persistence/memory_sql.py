@@ -13,7 +13,7 @@ from typing import Any
 import apsw
 import orjson
 
-from persistence.codecs import decode_embedding, decode_json, encode_json
+from persistence.codecs import decode_embedding, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import (
@@ -23,7 +23,6 @@ from persistence.records import (
     PromotionRecord,
     QueryOptions,
     Tier,
-    memory_from_values,
 )
 from persistence.validation import (
     require_bool,
@@ -80,16 +79,6 @@ _SELECT_ANY_TIER = " UNION ALL ".join(
 _TIER_NAMED = {tier.value: tier for tier in Tier}
 
 
-def _json_tuple(text: str) -> tuple[Any, ...]:
-    """A JSON array column as a tuple (the empty one, most rows' tags and links, unparsed)."""
-    return () if text == "[]" else tuple(decode_json(text))
-
-
-def _json_mapping(text: str) -> MappingProxyType[str, Any]:
-    """A JSON object column as a read-only mapping (``{}`` unparsed)."""
-    return MappingProxyType({} if text == "{}" else decode_json(text))
-
-
 _new = object.__new__
 _SET = {name: getattr(Memory, name).__set__ for name in MEMORY_FIELDS}
 (_set_id, _set_content, _set_tier, _set_key, _set_session_id, _set_agent_id, _set_category,
@@ -144,8 +133,10 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
 
 def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     """Column values for ``memory`` (already validated) in upsert order."""
-    metadata = encode_json(dict(memory.metadata), "metadata")
-    linked = encode_json(list(memory.linked_memories), "linked_memories")
+    # Most memories have no metadata and no links: their JSON is known without orjson.
+    metadata = encode_json(dict(memory.metadata), "metadata") if memory.metadata else "{}"
+    links = memory.linked_memories
+    linked = encode_json(list(links), "linked_memories") if links else "[]"
     row: tuple[Any, ...] = (
         memory.id, memory.content, memory.token_count, metadata, embedding, linked,
         memory.session_id, memory.agent_id, memory.category, memory.source,
@@ -162,21 +153,34 @@ def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
     What the store returns (and the cache keeps) never shares mutable state with the
     caller's object, and never holds a value the file does not.
     """
-    blob = row[_EMBEDDING]
-    values = [getattr(memory, name) for name in MEMORY_FIELDS]
-    values[_FIELD_METADATA] = _json_mapping(row[_METADATA])
-    values[_FIELD_LINKED] = _json_tuple(row[_LINKED])
-    values[_FIELD_EMBEDDING] = None if blob is None else decode_embedding(blob)
+    # Slots filled in straight-line code, as _to_memory does (every remember() makes
+    # one copy; dataclasses.replace costs twice as much, a loop over the fields half
+    # again); Memory has no __post_init__ that replace() would run.
+    blob, metadata, linked = row[_EMBEDDING], row[_METADATA], row[_LINKED]
+    stored: Memory = _new(Memory)
+    _set_id(stored, memory.id)
+    _set_content(stored, memory.content)
+    _set_tier(stored, memory.tier)
+    _set_key(stored, memory.key)
+    _set_session_id(stored, memory.session_id)
+    _set_agent_id(stored, memory.agent_id)
+    _set_category(stored, memory.category)
+    _set_tags(stored, memory.tags)
+    _set_importance(stored, memory.importance)
+    _set_retention(stored, memory.retention)
+    _set_token_count(stored, memory.token_count)
+    _set_source(stored, memory.source)
+    _set_metadata(stored, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
+    _set_linked(stored, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(stored, None if blob is None else decode_embedding(blob))
+    _set_access_count(stored, memory.access_count)
+    _set_last_accessed_at(stored, memory.last_accessed_at)
+    _set_created_at(stored, memory.created_at)
+    _set_updated_at(stored, memory.updated_at)
+    _set_speaker(stored, memory.speaker)
     for name, value in changes.items():
-        values[_FIELD[name]] = value
-    # memory_from_values, not dataclasses.replace: the same copy at half the cost (every
-    # remember() makes one); Memory has no __post_init__ that replace() would run.
-    return memory_from_values(values)
-
-
-_FIELD = {name: n for n, name in enumerate(MEMORY_FIELDS)}
-_FIELD_METADATA, _FIELD_LINKED = _FIELD["metadata"], _FIELD["linked_memories"]
-_FIELD_EMBEDDING = _FIELD["embedding"]
+        _SET[name](stored, value)
+    return stored
 
 
 def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
@@ -201,7 +205,15 @@ _INSERT = {tier: _UPSERT[tier].split(" ON CONFLICT")[0] for tier in Tier}
 def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> None:
     """Insert new memories (``(memory, encode_row(...))``, ids unused) with their tags,
     tier by tier in the order given (each session's order is kept)."""
-    for tier in Tier:
+    if len(prepared) == 1:  # remember(): one row, one statement each
+        ((memory, row),) = prepared
+        conn.execute(_INSERT[memory.tier], row)  # executemany costs more for one row
+        if len(memory.tags) == 1:
+            conn.execute(_INSERT_TAG, (memory.id, memory.tags[0], 0))
+        elif memory.tags:
+            conn.executemany(_INSERT_TAG, [(memory.id, t, n) for n, t in enumerate(memory.tags)])
+        return
+    for tier in _TIERS:
         rows = [row for memory, row in prepared if memory.tier is tier]
         if len(rows) == 1:
             conn.execute(_INSERT[tier], rows[0])  # executemany costs more for one row
@@ -209,15 +221,20 @@ def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[An
             conn.executemany(_INSERT[tier], rows)
     tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
     if tags:
-        conn.executemany(
-            "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)", tags
-        )
+        conn.executemany(_INSERT_TAG, tags)
+
+
+_INSERT_TAG = "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)"
+_TIERS = tuple(Tier)  # iterating the enum class itself runs a generator in Python
+_ID_USED = "SELECT " + " OR ".join(
+    f"EXISTS (SELECT 1 FROM {table} WHERE id = ?1)" for table in TABLE.values()
+)
 
 
 def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
     """Which of ``memory_ids`` some tier already holds."""
-    if len(memory_ids) == 1:
-        return set() if tier_of(conn, memory_ids[0]) is None else {memory_ids[0]}
+    if len(memory_ids) == 1:  # remember(): every tier in one statement
+        return {memory_ids[0]} if query_value(conn, _ID_USED, memory_ids) else set()
     if not memory_ids:
         return set()
     ids = encode_json(list(memory_ids), "memory_ids")
@@ -291,10 +308,13 @@ def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
 
 def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
     """The tier that holds ``memory_id``, or ``None``."""
-    for tier in Tier:
-        if query_one(conn, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?", (memory_id,)):
+    for tier, sql in _TIER_OF:
+        if query_one(conn, sql, (memory_id,)):
             return tier
     return None
+
+
+_TIER_OF = tuple((tier, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?") for tier in Tier)
 
 
 def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:

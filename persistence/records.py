@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -98,6 +98,16 @@ class Memory:
     ) -> Memory:
         """A new memory with a fresh id and ``created_at == updated_at == now``."""
         stamp = now_ms() if now is None else now
+        if cls is Memory and _CHOSEN_FIELDS.issuperset(fields):
+            # The dataclass's __init__ sets each field with object.__setattr__: filling
+            # the slots costs half as much (every remember() makes one). Any other
+            # field (or a subclass) goes through __init__, with its errors.
+            values = {**_CREATE_DEFAULTS, **fields}
+            if "metadata" not in fields:
+                values["metadata"] = {}  # default_factory=dict: one of its own
+            values.update(id=id or new_id(), content=content, tier=Tier(tier),
+                          created_at=stamp, updated_at=stamp)  # fmt: skip
+            return memory_from_values(map(values.__getitem__, MEMORY_FIELDS))
         return cls(
             id=id or new_id(),
             content=content,
@@ -113,6 +123,9 @@ MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory))
 export format lists them in this order, the tier aside)."""
 
 _MEMORY_SLOTS = tuple(getattr(Memory, name).__set__ for name in MEMORY_FIELDS)
+_CREATE_DEFAULTS = {f.name: f.default for f in fields(Memory) if f.default is not MISSING}
+_CHOSEN_FIELDS = frozenset(MEMORY_FIELDS) - {"id", "content", "tier", "created_at", "updated_at"}
+"""What :meth:`Memory.create` takes in ``**fields`` (the rest it sets itself)."""
 
 
 def memory_from_values(values: Iterable[Any]) -> Memory:

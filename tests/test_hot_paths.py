@@ -7,12 +7,25 @@ from __future__ import annotations
 
 import struct
 import threading
-from dataclasses import fields
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import fields, replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 
-from persistence import Memory, SQLiteStore, StoreClosedError, Tier, TieredMemoryError, memory_sql
+from persistence import (
+    Memory,
+    RepetitionSchedule,
+    SQLiteStore,
+    StoreClosedError,
+    Tier,
+    TieredMemoryError,
+    memory_sql,
+    validation,
+)
 from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal
 from persistence.database import Database
 from persistence.records import _MEMORY_SLOTS, MEMORY_FIELDS, SessionState, memory_from_values
@@ -138,3 +151,39 @@ def test_every_memory_field_is_filled_from_its_own_column() -> None:
             assert getattr(memory, name) == expected[name], name
     copy = memory_from_values([getattr(memory, name) for name in MEMORY_FIELDS])
     assert all(getattr(copy, name) is getattr(memory, name) for name in MEMORY_FIELDS)
+
+
+_ODD_VALUES = (None, "", "x", "é", "\ud800", 0, 1, -1, 2**62, 2**62 + 1, 2**63, True, 0.0, 0.5,
+               1.0, 1.5, -0.0, float("nan"), float("inf"), (), ("a",), ("",), ["a"], "ab",
+               ("\ud800",), {}, {"k": 1}, MappingProxyType({}), OrderedDict(), Tier.EPISODIC,
+               "episodic")  # fmt: skip
+
+
+def _agrees(plain: bool, check: Callable[[Any], None], odd: object) -> bool:
+    """A value the fast path accepts is one the field-by-field checks accept too."""
+    if not plain:
+        return True
+    try:
+        check(odd)
+    except TieredMemoryError:
+        return False
+    return True
+
+
+def test_the_fast_validation_path_accepts_nothing_the_full_checks_refuse() -> None:
+    def full(memory: Any) -> None:
+        validation._check_memory(memory, None)
+
+    base = Memory.create("content", tags=["t"], metadata={}, token_count=3, now=5)
+    assert validation._plain_memory(base)  # what remember() writes takes the fast path
+    for name in MEMORY_FIELDS:
+        for value in _ODD_VALUES:
+            odd = replace(base, **{name: value})
+            assert _agrees(validation._plain_memory(odd), full, odd), (name, value)
+    schedule = RepetitionSchedule("id", next_review_at=5, interval_ms=10)
+    assert validation._plain_schedule(schedule)
+    for name in (f.name for f in fields(RepetitionSchedule)):
+        for value in _ODD_VALUES:
+            odd = replace(schedule, **{name: value})
+            plain = validation._plain_schedule(odd)
+            assert _agrees(plain, validation._check_schedule, odd), (name, value)

@@ -80,6 +80,7 @@ BATCH_ROWS = 256
 are written with FTS5's automerge off (see :func:`update_keyword_index`)."""
 
 _AUTOMERGE = "SELECT v FROM memory_fts_config WHERE k = 'automerge'"
+_DIRTY_COUNTS = "SELECT tier, count(*) FROM keyword_dirty GROUP BY tier"
 _SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
 
 
@@ -94,13 +95,18 @@ def update_keyword_index(conn: apsw.Connection) -> bool:
     ``remember_many`` into 100k memories); those merges are left to the background
     thread's idle work (persistence/checkpointer.py) or to later commits.
     """
-    big = query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1 OFFSET ?", (BATCH_ROWS - 1,))
-    if big is None:
-        return schema_sql.work_off_keyword_dirty(conn)
+    counts = conn.execute(_DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
+    if not counts:
+        return False
+    dirty = frozenset(str(tier) for tier, _ in counts)
+    if sum(int(n or 0) for _, n in counts) < BATCH_ROWS:
+        schema_sql.work_off_tiers(conn, dirty)
+        return True
     setting = query_one(conn, _AUTOMERGE)
     conn.execute(_SET_AUTOMERGE, (0,))
     try:
-        return schema_sql.work_off_keyword_dirty(conn)
+        schema_sql.work_off_tiers(conn, dirty)
+        return True
     finally:
         conn.execute(_SET_AUTOMERGE, (4 if setting is None else int(setting[0]),))
 

@@ -155,9 +155,14 @@ def work_off_keyword_dirty(conn: apsw.Connection) -> bool:
     dirty = frozenset(row[0] for row in conn.execute(_DIRTY_TIERS))
     if not dirty:
         return False
+    work_off_tiers(conn, dirty)
+    return True
+
+
+def work_off_tiers(conn: apsw.Connection, dirty: frozenset[str]) -> None:
+    """:func:`work_off_keyword_dirty` for a caller that knows which tiers are dirty."""
     for statement in _WORK_OFF_FOR.get(dirty, WORK_OFF):
         conn.execute(statement)
-    return True
 
 
 # --- vector table ---------------------------------------------------------------------

@@ -25,12 +25,19 @@ def content_key(content: object, agent_id: object, session_id: object) -> bytes:
     return hashlib.blake2b((scope + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:
-    """Remember the content keys of these memories (replacing older ones)."""
+def record(conn: apsw.Connection, memories: Iterable[Memory], key: bytes | None = None) -> None:
+    """Remember the content keys of these memories (replacing older ones); ``key``: the
+    key of the only memory, computed already (``remember()`` looked it up first)."""
+    if key is not None:
+        ((memory,),) = (tuple(memories),)
+        conn.execute(_RECORD, (memory.id, key))
+        return
     conn.executemany(
-        "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)",
-        [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories],
+        _RECORD, [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories]
     )
+
+
+_RECORD = "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)"
 
 
 _ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"

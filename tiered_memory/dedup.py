@@ -45,10 +45,13 @@ def find_twin(
     agent_id: str | None,
     session_id: str | None,
     load: Callable[[list[str]], dict[str, Memory]],
+    key: bytes | None = None,
 ) -> Memory | None:
     """The oldest live memory of ``tier``, agent and session with the same normalised
-    content, or ``None``."""
-    ids = dedup_sql.find(conn, dedup_sql.content_key(content, agent_id, session_id), tier)
+    content, or ``None`` (``key``: their :func:`~persistence.dedup_sql.content_key`)."""
+    if key is None:
+        key = dedup_sql.content_key(content, agent_id, session_id)
+    ids = dedup_sql.find(conn, key, tier)
     if not ids:
         return None
     found = load(ids)
@@ -66,9 +69,9 @@ def find_twin(
     return None
 
 
-def record(conn: Any, memories: list[Memory]) -> None:
-    """Note the content keys of newly written memories."""
-    dedup_sql.record(conn, memories)
+def record(conn: Any, memories: list[Memory], key: bytes | None = None) -> None:
+    """Note the content keys of newly written memories (``key``: the only one's)."""
+    dedup_sql.record(conn, memories, key)
 
 
 def count(conn: Any, key: str, n: int = 1) -> None:

@@ -45,6 +45,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
+    dedup_sql,
     graph_sql,
     new_id,
     now_ms,
@@ -317,9 +318,12 @@ class AgentMemoryManager:
                 self.sessions.check_active(session_id)
             count_in_file(self.store, redacted)
             deduplicate = self.config.dedup if dedup is None else dedup
-            if deduplicate and tier is not Tier.SCRATCHPAD:
+            content_key = None  # looked up, then recorded: computed once
+            if tier is not Tier.SCRATCHPAD:
+                content_key = dedup_sql.content_key(content, agent_id, session_id)
+            if deduplicate and content_key is not None:
                 twin = duplicates.find_twin(
-                    conn, content, tier, agent_id, session_id, self._get_many
+                    conn, content, tier, agent_id, session_id, self._get_many, content_key
                 )
                 if twin is not None:  # the same fact again: reinforce it instead
                     return self._reinforce(conn, twin, importance, facts, now)
@@ -337,7 +341,7 @@ class AgentMemoryManager:
                 schedule = self.curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._cache.set(stored.id, stored)
-                duplicates.record(conn, [stored])
+                duplicates.record(conn, [stored], content_key)
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.get_repetition_schedule(stored.id) is None

@@ -92,9 +92,11 @@ class Database:
         """Held by the thread that writes (and by one opening or closing the file)."""
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
-        self._readers_lock = threading.Lock()  # the cond's own lock, taken bare on hot reads
+        self._readers_lock = threading.Lock()
         self._readers_cond = threading.Condition(self._readers_lock)
-        self._active_reads = 0
+        self._reads: list[None] = []
+        """One item per read under way through a thread's own connection (close() waits
+        until it is empty): appended and popped without a lock, both atomic."""
         self._local = threading.local()
         self._depth = 0
         self._owner: int | None = None
@@ -233,7 +235,7 @@ class Database:
             with self._readers_cond:
                 self._writer = None
                 self._closed = True
-                while self._active_reads:
+                while self._reads:
                     self._readers_cond.wait()
                 readers, self._readers = self._readers, []
             self._local = threading.local()  # may run reader finalizers: not under the cond
@@ -272,7 +274,7 @@ class Database:
     def _rekey(self, new_key: bytes) -> None:
         with self.exclusive_connection() as conn:
             with self._readers_cond:
-                while self._active_reads:
+                while self._reads:
                     self._readers_cond.wait()
                 readers, self._readers = self._readers, []
             self._local = threading.local()
@@ -566,25 +568,24 @@ class Database:
             with _Reading(self) as conn:
                 row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
                 return row
-        lock = self._readers_lock  # Condition.__enter__ is Python code; the bare lock is not
         try:
             holder: _ThreadReader | None = getattr(self._local, "reader", None)
             conn = holder.conn if holder is not None else self._thread_reader()
-            with lock:
-                if self._writer is None:
-                    self.require_open()
-                self._active_reads += 1
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
-        try:
+        reads = self._reads
+        reads.append(None)  # counted first, then the writer looked at: close() sets the
+        try:  # writer to None first, then waits for the count, so one of them sees the other
+            if self._writer is None:
+                self.require_open()
             row = conn.execute(sql, params).fetchone()
             return row
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
         finally:
-            with lock:
-                self._active_reads -= 1
-                if not self._active_reads and self._writer is None:
+            reads.pop()
+            if not reads and self._writer is None:
+                with self._readers_cond:
                     self._readers_cond.notify_all()  # close() waits for the last read
 
     def _thread_reader(self) -> apsw.Connection:
@@ -687,7 +688,7 @@ class _Reading:
             conn = db._thread_reader()
             with db._readers_cond:
                 db.require_open()
-                db._active_reads += 1
+                db._reads.append(None)
             self._counted = True
             return conn
         except BaseException as exc:
@@ -711,8 +712,8 @@ class _Reading:
         elif self._counted:
             self._counted = False
             with db._readers_cond:
-                db._active_reads -= 1
-                if not db._active_reads and db._writer is None:
+                db._reads.pop()
+                if not db._reads and db._writer is None:
                     db._readers_cond.notify_all()  # close() waits for the last read
 
 

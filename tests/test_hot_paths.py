@@ -63,6 +63,36 @@ def test_close_waits_for_a_read_under_way_on_another_thread(tmp_path: Path) -> N
         db.reading()
 
 
+def test_close_waits_for_a_one_row_read_under_way_on_another_thread(tmp_path: Path) -> None:
+    """``read_row`` (every uncached get) counts its read without a lock: close still waits."""
+    db = _open(str(tmp_path / "engine.db"))
+    reading, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def held() -> int:
+        reading.set()
+        release.wait()
+        return 7
+
+    def read() -> None:
+        db._thread_reader().create_scalar_function("held", held)
+        seen.append(db.read_row("SELECT held()", ()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert reading.wait(10)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # held off by the read
+    release.set()
+    reader.join()
+    closer.join(10)
+    assert not closer.is_alive() and seen == [(7,)] and not db.is_open and db.readers == []
+    with pytest.raises(StoreClosedError):
+        db.read_row("SELECT 1", ())
+
+
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_a_failed_read_leaves_as_a_library_error_and_lets_close_finish(
     tmp_path: Path, where: str

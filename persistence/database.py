@@ -86,6 +86,8 @@ class Database:
         self.path = path
         self._in_memory = path == MEMORY_PATH
         self._read_label = f"reading {path}"  # built once: every read names it
+        self._write_label = f"writing to {path}"  # and every write
+        self._place = None if path == MEMORY_PATH else path
         self.options = options
         self.read_only = read_only
         self.lock = threading.RLock()
@@ -330,7 +332,7 @@ class Database:
     def _transaction(self, join: bool) -> Iterator[apsw.Connection]:
         self.require_open()
         self.require_writable()
-        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
             conn = self.require_open()  # (a block joining this thread's: see _Joined)
             if self._depth == 0:
                 try:
@@ -508,7 +510,7 @@ class Database:
         """
         self.require_open()
         self.require_writable()
-        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
             conn = self.require_open()
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")

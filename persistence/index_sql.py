@@ -11,6 +11,7 @@ else the floats. Searches choose candidates from the in-RAM copy
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apsw
 import numpy as np
@@ -80,11 +81,14 @@ BATCH_ROWS = 256
 are written with FTS5's automerge off (see :func:`update_keyword_index`)."""
 
 _AUTOMERGE = "SELECT v FROM memory_fts_config WHERE k = 'automerge'"
-_DIRTY_COUNTS = "SELECT tier, count(*) FROM keyword_dirty GROUP BY tier"
+DIRTY_COUNTS = "SELECT tier, count(*) FROM keyword_dirty GROUP BY tier"
+"""Rows waiting to be re-indexed, per tier (what :func:`update_keyword_index` takes)."""
 _SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
 
 
-def update_keyword_index(conn: apsw.Connection) -> bool:
+def update_keyword_index(
+    conn: apsw.Connection, counts: Sequence[Sequence[Any]] | None = None
+) -> bool:
     """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
     each once, in one statement, in rowid order. The store calls it before every commit
     and before reading the keyword index inside a transaction. True if there were any.
@@ -93,9 +97,11 @@ def update_keyword_index(conn: apsw.Connection) -> bool:
     flushes a large insert in several segments and would pay, inside the batch, for
     merging what came before (half the keyword time of a 10,000-record
     ``remember_many`` into 100k memories); those merges are left to the background
-    thread's idle work (persistence/checkpointer.py) or to later commits.
+    thread's idle work (persistence/checkpointer.py) or to later commits. ``counts``:
+    the rows of :data:`DIRTY_COUNTS`, looked up already.
     """
-    counts = conn.execute(_DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
+    if counts is None:
+        counts = conn.execute(DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
     if not counts:
         return False
     dirty = frozenset(str(tier) for tier, _ in counts)

@@ -185,8 +185,7 @@ class SQLiteStore:
         self.exact_scan_max = EXACT_SCAN_MAX
         self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
         self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
-        self.db.before_commit(self._collect_graph)
-        self.db.before_commit(self._update_keyword_index)
+        self.db.before_commit(self._before_commit)
         self.db.after_exclusive(self._vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 
@@ -388,6 +387,22 @@ class SQLiteStore:
     def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
         """A connection of its own for one read snapshot (for integrity checks)."""
         return self.db.fresh_read_connection()
+
+    def _before_commit(self, conn: apsw.Connection) -> None:
+        """The work a transaction leaves for its commit: provenance-safe forgetting (what
+        deleted memories alone supported goes), then the keyword index. One statement
+        looks for both (every ``remember()`` commits; collecting touches no tier table,
+        so the keyword counts stay right)."""
+        if not (self._graph and self._keyword_dirty):
+            self._collect_graph(conn)
+            self._update_keyword_index(conn)
+            return
+        pending = conn.execute(_PENDING_WORK).fetchall()
+        counts = [row for row in pending if row[0] is not None]
+        if len(counts) < len(pending):  # graph_dirty holds rows
+            graph_sql.collect_garbage(conn)
+        if counts:
+            index_sql.update_keyword_index(conn, counts)
 
     def _collect_graph(self, conn: apsw.Connection) -> None:
         """Provenance-safe forgetting: what deleted memories alone supported goes."""
@@ -1125,6 +1140,13 @@ _STAT_QUERIES = {
     "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
     "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
 }
+
+
+_PENDING_WORK = (
+    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
+)
+"""Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
+:meth:`SQLiteStore._before_commit`)."""
 
 
 def _file_size(path: str) -> int:

@@ -324,51 +324,54 @@ class Database:
         :class:`TransactionAbortedError`); one that raises before writing leaves it
         usable. Yields the write connection.
         """
-        if (join or self._joined) and self._depth and self.in_transaction:
-            return _Joined(self)  # this thread's own state: no lock needed to decide
-        return self._transaction(join)
+        if self._depth and self.in_transaction:  # this thread's own: no lock to decide
+            if join or self._joined:
+                return _Joined(self)
+            return self._savepoint()
+        return _Outer(self, join)
 
     @contextmanager
-    def _transaction(self, join: bool) -> Iterator[apsw.Connection]:
-        self.require_open()
-        self.require_writable()
+    def _savepoint(self) -> Iterator[apsw.Connection]:
+        """A block nested in this thread's transaction that rolls back alone."""
         with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
-            conn = self.require_open()  # (a block joining this thread's: see _Joined)
-            if self._depth == 0:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except apsw.BusyError as exc:
-                    raise DatabaseBusyError(
-                        f"{self.path} stayed locked by another writer for "
-                        f"{self.options.busy_timeout_ms} ms; try again"
-                    ) from exc
-                self._begin_frame()
-                self._joined = join
-                begun = conn.total_changes()
-                try:
-                    self._notice_external_changes(conn)
-                    yield conn
-                except BaseException:
-                    self._finish_outer(conn, begun, commit=False)
-                    raise
-                self._finish_outer(conn, begun, commit=True)
-            else:
-                if self._aborted:
-                    raise TransactionAbortedError(_ABORTED)
-                name = f"tm_savepoint_{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                try:
-                    conn.execute(f"RELEASE {name}")
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                self._finish_inner(commit=True)
+            conn = self.require_open()
+            if self._aborted:
+                raise TransactionAbortedError(_ABORTED)
+            name = f"tm_savepoint_{self._depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            self._begin_frame()
+            try:
+                yield conn
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            try:
+                conn.execute(f"RELEASE {name}")
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            self._finish_inner(commit=True)
+
+    def _begin(self, join: bool) -> tuple[apsw.Connection, int]:
+        """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
+        the connection and its ``total_changes()`` then."""
+        conn = self.require_open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise DatabaseBusyError(
+                f"{self.path} stayed locked by another writer for "
+                f"{self.options.busy_timeout_ms} ms; try again"
+            ) from exc
+        self._begin_frame()
+        self._joined = join
+        begun = conn.total_changes()
+        try:
+            self._notice_external_changes(conn)
+        except BaseException:
+            self._finish_outer(conn, begun, commit=False)
+            raise
+        return conn, begun
 
     def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
         """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
@@ -612,6 +615,50 @@ class Database:
                 return
             self._readers.remove(conn)
         conn.close()
+
+
+class _Outer:
+    """What :meth:`Database.transaction` returns outside this thread's transaction: the
+    lock, error translation (:class:`storage_errors`), ``BEGIN IMMEDIATE``, and at the
+    end ``COMMIT`` (or ``ROLLBACK``) with the hooks. A class, not a generator: every
+    ``remember()`` is one. The steps and their order are the generator's it replaced."""
+
+    __slots__ = ("_db", "_join", "_errors", "_conn", "_begun")
+
+    def __init__(self, db: Database, join: bool) -> None:
+        self._db = db
+        self._join = join
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        db.require_open()
+        db.require_writable()
+        db.lock.acquire()
+        errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
+        errors.__enter__()
+        try:
+            self._conn, self._begun = db._begin(self._join)
+        except BaseException as exc:
+            try:
+                errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            finally:
+                db.lock.release()
+            raise
+        return self._conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        try:
+            try:
+                db._finish_outer(self._conn, self._begun, commit=kind is None)
+            except BaseException as failure:
+                self._errors.__exit__(type(failure), failure, failure.__traceback__)
+                raise
+            self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
+        finally:
+            db.lock.release()
 
 
 class _Joined:

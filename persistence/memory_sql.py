@@ -16,14 +16,33 @@ import orjson
 from persistence.codecs import decode_embedding, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
-from persistence.records import (
-    MEMORY_FIELDS,
+from persistence.records import (  # with the slot setters, for straight-line code
     Memory,
     MemoryFilter,
     PromotionRecord,
     QueryOptions,
     Tier,
-)
+    _set_access_count,
+    _set_agent_id,
+    _set_category,
+    _set_content,
+    _set_created_at,
+    _set_embedding,
+    _set_id,
+    _set_importance,
+    _set_key,
+    _set_last_accessed_at,
+    _set_linked,
+    _set_metadata,
+    _set_retention,
+    _set_session_id,
+    _set_source,
+    _set_speaker,
+    _set_tags,
+    _set_tier,
+    _set_token_count,
+    _set_updated_at,
+)  # fmt: skip
 from persistence.validation import (
     require_bool,
     require_int,
@@ -80,17 +99,6 @@ _TIER_NAMED = {tier.value: tier for tier in Tier}
 
 
 _new = object.__new__
-_SET = {name: getattr(Memory, name).__set__ for name in MEMORY_FIELDS}
-(_set_id, _set_content, _set_tier, _set_key, _set_session_id, _set_agent_id, _set_category,
- _set_tags, _set_importance, _set_retention, _set_token_count, _set_source, _set_metadata,
- _set_linked, _set_embedding, _set_access_count, _set_last_accessed_at, _set_created_at,
- _set_updated_at, _set_speaker) = (
-    _SET["id"], _SET["content"], _SET["tier"], _SET["key"], _SET["session_id"],
-    _SET["agent_id"], _SET["category"], _SET["tags"], _SET["importance"], _SET["retention"],
-    _SET["token_count"], _SET["source"], _SET["metadata"], _SET["linked_memories"],
-    _SET["embedding"], _SET["access_count"], _SET["last_accessed_at"], _SET["created_at"],
-    _SET["updated_at"], _SET["speaker"],
-)  # fmt: skip
 _loads = orjson.loads  # codecs.decode_json without its call: every uncached read decodes
 _NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
 
@@ -146,9 +154,9 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 
 
-def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
+def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None = None) -> Memory:
     """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata (and
-    ``changes``, such as de-duplicated tags, made in the same copy).
+    ``tags``, de-duplicated, in the same copy).
 
     What the store returns (and the cache keeps) never shares mutable state with the
     caller's object, and never holds a value the file does not.
@@ -165,7 +173,7 @@ def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
     _set_session_id(stored, memory.session_id)
     _set_agent_id(stored, memory.agent_id)
     _set_category(stored, memory.category)
-    _set_tags(stored, memory.tags)
+    _set_tags(stored, memory.tags if tags is None else tags)
     _set_importance(stored, memory.importance)
     _set_retention(stored, memory.retention)
     _set_token_count(stored, memory.token_count)
@@ -178,8 +186,6 @@ def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
     _set_created_at(stored, memory.created_at)
     _set_updated_at(stored, memory.updated_at)
     _set_speaker(stored, memory.speaker)
-    for name, value in changes.items():
-        _SET[name](stored, value)
     return stored
 
 

@@ -511,20 +511,22 @@ class SQLiteStore:
                 raise
             if blob is not None:
                 sizes.add(len(blob) // 4)
-            tags = tuple(dict.fromkeys(memory.tags))
-            prepared.append((memory_sql.as_stored(memory, row, tags=tags), row))
+            tags = memory.tags
+            tags = tuple(tags) if len(tags) < 2 else tuple(dict.fromkeys(tags))
+            prepared.append((memory_sql.as_stored(memory, row, tags), row))
         ids = [memory.id for memory, _ in prepared]
-        if len(set(ids)) != len(ids):
+        if len(ids) > 1 and len(set(ids)) != len(ids):
             raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")
         for schedule in schedules:
             validate_schedule(schedule)
-        unknown = {s.memory_id for s in schedules} - set(ids)
-        if unknown:
-            raise MemoryNotFoundError(
-                f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
-            )
+        if schedules and (len(schedules) > 1 or schedules[0].memory_id not in ids):
+            unknown = {s.memory_id for s in schedules}.difference(ids)
+            if unknown:
+                raise MemoryNotFoundError(
+                    f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
+                )
         with self.transaction() as conn:
-            for dim in sorted(sizes):
+            for dim in sorted(sizes) if sizes else ():
                 self._check_dim(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)
             if taken:

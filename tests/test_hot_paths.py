@@ -217,3 +217,29 @@ def test_the_fast_validation_path_accepts_nothing_the_full_checks_refuse() -> No
             odd = replace(schedule, **{name: value})
             plain = validation._plain_schedule(odd)
             assert _agrees(plain, validation._check_schedule, odd), (name, value)
+
+
+def test_memory_create_fills_the_dataclass_defaults() -> None:
+    """Memory.create fills slots itself for the fields a caller chooses: what it makes
+    equals the dataclass's own construction, defaults included."""
+    made = Memory.create("x", Tier.SEMANTIC, id="i", now=7)
+    assert made == Memory(id="i", content="x", tier=Tier.SEMANTIC, created_at=7, updated_at=7)
+    assert made.metadata == {} and made.metadata is not Memory.create("y").metadata
+    assert made.embedding is None
+    chosen = {"key": "k", "session_id": "s", "agent_id": "a", "category": "c", "tags": ("t",),
+              "importance": 0.25, "retention": 0.5, "token_count": 3, "source": "src",
+              "metadata": {"m": 1}, "linked_memories": ("l",), "access_count": 2,
+              "last_accessed_at": 5, "speaker": "Ann"}  # fmt: skip
+    made = Memory.create("x", Tier.SEMANTIC, id="i", now=7, **chosen)
+    assert made == Memory(id="i", content="x", tier=Tier.SEMANTIC, created_at=7, updated_at=7,
+                          **chosen)  # fmt: skip
+    assert {f.name for f in fields(Memory)} - set(chosen) == {
+        "id",
+        "content",
+        "tier",
+        "created_at",
+        "updated_at",
+        "embedding",
+    }  # every field a caller may choose is chosen above (embedding: compared by identity)
+    with pytest.raises(TypeError):
+        Memory.create("x", bogus=1)

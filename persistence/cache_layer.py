@@ -191,9 +191,11 @@ class CacheLayer(Generic[K, V]):
             self._cache[key] = value
 
     def _drop(self, key: K) -> None:
+        cache = self._cache
         with self._lock:
             self._generation += 1
-            self._cache.pop(key, None)
+            if key in cache:  # (pop(key, None) looks first too, one call deeper)
+                del cache[key]
 
     def clear(self) -> None:
         """Empty the cache (the store is not touched)."""

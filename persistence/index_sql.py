@@ -104,8 +104,13 @@ def update_keyword_index(
         counts = conn.execute(DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
     if not counts:
         return False
-    dirty = frozenset(str(tier) for tier, _ in counts)
-    if sum(int(n or 0) for _, n in counts) < BATCH_ROWS:
+    if len(counts) == 1:  # one tier (remember()): no generators
+        tier, rows = counts[0]
+        dirty, total = frozenset((str(tier),)), int(rows or 0)
+    else:
+        dirty = frozenset(str(tier) for tier, _ in counts)
+        total = sum(int(n or 0) for _, n in counts)
+    if total < BATCH_ROWS:
         schema_sql.work_off_tiers(conn, dirty)
         return True
     setting = query_one(conn, _AUTOMERGE)

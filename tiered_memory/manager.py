@@ -311,9 +311,11 @@ class AgentMemoryManager:
         no_facts = entities is None and relations is None
         facts = ([], []) if no_facts else (entity_facts(entities), relation_facts(relations))
         now = self.clock()
-        values = (session_id, agent_id, importance, tags, metadata, source, category, embedding,
-                  speaker)  # fmt: skip
-        chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
+        chosen: dict[str, Any] = {  # NEW_MEMORY_FIELDS (tests/test_memory_fields.py)
+            "session_id": session_id, "agent_id": agent_id, "importance": importance,
+            "tags": tags, "metadata": metadata, "source": source, "category": category,
+            "embedding": embedding, "speaker": speaker,
+        }  # fmt: skip
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True) as conn:
             if session_id is not None:

@@ -87,7 +87,7 @@ def _upsert(tier: Tier) -> str:
     )
 
 
-_SELECT = {tier: _select(tier) for tier in Tier}
+_SELECT = {tier: _select(tier, with_tier=True) for tier in Tier}  # rows decode alike
 _UPSERT = {tier: _upsert(tier) for tier in Tier}
 _SELECT_ANY_TIER = " UNION ALL ".join(
     f"{_select(tier, with_tier=True)} WHERE t.id = ?"
@@ -103,7 +103,7 @@ _loads = orjson.loads  # codecs.decode_json without its call: every uncached rea
 _NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
 
 
-def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
+def _to_memory(row: Sequence[Any]) -> Memory:
     """The memory a ``_select`` row holds (written after validation, so not checked).
 
     Fills the frozen dataclass's slots one by one, in straight-line code: its
@@ -114,11 +114,11 @@ def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
     """
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
-     speaker, key, tags) = row  # fmt: skip
+     speaker, key, tags, tier) = row  # fmt: skip
     memory: Memory = _new(Memory)
     _set_id(memory, id_)
     _set_content(memory, content)
-    _set_tier(memory, tier)
+    _set_tier(memory, _TIER_NAMED[tier])
     _set_key(memory, key)
     _set_session_id(memory, session_id)
     _set_agent_id(memory, agent_id)
@@ -258,7 +258,7 @@ def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
 def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in ``tier``, or ``None``."""
     row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
-    return None if row is None else _to_memory(tier, row)
+    return None if row is None else _to_memory(row)
 
 
 def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
@@ -274,7 +274,7 @@ def fetch_any_query(memory_id: str) -> tuple[str, tuple[str, str, str]]:
 
 def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
     """The memory a :func:`fetch_any_query` row holds (``None`` for no row)."""
-    return None if row is None else _to_memory(_TIER_NAMED[row[-1]], row[:-1])
+    return None if row is None else _to_memory(row)
 
 
 def fetch_many(
@@ -287,20 +287,20 @@ def fetch_many(
     found: list[Memory] = []
     for tier in tiers:
         rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
-        found += [_to_memory(tier, row) for row in rows]
+        found += [_to_memory(row) for row in rows]
     return found
 
 
 def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
     """The scratchpad memory stored under ``key``, or ``None``."""
     row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))
-    return None if row is None else _to_memory(Tier.SCRATCHPAD, row)
+    return None if row is None else _to_memory(row)
 
 
 def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
     """Every memory of ``tier``, least recently written first (ties in insertion order)."""
     rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.updated_at, t.rowid")
-    return [_to_memory(tier, row) for row in rows]
+    return [_to_memory(row) for row in rows]
 
 
 def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
@@ -465,7 +465,7 @@ def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memo
     direction = "DESC" if options.descending else "ASC"
     sql += f" ORDER BY t.{options.order_by} {direction}, t.id {direction} LIMIT ? OFFSET ?"
     params += [-1 if options.limit is None else options.limit, options.offset]
-    return [_to_memory(tier, row) for row in query_all(conn, sql, params)]
+    return [_to_memory(row) for row in query_all(conn, sql, params)]
 
 
 def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
@@ -473,7 +473,7 @@ def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[M
     rows = query_all(
         conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
     )
-    return [_to_memory(tier, row) for row in rows]
+    return [_to_memory(row) for row in rows]
 
 
 def page_in_order(

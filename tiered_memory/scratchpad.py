@@ -180,7 +180,11 @@ class Scratchpad:
         one view (single lookups, never an iteration), which is never changed once it is
         committed but for recency.
         """
-        entries = self._view()
+        pending = self._pending  # self._view(), inlined
+        if pending is not None and self._store.in_transaction:
+            entries = pending
+        else:
+            entries = self._committed
         key = entries.key_of.get(memory_id)
         return None if key is None else entries.by_key.get(key)
 

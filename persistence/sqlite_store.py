@@ -1145,7 +1145,7 @@ _STAT_QUERIES = {
 
 
 _PENDING_WORK = (
-    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
+    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1, 0 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
 )
 """Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
 :meth:`SQLiteStore._before_commit`)."""

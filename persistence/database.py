@@ -97,8 +97,7 @@ class Database:
         """Held by the thread that writes (and by one opening or closing the file)."""
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
-        self._readers_lock = threading.Lock()
-        self._readers_cond = threading.Condition(self._readers_lock)
+        self._readers_cond = threading.Condition(threading.Lock())
         self._reads: list[None] = []
         """One item per read under way through a thread's own connection (close() waits
         until it is empty): appended and popped without a lock, both atomic."""

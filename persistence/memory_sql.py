@@ -42,7 +42,7 @@ from persistence.records import (  # with the slot setters, for straight-line co
     _set_tier,
     _set_token_count,
     _set_updated_at,
-)  # fmt: skip
+)
 from persistence.validation import (
     require_bool,
     require_int,

@@ -181,10 +181,8 @@ class Scratchpad:
         committed but for recency.
         """
         pending = self._pending  # self._view(), inlined
-        if pending is not None and self._store.in_transaction:
-            entries = pending
-        else:
-            entries = self._committed
+        in_transaction = pending is not None and self._store.in_transaction
+        entries = pending if in_transaction and pending is not None else self._committed
         key = entries.key_of.get(memory_id)
         return None if key is None else entries.by_key.get(key)
 

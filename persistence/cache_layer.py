@@ -83,12 +83,13 @@ class CacheLayer(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The cached value, or ``None`` on a miss (counted)."""
+        cache = self._cache
+        in_transaction = self._tx.in_transaction
         with self._lock:
-            if not self._tx.in_transaction:
-                value: V | None = self._cache.get(key)  # a miss raises nothing (values never None)
-                if value is not None:
-                    self._hits += 1
-                    return value
+            if not in_transaction and key in cache:  # a miss raises nothing
+                self._hits += 1
+                value: V = cache[key]
+                return value
             self._misses += 1
             return None
 
@@ -130,18 +131,35 @@ class CacheLayer(Generic[K, V]):
         loader: Callable[[K], V | None],
         cacheable: Callable[[V], bool] | None = None,
     ) -> V | None:
-        """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``."""
-        value = self.get(key)
-        if value is not None:
-            return value
-        generation = self._generation
-        value = loader(key)
-        if value is None or (cacheable is not None and not cacheable(value)):
-            return value
-        if not self._tx.in_transaction:
+        """The cached value, or ``loader(key)``: cached unless ``None`` or not ``cacheable``.
+
+        Every ``get`` of the manager comes here. A miss takes the lock once, to cache
+        what was loaded: the first look is a lock-free ``in`` (one dict lookup under the
+        GIL); a hit is looked up again under the lock, which recency changes need. The
+        transaction is looked at once: ``loader`` must not begin or end one.
+        """
+        cache = self._cache
+        in_transaction = self._tx.in_transaction
+        if not in_transaction and key in cache:
             with self._lock:
-                if generation == self._generation:
-                    self._cache[key] = value
+                if key in cache:  # (evicted meanwhile: a miss after all)
+                    self._hits += 1
+                    found: V = cache[key]
+                    return found
+        generation = self._generation  # before the load: a write meanwhile changes it
+        try:
+            value = loader(key)
+        except BaseException:
+            with self._lock:
+                self._misses += 1
+            raise
+        keep = not (
+            value is None or in_transaction or (cacheable is not None and not cacheable(value))
+        )
+        with self._lock:
+            self._misses += 1
+            if keep and generation == self._generation:
+                cache[key] = value
         return value
 
     def set(self, key: K, value: V) -> None:
@@ -173,9 +191,11 @@ class CacheLayer(Generic[K, V]):
             self._cache[key] = value
 
     def _drop(self, key: K) -> None:
+        cache = self._cache
         with self._lock:
             self._generation += 1
-            self._cache.pop(key, None)
+            if key in cache:  # (pop(key, None) looks first too, one call deeper)
+                del cache[key]
 
     def clear(self) -> None:
         """Empty the cache (the store is not touched)."""

@@ -56,6 +56,9 @@ RESET_AFTER_CHANGES = 20_000
 :func:`~persistence.connection.connection_reset_schema` on the writer: FTS5's
 pending-terms hash, grown by such a batch, would otherwise slow every later commit."""
 
+_DATA_VERSION = "PRAGMA data_version"
+"""Changes when another connection commits (looked at as every write transaction begins)."""
+
 _ABORTED = (
     "SQLite rolled this transaction back after an earlier error: "
     "leave the `with transaction()` block and start again"
@@ -86,15 +89,18 @@ class Database:
         self.path = path
         self._in_memory = path == MEMORY_PATH
         self._read_label = f"reading {path}"  # built once: every read names it
+        self._write_label = f"writing to {path}"  # and every write
+        self._place = None if path == MEMORY_PATH else path
         self.options = options
         self.read_only = read_only
         self.lock = threading.RLock()
         """Held by the thread that writes (and by one opening or closing the file)."""
         self._writer: apsw.Connection | None = None
         self._readers: list[apsw.Connection] = []
-        self._readers_lock = threading.Lock()  # the cond's own lock, taken bare on hot reads
-        self._readers_cond = threading.Condition(self._readers_lock)
-        self._active_reads = 0
+        self._readers_cond = threading.Condition(threading.Lock())
+        self._reads: list[None] = []
+        """One item per read under way through a thread's own connection (close() waits
+        until it is empty): appended and popped without a lock, both atomic."""
         self._local = threading.local()
         self._depth = 0
         self._owner: int | None = None
@@ -233,7 +239,7 @@ class Database:
             with self._readers_cond:
                 self._writer = None
                 self._closed = True
-                while self._active_reads:
+                while self._reads:
                     self._readers_cond.wait()
                 readers, self._readers = self._readers, []
             self._local = threading.local()  # may run reader finalizers: not under the cond
@@ -272,7 +278,7 @@ class Database:
     def _rekey(self, new_key: bytes) -> None:
         with self.exclusive_connection() as conn:
             with self._readers_cond:
-                while self._active_reads:
+                while self._reads:
                     self._readers_cond.wait()
                 readers, self._readers = self._readers, []
             self._local = threading.local()
@@ -310,8 +316,7 @@ class Database:
         for callback in self._pending_writers:
             callback(conn)
 
-    @contextmanager
-    def transaction(self, *, join: bool = False) -> Iterator[apsw.Connection]:
+    def transaction(self, *, join: bool = False) -> AbstractContextManager[apsw.Connection]:
         """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
 
         Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
@@ -321,62 +326,54 @@ class Database:
         :class:`TransactionAbortedError`); one that raises before writing leaves it
         usable. Yields the write connection.
         """
-        self.require_open()
-        self.require_writable()
-        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+        if self._depth and self.in_transaction:  # this thread's own: no lock to decide
+            if join or self._joined:
+                return _Joined(self)
+            return self._savepoint()
+        return _Outer(self, join)
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[apsw.Connection]:
+        """A block nested in this thread's transaction that rolls back alone."""
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
             conn = self.require_open()
-            if self._depth and (join or self._joined) and self.in_transaction:
-                if self._aborted:
-                    raise TransactionAbortedError(_ABORTED)
-                changes, outer_joined = conn.total_changes(), self._joined
-                self._joined = True
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.total_changes() != changes:
-                        self._aborted = True  # half of it may be written: all must go
-                    self._finish_inner(commit=False)
-                    raise
-                finally:
-                    self._joined = outer_joined
-                self._finish_inner(commit=True)
-                return
-            if self._depth == 0:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except apsw.BusyError as exc:
-                    raise DatabaseBusyError(
-                        f"{self.path} stayed locked by another writer for "
-                        f"{self.options.busy_timeout_ms} ms; try again"
-                    ) from exc
-                self._begin_frame()
-                self._joined = join
-                begun = conn.total_changes()
-                try:
-                    self._notice_external_changes(conn)
-                    yield conn
-                except BaseException:
-                    self._finish_outer(conn, begun, commit=False)
-                    raise
-                self._finish_outer(conn, begun, commit=True)
-            else:
-                if self._aborted:
-                    raise TransactionAbortedError(_ABORTED)
-                name = f"tm_savepoint_{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._begin_frame()
-                try:
-                    yield conn
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                try:
-                    conn.execute(f"RELEASE {name}")
-                except BaseException:
-                    self._rollback_savepoint(conn, name)
-                    raise
-                self._finish_inner(commit=True)
+            if self._aborted:
+                raise TransactionAbortedError(_ABORTED)
+            name = f"tm_savepoint_{self._depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            self._begin_frame()
+            try:
+                yield conn
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            try:
+                conn.execute(f"RELEASE {name}")
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            self._finish_inner(commit=True)
+
+    def _begin(self, join: bool) -> tuple[apsw.Connection, int]:
+        """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
+        the connection and its ``total_changes()`` then."""
+        conn = self.require_open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise DatabaseBusyError(
+                f"{self.path} stayed locked by another writer for "
+                f"{self.options.busy_timeout_ms} ms; try again"
+            ) from exc
+        self._begin_frame()
+        self._joined = join
+        begun = conn.total_changes()
+        try:
+            self._notice_external_changes(conn)
+        except BaseException:
+            self._finish_outer(conn, begun, commit=False)
+            raise
+        return conn, begun
 
     def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
         """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
@@ -477,7 +474,7 @@ class Database:
         connection for more than ``wait_s`` seconds: RAM copies may be stale then.
         """
         now = time.monotonic()
-        if self.is_memory or now < self._next_check:
+        if now < self._next_check or self._in_memory:
             return True
         if now < self._busy_until:
             return False  # a write held the connection moments ago: don't wait again yet
@@ -493,9 +490,10 @@ class Database:
 
     def _notice_external_changes(self, conn: apsw.Connection) -> None:
         self._next_check = time.monotonic() + self._check_interval
-        if self.is_memory:
+        if self._in_memory:
             return
-        version = int(conn.pragma("data_version"))
+        row = conn.execute(_DATA_VERSION).fetchone()  # (conn.pragma() costs 2.5x as much)
+        version = None if row is None else int(row[0])
         changed = self._seen_version is not None and version != self._seen_version
         self._seen_version = version
         if changed:
@@ -518,7 +516,7 @@ class Database:
         """
         self.require_open()
         self.require_writable()
-        with self.lock, storage_errors(f"writing to {self.path}", self.place, os_errors=False):
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
             conn = self.require_open()
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")
@@ -572,28 +570,30 @@ class Database:
         """The first row of a one-statement read: :meth:`reading` without its context
         manager, for the read every uncached ``get`` makes (same connection, same wait
         in :meth:`close`, same error translation)."""
-        self.require_open()
-        if self._in_memory or self.in_transaction:
+        if self._writer is None:
+            self.require_open()
+        if self._in_memory or (self._depth and self.in_transaction):
             with _Reading(self) as conn:
                 row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
                 return row
-        lock = self._readers_lock  # Condition.__enter__ is Python code; the bare lock is not
         try:
-            conn = self._thread_reader()
-            with lock:
-                self.require_open()
-                self._active_reads += 1
+            holder: _ThreadReader | None = getattr(self._local, "reader", None)
+            conn = holder.conn if holder is not None else self._thread_reader()
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
-        try:
+        reads = self._reads
+        reads.append(None)  # counted first, then the writer looked at: close() sets the
+        try:  # writer to None first, then waits for the count, so one of them sees the other
+            if self._writer is None:
+                self.require_open()
             row = conn.execute(sql, params).fetchone()
             return row
         except apsw.Error as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
         finally:
-            with lock:
-                self._active_reads -= 1
-                if not self._active_reads and self._writer is None:
+            reads.pop()
+            if not reads and self._writer is None:
+                with self._readers_cond:
                     self._readers_cond.notify_all()  # close() waits for the last read
 
     def _thread_reader(self) -> apsw.Connection:
@@ -618,6 +618,89 @@ class Database:
                 return
             self._readers.remove(conn)
         conn.close()
+
+
+class _Outer:
+    """What :meth:`Database.transaction` returns outside this thread's transaction: the
+    lock, error translation (:class:`storage_errors`), ``BEGIN IMMEDIATE``, and at the
+    end ``COMMIT`` (or ``ROLLBACK``) with the hooks. A class, not a generator: every
+    ``remember()`` is one. The steps and their order are the generator's it replaced."""
+
+    __slots__ = ("_db", "_join", "_errors", "_conn", "_begun")
+
+    def __init__(self, db: Database, join: bool) -> None:
+        self._db = db
+        self._join = join
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        db.require_open()
+        db.require_writable()
+        db.lock.acquire()
+        errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
+        errors.__enter__()
+        try:
+            self._conn, self._begun = db._begin(self._join)
+        except BaseException as exc:
+            try:
+                errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            finally:
+                db.lock.release()
+            raise
+        return self._conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        try:
+            try:
+                db._finish_outer(self._conn, self._begun, commit=kind is None)
+            except BaseException as failure:
+                self._errors.__exit__(type(failure), failure, failure.__traceback__)
+                raise
+            self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
+        finally:
+            db.lock.release()
+
+
+class _Joined:
+    """What :meth:`Database.transaction` returns for a block that joins this thread's
+    open transaction (the block under way holds the lock and translates errors): a
+    class, not a generator, because every write inside ``remember()`` joins one. Does
+    what the generator's joined branch did, in the same order."""
+
+    __slots__ = ("_db", "_conn", "_changes", "_outer_joined")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        conn = db.require_open()
+        if db._aborted:
+            raise TransactionAbortedError(_ABORTED)
+        self._conn = conn
+        self._changes = conn.total_changes()
+        self._outer_joined = db._joined
+        db._joined = True
+        db._begin_frame()
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        if kind is None:
+            db._joined = self._outer_joined
+            db._finish_inner(commit=True)
+            return
+        try:
+            if self._conn.total_changes() != self._changes:
+                db._aborted = True  # half of it may be written: all must go
+            db._finish_inner(commit=False)
+        finally:
+            db._joined = self._outer_joined
 
 
 class _ThreadReader:
@@ -657,7 +740,7 @@ class _Reading:
             conn = db._thread_reader()
             with db._readers_cond:
                 db.require_open()
-                db._active_reads += 1
+                db._reads.append(None)
             self._counted = True
             return conn
         except BaseException as exc:
@@ -681,8 +764,8 @@ class _Reading:
         elif self._counted:
             self._counted = False
             with db._readers_cond:
-                db._active_reads -= 1
-                if not db._active_reads and db._writer is None:
+                db._reads.pop()
+                if not db._reads and db._writer is None:
                     db._readers_cond.notify_all()  # close() waits for the last read
 
 

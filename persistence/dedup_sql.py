@@ -3,9 +3,10 @@ hash of its normalised content, agent and session (:func:`content_key`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import apsw
 import orjson
@@ -17,7 +18,8 @@ from persistence.records import Memory, Tier
 __all__ = ["content_key", "find", "forget", "record", "rebuild"]
 
 
-def content_key(content: object, agent_id: object, session_id: object) -> bytes:
+@functools.lru_cache(maxsize=16)  # remember() looks a key up, then records it: computed once
+def content_key(content: str, agent_id: str | None, session_id: str | None) -> bytes:
     """The deduplication key: same normalised text, agent and session, same key (the
     migration that created ``content_keys`` keeps a frozen copy of this function)."""
     text = " ".join(unicodedata.normalize("NFKC", str(content)).casefold().split())
@@ -25,11 +27,17 @@ def content_key(content: object, agent_id: object, session_id: object) -> bytes:
     return hashlib.blake2b((scope + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def record(conn: apsw.Connection, memories: Iterable[Memory]) -> None:
+_RECORD = "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)"
+
+
+def record(conn: apsw.Connection, memories: Sequence[Memory]) -> None:
     """Remember the content keys of these memories (replacing older ones)."""
+    if len(memories) == 1:  # remember(): execute is cheaper than executemany for one row
+        (m,) = memories
+        conn.execute(_RECORD, (m.id, content_key(m.content, m.agent_id, m.session_id)))
+        return
     conn.executemany(
-        "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)",
-        [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories],
+        _RECORD, [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories]
     )
 
 

@@ -11,6 +11,7 @@ else the floats. Searches choose candidates from the in-RAM copy
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apsw
 import numpy as np
@@ -80,10 +81,15 @@ BATCH_ROWS = 256
 are written with FTS5's automerge off (see :func:`update_keyword_index`)."""
 
 _AUTOMERGE = "SELECT v FROM memory_fts_config WHERE k = 'automerge'"
+DIRTY_COUNTS = "SELECT tier, count(*), count(session_id) FROM keyword_dirty GROUP BY tier"
+"""Rows waiting to be re-indexed per tier, and how many of them are in a session (what
+:func:`update_keyword_index` takes)."""
 _SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
 
 
-def update_keyword_index(conn: apsw.Connection) -> bool:
+def update_keyword_index(
+    conn: apsw.Connection, counts: Sequence[Sequence[Any]] | None = None
+) -> bool:
     """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
     each once, in one statement, in rowid order. The store calls it before every commit
     and before reading the keyword index inside a transaction. True if there were any.
@@ -92,15 +98,29 @@ def update_keyword_index(conn: apsw.Connection) -> bool:
     flushes a large insert in several segments and would pay, inside the batch, for
     merging what came before (half the keyword time of a 10,000-record
     ``remember_many`` into 100k memories); those merges are left to the background
-    thread's idle work (persistence/checkpointer.py) or to later commits.
+    thread's idle work (persistence/checkpointer.py) or to later commits. ``counts``:
+    the rows of :data:`DIRTY_COUNTS`, looked up already. When none of the rows is in a
+    session, no neighbour's keyword window changed: the neighbours are not looked for.
     """
-    big = query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1 OFFSET ?", (BATCH_ROWS - 1,))
-    if big is None:
-        return schema_sql.work_off_keyword_dirty(conn)
+    if counts is None:
+        counts = conn.execute(DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
+    if not counts:
+        return False
+    if len(counts) == 1:  # one tier (remember()): no generators
+        tier, rows, in_sessions = counts[0]
+        dirty, total, sessions = frozenset((str(tier),)), int(rows or 0), bool(in_sessions)
+    else:
+        dirty = frozenset(str(tier) for tier, _, _ in counts)
+        total = sum(int(n or 0) for _, n, _ in counts)
+        sessions = any(in_sessions for _, _, in_sessions in counts)
+    if total < BATCH_ROWS:
+        schema_sql.work_off_tiers(conn, dirty, sessions)
+        return True
     setting = query_one(conn, _AUTOMERGE)
     conn.execute(_SET_AUTOMERGE, (0,))
     try:
-        return schema_sql.work_off_keyword_dirty(conn)
+        schema_sql.work_off_tiers(conn, dirty, sessions)
+        return True
     finally:
         conn.execute(_SET_AUTOMERGE, (4 if setting is None else int(setting[0]),))
 

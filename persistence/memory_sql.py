@@ -11,18 +11,37 @@ from types import MappingProxyType
 from typing import Any
 
 import apsw
+import orjson
 
-from persistence.codecs import decode_embedding, decode_json, encode_json
+from persistence.codecs import decode_embedding, encode_json
 from persistence.connection import query_all, query_one, query_value
 from persistence.errors import InvalidInputError, InvalidTypeError
-from persistence.records import (
-    MEMORY_FIELDS,
+from persistence.records import (  # with the slot setters, for straight-line code
     Memory,
     MemoryFilter,
     PromotionRecord,
     QueryOptions,
     Tier,
-    memory_from_values,
+    _set_access_count,
+    _set_agent_id,
+    _set_category,
+    _set_content,
+    _set_created_at,
+    _set_embedding,
+    _set_id,
+    _set_importance,
+    _set_key,
+    _set_last_accessed_at,
+    _set_linked,
+    _set_metadata,
+    _set_retention,
+    _set_session_id,
+    _set_source,
+    _set_speaker,
+    _set_tags,
+    _set_tier,
+    _set_token_count,
+    _set_updated_at,
 )
 from persistence.validation import (
     require_bool,
@@ -68,7 +87,7 @@ def _upsert(tier: Tier) -> str:
     )
 
 
-_SELECT = {tier: _select(tier) for tier in Tier}
+_SELECT = {tier: _select(tier, with_tier=True) for tier in Tier}  # rows decode alike
 _UPSERT = {tier: _upsert(tier) for tier in Tier}
 _SELECT_ANY_TIER = " UNION ALL ".join(
     f"{_select(tier, with_tier=True)} WHERE t.id = ?"
@@ -79,35 +98,53 @@ _SELECT_ANY_TIER = " UNION ALL ".join(
 _TIER_NAMED = {tier.value: tier for tier in Tier}
 
 
-def _json_tuple(text: str) -> tuple[Any, ...]:
-    """A JSON array column as a tuple (the empty one, most rows' tags and links, unparsed)."""
-    return () if text == "[]" else tuple(decode_json(text))
+_new = object.__new__
+_loads = orjson.loads  # codecs.decode_json without its call: every uncached read decodes
+_NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
 
 
-def _json_mapping(text: str) -> MappingProxyType[str, Any]:
-    """A JSON object column as a read-only mapping (``{}`` unparsed)."""
-    return MappingProxyType({} if text == "{}" else decode_json(text))
+def _to_memory(row: Sequence[Any]) -> Memory:
+    """The memory a ``_select`` row holds (written after validation, so not checked).
 
-
-def _to_memory(tier: Tier, row: Sequence[Any]) -> Memory:
+    Fills the frozen dataclass's slots one by one, in straight-line code: its
+    ``__init__`` sets each field with ``object.__setattr__`` (twice the cost), and a loop
+    over the slots costs a third more than this (every uncached read decodes a row).
+    The empty JSON values (most rows' tags, links, metadata) are not parsed.
+    tests/test_hot_paths.py checks that every field is filled, from its own column.
+    """
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
-     speaker, key, tags) = row  # fmt: skip
-    # The empty JSON values (most rows' tags, links, metadata) are not parsed.
-    return memory_from_values((
-        id_, content, tier, key, session_id, agent_id, category,
-        () if tags == "[]" else tuple(decode_json(tags)), importance, retention, token_count,
-        source, MappingProxyType({} if metadata == "{}" else decode_json(metadata)),
-        () if linked == "[]" else tuple(decode_json(linked)),
-        None if embedding is None else decode_embedding(embedding), access_count,
-        last_accessed_at, created_at, updated_at, speaker,
-    ))  # fmt: skip
+     speaker, key, tags, tier) = row  # fmt: skip
+    memory: Memory = _new(Memory)
+    _set_id(memory, id_)
+    _set_content(memory, content)
+    _set_tier(memory, _TIER_NAMED[tier])
+    _set_key(memory, key)
+    _set_session_id(memory, session_id)
+    _set_agent_id(memory, agent_id)
+    _set_category(memory, category)
+    _set_tags(memory, () if tags == "[]" else tuple(_loads(tags)))
+    _set_importance(memory, importance)
+    _set_retention(memory, retention)
+    _set_token_count(memory, token_count)
+    _set_source(memory, source)
+    _set_metadata(memory, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
+    _set_linked(memory, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(memory, None if embedding is None else decode_embedding(embedding))
+    _set_access_count(memory, access_count)
+    _set_last_accessed_at(memory, last_accessed_at)
+    _set_created_at(memory, created_at)
+    _set_updated_at(memory, updated_at)
+    _set_speaker(memory, speaker)
+    return memory
 
 
 def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     """Column values for ``memory`` (already validated) in upsert order."""
-    metadata = encode_json(dict(memory.metadata), "metadata")
-    linked = encode_json(list(memory.linked_memories), "linked_memories")
+    # Most memories have no metadata and no links: their JSON is known without orjson.
+    metadata = encode_json(dict(memory.metadata), "metadata") if memory.metadata else "{}"
+    links = memory.linked_memories
+    linked = encode_json(list(links), "linked_memories") if links else "[]"
     row: tuple[Any, ...] = (
         memory.id, memory.content, memory.token_count, metadata, embedding, linked,
         memory.session_id, memory.agent_id, memory.category, memory.source,
@@ -117,28 +154,39 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 
 
-def as_stored(memory: Memory, row: tuple[Any, ...], **changes: Any) -> Memory:
+def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None = None) -> Memory:
     """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata (and
-    ``changes``, such as de-duplicated tags, made in the same copy).
+    ``tags``, de-duplicated, in the same copy).
 
     What the store returns (and the cache keeps) never shares mutable state with the
     caller's object, and never holds a value the file does not.
     """
-    blob = row[_EMBEDDING]
-    values = [getattr(memory, name) for name in MEMORY_FIELDS]
-    values[_FIELD_METADATA] = _json_mapping(row[_METADATA])
-    values[_FIELD_LINKED] = _json_tuple(row[_LINKED])
-    values[_FIELD_EMBEDDING] = None if blob is None else decode_embedding(blob)
-    for name, value in changes.items():
-        values[_FIELD[name]] = value
-    # memory_from_values, not dataclasses.replace: the same copy at half the cost (every
-    # remember() makes one); Memory has no __post_init__ that replace() would run.
-    return memory_from_values(values)
-
-
-_FIELD = {name: n for n, name in enumerate(MEMORY_FIELDS)}
-_FIELD_METADATA, _FIELD_LINKED = _FIELD["metadata"], _FIELD["linked_memories"]
-_FIELD_EMBEDDING = _FIELD["embedding"]
+    # Slots filled in straight-line code, as _to_memory does (every remember() makes
+    # one copy; dataclasses.replace costs twice as much, a loop over the fields half
+    # again); Memory has no __post_init__ that replace() would run.
+    blob, metadata, linked = row[_EMBEDDING], row[_METADATA], row[_LINKED]
+    stored: Memory = _new(Memory)
+    _set_id(stored, memory.id)
+    _set_content(stored, memory.content)
+    _set_tier(stored, memory.tier)
+    _set_key(stored, memory.key)
+    _set_session_id(stored, memory.session_id)
+    _set_agent_id(stored, memory.agent_id)
+    _set_category(stored, memory.category)
+    _set_tags(stored, memory.tags if tags is None else tags)
+    _set_importance(stored, memory.importance)
+    _set_retention(stored, memory.retention)
+    _set_token_count(stored, memory.token_count)
+    _set_source(stored, memory.source)
+    _set_metadata(stored, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
+    _set_linked(stored, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(stored, None if blob is None else decode_embedding(blob))
+    _set_access_count(stored, memory.access_count)
+    _set_last_accessed_at(stored, memory.last_accessed_at)
+    _set_created_at(stored, memory.created_at)
+    _set_updated_at(stored, memory.updated_at)
+    _set_speaker(stored, memory.speaker)
+    return stored
 
 
 def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
@@ -163,7 +211,15 @@ _INSERT = {tier: _UPSERT[tier].split(" ON CONFLICT")[0] for tier in Tier}
 def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> None:
     """Insert new memories (``(memory, encode_row(...))``, ids unused) with their tags,
     tier by tier in the order given (each session's order is kept)."""
-    for tier in Tier:
+    if len(prepared) == 1:  # remember(): one row, one statement each
+        ((memory, row),) = prepared
+        conn.execute(_INSERT[memory.tier], row)  # executemany costs more for one row
+        if len(memory.tags) == 1:
+            conn.execute(_INSERT_TAG, (memory.id, memory.tags[0], 0))
+        elif memory.tags:
+            conn.executemany(_INSERT_TAG, [(memory.id, t, n) for n, t in enumerate(memory.tags)])
+        return
+    for tier in _TIERS:
         rows = [row for memory, row in prepared if memory.tier is tier]
         if len(rows) == 1:
             conn.execute(_INSERT[tier], rows[0])  # executemany costs more for one row
@@ -171,15 +227,20 @@ def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[An
             conn.executemany(_INSERT[tier], rows)
     tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
     if tags:
-        conn.executemany(
-            "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)", tags
-        )
+        conn.executemany(_INSERT_TAG, tags)
+
+
+_INSERT_TAG = "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)"
+_TIERS = tuple(Tier)  # iterating the enum class itself runs a generator in Python
+_ID_USED = "SELECT " + " OR ".join(
+    f"EXISTS (SELECT 1 FROM {table} WHERE id = ?1)" for table in TABLE.values()
+)
 
 
 def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
     """Which of ``memory_ids`` some tier already holds."""
-    if len(memory_ids) == 1:
-        return set() if tier_of(conn, memory_ids[0]) is None else {memory_ids[0]}
+    if len(memory_ids) == 1:  # remember(): every tier in one statement
+        return {memory_ids[0]} if query_value(conn, _ID_USED, memory_ids) else set()
     if not memory_ids:
         return set()
     ids = encode_json(list(memory_ids), "memory_ids")
@@ -197,7 +258,7 @@ def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
 def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` in ``tier``, or ``None``."""
     row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
-    return None if row is None else _to_memory(tier, row)
+    return None if row is None else _to_memory(row)
 
 
 def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
@@ -213,7 +274,7 @@ def fetch_any_query(memory_id: str) -> tuple[str, tuple[str, str, str]]:
 
 def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
     """The memory a :func:`fetch_any_query` row holds (``None`` for no row)."""
-    return None if row is None else _to_memory(_TIER_NAMED[row[-1]], row[:-1])
+    return None if row is None else _to_memory(row)
 
 
 def fetch_many(
@@ -226,20 +287,20 @@ def fetch_many(
     found: list[Memory] = []
     for tier in tiers:
         rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
-        found += [_to_memory(tier, row) for row in rows]
+        found += [_to_memory(row) for row in rows]
     return found
 
 
 def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
     """The scratchpad memory stored under ``key``, or ``None``."""
     row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))
-    return None if row is None else _to_memory(Tier.SCRATCHPAD, row)
+    return None if row is None else _to_memory(row)
 
 
 def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
     """Every memory of ``tier``, least recently written first (ties in insertion order)."""
     rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.updated_at, t.rowid")
-    return [_to_memory(tier, row) for row in rows]
+    return [_to_memory(row) for row in rows]
 
 
 def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
@@ -253,10 +314,13 @@ def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
 
 def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
     """The tier that holds ``memory_id``, or ``None``."""
-    for tier in Tier:
-        if query_one(conn, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?", (memory_id,)):
+    for tier, sql in _TIER_OF:
+        if query_one(conn, sql, (memory_id,)):
             return tier
     return None
+
+
+_TIER_OF = tuple((tier, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?") for tier in Tier)
 
 
 def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
@@ -401,7 +465,7 @@ def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memo
     direction = "DESC" if options.descending else "ASC"
     sql += f" ORDER BY t.{options.order_by} {direction}, t.id {direction} LIMIT ? OFFSET ?"
     params += [-1 if options.limit is None else options.limit, options.offset]
-    return [_to_memory(tier, row) for row in query_all(conn, sql, params)]
+    return [_to_memory(row) for row in query_all(conn, sql, params)]
 
 
 def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
@@ -409,7 +473,7 @@ def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[M
     rows = query_all(
         conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
     )
-    return [_to_memory(tier, row) for row in rows]
+    return [_to_memory(row) for row in rows]
 
 
 def page_in_order(

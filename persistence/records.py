@@ -98,6 +98,12 @@ class Memory:
     ) -> Memory:
         """A new memory with a fresh id and ``created_at == updated_at == now``."""
         stamp = now_ms() if now is None else now
+        if cls is Memory and _CHOSEN_FIELDS.issuperset(fields):
+            # The dataclass's __init__ sets each field with object.__setattr__: filling
+            # the slots costs 40% less (every remember() makes one). Any other field (or
+            # a subclass) goes through __init__, with its errors.
+            kind = tier if type(tier) is Tier else Tier(tier)
+            return _new_memory(id or new_id(), content, kind, stamp, fields)
         return cls(
             id=id or new_id(),
             content=content,
@@ -113,15 +119,59 @@ MEMORY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Memory))
 export format lists them in this order, the tier aside)."""
 
 _MEMORY_SLOTS = tuple(getattr(Memory, name).__set__ for name in MEMORY_FIELDS)
+SLOT_SETTERS = dict(zip(MEMORY_FIELDS, _MEMORY_SLOTS, strict=True))
+"""Field name -> the setter of its slot (``setter(memory, value)``), for code that builds
+memories field by field without the frozen dataclass's ``__init__`` (memory_sql's row
+decoding): the values must be valid, and every field must be set."""
+(_set_id, _set_content, _set_tier, _set_key, _set_session_id, _set_agent_id, _set_category,
+ _set_tags, _set_importance, _set_retention, _set_token_count, _set_source, _set_metadata,
+ _set_linked, _set_embedding, _set_access_count, _set_last_accessed_at, _set_created_at,
+ _set_updated_at, _set_speaker) = map(SLOT_SETTERS.__getitem__, (
+    "id", "content", "tier", "key", "session_id", "agent_id", "category", "tags",
+    "importance", "retention", "token_count", "source", "metadata", "linked_memories",
+    "embedding", "access_count", "last_accessed_at", "created_at", "updated_at", "speaker",
+))  # fmt: skip
+_CHOSEN_FIELDS = frozenset(MEMORY_FIELDS) - {"id", "content", "tier", "created_at", "updated_at"}
+"""What :meth:`Memory.create` takes in ``**fields`` (the rest it sets itself)."""
+
+
+def _new_memory(id_: str, content: str, tier: Tier, stamp: int, chosen: dict[str, Any]) -> Memory:
+    """:meth:`Memory.create`'s memory, its slots filled in straight-line code; a field
+    not in ``chosen`` gets its default (the tests compare with the dataclass's own)."""
+    get = chosen.get
+    memory: Memory = object.__new__(Memory)
+    _set_id(memory, id_)
+    _set_content(memory, content)
+    _set_tier(memory, tier)
+    _set_key(memory, get("key"))
+    _set_session_id(memory, get("session_id"))
+    _set_agent_id(memory, get("agent_id"))
+    _set_category(memory, get("category"))
+    _set_tags(memory, get("tags", ()))
+    _set_importance(memory, get("importance", 0.5))
+    _set_retention(memory, get("retention", 1.0))
+    _set_token_count(memory, get("token_count", 0))
+    _set_source(memory, get("source"))
+    _set_metadata(memory, get("metadata", {}))  # a dict of its own by default
+    _set_linked(memory, get("linked_memories", ()))
+    _set_embedding(memory, get("embedding"))
+    _set_access_count(memory, get("access_count", 0))
+    _set_last_accessed_at(memory, get("last_accessed_at"))
+    _set_created_at(memory, stamp)
+    _set_updated_at(memory, stamp)
+    _set_speaker(memory, get("speaker"))
+    return memory
 
 
 def memory_from_values(values: Iterable[Any]) -> Memory:
     """A :class:`Memory` from every field's value in :data:`MEMORY_FIELDS` order, for rows
     read back from the file (written after validation). Fills the slots directly: the
     frozen dataclass's ``__init__`` costs twice as much (one ``object.__setattr__`` per
-    field), on every uncached read."""
+    field). ``values`` must hold every field: the callers build them from
+    :data:`MEMORY_FIELDS` (``zip(strict=True)`` cost a fifth of the copy; a field left
+    unfilled raises ``AttributeError`` when read, and the tests read them all)."""
     memory: Memory = object.__new__(Memory)
-    for fill, value in zip(_MEMORY_SLOTS, values, strict=True):
+    for fill, value in zip(_MEMORY_SLOTS, values):  # noqa: B905 (see above)
         fill(memory, value)
     return memory
 

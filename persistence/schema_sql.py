@@ -134,7 +134,7 @@ def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[str]:
         "INSERT INTO memory_fts (rowid, content, context, after) "
         f"SELECT rowid, content, context, after FROM ({rows}) ORDER BY rowid"
     )
-    return [expansion, *deletes, insert, "DELETE FROM keyword_dirty"]
+    return [expansion, *deletes, insert, "DELETE FROM keyword_dirty"]  # (expansion first)
 
 
 WORK_OFF = _work_off_statements()
@@ -155,9 +155,17 @@ def work_off_keyword_dirty(conn: apsw.Connection) -> bool:
     dirty = frozenset(row[0] for row in conn.execute(_DIRTY_TIERS))
     if not dirty:
         return False
-    for statement in _WORK_OFF_FOR.get(dirty, WORK_OFF):
-        conn.execute(statement)
+    work_off_tiers(conn, dirty)
     return True
+
+
+def work_off_tiers(conn: apsw.Connection, dirty: frozenset[str], sessions: bool = True) -> None:
+    """:func:`work_off_keyword_dirty` for a caller that knows which tiers are dirty;
+    ``sessions=False``: no dirty row has a session (then no neighbour's window changed,
+    and the first statement, which adds the neighbours, would add none: it is skipped)."""
+    statements = _WORK_OFF_FOR.get(dirty, WORK_OFF)
+    for statement in statements if sessions else statements[1:]:
+        conn.execute(statement)
 
 
 # --- vector table ---------------------------------------------------------------------

@@ -114,6 +114,9 @@ from persistence.validation import (
 )
 from persistence.vector_mirror import VectorMirror
 
+_ANY_TIER, _ = memory_sql.fetch_any_query("")  # the statement of every uncached get
+_any_tier_memory = memory_sql.any_tier_memory
+
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 128
 """Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
@@ -184,8 +187,7 @@ class SQLiteStore:
         self.exact_scan_max = EXACT_SCAN_MAX
         self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
         self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
-        self.db.before_commit(self._collect_graph)
-        self.db.before_commit(self._update_keyword_index)
+        self.db.before_commit(self._before_commit)
         self.db.after_exclusive(self._vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 
@@ -388,6 +390,22 @@ class SQLiteStore:
         """A connection of its own for one read snapshot (for integrity checks)."""
         return self.db.fresh_read_connection()
 
+    def _before_commit(self, conn: apsw.Connection) -> None:
+        """The work a transaction leaves for its commit: provenance-safe forgetting (what
+        deleted memories alone supported goes), then the keyword index. One statement
+        looks for both (every ``remember()`` commits; collecting touches no tier table,
+        so the keyword counts stay right)."""
+        if not (self._graph and self._keyword_dirty):
+            self._collect_graph(conn)
+            self._update_keyword_index(conn)
+            return
+        pending = conn.execute(_PENDING_WORK).fetchall()
+        counts = [row for row in pending if row[0] is not None]
+        if len(counts) < len(pending):  # graph_dirty holds rows
+            graph_sql.collect_garbage(conn)
+        if counts:
+            index_sql.update_keyword_index(conn, counts)
+
     def _collect_graph(self, conn: apsw.Connection) -> None:
         """Provenance-safe forgetting: what deleted memories alone supported goes."""
         if self._graph:
@@ -496,20 +514,22 @@ class SQLiteStore:
                 raise
             if blob is not None:
                 sizes.add(len(blob) // 4)
-            tags = tuple(dict.fromkeys(memory.tags))
-            prepared.append((memory_sql.as_stored(memory, row, tags=tags), row))
+            tags = memory.tags
+            tags = tuple(tags) if len(tags) < 2 else tuple(dict.fromkeys(tags))
+            prepared.append((memory_sql.as_stored(memory, row, tags), row))
         ids = [memory.id for memory, _ in prepared]
-        if len(set(ids)) != len(ids):
+        if len(ids) > 1 and len(set(ids)) != len(ids):
             raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")
         for schedule in schedules:
             validate_schedule(schedule)
-        unknown = {s.memory_id for s in schedules} - set(ids)
-        if unknown:
-            raise MemoryNotFoundError(
-                f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
-            )
+        if schedules and (len(schedules) > 1 or schedules[0].memory_id not in ids):
+            unknown = {s.memory_id for s in schedules}.difference(ids)
+            if unknown:
+                raise MemoryNotFoundError(
+                    f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
+                )
         with self.transaction() as conn:
-            for dim in sorted(sizes):
+            for dim in sorted(sizes) if sizes else ():
                 self._check_dim(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)
             if taken:
@@ -649,8 +669,7 @@ class SQLiteStore:
         """The memory with that id in whichever tier holds it, or ``None``."""
         if type(memory_id) is not str:
             require_str(memory_id, "memory_id")
-        sql, params = memory_sql.fetch_any_query(memory_id)
-        return memory_sql.any_tier_memory(self.db.read_row(sql, params))
+        return _any_tier_memory(self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id)))
 
     # --- promotion ----------------------------------------------------------------------
 
@@ -1153,6 +1172,13 @@ _STAT_QUERIES = {
     "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
     "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
 }
+
+
+_PENDING_WORK = (
+    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1, 0 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
+)
+"""Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
+:meth:`SQLiteStore._before_commit`)."""
 
 
 def _file_size(path: str) -> int:

@@ -287,3 +287,24 @@ def test_sigkill_while_the_thread_merges_loses_no_returned_write(tmp_path: Path)
             (mapped,) = conn.execute("SELECT memory_id FROM memory_index WHERE rowid = ?", (rowid,))
             assert mapped[0] == memory_id
     assert len(reported) > 50
+
+
+def test_commits_while_the_thread_copies_do_not_queue_a_second_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """They are the next round's: queued, they made a checkpoint (two syncs) of a few
+    pages right after every round."""
+    with SQLiteStore(tmp_path / "rounds.db", wal_autocheckpoint=PAGES) as store:
+        checkpointer, writer = store.db._checkpointer, store.db.writer
+        assert checkpointer is not None and writer is not None
+        wakes: list[bool] = []
+        wake = checkpointer._wake.set
+        checkpointer._wake.set = lambda: (wakes.append(True), wake())[1]  # type: ignore[method-assign]
+        checkpointer._copied = 0
+        checkpointer._idle_due = True  # (writes under way: no idle wake)
+        checkpointer._copying = True  # as during the thread's checkpoint
+        checkpointer._committed(writer, "main", 2 * PAGES)
+        assert wakes == [] and not checkpointer._checkpoint_due
+        checkpointer._copying = False
+        checkpointer._committed(writer, "main", 2 * PAGES)
+        assert wakes == [True]  # past the threshold, no copy under way: due

@@ -5,15 +5,30 @@ written."""
 
 from __future__ import annotations
 
+import struct
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import fields, replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 
-from persistence import Memory, SQLiteStore, StoreClosedError, Tier, TieredMemoryError
+from persistence import (
+    Memory,
+    RepetitionSchedule,
+    SQLiteStore,
+    StoreClosedError,
+    Tier,
+    TieredMemoryError,
+    memory_sql,
+    validation,
+)
 from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal
 from persistence.database import Database
-from persistence.records import SessionState
+from persistence.records import _MEMORY_SLOTS, MEMORY_FIELDS, SessionState, memory_from_values
 
 
 def _open(path: str) -> Database:
@@ -46,6 +61,36 @@ def test_close_waits_for_a_read_under_way_on_another_thread(tmp_path: Path) -> N
     assert seen == [1] and not db.is_open and db.readers == []
     with pytest.raises(StoreClosedError):
         db.reading()
+
+
+def test_close_waits_for_a_one_row_read_under_way_on_another_thread(tmp_path: Path) -> None:
+    """``read_row`` (every uncached get) counts its read without a lock: close still waits."""
+    db = _open(str(tmp_path / "engine.db"))
+    reading, release = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def held() -> int:
+        reading.set()
+        release.wait()
+        return 7
+
+    def read() -> None:
+        db._thread_reader().create_scalar_function("held", held)
+        seen.append(db.read_row("SELECT held()", ()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert reading.wait(10)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # held off by the read
+    release.set()
+    reader.join()
+    closer.join(10)
+    assert not closer.is_alive() and seen == [(7,)] and not db.is_open and db.readers == []
+    with pytest.raises(StoreClosedError):
+        db.read_row("SELECT 1", ())
 
 
 @pytest.mark.parametrize("where", ["file", "memory"])
@@ -113,3 +158,88 @@ def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:
             read.metadata["x"] = 1  # type: ignore[index]
     (inserted,) = store.insert_memories([Memory.create("x", tags=("t", "t", "u"), id="ins")])
     assert inserted.tags == ("t", "u") and store.get_memory("ins") == inserted
+
+
+def test_every_memory_field_is_filled_from_its_own_column() -> None:
+    """Rows are decoded and memories copied by filling slots without a length check:
+    the columns a row holds and the fields of Memory must agree, name for name."""
+    assert len(MEMORY_FIELDS) == len(_MEMORY_SLOTS) == len(fields(Memory))
+    read = (*memory_sql._COLUMNS, "key", "tags")  # a _select row: columns, key, tags
+    assert sorted(read) == sorted(set(MEMORY_FIELDS) - {"tier"}) and len(read) == len(set(read))
+    json_columns = {"metadata": '{"field": "metadata"}', "linked_memories": '["linked"]',
+                    "tags": '["tags"]', "embedding": struct.pack("<f", 0.5)}  # fmt: skip
+    row = tuple(json_columns.get(name, f"value of {name}") for name in read)
+    memory = memory_sql.any_tier_memory((*row, "semantic"))
+    assert memory is not None
+    expected = {name: f"value of {name}" for name in read}
+    expected |= {"tier": Tier.SEMANTIC, "metadata": {"field": "metadata"},
+                 "linked_memories": ("linked",), "tags": ("tags",)}  # fmt: skip
+    for name in MEMORY_FIELDS:  # reading a field left unfilled raises AttributeError
+        if name == "embedding":
+            assert memory.embedding is not None and list(memory.embedding) == [0.5]
+        else:
+            assert getattr(memory, name) == expected[name], name
+    copy = memory_from_values([getattr(memory, name) for name in MEMORY_FIELDS])
+    assert all(getattr(copy, name) is getattr(memory, name) for name in MEMORY_FIELDS)
+
+
+_ODD_VALUES = (None, "", "x", "é", "\ud800", 0, 1, -1, 2**62, 2**62 + 1, 2**63, True, 0.0, 0.5,
+               1.0, 1.5, -0.0, float("nan"), float("inf"), (), ("a",), ("",), ["a"], "ab",
+               ("\ud800",), {}, {"k": 1}, MappingProxyType({}), OrderedDict(), Tier.EPISODIC,
+               "episodic")  # fmt: skip
+
+
+def _agrees(plain: bool, check: Callable[[Any], None], odd: object) -> bool:
+    """A value the fast path accepts is one the field-by-field checks accept too."""
+    if not plain:
+        return True
+    try:
+        check(odd)
+    except TieredMemoryError:
+        return False
+    return True
+
+
+def test_the_fast_validation_path_accepts_nothing_the_full_checks_refuse() -> None:
+    def full(memory: Any) -> None:
+        validation._check_memory(memory, None)
+
+    base = Memory.create("content", tags=["t"], metadata={}, token_count=3, now=5)
+    assert validation._plain_memory(base)  # what remember() writes takes the fast path
+    for name in MEMORY_FIELDS:
+        for value in _ODD_VALUES:
+            odd = replace(base, **{name: value})
+            assert _agrees(validation._plain_memory(odd), full, odd), (name, value)
+    schedule = RepetitionSchedule("id", next_review_at=5, interval_ms=10)
+    assert validation._plain_schedule(schedule)
+    for name in (f.name for f in fields(RepetitionSchedule)):
+        for value in _ODD_VALUES:
+            odd = replace(schedule, **{name: value})
+            plain = validation._plain_schedule(odd)
+            assert _agrees(plain, validation._check_schedule, odd), (name, value)
+
+
+def test_memory_create_fills_the_dataclass_defaults() -> None:
+    """Memory.create fills slots itself for the fields a caller chooses: what it makes
+    equals the dataclass's own construction, defaults included."""
+    made = Memory.create("x", Tier.SEMANTIC, id="i", now=7)
+    assert made == Memory(id="i", content="x", tier=Tier.SEMANTIC, created_at=7, updated_at=7)
+    assert made.metadata == {} and made.metadata is not Memory.create("y").metadata
+    assert made.embedding is None
+    chosen = {"key": "k", "session_id": "s", "agent_id": "a", "category": "c", "tags": ("t",),
+              "importance": 0.25, "retention": 0.5, "token_count": 3, "source": "src",
+              "metadata": {"m": 1}, "linked_memories": ("l",), "access_count": 2,
+              "last_accessed_at": 5, "speaker": "Ann"}  # fmt: skip
+    made = Memory.create("x", Tier.SEMANTIC, id="i", now=7, **chosen)
+    assert made == Memory(id="i", content="x", tier=Tier.SEMANTIC, created_at=7, updated_at=7,
+                          **chosen)  # fmt: skip
+    assert {f.name for f in fields(Memory)} - set(chosen) == {
+        "id",
+        "content",
+        "tier",
+        "created_at",
+        "updated_at",
+        "embedding",
+    }  # every field a caller may choose is chosen above (embedding: compared by identity)
+    with pytest.raises(TypeError):
+        Memory.create("x", bogus=1)

@@ -47,3 +47,16 @@ def test_remember_takes_exactly_the_new_memory_fields() -> None:
     per_call = {"dedup"}  # how this call writes, not a field
     assert taken == set(NEW_MEMORY_FIELDS) | {"tier", "key"} | graph_facts | per_call
     assert all(name in {f for f in Memory.__dataclass_fields__} for name in NEW_MEMORY_FIELDS)
+
+
+def test_remember_stores_every_new_memory_field_it_is_given() -> None:
+    chosen = {"session_id": None, "agent_id": "agent", "importance": 0.25, "tags": ["a", "b"],
+              "metadata": {"k": 1}, "source": "src", "category": "cat",
+              "embedding": None, "speaker": "Ann"}  # fmt: skip
+    assert set(chosen) == set(NEW_MEMORY_FIELDS)
+    with AgentMemoryManager.in_memory(embedder=None) as memory:
+        stored = memory.remember("text", **chosen)
+        for name, value in chosen.items():
+            expected = tuple(value) if name == "tags" else value
+            assert getattr(stored, name) == expected, name
+            assert getattr(memory.get(stored.id), name) == expected, name

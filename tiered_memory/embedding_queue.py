@@ -231,7 +231,8 @@ class EmbeddingQueue:
 
     def notify(self) -> None:
         """Tell the background thread that there may be new work."""
-        self._wake.set()
+        if not self._wake.is_set():  # set already: the thread has not cleared it yet, and
+            self._wake.set()  # looks for work after it does (Event.set costs ~1 µs)
 
     def stop(self) -> None:
         """Stop the background thread after its current batch and wait for it."""

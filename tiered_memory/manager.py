@@ -297,7 +297,8 @@ class AgentMemoryManager:
         whose records differ by more than their text, like the LangGraph store's items).
         """
         self._require_open()
-        tier = parse_tier(tier)
+        if type(tier) is not Tier:
+            tier = parse_tier(tier)
         if dedup is not None:
             require_bool(dedup, "dedup")
         require_str(content, "content")
@@ -307,11 +308,14 @@ class AgentMemoryManager:
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
-        facts = entity_facts(entities), relation_facts(relations)
+        no_facts = entities is None and relations is None
+        facts = ([], []) if no_facts else (entity_facts(entities), relation_facts(relations))
         now = self.clock()
-        values = (session_id, agent_id, importance, tags, metadata, source, category, embedding,
-                  speaker)  # fmt: skip
-        chosen: dict[str, Any] = dict(zip(NEW_MEMORY_FIELDS, values, strict=True))
+        chosen: dict[str, Any] = {  # NEW_MEMORY_FIELDS (tests/test_memory_fields.py)
+            "session_id": session_id, "agent_id": agent_id, "importance": importance,
+            "tags": tags, "metadata": metadata, "source": source, "category": category,
+            "embedding": embedding, "speaker": speaker,
+        }  # fmt: skip
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True):
             if session_id is not None:

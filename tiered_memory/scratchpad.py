@@ -180,7 +180,9 @@ class Scratchpad:
         one view (single lookups, never an iteration), which is never changed once it is
         committed but for recency.
         """
-        entries = self._view()
+        pending = self._pending  # self._view(), inlined
+        in_transaction = pending is not None and self._store.in_transaction
+        entries = pending if in_transaction and pending is not None else self._committed
         key = entries.key_of.get(memory_id)
         return None if key is None else entries.by_key.get(key)
 

@@ -51,7 +51,7 @@ from typing import Any
 import apsw
 import orjson
 
-from persistence.connection import connection_sqlite_vec
+from persistence.sqlite.connection import connection_sqlite_vec
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 State = dict[str, tuple[str, str]]  # memory id -> (content, tier)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embeddings import OnnxEmbedder
-from tiered_memory.recall import RecallSettings
-from tiered_memory.rerank import SessionContextReranker
+from tiered_memory.embedding.embedders import OnnxEmbedder
+from tiered_memory.recall.rerank import SessionContextReranker
+from tiered_memory.recall.settings import RecallSettings
 
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
 

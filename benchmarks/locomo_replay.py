@@ -30,10 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.eval_locomo import DEFAULT_DATA, evaluate, format_table, load_locomo  # noqa: E402
 from tiered_memory import AgentMemoryManager  # noqa: E402
-from tiered_memory.conversation import answer_bonus, is_question, named_speaker  # noqa: E402
-from tiered_memory.embeddings import OnnxEmbedder  # noqa: E402
-from tiered_memory.recall import fuse, fuse_scores, keyword_query  # noqa: E402
-from tiered_memory.rerank import RerankCandidate, SessionContextReranker  # noqa: E402
+from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
+from tiered_memory.recall.conversation import answer_bonus, is_question, named_speaker  # noqa: E402
+from tiered_memory.recall.fusion import fuse, fuse_scores
+from tiered_memory.recall.rerank import RerankCandidate, SessionContextReranker  # noqa: E402
+from tiered_memory.recall.settings import keyword_query  # noqa: E402
 
 DEPTH = 100
 

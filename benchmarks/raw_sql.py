@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apsw
 
-from persistence import memory_sql
+from persistence.sqlite.sql import memory_sql
 
 _COLUMNS = ", ".join(memory_sql._COLUMNS)
 

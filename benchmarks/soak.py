@@ -44,7 +44,7 @@ import apsw
 import numpy as np
 import orjson
 
-from persistence.connection import connection_sqlite_vec
+from persistence.sqlite.connection import connection_sqlite_vec
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 WORDS = ("garden", "apple", "river", "window", "coffee", "piano", "winter", "letter", "ticket",

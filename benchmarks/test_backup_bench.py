@@ -18,7 +18,9 @@ import orjson
 import pytest
 
 from benchmarks.smoke import size
-from persistence import Memory, QueryOptions, SQLiteStore, Tier, memory_sql
+from persistence import Memory, QueryOptions, Tier
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.sql import memory_sql
 from tiered_memory import AgentMemoryManager
 
 COUNT = size(100_000, 300)

@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 
 from benchmarks.smoke import size, smoke
-from persistence import Memory, SQLiteStore, Tier, bulk_index, graph_sql
+from persistence import Memory, Tier
+from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite.sql import graph_sql
 from tiered_memory import AgentMemoryManager, RecallSettings
 
 MEMORIES = size(100_000, 300)

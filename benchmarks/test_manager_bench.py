@@ -25,8 +25,9 @@ import pytest
 
 from benchmarks.raw_sql import raw_promote
 from benchmarks.smoke import size
-from persistence import Memory, Tier, memory_sql, schema_sql
-from persistence.connection import ConnectionOptions, connect, connection_wal
+from persistence import Memory, Tier
+from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
+from persistence.sqlite.sql import memory_sql, schema_sql
 from tiered_memory import AgentMemoryManager
 
 PREFILL = size(10_000, 1_200)  # more than the cache (1,000) holds: uncached gets miss

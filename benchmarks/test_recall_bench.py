@@ -23,11 +23,14 @@ import pytest
 
 from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
-from persistence import Memory, SessionState, SQLiteStore, Tier, bulk_index, memory_sql
-from tiered_memory import AgentMemoryManager, compact_model, quality_model
-from tiered_memory.embeddings import OnnxEmbedder
-from tiered_memory.recall import RecallSettings, keyword_query
-from tiered_memory.rerank import SessionContextReranker
+from persistence import Memory, SessionState, Tier
+from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite.sql import memory_sql
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embedding import compact_model, quality_model
+from tiered_memory.embedding.embedders import OnnxEmbedder
+from tiered_memory.recall.rerank import SessionContextReranker
+from tiered_memory.recall.settings import RecallSettings, keyword_query
 
 DIM = 384
 WORDS = [f"w{i}" for i in range(5000)]
@@ -392,7 +395,7 @@ def test_filtered_recall_latency(corpus: Any) -> None:
 RSS_PROBE = """
 import sys
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embeddings import OnnxEmbedder
+from tiered_memory.embedding.embedders import OnnxEmbedder
 
 # The shipped model (or the compact one's folder), under the file's model id.
 model = OnnxEmbedder(sys.argv[3] or None, model_id="bench-random")

@@ -18,8 +18,10 @@ import pytest
 
 from benchmarks.raw_sql import raw_promote
 from benchmarks.smoke import size
-from persistence import Memory, QueryOptions, SQLiteStore, Tier, memory_sql
-from persistence.connection import ConnectionOptions, connect, connection_wal
+from persistence import Memory, QueryOptions, Tier
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
+from persistence.sqlite.sql import memory_sql
 
 PREFILL = size(10_000, 300)
 DIM = 384

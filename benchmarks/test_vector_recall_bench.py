@@ -30,7 +30,9 @@ import numpy as np
 import pytest
 
 from benchmarks.smoke import size, smoke
-from persistence import Memory, MemoryFilter, SQLiteStore, Tier, bulk_index, memory_sql
+from persistence import Memory, MemoryFilter, Tier
+from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite.sql import memory_sql
 
 DIM = 384
 K = 10

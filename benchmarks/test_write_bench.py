@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from benchmarks.smoke import size, smoke
-from persistence.connection import ConnectionOptions, connect, connection_wal
+from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
 from tiered_memory import AgentMemoryManager
 
 DIM = 384

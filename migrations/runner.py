@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import re
 import time
@@ -58,9 +59,9 @@ def available_migrations() -> list[Migration]:
 
 
 def _package_path() -> list[str]:
-    import migrations
-
-    return list(migrations.__path__)
+    """The folder of this package (the runner's own folder: no import of the package,
+    which imports the runner)."""
+    return [os.path.dirname(os.path.abspath(__file__))]
 
 
 def read_schema_version(conn: apsw.Connection) -> int:

@@ -1,11 +1,12 @@
 """The storage parts a manager is built from, chosen in one place.
 
-:func:`build_backend` is the only place that names the SQLite classes for the domain:
+:func:`build_backend` is the only place that names an engine's classes for the domain:
 ``AgentMemoryManager`` takes a :class:`Backend` and uses its parts through their
 Protocols (:class:`~persistence.MemoryStorage`, :class:`~persistence.GraphStorage`,
 :class:`~persistence.cache_layer.TransactionHooks`). A second backend (PostgreSQL +
 pgvector, say) is one more branch here, picked by the location (a ``postgresql://``
-URL), and the domain does not change.
+URL), and the domain does not change. :func:`migrate` and :func:`check_current` are the
+operator's two file commands, picked the same way.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from persistence.backup import BackupManager
 from persistence.cache_layer import TransactionHooks
-from persistence.connection import Synchronous
-from persistence.encryption import Key
-from persistence.graph_store import GraphStore
-from persistence.sqlite_store import SQLiteStore
+from persistence.records import Synchronous
+from persistence.sqlite.backup import BackupManager
+from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.store import SQLiteStore
 from persistence.storage import GraphStorage, MemoryStorage
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
+
+Key = str | bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,4 +63,17 @@ def build_backend(
     return Backend(store, GraphStore(store), store.db, BackupManager(store, backup_dir))
 
 
-__all__ = ["Backend", "build_backend"]
+def migrate(location: str | os.PathLike[str], *, key: Key | None = None) -> tuple[int, int]:
+    """Bring an existing database to the current schema: ``(version before, after)``.
+    Nothing is created: a missing, empty or foreign database is refused as it was."""
+    return SQLiteStore.migrate(location, key)
+
+
+def check_current(location: str | os.PathLike[str], *, key: Key | None = None) -> None:
+    """Raise the specific :class:`~persistence.TieredMemoryError` if ``location`` is not
+    an existing database at the current schema that ``key`` opens (read-only: nothing is
+    created, migrated or written)."""
+    SQLiteStore(location, read_only=True, key=key).open().close()
+
+
+__all__ = ["Backend", "Key", "build_backend", "check_current", "migrate"]

@@ -6,9 +6,10 @@ use :func:`dataclasses.replace` to derive a changed copy.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -513,3 +514,18 @@ class ImportResult:
     def skipped(self) -> int:
         """Rows left as they were in all tables."""
         return sum(c.skipped for c in self.tables.values())
+
+
+def content_hash(text: str) -> bytes:
+    """The cache key of a text: its SHA-256 (32 bytes)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+Progress = Callable[[int, int], None]
+"""A progress callback: ``(done, total)``, called as long work (backup, export, import)
+advances."""
+
+
+Synchronous = Literal["NORMAL", "FULL"]
+"""Durability of a commit: ``"NORMAL"`` survives a crash of the process, ``"FULL"`` also a
+power cut."""

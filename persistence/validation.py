@@ -26,6 +26,7 @@ from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import (
     ForgettingRecord,
     Memory,
+    MemoryFilter,
     PromotionRecord,
     RepetitionSchedule,
     SessionState,
@@ -374,3 +375,18 @@ def require_str_tuple(value: Any, what: str) -> None:
         raise InvalidTypeError(f"{what} must be a sequence of str, got {type(value).__name__}")
     for item in value:
         require_str(item, f"each of {what}", allow_empty=False)
+
+
+def validate_filter(where: MemoryFilter) -> None:
+    """Refuse a filter the searches cannot honour, before anything runs."""
+    if not isinstance(where, MemoryFilter):
+        raise InvalidTypeError(f"where must be a MemoryFilter, got {type(where).__name__}")
+    if where.tier is not None and not isinstance(where.tier, Tier):
+        raise InvalidTypeError(f"where.tier must be a Tier, got {type(where.tier).__name__}")
+    for name in ("session_id", "agent_id"):
+        require_str(getattr(where, name), name, allow_none=True)
+    require_str_tuple(where.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(where, name), name, allow_none=True)
+    if where.min_retention is not None:
+        require_unit_float(where.min_retention, "min_retention")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from persistence import SQLiteStore, checkpointer
+from persistence.sqlite import SQLiteStore, checkpointer
 from tiered_memory import AgentMemoryManager
 
 
@@ -123,7 +123,7 @@ def old_schema_store(path: Path, version: int) -> Iterator[SQLiteStore]:
     the ``speaker`` column of version 9 is there while the block runs and dropped after
     it, so the file that is left is exactly a version-``version`` file with those rows."""
     from migrations import available_migrations
-    from persistence.connection import ConnectionOptions, connect
+    from persistence.sqlite.connection import ConnectionOptions, connect
 
     assert version < 9
     with SQLiteStore(path, migrations=available_migrations()[:version]) as store:

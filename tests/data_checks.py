@@ -7,7 +7,7 @@ from pathlib import Path
 
 import apsw
 
-from persistence.connection import connection_sqlite_vec
+from persistence.sqlite.connection import connection_sqlite_vec
 
 
 def open_raw(path: Path, readonly: bool = False) -> apsw.Connection:

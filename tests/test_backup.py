@@ -24,9 +24,9 @@ from persistence import (
     NotADatabaseError,
     SameDatabaseError,
     SchemaTooNewError,
-    SQLiteStore,
     Tier,
 )
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock, old_schema_store
 from tests.data_checks import data_checksum, open_raw
 from tests.populate import populate

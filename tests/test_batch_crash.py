@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from persistence import SQLiteStore
+from persistence.sqlite import SQLiteStore
 from tests.crash_checks import kill_after, read_state
 from tests.data_checks import open_raw
 from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size

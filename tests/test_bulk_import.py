@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistence import BackupManager, Memory, SQLiteStore, Tier, bulk_index, json_import  # noqa: F401
+from persistence import Memory, Tier
 from persistence.errors import StorageError
+from persistence.formats import json_import  # noqa: F401
 from persistence.records import SessionState
+from persistence.sqlite import BackupManager, SQLiteStore, bulk_index
 from tests.data_checks import data_checksum, open_raw
 
 COUNT = json_import.BULK_AT + 200

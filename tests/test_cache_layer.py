@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from persistence import CacheLayer, InvalidInputError, Memory, SQLiteStore, Tier
+from persistence import CacheLayer, InvalidInputError, Memory, Tier
+from persistence.sqlite import SQLiteStore
 from tiered_memory import AgentMemoryManager
 
 

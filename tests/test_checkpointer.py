@@ -17,9 +17,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from persistence import Memory, SQLiteStore, Tier
-from persistence.backup import BackupManager
-from persistence.checkpointer import FAILURES_TO_STOP, HARD_FACTOR
+from persistence import Memory, Tier
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.backup import BackupManager
+from persistence.sqlite.checkpointer import FAILURES_TO_STOP, HARD_FACTOR
 from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
 
 WORKER = str(Path(__file__).with_name("worker.py"))

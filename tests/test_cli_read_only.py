@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from migrations import LATEST_VERSION, available_migrations
-from persistence import SQLiteStore, Tier
+from persistence import Tier
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.test_cli import run
 from tests.test_read_only import fingerprint

@@ -12,8 +12,9 @@ import onnx
 import pytest
 
 from persistence import EmbedderError, EmbeddingModelMismatchError
-from tiered_memory import AgentMemoryManager, compact_model
-from tiered_memory.embeddings import DEFAULT_MODEL_ID, OnnxEmbedder
+from tiered_memory import AgentMemoryManager
+from tiered_memory.embedding import compact_model
+from tiered_memory.embedding.embedders import DEFAULT_MODEL_ID, OnnxEmbedder
 
 SENTENCES = [
     "My sister adopted two cats from the shelter in March.",

@@ -17,10 +17,10 @@ from persistence import (
     InvalidInputError,
     Memory,
     QueryOptions,
-    SQLiteStore,
     StoreClosedError,
     Tier,
 )
+from persistence.sqlite import SQLiteStore
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 

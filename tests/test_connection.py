@@ -13,11 +13,11 @@ from persistence import (
     ForeignDatabaseError,
     MissingDirectoryError,
     NotADatabaseError,
-    SQLiteStore,
     StoreClosedError,
 )
-from persistence.connection import ConnectionOptions, connect
 from persistence.errors import InvalidInputError
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.connection import ConnectionOptions, connect
 from tests.conftest import file_digest
 
 

@@ -19,11 +19,12 @@ import numpy as np
 import orjson
 import pytest
 
-from persistence import InvalidImportError, InvalidInputError, Memory, SQLiteStore, Tier
+from persistence import InvalidImportError, InvalidInputError, Memory, Tier
+from persistence.sqlite import SQLiteStore
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, MemoryConfig
-from tiered_memory.embeddings import CHARS_PER_TOKEN, OnnxEmbedder, token_prefix
+from tiered_memory.embedding.embedders import CHARS_PER_TOKEN, OnnxEmbedder, token_prefix
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 HUGE = "x" * 10_000_000

@@ -10,9 +10,10 @@ import pytest
 
 from persistence import InvalidInputError
 from tiered_memory import AgentMemoryManager
-from tiered_memory.conversation import answer_bonus, named_speaker
-from tiered_memory.embeddings import OnnxEmbedder
-from tiered_memory.recall import RecallHit, RecallSettings
+from tiered_memory.embedding.embedders import OnnxEmbedder
+from tiered_memory.recall.conversation import answer_bonus, named_speaker
+from tiered_memory.recall.settings import RecallSettings
+from tiered_memory.recall.types import RecallHit
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 

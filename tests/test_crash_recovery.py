@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from persistence import SQLiteStore, Tier
+from persistence import Tier
+from persistence.sqlite import SQLiteStore
 from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
 
 WORKER = str(Path(__file__).with_name("worker.py"))

@@ -11,9 +11,9 @@ import apsw
 import pytest
 
 from persistence import ReadOnlyError, StoreClosedError, TransactionAbortedError
-from persistence import database as database_module
-from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal, query_all
-from persistence.database import Database
+from persistence.sqlite import database as database_module
+from persistence.sqlite.connection import MEMORY_PATH, ConnectionOptions, connection_wal, query_all
+from persistence.sqlite.database import Database
 
 
 class Boom(Exception):

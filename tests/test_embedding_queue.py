@@ -16,10 +16,10 @@ import orjson
 import pytest
 
 from persistence import Tier
-from persistence.embedding_cache_sql import content_hash
+from persistence.records import content_hash
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embeddings import EmbedderError
+from tiered_memory.embedding.embedders import EmbedderError
 
 
 class CountingEmbedder:

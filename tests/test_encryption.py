@@ -23,10 +23,9 @@ from persistence import (
     Memory,
     PlaintextExportError,
     QueryOptions,
-    SQLiteStore,
     Tier,
-    encryption,
 )
+from persistence.sqlite import SQLiteStore, encryption
 from tests.conftest import FakeClock, file_digest
 from tests.crash_checks import kill_after
 from tests.test_storage_faults import disk, needs_root  # noqa: F401 - a fixture

@@ -18,7 +18,7 @@ from persistence import Memory, MemoryFilter, Tier
 from tests.conftest import FakeClock
 from tests.worker import HashEmbedder, hash_vector
 from tiered_memory import AgentMemoryManager, MemoryConfig
-from tiered_memory.recall import RecallSettings
+from tiered_memory.recall.settings import RecallSettings
 
 WORDS = ("apple", "pie", "river", "stone", "cloud", "lamp")
 DAY = 86_400_000
@@ -180,7 +180,7 @@ def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path:
 def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: Path) -> None:
     """A filter that accepts few memories is searched through their rowids (index_sql
     ``narrow_rowids``); it must give the very rows and scores of the wide search."""
-    from persistence import index_sql
+    from persistence.sqlite.sql import index_sql
 
     rng = np.random.default_rng(5)
     with _open(tmp_path / "narrow.db") as memory:

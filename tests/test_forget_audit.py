@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from persistence import BackupManager, Memory, SQLiteStore, Tier
-from persistence.connection import query_all
+from persistence import Memory, Tier
+from persistence.sqlite import BackupManager, SQLiteStore
+from persistence.sqlite.connection import query_all
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 

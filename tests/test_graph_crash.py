@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from persistence import graph_sql
+from persistence.sqlite.sql import graph_sql
 from tests.crash_checks import kill_after
 from tests.data_checks import open_raw
 from tiered_memory import AgentMemoryManager

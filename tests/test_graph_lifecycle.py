@@ -16,7 +16,7 @@ from persistence import Tier
 from persistence.records import Memory
 from tests.conftest import FakeClock, old_schema_store
 from tiered_memory import AgentMemoryManager
-from tiered_memory.extraction import DefaultExtractor, Extraction
+from tiered_memory.graph.extraction import DefaultExtractor, Extraction
 
 DAY = 86_400_000
 

@@ -19,16 +19,16 @@ import pytest
 from persistence import (
     Memory,
     RepetitionSchedule,
-    SQLiteStore,
     StoreClosedError,
     Tier,
     TieredMemoryError,
-    memory_sql,
     validation,
 )
-from persistence.connection import MEMORY_PATH, ConnectionOptions, connection_wal
-from persistence.database import Database
 from persistence.records import _MEMORY_SLOTS, MEMORY_FIELDS, SessionState, memory_from_values
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.connection import MEMORY_PATH, ConnectionOptions, connection_wal
+from persistence.sqlite.database import Database
+from persistence.sqlite.sql import memory_sql
 
 
 def _open(path: str) -> Database:

@@ -14,7 +14,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from persistence import CorruptDatabaseError, integrity_sql
+from persistence import CorruptDatabaseError
+from persistence.sqlite.sql import integrity_sql
 from tiered_memory import AgentMemoryManager, Tier
 
 WORDS = ["garden", "apple", "river", "stone", "cloud", "paper", "lamp", "violin", "harbor", "maple"]

@@ -12,8 +12,10 @@ import apsw
 
 from migrations import LATEST_VERSION
 from migrations import v008_keyword_window_order as keyword_window
-from persistence import BackupManager, Memory, MemoryFilter, SQLiteStore, Tier, index_sql
+from persistence import Memory, MemoryFilter, Tier
 from persistence.records import SessionState
+from persistence.sqlite import BackupManager, SQLiteStore
+from persistence.sqlite.sql import index_sql
 from tests.conftest import old_schema_store
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from persistence.sqlite_log import route_sqlite_log
+from persistence.sqlite.log import route_sqlite_log
 from tiered_memory import AgentMemoryManager
 
 

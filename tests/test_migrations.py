@@ -10,8 +10,9 @@ import pytest
 
 import migrations
 from migrations import v001_initial
-from persistence import Memory, MigrationError, SchemaTooNewError, SQLiteStore, Tier
-from persistence.connection import ConnectionOptions, connect
+from persistence import Memory, MigrationError, SchemaTooNewError, Tier
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.connection import ConnectionOptions, connect
 from tests.conftest import file_digest, old_schema_store
 
 REFERENCE_TABLES = {
@@ -217,8 +218,8 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
     """Version 11 widens the two relation indexes a graph walk reads so that they cover
     every column it asks for: the walk then reads no table row, and finds what it found
     through the version-10 indexes."""
-    from persistence import graph_sql
-    from persistence.graph_store import GraphStore
+    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.sql import graph_sql
 
     v10 = migrations.available_migrations()[:10]
     sql = "EXPLAIN QUERY PLAN " + graph_sql.hop_sql(True)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from persistence import EmbedderError, InvalidInputError
-from tiered_memory import quality_model
-from tiered_memory.embeddings import OnnxEmbedder
+from tiered_memory.embedding import quality_model
+from tiered_memory.embedding.embedders import OnnxEmbedder
 
 VOCAB, HIDDEN, HEADS, LAYERS, INNER = 20, 8, 2, 2, 16
 

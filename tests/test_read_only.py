@@ -24,10 +24,10 @@ from persistence import (
     NotADatabaseError,
     ReadOnlyError,
     SchemaTooNewError,
-    SQLiteStore,
     Tier,
 )
 from persistence.errors import EmbeddingModelMismatchError
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock, file_digest
 from tests.worker import HashEmbedder
 from tiered_memory import AgentMemoryManager

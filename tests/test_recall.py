@@ -14,8 +14,8 @@ import pytest
 from persistence import EmbeddingModelMismatchError, InvalidInputError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embeddings import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
-from tiered_memory.recall import RecallSettings, keyword_query
+from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
+from tiered_memory.recall.settings import RecallSettings, keyword_query
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 

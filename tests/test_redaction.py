@@ -13,14 +13,9 @@ import pytest
 from tests.conftest import FakeClock
 from tests.data_checks import data_checksum
 from tests.secret_corpus import Case, corpus
-from tiered_memory import (
-    AgentMemoryManager,
-    InvalidTypeError,
-    MemoryConfig,
-    SecretsFoundError,
-    Tier,
-)
-from tiered_memory.redaction import METADATA_KEY, Redaction, SecretRedactor
+from tiered_memory import AgentMemoryManager, MemoryConfig, Tier
+from tiered_memory.core.redaction import METADATA_KEY, Redaction, SecretRedactor
+from tiered_memory.errors import InvalidTypeError, SecretsFoundError
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo-dev.json"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from persistence import EmbeddingModelMismatchError, Tier
-from persistence.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
 from tests.crash_checks import kill_after
 from tests.data_checks import data_checksum, open_raw
 from tests.worker import HashEmbedder, hash_vector

@@ -19,7 +19,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
 )
-from persistence import database as database_module
+from persistence.sqlite import database as database_module
 from tests.test_keyword_context import found, rebuilt_scores_and_size, scores_and_size
 from tiered_memory import AgentMemoryManager
 
@@ -180,7 +180,7 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
 def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memory: Make) -> None:
     """A batch of at least ``BATCH_ROWS`` writes its keyword rows with FTS5's automerge
     off and sets it back before the commit."""
-    from persistence import index_sql
+    from persistence.sqlite.sql import index_sql
 
     def automerge() -> object:
         with memory.store.read_connection() as conn:

@@ -12,14 +12,14 @@ import pytest
 
 from persistence import EmbedderError, InvalidInputError
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embeddings import OnnxEmbedder
-from tiered_memory.recall import RecallSettings
-from tiered_memory.rerank import (
+from tiered_memory.embedding.embedders import OnnxEmbedder
+from tiered_memory.recall.rerank import (
     OnnxCrossEncoder,
     RerankCandidate,
     Reranker,
     SessionContextReranker,
 )
+from tiered_memory.recall.settings import RecallSettings
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 WORDS = ["garden", "tomato", "sailing", "boat", "tax", "piano", "the", "my", "is"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from persistence import Memory, SQLiteStore, schema_sql
-from persistence.connection import query_all
+from persistence import Memory
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.connection import query_all
+from persistence.sqlite.sql import schema_sql
 
 
 def _schema(store: SQLiteStore, kind: str, like: str) -> dict[str, str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from persistence import GraphStorage, GraphStore, MemoryStorage, SQLiteStore
+from persistence import GraphStorage, MemoryStorage
+from persistence.sqlite import GraphStore, SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store

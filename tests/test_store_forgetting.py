@@ -10,9 +10,9 @@ from persistence import (
     QueryOptions,
     RepetitionSchedule,
     SessionState,
-    SQLiteStore,
     Tier,
 )
+from persistence.sqlite import SQLiteStore
 
 
 def test_put_memory_and_query_dispatch_on_the_tier(store: SQLiteStore) -> None:

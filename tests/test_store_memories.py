@@ -20,9 +20,9 @@ from persistence import (
     MemoryNotFoundError,
     QueryOptions,
     RepetitionSchedule,
-    SQLiteStore,
     Tier,
 )
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 
 

@@ -15,9 +15,9 @@ from persistence import (
     RepetitionSchedule,
     SessionNotFoundError,
     SessionState,
-    SQLiteStore,
     Tier,
 )
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 
 

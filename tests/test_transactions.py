@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from persistence import Memory, SQLiteStore, Tier
+from persistence import Memory, Tier
+from persistence.sqlite import SQLiteStore
 
 
 class Boom(Exception):

@@ -7,13 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from persistence import (
-    ConnectionOptions,
-    InvalidInputError,
-    TieredMemoryError,
-    require_int,
-    require_number,
-)
+from persistence import InvalidInputError, TieredMemoryError, require_int, require_number
+from persistence.sqlite import ConnectionOptions
 from tiered_memory import MemoryConfig, RecallSettings
 
 

@@ -9,9 +9,10 @@ import apsw
 import numpy as np
 import pytest
 
-from persistence import Memory, SQLiteStore, Tier, vector_mirror
-from persistence.connection import connection_sqlite_vec
-from persistence.vector_mirror import sign_bits
+from persistence import Memory, Tier
+from persistence.sqlite import SQLiteStore, vector_mirror
+from persistence.sqlite.connection import connection_sqlite_vec
+from persistence.sqlite.vector_mirror import sign_bits
 from tests.data_checks import open_raw
 
 DIM = 32
@@ -199,7 +200,7 @@ def test_many_forgets_compact_the_copy_and_answers_stay_right(
 
 
 def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
-    from persistence import BackupManager
+    from persistence.sqlite import BackupManager
 
     rng = np.random.default_rng(7)
     vectors = unit(rng, 20)

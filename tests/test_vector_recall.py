@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistence import Memory, MemoryFilter, SQLiteStore, Tier, bulk_index, memory_sql
+from persistence import Memory, MemoryFilter, Tier
+from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite.sql import memory_sql
 
 DIM = 384
 COUNT = 20_000

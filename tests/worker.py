@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from persistence import Memory, MemoryNotFoundError, SQLiteStore, Tier
+from persistence import Memory, MemoryNotFoundError, Tier
+from persistence.sqlite import SQLiteStore
 from tiered_memory import AgentMemoryManager
 
 

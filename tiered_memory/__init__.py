@@ -1,55 +1,92 @@
 """tiered-memory: durable, fast, explainable three-tier memory for LLM agents.
 
-Start from :class:`AgentMemoryManager`; the records and errors come from ``persistence``
-and are re-exported here, so users import only from ``tiered_memory`` (recall's settings
-and results, the ``Embedder`` protocol and the default ``OnnxEmbedder`` included).
+Start from :class:`AgentMemoryManager` (or :class:`AsyncAgentMemoryManager`). This top
+level holds what a user imports: the managers and their settings, the records they
+return, the Protocols a user implements (with the shipped implementations) and the
+common errors. Everything else comes from its room:
+
+- ``tiered_memory.errors``: every error (all subclasses of :class:`TieredMemoryError`);
+- ``tiered_memory.recall``, ``tiered_memory.embedding``, ``tiered_memory.graph``,
+  ``tiered_memory.core``: recall, embedders, the knowledge graph, the tiers;
+- ``tiered_memory.cli``, ``tiered_memory.integrations``: the command line, LangGraph, MCP;
+- ``persistence``: every record, the storage Protocols and backends.
 """
 
-from persistence import *  # noqa: F403 - the records and errors are part of this API
-from persistence import __all__ as _persistence_all
-from tiered_memory.aio import AsyncAgentMemoryManager
-from tiered_memory.config import MemoryConfig
-from tiered_memory.embeddings import Embedder, OnnxEmbedder
-from tiered_memory.extraction import DefaultExtractor, Extraction, Extractor
-from tiered_memory.forgetting import ForgettingCurve
-from tiered_memory.graph import KnowledgeGraph
-from tiered_memory.manager import AgentMemoryManager
-from tiered_memory.recall import Explanation, RecallHit, RecallSettings, SignalMatch
-from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
-from tiered_memory.rerank import OnnxCrossEncoder, RerankCandidate, Reranker, SessionContextReranker
-from tiered_memory.scratchpad import Scratchpad
-from tiered_memory.sessions import SessionManager
-from tiered_memory.tiers import TierView
-from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
+from persistence import (
+    ConsolidationReport,
+    DecayReport,
+    EmbedderError,
+    EncryptionKeyError,
+    InvalidInputError,
+    Memory,
+    MemoryFilter,
+    MemoryNotFoundError,
+    MemoryStatistics,
+    NotFoundError,
+    PlaintextExportError,
+    PromotionRecord,
+    ReadOnlyError,
+    RepetitionSchedule,
+    SessionState,
+    StorageError,
+    Tier,
+    TieredMemoryError,
+    TranscriptEntry,
+)
+from tiered_memory.core.config import MemoryConfig
+from tiered_memory.core.manager import AgentMemoryManager
+from tiered_memory.core.redaction import Redaction, Redactor, SecretRedactor
+from tiered_memory.core.tokens import TokenCounter
+from tiered_memory.embedding.embedders import Embedder, OnnxEmbedder
+from tiered_memory.graph.extraction import DefaultExtractor, Extraction, Extractor
+from tiered_memory.integrations.aio import AsyncAgentMemoryManager
+from tiered_memory.recall.rerank import OnnxCrossEncoder, SessionContextReranker
+from tiered_memory.recall.settings import RecallSettings
+from tiered_memory.recall.types import Explanation, RecallHit, RerankCandidate, Reranker
 
 __version__ = "0.1.0.dev0"
 __all__ = [
-    *_persistence_all,
+    # the managers and their settings
     "AgentMemoryManager",
     "AsyncAgentMemoryManager",
-    "DefaultExtractor",
-    "Embedder",
-    "Extraction",
-    "Extractor",
-    "KnowledgeGraph",
-    "EstimatedTokenCounter",
-    "Explanation",
-    "ForgettingCurve",
     "MemoryConfig",
-    "OnnxCrossEncoder",
-    "OnnxEmbedder",
-    "RecallHit",
     "RecallSettings",
-    "Redaction",
-    "Redactor",
-    "RerankCandidate",
+    # records they return
+    "Memory",
+    "Tier",
+    "MemoryFilter",
+    "SessionState",
+    "TranscriptEntry",
+    "PromotionRecord",
+    "RepetitionSchedule",
+    "DecayReport",
+    "ConsolidationReport",
+    "MemoryStatistics",
+    "RecallHit",
+    "Explanation",
+    # Protocols a user implements, and the shipped implementations
+    "Embedder",
+    "OnnxEmbedder",
+    "Extractor",
+    "Extraction",
+    "DefaultExtractor",
     "Reranker",
-    "Scratchpad",
-    "SecretRedactor",
+    "RerankCandidate",
     "SessionContextReranker",
-    "SessionManager",
-    "SignalMatch",
-    "TierView",
+    "OnnxCrossEncoder",
+    "Redactor",
+    "Redaction",
+    "SecretRedactor",
     "TokenCounter",
+    # the common errors (all of them: tiered_memory.errors)
+    "TieredMemoryError",
+    "InvalidInputError",
+    "NotFoundError",
+    "MemoryNotFoundError",
+    "StorageError",
+    "ReadOnlyError",
+    "EmbedderError",
+    "EncryptionKeyError",
+    "PlaintextExportError",
     "__version__",
 ]

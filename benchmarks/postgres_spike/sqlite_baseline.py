@@ -16,7 +16,8 @@ from pathlib import Path
 sys.dont_write_bytecode = True
 from dataset import load  # noqa: E402
 
-from persistence import Memory, MemoryFilter, SQLiteStore, Tier  # noqa: E402
+from persistence import Memory, MemoryFilter, Tier  # noqa: E402
+from persistence.sqlite import SQLiteStore  # noqa: E402
 
 HERE = Path(__file__).parent
 

@@ -1,0 +1,20 @@
+"""The SQLite engine: one WAL-mode file driven by APSW (with sqlite-vec for vectors).
+
+The only room of the project (with ``migrations``) that imports ``apsw`` or
+``sqlite_vec``. The engine: :mod:`~persistence.sqlite.database` (connections,
+transactions, hooks), :mod:`~persistence.sqlite.connection` (one function per pragma),
+:mod:`~persistence.sqlite.checkpointer` (the WAL thread), :mod:`~persistence.sqlite.encryption`,
+:mod:`~persistence.sqlite.log` and :mod:`~persistence.sqlite.translate` (driver errors to
+the library's). The stores over it: :class:`SQLiteStore` (the record families) and
+:class:`GraphStore` (the knowledge graph); their SQL lives in :mod:`persistence.sqlite.sql`,
+one module per table family. Beside them: the vector copy in RAM, bulk writes, backups
+(``VACUUM INTO``), restore, integrity and maintenance (:class:`BackupManager`).
+"""
+
+from persistence.sqlite.backup import BackupManager
+from persistence.sqlite.connection import ConnectionOptions
+from persistence.sqlite.database import Database
+from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.store import SQLiteStore
+
+__all__ = ["BackupManager", "ConnectionOptions", "Database", "GraphStore", "SQLiteStore"]

@@ -1,0 +1,535 @@
+"""BackupManager: snapshots, safe restore, JSON export/import, integrity and maintenance.
+
+Snapshots are ``VACUUM INTO`` copies taken from a read snapshot, so the agent keeps
+writing meanwhile; each is written under a temporary name, fsynced, reopened and checked
+before it gets its final name. A restore validates the source completely, then copies it
+into the live database with SQLite's online backup API in ONE write transaction: a crash
+leaves the old database or the new one, and other processes that have the file open
+keep working on the restored content (replacing the file under them would not be safe).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
+
+import apsw
+
+from migrations import LATEST_VERSION, read_schema_version
+from persistence.errors import (
+    BackupError,
+    CorruptDatabaseError,
+    DatabaseBusyError,
+    ForeignDatabaseError,
+    InvalidInputError,
+    MissingDirectoryError,
+    MissingFileError,
+    PlaintextExportError,
+    SameDatabaseError,
+    SchemaTooNewError,
+)
+from persistence.formats.json_export import export_document
+from persistence.formats.json_import import ImportDocument, import_document
+from persistence.records import (
+    ImportResult,
+    IntegrityProblem,
+    IntegrityResult,
+    MaintenanceResult,
+    Progress,
+    RestoreResult,
+    Tier,
+)
+from persistence.sqlite import leftovers
+from persistence.sqlite.connection import connect_snapshot, query_one, query_value
+from persistence.sqlite.encryption import Key, check_file_for_key, wrong_key
+from persistence.sqlite.sql import integrity_sql, memory_sql
+from persistence.sqlite.store import SQLiteStore
+from persistence.sqlite.translate import storage_errors
+from persistence.validation import require_int
+
+"""Called with (done, total) units of work while a long operation runs."""
+
+_STAMP = "%Y%m%dT%H%M%SZ"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _storage_errors(
+    doing: str, *, writes: bool = False, other: str = ""
+) -> Callable[
+    [Callable[Concatenate[BackupManager, _P], _R]], Callable[Concatenate[BackupManager, _P], _R]
+]:
+    """A public method whose SQLite and OS failures (a full disk, read-only storage) raise
+    this library's errors naming ``doing`` (and, after ``other``, the file its first
+    argument names); with ``writes``, refused on a read-only store before anything
+    happens."""
+
+    def wrap(
+        method: Callable[Concatenate[BackupManager, _P], _R],
+    ) -> Callable[Concatenate[BackupManager, _P], _R]:
+        @functools.wraps(method)
+        def run(self: BackupManager, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if writes:
+                self.store.require_writable()
+            place = None if self.store.is_memory else self.store.path
+            named = args[0] if args else kwargs.get("target", kwargs.get("source"))
+            also = ""
+            if other and isinstance(named, str | os.PathLike):
+                also = f" {other} {os.fspath(named)}"
+            with storage_errors(f"{doing} {self.store.path}{also}", place):
+                return method(self, *args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+class BackupManager:
+    """Backup, restore, export, import, integrity and maintenance of one store.
+
+    ``backup_dir`` defaults to ``<db name>-backups/`` beside the database (created on
+    first use, mode 0700); an in-memory store needs one to be given.
+    """
+
+    def __init__(self, store: SQLiteStore, backup_dir: str | os.PathLike[str] | None = None):
+        self.store = store
+        self._backup_dir = None if backup_dir is None else Path(backup_dir)
+
+    @property
+    def backup_dir(self) -> Path:
+        """Where timestamped snapshots and exports go."""
+        if self._backup_dir is not None:
+            return self._backup_dir
+        if self.store.is_memory:
+            raise InvalidInputError("an in-memory store needs a backup_dir or an explicit target")
+        live = Path(self.store.path)
+        return live.with_name(f"{live.stem}-backups")
+
+    def _managed_dir(self) -> Path:
+        directory = self.backup_dir
+        if self._backup_dir is None:
+            directory.mkdir(mode=0o700, exist_ok=True)
+        elif not directory.is_dir():
+            raise MissingDirectoryError(f"backup directory {directory} does not exist")
+        return directory
+
+    @property
+    def _stem(self) -> str:
+        return "memory" if self.store.is_memory else Path(self.store.path).stem
+
+    def _timestamped(self, directory: Path, suffix: str) -> Path:
+        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+        candidate = directory / f"{self._stem}-{stamp}{suffix}"
+        n = 1
+        while candidate.exists():
+            n += 1
+            candidate = directory / f"{self._stem}-{stamp}-{n}{suffix}"
+        return candidate
+
+    # --- snapshots ----------------------------------------------------------------------
+
+    @_storage_errors("backing up", other="to")
+    def create_backup(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        keep: int | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Snapshot the database with ``VACUUM INTO``; return the snapshot's path.
+
+        Refuses a database that fails ``integrity_check``. The snapshot is fsynced and
+        verified (integrity, schema version) before it is given its name. ``keep=N``
+        then deletes all but the newest N snapshots in the backup directory. Stale
+        leftovers of interrupted backups and restores are deleted first.
+        """
+        require_int(keep, "keep", allow_none=True, minimum=1)
+        if target is None:
+            final = self._timestamped(self._managed_dir(), ".db")
+        else:
+            if keep is not None:
+                raise InvalidInputError("keep= rotates the backup directory: omit target")
+            final = Path(target)
+            if not final.parent.is_dir():
+                raise MissingDirectoryError(f"directory {final.parent} does not exist")
+            if final.exists():
+                raise BackupError(f"{final} already exists: choose a new name")
+        problems = self._integrity_problems(("integrity_check",))
+        if problems:
+            raise CorruptDatabaseError(
+                f"refusing to back up a damaged database: {problems[0].detail}; "
+                "run `tiered-memory check` and restore an earlier snapshot"
+            )
+        self.remove_leftovers(final.parent)
+        another = None if target is not None else lambda: self._timestamped(final.parent, ".db")
+        with _partial_beside(final) as partial:
+            self._vacuum_into(partial, progress)
+            _fsync(partial)
+            self._verify_snapshot(partial)
+            final = _publish(partial, final, another)
+        if keep is not None:
+            self._rotate(final.parent, keep)
+        return final
+
+    def _vacuum_into(self, partial: Path, progress: Progress | None) -> None:
+        with self.store.read_connection() as conn:
+            if progress is not None:
+                total = int(conn.pragma("page_count")) * int(conn.pragma("page_size"))
+                conn.set_progress_handler(
+                    lambda: progress(min(_size(partial), total), total) or False, 10_000
+                )
+            try:
+                conn.execute("VACUUM INTO ?", (str(partial),))
+            finally:
+                conn.set_progress_handler(None)
+        if progress is not None:
+            progress(_size(partial), _size(partial))
+
+    def _verify_snapshot(self, path: Path) -> None:
+        conn = connect_snapshot(path, self.store.options.key)
+        try:
+            damage = integrity_sql.sqlite_integrity(conn)
+            version = read_schema_version(conn)
+        finally:
+            conn.close()
+        if damage:
+            raise BackupError(f"the snapshot failed its integrity check: {damage[0]}")
+        if version != self.store.schema_version:
+            raise BackupError(
+                f"the snapshot has schema version {version}, not {self.store.schema_version}"
+            )
+
+    def _rotate(self, directory: Path, keep: int) -> None:
+        for old in self._snapshots_in(directory)[:-keep]:
+            old.unlink()
+
+    def list_backups(self) -> list[Path]:
+        """Snapshots in the backup directory, oldest first."""
+        directory = self.backup_dir
+        return self._snapshots_in(directory) if directory.is_dir() else []
+
+    def _snapshots_in(self, directory: Path) -> list[Path]:
+        """Files named like this store's timestamped snapshots, oldest first."""
+        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
+        found = [p for p in directory.iterdir() if pattern.match(p.name)]
+        return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+    # --- restore ------------------------------------------------------------------------
+
+    @_storage_errors("restoring into", writes=True, other="from")
+    def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace the database's content with a snapshot's, all or nothing.
+
+        The source is checked first (SQLite header, a complete tiered-memory schema not
+        newer than this code, integrity). It is copied to a staging file beside the
+        database, migrated and checked there; only then is it copied into the live
+        database with SQLite's online backup API, in one write transaction. The live
+        database itself (or its WAL, by any name) is refused: it is not a snapshot.
+        """
+        path = Path(source)
+        if self._is_own_file(path):
+            raise SameDatabaseError(
+                f"{path} is the database being restored (or one of its files), not a "
+                "snapshot: restore from a backup (`tiered-memory backup` makes one); "
+                "nothing was restored"
+            )
+        key = self.store.options.key
+        src = _open_snapshot(path, key)
+        try:
+            source_version = _check_restore_source(src, path)
+        finally:
+            src.close()
+        with self._staging() as staging:
+            src = connect_snapshot(path, key)
+            try:
+                src.execute("VACUUM INTO ?", (str(staging),))  # encrypted with the same key
+            finally:
+                src.close()
+            with SQLiteStore(staging, key=key) as staged:  # migrates, builds the indexes
+                problems = BackupManager(staged).check_integrity().problems
+                if problems:
+                    raise CorruptDatabaseError(f"{path}: {problems[0].detail}; nothing restored")
+            staged_conn = connect_snapshot(staging, key)
+            try:
+                with self.store.exclusive_connection() as live:
+                    if int(staged_conn.pragma("page_size")) != int(live.pragma("page_size")):
+                        raise BackupError(f"{path} has a different page size; nothing restored")
+                    try:
+                        with live.backup("main", staged_conn, "main") as copy:
+                            copy.step(-1)
+                    except apsw.BusyError as exc:
+                        raise DatabaseBusyError(
+                            "another connection kept the database busy; nothing restored"
+                        ) from exc
+                    version = read_schema_version(live)
+                    memories = sum(memory_sql.count(live, tier) for tier in Tier)
+            finally:
+                staged_conn.close()
+        return RestoreResult(str(path), source_version, version, memories)
+
+    def _is_own_file(self, path: Path) -> bool:
+        """True if ``path`` names the live database or its -wal/-shm/-journal file, by
+        any name (through a symlink, a relative path or a hard link)."""
+        if self.store.is_memory:
+            return False
+        live = Path(self.store.path)
+        own = [live, *(Path(f"{live}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
+        try:
+            if path.resolve() in {p.resolve() for p in own}:
+                return True
+        except (OSError, RuntimeError):  # a symlink loop: not one of ours
+            return False
+        return any(_same_file(path, p) for p in own)
+
+    def _staging(self) -> AbstractContextManager[Path]:
+        """A locked staging file beside the database, deleted (with sidecars) afterwards."""
+        directory = self._staging_dir()
+        if not directory.is_dir():
+            raise MissingDirectoryError(f"directory {directory} does not exist")
+        return leftovers.held_temp(directory, ".restore-", ".db")
+
+    def _staging_dir(self) -> Path:
+        return self.backup_dir if self.store.is_memory else Path(self.store.path).parent
+
+    def remove_leftovers(self, *more: Path) -> list[Path]:
+        """Delete temporary files that interrupted backups, exports and restores left.
+
+        Looks beside the database, in the backup directory and in ``more`` directories;
+        a file that a backup or restore under way (in any process) holds is kept.
+        Returns what was deleted. A read-only store looks in ``more`` only: it changes
+        nothing beside its database.
+        """
+        if self.store.read_only or (self.store.is_memory and self._backup_dir is None):
+            return leftovers.remove_stale(more)
+        return leftovers.remove_stale([self._staging_dir(), self.backup_dir, *more])
+
+    # --- JSON -----------------------------------------------------------------------------
+
+    @_storage_errors("exporting", other="to")
+    def export_json(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        overwrite: bool = False,
+        progress: Progress | None = None,
+        allow_plaintext: bool = False,
+    ) -> Path:
+        """Write every table to one versioned JSON document; return its path.
+
+        Streamed page by page from one read snapshot, so memory stays bounded. The
+        document is written under a temporary name and renamed when complete. An existing
+        file is kept unless ``overwrite``; the database's own files never are. The JSON
+        is plain text: an encrypted store refuses unless ``allow_plaintext``.
+        """
+        if self.store.encrypted and not allow_plaintext:
+            raise PlaintextExportError(
+                f"{self.store.path} is encrypted and a JSON export is plain text: pass "
+                "allow_plaintext=True (--allow-plaintext) to write it anyway, or make an "
+                "encrypted snapshot with backup() (nothing was written)"
+            )
+        final = self._timestamped(self._managed_dir(), ".json") if target is None else Path(target)
+        if not final.parent.is_dir():
+            raise MissingDirectoryError(f"directory {final.parent} does not exist")
+        if self._is_own_file(final):
+            raise SameDatabaseError(f"{final} is the database itself: choose another file")
+        if final.exists() and not overwrite:
+            raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
+        with _partial_beside(final) as partial:
+            with partial.open("wb") as out, self.store.read_connection() as conn:
+                export_document(conn, out, self.store.clock(), progress)
+                out.flush()
+                os.fsync(out.fileno())
+            if overwrite:
+                os.replace(partial, final)
+                _fsync(final.parent)
+            else:
+                another = None
+                if target is None:
+                    another = lambda: self._timestamped(final.parent, ".json")  # noqa: E731
+                final = _publish(partial, final, another)
+        return final
+
+    @_storage_errors("importing into", writes=True, other="from")
+    def import_json(
+        self,
+        source: str | os.PathLike[str],
+        mode: str = "replace",
+        *,
+        progress: Progress | None = None,
+        scrub: Callable[[ImportDocument], int] | None = None,
+    ) -> ImportResult:
+        """Load an export: validate ALL of it, then write it in ONE transaction.
+
+        ``replace`` makes the database hold exactly the document; ``merge`` keeps the
+        newer row on id conflicts (by ``updated_at``; sessions by ``last_active_at``).
+        Any problem raises :class:`InvalidImportError` naming the first bad value, and
+        nothing is written.
+        """
+        if mode not in ("replace", "merge"):
+            raise InvalidInputError(f"mode must be 'replace' or 'merge', got {mode!r}")
+        path = Path(source)
+        if not path.is_file():
+            raise MissingFileError(f"{path} does not exist")
+        return import_document(
+            self.store.db,
+            path,
+            "replace" if mode == "replace" else "merge",
+            progress,
+            max_content_bytes=self.store.max_content_bytes,
+            scrub=scrub,
+        )
+
+    # --- integrity and maintenance ---------------------------------------------------
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the store's file is opened with a key."""
+        return self.store.encrypted
+
+    def rekey(self, new_key: Key) -> None:
+        """Re-encrypt the file with ``new_key`` in one transaction (see
+        :meth:`SQLiteStore.rekey`); refused on a read-only or plain store."""
+        self.store.require_writable()
+        self.store.rekey(new_key)
+
+    @_storage_errors("checking")
+    def check_integrity(self) -> IntegrityResult:
+        """Run SQLite's checks and the library's invariants; list every problem found."""
+        names = tuple(integrity_sql.CHECKS)
+        problems = self._integrity_problems(names)
+        return IntegrityResult(not problems, names, tuple(problems))
+
+    def _integrity_problems(self, names: tuple[str, ...]) -> list[IntegrityProblem]:
+        problems: list[IntegrityProblem] = []
+        with self.store.fresh_read_connection() as conn:
+            for name in names:
+                try:
+                    found = integrity_sql.CHECKS[name](conn)
+                except (apsw.CorruptError, apsw.NotADBError) as exc:
+                    found = [f"SQLite reports the file is damaged: {exc}"]
+                problems += [IntegrityProblem(name, detail) for detail in found]
+        return problems
+
+    @_storage_errors("maintaining", writes=True)
+    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM.
+
+        Also deletes what interrupted backups and restores left (:meth:`remove_leftovers`).
+        """
+        self.remove_leftovers()
+        path = self.store.path
+        before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
+        with self.store.exclusive_connection() as conn:
+            conn.pragma("optimize")
+            if vacuum:
+                conn.execute("VACUUM")
+            checkpoint = query_one(conn, "PRAGMA wal_checkpoint(TRUNCATE)")
+            checkpointed = checkpoint[2] if checkpoint else 0
+        return MaintenanceResult(
+            bytes_before=before,
+            bytes_after=_size(Path(path)),
+            wal_bytes_before=wal_before,
+            wal_bytes_after=_size(Path(path + "-wal")),
+            checkpointed_frames=max(int(checkpointed), 0),
+            vacuumed=vacuum,
+            optimized=True,
+        )
+
+
+_REQUIRED_TABLES = frozenset(
+    {"schema_version", "store_meta", "scratchpad", "episodic", "semantic", "memory_tags",
+     "repetition_schedules", "sessions", "session_transcripts", "promotion_log"}
+)  # fmt: skip
+
+
+def _check_restore_source(src: apsw.Connection, path: Path) -> int:
+    """The source's schema version, once it is known to be a whole, sound tiered-memory file."""
+    version = read_schema_version(src)
+    if version > LATEST_VERSION:
+        raise SchemaTooNewError(version, LATEST_VERSION, str(path))
+    tables = {r[0] for r in src.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    missing = sorted(_REQUIRED_TABLES - tables)
+    if version == 0 or missing:
+        lacking = ", ".join(missing) or "its version"
+        raise ForeignDatabaseError(f"{path} is not a tiered-memory database (missing {lacking})")
+    damage = integrity_sql.sqlite_integrity(src)
+    if damage:
+        raise CorruptDatabaseError(f"{path} is damaged ({damage[0]}); nothing restored")
+    return version
+
+
+def _partial_beside(final: Path) -> AbstractContextManager[Path]:
+    """A new, empty, private, locked temporary file next to ``final`` (unique per call),
+    deleted when the block ends unless it was published (see :mod:`persistence.leftovers`)."""
+    return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
+
+
+def _publish(partial: Path, final: Path, another: Callable[[], Path] | None = None) -> Path:
+    """Give ``partial`` its final name without ever replacing an existing file; return
+    the name it got. If ``final`` was taken meanwhile (a backup in another thread or
+    process, the same second), ``another`` picks a new name, else it is an error."""
+    while True:
+        try:
+            os.link(partial, final)
+            break
+        except FileExistsError:
+            if another is None:
+                raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
+            final = another()
+    partial.unlink()
+    _fsync(final.parent)
+    return final
+
+
+def _open_snapshot(path: Path, key: bytes | None) -> apsw.Connection:
+    """Open a restore source read-only after checking it is a SQLite file at all, and
+    (for an encrypted store) one encrypted with the same key."""
+    if not path.is_file():
+        raise MissingFileError(f"{path} does not exist")
+    check_file_for_key(path, key, doing="restored")
+    conn = connect_snapshot(path, key)
+    try:
+        query_value(conn, "SELECT count(*) FROM sqlite_schema")
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        conn.close()
+        if key is not None and isinstance(exc, apsw.NotADBError):
+            raise wrong_key(path, "restored") from None
+        raise CorruptDatabaseError(f"{path} is damaged ({exc}); nothing restored") from exc
+    except apsw.CantOpenError as exc:
+        conn.close()
+        raise BackupError(
+            f"cannot read {path} ({exc}): if it is a live database, snapshot it with "
+            "`tiered-memory backup` and restore the snapshot"
+        ) from exc
+    return conn
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Both names exist and are one file (the same inode)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file, or a directory so that a rename in it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,783 @@
+"""Database: the engine under the store — connections, transactions, hooks, watching.
+
+One WAL-mode SQLite file driven by APSW. Writes go through one connection, serialized
+by a lock, each inside ``BEGIN IMMEDIATE`` so the write lock is taken up front
+(``busy_timeout`` alone does not prevent writer-versus-writer deadlocks). Reads use one
+connection per thread, so readers never wait for writers; a thread inside
+:meth:`Database.transaction` reads through the write connection and sees its own
+uncommitted work. Knows nothing of memories or tables: :class:`~persistence.SQLiteStore`
+builds the record API on top of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
+from types import TracebackType
+
+import apsw
+
+from persistence.errors import (
+    DatabaseBusyError,
+    InvalidInputError,
+    ReadOnlyError,
+    StoreClosedError,
+    TransactionAbortedError,
+)
+from persistence.sqlite import encryption
+from persistence.sqlite.checkpointer import Checkpointer
+from persistence.sqlite.connection import (
+    MEMORY_PATH,
+    WRITER_CACHE_KIB,
+    ConnectionOptions,
+    connect,
+    connect_read_only,
+    connection_cache_size,
+    connection_optimize,
+    connection_reset_schema,
+    may_leave_wal_files,
+    read_snapshot,
+    tidy_wal_files,
+)
+from persistence.sqlite.translate import _from_sqlite, storage_errors
+from persistence.validation import require_int
+
+Hook = Callable[[], None]
+logger = logging.getLogger("tiered_memory")
+
+RESET_AFTER_CHANGES = 20_000
+"""A transaction that changed this many rows (about 2,000 memories) is followed by
+:func:`~persistence.connection.connection_reset_schema` on the writer: FTS5's
+pending-terms hash, grown by such a batch, would otherwise slow every later commit."""
+
+_DATA_VERSION = "PRAGMA data_version"
+"""Changes when another connection commits (looked at as every write transaction begins)."""
+
+_ABORTED = (
+    "SQLite rolled this transaction back after an earlier error: "
+    "leave the `with transaction()` block and start again"
+)
+
+
+class Database:
+    """Connections and transactions of one SQLite file (or ``":memory:"``).
+
+    ``path`` is already absolute (or ``":memory:"``). ``read_only`` opens with SQLite's
+    read-only flag: every write raises :class:`ReadOnlyError`, and the empty -wal/-shm
+    files the open created are removed again at close. Other connections' commits are
+    looked for at most every ``change_check_interval_ms``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        options: ConnectionOptions,
+        *,
+        read_only: bool = False,
+        change_check_interval_ms: int = 50,
+        idle_work: Callable[[apsw.Connection], bool] | None = None,
+    ) -> None:
+        if read_only and path == MEMORY_PATH:
+            raise InvalidInputError("an in-memory store cannot be opened read-only")
+        require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        self.path = path
+        self._in_memory = path == MEMORY_PATH
+        self._read_label = f"reading {path}"  # built once: every read names it
+        self._write_label = f"writing to {path}"  # and every write
+        self._place = None if path == MEMORY_PATH else path
+        self.options = options
+        self.read_only = read_only
+        self.lock = threading.RLock()
+        """Held by the thread that writes (and by one opening or closing the file)."""
+        self._writer: apsw.Connection | None = None
+        self._readers: list[apsw.Connection] = []
+        self._readers_cond = threading.Condition(threading.Lock())
+        self._reads: list[None] = []
+        """One item per read under way through a thread's own connection (close() waits
+        until it is empty): appended and popped without a lock, both atomic."""
+        self._local = threading.local()
+        self._depth = 0
+        self._owner: int | None = None
+        self._hooks: list[tuple[list[Hook], list[Hook]]] = []
+        self._aborted = False
+        self._joined = False  # nested transaction() calls join the open one (no savepoint)
+        self._closed = False
+        self._tidy_wal = False
+        self._check_interval = change_check_interval_ms / 1000
+        self._next_check = 0.0
+        self._busy_until = 0.0
+        self._seen_version: int | None = None
+        self._change_listeners: list[Hook] = []
+        self._pending_writers: list[Callable[[apsw.Connection], None]] = []
+        self._exclusive_listeners: list[Hook] = []
+        self._checkpointer: Checkpointer | None = None
+        self.idle_work = idle_work
+        """One step of work for the background thread while the writer rests, given the
+        writer's connection (see :meth:`_idle_step` and persistence/checkpointer.py)."""
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def is_memory(self) -> bool:
+        """True for an in-memory database (nothing on disk)."""
+        return self.path == MEMORY_PATH
+
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+        return self._writer is not None
+
+    @property
+    def place(self) -> str | None:
+        """Where the file is, for telling a full or read-only disk from other failures."""
+        return None if self.is_memory else self.path
+
+    @property
+    def writer(self) -> apsw.Connection | None:
+        """The write connection (``None`` while closed); use :meth:`transaction` to write."""
+        return self._writer
+
+    @property
+    def readers(self) -> list[apsw.Connection]:
+        """The per-thread read connections open now."""
+        return self._readers
+
+    def connect(self) -> apsw.Connection:
+        """A new connection with the policy of this database (read-only if it is)."""
+        if self.read_only:
+            return connect_read_only(self.path, self.options)
+        return connect(self.path, self.options)
+
+    def open(self, prepare: Callable[[apsw.Connection], None]) -> bool:
+        """Connect, run ``prepare(conn)`` (schema checks, migrations), and adopt the
+        connection as the writer. False (and nothing done) if already open. If
+        ``prepare`` raises, the connection is closed and nothing is adopted."""
+        with self.lock:
+            if self._writer is not None:
+                return False
+            if self.read_only:
+                self._tidy_wal = may_leave_wal_files(self.path)
+            try:
+                conn = self.connect()
+                try:
+                    prepare(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            except BaseException:
+                self._tidy_after_read_only()
+                raise
+            self._writer = conn
+            self._closed = False
+            self._seen_version = int(conn.pragma("data_version"))
+            if not self.read_only:
+                self._start_checkpointer(conn)
+            return True
+
+    def _start_checkpointer(self, conn: apsw.Connection) -> None:
+        """WAL checkpoints in a thread, off the commits (persistence/checkpointer.py); the
+        writer's page cache sized for the keyword index's merges."""
+        connection_cache_size(conn, WRITER_CACHE_KIB)
+        if not self.is_memory and self.options.wal_autocheckpoint > 0:
+            idle = None if self.idle_work is None else self._idle_step
+            self._checkpointer = Checkpointer(
+                self.path, self.options, self.options.wal_autocheckpoint, idle
+            )
+            self._checkpointer.start(conn)
+
+    def _idle_step(self) -> bool:
+        """One step of ``idle_work`` for the background thread, on the writer's
+        connection and under its lock: the writer's own commit, so ``data_version``
+        does not report it as another process's. ``apsw.BusyError`` if the writer is
+        busy (its lock taken, or a transaction open)."""
+        if not self.lock.acquire(blocking=False):
+            raise apsw.BusyError("the writer is busy")
+        try:
+            writer = self._writer
+            if writer is None or self._depth or self._closed or self.idle_work is None:
+                raise apsw.BusyError("the writer is busy or closed")
+            writer.set_busy_timeout(0)  # another process writing: skip, never wait
+            try:
+                return self.idle_work(writer)
+            finally:
+                writer.set_busy_timeout(self.options.busy_timeout_ms)
+        finally:
+            self.lock.release()
+
+    @property
+    def background_running(self) -> bool:
+        """True while the background thread (checkpoints, idle work) runs."""
+        checkpointer = self._checkpointer
+        return checkpointer is not None and checkpointer.running
+
+    def _tidy_after_read_only(self) -> None:
+        tidy, self._tidy_wal = self._tidy_wal, False
+        if tidy:
+            tidy_wal_files(self.path, self.options.key)
+
+    def close(self) -> None:
+        """Refresh planner statistics, then close every connection; twice is harmless.
+
+        Waits for writes and reads under way in other threads; refused inside this
+        thread's own :meth:`transaction`. A read-only database changes nothing.
+        """
+        with self.lock:
+            if self._depth:
+                raise InvalidInputError(
+                    "close() inside a transaction: finish the transaction first"
+                )
+            writer = self._writer
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                checkpointer.stop(writer)
+            with self._readers_cond:
+                self._writer = None
+                self._closed = True
+                while self._reads:
+                    self._readers_cond.wait()
+                readers, self._readers = self._readers, []
+            self._local = threading.local()  # may run reader finalizers: not under the cond
+        with storage_errors(f"closing {self.path}", self.place):
+            for conn in readers:
+                conn.close()
+            if writer is not None:
+                try:
+                    if not self.read_only:
+                        connection_optimize(writer, self.options, at_open=False)
+                finally:
+                    writer.close()
+        if writer is not None and self.read_only:
+            self._tidy_after_read_only()
+
+    def rekey(self, new_key: bytes) -> None:
+        """Re-encrypt the file with ``new_key`` in one write transaction, then use it.
+
+        Waits for other threads' reads and writes; their read connections (opened with
+        the old key) are closed and reopened with the new one on their next read. A
+        crash leaves the file under exactly one of the keys (the WAL commits it whole).
+        The background checkpointer's connection holds the old key: it is stopped first
+        and started again with the new one.
+        """
+        with self.lock:
+            writer = self.require_open()
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                checkpointer.stop(writer)
+            try:
+                self._rekey(new_key)
+            finally:
+                if checkpointer is not None and self._writer is not None:
+                    self._start_checkpointer(self._writer)
+
+    def _rekey(self, new_key: bytes) -> None:
+        with self.exclusive_connection() as conn:
+            with self._readers_cond:
+                while self._reads:
+                    self._readers_cond.wait()
+                readers, self._readers = self._readers, []
+            self._local = threading.local()
+            for reader in readers:
+                reader.close()
+            encryption.rekey(conn, new_key)
+            self.options = replace(self.options, key=new_key)
+            conn.pragma("wal_checkpoint", "TRUNCATE")
+
+    def require_writable(self) -> None:
+        """Raise :class:`ReadOnlyError` if opened read-only."""
+        if self.read_only:
+            raise ReadOnlyError(
+                f"{self.path} is open read-only (read_only=True): nothing was written; "
+                "open it without read_only to change it"
+            )
+
+    def require_open(self) -> apsw.Connection:
+        """The write connection, or :class:`StoreClosedError`."""
+        writer = self._writer
+        if writer is None:
+            state = "closed" if self._closed else "not open: call open() or use 'with'"
+            raise StoreClosedError(f"store {self.path} is {state}")
+        return writer
+
+    # --- transactions -------------------------------------------------------------------
+
+    def before_commit(self, callback: Callable[[apsw.Connection], None]) -> None:
+        """Run ``callback(conn)`` before every outermost COMMIT, and before a read inside
+        a transaction that must see deferred work (:meth:`write_pending`)."""
+        self._pending_writers.append(callback)
+
+    def write_pending(self, conn: apsw.Connection) -> None:
+        """Run the :meth:`before_commit` callbacks now (inside this thread's transaction)."""
+        for callback in self._pending_writers:
+            callback(conn)
+
+    def transaction(self, *, join: bool = False) -> AbstractContextManager[apsw.Connection]:
+        """Group writes: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on exception.
+
+        Nested use becomes a ``SAVEPOINT`` that rolls back alone. With ``join=True``
+        (and inside such a block, every nested use), it joins the enclosing transaction
+        instead: no savepoint. A joined block that raises after it wrote something
+        aborts the enclosing transaction (leaving it raises
+        :class:`TransactionAbortedError`); one that raises before writing leaves it
+        usable. Yields the write connection.
+        """
+        if self._depth and self.in_transaction:  # this thread's own: no lock to decide
+            if join or self._joined:
+                return _Joined(self)
+            return self._savepoint()
+        return _Outer(self, join)
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[apsw.Connection]:
+        """A block nested in this thread's transaction that rolls back alone."""
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
+            conn = self.require_open()
+            if self._aborted:
+                raise TransactionAbortedError(_ABORTED)
+            name = f"tm_savepoint_{self._depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            self._begin_frame()
+            try:
+                yield conn
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            try:
+                conn.execute(f"RELEASE {name}")
+            except BaseException:
+                self._rollback_savepoint(conn, name)
+                raise
+            self._finish_inner(commit=True)
+
+    def _begin(self, join: bool) -> tuple[apsw.Connection, int]:
+        """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
+        the connection and its ``total_changes()`` then."""
+        conn = self.require_open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise DatabaseBusyError(
+                f"{self.path} stayed locked by another writer for "
+                f"{self.options.busy_timeout_ms} ms; try again"
+            ) from exc
+        self._begin_frame()
+        self._joined = join
+        begun = conn.total_changes()
+        try:
+            self._notice_external_changes(conn)
+        except BaseException:
+            self._finish_outer(conn, begun, commit=False)
+            raise
+        return conn, begun
+
+    def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
+        """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
+        try:
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+            else:
+                self._aborted = True
+        except apsw.Error:
+            self._aborted = True
+        finally:
+            self._finish_inner(commit=False)
+
+    def _begin_frame(self) -> None:
+        self._depth += 1
+        self._owner = threading.get_ident()
+        self._hooks.append(([], []))
+
+    def _finish_inner(self, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth -= 1
+        if commit:
+            self._hooks[-1][0].extend(on_commit)
+            self._hooks[-1][1].extend(on_rollback)
+        else:
+            _run_all(reversed(on_rollback))
+
+    def _finish_outer(self, conn: apsw.Connection, begun: int, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) and the hooks; then, if the transaction changed
+        :data:`RESET_AFTER_CHANGES` rows since ``total_changes()`` was ``begun``, the
+        schema reset."""
+        try:
+            self._end_outer(conn, commit)
+        finally:
+            _reset_after_large(conn, begun)
+
+    def _end_outer(self, conn: apsw.Connection, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth = 0
+        self._owner = None
+        self._joined = False
+        aborted, self._aborted = self._aborted, False
+        if commit and (aborted or not conn.in_transaction):
+            if conn.in_transaction:  # a joined block wrote half: none of it may stay
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+            raise TransactionAbortedError(
+                "SQLite rolled this transaction back after an earlier error; nothing was committed"
+            )
+        if commit:
+            try:
+                self.write_pending(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                _run_all(reversed(on_rollback))
+                raise
+            _run_all(on_commit)
+        else:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+
+    @property
+    def in_transaction(self) -> bool:
+        """True when the calling thread is inside :meth:`transaction`."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    def after_commit(self, callback: Hook) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        if self.in_transaction:
+            self._hooks[-1][0].append(callback)
+        else:
+            callback()
+
+    def after_rollback(self, callback: Hook) -> None:
+        """Run ``callback`` if the current transaction (or savepoint) rolls back; newest
+        first, like an undo log. Outside a transaction it is dropped."""
+        if self.in_transaction:
+            self._hooks[-1][1].append(callback)
+
+    # --- other processes' writes ------------------------------------------------------
+
+    def on_external_change(self, callback: Hook) -> None:
+        """Call ``callback`` when another connection (another process, say) has committed.
+
+        Checked at the start of every write transaction and by
+        :meth:`check_external_changes`.
+        """
+        self._change_listeners.append(callback)
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other connections' commits, at most once per check interval.
+
+        Returns ``False`` when a check was due but a write in another thread held the
+        connection for more than ``wait_s`` seconds: RAM copies may be stale then.
+        """
+        now = time.monotonic()
+        if now < self._next_check or self._in_memory:
+            return True
+        if now < self._busy_until:
+            return False  # a write held the connection moments ago: don't wait again yet
+        if not self.lock.acquire(timeout=wait_s):
+            self._busy_until = time.monotonic() + self._check_interval
+            return False
+        try:
+            if self._writer is not None and self._depth == 0:
+                self._notice_external_changes(self._writer)
+            return True
+        finally:
+            self.lock.release()
+
+    def _notice_external_changes(self, conn: apsw.Connection) -> None:
+        self._next_check = time.monotonic() + self._check_interval
+        if self._in_memory:
+            return
+        row = conn.execute(_DATA_VERSION).fetchone()  # (conn.pragma() costs 2.5x as much)
+        version = None if row is None else int(row[0])
+        changed = self._seen_version is not None and version != self._seen_version
+        self._seen_version = version
+        if changed:
+            for callback in self._change_listeners:
+                callback()
+
+    # --- connections for special work ---------------------------------------------------
+
+    def after_exclusive(self, callback: Hook) -> None:
+        """Call ``callback`` after every :meth:`exclusive_connection` block (the file may
+        have been replaced underneath: RAM copies of it must go)."""
+        self._exclusive_listeners.append(callback)
+
+    @contextmanager
+    def exclusive_connection(self) -> Iterator[apsw.Connection]:
+        """The write connection with no transaction open, other threads' writes held off.
+
+        For work SQLite must do outside a transaction (online backup into this file,
+        ``VACUUM``, checkpoints). Refused inside :meth:`transaction`.
+        """
+        self.require_open()
+        self.require_writable()
+        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
+            conn = self.require_open()
+            if self._depth:
+                raise InvalidInputError("not possible inside a transaction: finish it first")
+            try:
+                with self._checkpoints_paused():
+                    yield conn
+            finally:
+                _run_all(self._exclusive_listeners)
+
+    @contextmanager
+    def _checkpoints_paused(self) -> Iterator[None]:
+        """Hold the background checkpointer off (see :meth:`Checkpointer.paused`)."""
+        if self._checkpointer is None:
+            yield
+            return
+        with self._checkpointer.paused():
+            yield
+
+    @contextmanager
+    def fresh_read_connection(self) -> Iterator[apsw.Connection]:
+        """A connection of its own for one call, in one read snapshot: the file as a new
+        process sees it.
+
+        For integrity checks: a long-lived connection caches derived state (FTS5 keeps
+        each table's structure), so a check on it can report damage that is not there.
+        Inside a transaction, and in memory, the one connection that sees the data is
+        used instead.
+        """
+        self.require_open()
+        if self.is_memory or self.in_transaction:
+            with self.reading() as conn, read_snapshot(conn):
+                if self.in_transaction:
+                    self.write_pending(conn)
+                yield conn
+            return
+        with storage_errors(f"reading {self.path}", self.place, os_errors=False):
+            conn = self.connect()
+            try:
+                with read_snapshot(conn):
+                    yield conn
+            finally:
+                conn.close()
+
+    def reading(self) -> AbstractContextManager[apsw.Connection]:
+        """A connection to read from: this thread's own (readers never wait for writers),
+        or the writer inside this thread's transaction and in memory."""
+        self.require_open()
+        return _Reading(self)
+
+    def read_row(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        """The first row of a one-statement read: :meth:`reading` without its context
+        manager, for the read every uncached ``get`` makes (same connection, same wait
+        in :meth:`close`, same error translation)."""
+        if self._writer is None:
+            self.require_open()
+        if self._in_memory or (self._depth and self.in_transaction):
+            with _Reading(self) as conn:
+                row: tuple[object, ...] | None = conn.execute(sql, params).fetchone()
+                return row
+        try:
+            holder: _ThreadReader | None = getattr(self._local, "reader", None)
+            conn = holder.conn if holder is not None else self._thread_reader()
+        except apsw.Error as exc:
+            raise _from_sqlite(exc, self._read_label, self.path) from exc
+        reads = self._reads
+        reads.append(None)  # counted first, then the writer looked at: close() sets the
+        try:  # writer to None first, then waits for the count, so one of them sees the other
+            if self._writer is None:
+                self.require_open()
+            row = conn.execute(sql, params).fetchone()
+            return row
+        except apsw.Error as exc:
+            raise _from_sqlite(exc, self._read_label, self.path) from exc
+        finally:
+            reads.pop()
+            if not reads and self._writer is None:
+                with self._readers_cond:
+                    self._readers_cond.notify_all()  # close() waits for the last read
+
+    def _thread_reader(self) -> apsw.Connection:
+        """This thread's read connection, closed again when the thread ends."""
+        holder: _ThreadReader | None = getattr(self._local, "reader", None)
+        if holder is not None:
+            return holder.conn
+        conn = self.connect()
+        with self._readers_cond:
+            if self._writer is None:
+                conn.close()
+                self.require_open()
+            self._readers.append(conn)
+        holder = _ThreadReader(conn)
+        weakref.finalize(holder, self._release_reader, conn)
+        self._local.reader = holder
+        return conn
+
+    def _release_reader(self, conn: apsw.Connection) -> None:
+        with self._readers_cond:
+            if conn not in self._readers:
+                return
+            self._readers.remove(conn)
+        conn.close()
+
+
+class _Outer:
+    """What :meth:`Database.transaction` returns outside this thread's transaction: the
+    lock, error translation (:class:`storage_errors`), ``BEGIN IMMEDIATE``, and at the
+    end ``COMMIT`` (or ``ROLLBACK``) with the hooks. A class, not a generator: every
+    ``remember()`` is one. The steps and their order are the generator's it replaced."""
+
+    __slots__ = ("_db", "_join", "_errors", "_conn", "_begun")
+
+    def __init__(self, db: Database, join: bool) -> None:
+        self._db = db
+        self._join = join
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        db.require_open()
+        db.require_writable()
+        db.lock.acquire()
+        errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
+        errors.__enter__()
+        try:
+            self._conn, self._begun = db._begin(self._join)
+        except BaseException as exc:
+            try:
+                errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            finally:
+                db.lock.release()
+            raise
+        return self._conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        try:
+            try:
+                db._finish_outer(self._conn, self._begun, commit=kind is None)
+            except BaseException as failure:
+                self._errors.__exit__(type(failure), failure, failure.__traceback__)
+                raise
+            self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
+        finally:
+            db.lock.release()
+
+
+class _Joined:
+    """What :meth:`Database.transaction` returns for a block that joins this thread's
+    open transaction (the block under way holds the lock and translates errors): a
+    class, not a generator, because every write inside ``remember()`` joins one. Does
+    what the generator's joined branch did, in the same order."""
+
+    __slots__ = ("_db", "_conn", "_changes", "_outer_joined")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        conn = db.require_open()
+        if db._aborted:
+            raise TransactionAbortedError(_ABORTED)
+        self._conn = conn
+        self._changes = conn.total_changes()
+        self._outer_joined = db._joined
+        db._joined = True
+        db._begin_frame()
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        db = self._db
+        if kind is None:
+            db._joined = self._outer_joined
+            db._finish_inner(commit=True)
+            return
+        try:
+            if self._conn.total_changes() != self._changes:
+                db._aborted = True  # half of it may be written: all must go
+            db._finish_inner(commit=False)
+        finally:
+            db._joined = self._outer_joined
+
+
+class _ThreadReader:
+    """Holds one thread's read connection; when the thread ends, it is released."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+
+class _Reading:
+    """What :meth:`Database.reading` returns: a class, not a generator, because every
+    uncached read pays for it. While a block reads through this thread's own connection,
+    :meth:`Database.close` waits for it; the writer (in memory, or inside this thread's
+    transaction) is used under the write lock. ``apsw`` errors leave as
+    :class:`~persistence.TieredMemoryError` (see :class:`storage_errors`)."""
+
+    __slots__ = ("_db", "_errors", "_locked", "_counted")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._errors = storage_errors(
+            db._read_label, None if db._in_memory else db.path, os_errors=False
+        )
+        self._locked = False
+        self._counted = False
+
+    def __enter__(self) -> apsw.Connection:
+        db, errors = self._db, self._errors
+        errors.__enter__()
+        try:
+            if db._in_memory or db.in_transaction:
+                db.lock.acquire()
+                self._locked = True
+                return db.require_open()
+            conn = db._thread_reader()
+            with db._readers_cond:
+                db.require_open()
+                db._reads.append(None)
+            self._counted = True
+            return conn
+        except BaseException as exc:
+            self._leave()
+            errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self._leave()
+        finally:
+            self._errors.__exit__(kind, exc, tb)
+
+    def _leave(self) -> None:
+        db = self._db
+        if self._locked:
+            self._locked = False
+            db.lock.release()
+        elif self._counted:
+            self._counted = False
+            with db._readers_cond:
+                db._reads.pop()
+                if not db._reads and db._writer is None:
+                    db._readers_cond.notify_all()  # close() waits for the last read
+
+
+def _reset_after_large(conn: apsw.Connection, begun: int) -> None:
+    """The schema reset after a transaction of :data:`RESET_AFTER_CHANGES` rows; a
+    failure only leaves later commits slower: logged, never raised."""
+    try:
+        if conn.total_changes() - begun >= RESET_AFTER_CHANGES:
+            connection_reset_schema(conn)
+    except apsw.Error as exc:
+        logger.debug("schema reset after a large transaction skipped: %s", exc)
+
+
+def _run_all(callbacks: Iterable[Hook]) -> None:
+    for callback in callbacks:
+        callback()

@@ -1,0 +1,94 @@
+"""SQL for the forgetting curve's batch work: retention inputs, updates and the audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+from persistence.records import ForgettingRecord, RetentionInput, Tier
+from persistence.sqlite.connection import query_all, query_one
+from persistence.sqlite.sql.memory_sql import TABLE
+
+_INPUT_COLUMNS = (
+    "t.id, t.importance, t.retention, t.created_at, s.stability_days, s.last_reviewed_at, "
+    "coalesce(s.review_count, 0)"
+)
+
+
+def retention_batch(
+    conn: apsw.Connection, tier: Tier, after_id: str, limit: int, min_reviews: int = 0
+) -> list[RetentionInput]:
+    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    rows = query_all(
+        conn,
+        f"SELECT {_INPUT_COLUMNS} FROM {TABLE[tier]} AS t "
+        "LEFT JOIN repetition_schedules AS s ON s.memory_id = t.id "
+        "WHERE t.id > ? AND coalesce(s.review_count, 0) >= ? ORDER BY t.id LIMIT ?",
+        (after_id, min_reviews, limit),
+    )
+    return [RetentionInput(*row) for row in rows]
+
+
+def set_retention(conn: apsw.Connection, tier: Tier, updates: Sequence[tuple[str, float]]) -> None:
+    """Write new retention strengths (``(id, retention)`` pairs)."""
+    conn.executemany(
+        f"UPDATE {TABLE[tier]} SET retention = ? WHERE id = ?",
+        [(retention, memory_id) for memory_id, retention in updates],
+    )
+
+
+def log_forgotten(conn: apsw.Connection, record: ForgettingRecord) -> None:
+    """Append one audit row for a forgotten memory."""
+    conn.execute(
+        "INSERT INTO forgetting_log (memory_id, tier, forgotten_at, retention, reason) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (record.memory_id, record.tier.value, record.forgotten_at, record.retention, record.reason),
+    )
+
+
+def forgetting_log(conn: apsw.Connection, memory_id: str | None) -> list[ForgettingRecord]:
+    """Audit rows, oldest first, for one memory or for all."""
+    sql = "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log"
+    params: tuple[str, ...] = ()
+    if memory_id is not None:
+        sql += " WHERE memory_id = ?"
+        params = (memory_id,)
+    rows = query_all(conn, sql + " ORDER BY id", params)
+    return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]
+
+
+def page(conn: apsw.Connection, after_id: int, limit: int) -> list[tuple[int, ForgettingRecord]]:
+    """The next ``limit`` audit rows with id > ``after_id``, with their ids."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM forgetting_log "
+        "WHERE id > ? ORDER BY id LIMIT ?",
+        (after_id, limit),
+    )
+    return [(r[0], ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
+
+
+def insert(conn: apsw.Connection, row_id: int | None, record: ForgettingRecord) -> None:
+    """Insert an audit row as it was exported (``row_id=None`` for a fresh id)."""
+    conn.execute(
+        "INSERT INTO forgetting_log (id, memory_id, tier, forgotten_at, retention, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (row_id, record.memory_id, record.tier.value, record.forgotten_at, record.retention,
+         record.reason),
+    )  # fmt: skip
+
+
+def forgotten_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory the log says was forgotten."""
+    return {r[0] for r in query_all(conn, "SELECT DISTINCT memory_id FROM forgetting_log")}
+
+
+def contains(conn: apsw.Connection, record: ForgettingRecord) -> bool:
+    """True if the log already holds this event (same memory, time and reason)."""
+    row = query_one(
+        conn,
+        "SELECT 1 FROM forgetting_log WHERE memory_id = ? AND forgotten_at = ? AND reason = ?",
+        (record.memory_id, record.forgotten_at, record.reason),
+    )
+    return row is not None

@@ -1,0 +1,426 @@
+"""SQL for the recall indexes: keyword search (FTS5), the vector index (sqlite-vec),
+exact re-ranking and the embeddings still to compute.
+
+The vector table needs the embedding dimension, so it is created when the file first
+records one (in that same transaction), with triggers that keep it in step with the
+tier tables: a bit-quantized copy of each vector when the dimension is a multiple of 8,
+else the floats. Searches choose candidates from the in-RAM copy
+(:mod:`persistence.vector_mirror`) and re-rank them here by exact cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+import numpy as np
+import orjson
+
+from persistence.records import MemoryFilter, Tier
+from persistence.sqlite.connection import query_all, query_one, query_value
+from persistence.sqlite.sql import schema_sql
+from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+
+
+def has_vector_index(conn: apsw.Connection) -> bool:
+    """True once the vector table exists."""
+    return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_vec'") is not None
+
+
+def ensure_vector_index(conn: apsw.Connection) -> bool:
+    """Create (and fill) the vector table if the file records a dimension; True if it exists.
+
+    The table is derived data: one of another layout is dropped and rebuilt.
+    """
+    dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+    if dim_text is None:
+        return has_vector_index(conn)
+    dim = int(dim_text)
+    layout = schema_sql.vector_layout(dim)
+    row = query_one(conn, "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'")
+    if row is not None:
+        if layout in str(row[0]):
+            return True
+        drop_vector_index(conn)
+    conn.execute(schema_sql.create_vector_table(dim))
+    column, value = schema_sql.vector_column(dim)
+    for tier in Tier:
+        table = TABLE[tier]
+        for statement in schema_sql.vector_triggers(table, tier.value, dim):
+            conn.execute(statement)
+        rows = conn.cursor().execute(
+            f"SELECT id, ?, embedding FROM {table} WHERE embedding IS NOT NULL", (tier.value,)
+        )
+        marks = f"?, ?, {value.format('?')}"
+        conn.executemany(
+            f"INSERT INTO memory_vec (memory_id, tier, {column}) VALUES ({marks})", rows
+        )
+    return True
+
+
+def fill_keyword_index(conn: apsw.Connection) -> None:
+    """Rebuild ``memory_index`` and ``memory_fts`` (content and the window around it) from
+    the tier tables, from scratch. The index triggers must be off meanwhile."""
+    conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM memory_index")
+    if defers_keyword_index(conn):
+        conn.execute("DELETE FROM keyword_dirty")
+    for tier in Tier:
+        table = TABLE[tier]
+        conn.execute(
+            f"INSERT INTO memory_index (memory_id, tier) SELECT id, ? FROM {table} ORDER BY rowid",
+            (tier.value,),
+        )
+        schema_sql.fill_keyword_window(conn, table)
+
+
+BATCH_ROWS = 256
+"""A transaction that leaves this many memories to re-index is a batch: its keyword rows
+are written with FTS5's automerge off (see :func:`update_keyword_index`)."""
+
+_AUTOMERGE = "SELECT v FROM memory_fts_config WHERE k = 'automerge'"
+DIRTY_COUNTS = "SELECT tier, count(*), count(session_id) FROM keyword_dirty GROUP BY tier"
+"""Rows waiting to be re-indexed per tier, and how many of them are in a session (what
+:func:`update_keyword_index` takes)."""
+_SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
+
+
+def update_keyword_index(
+    conn: apsw.Connection, counts: Sequence[Sequence[Any]] | None = None
+) -> bool:
+    """Re-index the memories this transaction's writes left waiting (``keyword_dirty``):
+    each once, in one statement, in rowid order. The store calls it before every commit
+    and before reading the keyword index inside a transaction. True if there were any.
+
+    A batch is written with FTS5's ``automerge`` off, set back before the commit: FTS5
+    flushes a large insert in several segments and would pay, inside the batch, for
+    merging what came before (half the keyword time of a 10,000-record
+    ``remember_many`` into 100k memories); those merges are left to the background
+    thread's idle work (persistence/checkpointer.py) or to later commits. ``counts``:
+    the rows of :data:`DIRTY_COUNTS`, looked up already. When none of the rows is in a
+    session, no neighbour's keyword window changed: the neighbours are not looked for.
+    """
+    if counts is None:
+        counts = conn.execute(DIRTY_COUNTS).fetchall()  # which tiers, and a batch? One look
+    if not counts:
+        return False
+    if len(counts) == 1:  # one tier (remember()): no generators
+        tier, rows, in_sessions = counts[0]
+        dirty, total, sessions = frozenset((str(tier),)), int(rows or 0), bool(in_sessions)
+    else:
+        dirty = frozenset(str(tier) for tier, _, _ in counts)
+        total = sum(int(n or 0) for _, n, _ in counts)
+        sessions = any(in_sessions for _, _, in_sessions in counts)
+    if total < BATCH_ROWS:
+        schema_sql.work_off_tiers(conn, dirty, sessions)
+        return True
+    setting = query_one(conn, _AUTOMERGE)
+    conn.execute(_SET_AUTOMERGE, (0,))
+    try:
+        schema_sql.work_off_tiers(conn, dirty, sessions)
+        return True
+    finally:
+        conn.execute(_SET_AUTOMERGE, (4 if setting is None else int(setting[0]),))
+
+
+MERGE_PAGES = 64
+"""Pages of keyword-index merge work per background step (a few milliseconds)."""
+
+
+def merge_keyword_step(conn: apsw.Connection, pages: int = MERGE_PAGES) -> bool:
+    """One step of merging the keyword index's segments, in a transaction of its own
+    (``BEGIN IMMEDIATE``: ``apsw.BusyError`` when a writer holds the lock); True if it
+    merged something (FTS5 adds to ``total_changes`` beyond the command's own one only
+    then). It merges a level that holds four segments, as FTS5's automerge does inside
+    commits; done while the writer rests, it leaves commits' automerge little to do
+    (the bursts of up to hundreds of pages that made the write tail)."""
+    if query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_fts'") is None:
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        before = conn.total_changes()
+        conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('merge', ?)", (pages,))
+        merged = conn.total_changes() - before > 1  # the INSERT itself counts one
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return merged
+
+
+def defers_keyword_index(conn: apsw.Connection) -> bool:
+    """True if the file's triggers leave keyword re-indexing to commit (schema 8 on)."""
+    found = "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'keyword_dirty'"
+    return query_one(conn, found) is not None
+
+
+def keyword_index_behind(conn: apsw.Connection) -> bool:
+    """True if some memory waits for re-indexing (only a writer that bypassed the store
+    can commit that)."""
+    return query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1") is not None
+
+
+def drop_vector_index(conn: apsw.Connection) -> None:
+    """Drop the vector table and its triggers (before the file changes dimension)."""
+    for tier in Tier:
+        for event in schema_sql.VECTOR_EVENTS:
+            conn.execute(f"DROP TRIGGER IF EXISTS {TABLE[tier]}_vector_{event}")
+    conn.execute("DROP TABLE IF EXISTS memory_vec")
+
+
+NARROW_ROWS = 400
+"""A filter that accepts at most this many memories is searched by their rowids: FTS5
+seeks each one's row in every term's doclist (about 0.15 ms each at 100k memories)
+instead of scoring every match in the file and checking it (300 ms at 1M memories for
+a session of 50)."""
+
+
+def index_backed(where: MemoryFilter) -> bool:
+    """True if an index finds the memories ``where`` accepts (a session, agent, tag or
+    time range is set): listing them costs about what they number, not the file."""
+    return not (
+        where.session_id is None
+        and where.agent_id is None
+        and not where.tags
+        and where.created_after is None
+        and where.created_before is None
+    )
+
+
+def narrow_rowids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[int] | None:
+    """The keyword-index rowids of the memories ``where`` accepts, when an index finds
+    them (a session, agent, tag or time range is set) and there are at most ``cap``;
+    else ``None``."""
+    if not index_backed(where):
+        return None
+    conds, params = filter_conditions(where)
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    found: list[int] = []
+    for tier in tiers:
+        rows = query_all(
+            conn,
+            f"SELECT i.rowid FROM {TABLE[tier]} AS t JOIN memory_index AS i "
+            f"ON i.memory_id = t.id WHERE {' AND '.join(conds)} LIMIT ?",
+            [*params, cap + 1 - len(found)],
+        )
+        found += [int(r[0]) for r in rows]
+        if len(found) > cap:
+            return None
+    return found
+
+
+def keyword_search(
+    conn: apsw.Connection,
+    match: str,
+    limit: int,
+    where: MemoryFilter,
+    context_weight: float,
+    after_weight: float,
+    narrow_cap: int = NARROW_ROWS,
+) -> list[tuple[str, float]]:
+    """``(memory_id, bm25)`` of the memories ``where`` accepts, best first (FTS5's bm25 is
+    negative: lower is better; ties in index order).
+
+    bm25 weighs a memory's own words 1, the two memories before it in its session
+    ``context_weight`` and the two after it ``after_weight``. Without a filter the best
+    rows are chosen inside FTS5 before the id lookup (twice as fast as joining every
+    match); a filter is part of the query, so the best ``limit`` accepted rows come back
+    however few memories it accepts. A filter that accepts few memories (at most
+    ``narrow_cap``, see :data:`NARROW_ROWS`) is searched through their rowids, with the
+    same scores.
+    """
+    score = "bm25(memory_fts, 1.0, ?, ?)"
+    if where == MemoryFilter():
+        sql = (
+            f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
+            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) AS f "
+            "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score, f.rowid"
+        )
+        params: list[object] = [context_weight, after_weight, match, limit]
+    elif not where.narrows:
+        sql = (
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score, memory_fts.rowid LIMIT ?"
+        )
+        assert where.tier is not None
+        params = [context_weight, after_weight, match, where.tier.value, limit]
+    elif (rowids := narrow_rowids(conn, where, narrow_cap)) is not None:
+        if not rowids:
+            return []
+        sql = (
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            "WHERE memory_fts MATCH ? AND memory_fts.rowid IN (SELECT value FROM json_each(?)) "
+            "ORDER BY score, memory_fts.rowid LIMIT ?"
+        )
+        params = [context_weight, after_weight, match, orjson.dumps(rowids).decode(), limit]
+    else:
+        accepted, accepted_params = accepts(where, "i.memory_id", "i.tier")
+        sql = (
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ? AND {accepted} ORDER BY score, memory_fts.rowid LIMIT ?"
+        )
+        params = [context_weight, after_weight, match, *accepted_params, limit]
+    return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
+
+
+def accepted_embeddings(
+    conn: apsw.Connection, where: MemoryFilter, cap: int
+) -> list[tuple[str, Tier, bytes]] | None:
+    """The embedding of every memory ``where`` accepts that has one, with its tier; ``None``
+    when there are more than ``cap`` (then search the RAM copy instead)."""
+    found: list[tuple[str, Tier, bytes]] = []
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    conds, params = filter_conditions(where)
+    clause = " AND ".join([*conds, "t.embedding IS NOT NULL"])
+    for tier in tiers:
+        rows = query_all(
+            conn,
+            f"SELECT t.id, t.embedding FROM {TABLE[tier]} AS t WHERE {clause} LIMIT ?",
+            [*params, cap + 1 - len(found)],
+        )
+        found += [(memory_id, tier, blob) for memory_id, blob in rows]
+        if len(found) > cap:
+            return None
+    return found
+
+
+def accepted_among(
+    conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
+) -> list[tuple[str, Tier]]:
+    """The ``candidates`` that ``where`` accepts, in their order."""
+    conds, params = filter_conditions(where, probe_tags=True)
+    keep: set[str] = set()
+    for tier in Tier:
+        ids = [memory_id for memory_id, at in candidates if at is tier]
+        if not ids or (where.tier is not None and tier is not where.tier):
+            continue
+        clause = " AND ".join(["t.id IN (SELECT value FROM json_each(?))", *conds])
+        rows = query_all(conn, f"SELECT t.id FROM {TABLE[tier]} AS t WHERE {clause}",
+                         [orjson.dumps(ids).decode(), *params])  # fmt: skip
+        keep.update(r[0] for r in rows)
+    return [(memory_id, tier) for memory_id, tier in candidates if memory_id in keep]
+
+
+def rerank(
+    conn: apsw.Connection, candidates: list[tuple[str, Tier]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` nearest ``(id, tier)`` candidates,
+    exactly, from the float vectors in the tier tables (those without one are dropped)."""
+    found = []
+    for tier in Tier:
+        ids = [memory_id for memory_id, where in candidates if where is tier]
+        if ids:
+            found += embeddings_of(conn, ids, (tier,))
+    return nearest(found, query, limit)
+
+
+def nearest(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` of ``found`` nearest to ``query``
+    (ties in the order given)."""
+    if not found:
+        return []
+    ids, distances = cosine_distances(found, query)
+    order = np.argsort(distances, kind="stable")[:limit]
+    return [(ids[i], float(distances[i])) for i in order]
+
+
+def cosine_distances(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """The ids of ``found`` (as :func:`embeddings_of` gives it) and their cosine distances
+    to ``query``."""
+    ids = [memory_id for memory_id, _, _ in found]
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
+    matrix = matrix.reshape(len(ids), -1)
+    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+    return ids, 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
+
+
+def embeddings_of(
+    conn: apsw.Connection, memory_ids: list[str], tiers: Sequence[Tier] = tuple(Tier)
+) -> list[tuple[str, Tier, bytes]]:
+    """The current embedding of each of ``memory_ids`` (looked for in ``tiers``) that has
+    one, with its tier."""
+    marks = ", ".join("?" for _ in memory_ids)
+    found: list[tuple[str, Tier, bytes]] = []
+    for tier in tiers:
+        rows = query_all(
+            conn,
+            f"SELECT id, embedding FROM {TABLE[tier]} "
+            f"WHERE id IN ({marks}) AND embedding IS NOT NULL",
+            memory_ids,
+        )
+        found += [(memory_id, tier, blob) for memory_id, blob in rows]
+    return found
+
+
+def change_head(conn: apsw.Connection) -> tuple[int, str | None]:
+    """``(seq, memory_id)`` of the newest ``vector_changes`` row, ``(0, None)`` if none."""
+    row = query_one(conn, "SELECT seq, memory_id FROM vector_changes ORDER BY seq DESC LIMIT 1")
+    return (0, None) if row is None else (int(row[0]), str(row[1]))
+
+
+def change_floor(conn: apsw.Connection) -> int:
+    """The oldest ``seq`` still in ``vector_changes`` (0 when it is empty)."""
+    return int(query_value(conn, "SELECT min(seq) FROM vector_changes") or 0)
+
+
+def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, bytes]]:
+    """``(id, float32 blob)`` of every memory of ``tier`` that has an embedding, streamed."""
+    return iter(
+        conn.execute(f"SELECT id, embedding FROM {TABLE[tier]} WHERE embedding IS NOT NULL")
+    )
+
+
+def memory_count(conn: apsw.Connection) -> int:
+    """How many memories the file holds (all tiers, embedded or not), from the small
+    keyword id table rather than a scan of the tier tables."""
+    return int(query_value(conn, "SELECT count(*) FROM memory_index") or 0)
+
+
+def change_at(conn: apsw.Connection, seq: int) -> str | None:
+    """The memory id logged at ``seq``, or ``None`` once that row is trimmed (or never was)."""
+    value = query_value(conn, "SELECT memory_id FROM vector_changes WHERE seq = ?", (seq,))
+    return None if value is None else str(value)
+
+
+def changed_since(conn: apsw.Connection, seq: int) -> list[str]:
+    """Ids of memories whose embedding changed after ``seq``."""
+    rows = query_all(conn, "SELECT DISTINCT memory_id FROM vector_changes WHERE seq > ?", (seq,))
+    return [r[0] for r in rows]
+
+
+def unembedded(conn: apsw.Connection, limit: int) -> list[tuple[str, Tier, str]]:
+    """Up to ``limit`` memories without an embedding: ``(id, tier, content)``."""
+    found: list[tuple[str, Tier, str]] = []
+    for tier in Tier:
+        if len(found) >= limit:
+            break
+        rows = query_all(
+            conn,
+            f"SELECT id, content FROM {TABLE[tier]} WHERE embedding IS NULL LIMIT ?",
+            (limit - len(found),),
+        )
+        found += [(r[0], tier, r[1]) for r in rows]
+    return found
+
+
+def set_embeddings(
+    conn: apsw.Connection, rows: Sequence[tuple[Tier, str, bytes, str | None]]
+) -> None:
+    """Store computed embeddings ``(tier, id, blob, content)``: only where none was set
+    meanwhile and, when ``content`` is given, the memory still has that content."""
+    for tier, memory_id, blob, content in rows:
+        conn.execute(
+            f"UPDATE {TABLE[tier]} SET embedding = ? WHERE id = ? AND embedding IS NULL "
+            "AND (? IS NULL OR content = ?)",
+            (blob, memory_id, content, content),
+        )

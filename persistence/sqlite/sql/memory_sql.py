@@ -1,0 +1,565 @@
+"""SQL for the memory family: the three tier tables, their tags and the promotion log.
+
+Functions take an open connection and run inside the caller's transaction. Table names
+come only from the closed :class:`Tier` enum; every value is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+import apsw
+import orjson
+
+from persistence.errors import InvalidInputError, InvalidTypeError
+from persistence.records import (  # with the slot setters, for straight-line code
+    Memory,
+    MemoryFilter,
+    PromotionRecord,
+    QueryOptions,
+    Tier,
+    _set_access_count,
+    _set_agent_id,
+    _set_category,
+    _set_content,
+    _set_created_at,
+    _set_embedding,
+    _set_id,
+    _set_importance,
+    _set_key,
+    _set_last_accessed_at,
+    _set_linked,
+    _set_metadata,
+    _set_retention,
+    _set_session_id,
+    _set_source,
+    _set_speaker,
+    _set_tags,
+    _set_tier,
+    _set_token_count,
+    _set_updated_at,
+)
+from persistence.sqlite.codecs import decode_embedding, encode_json
+from persistence.sqlite.connection import query_all, query_one, query_value
+from persistence.validation import (
+    require_bool,
+    require_int,
+    require_str,
+    require_str_tuple,
+)
+
+TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
+
+_COLUMNS = (
+    "id", "content", "token_count", "metadata", "embedding", "linked_memories", "session_id",
+    "agent_id", "category", "source", "importance", "retention", "access_count",
+    "last_accessed_at", "created_at", "updated_at", "speaker",
+)  # fmt: skip
+_METADATA = _COLUMNS.index("metadata")
+_EMBEDDING = _COLUMNS.index("embedding")
+_LINKED = _COLUMNS.index("linked_memories")
+_ORDER_COLUMNS = frozenset(
+    {"created_at", "updated_at", "importance", "retention", "last_accessed_at"}
+)
+_TAGS = (
+    "(SELECT json_group_array(tag) FROM "
+    "(SELECT tag FROM memory_tags WHERE memory_id = t.id ORDER BY position))"
+)
+
+
+def _select(tier: Tier, with_tier: bool = False) -> str:
+    key = "t.key" if tier is Tier.SCRATCHPAD else "NULL"
+    cols = ", ".join(f"t.{c}" for c in _COLUMNS)
+    tier_name = f", '{tier.value}'" if with_tier else ""
+    return f"SELECT {cols}, {key}, {_TAGS}{tier_name} FROM {TABLE[tier]} AS t"
+
+
+def _upsert(tier: Tier) -> str:
+    cols = list(_COLUMNS) + (["key"] if tier is Tier.SCRATCHPAD else [])
+    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+    marks = ", ".join("?" for _ in cols)
+    return (
+        f"INSERT INTO {TABLE[tier]} ({', '.join(cols)}) VALUES ({marks}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}"
+    )
+
+
+_SELECT = {tier: _select(tier, with_tier=True) for tier in Tier}  # rows decode alike
+_UPSERT = {tier: _upsert(tier) for tier in Tier}
+_SELECT_ANY_TIER = " UNION ALL ".join(
+    f"{_select(tier, with_tier=True)} WHERE t.id = ?"
+    for tier in (Tier.EPISODIC, Tier.SEMANTIC, Tier.SCRATCHPAD)
+)
+
+
+_TIER_NAMED = {tier.value: tier for tier in Tier}
+
+
+_new = object.__new__
+_loads = orjson.loads  # codecs.decode_json without its call: every uncached read decodes
+_NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
+
+
+def _to_memory(row: Sequence[Any]) -> Memory:
+    """The memory a ``_select`` row holds (written after validation, so not checked).
+
+    Fills the frozen dataclass's slots one by one, in straight-line code: its
+    ``__init__`` sets each field with ``object.__setattr__`` (twice the cost), and a loop
+    over the slots costs a third more than this (every uncached read decodes a row).
+    The empty JSON values (most rows' tags, links, metadata) are not parsed.
+    tests/test_hot_paths.py checks that every field is filled, from its own column.
+    """
+    (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
+     source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
+     speaker, key, tags, tier) = row  # fmt: skip
+    memory: Memory = _new(Memory)
+    _set_id(memory, id_)
+    _set_content(memory, content)
+    _set_tier(memory, _TIER_NAMED[tier])
+    _set_key(memory, key)
+    _set_session_id(memory, session_id)
+    _set_agent_id(memory, agent_id)
+    _set_category(memory, category)
+    _set_tags(memory, () if tags == "[]" else tuple(_loads(tags)))
+    _set_importance(memory, importance)
+    _set_retention(memory, retention)
+    _set_token_count(memory, token_count)
+    _set_source(memory, source)
+    _set_metadata(memory, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
+    _set_linked(memory, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(memory, None if embedding is None else decode_embedding(embedding))
+    _set_access_count(memory, access_count)
+    _set_last_accessed_at(memory, last_accessed_at)
+    _set_created_at(memory, created_at)
+    _set_updated_at(memory, updated_at)
+    _set_speaker(memory, speaker)
+    return memory
+
+
+def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
+    """Column values for ``memory`` (already validated) in upsert order."""
+    # Most memories have no metadata and no links: their JSON is known without orjson.
+    metadata = encode_json(dict(memory.metadata), "metadata") if memory.metadata else "{}"
+    links = memory.linked_memories
+    linked = encode_json(list(links), "linked_memories") if links else "[]"
+    row: tuple[Any, ...] = (
+        memory.id, memory.content, memory.token_count, metadata, embedding, linked,
+        memory.session_id, memory.agent_id, memory.category, memory.source,
+        float(memory.importance), float(memory.retention), memory.access_count,
+        memory.last_accessed_at, memory.created_at, memory.updated_at, memory.speaker,
+    )  # fmt: skip
+    return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
+
+
+def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None = None) -> Memory:
+    """``memory`` as it reads back from ``row``: decoded JSON, read-only metadata (and
+    ``tags``, de-duplicated, in the same copy).
+
+    What the store returns (and the cache keeps) never shares mutable state with the
+    caller's object, and never holds a value the file does not.
+    """
+    # Slots filled in straight-line code, as _to_memory does (every remember() makes
+    # one copy; dataclasses.replace costs twice as much, a loop over the fields half
+    # again); Memory has no __post_init__ that replace() would run.
+    blob, metadata, linked = row[_EMBEDDING], row[_METADATA], row[_LINKED]
+    stored: Memory = _new(Memory)
+    _set_id(stored, memory.id)
+    _set_content(stored, memory.content)
+    _set_tier(stored, memory.tier)
+    _set_key(stored, memory.key)
+    _set_session_id(stored, memory.session_id)
+    _set_agent_id(stored, memory.agent_id)
+    _set_category(stored, memory.category)
+    _set_tags(stored, memory.tags if tags is None else tags)
+    _set_importance(stored, memory.importance)
+    _set_retention(stored, memory.retention)
+    _set_token_count(stored, memory.token_count)
+    _set_source(stored, memory.source)
+    _set_metadata(stored, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
+    _set_linked(stored, () if linked == "[]" else tuple(_loads(linked)))
+    _set_embedding(stored, None if blob is None else decode_embedding(blob))
+    _set_access_count(stored, memory.access_count)
+    _set_last_accessed_at(stored, memory.last_accessed_at)
+    _set_created_at(stored, memory.created_at)
+    _set_updated_at(stored, memory.updated_at)
+    _set_speaker(stored, memory.speaker)
+    return stored
+
+
+def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
+    """Insert or update ``memory`` in its tier's table and replace its tags."""
+    if memory.tier is Tier.SCRATCHPAD:
+        stale = query_all(
+            conn, "SELECT id FROM scratchpad WHERE key = ? AND id <> ?", (memory.key, memory.id)
+        )
+        for (stale_id,) in stale:
+            delete(conn, Tier.SCRATCHPAD, stale_id)
+    conn.execute(_UPSERT[memory.tier], row)
+    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory.id,))
+    conn.executemany(
+        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
+        [(memory.id, tag, position) for position, tag in enumerate(memory.tags)],
+    )
+
+
+_INSERT = {tier: _UPSERT[tier].split(" ON CONFLICT")[0] for tier in Tier}
+
+
+def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> None:
+    """Insert new memories (``(memory, encode_row(...))``, ids unused) with their tags,
+    tier by tier in the order given (each session's order is kept)."""
+    if len(prepared) == 1:  # remember(): one row, one statement each
+        ((memory, row),) = prepared
+        conn.execute(_INSERT[memory.tier], row)  # executemany costs more for one row
+        if len(memory.tags) == 1:
+            conn.execute(_INSERT_TAG, (memory.id, memory.tags[0], 0))
+        elif memory.tags:
+            conn.executemany(_INSERT_TAG, [(memory.id, t, n) for n, t in enumerate(memory.tags)])
+        return
+    for tier in _TIERS:
+        rows = [row for memory, row in prepared if memory.tier is tier]
+        if len(rows) == 1:
+            conn.execute(_INSERT[tier], rows[0])  # executemany costs more for one row
+        elif rows:
+            conn.executemany(_INSERT[tier], rows)
+    tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
+    if tags:
+        conn.executemany(_INSERT_TAG, tags)
+
+
+_INSERT_TAG = "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)"
+_TIERS = tuple(Tier)  # iterating the enum class itself runs a generator in Python
+_ID_USED = "SELECT " + " OR ".join(
+    f"EXISTS (SELECT 1 FROM {table} WHERE id = ?1)" for table in TABLE.values()
+)
+
+
+def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
+    """Which of ``memory_ids`` some tier already holds."""
+    if len(memory_ids) == 1:  # remember(): every tier in one statement
+        return {memory_ids[0]} if query_value(conn, _ID_USED, memory_ids) else set()
+    if not memory_ids:
+        return set()
+    ids = encode_json(list(memory_ids), "memory_ids")
+    return {
+        r[0]
+        for tier in Tier
+        for r in query_all(
+            conn,
+            f"SELECT id FROM {TABLE[tier]} WHERE id IN (SELECT value FROM json_each(?))",
+            (ids,),
+        )
+    }
+
+
+def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
+    """The memory with ``memory_id`` in ``tier``, or ``None``."""
+    row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
+    return None if row is None else _to_memory(row)
+
+
+def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
+    """The memory with ``memory_id`` in whichever tier holds it, in one statement."""
+    sql, params = fetch_any_query(memory_id)
+    return any_tier_memory(conn.execute(sql, params).fetchone())
+
+
+def fetch_any_query(memory_id: str) -> tuple[str, tuple[str, str, str]]:
+    """The statement and parameters of :func:`fetch_any` (for a caller that runs it)."""
+    return _SELECT_ANY_TIER, (memory_id, memory_id, memory_id)
+
+
+def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
+    """The memory a :func:`fetch_any_query` row holds (``None`` for no row)."""
+    return None if row is None else _to_memory(row)
+
+
+def fetch_many(
+    conn: apsw.Connection, memory_ids: Sequence[str], tiers: Sequence[Tier] = tuple(Tier)
+) -> list[Memory]:
+    """The memories with these ids, from whichever of ``tiers`` hold them (any order)."""
+    if not memory_ids:
+        return []
+    marks = ", ".join("?" for _ in memory_ids)
+    found: list[Memory] = []
+    for tier in tiers:
+        rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
+        found += [_to_memory(row) for row in rows]
+    return found
+
+
+def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
+    """The scratchpad memory stored under ``key``, or ``None``."""
+    row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))
+    return None if row is None else _to_memory(row)
+
+
+def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
+    """Every memory of ``tier``, least recently written first (ties in insertion order)."""
+    rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.updated_at, t.rowid")
+    return [_to_memory(row) for row in rows]
+
+
+def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
+    """The stored content of ``memory_id`` in whichever tier holds it, or ``None``."""
+    for tier in Tier:
+        row = query_one(conn, f"SELECT content FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+        if row is not None:
+            return str(row[0])
+    return None
+
+
+def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
+    """The tier that holds ``memory_id``, or ``None``."""
+    for tier, sql in _TIER_OF:
+        if query_one(conn, sql, (memory_id,)):
+            return tier
+    return None
+
+
+_TIER_OF = tuple((tier, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?") for tier in Tier)
+
+
+def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
+    """Delete a memory with its tags and schedule; its promotion-log rows stay.
+
+    The audit outlives the content: promotion-log rows (ids, tiers, reasons, times) are
+    kept, and the caller writes a forgetting-log row, which the integrity checks accept
+    as the reason a logged memory is gone.
+    """
+    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+    if conn.changes() == 0:
+        return False
+    for table in ("memory_tags", "repetition_schedules"):
+        conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
+    return True
+
+
+def clear(conn: apsw.Connection, tier: Tier) -> int:
+    """Delete every memory of ``tier``; return how many."""
+    ids = [r[0] for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")]
+    for memory_id in ids:
+        delete(conn, tier, memory_id)
+    return len(ids)
+
+
+def validate_query(options: QueryOptions) -> None:
+    """Refuse options the query cannot honour, before anything runs."""
+    if not isinstance(options, QueryOptions):
+        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
+    if options.order_by not in _ORDER_COLUMNS:
+        raise InvalidInputError(
+            f"order_by must be one of {sorted(_ORDER_COLUMNS)}, got {options.order_by!r}"
+        )
+    for name in ("session_id", "agent_id", "category"):
+        require_str(getattr(options, name), name, allow_none=True)
+    require_str_tuple(options.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(options, name), name, allow_none=True)
+    require_int(options.limit, "limit", allow_none=True, minimum=0)
+    require_int(options.offset, "offset", minimum=0)
+    require_bool(options.descending, "descending")
+
+
+def conditions(
+    *,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    created_after: int | None = None,
+    created_before: int | None = None,
+    min_retention: float | None = None,
+    probe_tags: bool = False,
+) -> tuple[list[str], list[Any]]:
+    """WHERE conditions on a tier table aliased ``t`` (joined with AND) and their
+    parameters: the one place that turns filters into SQL, for queries and searches.
+
+    A tag is a set to look ids up in (a listing: it may drive the query), or with
+    ``probe_tags`` one index probe per row (a search checks each candidate it finds).
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("session_id", session_id), ("agent_id", agent_id),
+                          ("category", category)):  # fmt: skip
+        if value is not None:
+            where.append(f"t.{column} = ?")
+            params.append(value)
+    if created_after is not None:
+        where.append("t.created_at >= ?")
+        params.append(created_after)
+    if created_before is not None:
+        where.append("t.created_at < ?")
+        params.append(created_before)
+    if min_retention is not None:
+        where.append("t.retention >= ?")
+        params.append(min_retention)
+    for tag in dict.fromkeys(tags):
+        if probe_tags:
+            where.append("EXISTS (SELECT 1 FROM memory_tags WHERE memory_id = t.id AND tag = ?)")
+        else:
+            where.append("t.id IN (SELECT memory_id FROM memory_tags WHERE tag = ?)")
+        params.append(tag)
+    return where, params
+
+
+def filter_conditions(where: MemoryFilter, probe_tags: bool = False) -> tuple[list[str], list[Any]]:
+    """:func:`conditions` for a :class:`MemoryFilter` (its tier aside)."""
+    return conditions(
+        session_id=where.session_id,
+        agent_id=where.agent_id,
+        tags=where.tags,
+        created_after=where.created_after,
+        created_before=where.created_before,
+        min_retention=where.min_retention,
+        probe_tags=probe_tags,
+    )
+
+
+def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[Any]]:
+    """A condition that holds when ``where`` accepts the memory whose id and tier name
+    are the SQL expressions ``memory_id`` and ``tier``: a few index probes per row, for
+    checking the rows a search finds."""
+    found, params = filter_conditions(where, probe_tags=True)
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    parts = [
+        f"({tier} = '{t.value}' AND EXISTS (SELECT 1 FROM {TABLE[t]} AS t "
+        f"WHERE {' AND '.join([f't.id = {memory_id}', *found])}))"
+        for t in tiers
+    ]
+    return f"({' OR '.join(parts)})", params * len(tiers)
+
+
+def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
+    """Memories of ``tier`` matching every filter that ``options`` sets."""
+    validate_query(options)
+    where, params = conditions(
+        session_id=options.session_id,
+        agent_id=options.agent_id,
+        category=options.category,
+        tags=options.tags,
+        created_after=options.created_after,
+        created_before=options.created_before,
+    )
+    sql = _SELECT[tier]
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    direction = "DESC" if options.descending else "ASC"
+    sql += f" ORDER BY t.{options.order_by} {direction}, t.id {direction} LIMIT ? OFFSET ?"
+    params += [-1 if options.limit is None else options.limit, options.offset]
+    return [_to_memory(row) for row in query_all(conn, sql, params)]
+
+
+def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
+    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    rows = query_all(
+        conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
+    )
+    return [_to_memory(row) for row in rows]
+
+
+def page_in_order(
+    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int
+) -> list[tuple[int, Memory]]:
+    """The next ``limit`` memories of ``tier`` in insertion order (rowid > ``after_rowid``),
+    each with its rowid: an export in this order keeps each session's order on import."""
+    rows = query_all(
+        conn,
+        f"SELECT rowid, id FROM {TABLE[tier]} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        (after_rowid, limit),
+    )
+    found = {m.id: m for m in fetch_many(conn, [memory_id for _, memory_id in rows], (tier,))}
+    return [(rowid, found[memory_id]) for rowid, memory_id in rows]
+
+
+def count(conn: apsw.Connection, tier: Tier) -> int:
+    """How many memories ``tier`` holds."""
+    return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]}"))
+
+
+def log_promotion(
+    conn: apsw.Connection,
+    memory_id: str,
+    from_tier: Tier,
+    to_tier: Tier,
+    promoted_at: int,
+    reason: str | None,
+) -> PromotionRecord:
+    """Append one row to the promotion log."""
+    conn.execute(
+        "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (memory_id, from_tier.value, to_tier.value, promoted_at, reason),
+    )
+    return PromotionRecord(
+        conn.last_insert_rowid(), memory_id, from_tier, to_tier, promoted_at, reason
+    )
+
+
+def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRecord]:
+    """Every logged promotion of ``memory_id``, oldest first."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
+        "WHERE memory_id = ? ORDER BY id",
+        (memory_id,),
+    )
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def promotion_page(conn: apsw.Connection, after_id: int, limit: int) -> list[PromotionRecord]:
+    """The next ``limit`` promotion-log rows with id > ``after_id``."""
+    rows = query_all(
+        conn,
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
+        "WHERE id > ? ORDER BY id LIMIT ?",
+        (after_id, limit),
+    )
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bool) -> None:
+    """Insert a promotion-log row as it was exported (a fresh id unless ``keep_id``)."""
+    conn.execute(
+        "INSERT INTO promotion_log (id, memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            record.id if keep_id else None,
+            record.memory_id,
+            record.from_tier.value,
+            record.to_tier.value,
+            record.promoted_at,
+            record.reason,
+        ),
+    )
+
+
+def has_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
+    """True if the log already holds this event (same memory, tiers and time)."""
+    return (
+        query_one(
+            conn,
+            "SELECT 1 FROM promotion_log WHERE memory_id = ? AND from_tier = ? AND to_tier = ? "
+            "AND promoted_at = ?",
+            (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
+        )
+        is not None
+    )
+
+
+def all_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory in every tier."""
+    return {r[0] for tier in Tier for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")}
+
+
+def remove_row(conn: apsw.Connection, tier: Tier, memory_id: str) -> None:
+    """Delete only the tier row (tags, schedule and log stay): for moves between tiers."""
+    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+
+
+def delete_all(conn: apsw.Connection) -> None:
+    """Delete every memory, tag and promotion-log row."""
+    for table in (*TABLE.values(), "memory_tags", "promotion_log"):
+        conn.execute(f"DELETE FROM {table}")

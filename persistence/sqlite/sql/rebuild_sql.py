@@ -1,0 +1,104 @@
+"""SQL for re-embedding with another model: stage new vectors beside the live ones,
+then swap them in with one transaction (the vector index is rebuilt for the new size).
+
+Functions run inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+from persistence.records import Tier, content_hash
+from persistence.sqlite.connection import query_all
+from persistence.sqlite.sql import index_sql
+from persistence.sqlite.sql.memory_sql import TABLE
+from persistence.sqlite.sql.meta_sql import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_MODEL_KEY,
+    read_meta,
+    write_meta,
+)
+
+REBUILD_MODEL_KEY = "rebuild_model"
+REBUILD_DIM_KEY = "rebuild_dim"
+
+
+def state(conn: apsw.Connection) -> tuple[str, int] | None:
+    """``(model id, dimension)`` of the rebuild under way, or ``None``."""
+    model = read_meta(conn, REBUILD_MODEL_KEY)
+    dim = read_meta(conn, REBUILD_DIM_KEY)
+    return None if model is None or dim is None else (model, int(dim))
+
+
+def begin(conn: apsw.Connection, model_id: str, dim: int) -> bool:
+    """Start (or resume) building ``model_id``; True if earlier staged work is kept."""
+    if state(conn) == (model_id, dim):
+        return True
+    conn.execute("DELETE FROM embedding_rebuild")
+    write_meta(conn, REBUILD_MODEL_KEY, model_id)
+    write_meta(conn, REBUILD_DIM_KEY, str(dim))
+    return False
+
+
+def unstaged(conn: apsw.Connection, limit: int) -> list[tuple[str, str]]:
+    """Up to ``limit`` memories with no staged vector yet: ``(id, content)``."""
+    found: list[tuple[str, str]] = []
+    for tier in Tier:
+        if len(found) >= limit:
+            break
+        found += query_all(
+            conn,
+            f"SELECT t.id, t.content FROM {TABLE[tier]} AS t "
+            "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id "
+            "WHERE r.memory_id IS NULL LIMIT ?",
+            (limit - len(found),),
+        )
+    return found
+
+
+def stage(conn: apsw.Connection, rows: Sequence[tuple[str, bytes, bytes]]) -> None:
+    """Keep ``(memory id, content hash, float32 blob)`` for the swap."""
+    conn.executemany(
+        "INSERT INTO embedding_rebuild (memory_id, content_hash, embedding) VALUES (?, ?, ?) "
+        "ON CONFLICT (memory_id) DO UPDATE SET content_hash = excluded.content_hash, "
+        "embedding = excluded.embedding",
+        rows,
+    )
+
+
+def stale(conn: apsw.Connection) -> list[tuple[str, str]]:
+    """Memories whose staged vector is missing or was made from other content."""
+    out: list[tuple[str, str]] = []
+    for tier in Tier:
+        rows = query_all(
+            conn,
+            f"SELECT t.id, t.content, r.content_hash FROM {TABLE[tier]} AS t "
+            "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id",
+        )
+        out += [(i, c) for i, c, h in rows if h is None or bytes(h) != content_hash(c)]
+    return out
+
+
+def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
+    """Replace every memory's embedding with its staged one, record the new model and
+    size, and rebuild the vector index; returns how many memories were updated.
+
+    Every memory must have an up-to-date staged vector (see :func:`stale`).
+    """
+    index_sql.drop_vector_index(conn)
+    updated = 0
+    for tier in Tier:
+        conn.execute(
+            f"UPDATE {TABLE[tier]} SET embedding = (SELECT r.embedding FROM embedding_rebuild "
+            f"AS r WHERE r.memory_id = {TABLE[tier]}.id)"
+        )
+        updated += conn.changes()
+    write_meta(conn, EMBEDDING_MODEL_KEY, model_id)
+    write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
+    write_meta(conn, REBUILD_MODEL_KEY, None)
+    write_meta(conn, REBUILD_DIM_KEY, None)
+    conn.execute("DELETE FROM embedding_rebuild")
+    index_sql.ensure_vector_index(conn)
+    return updated

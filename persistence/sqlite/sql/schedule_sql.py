@@ -1,0 +1,85 @@
+"""SQL for spaced-repetition schedules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from persistence.records import RepetitionSchedule
+from persistence.sqlite.connection import query_all, query_one
+
+_COLUMNS = (
+    "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
+    "last_reviewed_at"
+)
+
+
+def _to_schedule(row: Sequence[Any]) -> RepetitionSchedule:
+    return RepetitionSchedule(*row)
+
+
+def upsert(conn: apsw.Connection, schedule: RepetitionSchedule) -> None:
+    """Insert or replace the schedule of one memory."""
+    conn.execute(
+        f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (memory_id) DO UPDATE SET next_review_at = excluded.next_review_at, "
+        "interval_ms = excluded.interval_ms, review_count = excluded.review_count, "
+        "ease_factor = excluded.ease_factor, stability_days = excluded.stability_days, "
+        "last_reviewed_at = excluded.last_reviewed_at",
+        (
+            schedule.memory_id,
+            schedule.next_review_at,
+            schedule.interval_ms,
+            schedule.review_count,
+            float(schedule.ease_factor),
+            float(schedule.stability_days),
+            schedule.last_reviewed_at,
+        ),
+    )
+
+
+def insert_many(conn: apsw.Connection, schedules: Sequence[RepetitionSchedule]) -> None:
+    """Insert the schedules of new memories (none of them has one yet)."""
+    if len(schedules) == 1:
+        upsert(conn, schedules[0])
+        return
+    conn.executemany(
+        f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (s.memory_id, s.next_review_at, s.interval_ms, s.review_count,
+             float(s.ease_factor), float(s.stability_days), s.last_reviewed_at)
+            for s in schedules
+        ],
+    )  # fmt: skip
+
+
+def fetch(conn: apsw.Connection, memory_id: str) -> RepetitionSchedule | None:
+    """The schedule of ``memory_id``, or ``None``."""
+    row = query_one(
+        conn, f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id = ?", (memory_id,)
+    )
+    return None if row is None else _to_schedule(row)
+
+
+def due(conn: apsw.Connection, before: int, limit: int | None) -> list[RepetitionSchedule]:
+    """Schedules with ``next_review_at <= before``, most overdue first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE next_review_at <= ? "
+        "ORDER BY next_review_at, memory_id LIMIT ?",
+        (before, -1 if limit is None else limit),
+    )
+    return [_to_schedule(row) for row in rows]
+
+
+def page(conn: apsw.Connection, after_id: str, limit: int) -> list[RepetitionSchedule]:
+    """The next ``limit`` schedules with memory id > ``after_id``."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id > ? "
+        "ORDER BY memory_id LIMIT ?",
+        (after_id, limit),
+    )
+    return [_to_schedule(row) for row in rows]

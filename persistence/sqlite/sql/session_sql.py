@@ -1,0 +1,196 @@
+"""SQL for sessions and their transcripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from persistence.records import SessionState, TranscriptEntry
+from persistence.sqlite.codecs import decode_json, encode_json
+from persistence.sqlite.connection import query_all, query_one
+
+_COLUMNS = (
+    "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
+    "metadata, is_active, pending_compaction, ended_at"
+)
+
+
+def _to_session(row: Sequence[Any]) -> SessionState:
+    return SessionState(
+        session_id=row[0],
+        started_at=row[1],
+        last_active_at=row[2],
+        turn_number=row[3],
+        active_agents=tuple(decode_json(row[4])),
+        scratchpad_state=tuple(decode_json(row[5])),
+        metadata=decode_json(row[6]),
+        is_active=bool(row[7]),
+        pending_compaction=bool(row[8]),
+        ended_at=row[9],
+    )
+
+
+def encode_row(session: SessionState) -> tuple[Any, ...]:
+    """Column values for ``session`` in insert order."""
+    return (
+        session.session_id,
+        session.started_at,
+        session.last_active_at,
+        session.turn_number,
+        encode_json(list(session.active_agents), "active_agents"),
+        encode_json(list(session.scratchpad_state), "scratchpad_state"),
+        encode_json(dict(session.metadata), "metadata"),
+        int(session.is_active),
+        int(session.pending_compaction),
+        session.ended_at,
+    )
+
+
+def upsert(conn: apsw.Connection, row: tuple[Any, ...]) -> None:
+    """Insert or update a session (its transcripts are kept)."""
+    conn.execute(
+        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET started_at = excluded.started_at, "
+        "last_active_at = excluded.last_active_at, turn_number = excluded.turn_number, "
+        "active_agents = excluded.active_agents, scratchpad_state = excluded.scratchpad_state, "
+        "metadata = excluded.metadata, is_active = excluded.is_active, "
+        "pending_compaction = excluded.pending_compaction, ended_at = excluded.ended_at",
+        row,
+    )
+
+
+def fetch(conn: apsw.Connection, session_id: str) -> SessionState | None:
+    """The session, or ``None``."""
+    row = query_one(conn, f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else _to_session(row)
+
+
+def is_active(conn: apsw.Connection, session_id: str) -> bool | None:
+    """Whether the session is active; ``None`` if there is none (one index probe, no
+    decoding: the check every write into a session makes)."""
+    row = query_one(conn, "SELECT is_active FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else bool(row[0])
+
+
+def delete(conn: apsw.Connection, session_id: str) -> bool:
+    """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
+    conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+    return conn.changes() > 0
+
+
+def recent(conn: apsw.Connection, limit: int | None) -> list[SessionState]:
+    """All sessions, ended or not, most recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active_at DESC, session_id LIMIT ?",
+        (-1 if limit is None else limit,),
+    )
+    return [_to_session(row) for row in rows]
+
+
+def active(conn: apsw.Connection) -> list[SessionState]:
+    """Active sessions, most recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1 "
+        "ORDER BY last_active_at DESC, session_id",
+    )
+    return [_to_session(row) for row in rows]
+
+
+def pending_compaction(conn: apsw.Connection) -> list[SessionState]:
+    """Sessions flagged for compaction, least recently active first."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1 "
+        "ORDER BY last_active_at, session_id",
+    )
+    return [_to_session(row) for row in rows]
+
+
+def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
+    """Move ``last_active_at`` forward."""
+    conn.execute(
+        "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
+        (at, session_id),
+    )
+
+
+def insert_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert one transcript line as it is (the session row is not touched)."""
+    conn.execute(
+        "INSERT INTO session_transcripts "
+        "(id, session_id, turn_number, role, content, timestamp, speaker) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            entry.id,
+            entry.session_id,
+            entry.turn_number,
+            entry.role,
+            entry.content,
+            entry.timestamp,
+            entry.speaker,
+        ),  # fmt: skip
+    )
+
+
+def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert a transcript line and bring its session's turn and activity forward."""
+    insert_transcript(conn, entry)
+    conn.execute(
+        "UPDATE sessions SET turn_number = max(turn_number, ?), "
+        "last_active_at = max(last_active_at, ?) WHERE session_id = ?",
+        (entry.turn_number, entry.timestamp, entry.session_id),
+    )
+
+
+def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]:
+    """A session's transcript in turn order (insertion order within a turn)."""
+    rows = query_all(
+        conn,
+        "SELECT id, session_id, turn_number, role, content, timestamp, speaker "
+        "FROM session_transcripts WHERE session_id = ? ORDER BY turn_number, rowid",
+        (session_id,),
+    )
+    return [TranscriptEntry(*row) for row in rows]
+
+
+def page(conn: apsw.Connection, after_id: str, limit: int) -> list[SessionState]:
+    """The next ``limit`` sessions with id > ``after_id``."""
+    rows = query_all(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?",
+        (after_id, limit),
+    )
+    return [_to_session(row) for row in rows]
+
+
+def transcript_page(
+    conn: apsw.Connection, after_rowid: int, limit: int
+) -> list[tuple[int, TranscriptEntry]]:
+    """The next ``limit`` transcript lines in insertion order, with their rowids."""
+    rows = query_all(
+        conn,
+        "SELECT rowid, id, session_id, turn_number, role, content, timestamp, speaker "
+        "FROM session_transcripts WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        (after_rowid, limit),
+    )
+    return [(row[0], TranscriptEntry(*row[1:])) for row in rows]
+
+
+def transcript_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every transcript line."""
+    return {r[0] for r in query_all(conn, "SELECT id FROM session_transcripts")}
+
+
+def session_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every session."""
+    return {r[0] for r in query_all(conn, "SELECT session_id FROM sessions")}
+
+
+def delete_all(conn: apsw.Connection) -> None:
+    """Delete every session and transcript line."""
+    conn.execute("DELETE FROM session_transcripts")
+    conn.execute("DELETE FROM sessions")

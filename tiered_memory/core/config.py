@@ -1,0 +1,166 @@
+"""MemoryConfig: every tunable of the manager in one typed, validated object."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from persistence import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    InvalidTypeError,
+    Synchronous,
+    require_bool,
+    require_callable,
+    require_choice,
+    require_int,
+    require_number,
+)
+from tiered_memory.core.redaction import DEFAULT_REDACTOR, Redactor
+from tiered_memory.core.tokens import EstimatedTokenCounter, TokenCounter
+from tiered_memory.embedding.embedders import Embedder
+from tiered_memory.graph.extraction import Extractor
+from tiered_memory.recall.settings import RecallSettings
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """Settings of an :class:`~tiered_memory.AgentMemoryManager`, with sane defaults.
+
+    - ``cache_size``: episodic/semantic memories kept in the LRU cache.
+    - ``scratchpad_token_budget``: tokens the scratchpad may hold; beyond it the least
+      recently used entries are promoted to episodic.
+    - ``forgetting_threshold``: ``decay()`` forgets memories whose retention falls below it.
+    - ``decay_semantic``: whether ``decay()`` also walks the semantic tier.
+    - ``decay_batch_size``: memories per transaction while decaying or consolidating.
+    - ``initial_stability_days`` and ``importance_stability_boost``: a new memory's
+      stability is ``initial * (1 + boost * importance)`` days.
+    - ``target_retention``: reviews are scheduled for when retention falls to this.
+    - ``consolidation_min_retention`` / ``consolidation_min_reviews``: what
+      ``consolidate()`` requires of an episodic memory before promoting it to semantic.
+    - ``synchronous``: ``"NORMAL"`` survives a crashed process, ``"FULL"`` power loss too.
+    - ``clock``: returns epoch milliseconds (inject one in tests; never sleep).
+    - ``token_counter``: counts tokens for the scratchpad budget.
+    - ``backup_dir``: where snapshots and exports go by default (``<db>-backups/``
+      beside the database when unset).
+    - ``external_change_check_ms``: how often reads look for commits by other
+      processes (which make the cache and scratchpad reload); writes always look.
+    - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
+      any :class:`~tiered_memory.embeddings.Embedder`, or ``None`` for keyword-only recall.
+    - ``embed_in_background``: a daemon thread embeds new memories soon after they are
+      remembered (``False``: only ``flush()`` and ``recall()`` embed).
+    - ``embedding_cache_size``: how many embeddings the file keeps by (model, content
+      hash) so identical text is embedded once (``0``: no cache); least recently used
+      are evicted.
+    - ``reembed``: when the file was embedded by another model, re-embed every memory
+      with this one on first need (build-new-then-swap; resumable) instead of raising
+      :class:`~persistence.EmbeddingModelMismatchError`.
+    - ``recall``: fusion weights (:class:`~tiered_memory.recall.RecallSettings`).
+    - ``recall_review_quality``: a recalled memory that is due for review counts as a
+      review of this quality (``None``: recall does not reinforce); reviews are written
+      ``recall_review_batch`` at a time, so recall stays read-mostly.
+    - ``extractor``: finds entities and relations in new and edited memories for the
+      knowledge graph: ``"default"`` (local, deterministic: proper nouns, quoted names,
+      @handles, #tags, e-mails, URLs), any :class:`~tiered_memory.extraction.Extractor`
+      (an LLM, say), or ``None`` (the graph holds only what is given to it).
+    - ``extract_in_background``: a daemon thread extracts soon after each write
+      (``None``, the default: when a background thread embeds, i.e. with
+      ``embed_in_background`` and an embedder; ``False``: only ``flush()`` extracts).
+    - ``dedup``: ``remember()`` of content identical (after normalising case and
+      whitespace) to a live memory of the same tier, agent and session reinforces that
+      memory and returns it instead of adding a second one.
+    - ``near_duplicate_threshold``: ``consolidate()`` merges an episodic memory into an
+      older one of the same agent and session whose vector is at least this similar
+      (cosine; ``None``: no merging).
+    - ``max_content_bytes``: the largest memory content accepted, in UTF-8 bytes (default
+      1,000,000: 1 MB, decimal); larger content is refused with ``InvalidInputError`` by
+      ``remember``, ``remember_many``, ``update``, the scratchpad, the store and import.
+    - ``redactor``: replaces secrets (API keys, tokens, passwords, private keys) by
+      ``[REDACTED:kind]`` before anything is written: memory content, tags, metadata
+      values, scratchpad values, transcript lines, imports. ``redact=False`` or
+      ``redactor=None`` turns it off.
+    """
+
+    cache_size: int = 500
+    scratchpad_token_budget: int = 2048
+    forgetting_threshold: float = 0.1
+    decay_semantic: bool = False
+    decay_batch_size: int = 500
+    initial_stability_days: float = 1.0
+    importance_stability_boost: float = 4.0
+    target_retention: float = 0.9
+    consolidation_min_retention: float = 0.7
+    consolidation_min_reviews: int = 2
+    synchronous: Synchronous = "NORMAL"
+    clock: Callable[[], int] | None = None
+    token_counter: TokenCounter = EstimatedTokenCounter()
+    backup_dir: str | os.PathLike[str] | None = None
+    external_change_check_ms: int = 50
+    embedder: Embedder | str | None = "default"
+    embed_in_background: bool = True
+    embedding_cache_size: int = 20_000
+    reembed: bool = False
+    recall: RecallSettings = RecallSettings()
+    recall_review_quality: int | None = 4
+    recall_review_batch: int = 32
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    redact: bool = True
+    redactor: Redactor | None = DEFAULT_REDACTOR
+    extractor: Extractor | str | None = "default"
+    extract_in_background: bool | None = None
+    dedup: bool = True
+    near_duplicate_threshold: float | None = 0.95
+
+    def __post_init__(self) -> None:
+        for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
+            require_int(getattr(self, name), name, minimum=1)
+        require_int(self.consolidation_min_reviews, "consolidation_min_reviews", minimum=0)
+        require_int(self.external_change_check_ms, "external_change_check_ms", minimum=0)
+        for name in ("forgetting_threshold", "consolidation_min_retention"):
+            require_number(getattr(self, name), name, minimum=0, maximum=1)
+        require_number(self.target_retention, "target_retention", minimum=0, maximum=1,
+                       above_minimum=True, below_maximum=True)  # fmt: skip
+        require_number(self.initial_stability_days, "initial_stability_days", minimum=0,
+                       above_minimum=True)  # fmt: skip
+        require_number(self.importance_stability_boost, "importance_stability_boost", minimum=0)
+        require_bool(self.decay_semantic, "decay_semantic")
+        require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
+        require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
+        if not (
+            self.embedder is None
+            or self.embedder == "default"
+            or isinstance(self.embedder, Embedder)
+        ):
+            raise InvalidTypeError("embedder must be 'default', None, or an Embedder")
+        require_bool(self.embed_in_background, "embed_in_background")
+        require_int(self.embedding_cache_size, "embedding_cache_size", minimum=0)
+        require_bool(self.reembed, "reembed")
+        if not isinstance(self.recall, RecallSettings):
+            raise InvalidTypeError("recall must be a RecallSettings")
+        require_int(self.recall_review_quality, "recall_review_quality", allow_none=True,
+                    minimum=0, maximum=5)  # fmt: skip
+        require_int(self.recall_review_batch, "recall_review_batch", minimum=1)
+        require_int(self.max_content_bytes, "max_content_bytes", minimum=1)
+        if self.backup_dir is not None and not isinstance(self.backup_dir, str | os.PathLike):
+            raise InvalidTypeError("backup_dir must be a path")
+        require_callable(getattr(self.token_counter, "count", None), "token_counter.count")
+        if not (
+            self.extractor is None
+            or self.extractor == "default"
+            or isinstance(self.extractor, Extractor)
+        ):
+            raise InvalidTypeError("extractor must be 'default', None, or an Extractor")
+        if self.extract_in_background is not None:
+            require_bool(self.extract_in_background, "extract_in_background")
+        require_bool(self.dedup, "dedup")
+        if self.near_duplicate_threshold is not None:
+            require_number(self.near_duplicate_threshold, "near_duplicate_threshold",
+                           minimum=0, maximum=1)  # fmt: skip
+        require_bool(self.redact, "redact")
+        if self.redactor is not None and not isinstance(self.redactor, Redactor):
+            raise InvalidTypeError("redactor must have a redact(text) -> Redaction method")
+
+    @property
+    def active_redactor(self) -> Redactor | None:
+        """The redactor writes go through, or ``None`` when redaction is off."""
+        return self.redactor if self.redact else None

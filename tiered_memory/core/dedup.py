@@ -1,0 +1,148 @@
+"""The same fact twice: exact deduplication in ``remember()`` and near-duplicate merging
+in ``consolidate()``.
+
+``remember()`` of content identical, after normalising case, whitespace and Unicode
+form, to a live memory of the same tier, agent and session reinforces that memory (a
+review, one more access, importance = the larger) and returns it, in the same
+transaction, instead of adding a second row (``MemoryConfig.dedup=False`` turns it off).
+One index probe on ``content_keys`` finds the candidate; its content is compared itself.
+
+``consolidate()`` merges near-duplicates: an episodic memory whose vector has cosine
+similarity of at least ``near_duplicate_threshold`` with an older one of the same agent
+and session is folded into it (tags, links and graph provenance carried over,
+importance the larger, accesses added) and forgotten with a forgetting-log row naming
+the memory it was merged into.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from persistence import (
+    DEDUPLICATED_KEY,
+    NEAR_DUPLICATES_KEY,
+    Memory,
+    MemoryFilter,
+    MemoryStorage,
+    Tier,
+)
+
+if TYPE_CHECKING:
+    from tiered_memory.core.manager import AgentMemoryManager
+
+PAGE = 200
+
+
+def normalised(content: str) -> str:
+    """Content as deduplication compares it."""
+    return " ".join(unicodedata.normalize("NFKC", content).casefold().split())
+
+
+def find_twin(
+    store: MemoryStorage,
+    content: str,
+    tier: Tier,
+    agent_id: str | None,
+    session_id: str | None,
+    load: Callable[[list[str]], dict[str, Memory]],
+) -> Memory | None:
+    """The oldest live memory of ``tier``, agent and session with the same normalised
+    content, or ``None``."""
+    ids = store.find_same_content(content, tier, agent_id, session_id)
+    if not ids:
+        return None
+    found = load(ids)
+    text = normalised(content)
+    for memory_id in ids:
+        memory = found.get(memory_id)
+        if (
+            memory is not None
+            and memory.tier is tier
+            and memory.agent_id == agent_id
+            and memory.session_id == session_id
+            and normalised(memory.content) == text
+        ):
+            return memory
+    return None
+
+
+def count(store: MemoryStorage, key: str, n: int = 1) -> None:
+    """Add to a deduplication counter kept with the data (in the caller's transaction)."""
+    store.increment_meta(key, n)
+
+
+def count_duplicate(store: MemoryStorage) -> None:
+    """One more ``remember()`` answered by an existing memory."""
+    count(store, DEDUPLICATED_KEY)
+
+
+def near_duplicate_pairs(
+    store: MemoryStorage, memories: list[Memory], threshold: float
+) -> list[tuple[Memory, str]]:
+    """``(newer memory, older memory id)`` for each memory of ``memories`` whose nearest
+    other episodic memory of the same agent and session is at least ``threshold``
+    similar and older."""
+    pairs = []
+    for memory in memories:
+        if memory.embedding is None:
+            continue
+        where = MemoryFilter(Tier.EPISODIC, memory.session_id, memory.agent_id)
+        for other_id, distance in store.vector_search(memory.embedding, 4, where=where):
+            if other_id == memory.id or 1.0 - distance < threshold:
+                continue
+            pairs.append((memory, other_id))
+            break
+    return pairs
+
+
+def merge_near_duplicates(memory: AgentMemoryManager, threshold: float) -> list[tuple[str, str]]:
+    """Fold each episodic memory into an older near-duplicate (see the module docstring),
+    a page of memories per transaction; returns ``(merged id, kept id)`` pairs."""
+    merged: list[tuple[str, str]] = []
+    gone: set[str] = set()
+    after = ""
+    while page := memory.store.page(Tier.EPISODIC, after, PAGE):
+        after = page[-1].id
+        with memory.store.transaction():
+            for newer, older_id in near_duplicate_pairs(memory.store, page, threshold):
+                if newer.id in gone or older_id in gone:
+                    continue
+                older = memory.get(older_id)
+                current = memory.get(newer.id)
+                if older is None or current is None:
+                    continue
+                if (current.created_at, current.id) < (older.created_at, older.id):
+                    older, current = current, older  # keep the older one
+                links = tuple(
+                    i for i in dict.fromkeys((*older.linked_memories, *current.linked_memories))
+                    if i not in (older.id, current.id)
+                )  # fmt: skip
+                memory._rewrite(
+                    replace(
+                        older,
+                        tags=tuple(dict.fromkeys((*older.tags, *current.tags))),
+                        linked_memories=links,
+                        importance=max(older.importance, current.importance),
+                        access_count=older.access_count + current.access_count,
+                        updated_at=max(memory.clock(), older.created_at),
+                    )
+                )
+                memory.graph.records.move_provenance(current.id, older.id)
+                memory.forget(current.id, reason=f"near-duplicate of {older.id}")
+                count(memory.store, NEAR_DUPLICATES_KEY)
+                gone.add(current.id)
+                merged.append((current.id, older.id))
+    return merged
+
+
+__all__ = [
+    "NEAR_DUPLICATES_KEY",
+    "count",
+    "count_duplicate",
+    "find_twin",
+    "near_duplicate_pairs",
+    "normalised",
+]

@@ -1,0 +1,12 @@
+"""Embeddings: the ``Embedder`` protocol, the default ONNX embedder and its profiles, and
+the queue that embeds new memories off the writer's path.
+
+:mod:`~tiered_memory.embedding.onnx_encoder` (the model runner),
+:mod:`~tiered_memory.embedding.embedders` (``OnnxEmbedder`` with its profiles),
+:mod:`~tiered_memory.embedding.compact_model` and :mod:`~tiered_memory.embedding.quality_model`
+(the profiles' one-time builds), :mod:`~tiered_memory.embedding.queue` (``EmbeddingQueue``).
+"""
+
+from tiered_memory.embedding.embedders import Embedder, OnnxEmbedder
+
+__all__ = ["Embedder", "OnnxEmbedder"]

@@ -1,0 +1,313 @@
+"""Memories waiting for an embedding, worked off in batches.
+
+The queue is the file itself: a memory whose ``embedding`` is NULL is pending, so a
+crash loses nothing and ``remember()`` never waits for the model. Batches go through the
+embedding cache (identical text is embedded once per model), on :meth:`flush` and, when
+enabled, in a background thread woken by each commit that adds work.
+
+A failure in the background thread is logged (logger ``tiered_memory.embedding``),
+counted in the file (``statistics().embedding_errors`` / ``last_embedding_error``) and
+retried after a pause that doubles up to ``retry_seconds[1]``; the thread never dies of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+from cachetools import LRUCache
+
+from persistence import (
+    EMBEDDING_MODEL_KEY,
+    DatabaseBusyError,
+    EmbeddingModelMismatchError,
+    InvalidInputError,
+    MemoryStorage,
+    Tier,
+    content_hash,
+)
+from tiered_memory.embedding.embedders import Embedder, EmbedderError, OnnxEmbedder
+
+BATCH_SIZE = 64
+_IDLE_SECONDS = 2.0
+_QUERY_CACHE = 256
+_log = logging.getLogger("tiered_memory.embedding")
+
+
+class EmbeddingQueue:
+    """Embeds pending memories for one store; thread-safe.
+
+    ``on_embedded`` is called with the ``(id, tier)`` of each batch once it is stored,
+    so RAM copies (cache, scratchpad) can refresh. ``retry_seconds`` is the background
+    thread's first and longest pause after a failure.
+    """
+
+    retry_seconds: tuple[float, float] = (1.0, 60.0)
+
+    def __init__(
+        self,
+        store: MemoryStorage,
+        configured: Embedder | str | None,
+        *,
+        cache_size: int,
+        reembed: bool,
+        on_embedded: Callable[[list[tuple[str, Tier]]], None],
+        on_replaced: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self._configured = configured
+        self._cache_size = cache_size
+        self._reembed = reembed
+        self._on_embedded = on_embedded
+        self._on_replaced = on_replaced
+        self._embedder: Embedder | None = None
+        self._checked = False
+        self._work_lock = threading.RLock()
+        self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
+        self._queries_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def embedder(self) -> Embedder | None:
+        """The embedder (loaded on first need), checked against the model the file records.
+
+        With ``reembed`` a file of another model is re-embedded here first, once, however
+        many threads ask at the same time.
+        """
+        if self._embedder is None and self._configured is not None:
+            configured = self._configured
+            self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
+        embedder = self._embedder
+        if embedder is None or self._checked:
+            return embedder
+        with self._working():
+            if self._checked:
+                return embedder  # another thread checked (or re-embedded) meanwhile
+            recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
+            if recorded is None:
+                if not self.store.read_only:
+                    self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
+            elif recorded != embedder.model_id and self.store.read_only:
+                raise EmbeddingModelMismatchError(
+                    f"{self.store.path} was embedded with {recorded!r}, not "
+                    f"{embedder.model_id!r}, and a read-only open cannot re-embed it: open it "
+                    "with that model, or with embedder=None to recall by keywords only"
+                )
+            elif recorded != embedder.model_id and not self._reembed:
+                raise EmbeddingModelMismatchError(
+                    f"{self.store.path} was embedded with {recorded!r}, not "
+                    f"{embedder.model_id!r}: open it with that model, with "
+                    "reembed=True to re-embed every memory, or with embedder=None"
+                )
+            elif recorded != embedder.model_id:
+                if self.store.in_transaction:
+                    raise InvalidInputError(
+                        f"{self.store.path} must be re-embedded with {embedder.model_id!r} "
+                        "first, and that cannot run inside a transaction: call flush() "
+                        "outside one"
+                    )
+                if not self._rebuild(embedder):
+                    return embedder  # stopped by shutdown: resumes next time
+            self._checked = True
+        return embedder
+
+    @contextmanager
+    def _working(self) -> Iterator[None]:
+        """The right to embed. Never waited for inside a store transaction: the
+        background thread may hold it while it waits for that transaction's lock (the
+        caller's transaction is then used; a vector computed twice is stored once)."""
+        if self.store.in_transaction:
+            yield
+            return
+        with self._work_lock:
+            yield
+
+    def recheck(self) -> None:
+        """Check the file's recorded model again on next use (its content was replaced)."""
+        self._checked = False
+        with self._queries_lock:
+            self._queries.clear()
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """The query's vector (recent queries are kept in RAM), or ``None`` without a model."""
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        with self._queries_lock:
+            cached = self._queries.get(text)
+        if cached is not None:
+            return cached
+        vector: np.ndarray = _checked_vectors(embedder, [text])[0]
+        with self._queries_lock:
+            self._queries[text] = vector
+        return vector
+
+    def flush(self, batch_size: int = BATCH_SIZE, *, report: bool = True) -> int:
+        """Embed every pending memory now; returns how many were embedded.
+
+        With ``report``, first raises (once) the error the background thread's last
+        attempt failed with, if it has not succeeded since.
+        """
+        if report:
+            self.raise_background_error()
+        return self._work(batch_size, self._never)
+
+    def _never(self) -> bool:
+        return False
+
+    def _work(self, batch_size: int, stop: Callable[[], bool]) -> int:
+        embedder = self.embedder()
+        if embedder is None:
+            return 0
+        done = 0
+        with self._working():
+            while not stop() and (batch := self.store.unembedded(batch_size)):
+                self._embed_batch(embedder, batch)
+                done += len(batch)
+        return done
+
+    def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
+        contents = [content for _, _, content in batch]
+        vectors = self._vectors(embedder, contents)
+        with self.store.transaction():  # RAM copies follow in the same transaction
+            self.store.set_embeddings(
+                [(tier, i, v) for (i, tier, _), v in zip(batch, vectors, strict=True)],
+                contents,
+                model_id=embedder.model_id,
+            )
+            self._on_embedded([(memory_id, tier) for memory_id, tier, _ in batch])
+            # The model works: no background failure is left to report. Cleared before
+            # the commit, so no reader sees the queue empty and the error still pending.
+            self._error = None
+
+    def _vectors(self, embedder: Embedder, contents: list[str]) -> list[np.ndarray]:
+        """One vector per text: from the embedding cache, else computed (and cached)."""
+        hashes = [content_hash(content) for content in contents]
+        known: dict[bytes, np.ndarray] = {}
+        if self._cache_size:
+            known = self.store.cached_embeddings(embedder.model_id, hashes)
+        texts = dict(zip(hashes, contents, strict=True))
+        missing = [h for h in texts if h not in known]
+        if missing:
+            computed = _checked_vectors(embedder, [texts[h] for h in missing])
+            known.update(zip(missing, computed, strict=True))
+        if self._cache_size:
+            entries = [(h, known[h]) for h in texts]
+            self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
+        return [known[h] for h in hashes]
+
+    def _rebuild(self, embedder: Embedder) -> bool:
+        """Re-embed every memory with ``embedder``: build new vectors beside the live ones
+        in committed batches (resumable after a crash), then swap them in with ONE
+        transaction. False if :meth:`stop` interrupted it (the staged work is kept)."""
+        self.store.begin_rebuild(embedder.model_id, embedder.dim)
+        while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
+            if self._stop.is_set():
+                return False
+            vectors = self._vectors(embedder, [content for _, content in batch])
+            self.store.stage_rebuild(
+                [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
+            )
+        with self.store.transaction():
+            self.store.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
+            self._on_replaced()
+        return True
+
+    # --- the background thread ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background thread (once)."""
+        if self._thread is None and self._configured is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name=f"tiered-memory-embed {self.store.path}", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self) -> None:
+        """Tell the background thread that there may be new work."""
+        if not self._wake.is_set():  # set already: the thread has not cleared it yet, and
+            self._wake.set()  # looks for work after it does (Event.set costs ~1 µs)
+
+    def stop(self) -> None:
+        """Stop the background thread after its current batch and wait for it."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            self._wake.set()
+            thread.join()
+
+    def raise_background_error(self) -> None:
+        """Re-raise (once) the error the background thread is retrying after (and start
+        the thread again should it have died)."""
+        error, self._error = self._error, None
+        if error is None:
+            return
+        thread = self._thread
+        if thread is not None and not thread.is_alive():
+            self._thread = None
+            self.start()
+        raise EmbedderError(f"background embedding failed (retrying): {error}") from error
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            if failures:  # back off, whatever wakes us: a broken model must not spin
+                first, longest = self.retry_seconds
+                if self._stop.wait(min(first * 2 ** (failures - 1), longest)):
+                    return
+            else:
+                self._wake.wait(_IDLE_SECONDS)  # the timeout also sees other processes' writes
+            self._wake.clear()
+            if self._stop.is_set() or not self.store.is_open:
+                return
+            try:
+                self._work(BATCH_SIZE, self._stop.is_set)
+            except DatabaseBusyError:
+                self._wake.set()  # another process holds the file: try again after a pause
+                self._stop.wait(_IDLE_SECONDS)
+            except Exception as exc:
+                if not self.store.is_open or self._stop.is_set():
+                    return  # closing under us is not a failure
+                failures += 1
+                self._error = exc
+                self._failed(exc, failures)
+            else:
+                if failures:
+                    _log.info("background embedding works again after %d failure(s)", failures)
+                failures = 0
+                self._error = None  # also when there was nothing left to embed
+
+    def _failed(self, exc: Exception, failures: int) -> None:
+        """Log a background failure and count it in the file."""
+        first, longest = self.retry_seconds
+        pause = min(first * 2 ** (failures - 1), longest)
+        _log.error(
+            "background embedding failed (%d in a row) on %s; retrying in %.3g s: %s",
+            failures, self.store.path, pause, exc, exc_info=exc,
+        )  # fmt: skip
+        try:
+            self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
+        except Exception as record_exc:  # the file is busy, full, closing: the log has it
+            _log.warning("could not count the embedding failure in the file: %s", record_exc)
+
+
+def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """The embedder's output as float32 ``[len(texts), dim]``, or a clear error."""
+    try:
+        vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"embedder {embedder.model_id!r} failed: {exc}") from exc
+    if vectors.shape != (len(texts), embedder.dim):
+        raise EmbedderError(
+            f"embedder {embedder.model_id!r} returned shape {vectors.shape} for "
+            f"{len(texts)} texts; expected ({len(texts)}, {embedder.dim})"
+        )
+    return vectors

@@ -1,0 +1,106 @@
+"""The graph signal of recall: memories about the entities a query names.
+
+Entities are found in the query through the FTS5 index over their names and aliases
+(``entity_fts``), then kept only when a whole alias occurs in the query, word for word
+(case and accents aside). Each such entity pulls in the memories that name it, with
+weight ``1 / ln(2 + n)`` for an entity ``n`` memories name (a name in every other
+memory, such as a conversation's speaker, tells little); with ``graph_hops=1`` its
+neighbours' memories follow at ``graph_hop_decay`` times their own weight. A memory's
+graph score is the sum over the entities that brought it; each candidate keeps the
+strongest path for its explanation (``'Caroline' -mentioned_with- 'adoption agency',
+1 hop``). Entities named by more than ``HUB_MEMORIES`` memories bring none (they would
+flood the candidates), but still lead to their neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from persistence import GraphStorage, Memory, MemoryFilter, graph_records
+from tiered_memory.recall.settings import STOPWORDS, RecallSettings
+
+HUB_MEMORIES = 200
+NEIGHBOURS_PER_ENTITY = 20
+MEMORIES_PER_NEIGHBOUR = 50
+ALIAS_ROWS = 500
+_WORDS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCandidates:
+    """Memory ids by graph score (best first) and each one's path, for the explanation."""
+
+    ranked: list[tuple[str, float]]
+    paths: dict[str, str]
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORDS.findall(graph_records.normalise(text))
+
+
+def _occurs(alias: list[str], words: list[str]) -> bool:
+    n = len(alias)
+    return n > 0 and any(words[i : i + n] == alias for i in range(len(words) - n + 1))
+
+
+def graph_candidates(
+    records: GraphStorage,
+    query: str,
+    where: MemoryFilter,
+    settings: RecallSettings,
+    load: Callable[[list[str]], dict[str, Memory]],
+    now: int,
+) -> GraphCandidates:
+    """The graph signal's candidates for ``query`` (empty when no entity is named)."""
+    words = _tokens(query)
+    probe = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
+    if not probe:
+        return GraphCandidates([], {})
+    scores: dict[str, float] = {}
+    paths: dict[str, tuple[float, str]] = {}
+
+    def credit(memory_id: str, amount: float, path: str) -> None:
+        scores[memory_id] = scores.get(memory_id, 0.0) + amount
+        if amount > paths.get(memory_id, (0.0, ""))[0]:
+            paths[memory_id] = (amount, path)
+
+    with records.snapshot():  # one snapshot for every read below
+        if not records.has_graph():
+            return GraphCandidates([], {})
+        named: dict[str, str] = {}
+        for eid, alias in records.entities_named_in(probe, ALIAS_ROWS):
+            if eid not in named and _occurs(_tokens(alias), words):
+                named[eid] = alias
+        if not named:
+            return GraphCandidates([], {})
+        for eid, alias in named.items():
+            n = records.memory_count(eid, HUB_MEMORIES + 1)
+            if 0 < n <= HUB_MEMORIES:
+                weight = 1.0 / math.log(2 + n)
+                for memory_id in records.memories_naming(eid, HUB_MEMORIES):
+                    credit(memory_id, weight, f"'{alias}' (named in the query)")
+        if settings.graph_hops:
+            for eid, alias in named.items():
+                steps = records.walk(eid, 1, now, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
+                near = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
+                if not near:
+                    continue
+                entities = records.entities(list(near))
+                for other, relation in near.items():
+                    n = records.memory_count(other, HUB_MEMORIES + 1)
+                    if not 0 < n <= HUB_MEMORIES or other not in entities:
+                        continue
+                    weight = settings.graph_hop_decay / math.log(2 + n)
+                    path = (f"'{alias}' -{relation.predicate}- "
+                            f"'{entities[other].name}', 1 hop")  # fmt: skip
+                    for memory_id in records.memories_naming(other, MEMORIES_PER_NEIGHBOUR):
+                        credit(memory_id, weight, path)
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    if where != MemoryFilter():
+        memories = load([m for m, _ in ranked])
+        ranked = [(m, s) for m, s in ranked if m in memories and where.accepts(memories[m])]
+    ranked = ranked[: settings.depth]
+    return GraphCandidates(ranked, {m: paths[m][1] for m, _ in ranked})

@@ -1,0 +1,264 @@
+"""Recall: fuse keyword (FTS5 bm25) and vector (cosine) candidates into one ranked,
+explained answer.
+
+Scoring, for a memory found by some of the signals (the default, ``fusion="score"``)::
+
+    fused  = keyword_share * bm25 / best bm25 of the query + (1 - keyword_share) * cosine
+    score  = fused * importance_factor * retention_factor * recency_factor
+
+    importance_factor = 1 + importance_weight * (importance - 0.5)
+    retention_factor  = retention_floor + (1 - retention_floor) * retention
+    recency_factor    = 1 + recency_weight * exp(-age_days / recency_days)
+
+Every candidate's cosine similarity is computed, also for memories that only the
+keywords found, and a memory that no keyword matches adds nothing on that side (FTS5's
+bm25 is negative and lower is better; it is kept as it is, and shown as a share of the
+query's best bm25, since its absolute values are tiny in small files). The factors only
+reorder near-ties.
+
+``RecallSettings(fusion="rrf")`` fuses ranks instead of raw values (weighted
+reciprocal-rank fusion, the default before score fusion measured better on LoCoMo)::
+
+    fused = sum over signals s that found it of  weight_s / (rrf_k + rank_s)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+
+import numpy as np
+
+from persistence import (
+    Memory,
+    MemoryFilter,
+    MemoryStorage,
+    StoreClosedError,
+    Tier,
+    parse_tier,
+    require_str,
+    require_str_tuple,
+    validate_filter,
+)
+from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.recall.conversation import add_conversation_signals
+from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
+from tiered_memory.recall.rerank import rerank_candidates
+from tiered_memory.recall.settings import RecallSettings, keyword_query
+from tiered_memory.recall.types import RecallHit, SignalMatch
+
+# --- orchestration ----------------------------------------------------------------------
+
+_NO_VECTOR = ("no vector yet: ranked by keywords only",)
+
+
+GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
+"""``(query, filter) -> (ranked memory ids with graph scores, path per memory)``."""
+
+
+class Recaller:
+    """Recall for one manager, start to end: candidate search (keyword and vector, the
+    filter applied inside each), fusion, explanation, early stop, and reinforcement
+    (recalled memories that are due count as reviews, written in batches).
+
+    ``get_many`` reads memories through the manager's RAM (scratchpad, cache);
+    ``review`` and ``get`` are the manager's, used when queued reviews are written.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStorage,
+        embeddings: EmbeddingQueue,
+        settings: RecallSettings,
+        clock: Callable[[], int],
+        *,
+        get_many: Callable[[list[str]], dict[str, Memory]],
+        get: Callable[[str], Memory | None],
+        review: Callable[[str, int], object],
+        review_quality: int | None,
+        review_batch: int,
+    ) -> None:
+        self._store = store
+        self._embeddings = embeddings
+        self.settings = settings
+        self._clock = clock
+        self._get_many = get_many
+        self._get = get
+        self._review = review
+        self._review_quality = review_quality
+        self._review_batch = review_batch
+        self._reviews: list[str] = []
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self.graph_search: GraphSearch | None = None
+        """The graph signal's candidate search (set by the manager; see graph_recall)."""
+
+    def recall(
+        self,
+        query: str,
+        k: int,
+        *,
+        tier: Tier | str | None,
+        session_id: str | None,
+        agent_id: str | None,
+        tags: Sequence[str],
+        created_after: int | None,
+        created_before: int | None,
+        min_retention: float | None,
+    ) -> list[RecallHit]:
+        """The ``k`` best hits for ``query`` among the memories the filters accept."""
+        require_str(query, "query")
+        k = check_k(k)
+        chosen = None if tier is None else parse_tier(tier)
+        require_str_tuple(tags, "tags")
+        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
+                             created_before, min_retention)  # fmt: skip
+        validate_filter(where)
+        match = keyword_query(query)
+        if match is None:
+            return []  # no words: nothing to look for
+        store, settings = self._store, self.settings
+        if not store.read_only:
+            self._embeddings.flush(report=False)
+
+        def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
+            vector = self._embeddings.embed_query(query)
+            if vector is None:
+                return None
+            return vector, store.vector_search(vector, settings.vector_depth, where=where)
+
+        # Off a transaction, the query embedding and vector search run beside the keyword
+        # search (onnxruntime, numpy and SQLite all release the GIL).
+        beside = not (store.is_memory or store.in_transaction)
+        pending = self._recall_pool().submit(nearest) if beside else None
+        ranked: dict[str, Sequence[tuple[str, float]]] = {
+            "keyword": store.keyword_search(
+                match, settings.depth, None, settings.context_weight, settings.after_weight,
+                where=where,
+            )
+        }  # fmt: skip
+        paths: dict[str, str] | None = None  # the third signal: entities the query names
+        if settings.graph_on and self.graph_search is not None:
+            ranked["graph"], paths = self.graph_search(query, where)
+        found = pending.result() if pending is not None else nearest()
+        if found is not None:
+            ranked["vector"] = found[1]
+        described, now = where.describe(), self._clock()
+        if settings.fusion == "score":
+            distances = dict(found[1]) if found is not None else {}
+            if found is not None:
+                others = [m for name in ("keyword", "graph") for m, _ in ranked.get(name, ())
+                          if m not in distances]  # fmt: skip
+                distances.update(store.vector_distances(found[0], list(dict.fromkeys(others))))
+            fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share)
+        else:
+            weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight,
+                       "graph": settings.graph_weight}  # fmt: skip
+            fused = fuse(ranked, weights, settings.rrf_k)
+        self._structure(fused, query, settings, found[0] if found is not None else None,
+                        filtered=bool(described))  # fmt: skip
+        if paths is not None:
+            fused = with_paths(fused, paths)
+        top = self._explained(fused, k, described, now, vectors=found is not None)
+        self.queue_reviews([hit.memory.id for hit in top])
+        return top
+
+    def _structure(
+        self,
+        fused: dict[str, list[SignalMatch]],
+        query: str,
+        settings: RecallSettings,
+        query_vector: np.ndarray | None,
+        *,
+        filtered: bool,
+    ) -> None:
+        """Add the conversation signals and the reranker's score to ``fused``
+        (:mod:`tiered_memory.recall.conversation`, :mod:`tiered_memory.recall.rerank`)."""
+        store = self._store
+        distances = None
+        if query_vector is not None and settings.fusion == "score":
+            vector = query_vector
+
+            def distances(ids: Sequence[str]) -> dict[str, float]:
+                return store.vector_distances(vector, ids)
+
+        add_conversation_signals(fused, query, settings, store.conversation_turns, distances,
+                                 may_add=not filtered)  # fmt: skip
+        rerank_candidates(fused, query, query_vector, settings, self._get_many,
+                          partial(store.conversation_turns, before=True))  # fmt: skip
+
+    def _explained(
+        self,
+        fused: dict[str, list[SignalMatch]],
+        k: int,
+        described: tuple[str, ...],
+        now: int,
+        *,
+        vectors: bool,
+    ) -> list[RecallHit]:
+        """Fetch and explain candidates strongest first, a batch at a time, until none
+        left can reach the top ``k`` (early stop)."""
+        settings = self.settings
+        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        order = sorted(strength, key=lambda m: (-strength[m], m))
+        hits: list[RecallHit] = []
+        batch = max(2 * k, 20)
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            memories = self._get_many(chunk)
+            for memory_id in chunk:
+                memory = memories.get(memory_id)
+                if memory is not None:  # forgotten meanwhile
+                    notes = _NO_VECTOR if vectors and memory.embedding is None else ()
+                    hits.append(explain(memory, fused[memory_id], now, settings, described, notes))
+            hits.sort(key=lambda h: (-h.score, h.memory.id))
+            rest = order[start + batch : start + batch + 1]
+            if (
+                len(hits) >= k
+                and rest
+                and hits[k - 1].score > best_score(strength[rest[0]], settings)
+            ):
+                break  # no candidate left can reach the top k
+        return hits[:k]
+
+    def _recall_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if not self._store.is_open:
+                raise StoreClosedError("memory manager is closed (or was never initialized)")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-recall")
+            return self._pool
+
+    def stop(self) -> None:
+        """Stop the thread that runs vector searches beside keyword searches."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def queue_reviews(self, memory_ids: list[str]) -> None:
+        """Count these recalled memories as reviews, written ``review_batch`` at a time."""
+        if self._review_quality is None or not memory_ids or self._store.read_only:
+            return
+        with self._lock:
+            self._reviews += memory_ids
+            due = len(self._reviews) >= self._review_batch
+        if due:
+            self.apply_reviews()
+
+    def apply_reviews(self) -> None:
+        """Write the queued reviews of memories that are due, in one transaction."""
+        quality = self._review_quality
+        with self._lock:
+            pending, self._reviews = self._reviews, []
+        if quality is None or not pending:
+            return
+        now = self._clock()
+        with self._store.transaction():
+            for memory_id in dict.fromkeys(pending):
+                schedule = self._store.get_repetition_schedule(memory_id)
+                due = schedule is None or schedule.next_review_at <= now
+                if due and self._get(memory_id) is not None:
+                    self._review(memory_id, quality)

@@ -1,0 +1,136 @@
+"""Recall's settings: the fusion weights and switches (:class:`RecallSettings`), and how
+free text becomes keywords (:func:`keyword_query`, :data:`STOPWORDS`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from persistence import (
+    InvalidInputError,
+    require_choice,
+    require_int,
+    require_number,
+)
+from tiered_memory.recall.types import Reranker
+
+STOPWORDS = frozenset(
+    " ".join(
+        (
+            "a about above after again against all am an and any are as at be because been",
+            "before being below between both but by can could did do does doing down during",
+            "each few for from further had has have having he her here hers herself him",
+            "himself his how i if in into is it its itself just me more most my myself no nor",
+            "not now of off on once only or other our ours ourselves out over own same she",
+            "should so some such than that the their theirs them themselves then there these",
+            "they this those through to too under until up very was we were what when where",
+            "which while who whom why will with would you your yours yourself yourselves",
+            "s t d ll m re ve",
+        )
+    ).split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+FUSIONS = ("rrf", "score")
+
+
+def keyword_query(text: str) -> str | None:
+    """An FTS5 MATCH expression for free text: its words, each quoted, joined with OR.
+
+    User text is never passed as FTS5 syntax: quotes, ``AND``/``OR``/``NOT``/``NEAR``,
+    ``*``, ``-``, ``:`` and parentheses become plain words or disappear. Stopwords are
+    dropped unless nothing else is left. ``None`` when the text has no words.
+    """
+    words = [w.lower() for w in _WORD.findall(text)]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))
+    return " OR ".join(f'"{w}"' for w in unique) if unique else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallSettings:
+    """Weights of the fusion. Defaults: 100 candidates from each signal, fused by their
+    raw values (``fusion="score"``, see the module docstring): ``keyword_share`` of the
+    normalised bm25 plus the rest of the cosine similarity. Keyword matches in the two
+    memories before a memory in its session count ``context_weight`` as much as matches
+    in its own words, in the two after it ``after_weight``.
+
+    ``fusion="rrf"`` fuses ranks instead: keyword ranks weigh ``keyword_weight`` (twice
+    the vector ranks: MiniLM is the weaker signal on conversations), RRF constant
+    ``rrf_k``; these three play no part in score fusion.
+
+    The graph signal (:mod:`tiered_memory.graph_recall`: memories about the entities the
+    query names, and with ``graph_hops=1`` about their neighbours at ``graph_hop_decay``
+    the weight) weighs ``graph_weight`` in rank fusion and adds ``graph_share`` of its
+    normalised score in score fusion. Score fusion has it on at ``graph_share=0.05``
+    (LoCoMo: recall@5 up on the tuning and the check conversations, recall@10 the same;
+    README); rank fusion has it off (``graph_weight=0``: it lowered recall there).
+
+    Conversation signals (:mod:`tiered_memory.conversation`): the memory after a
+    question among the candidates gains ``adjacency_weight`` times the question's fused
+    value; when the query names exactly one speaker, their memories gain
+    ``speaker_boost``. A ``reranker`` (:mod:`tiered_memory.rerank`; none by default)
+    scores the best ``rerank_depth`` fused candidates, adding ``rerank_weight`` times
+    its score. The defaults were chosen on LoCoMo conv-26/30/41 and checked on
+    conv-42/43 (README)."""
+
+    fusion: str = "score"
+    keyword_share: float = 0.35
+    rrf_k: float = 20.0
+    context_weight: float = 0.5
+    after_weight: float = 0.5
+    keyword_weight: float = 2.0
+    vector_weight: float = 1.0
+    depth: int = 100
+    vector_depth: int = 100
+    importance_weight: float = 0.2
+    retention_floor: float = 0.8
+    recency_weight: float = 0.1
+    recency_days: float = 30.0
+    adjacency_weight: float = 0.2
+    speaker_boost: float = 0.05
+    reranker: Reranker | None = field(default=None, compare=False)
+    rerank_depth: int = 50
+    rerank_weight: float = 0.4
+    graph_weight: float = 0.0
+    graph_share: float = 0.05
+    graph_hops: int = 1
+    graph_hop_decay: float = 0.5
+
+    @property
+    def graph_on(self) -> bool:
+        """True when the graph signal takes part in this fusion."""
+        return (self.graph_weight if self.fusion == "rrf" else self.graph_share) > 0
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "vector_depth", "rerank_depth"):
+            require_int(getattr(self, name), f"RecallSettings.{name}", minimum=1, maximum=10_000)
+        require_choice(self.fusion, "RecallSettings.fusion", FUSIONS)
+        ranges = {
+            "keyword_share": (0.0, 1.0),
+            "rrf_k": (0.0, math.inf),
+            "context_weight": (0.0, 1.0),
+            "after_weight": (0.0, 1.0),
+            "keyword_weight": (0.0, math.inf),
+            "vector_weight": (0.0, math.inf),
+            "importance_weight": (0.0, 2.0),
+            "retention_floor": (0.0, 1.0),
+            "recency_weight": (0.0, math.inf),
+            "adjacency_weight": (0.0, 1.0),
+            "speaker_boost": (0.0, 1.0),
+            "rerank_weight": (0.0, math.inf),
+            "graph_weight": (0.0, math.inf),
+            "graph_share": (0.0, 1.0),
+            "graph_hop_decay": (0.0, 1.0),
+        }
+        for name, (low, high) in ranges.items():
+            require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)
+        require_number(self.recency_days, "RecallSettings.recency_days", minimum=0,
+                       above_minimum=True)  # fmt: skip
+        if self.reranker is not None and not isinstance(self.reranker, Reranker):
+            raise InvalidInputError(
+                "RecallSettings.reranker must have .name and .score(query, query_vector, "
+                f"candidates), got {type(self.reranker).__name__}"
+            )
+        if self.graph_hops not in (0, 1) or isinstance(self.graph_hops, bool):
+            raise InvalidInputError("RecallSettings.graph_hops must be 0 or 1")

@@ -529,3 +529,19 @@ advances."""
 Synchronous = Literal["NORMAL", "FULL"]
 """Durability of a commit: ``"NORMAL"`` survives a crash of the process, ``"FULL"`` also a
 power cut."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracedStatement:
+    """One statement a store ran, as a SQL tracer reports it (``trace=`` of
+    ``AgentMemoryManager.open``): its text, how many parameters it was given, and how
+    long it took (statements SQLite ran inside it included)."""
+
+    sql: str
+    parameters: int
+    nanoseconds: int
+
+    @property
+    def milliseconds(self) -> float:
+        """The time it took, in milliseconds."""
+        return self.nanoseconds / 1e6

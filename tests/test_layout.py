@@ -75,5 +75,142 @@ def test_the_manager_gets_its_storage_from_build_backend() -> None:
         if isinstance(node, ast.Name) and node.id in sqlite_classes and path.name != "cli.py"
     )
     assert named == []
-    manager = (ROOT / "tiered_memory" / "manager.py").read_text()
+    manager = (ROOT / "tiered_memory" / "core" / "manager.py").read_text()
     assert "build_backend(" in manager
+
+
+# --- rooms (issue 26): no circles, the driver in one room, a narrow top level ----------
+
+PACKAGES = ("tiered_memory", "persistence", "migrations")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """``module -> modules of the project it imports``, every import counted (function
+    level and ``TYPE_CHECKING`` ones too: a circle drawn there is still a circle)."""
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, base] if base else parent)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base
+                           for a in node.names]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for target in targets:
+                found = known(target) if target.split(".")[0] in PACKAGES else None
+                if found and found != name:
+                    graph[name].add(found)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_anywhere() -> None:
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert "tiered_memory.core.manager" in _import_graph()["tiered_memory"]
+
+
+def test_only_the_sqlite_room_and_migrations_import_the_driver() -> None:
+    drivers = {"apsw", "sqlite3", "sqlite_vec"}
+    outside = sorted(
+        f"{f}: {m}"
+        for package in ("tiered_memory", "persistence")
+        for f, m in _imports(package)
+        if m.split(".")[0] in drivers and not (package == "persistence" and f.startswith("sqlite/"))
+    )
+    assert outside == []
+
+
+def test_the_contract_names_no_engine() -> None:
+    """persistence's top level and its formats import no engine; only build_backend (and
+    the package's own re-exports of it) picks one."""
+    engine = sorted(
+        f"{f}: {m}"
+        for f, m in _imports("persistence")
+        if m.startswith("persistence.sqlite") and not f.startswith("sqlite/")
+        and f not in ("backend.py",)
+    )  # fmt: skip
+    assert engine == []
+
+
+def test_the_top_level_holds_what_a_user_imports() -> None:
+    import tiered_memory
+    from tiered_memory import errors
+
+    names = tiered_memory.__all__
+    assert len(names) <= 40 and len(set(names)) == len(names)
+    for name in names:
+        assert getattr(tiered_memory, name) is not None
+    assert {"AgentMemoryManager", "MemoryConfig", "Memory", "TieredMemoryError"} <= set(names)
+    assert not any(name.startswith("require_") for name in names)  # helpers stay inside
+    every_error = {n for n in errors.__all__}
+    assert all(issubclass(getattr(errors, n), errors.TieredMemoryError) for n in every_error)
+
+
+def _classes() -> list[tuple[int, str]]:
+    return [
+        (node.end_lineno - node.lineno + 1, f"{path.relative_to(ROOT)}: {node.name}")
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    ]
+
+
+def test_no_class_is_over_500_lines() -> None:
+    assert sorted(c for c in _classes() if c[0] > 500) == []

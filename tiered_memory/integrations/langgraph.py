@@ -125,12 +125,12 @@ class TieredMemoryStore(BaseStore):
         to :meth:`AgentMemoryManager.open`."""
         memory = AgentMemoryManager.open(path, **config)
         try:
-            store = cls(memory, index_fields=index_fields, tier=tier)
+            opened = cls(memory, index_fields=index_fields, tier=tier)
         except BaseException:
             memory.shutdown()
             raise
-        store._owned = True
-        return store
+        opened._owned = True
+        return opened
 
     def close(self) -> None:
         """Stop the async worker; shut the manager down if this store opened it."""

@@ -1,0 +1,84 @@
+"""SQL tracing for whoever debugs a slow call: every statement the library runs on a
+store's connections, with how many parameters it was given and how long it took.
+
+Modelled on ``apsw.ext.Trace`` and sqlite-utils' ``tracer``: a :class:`StatementTracer`
+attached to a connection hears APSW's execution tracer (the statement's text and its
+bindings, before it runs) and SQLite's profile event (its time, after it finished), and
+reports each top-level statement once as a :class:`TracedStatement`. Statements that
+SQLite runs inside another one (FTS5's shadow tables, sqlite-vec's, triggers) are part of
+their parent's time and are not reported on their own. Nothing is traced unless a
+callback is given, so an untraced store pays nothing.
+
+A callback that raises is logged (logger ``tiered_memory.trace``) and never fails the
+call being traced.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from persistence.records import TracedStatement
+from persistence.validation import require_callable
+
+__all__ = ["StatementTracer", "TraceCallback", "TracedStatement"]
+
+TraceCallback = Callable[[TracedStatement], None]
+_log = logging.getLogger("tiered_memory.trace")
+
+
+@dataclass(slots=True)
+class _Pending:
+    """The statement a connection is running: its text and its parameters' count."""
+
+    sql: str
+    parameters: int
+
+
+class StatementTracer:
+    """Reports each statement run on the connections it is attached to."""
+
+    __slots__ = ("callback", "_pending", "_lock", "_errors")
+
+    def __init__(self, callback: TraceCallback) -> None:
+        require_callable(callback, "trace")
+        self.callback = callback
+        self._pending: dict[int, _Pending] = {}  # id(connection) -> statement under way
+        self._lock = threading.Lock()
+        self._errors = 0
+
+    def attach(self, conn: apsw.Connection) -> None:
+        """Trace ``conn`` from now on (until it is closed)."""
+        conn.exec_trace = self._executing
+        conn.trace_v2(apsw.SQLITE_TRACE_PROFILE, self._profiled, id=self)
+
+    def _executing(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        count = len(bindings) if isinstance(bindings, tuple | list | Mapping) else 0
+        self._pending[id(cursor.connection)] = _Pending(sql, count)
+        return True  # go ahead and run it
+
+    def _profiled(self, event: dict[str, Any]) -> None:
+        key = id(event["connection"])
+        pending = self._pending.get(key)
+        if pending is None or pending.sql != event["sql"]:
+            return  # a statement run inside the traced one: part of its time
+        del self._pending[key]
+        statement = TracedStatement(event["sql"], pending.parameters, event["nanoseconds"])
+        try:
+            self.callback(statement)
+        except Exception:  # a broken callback must not break the traced call
+            with self._lock:
+                self._errors += 1
+                first = self._errors == 1
+            if first:
+                _log.exception("the trace callback failed (later failures are not logged)")
+
+    @property
+    def errors(self) -> int:
+        """How many times the callback raised."""
+        return self._errors

@@ -6,13 +6,21 @@ The scratchpad is held whole in RAM; episodic and semantic memories are read laz
 through an LRU :class:`~persistence.CacheLayer`, so memory use stays flat however large
 the file grows. Every mutating call is one
 transaction and is durable when it returns; ``with manager.transaction():`` groups calls.
+
+The work is done by collaborators with one job each, wired here to one store:
+:class:`~tiered_memory.core.memories.Memories` (reads and writes through RAM),
+:class:`~tiered_memory.core.writer.MemoryWriter` (remember, update),
+:class:`~tiered_memory.core.links.Links`, :class:`~tiered_memory.core.retention.Retention`
+(the forgetting curve), :class:`~tiered_memory.core.files.FileOperations`,
+:class:`~tiered_memory.core.lifecycle.Lifecycle`, the sessions, the recaller and the graph.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
@@ -21,6 +29,7 @@ from persistence import (
     ConsolidationReport,
     DecayReport,
     ForgettingRecord,
+    GraphStorage,
     ImportResult,
     IntegrityResult,
     InvalidInputError,
@@ -39,15 +48,15 @@ from persistence import (
     TranscriptEntry,
     build_backend,
     now_ms,
-    require_bool,
-    require_int,
     require_str,
 )
 from tiered_memory.core.config import MemoryConfig, configured
+from tiered_memory.core.files import FileOperations
 from tiered_memory.core.forgetting import ForgettingCurve
+from tiered_memory.core.lifecycle import Lifecycle
 from tiered_memory.core.links import Links
 from tiered_memory.core.memories import Memories, not_scratchpad
-from tiered_memory.core.redaction import DEFAULT_REDACTOR, document_scrubber, total_in_file
+from tiered_memory.core.redaction import total_in_file
 from tiered_memory.core.retention import Retention
 from tiered_memory.core.scratchpad import Scratchpad
 from tiered_memory.core.sessions import SessionManager
@@ -69,11 +78,6 @@ class AgentMemoryManager:
     :meth:`in_memory` (nothing on disk); both take a :class:`MemoryConfig` and/or its
     fields as keyword arguments. Use it as a context manager, or call
     :meth:`initialize` and :meth:`shutdown` yourself.
-
-    The work is done by collaborators with one job each: :class:`Memories` (reads and
-    writes through RAM), :class:`MemoryWriter` (remember, update), :class:`Links`,
-    :class:`Retention` (the forgetting curve), :class:`SessionManager`, :class:`Recaller`
-    and the backend's backups; this class wires them to one store and is the API.
     """
 
     def __init__(
@@ -90,24 +94,16 @@ class AgentMemoryManager:
         self.config = cfg = configured(config, overrides)
         self.clock = clock = cfg.clock or now_ms
         backend = build_backend(
-            path,
-            synchronous=cfg.synchronous,
-            clock=clock,
+            path, synchronous=cfg.synchronous, clock=clock, read_only=read_only, key=key,
             change_check_interval_ms=cfg.external_change_check_ms,
-            max_content_bytes=cfg.max_content_bytes,
-            read_only=read_only,
-            key=key,
-            backup_dir=cfg.backup_dir,
-        )
+            max_content_bytes=cfg.max_content_bytes, backup_dir=cfg.backup_dir,
+        )  # fmt: skip
         self.store: MemoryStorage = backend.store  # used only through the Protocol
-        self.store.on_external_change(self._reload)
-        self.curve = ForgettingCurve(
-            cfg.initial_stability_days, cfg.importance_stability_boost, cfg.target_retention
-        )
-        self._cache: CacheLayer[str, Memory] = CacheLayer(
-            cfg.cache_size, transactions=backend.hooks
-        )
-        self._redactor = redactor = cfg.active_redactor
+        self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,
+                                     cfg.target_retention)  # fmt: skip
+        self._cache: CacheLayer[str, Memory] = CacheLayer(cfg.cache_size,
+                                                          transactions=backend.hooks)  # fmt: skip
+        redactor = cfg.active_redactor
         self.scratchpad = Scratchpad(
             self.store, cfg.scratchpad_token_budget, cfg.token_counter, clock, redactor=redactor
         )
@@ -127,7 +123,9 @@ class AgentMemoryManager:
             get=self.get, review=self._retention.review, review_quality=cfg.recall_review_quality,
             review_batch=cfg.recall_review_batch,
         )  # fmt: skip
-        self._recall.graph_search = self._graph_search
+        self._recall.graph_search = partial(
+            _graph_search, self.graph.records, self._recall, memories.get_many, clock
+        )
         extractor = DefaultExtractor() if isinstance(cfg.extractor, str) else cfg.extractor
         self.extraction = ExtractionQueue(self.store, self.graph.records, extractor, clock)
         self._writer = MemoryWriter(
@@ -136,6 +134,11 @@ class AgentMemoryManager:
             extraction=self.extraction,
         )  # fmt: skip
         self._links = Links(memories, clock)
+        self._files = FileOperations(backend, memories, self.embeddings, cfg)
+        self.store.on_external_change(self._files.reload)
+        self._lifecycle = Lifecycle(
+            backend, memories, cfg, self.embeddings, self.extraction, self._recall
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -176,32 +179,13 @@ class AgentMemoryManager:
         Also deletes files that interrupted backups and restores left behind (never one
         that a backup or restore under way in another process holds).
         """
-        if not self.store.is_open:
-            self.store.open()
-            self.backups.remove_leftovers()
-            self.scratchpad.load()
-            if self.config.embed_in_background and not self.read_only:
-                self.embeddings.start()
-                self.embeddings.notify()  # work left over from an earlier run
-            if self.config.extracts_in_background and not self.read_only:
-                self.extraction.start()
-                self.extraction.notify()  # an old file's memories, or an earlier run's
+        self._lifecycle.open()
         return self
 
     def shutdown(self) -> None:
         """Stop background embedding, write pending recall reviews, then close the store;
         closing twice is harmless. Memories not yet embedded stay queued in the file."""
-        if self.store.in_transaction:
-            raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
-        self.embeddings.stop()
-        self._recall.stop()
-        self.extraction.stop()
-        try:
-            if self.store.is_open:
-                self._recall.apply_reviews()
-        finally:  # a full disk, say, must not leave the file open
-            self.store.close()
-            self._cache.clear()
+        self._lifecycle.close()
 
     close = shutdown
 
@@ -269,14 +253,6 @@ class AgentMemoryManager:
             embedding=embedding, speaker=speaker, entities=entities, relations=relations,
             dedup=dedup,
         )  # fmt: skip
-
-    def _graph_search(
-        self, query: str, where: MemoryFilter
-    ) -> tuple[list[tuple[str, float]], dict[str, str]]:
-        """The graph signal's candidates for recall (see :mod:`tiered_memory.graph_recall`)."""
-        found = graph_candidates(self.graph.records, query, where, self._recall.settings,
-                                 self._memories.get_many, self.clock())  # fmt: skip
-        return found.ranked, found.paths
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
@@ -436,36 +412,30 @@ class AgentMemoryManager:
     def backup(self, target: str | os.PathLike[str] | None = None, *, keep: int | None = None,
                progress: Progress | None = None) -> Path:  # fmt: skip
         """A verified ``VACUUM INTO`` snapshot (timestamped in the backup directory by default)."""
-        self._require_open()
-        return self.backups.create_backup(target, keep=keep, progress=progress)
+        return self._files.backup(target, keep, progress)
 
     def restore(self, source: str | os.PathLike[str]) -> RestoreResult:
         """Replace everything with a snapshot's content, all or nothing."""
-        self._require_open()
-        result = self.backups.restore_backup(source)
-        self._reload()
-        return result
+        return self._files.restore(source)
 
     def export_json(self, target: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
                     progress: Progress | None = None,
                     allow_plaintext: bool = False) -> Path:  # fmt: skip
         """Write everything to one versioned JSON document; return its path (an encrypted
         file needs ``allow_plaintext=True``: the JSON is plain text)."""
-        self._require_open()
-        return self.backups.export_json(
+        return self._files.export_json(
             target, overwrite=overwrite, progress=progress, allow_plaintext=allow_plaintext
         )
 
     @property
     def encrypted(self) -> bool:
         """True when the file was opened with a key."""
-        return self.backups.encrypted
+        return self._files.encrypted
 
     def rekey(self, new_key: str | bytes) -> None:
         """Re-encrypt the file with ``new_key`` in one operation; a crash leaves it under
         exactly one of the two keys. Other processes must not have the file open."""
-        self._require_open()
-        self.backups.rekey(new_key)
+        self._files.rekey(new_key)
 
     def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
                     progress: Progress | None = None,
@@ -475,29 +445,18 @@ class AgentMemoryManager:
         The redactor runs over it first, as over any write; ``refuse_secrets=True`` raises
         :class:`~persistence.SecretsFoundError` at the first secret instead (nothing written).
         """
-        self._require_open()
-        require_bool(refuse_secrets, "refuse_secrets")
-        redactor = (self.config.redactor or DEFAULT_REDACTOR) if refuse_secrets else self._redactor
-        scrub = None if redactor is None else document_scrubber(redactor, refuse=refuse_secrets)
-        result = self.backups.import_json(source, mode, progress=progress, scrub=scrub)
-        self._reload()
-        return result
+        return self._files.import_json(
+            source, mode, progress=progress, refuse_secrets=refuse_secrets
+        )
 
     def check_integrity(self) -> IntegrityResult:
         """SQLite's checks plus the library's invariants, with every problem found."""
-        self._require_open()
-        return self.backups.check_integrity()
+        return self._files.check_integrity()
 
     def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
         """Checkpoint the WAL, refresh statistics, optionally VACUUM; delete stale leftovers
         of interrupted backups and restores."""
-        self._require_open()
-        return self.backups.run_maintenance(vacuum=vacuum)
-
-    def _reload(self) -> None:
-        """Drop RAM state after the file's content was replaced underneath it."""
-        self._memories.reload()
-        self.embeddings.recheck()
+        return self._files.maintain(vacuum)
 
     # --- recall -------------------------------------------------------------------------------
 
@@ -520,13 +479,7 @@ class AgentMemoryManager:
         off); ``recall()`` flushes first, so results are always complete. Returns how
         many memories this call embedded.
         """
-        self._require_open()
-        require_int(batch_size, "batch_size", minimum=1)
-        self.store.require_writable()
-        self._recall.apply_reviews()
-        embedded = self.embeddings.flush(batch_size)
-        self.extraction.flush()  # and the knowledge graph catches up
-        return embedded
+        return self._lifecycle.flush(batch_size)
 
     def remember_many(
         self,
@@ -577,3 +530,16 @@ class AgentMemoryManager:
             created_after=created_after, created_before=created_before,
             min_retention=min_retention,
         )  # fmt: skip
+
+
+def _graph_search(
+    records: GraphStorage,
+    recaller: Recaller,
+    get_many: Callable[[list[str]], dict[str, Memory]],
+    clock: Callable[[], int],
+    query: str,
+    where: MemoryFilter,
+) -> tuple[list[tuple[str, float]], dict[str, str]]:
+    """The graph signal's candidates for recall (see :mod:`tiered_memory.recall.graph_signal`)."""
+    found = graph_candidates(records, query, where, recaller.settings, get_many, clock())
+    return found.ranked, found.paths

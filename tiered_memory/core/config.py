@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from persistence import (
     DEFAULT_MAX_CONTENT_BYTES,
+    InvalidInputError,
     InvalidTypeError,
     Synchronous,
     require_bool,
@@ -164,3 +166,21 @@ class MemoryConfig:
     def active_redactor(self) -> Redactor | None:
         """The redactor writes go through, or ``None`` when redaction is off."""
         return self.redactor if self.redact else None
+
+    @property
+    def extracts_in_background(self) -> bool:
+        """Whether a background thread extracts entities (by default: where one embeds)."""
+        if self.extract_in_background is None:
+            return self.embed_in_background and self.embedder is not None
+        return self.extract_in_background
+
+
+def configured(config: MemoryConfig | None, overrides: Mapping[str, Any]) -> MemoryConfig:
+    """``config`` (default: ``MemoryConfig()``) with ``overrides`` of its fields, checked."""
+    base = config if config is not None else MemoryConfig()
+    if not isinstance(base, MemoryConfig):
+        raise InvalidInputError(f"config must be a MemoryConfig, got {type(base).__name__}")
+    unknown = set(overrides) - {f.name for f in fields(MemoryConfig)}
+    if unknown:
+        raise InvalidInputError(f"unknown config option(s): {', '.join(sorted(unknown))}")
+    return replace(base, **overrides) if overrides else base

@@ -19,19 +19,17 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from persistence import (
     DEDUPLICATED_KEY,
     NEAR_DUPLICATES_KEY,
+    GraphStorage,
     Memory,
     MemoryFilter,
     MemoryStorage,
     Tier,
 )
-
-if TYPE_CHECKING:
-    from tiered_memory.core.manager import AgentMemoryManager
+from tiered_memory.core.memories import Memories
 
 PAGE = 200
 
@@ -98,20 +96,23 @@ def near_duplicate_pairs(
     return pairs
 
 
-def merge_near_duplicates(memory: AgentMemoryManager, threshold: float) -> list[tuple[str, str]]:
+def merge_near_duplicates(
+    memories: Memories, records: GraphStorage, clock: Callable[[], int], threshold: float
+) -> list[tuple[str, str]]:
     """Fold each episodic memory into an older near-duplicate (see the module docstring),
     a page of memories per transaction; returns ``(merged id, kept id)`` pairs."""
+    store = memories.store
     merged: list[tuple[str, str]] = []
     gone: set[str] = set()
     after = ""
-    while page := memory.store.page(Tier.EPISODIC, after, PAGE):
+    while page := store.page(Tier.EPISODIC, after, PAGE):
         after = page[-1].id
-        with memory.store.transaction():
-            for newer, older_id in near_duplicate_pairs(memory.store, page, threshold):
+        with store.transaction():
+            for newer, older_id in near_duplicate_pairs(store, page, threshold):
                 if newer.id in gone or older_id in gone:
                     continue
-                older = memory.get(older_id)
-                current = memory.get(newer.id)
+                older = memories.get(older_id)
+                current = memories.get(newer.id)
                 if older is None or current is None:
                     continue
                 if (current.created_at, current.id) < (older.created_at, older.id):
@@ -120,19 +121,19 @@ def merge_near_duplicates(memory: AgentMemoryManager, threshold: float) -> list[
                     i for i in dict.fromkeys((*older.linked_memories, *current.linked_memories))
                     if i not in (older.id, current.id)
                 )  # fmt: skip
-                memory._rewrite(
+                memories.rewrite(
                     replace(
                         older,
                         tags=tuple(dict.fromkeys((*older.tags, *current.tags))),
                         linked_memories=links,
                         importance=max(older.importance, current.importance),
                         access_count=older.access_count + current.access_count,
-                        updated_at=max(memory.clock(), older.created_at),
+                        updated_at=max(clock(), older.created_at),
                     )
                 )
-                memory.graph.records.move_provenance(current.id, older.id)
-                memory.forget(current.id, reason=f"near-duplicate of {older.id}")
-                count(memory.store, NEAR_DUPLICATES_KEY)
+                records.move_provenance(current.id, older.id)
+                memories.forget(current.id, reason=f"near-duplicate of {older.id}")
+                count(store, NEAR_DUPLICATES_KEY)
                 gone.add(current.id)
                 merged.append((current.id, older.id))
     return merged

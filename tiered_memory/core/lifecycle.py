@@ -1,0 +1,75 @@
+"""Opening and closing a manager's store together with the work that runs beside it.
+
+Opening loads the scratchpad, deletes what interrupted backups left behind and starts
+the background threads (embedding, extraction) a writable file wants; closing stops
+them and writes recall's pending reviews first. :meth:`Lifecycle.flush` does the
+background work now instead.
+"""
+
+from __future__ import annotations
+
+from persistence import Backend, InvalidInputError, require_int
+from tiered_memory.core.config import MemoryConfig
+from tiered_memory.core.memories import Memories
+from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.graph.extraction import ExtractionQueue
+from tiered_memory.recall.recaller import Recaller
+
+
+class Lifecycle:
+    """Start, catch up and stop one manager (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        memories: Memories,
+        config: MemoryConfig,
+        embeddings: EmbeddingQueue,
+        extraction: ExtractionQueue,
+        recaller: Recaller,
+    ) -> None:
+        self.store = backend.store
+        self._backups = backend.backups
+        self._memories = memories
+        self._config = config
+        self._embeddings = embeddings
+        self._extraction = extraction
+        self._recaller = recaller
+
+    def open(self) -> None:
+        """Open the store and start what runs beside it; a second call does nothing."""
+        if not self.store.is_open:
+            self.store.open()
+            self._backups.remove_leftovers()
+            self._memories.scratchpad.load()
+            if self._config.embed_in_background and not self.store.read_only:
+                self._embeddings.start()
+                self._embeddings.notify()  # work left over from an earlier run
+            if self._config.extracts_in_background and not self.store.read_only:
+                self._extraction.start()
+                self._extraction.notify()  # an old file's memories, or an earlier run's
+
+    def close(self) -> None:
+        """Stop the background threads, write pending recall reviews, close the store."""
+        if self.store.in_transaction:
+            raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
+        self._embeddings.stop()
+        self._recaller.stop()
+        self._extraction.stop()
+        try:
+            if self.store.is_open:
+                self._recaller.apply_reviews()
+        finally:  # a full disk, say, must not leave the file open
+            self.store.close()
+            self._memories.cache.clear()
+
+    def flush(self, batch_size: int) -> int:
+        """Write pending recall reviews, embed what waits for a vector, extract what waits
+        for extraction; returns how many memories were embedded."""
+        self._memories.require_open()
+        require_int(batch_size, "batch_size", minimum=1)
+        self.store.require_writable()
+        self._recaller.apply_reviews()
+        embedded = self._embeddings.flush(batch_size)
+        self._extraction.flush()  # and the knowledge graph catches up
+        return embedded

@@ -16,7 +16,7 @@ from pathlib import Path
 from benchmarks.smoke import size, smoke
 from tests.secret_corpus import corpus
 from tiered_memory import AgentMemoryManager
-from tiered_memory.core.redaction import SecretRedactor
+from tiered_memory.redaction import SecretRedactor
 
 CALLS = size(6_000, 40)
 BLOCK = size(250, 10)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from persistence import InvalidInputError, RepetitionSchedule, RetentionInput
-from tiered_memory.core.forgetting import (
+from tiered_memory.forgetting import (
     DAY_MS,
     ForgettingCurve,
     current_retention,

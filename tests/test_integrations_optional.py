@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHECK = """
 import sys
-import tiered_memory, tiered_memory.integrations.aio, tiered_memory.cli, tiered_memory.integrations
+import tiered_memory, tiered_memory.aio, tiered_memory.cli, tiered_memory.integrations
 from tiered_memory import AgentMemoryManager, AsyncAgentMemoryManager
 with AgentMemoryManager.in_memory(embedder=None) as memory:
     memory.remember("core only")

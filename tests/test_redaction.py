@@ -14,8 +14,8 @@ from tests.conftest import FakeClock
 from tests.data_checks import data_checksum
 from tests.secret_corpus import Case, corpus
 from tiered_memory import AgentMemoryManager, MemoryConfig, Tier
-from tiered_memory.core.redaction import METADATA_KEY, Redaction, SecretRedactor
 from tiered_memory.errors import InvalidTypeError, SecretsFoundError
+from tiered_memory.redaction import METADATA_KEY, Redaction, SecretRedactor
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo-dev.json"

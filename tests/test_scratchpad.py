@@ -13,7 +13,7 @@ import pytest
 from persistence import InvalidInputError, StoreClosedError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
-from tiered_memory.core.scratchpad import EVICTION_REASON
+from tiered_memory.scratchpad import EVICTION_REASON
 
 
 class Boom(Exception):

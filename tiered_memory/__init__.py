@@ -6,8 +6,12 @@ return, the Protocols a user implements (with the shipped implementations) and t
 common errors. Everything else comes from its room:
 
 - ``tiered_memory.errors``: every error (all subclasses of :class:`TieredMemoryError`);
-- ``tiered_memory.recall``, ``tiered_memory.embedding``, ``tiered_memory.graph``,
-  ``tiered_memory.core``: recall, embedders, the knowledge graph, the tiers;
+- the core at this level: ``manager`` and the collaborators it delegates to (``memories``,
+  ``writer``, ``drafts``, ``links``, ``retention``, ``files``, ``lifecycle``), ``config``,
+  ``tiers``, ``scratchpad``, ``sessions``, ``forgetting``, ``dedup``, ``redaction``,
+  ``tokens``; ``aio`` (the API as coroutines);
+- ``tiered_memory.recall``, ``tiered_memory.embedding``, ``tiered_memory.graph``: recall,
+  embedders, the knowledge graph;
 - ``tiered_memory.cli``, ``tiered_memory.integrations``: the command line, LangGraph, MCP;
 - ``persistence``: every record, the storage Protocols and backends.
 """
@@ -34,16 +38,16 @@ from persistence import (
     TieredMemoryError,
     TranscriptEntry,
 )
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.manager import AgentMemoryManager
-from tiered_memory.core.redaction import Redaction, Redactor, SecretRedactor
-from tiered_memory.core.tokens import TokenCounter
+from tiered_memory.aio import AsyncAgentMemoryManager
+from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.embedders import Embedder, OnnxEmbedder
 from tiered_memory.graph.extraction import DefaultExtractor, Extraction, Extractor
-from tiered_memory.integrations.aio import AsyncAgentMemoryManager
+from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall.rerank import OnnxCrossEncoder, SessionContextReranker
 from tiered_memory.recall.settings import RecallSettings
 from tiered_memory.recall.types import Explanation, RecallHit, RerankCandidate, Reranker
+from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
+from tiered_memory.tokens import TokenCounter
 
 __version__ = "0.1.0.dev0"
 __all__ = [

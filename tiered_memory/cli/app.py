@@ -20,7 +20,7 @@ from persistence import (
     memory_to_json,
 )
 from tiered_memory import __version__
-from tiered_memory.core.manager import AgentMemoryManager
+from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]
 

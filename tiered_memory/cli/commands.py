@@ -43,7 +43,7 @@ from tiered_memory.cli.app import (
     main,
     read_key_file,
 )
-from tiered_memory.core.config import MemoryConfig
+from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.embedders import EmbedderError
 
 

@@ -47,8 +47,8 @@ from langgraph.store.base import (
 )
 
 from persistence import InvalidInputError, Memory, Tier
-from tiered_memory.core.manager import AgentMemoryManager
-from tiered_memory.integrations.aio import settled
+from tiered_memory.aio import settled
+from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall.types import Explanation
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from persistence import Memory, TieredMemoryError, memory_to_json
 from tiered_memory import __version__
-from tiered_memory.integrations.aio import AsyncAgentMemoryManager
+from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.recall.types import RecallHit
 
 log = logging.getLogger(__name__)

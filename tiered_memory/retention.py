@@ -1,8 +1,8 @@
 """The forgetting curve applied to the file: reviews, what is due, decay, consolidation.
 
-:class:`~tiered_memory.core.forgetting.ForgettingCurve` is the arithmetic; this module
+:class:`~tiered_memory.forgetting.ForgettingCurve` is the arithmetic; this module
 walks the file with it, a batch per transaction, and keeps RAM in step through
-:class:`~tiered_memory.core.memories.Memories`.
+:class:`~tiered_memory.memories.Memories`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from persistence import (
     Tier,
     require_int,
 )
-from tiered_memory.core import dedup as duplicates
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.forgetting import ForgettingCurve
-from tiered_memory.core.memories import Memories
+from tiered_memory import dedup as duplicates
+from tiered_memory.config import MemoryConfig
+from tiered_memory.forgetting import ForgettingCurve
+from tiered_memory.memories import Memories
 
 
 class Retention:

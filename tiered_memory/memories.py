@@ -25,7 +25,7 @@ from persistence import (
     parse_tier,
     require_str,
 )
-from tiered_memory.core.scratchpad import Scratchpad
+from tiered_memory.scratchpad import Scratchpad
 
 QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
 

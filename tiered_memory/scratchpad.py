@@ -35,8 +35,8 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
-from tiered_memory.core.redaction import Redactor, count_in_file, redact_fields
-from tiered_memory.core.tokens import TokenCounter
+from tiered_memory.redaction import Redactor, count_in_file, redact_fields
+from tiered_memory.tokens import TokenCounter
 
 EVICTION_REASON = "scratchpad token budget exceeded"
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from persistence import InvalidInputError, Memory
-from tiered_memory.core.memories import Memories, touched
+from tiered_memory.memories import Memories, touched
 
 
 class Links:

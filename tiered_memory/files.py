@@ -16,10 +16,10 @@ from persistence import (
     RestoreResult,
     require_bool,
 )
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.memories import Memories
-from tiered_memory.core.redaction import DEFAULT_REDACTOR, document_scrubber
+from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.memories import Memories
+from tiered_memory.redaction import DEFAULT_REDACTOR, document_scrubber
 
 
 class FileOperations:

@@ -18,11 +18,11 @@ from persistence import (
     require_int,
     require_number,
 )
-from tiered_memory.core.redaction import DEFAULT_REDACTOR, Redactor
-from tiered_memory.core.tokens import EstimatedTokenCounter, TokenCounter
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.graph.extraction import Extractor
 from tiered_memory.recall.settings import RecallSettings
+from tiered_memory.redaction import DEFAULT_REDACTOR, Redactor
+from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,10 @@ background work now instead.
 from __future__ import annotations
 
 from persistence import Backend, InvalidInputError, require_int
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.memories import Memories
+from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
+from tiered_memory.memories import Memories
 from tiered_memory.recall.recaller import Recaller
 
 

@@ -26,16 +26,16 @@ from persistence import (
     require_number,
     require_str,
 )
-from tiered_memory.core import dedup as duplicates
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.drafts import Drafter, ScratchpadDraft, check_record_fields
-from tiered_memory.core.forgetting import ForgettingCurve
-from tiered_memory.core.memories import Memories, touched
-from tiered_memory.core.redaction import Redactor, count_in_file, redact_fields, with_count
-from tiered_memory.core.sessions import SessionManager
+from tiered_memory import dedup as duplicates
+from tiered_memory.config import MemoryConfig
+from tiered_memory.drafts import Drafter, ScratchpadDraft, check_record_fields
 from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import ExtractionQueue
 from tiered_memory.graph.facade import entity_facts, relation_facts
+from tiered_memory.memories import Memories, touched
+from tiered_memory.redaction import Redactor, count_in_file, redact_fields, with_count
+from tiered_memory.sessions import SessionManager
 
 
 class MemoryWriter:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from persistence import Memory, Tier
-from tiered_memory.core.memories import Memories
+from tiered_memory.memories import Memories
 
 _PAGE = 500
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, StoreClosedError, Tier
-from tiered_memory.core.config import MemoryConfig
-from tiered_memory.core.manager import AgentMemoryManager
+from tiered_memory.config import MemoryConfig
+from tiered_memory.manager import AgentMemoryManager
 
 P = ParamSpec("P")
 R = TypeVar("R")

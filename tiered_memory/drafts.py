@@ -19,8 +19,8 @@ from persistence import (
     require_mapping,
     require_str,
 )
-from tiered_memory.core.redaction import Redactor, redact_fields
-from tiered_memory.core.tokens import TokenCounter
+from tiered_memory.redaction import Redactor, redact_fields
+from tiered_memory.tokens import TokenCounter
 
 RECORD_FIELDS = frozenset({*NEW_MEMORY_FIELDS, "tier", "key"})
 

@@ -29,7 +29,7 @@ from persistence import (
     MemoryStorage,
     Tier,
 )
-from tiered_memory.core.memories import Memories
+from tiered_memory.memories import Memories
 
 PAGE = 200
 

@@ -8,11 +8,11 @@ the file grows. Every mutating call is one
 transaction and is durable when it returns; ``with manager.transaction():`` groups calls.
 
 The work is done by collaborators with one job each, wired here to one store:
-:class:`~tiered_memory.core.memories.Memories` (reads and writes through RAM),
-:class:`~tiered_memory.core.writer.MemoryWriter` (remember, update),
-:class:`~tiered_memory.core.links.Links`, :class:`~tiered_memory.core.retention.Retention`
-(the forgetting curve), :class:`~tiered_memory.core.files.FileOperations`,
-:class:`~tiered_memory.core.lifecycle.Lifecycle`, the sessions, the recaller and the graph.
+:class:`~tiered_memory.memories.Memories` (reads and writes through RAM),
+:class:`~tiered_memory.writer.MemoryWriter` (remember, update),
+:class:`~tiered_memory.links.Links`, :class:`~tiered_memory.retention.Retention`
+(the forgetting curve), :class:`~tiered_memory.files.FileOperations`,
+:class:`~tiered_memory.lifecycle.Lifecycle`, the sessions, the recaller and the graph.
 """
 
 from __future__ import annotations
@@ -50,25 +50,25 @@ from persistence import (
     now_ms,
     require_str,
 )
-from tiered_memory.core.config import MemoryConfig, configured
-from tiered_memory.core.files import FileOperations
-from tiered_memory.core.forgetting import ForgettingCurve
-from tiered_memory.core.lifecycle import Lifecycle
-from tiered_memory.core.links import Links
-from tiered_memory.core.memories import Memories, not_scratchpad
-from tiered_memory.core.redaction import total_in_file
-from tiered_memory.core.retention import Retention
-from tiered_memory.core.scratchpad import Scratchpad
-from tiered_memory.core.sessions import SessionManager
-from tiered_memory.core.tiers import TierView
-from tiered_memory.core.writer import MemoryWriter
+from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.files import FileOperations
+from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import DefaultExtractor, ExtractionQueue
 from tiered_memory.graph.facade import KnowledgeGraph
+from tiered_memory.lifecycle import Lifecycle
+from tiered_memory.links import Links
+from tiered_memory.memories import Memories, not_scratchpad
 from tiered_memory.recall.graph_signal import graph_candidates
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recall.types import RecallHit
+from tiered_memory.redaction import total_in_file
+from tiered_memory.retention import Retention
+from tiered_memory.scratchpad import Scratchpad
+from tiered_memory.sessions import SessionManager
+from tiered_memory.tiers import TierView
+from tiered_memory.writer import MemoryWriter
 
 
 class AgentMemoryManager:

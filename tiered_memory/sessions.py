@@ -17,7 +17,7 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
-from tiered_memory.core.redaction import Redactor, count_in_file, redact_text, redact_value
+from tiered_memory.redaction import Redactor, count_in_file, redact_text, redact_value
 
 
 class SessionManager:

@@ -1,0 +1,92 @@
+"""The SQL tracer: ``AgentMemoryManager.open(..., trace=callback)`` reports each statement
+the library runs, with its parameters' count and its time."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from persistence import InvalidTypeError, TracedStatement
+from tiered_memory import AgentMemoryManager
+
+
+def test_each_statement_is_reported_with_its_parameters_and_time(tmp_path: Path) -> None:
+    seen: list[TracedStatement] = []
+    with AgentMemoryManager.open(tmp_path / "a.db", trace=seen.append, embedder=None) as memory:
+        seen.clear()  # opening the file ran its own statements
+        m = memory.remember("the lighthouse keeper waves")
+        inserts = [s for s in seen if s.sql.lstrip().upper().startswith("INSERT")]
+        assert inserts, [s.sql for s in seen]
+        assert all(s.parameters >= 1 and s.nanoseconds > 0 for s in inserts)
+        assert any(m.tier.value in s.sql for s in inserts)  # the tier's own table
+        assert seen[-1].sql.strip().upper() == "COMMIT"
+        assert seen[-1].parameters == 0
+    with AgentMemoryManager.open(tmp_path / "a.db", trace=seen.append, embedder=None) as memory:
+        seen.clear()
+        assert memory.get(m.id) is not None  # not cached yet: read from the file
+        reads = [s for s in seen if s.sql.lstrip().upper().startswith("SELECT")]
+        assert reads and all(s.milliseconds == s.nanoseconds / 1e6 for s in reads)
+        assert [s.parameters for s in reads if m.tier.value in s.sql] == [1]
+
+
+def test_statements_run_inside_another_one_are_not_reported_on_their_own(
+    tmp_path: Path,
+) -> None:
+    seen: list[TracedStatement] = []
+    with AgentMemoryManager.open(tmp_path / "a.db", trace=seen.append, embedder=None) as memory:
+        for i in range(5):
+            memory.remember(f"keyword index {i}")
+        memory.recall("keyword", k=3)
+    assert seen
+    # FTS5 keeps its segments in shadow tables: it writes and reads them inside the
+    # statements that touch the index, which the tracer reports once each.
+    assert not [s.sql for s in seen if "_data'" in s.sql or "_idx'" in s.sql]
+
+
+def test_a_callback_that_raises_is_logged_and_breaks_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = []
+
+    def broken(statement: TracedStatement) -> None:
+        calls.append(statement)
+        raise RuntimeError("tracer bug")
+
+    path = tmp_path / "a.db"
+    with (
+        caplog.at_level(logging.ERROR, logger="tiered_memory.trace"),
+        AgentMemoryManager.open(path, trace=broken, embedder=None) as memory,
+    ):
+        m = memory.remember("still stored")
+        assert memory.recall("stored", k=1)
+    assert len(calls) > 3
+    assert len([r for r in caplog.records if "trace callback failed" in r.message]) == 1
+    with AgentMemoryManager.open(tmp_path / "a.db", embedder=None) as memory:
+        assert memory.get(m.id) is not None
+
+
+def test_a_trace_that_is_not_callable_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(InvalidTypeError, match="trace must be callable"):
+        AgentMemoryManager.open(tmp_path / "a.db", trace="print")  # type: ignore[arg-type]
+    assert not (tmp_path / "a.db").exists()
+
+
+def test_without_a_trace_no_connection_is_traced(tmp_path: Path) -> None:
+    seen: list[TracedStatement] = []
+    with AgentMemoryManager.open(tmp_path / "a.db", embedder=None) as memory:
+        memory.remember("untraced")
+        assert memory.store.db.writer is not None
+        assert memory.store.db.writer.exec_trace is None
+    with AgentMemoryManager.open(tmp_path / "a.db", trace=seen.append, embedder=None) as memory:
+        assert memory.store.db.writer is not None
+        assert memory.store.db.writer.exec_trace is not None
+        assert memory.query() and seen
+
+
+def test_an_in_memory_manager_traces_too() -> None:
+    seen: list[TracedStatement] = []
+    with AgentMemoryManager.in_memory(trace=seen.append, embedder=None) as memory:
+        memory.remember("in RAM")
+    assert any(s.sql.lstrip().upper().startswith("INSERT") for s in seen)

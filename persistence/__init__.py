@@ -103,7 +103,15 @@ from persistence.records import (
     new_id,
     now_ms,
 )
-from persistence.storage import GraphStorage, MemoryStorage
+from persistence.storage import (
+    GraphStorage,
+    MemoryRecords,
+    MemoryStorage,
+    RecallIndex,
+    ScheduleRecords,
+    SessionRecords,
+    StoreControl,
+)
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
@@ -130,7 +138,12 @@ __all__ = [
     "TransactionHooks",
     # the storage Protocols
     "GraphStorage",
+    "MemoryRecords",
     "MemoryStorage",
+    "RecallIndex",
+    "ScheduleRecords",
+    "SessionRecords",
+    "StoreControl",
     # records
     "CacheStatistics",
     "ConsolidationReport",

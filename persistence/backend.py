@@ -3,10 +3,12 @@
 :func:`build_backend` is the only place that names an engine's classes for the domain:
 ``AgentMemoryManager`` takes a :class:`Backend` and uses its parts through their
 Protocols (:class:`~persistence.MemoryStorage`, :class:`~persistence.GraphStorage`,
-:class:`~persistence.cache_layer.TransactionHooks`). A second backend (PostgreSQL +
-pgvector, say) is one more branch here, picked by the location (a ``postgresql://``
-URL), and the domain does not change. :func:`migrate` and :func:`check_current` are the
-operator's two file commands, picked the same way.
+:class:`~persistence.cache_layer.TransactionHooks`, and one per record family:
+:class:`~persistence.MemoryRecords`, :class:`~persistence.SessionRecords`,
+:class:`~persistence.ScheduleRecords`, :class:`~persistence.RecallIndex`). A second
+backend (PostgreSQL + pgvector, say) is one more branch here, picked by the location (a
+``postgresql://`` URL), and the domain does not change. :func:`migrate` and
+:func:`check_current` are the operator's two file commands, picked the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from persistence.records import Synchronous
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.graph_store import GraphStore
 from persistence.sqlite.store import SQLiteStore
-from persistence.storage import GraphStorage, MemoryStorage
+from persistence.storage import (
+    GraphStorage,
+    MemoryRecords,
+    MemoryStorage,
+    RecallIndex,
+    ScheduleRecords,
+    SessionRecords,
+)
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 
 Key = str | bytes
@@ -30,12 +39,18 @@ Key = str | bytes
 class Backend:
     """One store's parts: its records, its graph's records, the transaction hooks a
     cache keeps in step with, and the file operations (backup, restore, JSON, integrity,
-    maintenance)."""
+    maintenance). ``memories``, ``sessions``, ``schedules`` and ``indexes`` are the
+    record families of ``store`` (the same data and transactions), each by its own
+    Protocol, for a part of the domain that needs only one of them."""
 
     store: MemoryStorage
     graph: GraphStorage
     hooks: TransactionHooks
     backups: BackupManager
+    memories: MemoryRecords
+    sessions: SessionRecords
+    schedules: ScheduleRecords
+    indexes: RecallIndex
 
 
 def build_backend(
@@ -60,7 +75,16 @@ def build_backend(
         max_content_bytes=max_content_bytes,
     )
     # The engine's hooks rather than the store's: one call less on every cached write.
-    return Backend(store, GraphStore(store), store.db, BackupManager(store, backup_dir))
+    return Backend(
+        store,
+        GraphStore(store),
+        store.db,
+        BackupManager(store, backup_dir),
+        memories=store.memories,
+        sessions=store.sessions,
+        schedules=store.schedules,
+        indexes=store.indexes,
+    )
 
 
 def migrate(location: str | os.PathLike[str], *, key: Key | None = None) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""MemoryStorage: the record operations the domain (``tiered_memory``) codes against.
+"""MemoryStorage and its families: the record operations the domain codes against.
 
 :class:`~persistence.SQLiteStore` is the first implementation; a second backend
 (PostgreSQL + pgvector, say) implements this Protocol and the domain does not change.
@@ -28,6 +28,15 @@ What a second backend must provide, beyond storing the records:
 
 Not part of it (SQLite-specific, reached through ``SQLiteStore`` itself): connections,
 backups (``VACUUM INTO``), JSON import into the file, integrity checks and migrations.
+
+:class:`MemoryStorage` is the union of one Protocol per record family, so a part of the
+domain can ask for only what it uses: :class:`StoreControl` (lifecycle, transactions and
+hooks, meta, statistics), :class:`MemoryRecords` (the tiers, promotion, deduplication
+notes), :class:`SessionRecords` (sessions, transcripts), :class:`ScheduleRecords`
+(review schedules, retention batches, the forgetting log) and :class:`RecallIndex`
+(keyword and vector search, conversation turns, embeddings and re-embedding). The SQLite
+engine implements each with a part over one file (``SQLiteStore.memories``,
+``.sessions``, ``.schedules``, ``.indexes``) and all of them on ``SQLiteStore``.
 
 :class:`GraphStorage` is the knowledge graph's half, over the same data and the same
 transactions (:class:`~persistence.GraphStore` on a ``SQLiteStore``): a graph write in
@@ -68,10 +77,9 @@ from persistence.records import (
 
 
 @runtime_checkable
-class MemoryStorage(Protocol):
-    """The storage a manager runs on (see the module documentation)."""
-
-    # --- lifecycle and transactions ---------------------------------------------------
+class StoreControl(Protocol):
+    """The store as a whole: where it lives, opening and closing, transactions and their
+    hooks, facts kept with the data, and statistics."""
 
     @property
     def path(self) -> str:
@@ -117,10 +125,28 @@ class MemoryStorage(Protocol):
     def require_writable(self) -> None:
         """Raise :class:`~persistence.errors.ReadOnlyError` on a read-only store."""
 
+    # --- facts about the store and statistics --------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """One fact about the store (the embedding model, say), or ``None``."""
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Record (or with ``None`` forget) one fact about the store."""
+
+    def increment_meta(self, key: str, by: int = 1) -> int:
+        """Add ``by`` to a counter kept with the data, atomically (no lost update when
+        another process counts too); returns the new value."""
+
+    def get_statistics(self) -> PersistenceStatistics:
+        """Row counts and sizes."""
+
+
+@runtime_checkable
+class MemoryRecords(Protocol):
+    """Memories of the three tiers, promotion, and the notes deduplication keeps."""
+
     def check_content_size(self, content: str, what: str = "content") -> None:
         """Refuse content over the store's size limit before any work is done on it."""
-
-    # --- memories -------------------------------------------------------------------------
 
     def put_memory(self, memory: Memory) -> Memory:
         """Insert or update ``memory`` in the tier it names; return it as stored."""
@@ -159,7 +185,7 @@ class MemoryStorage(Protocol):
     def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
 
-    # --- deduplication ----------------------------------------------------------------------
+    # --- deduplication -------------------------------------------------------------------
 
     def record_content_keys(self, memories: Sequence[Memory]) -> None:
         """Note what these episodic/semantic memories say (normalised content, agent and
@@ -172,7 +198,7 @@ class MemoryStorage(Protocol):
         and session (oldest first, at most 8); a note may be stale after an edit, so the
         caller compares the content itself."""
 
-    # --- scratchpad -----------------------------------------------------------------------
+    # --- scratchpad ----------------------------------------------------------------------
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
         """Store ``memory`` under ``key``; return it as stored."""
@@ -189,7 +215,10 @@ class MemoryStorage(Protocol):
     def clear_scratchpad(self) -> int:
         """Delete every scratchpad entry; return how many."""
 
-    # --- sessions -------------------------------------------------------------------------
+
+@runtime_checkable
+class SessionRecords(Protocol):
+    """Conversation sessions and their transcripts."""
 
     def put_session(self, session: SessionState) -> None:
         """Insert or update a session."""
@@ -220,7 +249,10 @@ class MemoryStorage(Protocol):
     def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
         """A session's transcript in turn order."""
 
-    # --- review schedules and forgetting --------------------------------------------------
+
+@runtime_checkable
+class ScheduleRecords(Protocol):
+    """Review schedules and the forgetting curve's batch work, with its audit log."""
 
     def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
         """Insert or replace a memory's schedule."""
@@ -250,7 +282,10 @@ class MemoryStorage(Protocol):
     def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
         """Audit rows of forgotten memories, oldest first."""
 
-    # --- recall ---------------------------------------------------------------------------
+
+@runtime_checkable
+class RecallIndex(Protocol):
+    """What recall searches, and the embeddings that feed the vector search."""
 
     def keyword_search(
         self,
@@ -283,7 +318,7 @@ class MemoryStorage(Protocol):
         """Memory id -> (speaker, asks something, id before it (with ``before``) and after
         it in its session), for those of ``memory_ids`` that exist."""
 
-    # --- embeddings -----------------------------------------------------------------------
+    # --- embeddings ----------------------------------------------------------------------
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         """Memories waiting for an embedding: ``(id, tier, content)``."""
@@ -317,23 +352,16 @@ class MemoryStorage(Protocol):
     def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
         """Swap the staged vectors in, all at once; how many memories changed."""
 
-    def get_meta(self, key: str) -> str | None:
-        """One fact about the store (the embedding model, say), or ``None``."""
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        """Record (or with ``None`` forget) one fact about the store."""
-
-    def increment_meta(self, key: str, by: int = 1) -> int:
-        """Add ``by`` to a counter kept with the data, atomically (no lost update when
-        another process counts too); returns the new value."""
-
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding; how many there have been."""
 
-    # --- statistics -----------------------------------------------------------------------
 
-    def get_statistics(self) -> PersistenceStatistics:
-        """Row counts and sizes."""
+@runtime_checkable
+class MemoryStorage(
+    StoreControl, MemoryRecords, SessionRecords, ScheduleRecords, RecallIndex, Protocol
+):
+    """The storage a manager runs on: every family's records over one store and its
+    transactions (see the module documentation)."""
 
 
 @runtime_checkable

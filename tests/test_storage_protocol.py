@@ -1,18 +1,35 @@
 """persistence.storage.MemoryStorage and GraphStorage: SQLiteStore and GraphStore
-implement them, and the domain calls nothing on a store or on the graph's records that
-the Protocols do not list (so a second backend that implements them is enough for the
-domain)."""
+implement them (and each part of SQLiteStore its record family's Protocol), and the
+domain calls nothing on a store or on the graph's records that the Protocols do not list
+(so a second backend that implements them is enough for the domain)."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 from pathlib import Path
+from typing import Generic, Protocol
 
 import pytest
 
-from persistence import GraphStorage, MemoryStorage
-from persistence.sqlite import GraphStore, SQLiteStore
+from persistence import (
+    GraphStorage,
+    MemoryRecords,
+    MemoryStorage,
+    RecallIndex,
+    ScheduleRecords,
+    SessionRecords,
+    StoreControl,
+    build_backend,
+)
+from persistence.sqlite import (
+    GraphStore,
+    IndexStore,
+    MemoryStore,
+    ScheduleStore,
+    SessionStore,
+    SQLiteStore,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store
@@ -21,7 +38,19 @@ GRAPH_NAMES_IN = {"extraction.py": {"graph"}}  # ExtractionQueue.graph is the re
 
 
 def _members(protocol: type = MemoryStorage) -> dict[str, object]:
-    return {name: value for name, value in vars(protocol).items() if not name.startswith("_")}
+    """The Protocol's members, those it inherits from the Protocols it joins too."""
+    return {
+        name: value
+        for base in reversed(protocol.__mro__)
+        if base not in (object, Protocol, Generic)
+        for name, value in vars(base).items()
+        if not name.startswith("_")
+    }
+
+
+def _domain_modules() -> list[Path]:
+    """The domain's modules, its subpackages included."""
+    return sorted((ROOT / "tiered_memory").rglob("*.py"))
 
 
 def _store_attributes(source: str, names: set[str] = STORE_NAMES) -> set[str]:
@@ -38,17 +67,8 @@ def _store_attributes(source: str, names: set[str] = STORE_NAMES) -> set[str]:
     return used
 
 
-@pytest.mark.parametrize(
-    ("protocol", "implementation"),
-    [(MemoryStorage, SQLiteStore), (GraphStorage, GraphStore)],
-    ids=["MemoryStorage", "GraphStorage"],
-)
-def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
-    protocol: type, implementation: type
-) -> None:
-    store = SQLiteStore(":memory:")
-    instance = store if implementation is SQLiteStore else GraphStore(store)
-    assert isinstance(instance, protocol)
+def _signature_problems(protocol: type, instance: object, implementation: type) -> list[str]:
+    """What ``implementation`` lacks or does differently from each of the Protocol's members."""
     problems = []
     for name, member in _members(protocol).items():
         if not hasattr(instance, name):
@@ -71,14 +91,62 @@ def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
         ]
         if extra:
             problems.append(f"{name}: requires {extra} the Protocol does not pass")
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("protocol", "implementation"),
+    [(MemoryStorage, SQLiteStore), (GraphStorage, GraphStore)],
+    ids=["MemoryStorage", "GraphStorage"],
+)
+def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
+    protocol: type, implementation: type
+) -> None:
+    store = SQLiteStore(":memory:")
+    instance = store if implementation is SQLiteStore else GraphStore(store)
+    assert isinstance(instance, protocol)
+    problems = _signature_problems(protocol, instance, implementation)
     assert problems == []
+
+
+FAMILIES = [
+    (StoreControl, "store"),
+    (MemoryRecords, "memories"),
+    (SessionRecords, "sessions"),
+    (ScheduleRecords, "schedules"),
+    (RecallIndex, "indexes"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "part"), FAMILIES, ids=[p.__name__ for p, _ in FAMILIES])
+def test_each_part_of_the_store_implements_its_family_protocol(protocol: type, part: str) -> None:
+    store = SQLiteStore(":memory:")
+    instance = store if part == "store" else getattr(store, part)
+    assert isinstance(instance, protocol)
+    assert _signature_problems(protocol, instance, type(instance)) == []
+
+
+def test_memory_storage_is_exactly_the_families_together() -> None:
+    families = [set(_members(protocol)) for protocol, _ in FAMILIES]
+    assert sum(len(f) for f in families) == len(set().union(*families))  # no member twice
+    assert set().union(*families) == set(_members(MemoryStorage))
+    assert not set(vars(MemoryStorage)).intersection(_members(MemoryStorage))  # adds nothing
+
+
+def test_the_backend_hands_out_the_store_s_parts() -> None:
+    backend = build_backend(":memory:")
+    store = backend.store
+    assert isinstance(store, SQLiteStore)
+    parts = (backend.memories, backend.sessions, backend.schedules, backend.indexes)
+    assert parts == (store.memories, store.sessions, store.schedules, store.indexes)
+    assert [type(p) for p in parts] == [MemoryStore, SessionStore, ScheduleStore, IndexStore]
 
 
 def test_the_domain_calls_only_what_the_protocol_lists() -> None:
     allowed = set(_members())
     outside = {
         f"{path.name}: {name}"
-        for path in sorted((ROOT / "tiered_memory").rglob("*.py"))
+        for path in _domain_modules()
         for name in _store_attributes(path.read_text())
         if name not in allowed
     }
@@ -89,7 +157,7 @@ def test_the_domain_calls_only_what_the_graph_protocol_lists() -> None:
     allowed = set(_members(GraphStorage))
     outside = {
         f"{path.name}: {name}"
-        for path in sorted((ROOT / "tiered_memory").rglob("*.py"))
+        for path in _domain_modules()
         for name in _store_attributes(
             path.read_text(), GRAPH_NAMES | GRAPH_NAMES_IN.get(path.name, set())
         )

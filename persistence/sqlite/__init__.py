@@ -5,16 +5,33 @@ The only room of the project (with ``migrations``) that imports ``apsw`` or
 transactions, hooks), :mod:`~persistence.sqlite.connection` (one function per pragma),
 :mod:`~persistence.sqlite.checkpointer` (the WAL thread), :mod:`~persistence.sqlite.encryption`,
 :mod:`~persistence.sqlite.log` and :mod:`~persistence.sqlite.translate` (driver errors to
-the library's). The stores over it: :class:`SQLiteStore` (the record families) and
-:class:`GraphStore` (the knowledge graph); their SQL lives in :mod:`persistence.sqlite.sql`,
-one module per table family. Beside them: the vector copy in RAM, bulk writes, backups
-(``VACUUM INTO``), restore, integrity and maintenance (:class:`BackupManager`).
+the library's). The stores over it: :class:`SQLiteStore` (the file, its meta and
+transactions) with one part per record family, :class:`MemoryStore`,
+:class:`SessionStore`, :class:`ScheduleStore` and :class:`IndexStore` (the recall
+indexes and embeddings), and :class:`GraphStore` (the knowledge graph); their SQL lives
+in :mod:`persistence.sqlite.sql`, one module per table family. Beside them: the vector
+copy in RAM, bulk writes, backups (``VACUUM INTO``), restore, integrity and maintenance
+(:class:`BackupManager`).
 """
 
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.connection import ConnectionOptions
 from persistence.sqlite.database import Database
 from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.index_store import IndexStore
+from persistence.sqlite.memory_store import MemoryStore
+from persistence.sqlite.schedule_store import ScheduleStore
+from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.store import SQLiteStore
 
-__all__ = ["BackupManager", "ConnectionOptions", "Database", "GraphStore", "SQLiteStore"]
+__all__ = [
+    "BackupManager",
+    "ConnectionOptions",
+    "Database",
+    "GraphStore",
+    "IndexStore",
+    "MemoryStore",
+    "SQLiteStore",
+    "ScheduleStore",
+    "SessionStore",
+]

@@ -1,21 +1,20 @@
 """SQLiteStore: the durable source of truth, one WAL-mode SQLite file driven by APSW.
 
-The record API (memories, sessions, transcripts, schedules, promotion and forgetting
-logs, recall indexes, statistics) over :class:`~persistence.database.Database`, the
-engine that owns connections, transactions, hooks and watching other processes. Each
-method validates its input, then runs the SQL of its table family's ``*_sql`` module
-in one transaction (durable when it returns) or on this thread's read connection.
+The composition root of the record families: it opens, migrates, rekeys and closes the
+file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`db`), owns
+the facts about the file (``store_meta``), statistics, transactions and the commit hook,
+and holds one part per record family over the same engine: :attr:`memories`
+(:class:`MemoryStore`), :attr:`sessions` (:class:`SessionStore`), :attr:`schedules`
+(:class:`ScheduleStore`) and :attr:`indexes` (:class:`IndexStore`). Every record method
+of a part is offered on the store too (one call; the docstring is the part's).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import apsw
 import numpy as np
@@ -29,22 +28,16 @@ from migrations import (
     read_schema_version,
 )
 from persistence.errors import (
-    DuplicateMemoryError,
     EmbeddingDimensionError,
-    EmbeddingModelMismatchError,
     EncryptionKeyError,
     ForeignDatabaseError,
     InvalidInputError,
-    InvalidPromotionError,
     InvalidTypeError,
-    MemoryNotFoundError,
     MigrationError,
     MigrationRequiredError,
     NotADatabaseError,
     SchemaTooNewError,
-    SessionNotFoundError,
     StorageFullError,
-    TieredMemoryError,
 )
 from persistence.records import (
     ForgettingRecord,
@@ -59,11 +52,8 @@ from persistence.records import (
     Synchronous,
     Tier,
     TranscriptEntry,
-    content_hash,
-    new_id,
     now_ms,
 )
-from persistence.sqlite.codecs import encode_embedding
 from persistence.sqlite.connection import (
     MEMORY_PATH,
     ConnectionOptions,
@@ -72,57 +62,26 @@ from persistence.sqlite.connection import (
     connection_wal,
     query_all,
     query_value,
-    read_snapshot,
 )
 from persistence.sqlite.database import Database
 from persistence.sqlite.encryption import Key, key_bytes, require_cipher
+from persistence.sqlite.index_store import IndexStore
 from persistence.sqlite.log import route_sqlite_log
-from persistence.sqlite.sql import (
-    conversation_sql,
-    dedup_sql,
-    embedding_cache_sql,
-    forgetting_sql,
-    graph_sql,
-    index_sql,
-    memory_sql,
-    rebuild_sql,
-    schedule_sql,
-    session_sql,
-)
+from persistence.sqlite.memory_store import MemoryStore
+from persistence.sqlite.schedule_store import ScheduleStore
+from persistence.sqlite.session_store import SessionStore
+from persistence.sqlite.sql import graph_sql, index_sql, memory_sql
+from persistence.sqlite.sql.conversation_sql import Turn
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
-    EMBEDDING_MODEL_KEY,
     add_to_counter,
     embedding_errors,
     read_meta,
-    record_embedding_error,
     write_meta,
 )
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import VectorMirror
-from persistence.validation import (
-    DEFAULT_MAX_CONTENT_BYTES,
-    parse_tier,
-    require_bool,
-    require_content_size,
-    require_int,
-    require_str,
-    require_unit_float,
-    validate_filter,
-    validate_memory,
-    validate_schedule,
-    validate_session,
-    validate_transcript,
-)
-
-_ANY_TIER, _ = memory_sql.fetch_any_query("")  # the statement of every uncached get
-_any_tier_memory = memory_sql.any_tier_memory
-
-VECTOR_OVERSAMPLE = 2
-VECTOR_MIN_CANDIDATES = 128
-"""Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
-EXACT_SCAN_MAX = 4096
-"""A filtered vector search compares every accepted memory exactly up to this many."""
+from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
 
 class SQLiteStore:
@@ -184,12 +143,13 @@ class SQLiteStore:
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms
         self._migrations = list(migrations) if migrations is not None else None
-        self._vectors = VectorMirror()
-        self.exact_scan_max = EXACT_SCAN_MAX
-        self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
+        self.memories = MemoryStore(self.db, self.clock, embedding_dim, max_content_bytes)
+        self.sessions = SessionStore(self.db, self.clock)
+        self.schedules = ScheduleStore(self.db, self.clock)
+        self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim)
         self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
         self.db.before_commit(self._before_commit)
-        self.db.after_exclusive(self._vectors.reset)
+        self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -239,12 +199,8 @@ class SQLiteStore:
             if not opened or self.read_only:
                 return self
             conn = self.db.require_open()
-            if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
-                with self.transaction() as tx:
-                    index_sql.ensure_vector_index(tx)
-            self._keyword_dirty = index_sql.defers_keyword_index(conn)
+            behind = self.indexes.opened(conn)
             self._graph = graph_sql.has_graph(conn)
-            behind = self._keyword_dirty and index_sql.keyword_index_behind(conn)
             if behind or (self._graph and graph_sql.collection_behind(conn)):
                 with self.transaction():  # written without the store: caught up on commit
                     pass
@@ -252,45 +208,15 @@ class SQLiteStore:
 
     def _prepare(self, conn: apsw.Connection) -> None:
         """Check (and, read-write, migrate) a new connection's file before it is used."""
-        self._check_schema(conn)
+        latest = self._migrations[-1].VERSION if self._migrations else LATEST_VERSION
+        _check_schema(conn, self.path, latest, self.read_only)
         if not self.read_only:
             connection_wal(conn)
             apply_migrations(conn, self._migrations, self.clock)
         if self.embedding_dim is not None:
-            self._check_configured_dim(conn)
+            _check_configured_dim(conn, self.embedding_dim)
         if not self.read_only:
             connection_optimize(conn, self.options, at_open=True)
-
-    def _check_schema(self, conn: apsw.Connection) -> None:
-        """Refuse a foreign or too-new file before anything writes to it (and, read-only,
-        an empty or older one)."""
-        version = read_schema_version(conn)
-        latest = self._migrations[-1].VERSION if self._migrations else LATEST_VERSION
-        if version > latest:
-            raise SchemaTooNew(version, latest)
-        if self.read_only and 0 < version < latest:
-            raise MigrationRequiredError(version, latest, self.path)
-        if version == 0:
-            self._refuse_unversioned(conn, empty_ok=not self.read_only)
-
-    def _refuse_unversioned(self, conn: apsw.Connection, *, empty_ok: bool) -> None:
-        """A file without a schema version is another application's, or new and empty
-        (which only a read-write open may turn into a database)."""
-        tables = query_all(
-            conn,
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
-        )
-        if tables:
-            names = ", ".join(sorted(t[0] for t in tables)[:5])
-            raise ForeignDatabaseError(
-                f"{self.path} is a SQLite database of another application (tables: {names}); "
-                "it was left untouched: use a new file"
-            )
-        if not empty_ok:
-            raise NotADatabaseError(
-                f"{self.path} is an empty SQLite file, not a tiered-memory database "
-                "(left untouched; nothing is created here)"
-            )
 
     @property
     def encrypted(self) -> bool:
@@ -321,21 +247,9 @@ class SQLiteStore:
         if store.is_memory:
             raise InvalidInputError("an in-memory store has nothing to migrate")
         with storage_errors(f"migrating {store.path}", store.path):
-            probe = connect_read_only(store.path, store.options)
-            try:
-                before = read_schema_version(probe)
-                if before == 0:
-                    store._refuse_unversioned(probe, empty_ok=False)
-            finally:
-                probe.close()
+            before = _existing_version(store.path, store.options)
             with store:
                 return before, store.schema_version
-
-    def _check_configured_dim(self, conn: apsw.Connection) -> None:
-        stored = read_meta(conn, EMBEDDING_DIM_KEY)
-        if stored is not None and int(stored) != self.embedding_dim:
-            assert self.embedding_dim is not None
-            raise EmbeddingDimensionError(self.embedding_dim, int(stored))
 
     def close(self) -> None:
         """Refresh planner statistics, then close every connection; twice is harmless.
@@ -396,9 +310,10 @@ class SQLiteStore:
         deleted memories alone supported goes), then the keyword index. One statement
         looks for both (every ``remember()`` commits; collecting touches no tier table,
         so the keyword counts stay right)."""
-        if not (self._graph and self._keyword_dirty):
-            self._collect_graph(conn)
-            self._update_keyword_index(conn)
+        if not (self._graph and self.indexes.keyword_dirty):
+            if self._graph:
+                graph_sql.collect_garbage(conn)
+            self.indexes.update_keyword_index(conn)
             return
         pending = conn.execute(_PENDING_WORK).fetchall()
         counts = [row for row in pending if row[0] is not None]
@@ -407,656 +322,7 @@ class SQLiteStore:
         if counts:
             index_sql.update_keyword_index(conn, counts)
 
-    def _collect_graph(self, conn: apsw.Connection) -> None:
-        """Provenance-safe forgetting: what deleted memories alone supported goes."""
-        if self._graph:
-            graph_sql.collect_garbage(conn)
-
-    def _update_keyword_index(self, conn: apsw.Connection) -> None:
-        """Index what this transaction's writes left waiting (see migration v8)."""
-        if self._keyword_dirty:
-            index_sql.update_keyword_index(conn)
-
-    # --- memories -------------------------------------------------------------------------
-
-    def _write_memory(self, memory: Memory, tier: Tier) -> Memory:
-        validate_memory(memory)
-        if memory.tier is not tier:
-            raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
-        oversized = self._oversized(memory.content)
-        blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
-        normalized = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
-        row = memory_sql.encode_row(normalized, blob)
-        stored = memory_sql.as_stored(normalized, row)
-        with self.transaction() as conn:
-            if oversized is not None and memory_sql.content_of(conn, memory.id) != memory.content:
-                raise oversized
-            other = memory_sql.tier_of(conn, memory.id)
-            if other is not None and other is not tier:
-                raise DuplicateMemoryError(
-                    f"memory {memory.id} already lives in {other.value}; promote it instead"
-                )
-            if blob is not None:
-                self._check_dim(conn, len(blob) // 4)
-            memory_sql.upsert(conn, stored, row)
-        return stored
-
-    def _oversized(self, content: str) -> InvalidInputError | None:
-        """The error for content over ``max_content_bytes`` (``None`` if it fits)."""
-        try:
-            require_content_size(content, "memory.content", self.max_content_bytes)
-        except InvalidInputError as exc:
-            return exc
-        return None
-
-    def check_content_size(self, content: str, what: str = "content") -> None:
-        """Refuse new content over ``max_content_bytes`` before any work is done on it."""
-        require_content_size(content, what, self.max_content_bytes)
-
-    def _check_dim(self, conn: apsw.Connection, dim: int) -> None:
-        """The first embedding fixes the file's dimension; later ones must match it."""
-        stored = read_meta(conn, EMBEDDING_DIM_KEY)
-        expected = int(stored) if stored is not None else self.embedding_dim
-        if expected is not None and dim != expected:
-            raise EmbeddingDimensionError(dim, expected)
-        if stored is None:
-            write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
-            index_sql.ensure_vector_index(conn)
-
-    def _get(self, tier: Tier, memory_id: str) -> Memory | None:
-        require_str(memory_id, "memory_id")
-        with self._reading() as conn:
-            return memory_sql.fetch(conn, tier, memory_id)
-
-    def _delete(self, tier: Tier, memory_id: str) -> bool:
-        require_str(memory_id, "memory_id")
-        with self.transaction() as conn:
-            return self._forget(conn, tier, memory_id, None, "deleted")
-
-    def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
-        options = options or QueryOptions()
-        with self._reading() as conn:  # memory_sql.query validates the options
-            return memory_sql.query(conn, tier, options)
-
-    def put_memory(self, memory: Memory) -> Memory:
-        """Insert or update ``memory`` in the tier it names (a scratchpad one needs a key)."""
-        validate_memory(memory)
-        if memory.tier is Tier.SCRATCHPAD:
-            require_str(memory.key, "memory.key of a scratchpad memory", allow_empty=False)
-        return self._write_memory(memory, memory.tier)
-
-    def insert_memories(
-        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
-    ) -> list[Memory]:
-        """Insert new episodic or semantic memories (and their schedules) in one
-        transaction, set-based: all of them or none. Returns them as stored.
-
-        Every memory is checked before anything is written; an id already used anywhere
-        (or twice in the batch) raises :class:`DuplicateMemoryError`, an embedding of
-        another size :class:`EmbeddingDimensionError`. Each schedule must belong to one
-        of ``memories``. The keyword index is brought up to date once, at commit; their
-        content is noted for :meth:`find_same_content`.
-        """
-        prepared: list[tuple[Memory, tuple[Any, ...]]] = []
-        sizes: set[int] = set()
-        for position, memory in enumerate(memories):
-            try:
-                validate_memory(memory, max_content_bytes=self.max_content_bytes)
-                if memory.tier is Tier.SCRATCHPAD:
-                    raise InvalidInputError(
-                        "insert_memories() takes episodic and semantic memories; "
-                        "use put_scratchpad() for the scratchpad"
-                    )
-                embedding = memory.embedding
-                blob = None if embedding is None else encode_embedding(embedding, None)
-                row = memory_sql.encode_row(memory, blob)  # tags are not in the row
-            except TieredMemoryError as exc:
-                exc.add_note(f"in memory {position} of the batch; nothing was written")
-                raise
-            if blob is not None:
-                sizes.add(len(blob) // 4)
-            tags = memory.tags
-            tags = tuple(tags) if len(tags) < 2 else tuple(dict.fromkeys(tags))
-            prepared.append((memory_sql.as_stored(memory, row, tags), row))
-        ids = [memory.id for memory, _ in prepared]
-        if len(ids) > 1 and len(set(ids)) != len(ids):
-            raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")
-        for schedule in schedules:
-            validate_schedule(schedule)
-        if schedules and (len(schedules) > 1 or schedules[0].memory_id not in ids):
-            unknown = {s.memory_id for s in schedules}.difference(ids)
-            if unknown:
-                raise MemoryNotFoundError(
-                    f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
-                )
-        with self.transaction() as conn:
-            for dim in sorted(sizes) if sizes else ():
-                self._check_dim(conn, dim)
-            taken = memory_sql.existing_ids(conn, ids)
-            if taken:
-                raise DuplicateMemoryError(
-                    f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
-                    "nothing was written"
-                )
-            memory_sql.insert_many(conn, prepared)
-            dedup_sql.record(conn, [memory for memory, _ in prepared])
-            schedule_sql.insert_many(conn, schedules)
-        return [memory for memory, _ in prepared]
-
-    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
-        """Memories of ``tier`` matching every filter set in ``options``."""
-        return self._query(parse_tier(tier, "tier"), options)
-
-    def forget_memory(
-        self, memory_id: str, reason: str, retention: float | None = None
-    ) -> Tier | None:
-        """Delete a memory from whichever tier holds it and write an audit row.
-
-        Content, tags and schedule go; the audit stays: its promotion-log rows are kept
-        and a forgetting-log row is added. Returns the tier it was in, or ``None`` (and
-        writes nothing) if there was none.
-        """
-        require_str(memory_id, "memory_id")
-        require_str(reason, "reason", allow_empty=False)
-        with self.transaction() as conn:
-            tier = memory_sql.tier_of(conn, memory_id)
-            if tier is not None:
-                self._forget(conn, tier, memory_id, retention, reason)
-            return tier
-
-    def _forget(
-        self,
-        conn: apsw.Connection,
-        tier: Tier,
-        memory_id: str,
-        retention: float | None,
-        reason: str,
-    ) -> bool:
-        if not memory_sql.delete(conn, tier, memory_id):
-            return False
-        record = ForgettingRecord(memory_id, tier, self.clock(), retention, reason)
-        forgetting_sql.log_forgotten(conn, record)
-        return True
-
-    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
-        """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
-        require_str(key, "key", allow_empty=False)
-        return self._write_memory(replace(memory, key=key), Tier.SCRATCHPAD)
-
-    def get_scratchpad(self, key: str) -> Memory | None:
-        """The scratchpad memory under ``key``, or ``None``."""
-        require_str(key, "key")
-        with self._reading() as conn:
-            return memory_sql.fetch_by_key(conn, key)
-
-    def delete_scratchpad(self, key: str) -> bool:
-        """Delete the scratchpad entry under ``key``; True if there was one."""
-        require_str(key, "key")
-        with self.transaction() as conn:
-            memory = memory_sql.fetch_by_key(conn, key)
-            return memory is not None and memory_sql.delete(conn, Tier.SCRATCHPAD, memory.id)
-
-    def get_all_scratchpad(self) -> list[Memory]:
-        """Every scratchpad entry, least recently written first."""
-        with self._reading() as conn:
-            return memory_sql.fetch_all(conn, Tier.SCRATCHPAD)
-
-    def clear_scratchpad(self) -> int:
-        """Delete every scratchpad entry; return how many."""
-        with self.transaction() as conn:
-            return memory_sql.clear(conn, Tier.SCRATCHPAD)
-
-    def put_episodic(self, memory: Memory) -> Memory:
-        """Insert or update an episodic memory; return it as stored."""
-        return self._write_memory(memory, Tier.EPISODIC)
-
-    def get_episodic(self, memory_id: str) -> Memory | None:
-        """The episodic memory with that id, or ``None``."""
-        return self._get(Tier.EPISODIC, memory_id)
-
-    def delete_episodic(self, memory_id: str) -> bool:
-        """Delete an episodic memory with its tags and schedule; True if it existed.
-
-        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
-        and its promotion-log rows stay.
-        """
-        return self._delete(Tier.EPISODIC, memory_id)
-
-    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Episodic memories matching every filter set in ``options``."""
-        return self._query(Tier.EPISODIC, options)
-
-    def put_semantic(self, memory: Memory) -> Memory:
-        """Insert or update a semantic memory; return it as stored."""
-        return self._write_memory(memory, Tier.SEMANTIC)
-
-    def get_semantic(self, memory_id: str) -> Memory | None:
-        """The semantic memory with that id, or ``None``."""
-        return self._get(Tier.SEMANTIC, memory_id)
-
-    def delete_semantic(self, memory_id: str) -> bool:
-        """Delete a semantic memory with its tags and schedule; True if it existed (audited
-        like :meth:`delete_episodic`)."""
-        return self._delete(Tier.SEMANTIC, memory_id)
-
-    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Semantic memories matching every filter set in ``options``."""
-        return self._query(Tier.SEMANTIC, options)
-
-    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        """Several memories by id in one query per tier (missing ids are left out)."""
-        for memory_id in memory_ids:
-            require_str(memory_id, "memory_id")
-        found: dict[str, Memory] = {}
-        with self._reading() as conn:
-            for start in range(0, len(memory_ids), 500):
-                for memory in memory_sql.fetch_many(conn, memory_ids[start : start + 500]):
-                    found[memory.id] = memory
-        return found
-
-    def count(self, tier: Tier) -> int:
-        """How many memories ``tier`` holds."""
-        with self._reading() as conn:
-            return memory_sql.count(conn, parse_tier(tier, "tier"))
-
-    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
-        """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
-        require_str(after_id, "after_id")
-        require_int(limit, "limit", minimum=1)
-        with self._reading() as conn:
-            return memory_sql.page(conn, parse_tier(tier, "tier"), after_id, limit)
-
-    def get_memory(self, memory_id: str) -> Memory | None:
-        """The memory with that id in whichever tier holds it, or ``None``."""
-        if type(memory_id) is not str:
-            require_str(memory_id, "memory_id")
-        return _any_tier_memory(self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id)))
-
-    # --- promotion ----------------------------------------------------------------------
-
-    def promote_memory(
-        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
-    ) -> PromotionRecord:
-        """Move a memory forward a tier: delete, insert and log in ONE transaction.
-
-        Tags and schedule follow the memory; a scratchpad key is kept in the metadata
-        as ``scratchpad_key``. Raises :class:`InvalidPromotionError` for a move that is
-        not forward, :class:`MemoryNotFoundError` if ``from_tier`` does not hold it.
-        """
-        require_str(memory_id, "memory_id")
-        require_str(reason, "reason", allow_none=True)
-        source, target = parse_tier(from_tier, "from_tier"), parse_tier(to_tier, "to_tier")
-        if target.rank <= source.rank:
-            raise InvalidPromotionError(
-                f"cannot promote from {source.value} to {target.value}: "
-                "promotion goes scratchpad -> episodic -> semantic"
-            )
-        with self.transaction() as conn:
-            memory = memory_sql.fetch(conn, source, memory_id)
-            if memory is None:
-                raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
-            metadata = dict(memory.metadata)
-            if memory.key is not None:
-                metadata["scratchpad_key"] = memory.key
-            now = self.clock()
-            moved = replace(
-                memory,
-                tier=target,
-                key=None,
-                metadata=metadata,
-                updated_at=max(now, memory.created_at),
-            )
-            conn.execute(f"DELETE FROM {memory_sql.TABLE[source]} WHERE id = ?", (memory_id,))
-            blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
-            memory_sql.upsert(conn, moved, memory_sql.encode_row(moved, blob))
-            return memory_sql.log_promotion(conn, memory_id, source, target, now, reason)
-
-    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
-        """Every logged promotion of a memory, oldest first."""
-        require_str(memory_id, "memory_id")
-        with self._reading() as conn:
-            return memory_sql.promotion_history(conn, memory_id)
-
-    # --- deduplication ----------------------------------------------------------------------
-
-    def record_content_keys(self, memories: Sequence[Memory]) -> None:
-        """Note what these memories say (``content_keys``), for :meth:`find_same_content`."""
-        with self.transaction(join=True) as conn:
-            dedup_sql.record(conn, memories)
-
-    def find_same_content(
-        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
-    ) -> list[str]:
-        """Ids of live memories of ``tier`` noted with the same normalised content, agent
-        and session, oldest first (the caller compares the content itself)."""
-        key = dedup_sql.content_key(content, agent_id, session_id)
-        if self.db.read_row(dedup_sql.ANY, (key,)) is None:  # most contents are new
-            return []
-        with self._reading() as conn:
-            return dedup_sql.find(conn, key, tier)
-
-    # --- sessions -------------------------------------------------------------------------
-
-    def put_session(self, session: SessionState) -> None:
-        """Insert or update a session (its transcript is kept)."""
-        validate_session(session)
-        row = session_sql.encode_row(session)
-        with self.transaction() as conn:
-            session_sql.upsert(conn, row)
-
-    def get_session(self, session_id: str) -> SessionState | None:
-        """The session, or ``None``."""
-        require_str(session_id, "session_id")
-        with self._reading() as conn:
-            return session_sql.fetch(conn, session_id)
-
-    def session_is_active(self, session_id: str) -> bool | None:
-        """Whether the session is active (not ended); ``None`` if there is none."""
-        require_str(session_id, "session_id")
-        with self._reading() as conn:
-            return session_sql.is_active(conn, session_id)
-
-    def delete_session(self, session_id: str) -> bool:
-        """Delete a session and its transcript; memories from it stay. True if it existed."""
-        require_str(session_id, "session_id")
-        with self.transaction() as conn:
-            return session_sql.delete(conn, session_id)
-
-    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
-        """All sessions, ended or not, most recently active first."""
-        require_int(limit, "limit", allow_none=True, minimum=0)
-        with self._reading() as conn:
-            return session_sql.recent(conn, limit)
-
-    def get_sessions_pending_compaction(self) -> list[SessionState]:
-        """Sessions flagged for compaction, least recently active first."""
-        with self._reading() as conn:
-            return session_sql.pending_compaction(conn)
-
-    def touch_session(self, session_id: str, at: int) -> None:
-        """Move a session's ``last_active_at`` forward to ``at`` (never backward)."""
-        require_str(session_id, "session_id")
-        require_int(at, "at")
-        with self.transaction() as conn:
-            session_sql.touch(conn, session_id, at)
-
-    def get_active_sessions(self) -> list[SessionState]:
-        """Sessions not yet ended, most recently active first."""
-        with self._reading() as conn:
-            return session_sql.active(conn)
-
-    def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
-    ) -> TranscriptEntry:
-        """Add a transcript line; the session's turn and ``last_active_at`` move forward."""
-        entry = TranscriptEntry(new_id(), session_id, turn, role, content, self.clock(), speaker)
-        validate_transcript(entry)
-        with self.transaction() as conn:
-            if session_sql.fetch(conn, session_id) is None:
-                raise SessionNotFoundError(f"no session {session_id}: start it first")
-            session_sql.append_transcript(conn, entry)
-        return entry
-
-    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
-        """A session's transcript in turn order."""
-        require_str(session_id, "session_id")
-        with self._reading() as conn:
-            return session_sql.transcripts(conn, session_id)
-
-    # --- repetition schedules ------------------------------------------------------------
-
-    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
-        """Insert or replace a memory's schedule; the memory must exist."""
-        validate_schedule(schedule)
-        with self.transaction() as conn:
-            if memory_sql.tier_of(conn, schedule.memory_id) is None:
-                raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
-            schedule_sql.upsert(conn, schedule)
-
-    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
-        """A memory's schedule, or ``None``."""
-        require_str(memory_id, "memory_id")
-        with self._reading() as conn:
-            return schedule_sql.fetch(conn, memory_id)
-
-    def get_schedules_due_for_review(
-        self, before: int, limit: int | None = None
-    ) -> list[RepetitionSchedule]:
-        """Schedules due at or before ``before`` (epoch ms), most overdue first."""
-        require_int(before, "before")
-        require_int(limit, "limit", allow_none=True, minimum=0)
-        with self._reading() as conn:
-            return schedule_sql.due(conn, before, limit)
-
-    # --- recall indexes --------------------------------------------------------------------
-
-    def keyword_search(
-        self,
-        match: str,
-        limit: int,
-        tier: Tier | None = None,
-        context_weight: float = 0.5,
-        after_weight: float = 0.5,
-        *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:
-        """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first; words found
-        only in the two memories before a memory in its session count ``context_weight``
-        as much as its own, in the two after it ``after_weight``. ``where`` restricts the
-        search itself: the best ``limit`` memories it accepts come back."""
-        require_str(match, "match", allow_empty=False)
-        require_int(limit, "limit", minimum=1)
-        require_unit_float(context_weight, "context_weight")
-        require_unit_float(after_weight, "after_weight")
-        accepted = _filter(tier, where)
-        with self._reading() as conn:
-            if self.in_transaction:  # this transaction's writes are not indexed yet
-                self._update_keyword_index(conn)
-            return index_sql.keyword_search(
-                conn, match, limit, accepted, context_weight, after_weight
-            )
-
-    def vector_search(
-        self,
-        vector: object,
-        limit: int,
-        tier: Tier | None = None,
-        *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:
-        """``(memory_id, cosine distance)`` nearest first ([] before any embedding exists).
-
-        Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
-        from the in-RAM copy of the index (3-bit codes, searched in two stages: see
-        :mod:`persistence.vector_mirror`); exact cosine re-ranks them. With a
-        filter ``where``, the candidates that pass it count: when too few do, the share
-        that passed estimates how many the filter accepts; at most ``exact_scan_max``
-        (default ``EXACT_SCAN_MAX``): all of them are compared exactly, else the copy is
-        searched deeper until enough pass. A filter an index serves (session, agent, tags,
-        time range) that accepts at most ``exact_scan_max`` is compared exactly at once.
-        """
-        require_int(limit, "limit", minimum=1)
-        accepted = _filter(tier, where)
-        with self._reading() as conn, read_snapshot(conn):
-            dim = read_meta(conn, EMBEDDING_DIM_KEY)
-            if dim is None:
-                return []
-            query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
-            if accepted.narrows and index_sql.index_backed(accepted):
-                # Few accepted (a session, say): compare them all, before searching the copy.
-                everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
-                if everything is not None:
-                    return index_sql.nearest(everything, query, limit)
-            wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-            candidates = self._vector_candidates(conn, query, count, accepted.tier)
-            while accepted.narrows:
-                passed = index_sql.accepted_among(conn, accepted, candidates)
-                total = self._vectors.size
-                if len(passed) >= wanted or len(candidates) < count or count >= total:
-                    candidates = passed
-                    break
-                share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
-                if share * total <= self.exact_scan_max:
-                    everything = index_sql.accepted_embeddings(conn, accepted, self.exact_scan_max)
-                    if everything is not None:
-                        return index_sql.nearest(everything, query, limit)
-                count = min(max(count * 4, int(2 * wanted / share)), total)
-                candidates = self._vector_candidates(conn, query, count, accepted.tier)
-            return index_sql.rerank(conn, candidates, query, limit)
-
-    def _vector_candidates(
-        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
-    ) -> list[tuple[str, Tier]]:
-        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
-        if self.in_transaction:
-            candidates = self._vectors.candidates_in_write(conn, query, count, tier)
-            if candidates is not None:
-                return candidates
-            self.after_rollback(self._vectors.reset)  # it will see uncommitted rows
-        return self._vectors.candidates(conn, query, count, tier)
-
-    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
-        """Cosine distance from ``vector`` to each of ``memory_ids`` that has an embedding
-        (exact, from the float vectors in the file; a memory without one is left out)."""
-        for memory_id in memory_ids:
-            require_str(memory_id, "memory_id")
-        if not memory_ids:
-            return {}
-        with self._reading() as conn, read_snapshot(conn):
-            dim = read_meta(conn, EMBEDDING_DIM_KEY)
-            if dim is None:
-                return {}
-            query = np.frombuffer(encode_embedding(vector, int(dim)), dtype="<f4")
-            found = index_sql.embeddings_of(conn, list(dict.fromkeys(memory_ids)))
-            if not found:
-                return {}
-            ids, distances = index_sql.cosine_distances(found, query)
-            return {memory_id: float(d) for memory_id, d in zip(ids, distances, strict=True)}
-
-    def conversation_turns(
-        self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, conversation_sql.Turn]:
-        """Memory id -> (speaker, asks something, id before it (``None`` unless
-        ``before``) and after it in its session), for those of ``memory_ids`` that
-        exist (recall's conversation signals and reranking)."""
-        for memory_id in memory_ids:
-            require_str(memory_id, "memory_id")
-        with self._reading() as conn, read_snapshot(conn):
-            return conversation_sql.turns(conn, list(dict.fromkeys(memory_ids)), before)
-
-    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
-        """Memories still waiting for an embedding: ``(id, tier, content)``."""
-        require_int(limit, "limit", minimum=1)
-        with self._reading() as conn:
-            return index_sql.unembedded(conn, limit)
-
-    def set_embeddings(
-        self,
-        rows: Sequence[tuple[Tier, str, object]],
-        contents: Sequence[str] | None = None,
-        *,
-        model_id: str | None = None,
-    ) -> None:
-        """Store computed embeddings in one transaction (the indexes follow by trigger).
-
-        A memory that got an embedding meanwhile keeps it; with ``contents`` (the texts
-        that were embedded, one per row), so does a memory whose content changed since.
-        With ``model_id``, refused if the file records another model by then (another
-        process may have re-embedded it).
-        """
-        if contents is not None and len(contents) != len(rows):
-            raise InvalidInputError("set_embeddings: one content per row, or none")
-        texts: Sequence[str | None] = contents if contents is not None else [None] * len(rows)
-        encoded = [
-            (tier, memory_id, encode_embedding(vector, None), text)
-            for (tier, memory_id, vector), text in zip(rows, texts, strict=True)
-        ]
-        with self.transaction() as conn:
-            recorded = read_meta(conn, EMBEDDING_MODEL_KEY)
-            if model_id is not None and recorded not in (None, model_id):
-                raise EmbeddingModelMismatchError(
-                    f"{self.path} is now embedded with {recorded!r}, not {model_id!r}"
-                )
-            for _, _, blob, _ in encoded:
-                self._check_dim(conn, len(blob) // 4)
-            index_sql.set_embeddings(conn, encoded)
-
-    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """Embeddings cached for ``model_id`` by content hash
-        (:func:`~persistence.embedding_cache_sql.content_hash`)."""
-        require_str(model_id, "model_id", allow_empty=False)
-        if not all(isinstance(h, bytes) for h in hashes):
-            raise InvalidTypeError("hashes must be bytes (see content_hash)")
-        with self._reading() as conn:
-            found = embedding_cache_sql.lookup(conn, model_id, hashes)
-        return {h: np.frombuffer(blob, dtype="<f4") for h, blob in found.items()}
-
-    def cache_embeddings(
-        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
-    ) -> None:
-        """Cache ``(content hash, vector)`` entries for ``model_id`` (a hit refreshes its
-        age), then evict the least recently used beyond ``keep`` rows."""
-        require_str(model_id, "model_id", allow_empty=False)
-        require_int(keep, "keep", minimum=0)
-        encoded = [(h, encode_embedding(vector, None)) for h, vector in entries]
-        with self.transaction() as conn:
-            embedding_cache_sql.remember(conn, model_id, encoded, self.clock())
-            embedding_cache_sql.evict(conn, keep)
-
-    # --- re-embedding with another model ------------------------------------------------
-
-    def begin_rebuild(self, model_id: str, dim: int) -> bool:
-        """Start (or resume) staging vectors of ``model_id``; True if staged work is kept."""
-        require_str(model_id, "model_id", allow_empty=False)
-        require_int(dim, "dim", minimum=1)
-        with self.transaction() as conn:
-            return rebuild_sql.begin(conn, model_id, dim)
-
-    def rebuild_state(self) -> tuple[str, int] | None:
-        """``(model id, dimension)`` of the re-embedding under way, or ``None``."""
-        with self._reading() as conn:
-            return rebuild_sql.state(conn)
-
-    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
-        """Memories the re-embedding has no vector for yet: ``(id, content)``."""
-        require_int(limit, "limit", minimum=1)
-        with self._reading() as conn:
-            return rebuild_sql.unstaged(conn, limit)
-
-    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
-        """Stage ``(memory id, embedded content, vector)`` in one transaction."""
-        with self.transaction() as conn:
-            rebuild_sql.stage(conn, self._staged(conn, rows))
-
-    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
-        """Swap the staged vectors in, in ONE transaction, and return how many memories
-        changed. Memories added or edited since they were staged are embedded here
-        with ``embed(texts) -> [n, dim]``. Before it commits, the file is unchanged."""
-        with self.transaction() as conn:
-            under_way = rebuild_sql.state(conn)
-            if under_way is None:
-                raise InvalidInputError("no re-embedding under way: call begin_rebuild() first")
-            missing = rebuild_sql.stale(conn)
-            if missing:
-                vectors = embed([content for _, content in missing])
-                staged = [(i, c, v) for (i, c), v in zip(missing, vectors, strict=True)]  # type: ignore[call-overload]
-                rebuild_sql.stage(conn, self._staged(conn, staged))
-            self.after_commit(self._vectors.reset)
-            return rebuild_sql.swap(conn, *under_way)
-
-    def _staged(
-        self, conn: apsw.Connection, rows: Sequence[tuple[str, str, object]]
-    ) -> list[tuple[str, bytes, bytes]]:
-        under_way = rebuild_sql.state(conn)
-        if under_way is None:
-            raise InvalidInputError("no re-embedding under way: call begin_rebuild() first")
-        encoded = []
-        for memory_id, content, vector in rows:
-            require_str(memory_id, "memory_id")
-            require_str(content, "content")
-            blob = encode_embedding(vector, under_way[1])
-            encoded.append((memory_id, content_hash(content), blob))
-        return encoded
+    # --- facts about the file -------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """One fact about the file (``store_meta``), or ``None``."""
@@ -1076,50 +342,231 @@ class SQLiteStore:
         with self.transaction(join=True) as conn:
             return add_to_counter(conn, key, by)
 
-    def record_embedding_error(self, message: str) -> int:
-        """Count a failure of background embedding in the file (with its message, stamped
-        with the time); returns how many there have been."""
-        require_str(message, "message")
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock() / 1000))
-        with self.transaction() as conn:
-            return record_embedding_error(conn, f"{stamp} {message[:1000]}")
+    # --- the parts' methods, offered on the store (docstrings: the part's) -------------------
+    # memories (MemoryStore; the per-tier methods are its lower-level API)
 
-    # --- forgetting curve batches ------------------------------------------------------
+    def check_content_size(self, content: str, what: str = "content") -> None:
+        return self.memories.check_content_size(content, what)
+
+    def put_memory(self, memory: Memory) -> Memory:
+        return self.memories.put_memory(memory)
+
+    def insert_memories(
+        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
+    ) -> list[Memory]:
+        return self.memories.insert_memories(memories, schedules)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        return self.memories.get_memory(memory_id)
+
+    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        return self.memories.get_memories(memory_ids)
+
+    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
+        return self.memories.query(tier, options)
+
+    def count(self, tier: Tier) -> int:
+        return self.memories.count(tier)
+
+    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
+        return self.memories.page(tier, after_id, limit)
+
+    def forget_memory(
+        self, memory_id: str, reason: str, retention: float | None = None
+    ) -> Tier | None:
+        return self.memories.forget_memory(memory_id, reason, retention)
+
+    def promote_memory(
+        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
+    ) -> PromotionRecord:
+        return self.memories.promote_memory(memory_id, from_tier, to_tier, reason)
+
+    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
+        return self.memories.get_promotion_history(memory_id)
+
+    def record_content_keys(self, memories: Sequence[Memory]) -> None:
+        return self.memories.record_content_keys(memories)
+
+    def find_same_content(
+        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
+    ) -> list[str]:
+        return self.memories.find_same_content(content, tier, agent_id, session_id)
+
+    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
+        return self.memories.put_scratchpad(key, memory)
+
+    def get_scratchpad(self, key: str) -> Memory | None:
+        return self.memories.get_scratchpad(key)
+
+    def delete_scratchpad(self, key: str) -> bool:
+        return self.memories.delete_scratchpad(key)
+
+    def get_all_scratchpad(self) -> list[Memory]:
+        return self.memories.get_all_scratchpad()
+
+    def clear_scratchpad(self) -> int:
+        return self.memories.clear_scratchpad()
+
+    def put_episodic(self, memory: Memory) -> Memory:
+        return self.memories.put_episodic(memory)
+
+    def get_episodic(self, memory_id: str) -> Memory | None:
+        return self.memories.get_episodic(memory_id)
+
+    def delete_episodic(self, memory_id: str) -> bool:
+        return self.memories.delete_episodic(memory_id)
+
+    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
+        return self.memories.query_episodic(options)
+
+    def put_semantic(self, memory: Memory) -> Memory:
+        return self.memories.put_semantic(memory)
+
+    def get_semantic(self, memory_id: str) -> Memory | None:
+        return self.memories.get_semantic(memory_id)
+
+    def delete_semantic(self, memory_id: str) -> bool:
+        return self.memories.delete_semantic(memory_id)
+
+    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
+        return self.memories.query_semantic(options)
+
+    # sessions and transcripts (SessionStore)
+
+    def put_session(self, session: SessionState) -> None:
+        return self.sessions.put_session(session)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        return self.sessions.get_session(session_id)
+
+    def session_is_active(self, session_id: str) -> bool | None:
+        return self.sessions.session_is_active(session_id)
+
+    def delete_session(self, session_id: str) -> bool:
+        return self.sessions.delete_session(session_id)
+
+    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
+        return self.sessions.get_sessions(limit)
+
+    def get_sessions_pending_compaction(self) -> list[SessionState]:
+        return self.sessions.get_sessions_pending_compaction()
+
+    def touch_session(self, session_id: str, at: int) -> None:
+        return self.sessions.touch_session(session_id, at)
+
+    def get_active_sessions(self) -> list[SessionState]:
+        return self.sessions.get_active_sessions()
+
+    def append_transcript(
+        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
+    ) -> TranscriptEntry:
+        return self.sessions.append_transcript(session_id, turn, role, content, speaker=speaker)
+
+    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
+        return self.sessions.get_transcripts(session_id)
+
+    # repetition schedules and forgetting (ScheduleStore)
+
+    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
+        return self.schedules.put_repetition_schedule(schedule)
+
+    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
+        return self.schedules.get_repetition_schedule(memory_id)
+
+    def get_schedules_due_for_review(
+        self, before: int, limit: int | None = None
+    ) -> list[RepetitionSchedule]:
+        return self.schedules.get_schedules_due_for_review(before, limit)
 
     def retention_batch(
         self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
     ) -> list[RetentionInput]:
-        """The next ``limit`` memories of ``tier`` after ``after_id``, in id order.
-
-        Lets the forgetting curve walk a file of any size in bounded memory.
-        """
-        require_str(after_id, "after_id")
-        require_int(limit, "limit", minimum=1)
-        require_int(min_reviews, "min_reviews", minimum=0)
-        with self._reading() as conn:
-            return forgetting_sql.retention_batch(
-                conn, parse_tier(tier, "tier"), after_id, limit, min_reviews
-            )
+        return self.schedules.retention_batch(tier, after_id, limit, min_reviews)
 
     def apply_decay(
-        self,
-        tier: Tier,
-        updates: Sequence[tuple[str, float]],
-        forgotten: Sequence[tuple[str, float]],
-        reason: str,
-    ) -> None:
-        """In one transaction: store new retentions, forget ``forgotten`` with audit rows."""
-        tier = parse_tier(tier, "tier")
-        with self.transaction() as conn:
-            forgetting_sql.set_retention(conn, tier, updates)
-            for memory_id, retention in forgotten:
-                self._forget(conn, tier, memory_id, retention, reason)
+        self, tier: Tier, updates: Sequence[tuple[str, float]],
+        forgotten: Sequence[tuple[str, float]], reason: str,
+    ) -> None:  # fmt: skip
+        return self.schedules.apply_decay(tier, updates, forgotten, reason)
 
     def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        """Audit rows of forgotten memories, oldest first (for one memory, or all)."""
-        require_str(memory_id, "memory_id", allow_none=True)
-        with self._reading() as conn:
-            return forgetting_sql.forgetting_log(conn, memory_id)
+        return self.schedules.get_forgetting_log(memory_id)
+
+    # recall indexes and embeddings (IndexStore)
+
+    @property
+    def exact_scan_max(self) -> int:
+        """See :class:`IndexStore` (settable: tests lower it to force the deeper search)."""
+        return self.indexes.exact_scan_max
+
+    @exact_scan_max.setter
+    def exact_scan_max(self, value: int) -> None:
+        self.indexes.exact_scan_max = value
+
+    @property
+    def _vectors(self) -> VectorMirror:
+        return self.indexes.vectors
+
+    def _vector_candidates(
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]]:
+        return self.indexes.vector_candidates(conn, query, count, tier)
+
+    def keyword_search(
+        self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5,
+        after_weight: float = 0.5, *, where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        return self.indexes.keyword_search(match, limit, tier, context_weight, after_weight,
+                                           where=where)  # fmt: skip
+
+    def vector_search(
+        self, vector: object, limit: int, tier: Tier | None = None, *,
+        where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        return self.indexes.vector_search(vector, limit, tier, where=where)
+
+    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
+        return self.indexes.vector_distances(vector, memory_ids)
+
+    def conversation_turns(
+        self, memory_ids: Sequence[str], *, before: bool = False
+    ) -> dict[str, Turn]:
+        return self.indexes.conversation_turns(memory_ids, before=before)
+
+    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
+        return self.indexes.unembedded(limit)
+
+    def set_embeddings(
+        self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None,
+        *, model_id: str | None = None,
+    ) -> None:  # fmt: skip
+        return self.indexes.set_embeddings(rows, contents, model_id=model_id)
+
+    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        return self.indexes.cached_embeddings(model_id, hashes)
+
+    def cache_embeddings(
+        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
+    ) -> None:
+        return self.indexes.cache_embeddings(model_id, entries, keep)
+
+    def record_embedding_error(self, message: str) -> int:
+        return self.indexes.record_embedding_error(message)
+
+    def begin_rebuild(self, model_id: str, dim: int) -> bool:
+        return self.indexes.begin_rebuild(model_id, dim)
+
+    def rebuild_state(self) -> tuple[str, int] | None:
+        return self.indexes.rebuild_state()
+
+    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
+        return self.indexes.unstaged_for_rebuild(limit)
+
+    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
+        return self.indexes.stage_rebuild(rows)
+
+    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
+        return self.indexes.finish_rebuild(embed)
 
     # --- statistics ---------------------------------------------------------------------
 
@@ -1132,33 +579,7 @@ class SQLiteStore:
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
         with self._reading() as conn:
-            nested = conn.in_transaction
-            if not nested:
-                conn.execute("BEGIN")
-            try:
-                counts = [memory_sql.count(conn, tier) for tier in Tier]
-                scalar = {name: int(query_value(conn, sql)) for name, sql in _STAT_QUERIES.items()}
-                version = read_schema_version(conn)
-                page_size = int(conn.pragma("page_size"))
-                page_count = int(conn.pragma("page_count"))
-                errors, last_error = embedding_errors(conn)
-            finally:
-                if not nested:
-                    conn.execute("COMMIT")
-        return PersistenceStatistics(
-            scratchpad_count=counts[0],
-            episodic_count=counts[1],
-            semantic_count=counts[2],
-            schema_version=version,
-            file_size_bytes=_file_size(self.path),
-            wal_size_bytes=_file_size(self.path + "-wal"),
-            page_size=page_size,
-            page_count=page_count,
-            path=self.path,
-            embedding_errors=errors,
-            last_embedding_error=last_error,
-            **scalar,
-        )
+            return _statistics(conn, self.path)
 
 
 _STAT_QUERIES = {
@@ -1189,11 +610,97 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _filter(tier: Tier | None, where: MemoryFilter | None) -> MemoryFilter:
-    """One filter from a search's ``tier`` and ``where`` arguments (checked)."""
-    if where is None:
-        return MemoryFilter(tier=tier)
-    validate_filter(where)
-    if tier is not None and where.tier not in (None, tier):
-        raise InvalidInputError(f"tier {tier.value} contradicts where.tier {where.tier}")
-    return where if tier is None else replace(where, tier=tier)
+def _check_schema(conn: apsw.Connection, path: str, latest: int, read_only: bool) -> None:
+    """Refuse a foreign or too-new file before anything writes to it (and, read-only,
+    an empty or older one)."""
+    version = read_schema_version(conn)
+    if version > latest:
+        raise SchemaTooNew(version, latest)
+    if read_only and 0 < version < latest:
+        raise MigrationRequiredError(version, latest, path)
+    if version == 0:
+        _refuse_unversioned(conn, path, empty_ok=not read_only)
+
+
+def _check_configured_dim(conn: apsw.Connection, dim: int) -> None:
+    """Refuse a file whose embeddings have another size than the store was given."""
+    stored = read_meta(conn, EMBEDDING_DIM_KEY)
+    if stored is not None and int(stored) != dim:
+        raise EmbeddingDimensionError(dim, int(stored))
+
+
+def _existing_version(path: str, options: ConnectionOptions) -> int:
+    """The schema version of the database at ``path`` (read-only: a missing, empty or
+    foreign file is refused and left as it was)."""
+    probe = connect_read_only(path, options)
+    try:
+        version = read_schema_version(probe)
+        if version == 0:
+            _refuse_unversioned(probe, path, empty_ok=False)
+        return version
+    finally:
+        probe.close()
+
+
+def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> None:
+    """A file without a schema version is another application's, or new and empty
+    (which only a read-write open may turn into a database)."""
+    tables = query_all(
+        conn,
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+    )
+    if tables:
+        names = ", ".join(sorted(t[0] for t in tables)[:5])
+        raise ForeignDatabaseError(
+            f"{path} is a SQLite database of another application (tables: {names}); "
+            "it was left untouched: use a new file"
+        )
+    if not empty_ok:
+        raise NotADatabaseError(
+            f"{path} is an empty SQLite file, not a tiered-memory database "
+            "(left untouched; nothing is created here)"
+        )
+
+
+def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
+    """Row counts (one consistent snapshot on ``conn``) and the sizes of ``path``."""
+    nested = conn.in_transaction
+    if not nested:
+        conn.execute("BEGIN")
+    try:
+        counts = [memory_sql.count(conn, tier) for tier in Tier]
+        scalar = {name: int(query_value(conn, sql)) for name, sql in _STAT_QUERIES.items()}
+        version = read_schema_version(conn)
+        page_size = int(conn.pragma("page_size"))
+        page_count = int(conn.pragma("page_count"))
+        errors, last_error = embedding_errors(conn)
+    finally:
+        if not nested:
+            conn.execute("COMMIT")
+    return PersistenceStatistics(
+        scratchpad_count=counts[0],
+        episodic_count=counts[1],
+        semantic_count=counts[2],
+        schema_version=version,
+        file_size_bytes=_file_size(path),
+        wal_size_bytes=_file_size(path + "-wal"),
+        page_size=page_size,
+        page_count=page_count,
+        path=path,
+        embedding_errors=errors,
+        last_embedding_error=last_error,
+        **scalar,
+    )
+
+
+def _share_docstrings(store: type, parts: Sequence[type]) -> None:
+    """Give each method the store offers for a part that part's docstring (for help())."""
+    for name, member in vars(store).items():
+        if callable(member) and member.__doc__ is None:
+            for part in parts:
+                if callable(found := getattr(part, name.lstrip("_"), None)):
+                    member.__doc__ = found.__doc__
+                    break
+
+
+_share_docstrings(SQLiteStore, (MemoryStore, SessionStore, ScheduleStore, IndexStore))

@@ -83,6 +83,9 @@ from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import VectorMirror
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
+VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
+"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
+
 
 class SQLiteStore:
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
@@ -507,10 +510,14 @@ class SQLiteStore:
     def _vectors(self) -> VectorMirror:
         return self.indexes.vectors
 
-    def _vector_candidates(
-        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
-    ) -> list[tuple[str, Tier]]:
-        return self.indexes.vector_candidates(conn, query, count, tier)
+    @property
+    def _vector_candidates(self) -> VectorCandidates:
+        """The index store's first vector stage (settable: a test spies on it)."""
+        return self.indexes.vector_candidates
+
+    @_vector_candidates.setter
+    def _vector_candidates(self, stage: VectorCandidates) -> None:
+        self.indexes.vector_candidates = stage  # type: ignore[method-assign,assignment]
 
     def keyword_search(
         self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5,

@@ -9,10 +9,14 @@ batches (``X n``).
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 
+from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
+
+os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
 
 
 def _say(*parts: str) -> None:

@@ -40,7 +40,10 @@ import numpy as np
 
 from persistence import Memory, MemoryNotFoundError, Tier
 from persistence.sqlite import SQLiteStore
+from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
+
+os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
 
 
 class HashEmbedder:

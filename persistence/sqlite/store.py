@@ -74,15 +74,15 @@ from persistence.sqlite.connection import (
     query_value,
     read_snapshot,
 )
-from persistence.sqlite.database import Database
+from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
 from persistence.sqlite.encryption import Key, key_bytes, require_cipher
+from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.sql import (
     conversation_sql,
     dedup_sql,
     embedding_cache_sql,
     forgetting_sql,
-    graph_sql,
     index_sql,
     memory_sql,
     rebuild_sql,
@@ -99,7 +99,7 @@ from persistence.sqlite.sql.meta_sql import (
     write_meta,
 )
 from persistence.sqlite.translate import storage_errors
-from persistence.sqlite.vector_mirror import VectorMirror
+from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     parse_tier,
@@ -139,6 +139,13 @@ class SQLiteStore:
     read-only storage): it never creates, migrates or optimizes the file, and every
     write raises :class:`ReadOnlyError`. The file's bytes do not change.
 
+    Tunables (tests change them; defaults suit everyone else): ``idle_merge_s``, how long
+    the writer rests before the keyword index is merged in the background (``None``:
+    ``$TIERED_MEMORY_IDLE_MERGE_S``, else 0.05; see keyword_index.py);
+    ``reset_after_changes``, the size of a transaction after which the writer's schema
+    is reset (see :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`);
+    ``vector_resort_after``, how many new ids the vector mirror takes before it re-sorts.
+
     The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
     its, offered here too.
     """
@@ -157,6 +164,9 @@ class SQLiteStore:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         read_only: bool = False,
         key: Key | None = None,
+        idle_merge_s: float | None = None,
+        reset_after_changes: int = RESET_AFTER_CHANGES,
+        vector_resort_after: int = RESORT_AFTER,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -179,16 +189,16 @@ class SQLiteStore:
             self.options,
             read_only=read_only,
             change_check_interval_ms=change_check_interval_ms,
-            idle_work=index_sql.merge_keyword_step,
+            reset_after_changes=reset_after_changes,
         )
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms
         self._migrations = list(migrations) if migrations is not None else None
-        self._vectors = VectorMirror()
+        require_int(vector_resort_after, "vector_resort_after", minimum=1)
+        self._vectors = VectorMirror(vector_resort_after)
         self.exact_scan_max = EXACT_SCAN_MAX
-        self._keyword_dirty = False  # the file defers keyword indexing to commit (v8+)
-        self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
-        self.db.before_commit(self._before_commit)
+        self.keywords = KeywordIndex(self.db, idle_merge_s)
+        """The keyword index's commit work and idle merges (keyword_index.py)."""
         self.db.after_exclusive(self._vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 
@@ -242,10 +252,7 @@ class SQLiteStore:
             if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
                 with self.transaction() as tx:
                     index_sql.ensure_vector_index(tx)
-            self._keyword_dirty = index_sql.defers_keyword_index(conn)
-            self._graph = graph_sql.has_graph(conn)
-            behind = self._keyword_dirty and index_sql.keyword_index_behind(conn)
-            if behind or (self._graph and graph_sql.collection_behind(conn)):
+            if self.keywords.opened(conn):
                 with self.transaction():  # written without the store: caught up on commit
                     pass
             return self
@@ -390,32 +397,6 @@ class SQLiteStore:
     def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
         """A connection of its own for one read snapshot (for integrity checks)."""
         return self.db.fresh_read_connection()
-
-    def _before_commit(self, conn: apsw.Connection) -> None:
-        """The work a transaction leaves for its commit: provenance-safe forgetting (what
-        deleted memories alone supported goes), then the keyword index. One statement
-        looks for both (every ``remember()`` commits; collecting touches no tier table,
-        so the keyword counts stay right)."""
-        if not (self._graph and self._keyword_dirty):
-            self._collect_graph(conn)
-            self._update_keyword_index(conn)
-            return
-        pending = conn.execute(_PENDING_WORK).fetchall()
-        counts = [row for row in pending if row[0] is not None]
-        if len(counts) < len(pending):  # graph_dirty holds rows
-            graph_sql.collect_garbage(conn)
-        if counts:
-            index_sql.update_keyword_index(conn, counts)
-
-    def _collect_graph(self, conn: apsw.Connection) -> None:
-        """Provenance-safe forgetting: what deleted memories alone supported goes."""
-        if self._graph:
-            graph_sql.collect_garbage(conn)
-
-    def _update_keyword_index(self, conn: apsw.Connection) -> None:
-        """Index what this transaction's writes left waiting (see migration v8)."""
-        if self._keyword_dirty:
-            index_sql.update_keyword_index(conn)
 
     # --- memories -------------------------------------------------------------------------
 
@@ -851,7 +832,7 @@ class SQLiteStore:
         accepted = _filter(tier, where)
         with self._reading() as conn:
             if self.in_transaction:  # this transaction's writes are not indexed yet
-                self._update_keyword_index(conn)
+                self.keywords.catch_up(conn)
             return index_sql.keyword_search(
                 conn, match, limit, accepted, context_weight, after_weight
             )
@@ -1173,13 +1154,6 @@ _STAT_QUERIES = {
     "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
     "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
 }
-
-
-_PENDING_WORK = (
-    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1, 0 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
-)
-"""Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
-:meth:`SQLiteStore._before_commit`)."""
 
 
 def _file_size(path: str) -> int:

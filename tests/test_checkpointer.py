@@ -297,7 +297,7 @@ def test_commits_while_the_thread_copies_do_not_queue_a_second_checkpoint(
         assert checkpointer is not None and writer is not None
         wakes: list[bool] = []
         wake = checkpointer._wake
-        checkpointer._wake = lambda: (wakes.append(True), wake())[1]  # type: ignore[method-assign]
+        checkpointer._wake = lambda: (wakes.append(True), wake())[1]
         checkpointer._copied = 0
         checkpointer._copying = True  # as during the thread's checkpoint
         checkpointer._committed(writer, "main", 2 * PAGES)

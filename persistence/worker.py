@@ -82,14 +82,11 @@ class Worker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._alive = False  # the thread has started and not ended (cheaper than is_alive)
+        self.running = False
+        """True while the thread runs and has not been asked to stop (a plain attribute:
+        the WAL hook reads it on every commit)."""
         self.failures = 0  # in a row
         self.errors = 0  # in all
-
-    @property
-    def running(self) -> bool:
-        """True while the thread runs and has not been asked to stop."""
-        return self._alive and not self._stop.is_set()
 
     @property
     def started(self) -> bool:
@@ -102,12 +99,6 @@ class Worker:
         a long job looks at it between its steps."""
         return self._stop.is_set()
 
-    @property
-    def ident(self) -> int | None:
-        """The thread's id while it runs."""
-        thread = self._thread
-        return None if thread is None else thread.ident
-
     def start(self) -> None:
         """Start the thread; nothing if it runs. One that ended (it gave up) is replaced."""
         thread = self._thread
@@ -116,7 +107,7 @@ class Worker:
         self._stop.clear()
         self.failures = 0
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._alive = True
+        self.running = True
         self._thread.start()
 
     def notify(self) -> None:
@@ -132,6 +123,7 @@ class Worker:
         """End the thread after the job under way and wait for it, at most ``timeout``
         seconds (``None``: as long as it takes); False if it still runs then (logged).
         Twice is harmless."""
+        self.running = False
         self._stop.set()
         self._wake.set()
         thread, self._thread = self._thread, None
@@ -147,7 +139,7 @@ class Worker:
         try:
             self._loop()
         finally:
-            self._alive = False
+            self.running = False
 
     def _loop(self) -> None:
         while True:
@@ -194,6 +186,7 @@ class Worker:
                 "%s stopped after %d failures in a row%s",
                 self.what, self.failures, self._stopped_note,
             )  # fmt: skip
+            self.running = False
             self._stop.set()
             return True
         return False

@@ -45,7 +45,7 @@ def _no_idle_merges_unless_asked() -> Iterator[None]:
     os.environ[IDLE_ENV] = "3600"  # before any module's fixtures
     yield
     if saved is None:
-        del os.environ[IDLE_ENV]
+        os.environ.pop(IDLE_ENV, None)
     else:
         os.environ[IDLE_ENV] = saved
 

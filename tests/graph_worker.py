@@ -16,8 +16,6 @@ import sys
 from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
-os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
-
 
 def _say(*parts: str) -> None:
     print(*parts, flush=True)
@@ -57,4 +55,5 @@ def graph(path: str, seed: int) -> None:
 
 
 if __name__ == "__main__":
+    os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
     graph(sys.argv[1], int(sys.argv[2]))

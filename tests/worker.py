@@ -43,8 +43,6 @@ from persistence.sqlite import SQLiteStore
 from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
-os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
-
 
 class HashEmbedder:
     """A deterministic stand-in model: each text gets a fixed unit vector per model id."""
@@ -269,6 +267,7 @@ def rekey(path: str) -> None:
 
 
 if __name__ == "__main__":
+    os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
     command, db, *rest = sys.argv[1:]
     if command == "crash":
         crash(db, int(rest[0]))

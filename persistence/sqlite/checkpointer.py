@@ -156,7 +156,7 @@ class Checkpointer:
         try:
             if pages < self._copied:
                 self._copied = 0  # the WAL started over
-            if not self.running:
+            if not self._worker.running:
                 if pages - self._copied >= self.pages:
                     self._inline(conn)
             elif pages >= self.restart_pages and (

@@ -193,9 +193,8 @@ def _paced(memory: AgentMemoryManager, workload: Workload, at: int, largest: int
     for label, idle in (("idle merges off", False), ("idle merges on", True)):
         copy = memory.backup(Path(memory.store.path).parent / f"paced-{idle}.db")
         with AgentMemoryManager.open(copy, embedder=None, recall_review_quality=None) as agent:
-            checkpointer = agent.store.db._checkpointer  # type: ignore[attr-defined]
-            if checkpointer is not None and not idle:
-                checkpointer.idle_work = None
+            if not idle:  # the keyword index's idle merger stopped
+                agent.store.keywords.merger.stop(None)  # type: ignore[attr-defined]
             records = workload.records(at, PACED)
             _sessions(agent, workload, at, at + PACED)
             latencies = []

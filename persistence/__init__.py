@@ -3,9 +3,10 @@
 This top level is what the domain (``tiered_memory``) may import, and all it may import:
 the records (:mod:`persistence.records`, :mod:`persistence.graph_records`), the storage
 Protocols (:mod:`persistence.storage`), the errors, validation, the write-through cache,
-the JSON formats (:mod:`persistence.formats`) and :func:`build_backend`, the one place
-that picks an engine. Each engine has a room of its own: :mod:`persistence.sqlite` (one
-WAL-mode file through APSW). Imports ``migrations``; never imports ``tiered_memory``.
+the JSON formats (:mod:`persistence.formats`), the background :class:`Worker` and
+:func:`build_backend`, the one place that picks an engine. Each engine has a room of
+its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
+``migrations``; never imports ``tiered_memory``.
 """
 
 from persistence import graph_records  # the graph's rules (names, types, limits)
@@ -126,6 +127,7 @@ from persistence.validation import (
     require_str_tuple,
     validate_filter,
 )
+from persistence.worker import Retry, Worker
 
 __all__ = [
     # choosing and building a backend
@@ -136,6 +138,9 @@ __all__ = [
     "migrate",
     "CacheLayer",
     "TransactionHooks",
+    # background work
+    "Retry",
+    "Worker",
     # the storage Protocols
     "GraphStorage",
     "MemoryRecords",

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from persistence.cache_layer import TransactionHooks
 from persistence.records import Synchronous
 from persistence.sqlite.backup import BackupManager
+from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
 from persistence.sqlite.store import SQLiteStore
+from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.storage import (
     GraphStorage,
     MemoryRecords,
@@ -63,8 +65,12 @@ def build_backend(
     read_only: bool = False,
     key: Key | None = None,
     backup_dir: str | os.PathLike[str] | None = None,
+    idle_merge_s: float | None = None,
+    reset_after_changes: int = RESET_AFTER_CHANGES,
+    vector_resort_after: int = RESORT_AFTER,
 ) -> Backend:
-    """The parts for ``location`` (a file path or ``":memory:"``), not yet opened."""
+    """The parts for ``location`` (a file path or ``":memory:"``), not yet opened. The
+    last three are the engine's tunables (see :class:`~persistence.sqlite.SQLiteStore`)."""
     store = SQLiteStore(
         location,
         synchronous=synchronous,
@@ -73,6 +79,9 @@ def build_backend(
         read_only=read_only,
         key=key,
         max_content_bytes=max_content_bytes,
+        idle_merge_s=idle_merge_s,
+        reset_after_changes=reset_after_changes,
+        vector_resort_after=vector_resort_after,
     )
     # The engine's hooks rather than the store's: one call less on every cached write.
     return Backend(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from persistence.sqlite import SQLiteStore, checkpointer
+from persistence.sqlite import SQLiteStore
+from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
 
@@ -34,12 +36,18 @@ sys.addaudithook(_no_network)
 def _no_idle_merges_unless_asked() -> Iterator[None]:
     """A store's background thread merges the keyword index once the writer has rested
     50 ms: that rewrites FTS5's segment rows, which the byte and row checksums of "a
-    failed operation changes nothing" tests would see as a change. In this process the
-    thread waits an hour (tests of the idle work set ``idle_s`` themselves); worker
-    subprocesses of the crash tests keep the default, so SIGKILLs land during merges."""
-    saved, checkpointer.IDLE_S = checkpointer.IDLE_S, 3600.0  # before any module's fixtures
+    failed operation changes nothing" tests would see as a change. In this process every
+    store is constructed with the merger waiting an hour (the documented environment
+    variable, read as a store is constructed; tests of the idle work pass
+    ``idle_merge_s`` themselves); worker subprocesses of the crash tests drop the
+    variable (tests/worker.py), so SIGKILLs land during merges."""
+    saved = os.environ.get(IDLE_ENV)
+    os.environ[IDLE_ENV] = "3600"  # before any module's fixtures
     yield
-    checkpointer.IDLE_S = saved
+    if saved is None:
+        os.environ.pop(IDLE_ENV, None)
+    else:
+        os.environ[IDLE_ENV] = saved
 
 
 class FakeClock:

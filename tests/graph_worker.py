@@ -9,9 +9,11 @@ batches (``X n``).
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 
+from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
 
@@ -53,4 +55,5 @@ def graph(path: str, seed: int) -> None:
 
 
 if __name__ == "__main__":
+    os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
     graph(sys.argv[1], int(sys.argv[2]))

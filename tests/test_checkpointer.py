@@ -1,4 +1,4 @@
-"""WAL checkpoints in a background thread (persistence/checkpointer.py): the WAL stays
+"""WAL checkpoints in a background thread (persistence/sqlite/checkpointer.py): the WAL stays
 bounded under a writer that never pauses, the thread stops on close, read-only and
 in-memory stores start none, a failing thread hands checkpoints back to the writer, and
 a SIGKILL while it copies loses no returned write."""
@@ -51,7 +51,7 @@ def _bounded_run(db_path: Path, slow_s: float = 0.0) -> None:
     one commit that crossed it. ``slow_s``: each of the thread's checkpoints takes that
     much longer (a busy machine)."""
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db._checkpointer
+        checkpointer = store.db.background.checkpointer
         writer = store.db.writer
         assert checkpointer is not None and writer is not None
         commits: list[int] = []  # the WAL's length after each commit, in pages
@@ -101,11 +101,11 @@ def test_close_stops_the_thread_and_read_only_or_memory_start_none(db_path: Path
     store.close()
     assert len(_threads()) == before
     with SQLiteStore(db_path, read_only=True) as reader:
-        assert reader.db._checkpointer is None and len(_threads()) == before
+        assert reader.db.background.checkpointer is None and len(_threads()) == before
     with SQLiteStore(":memory:") as in_memory:
-        assert in_memory.db._checkpointer is None and len(_threads()) == before
+        assert in_memory.db.background.checkpointer is None and len(_threads()) == before
     with SQLiteStore(db_path, wal_autocheckpoint=0) as never:
-        assert never.db._checkpointer is None and len(_threads()) == before
+        assert never.db.background.checkpointer is None and len(_threads()) == before
 
 
 def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
@@ -113,7 +113,7 @@ def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="persistence.checkpointer")
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db._checkpointer
+        checkpointer = store.db.background.checkpointer
         assert checkpointer is not None and checkpointer._conn is not None
         checkpointer._conn.close()  # every checkpoint of the thread now fails
         _write(store, 100, db_path)
@@ -173,12 +173,12 @@ def test_after_rekey_the_thread_checkpoints_with_the_new_key(
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES, key="old key") as store:
         _write(store, 100, db_path)
         store.rekey(b"new key")
-        before = store.db._checkpointer
+        before = store.db.background.checkpointer
         assert before is not None
         done = before.checkpoints
         with caplog.at_level(logging.WARNING, logger="persistence"):
             _write(store, 300, db_path)
-        checkpointer = store.db._checkpointer
+        checkpointer = store.db.background.checkpointer
         assert checkpointer is not None and checkpointer.running
         assert checkpointer.checkpoints > (done if checkpointer is before else 0)
         assert not [r for r in caplog.records if "checkpoint" in r.getMessage()]
@@ -192,7 +192,7 @@ def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Pa
     the writer copying it; the thread copies it, and the next small commit lets the WAL
     start over."""
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db._checkpointer
+        checkpointer = store.db.background.checkpointer
         assert checkpointer is not None
         batch = [Memory.create(f"batch {n} " + "words " * 200) for n in range(1200)]
         store.insert_memories(batch)
@@ -221,15 +221,14 @@ def _found(conn: apsw.Connection, word: str) -> list[int]:
 
 
 def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> None:
-    """While the writer rests, the thread merges the keyword index's segments (fewer
-    segments, the same rows found, FTS5's integrity check passes), on the writer's own
-    connection: the writer sees no change by another process (its RAM copies stay)."""
+    """While the writer rests, the merger's thread merges the keyword index's segments
+    (fewer segments, the same rows found, FTS5's integrity check passes), on the writer's
+    own connection: the writer sees no change by another process (its RAM copies stay)."""
     changes: list[int] = []
-    with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
+    # No idle time yet: build up segments first.
+    with SQLiteStore(db_path, wal_autocheckpoint=PAGES, idle_merge_s=3600.0) as store:
         store.db.on_external_change(lambda: changes.append(1))
-        checkpointer = store.db._checkpointer
-        assert checkpointer is not None
-        checkpointer.idle_s = 3600.0  # no idle time yet: build up segments first
+        merger = store.keywords.merger
         words = [f"w{i}" for i in range(50)]
         rng = random.Random(3)
         for n in range(300):
@@ -238,15 +237,13 @@ def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> N
         assert conn is not None
         before = _segments(conn)
         found = {w: _found(conn, w) for w in words[:10]}
-        checkpointer.idle_s = 0.05
-        checkpointer._wake.set()
+        merger.idle_s = 0.05
+        merger.wake()
         deadline = time.monotonic() + 20
-        while (
-            checkpointer._idle_due or not checkpointer.idle_steps
-        ) and time.monotonic() < deadline:
+        while (merger.due or not merger.steps) and time.monotonic() < deadline:
             time.sleep(0.02)
-        with checkpointer.paused():
-            assert checkpointer.idle_steps > 0, "the thread never merged"
+        with store.db.lock:  # (each merge step takes it)
+            assert merger.steps > 0, "the thread never merged"
             after = _segments(conn)
             assert after < before, (before, after)
             assert {w: _found(conn, w) for w in words[:10]} == found
@@ -296,13 +293,12 @@ def test_commits_while_the_thread_copies_do_not_queue_a_second_checkpoint(
     """They are the next round's: queued, they made a checkpoint (two syncs) of a few
     pages right after every round."""
     with SQLiteStore(tmp_path / "rounds.db", wal_autocheckpoint=PAGES) as store:
-        checkpointer, writer = store.db._checkpointer, store.db.writer
+        checkpointer, writer = store.db.background.checkpointer, store.db.writer
         assert checkpointer is not None and writer is not None
         wakes: list[bool] = []
-        wake = checkpointer._wake.set
-        checkpointer._wake.set = lambda: (wakes.append(True), wake())[1]  # type: ignore[method-assign]
+        wake = checkpointer._wake
+        checkpointer._wake = lambda: (wakes.append(True), wake())[1]
         checkpointer._copied = 0
-        checkpointer._idle_due = True  # (writes under way: no idle wake)
         checkpointer._copying = True  # as during the thread's checkpoint
         checkpointer._committed(writer, "main", 2 * PAGES)
         assert wakes == [] and not checkpointer._checkpoint_due

@@ -11,7 +11,6 @@ import apsw
 import pytest
 
 from persistence import ReadOnlyError, StoreClosedError, TransactionAbortedError
-from persistence.sqlite import database as database_module
 from persistence.sqlite.connection import MEMORY_PATH, ConnectionOptions, connection_wal, query_all
 from persistence.sqlite.database import Database
 
@@ -30,15 +29,25 @@ def _rows(db: Database) -> list[str]:
         return [row[0] for row in query_all(conn, "SELECT v FROM t ORDER BY v")]
 
 
-@pytest.fixture(params=["file", "memory"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+def _opened(request: pytest.FixtureRequest, tmp_path: Path, **tunables: int) -> Iterator[Database]:
     path = str(tmp_path / "engine.db") if request.param == "file" else MEMORY_PATH
-    database = Database(path, ConnectionOptions())
+    database = Database(path, ConnectionOptions(), **tunables)
     assert database.open(_prepare)
     assert not database.open(_prepare)  # a second open does nothing
     yield database
     database.close()
     database.close()  # twice is harmless
+
+
+@pytest.fixture(params=["file", "memory"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    yield from _opened(request, tmp_path)
+
+
+@pytest.fixture(params=["file", "memory"])
+def resets_after_ten(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database that resets its writer's schema after a transaction of 10 rows."""
+    yield from _opened(request, tmp_path, reset_after_changes=10)
 
 
 def test_nested_savepoints_roll_back_alone(db: Database) -> None:
@@ -209,13 +218,13 @@ def test_exclusive_access_is_refused_inside_a_transaction(db: Database) -> None:
 
 
 def test_a_large_transaction_resets_the_writers_schema_after_it_ends(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    resets_after_ten: Database,
 ) -> None:
     """FTS5's pending-terms hash grows with a connection's largest transaction and slows
     every later commit: after a large one the writer's schema (and with it each virtual
     table's per-connection state) is reset. Small transactions leave it alone, and the
     connection works on as before, committed or rolled back."""
-    monkeypatch.setattr(database_module, "RESET_AFTER_CHANGES", 10)
+    db = resets_after_ten
     writer = db.writer
     assert writer is not None
     seen: list[str] = []

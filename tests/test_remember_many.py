@@ -19,7 +19,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
 )
-from persistence.sqlite import database as database_module
+from persistence.sqlite import SQLiteStore
 from tests.test_keyword_context import found, rebuilt_scores_and_size, scores_and_size
 from tiered_memory import AgentMemoryManager
 
@@ -284,14 +284,14 @@ def test_a_joined_block_that_fails_after_writing_aborts_the_transaction(
     assert found(store, "first") == [] and memory.check_integrity().ok
 
 
-def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(tmp_path: Any) -> None:
     """A large batch is followed by a schema reset on the writer (FTS5's per-connection
-    state starts over, see persistence.database.RESET_AFTER_CHANGES): the batch and the
+    state starts over, see persistence.sqlite.database.RESET_AFTER_CHANGES): the batch and the
     writes after it are all in the keyword index, which the rebuild agrees with."""
-    monkeypatch.setattr(database_module, "RESET_AFTER_CHANGES", 50)
     with AgentMemoryManager.open(tmp_path / "reset.db", embedder=None) as memory:
+        engine = memory.store
+        assert isinstance(engine, SQLiteStore)
+        engine.db.reset_after_changes = 50  # (the engine's tunable: no MemoryConfig field)
         session = memory.start_session().session_id
         memory.remember_many(
             [{"content": f"batch word{n % 7}", "session_id": session} for n in range(40)]

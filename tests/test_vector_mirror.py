@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from persistence import Memory, Tier
 from persistence.sqlite import SQLiteStore, vector_mirror
 from persistence.sqlite.connection import connection_sqlite_vec
 from persistence.sqlite.vector_mirror import sign_bits
+from tests.conftest import FakeClock
 from tests.data_checks import open_raw
 
 DIM = 32
@@ -33,6 +35,25 @@ def put(store: SQLiteStore, vectors: np.ndarray, prefix: str = "m", tier: Tier =
 def dim(request: pytest.FixtureRequest) -> int:
     """Both layouts of the RAM copy: floats below EXACT_BELOW dimensions, codes above."""
     return int(request.param)
+
+
+@pytest.fixture(params=["file", "memory"])
+def resorting(
+    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
+) -> Iterator[Callable[[int], SQLiteStore]]:
+    """Opens a store (on a file, then in memory) whose RAM copy re-sorts after that many
+    new ids (``vector_resort_after``)."""
+    opened: list[SQLiteStore] = []
+
+    def open_store(resort_after: int) -> SQLiteStore:
+        path = str(db_path) if request.param == "file" else ":memory:"
+        store = SQLiteStore(path, clock=clock, vector_resort_after=resort_after).open()
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        store.close()
 
 
 def exact(ids: list[str], vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
@@ -232,11 +253,11 @@ def test_a_copy_loaded_from_an_empty_log_notices_when_the_log_was_trimmed(db_pat
 
 
 def test_odd_ids_round_trip_and_are_found_after_resorting(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    resorting: Callable[[int], SQLiteStore],
 ) -> None:
     """Ids are kept as bytes in a numpy array: trailing NULs, non-ASCII text and ids
     longer than any before must come back exactly, before and after the copy re-sorts."""
-    monkeypatch.setattr(vector_mirror, "_RECENT_MAX", 4)
+    store = resorting(4)
     rng = np.random.default_rng(6)
     ids = ["a", "z\x00", "z", "héllo wörld", "日本", "x" * 200, "b\x00\x00", "m1"]
     vectors = unit(rng, len(ids), 256)
@@ -252,12 +273,12 @@ def test_odd_ids_round_trip_and_are_found_after_resorting(
 
 
 def test_random_operations_keep_the_copy_equal_to_the_file(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    resorting: Callable[[int], SQLiteStore],
 ) -> None:
     """Writes, re-embeddings, forgets and promotions in random order, with searches in
     between (so the copy catches up, re-sorts and compacts): every search must see
     exactly the embedded memories of the file, in the right tier."""
-    monkeypatch.setattr(vector_mirror, "_RECENT_MAX", 16)
+    store = resorting(16)
     rng = np.random.default_rng(9)
     alive: dict[str, tuple[Tier, np.ndarray]] = {}
     for step in range(1_500):

@@ -40,6 +40,7 @@ import numpy as np
 
 from persistence import Memory, MemoryNotFoundError, Tier
 from persistence.sqlite import SQLiteStore
+from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
 
@@ -266,6 +267,7 @@ def rekey(path: str) -> None:
 
 
 if __name__ == "__main__":
+    os.environ.pop(IDLE_ENV, None)  # the test process's hour: here the default, merges included
     command, db, *rest = sys.argv[1:]
     if command == "crash":
         crash(db, int(rest[0]))

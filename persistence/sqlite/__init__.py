@@ -2,16 +2,19 @@
 
 The only room of the project (with ``migrations``) that imports ``apsw`` or
 ``sqlite_vec``. The engine: :mod:`~persistence.sqlite.database` (connections,
-transactions, hooks), :mod:`~persistence.sqlite.connection` (one function per pragma),
-:mod:`~persistence.sqlite.checkpointer` (the WAL thread), :mod:`~persistence.sqlite.encryption`,
-:mod:`~persistence.sqlite.log` and :mod:`~persistence.sqlite.translate` (driver errors to
-the library's). The stores over it: :class:`SQLiteStore` (the file, its meta and
-transactions) with one part per record family, :class:`MemoryStore`,
-:class:`SessionStore`, :class:`ScheduleStore` and :class:`IndexStore` (the recall
-indexes and embeddings), and :class:`GraphStore` (the knowledge graph); their SQL lives
-in :mod:`persistence.sqlite.sql`, one module per table family. Beside them: the vector
-copy in RAM, bulk writes, backups (``VACUUM INTO``), restore, integrity and maintenance
-(:class:`BackupManager`).
+transactions, hooks), :mod:`~persistence.sqlite.watcher` (other processes' commits),
+:mod:`~persistence.sqlite.connection` (one function per pragma),
+:mod:`~persistence.sqlite.background` (the threads beside the writer: the WAL
+:mod:`~persistence.sqlite.checkpointer`, registered jobs),
+:mod:`~persistence.sqlite.encryption`, :mod:`~persistence.sqlite.log` and
+:mod:`~persistence.sqlite.translate` (driver errors to the library's). The keyword
+index's policy: :mod:`~persistence.sqlite.keyword_index`. The stores over it:
+:class:`SQLiteStore` (the file, its meta and transactions) with one part per record
+family, :class:`MemoryStore`, :class:`SessionStore`, :class:`ScheduleStore` and
+:class:`IndexStore` (the recall indexes and embeddings), and :class:`GraphStore` (the
+knowledge graph); their SQL lives in :mod:`persistence.sqlite.sql`, one module per table
+family. Beside them: the vector copy in RAM, bulk writes, backups (``VACUUM INTO``),
+restore, integrity and maintenance (:class:`BackupManager`).
 """
 
 from persistence.sqlite.backup import BackupManager

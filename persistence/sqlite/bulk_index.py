@@ -5,7 +5,8 @@ Row-by-row triggers keep the keyword index (with each memory's context), the vec
 table and the vector change log exact on every write, and cost about half the time of
 an import. For a write that replaces most of the file, rebuilding them afterwards is
 cheaper. Everything happens inside the caller's transaction: other connections never
-see the file without its triggers, and a failure rolls all of it back.
+see the file without its triggers, and a failure rolls all of it back. (The keyword
+index's invariants, this rebuild among them, are stated in keyword_index.py.)
 """
 
 from __future__ import annotations

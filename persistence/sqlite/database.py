@@ -6,19 +6,21 @@ by a lock, each inside ``BEGIN IMMEDIATE`` so the write lock is taken up front
 connection per thread, so readers never wait for writers; a thread inside
 :meth:`Database.transaction` reads through the write connection and sees its own
 uncommitted work. Knows nothing of memories or tables: :class:`~persistence.SQLiteStore`
-builds the record API on top of it.
+builds the record API on top of it. Other processes' commits are watched by
+:mod:`~persistence.sqlite.watcher`; the threads beside the writer are
+:mod:`~persistence.sqlite.background`'s.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from types import TracebackType
+from typing import TypeVar
 
 import apsw
 
@@ -30,7 +32,7 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.sqlite import encryption
-from persistence.sqlite.checkpointer import Checkpointer
+from persistence.sqlite.background import Background, BackgroundJob
 from persistence.sqlite.connection import (
     MEMORY_PATH,
     WRITER_CACHE_KIB,
@@ -45,18 +47,18 @@ from persistence.sqlite.connection import (
     tidy_wal_files,
 )
 from persistence.sqlite.translate import _from_sqlite, storage_errors
+from persistence.sqlite.watcher import ChangeWatcher
 from persistence.validation import require_int
 
 Hook = Callable[[], None]
+T = TypeVar("T")
 logger = logging.getLogger("tiered_memory")
 
 RESET_AFTER_CHANGES = 20_000
-"""A transaction that changed this many rows (about 2,000 memories) is followed by
-:func:`~persistence.connection.connection_reset_schema` on the writer: FTS5's
-pending-terms hash, grown by such a batch, would otherwise slow every later commit."""
-
-_DATA_VERSION = "PRAGMA data_version"
-"""Changes when another connection commits (looked at as every write transaction begins)."""
+"""The default ``reset_after_changes``: a transaction that changed this many rows (about
+2,000 memories) is followed by :func:`~persistence.connection.connection_reset_schema`
+on the writer: FTS5's pending-terms hash, grown by such a batch, would otherwise slow
+every later commit."""
 
 _ABORTED = (
     "SQLite rolled this transaction back after an earlier error: "
@@ -70,7 +72,9 @@ class Database:
     ``path`` is already absolute (or ``":memory:"``). ``read_only`` opens with SQLite's
     read-only flag: every write raises :class:`ReadOnlyError`, and the empty -wal/-shm
     files the open created are removed again at close. Other connections' commits are
-    looked for at most every ``change_check_interval_ms``.
+    looked for at most every ``change_check_interval_ms``. A transaction that changed
+    ``reset_after_changes`` rows resets the writer's schema after it ends (see
+    :data:`RESET_AFTER_CHANGES`).
     """
 
     def __init__(
@@ -80,11 +84,13 @@ class Database:
         *,
         read_only: bool = False,
         change_check_interval_ms: int = 50,
-        idle_work: Callable[[apsw.Connection], bool] | None = None,
+        reset_after_changes: int = RESET_AFTER_CHANGES,
     ) -> None:
         if read_only and path == MEMORY_PATH:
             raise InvalidInputError("an in-memory store cannot be opened read-only")
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        require_int(reset_after_changes, "reset_after_changes", minimum=1)
+        self.reset_after_changes = reset_after_changes
         self.path = path
         self._in_memory = path == MEMORY_PATH
         self._read_label = f"reading {path}"  # built once: every read names it
@@ -108,17 +114,11 @@ class Database:
         self._joined = False  # nested transaction() calls join the open one (no savepoint)
         self._closed = False
         self._tidy_wal = False
-        self._check_interval = change_check_interval_ms / 1000
-        self._next_check = 0.0
-        self._busy_until = 0.0
-        self._seen_version: int | None = None
-        self._change_listeners: list[Hook] = []
+        self._watcher = ChangeWatcher(self._in_memory, change_check_interval_ms / 1000)
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
-        self._checkpointer: Checkpointer | None = None
-        self.idle_work = idle_work
-        """One step of work for the background thread while the writer rests, given the
-        writer's connection (see :meth:`_idle_step` and persistence/checkpointer.py)."""
+        self.background = Background(path, path == MEMORY_PATH)
+        """The threads beside the writer: WAL checkpoints, registered jobs."""
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -174,46 +174,44 @@ class Database:
                 raise
             self._writer = conn
             self._closed = False
-            self._seen_version = int(conn.pragma("data_version"))
+            self._watcher.opened(conn)
             if not self.read_only:
-                self._start_checkpointer(conn)
+                connection_cache_size(conn, WRITER_CACHE_KIB)  # for the keyword merges
+                self.background.start(conn, self.options)
             return True
 
-    def _start_checkpointer(self, conn: apsw.Connection) -> None:
-        """WAL checkpoints in a thread, off the commits (persistence/checkpointer.py); the
-        writer's page cache sized for the keyword index's merges."""
-        connection_cache_size(conn, WRITER_CACHE_KIB)
-        if not self.is_memory and self.options.wal_autocheckpoint > 0:
-            idle = None if self.idle_work is None else self._idle_step
-            self._checkpointer = Checkpointer(
-                self.path, self.options, self.options.wal_autocheckpoint, idle
-            )
-            self._checkpointer.start(conn)
+    def add_background(self, job: BackgroundJob) -> None:
+        """Run ``job`` beside the writer of a writable file: started as it opens, stopped
+        before it closes (persistence/sqlite/background.py)."""
+        self.background.jobs.append(job)
 
-    def _idle_step(self) -> bool:
-        """One step of ``idle_work`` for the background thread, on the writer's
-        connection and under its lock: the writer's own commit, so ``data_version``
-        does not report it as another process's. ``apsw.BusyError`` if the writer is
-        busy (its lock taken, or a transaction open)."""
+    def when_idle(self, work: Callable[[apsw.Connection], T]) -> T:
+        """``work(writer)`` for a background job, on the writer's connection and under its
+        lock, so its commits are the writer's own (``data_version`` does not report them
+        as another process's). ``apsw.BusyError`` if the writer is busy (its lock taken,
+        a transaction open) or closed; another process's lock is never waited for."""
         if not self.lock.acquire(blocking=False):
             raise apsw.BusyError("the writer is busy")
         try:
             writer = self._writer
-            if writer is None or self._depth or self._closed or self.idle_work is None:
+            if writer is None or self._depth or self._closed:
                 raise apsw.BusyError("the writer is busy or closed")
             writer.set_busy_timeout(0)  # another process writing: skip, never wait
             try:
-                return self.idle_work(writer)
+                return work(writer)
             finally:
                 writer.set_busy_timeout(self.options.busy_timeout_ms)
         finally:
             self.lock.release()
 
+    def request_checkpoint(self) -> None:
+        """Have the background checkpointer copy the WAL soon (after idle work)."""
+        self.background.request_checkpoint()
+
     @property
     def background_running(self) -> bool:
-        """True while the background thread (checkpoints, idle work) runs."""
-        checkpointer = self._checkpointer
-        return checkpointer is not None and checkpointer.running
+        """True while the background checkpointer runs."""
+        return self.background.running
 
     def _tidy_after_read_only(self) -> None:
         tidy, self._tidy_wal = self._tidy_wal, False
@@ -232,9 +230,7 @@ class Database:
                     "close() inside a transaction: finish the transaction first"
                 )
             writer = self._writer
-            checkpointer, self._checkpointer = self._checkpointer, None
-            if checkpointer is not None:
-                checkpointer.stop(writer)
+            self.background.stop(writer)
             with self._readers_cond:
                 self._writer = None
                 self._closed = True
@@ -265,14 +261,12 @@ class Database:
         """
         with self.lock:
             writer = self.require_open()
-            checkpointer, self._checkpointer = self._checkpointer, None
-            if checkpointer is not None:
-                checkpointer.stop(writer)
+            restart = self.background.stop_checkpointer(writer)
             try:
                 self._rekey(new_key)
             finally:
-                if checkpointer is not None and self._writer is not None:
-                    self._start_checkpointer(self._writer)
+                if restart and self._writer is not None:
+                    self.background.start_checkpointer(self._writer, self.options)
 
     def _rekey(self, new_key: bytes) -> None:
         with self.exclusive_connection() as conn:
@@ -328,64 +322,8 @@ class Database:
         if self._depth and self.in_transaction:  # this thread's own: no lock to decide
             if join or self._joined:
                 return _Joined(self)
-            return self._savepoint()
+            return _Savepoint(self)
         return _Outer(self, join)
-
-    @contextmanager
-    def _savepoint(self) -> Iterator[apsw.Connection]:
-        """A block nested in this thread's transaction that rolls back alone."""
-        with self.lock, storage_errors(self._write_label, self._place, os_errors=False):
-            conn = self.require_open()
-            if self._aborted:
-                raise TransactionAbortedError(_ABORTED)
-            name = f"tm_savepoint_{self._depth}"
-            conn.execute(f"SAVEPOINT {name}")
-            self._begin_frame()
-            try:
-                yield conn
-            except BaseException:
-                self._rollback_savepoint(conn, name)
-                raise
-            try:
-                conn.execute(f"RELEASE {name}")
-            except BaseException:
-                self._rollback_savepoint(conn, name)
-                raise
-            self._finish_inner(commit=True)
-
-    def _begin(self, join: bool) -> tuple[apsw.Connection, int]:
-        """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
-        the connection and its ``total_changes()`` then."""
-        conn = self.require_open()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except apsw.BusyError as exc:
-            raise DatabaseBusyError(
-                f"{self.path} stayed locked by another writer for "
-                f"{self.options.busy_timeout_ms} ms; try again"
-            ) from exc
-        self._begin_frame()
-        self._joined = join
-        begun = conn.total_changes()
-        try:
-            self._notice_external_changes(conn)
-        except BaseException:
-            self._finish_outer(conn, begun, commit=False)
-            raise
-        return conn, begun
-
-    def _rollback_savepoint(self, conn: apsw.Connection, name: str) -> None:
-        """Undo a savepoint; if SQLite already dropped the whole transaction, remember it."""
-        try:
-            if conn.in_transaction:
-                conn.execute(f"ROLLBACK TO {name}")
-                conn.execute(f"RELEASE {name}")
-            else:
-                self._aborted = True
-        except apsw.Error:
-            self._aborted = True
-        finally:
-            self._finish_inner(commit=False)
 
     def _begin_frame(self) -> None:
         self._depth += 1
@@ -399,43 +337,6 @@ class Database:
             self._hooks[-1][0].extend(on_commit)
             self._hooks[-1][1].extend(on_rollback)
         else:
-            _run_all(reversed(on_rollback))
-
-    def _finish_outer(self, conn: apsw.Connection, begun: int, commit: bool) -> None:
-        """COMMIT (or ROLLBACK) and the hooks; then, if the transaction changed
-        :data:`RESET_AFTER_CHANGES` rows since ``total_changes()`` was ``begun``, the
-        schema reset."""
-        try:
-            self._end_outer(conn, commit)
-        finally:
-            _reset_after_large(conn, begun)
-
-    def _end_outer(self, conn: apsw.Connection, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth = 0
-        self._owner = None
-        self._joined = False
-        aborted, self._aborted = self._aborted, False
-        if commit and (aborted or not conn.in_transaction):
-            if conn.in_transaction:  # a joined block wrote half: none of it may stay
-                conn.execute("ROLLBACK")
-            _run_all(reversed(on_rollback))
-            raise TransactionAbortedError(
-                "SQLite rolled this transaction back after an earlier error; nothing was committed"
-            )
-        if commit:
-            try:
-                self.write_pending(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                _run_all(reversed(on_rollback))
-                raise
-            _run_all(on_commit)
-        else:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             _run_all(reversed(on_rollback))
 
     @property
@@ -464,7 +365,7 @@ class Database:
         Checked at the start of every write transaction and by
         :meth:`check_external_changes`.
         """
-        self._change_listeners.append(callback)
+        self._watcher.listeners.append(callback)
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits, at most once per check interval.
@@ -472,32 +373,10 @@ class Database:
         Returns ``False`` when a check was due but a write in another thread held the
         connection for more than ``wait_s`` seconds: RAM copies may be stale then.
         """
-        now = time.monotonic()
-        if now < self._next_check or self._in_memory:
-            return True
-        if now < self._busy_until:
-            return False  # a write held the connection moments ago: don't wait again yet
-        if not self.lock.acquire(timeout=wait_s):
-            self._busy_until = time.monotonic() + self._check_interval
-            return False
-        try:
-            if self._writer is not None and self._depth == 0:
-                self._notice_external_changes(self._writer)
-            return True
-        finally:
-            self.lock.release()
+        return self._watcher.check(self.lock, self._idle_writer, wait_s)
 
-    def _notice_external_changes(self, conn: apsw.Connection) -> None:
-        self._next_check = time.monotonic() + self._check_interval
-        if self._in_memory:
-            return
-        row = conn.execute(_DATA_VERSION).fetchone()  # (conn.pragma() costs 2.5x as much)
-        version = None if row is None else int(row[0])
-        changed = self._seen_version is not None and version != self._seen_version
-        self._seen_version = version
-        if changed:
-            for callback in self._change_listeners:
-                callback()
+    def _idle_writer(self) -> apsw.Connection | None:
+        return self._writer if self._depth == 0 else None
 
     # --- connections for special work ---------------------------------------------------
 
@@ -520,19 +399,10 @@ class Database:
             if self._depth:
                 raise InvalidInputError("not possible inside a transaction: finish it first")
             try:
-                with self._checkpoints_paused():
+                with self.background.paused():
                     yield conn
             finally:
                 _run_all(self._exclusive_listeners)
-
-    @contextmanager
-    def _checkpoints_paused(self) -> Iterator[None]:
-        """Hold the background checkpointer off (see :meth:`Checkpointer.paused`)."""
-        if self._checkpointer is None:
-            yield
-            return
-        with self._checkpointer.paused():
-            yield
 
     @contextmanager
     def fresh_read_connection(self) -> Iterator[apsw.Connection]:
@@ -639,7 +509,7 @@ class _Outer:
         errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
         errors.__enter__()
         try:
-            self._conn, self._begun = db._begin(self._join)
+            self._conn, self._begun = self._begin()
         except BaseException as exc:
             try:
                 errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
@@ -654,13 +524,143 @@ class _Outer:
         db = self._db
         try:
             try:
-                db._finish_outer(self._conn, self._begun, commit=kind is None)
+                self._finish(self._conn, self._begun, commit=kind is None)
             except BaseException as failure:
                 self._errors.__exit__(type(failure), failure, failure.__traceback__)
                 raise
             self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
         finally:
             db.lock.release()
+
+    def _begin(self) -> tuple[apsw.Connection, int]:
+        """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
+        the connection and its ``total_changes()`` then."""
+        db = self._db
+        conn = db.require_open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise DatabaseBusyError(
+                f"{db.path} stayed locked by another writer for "
+                f"{db.options.busy_timeout_ms} ms; try again"
+            ) from exc
+        db._begin_frame()
+        db._joined = self._join
+        begun = conn.total_changes()
+        try:
+            db._watcher.notice(conn)
+        except BaseException:
+            self._finish(conn, begun, commit=False)
+            raise
+        return conn, begun
+
+    def _finish(self, conn: apsw.Connection, begun: int, commit: bool) -> None:
+        """COMMIT (or ROLLBACK) and the hooks; then, if the transaction changed
+        ``reset_after_changes`` rows since ``total_changes()`` was ``begun``, the
+        schema reset."""
+        try:
+            self._end(conn, commit)
+        finally:
+            _reset_after_large(conn, begun, self._db.reset_after_changes)
+
+    def _end(self, conn: apsw.Connection, commit: bool) -> None:
+        db = self._db
+        on_commit, on_rollback = db._hooks.pop()
+        db._depth = 0
+        db._owner = None
+        db._joined = False
+        aborted, db._aborted = db._aborted, False
+        if commit and (aborted or not conn.in_transaction):
+            if conn.in_transaction:  # a joined block wrote half: none of it may stay
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+            raise TransactionAbortedError(
+                "SQLite rolled this transaction back after an earlier error; nothing was committed"
+            )
+        if commit:
+            try:
+                db.write_pending(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                _run_all(reversed(on_rollback))
+                raise
+            _run_all(on_commit)
+        else:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _run_all(reversed(on_rollback))
+
+
+class _Savepoint:
+    """What :meth:`Database.transaction` returns for a block nested in this thread's
+    transaction that rolls back alone: ``SAVEPOINT`` ... ``RELEASE`` (or ``ROLLBACK TO``),
+    under the lock and error translation."""
+
+    __slots__ = ("_db", "_errors", "_conn", "_name")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> apsw.Connection:
+        db = self._db
+        db.lock.acquire()
+        errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
+        errors.__enter__()
+        try:
+            conn = self._conn = db.require_open()
+            if db._aborted:
+                raise TransactionAbortedError(_ABORTED)
+            self._name = f"tm_savepoint_{db._depth}"
+            conn.execute(f"SAVEPOINT {self._name}")
+            db._begin_frame()
+        except BaseException as exc:
+            try:
+                errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
+            finally:
+                db.lock.release()
+            raise
+        return conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            try:
+                self._end(commit=kind is None)
+            except BaseException as failure:
+                self._errors.__exit__(type(failure), failure, failure.__traceback__)
+                raise
+            self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
+        finally:
+            self._db.lock.release()
+
+    def _end(self, commit: bool) -> None:
+        db, conn, name = self._db, self._conn, self._name
+        if commit:
+            try:
+                conn.execute(f"RELEASE {name}")
+            except BaseException:
+                self._rollback()
+                raise
+            db._finish_inner(commit=True)
+        else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        """Undo the savepoint; if SQLite already dropped the whole transaction, remember it."""
+        db, conn, name = self._db, self._conn, self._name
+        try:
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+            else:
+                db._aborted = True
+        except apsw.Error:
+            db._aborted = True
+        finally:
+            db._finish_inner(commit=False)
 
 
 class _Joined:
@@ -768,11 +768,11 @@ class _Reading:
                     db._readers_cond.notify_all()  # close() waits for the last read
 
 
-def _reset_after_large(conn: apsw.Connection, begun: int) -> None:
-    """The schema reset after a transaction of :data:`RESET_AFTER_CHANGES` rows; a
-    failure only leaves later commits slower: logged, never raised."""
+def _reset_after_large(conn: apsw.Connection, begun: int, threshold: int) -> None:
+    """The schema reset after a transaction of ``threshold`` rows; a failure only
+    leaves later commits slower: logged, never raised."""
     try:
-        if conn.total_changes() - begun >= RESET_AFTER_CHANGES:
+        if conn.total_changes() - begun >= threshold:
             connection_reset_schema(conn)
     except apsw.Error as exc:
         logger.debug("schema reset after a large transaction skipped: %s", exc)

@@ -23,6 +23,7 @@ from persistence.records import MemoryFilter, Tier, content_hash
 from persistence.sqlite.codecs import encode_embedding
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.database import Database
+from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.memory_store import check_dimension
 from persistence.sqlite.sql import conversation_sql, embedding_cache_sql, index_sql, rebuild_sql
 from persistence.sqlite.sql.meta_sql import (
@@ -31,7 +32,7 @@ from persistence.sqlite.sql.meta_sql import (
     read_meta,
     record_embedding_error,
 )
-from persistence.sqlite.vector_mirror import VectorMirror
+from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import require_int, require_str, require_unit_float, validate_filter
 
 VECTOR_OVERSAMPLE = 2
@@ -46,37 +47,35 @@ class IndexStore:
 
     ``path`` names the file in errors; ``clock`` returns epoch milliseconds;
     ``embedding_dim`` is the size the store was configured with (``None``: the first
-    embedding fixes it). ``keyword_dirty`` is True when the file defers keyword indexing
-    to commit (schema v8+; set when the store opens).
+    embedding fixes it); ``keywords`` keeps the keyword index up to date (a search inside
+    a transaction catches it up first); ``resort_after`` tunes the vector copy.
     """
 
     def __init__(
-        self, db: Database, path: str, clock: Callable[[], int], embedding_dim: int | None
+        self,
+        db: Database,
+        path: str,
+        clock: Callable[[], int],
+        embedding_dim: int | None,
+        keywords: KeywordIndex,
+        resort_after: int = RESORT_AFTER,
     ) -> None:
         self.db = db
         self.path = path
         self.clock = clock
         self.embedding_dim = embedding_dim
-        self.vectors = VectorMirror()
+        self.vectors = VectorMirror(resort_after)
+        self.keywords = keywords
         self.exact_scan_max = EXACT_SCAN_MAX
-        self.keyword_dirty = False
         self._reading = db.reading
         self._transaction = db.transaction
 
-    def opened(self, conn: apsw.Connection) -> bool:
-        """Note how the file keeps its indexes as a read-write store opens it (a file
-        with embeddings but no vector index gets one); True if the keyword index lags
-        behind writes made without the store (caught up by the next commit)."""
+    def opened(self, conn: apsw.Connection) -> None:
+        """As a read-write store opens the file: one with embeddings but no vector index
+        gets one (the keyword index's own checks are :meth:`KeywordIndex.opened`)."""
         if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
             with self._transaction() as tx:
                 index_sql.ensure_vector_index(tx)
-        self.keyword_dirty = index_sql.defers_keyword_index(conn)
-        return self.keyword_dirty and index_sql.keyword_index_behind(conn)
-
-    def update_keyword_index(self, conn: apsw.Connection) -> None:
-        """Index what this transaction's writes left waiting (see migration v8)."""
-        if self.keyword_dirty:
-            index_sql.update_keyword_index(conn)
 
     # --- searching --------------------------------------------------------------------------
 
@@ -101,7 +100,7 @@ class IndexStore:
         accepted = _filter(tier, where)
         with self._reading() as conn:
             if self.db.in_transaction:  # this transaction's writes are not indexed yet
-                self.update_keyword_index(conn)
+                self.keywords.catch_up(conn)
             return index_sql.keyword_search(
                 conn, match, limit, accepted, context_weight, after_weight
             )

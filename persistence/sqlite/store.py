@@ -63,14 +63,15 @@ from persistence.sqlite.connection import (
     query_all,
     query_value,
 )
-from persistence.sqlite.database import Database
+from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
 from persistence.sqlite.encryption import Key, key_bytes, require_cipher
 from persistence.sqlite.index_store import IndexStore
+from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import MemoryStore
 from persistence.sqlite.schedule_store import ScheduleStore
 from persistence.sqlite.session_store import SessionStore
-from persistence.sqlite.sql import graph_sql, index_sql, memory_sql
+from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.sql.conversation_sql import Turn
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -80,7 +81,7 @@ from persistence.sqlite.sql.meta_sql import (
     write_meta,
 )
 from persistence.sqlite.translate import storage_errors
-from persistence.sqlite.vector_mirror import VectorMirror
+from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
 VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
@@ -101,6 +102,12 @@ class SQLiteStore:
     read-only storage): it never creates, migrates or optimizes the file, and every
     write raises :class:`ReadOnlyError`. The file's bytes do not change.
 
+    Tunables (tests change them): ``idle_merge_s``, how long the writer rests before the
+    keyword index is merged in the background (``None``: ``$TIERED_MEMORY_IDLE_MERGE_S``,
+    else 0.05; see keyword_index.py); ``reset_after_changes`` (see
+    :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
+    how many new ids the vector copy takes before it re-sorts.
+
     The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
     its, offered here too.
     """
@@ -119,6 +126,9 @@ class SQLiteStore:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         read_only: bool = False,
         key: Key | None = None,
+        idle_merge_s: float | None = None,
+        reset_after_changes: int = RESET_AFTER_CHANGES,
+        vector_resort_after: int = RESORT_AFTER,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -141,7 +151,7 @@ class SQLiteStore:
             self.options,
             read_only=read_only,
             change_check_interval_ms=change_check_interval_ms,
-            idle_work=index_sql.merge_keyword_step,
+            reset_after_changes=reset_after_changes,
         )
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms
@@ -149,9 +159,10 @@ class SQLiteStore:
         self.memories = MemoryStore(self.db, self.clock, embedding_dim, max_content_bytes)
         self.sessions = SessionStore(self.db, self.clock)
         self.schedules = ScheduleStore(self.db, self.clock)
-        self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim)
-        self._graph = False  # the file has a knowledge graph, collected at commit (v10+)
-        self.db.before_commit(self._before_commit)
+        self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
+        require_int(vector_resort_after, "vector_resort_after", minimum=1)
+        self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim,
+                                  self.keywords, vector_resort_after)  # fmt: skip
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 
@@ -202,9 +213,8 @@ class SQLiteStore:
             if not opened or self.read_only:
                 return self
             conn = self.db.require_open()
-            behind = self.indexes.opened(conn)
-            self._graph = graph_sql.has_graph(conn)
-            if behind or (self._graph and graph_sql.collection_behind(conn)):
+            self.indexes.opened(conn)
+            if self.keywords.opened(conn):
                 with self.transaction():  # written without the store: caught up on commit
                     pass
             return self
@@ -307,23 +317,6 @@ class SQLiteStore:
     def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
         """A connection of its own for one read snapshot (for integrity checks)."""
         return self.db.fresh_read_connection()
-
-    def _before_commit(self, conn: apsw.Connection) -> None:
-        """The work a transaction leaves for its commit: provenance-safe forgetting (what
-        deleted memories alone supported goes), then the keyword index. One statement
-        looks for both (every ``remember()`` commits; collecting touches no tier table,
-        so the keyword counts stay right)."""
-        if not (self._graph and self.indexes.keyword_dirty):
-            if self._graph:
-                graph_sql.collect_garbage(conn)
-            self.indexes.update_keyword_index(conn)
-            return
-        pending = conn.execute(_PENDING_WORK).fetchall()
-        counts = [row for row in pending if row[0] is not None]
-        if len(counts) < len(pending):  # graph_dirty holds rows
-            graph_sql.collect_garbage(conn)
-        if counts:
-            index_sql.update_keyword_index(conn, counts)
 
     # --- facts about the file -------------------------------------------------------------
 
@@ -601,13 +594,6 @@ _STAT_QUERIES = {
     "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
     "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
 }
-
-
-_PENDING_WORK = (
-    f"{index_sql.DIRTY_COUNTS} UNION ALL SELECT NULL, 1, 0 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
-)
-"""Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
-:meth:`SQLiteStore._before_commit`)."""
 
 
 def _file_size(path: str) -> int:

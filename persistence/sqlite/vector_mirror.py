@@ -57,7 +57,9 @@ _TIERS = tuple(Tier)
 _CODE = {tier: code for code, tier in enumerate(_TIERS)}
 _DEAD = 255
 _CHUNK = 4_096
-_RECENT_MAX = 65_536  # ids appended since the last sort; more: re-sort
+RESORT_AFTER = 65_536
+"""The default ``resort_after``: ids appended since the last sort; more, and the copy
+re-sorts (compacts) at its next catch-up."""
 _END = b"\xff"  # ends every stored id (never in UTF-8), so numpy keeps trailing NULs
 EXACT_BELOW = 128  # fewer dimensions: codes say too little; keep (normalised) floats
 _FIT_ROWS = 4_096  # vectors the centre and scales are fitted on
@@ -106,9 +108,13 @@ def sign_bits(vectors: np.ndarray, words: int) -> np.ndarray:
 
 
 class VectorMirror:
-    """3-bit codes of every embedded memory, kept in step with one file. Thread-safe."""
+    """3-bit codes of every embedded memory, kept in step with one file. Thread-safe.
 
-    def __init__(self) -> None:
+    ``resort_after``: ids appended since the last sort that make the next catch-up
+    re-sort (see :data:`RESORT_AFTER`)."""
+
+    def __init__(self, resort_after: int = RESORT_AFTER) -> None:
+        self.resort_after = resort_after
         self._lock = threading.Lock()
         self._clear()
 
@@ -317,7 +323,7 @@ class VectorMirror:
                 self._remove(memory_id)
             self._add(index_sql.embeddings_of(conn, chunk))
         self._seq, self._seq_id = head_seq, head_id
-        if len(self._recent) > _RECENT_MAX or (
+        if len(self._recent) > self.resort_after or (
             self._dead >= 1_024 and self._dead * 2 >= self._used
         ):
             self._compact()

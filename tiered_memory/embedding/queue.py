@@ -5,9 +5,11 @@ crash loses nothing and ``remember()`` never waits for the model. Batches go thr
 embedding cache (identical text is embedded once per model), on :meth:`flush` and, when
 enabled, in a background thread woken by each commit that adds work.
 
-A failure in the background thread is logged (logger ``tiered_memory.embedding``),
-counted in the file (``statistics().embedding_errors`` / ``last_embedding_error``) and
-retried after a pause that doubles up to ``retry_seconds[1]``; the thread never dies of it.
+The background thread is a :class:`~persistence.Worker`. A failure in it is logged
+(logger ``tiered_memory.embedding``), counted in the file
+(``statistics().embedding_errors`` / ``last_embedding_error``) and retried after a pause
+that doubles from ``retry_seconds[0]`` up to ``retry_seconds[1]``; the thread never dies
+of it.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from persistence import (
     EmbeddingModelMismatchError,
     InvalidInputError,
     MemoryStorage,
+    Retry,
     Tier,
+    Worker,
     content_hash,
 )
 from tiered_memory.embedding.embedders import Embedder, EmbedderError, OnnxEmbedder
 
 BATCH_SIZE = 64
+RETRY_SECONDS: Retry = (1.0, 60.0)
+"""The default ``retry_seconds``: the first and the longest pause after a failure."""
 _IDLE_SECONDS = 2.0
 _QUERY_CACHE = 256
 _log = logging.getLogger("tiered_memory.embedding")
@@ -42,10 +48,9 @@ class EmbeddingQueue:
 
     ``on_embedded`` is called with the ``(id, tier)`` of each batch once it is stored,
     so RAM copies (cache, scratchpad) can refresh. ``retry_seconds`` is the background
-    thread's first and longest pause after a failure.
+    thread's first and longest pause after a failure (an attribute too: the next
+    failure reads it).
     """
-
-    retry_seconds: tuple[float, float] = (1.0, 60.0)
 
     def __init__(
         self,
@@ -56,8 +61,10 @@ class EmbeddingQueue:
         reembed: bool,
         on_embedded: Callable[[list[tuple[str, Tier]]], None],
         on_replaced: Callable[[], None],
+        retry_seconds: Retry = RETRY_SECONDS,
     ) -> None:
         self.store = store
+        self.retry_seconds = retry_seconds
         self._configured = configured
         self._cache_size = cache_size
         self._reembed = reembed
@@ -68,9 +75,18 @@ class EmbeddingQueue:
         self._work_lock = threading.RLock()
         self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
         self._queries_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(
+            f"tiered-memory-embed {store.path}",
+            self._background_batches,
+            logger=_log,
+            what=f"background embedding on {store.path}",
+            wait_s=_idle_seconds,  # the timeout also sees other processes' writes
+            retry=self._retry,
+            busy=(DatabaseBusyError,),  # another process holds the file: try again later
+            busy_s=_IDLE_SECONDS,
+            closed=self._store_closed,
+            on_failure=self._failed,
+        )
         self._error: BaseException | None = None
 
     def embedder(self) -> Embedder | None:
@@ -207,7 +223,7 @@ class EmbeddingQueue:
         transaction. False if :meth:`stop` interrupted it (the staged work is kept)."""
         self.store.begin_rebuild(embedder.model_id, embedder.dim)
         while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
-            if self._stop.is_set():
+            if self._worker.stopping:
                 return False
             vectors = self._vectors(embedder, [content for _, content in batch])
             self.store.stage_rebuild(
@@ -222,25 +238,16 @@ class EmbeddingQueue:
 
     def start(self) -> None:
         """Start the background thread (once)."""
-        if self._thread is None and self._configured is not None:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name=f"tiered-memory-embed {self.store.path}", daemon=True
-            )
-            self._thread.start()
+        if self._configured is not None and not self._worker.started:
+            self._worker.start()
 
     def notify(self) -> None:
         """Tell the background thread that there may be new work."""
-        if not self._wake.is_set():  # set already: the thread has not cleared it yet, and
-            self._wake.set()  # looks for work after it does (Event.set costs ~1 µs)
+        self._worker.notify()
 
     def stop(self) -> None:
         """Stop the background thread after its current batch and wait for it."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            self._wake.set()
-            thread.join()
+        self._worker.stop()
 
     def raise_background_error(self) -> None:
         """Re-raise (once) the error the background thread is retrying after (and start
@@ -248,53 +255,35 @@ class EmbeddingQueue:
         error, self._error = self._error, None
         if error is None:
             return
-        thread = self._thread
-        if thread is not None and not thread.is_alive():
-            self._thread = None
-            self.start()
+        if self._worker.started and not self._worker.running:
+            self._worker.start()
         raise EmbedderError(f"background embedding failed (retrying): {error}") from error
 
-    def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            if failures:  # back off, whatever wakes us: a broken model must not spin
-                first, longest = self.retry_seconds
-                if self._stop.wait(min(first * 2 ** (failures - 1), longest)):
-                    return
-            else:
-                self._wake.wait(_IDLE_SECONDS)  # the timeout also sees other processes' writes
-            self._wake.clear()
-            if self._stop.is_set() or not self.store.is_open:
-                return
-            try:
-                self._work(BATCH_SIZE, self._stop.is_set)
-            except DatabaseBusyError:
-                self._wake.set()  # another process holds the file: try again after a pause
-                self._stop.wait(_IDLE_SECONDS)
-            except Exception as exc:
-                if not self.store.is_open or self._stop.is_set():
-                    return  # closing under us is not a failure
-                failures += 1
-                self._error = exc
-                self._failed(exc, failures)
-            else:
-                if failures:
-                    _log.info("background embedding works again after %d failure(s)", failures)
-                failures = 0
-                self._error = None  # also when there was nothing left to embed
+    def _retry(self) -> Retry:
+        return self.retry_seconds
 
-    def _failed(self, exc: Exception, failures: int) -> None:
-        """Log a background failure and count it in the file."""
-        first, longest = self.retry_seconds
-        pause = min(first * 2 ** (failures - 1), longest)
-        _log.error(
-            "background embedding failed (%d in a row) on %s; retrying in %.3g s: %s",
-            failures, self.store.path, pause, exc, exc_info=exc,
-        )  # fmt: skip
+    def _store_closed(self) -> bool:
+        return not self.store.is_open
+
+    def _background_batches(self) -> None:
+        """The background thread's job: embed what is pending, batch by batch."""
+        self._work(BATCH_SIZE, self._worker_stopping)
+        self._error = None  # also when there was nothing left to embed
+
+    def _worker_stopping(self) -> bool:
+        return self._worker.stopping
+
+    def _failed(self, exc: Exception) -> None:
+        """Count a background failure (logged already) in the file."""
+        self._error = exc
         try:
             self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
         except Exception as record_exc:  # the file is busy, full, closing: the log has it
             _log.warning("could not count the embedding failure in the file: %s", record_exc)
+
+
+def _idle_seconds() -> float:
+    return _IDLE_SECONDS
 
 
 def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -28,7 +28,9 @@ from persistence import (
     GraphStorage,
     MemoryStorage,
     RelationFact,
+    Retry,
     TieredMemoryError,
+    Worker,
     graph_records,
 )
 from tiered_memory.graph.facade import entity_facts, relation_facts
@@ -41,6 +43,8 @@ BACKGROUND_BATCH = 16
 QUIET_SECONDS = 0.05
 MAX_DEFER_SECONDS = 2.0
 """Background extraction waits for a pause in writes, but never longer than this."""
+RETRY_SECONDS: Retry = (5.0, 3600.0)
+"""The default ``retry_seconds`` of a memory whose extraction failed."""
 MAX_CO_MENTIONED = 12
 """``mentioned_with`` links at most this many entities of one memory pairwise."""
 _IDLE_SECONDS = 2.0
@@ -392,9 +396,13 @@ def checked_extraction(result: object) -> tuple[list[EntityFact], list[RelationF
 
 
 class ExtractionQueue:
-    """Runs the extractor over queued memories, in batches; thread-safe."""
+    """Runs the extractor over queued memories, in batches; thread-safe.
 
-    retry_seconds: tuple[float, float] = (5.0, 3600.0)
+    ``retry_seconds``: the first and the longest wait before a memory whose extraction
+    failed is tried again (it doubles with each failure of that memory). The background
+    thread is a :class:`~persistence.Worker`: a failure of a whole batch (the store, not
+    the extractor) is logged and tried again after ``_IDLE_SECONDS``.
+    """
 
     def __init__(
         self,
@@ -402,15 +410,25 @@ class ExtractionQueue:
         graph: GraphStorage,
         extractor: Extractor | None,
         clock: Callable[[], int],
+        retry_seconds: Retry = RETRY_SECONDS,
     ) -> None:
         self.store = store  # its path names the thread; closing it stops the work
         self.graph = graph
         self.extractor = extractor
+        self.retry_seconds = retry_seconds
         self._clock = clock
         self._work_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(
+            f"tiered-memory-extract {store.path}",
+            self._background_batches,
+            logger=_log,
+            what=f"background extraction on {store.path}",
+            wait_s=_idle_seconds,  # the timeout also picks up due retries
+            retry=_batch_retry,
+            busy=(DatabaseBusyError,),
+            busy_s=_IDLE_SECONDS,
+            closed=self._store_closed,
+        )
         self._last_write = 0.0
 
     def flush(self, batch_size: int = BATCH_SIZE) -> int:
@@ -465,55 +483,47 @@ class ExtractionQueue:
 
     def start(self) -> None:
         """Start the background thread (once)."""
-        if self._thread is None and self.extractor is not None:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name=f"tiered-memory-extract {self.store.path}",
-                daemon=True,
-            )  # fmt: skip
-            self._thread.start()
+        if self.extractor is not None and not self._worker.started:
+            self._worker.start()
 
     def notify(self) -> None:
         """Tell the background thread that there may be new work (a write happened)."""
         self._last_write = time.monotonic()
-        if not self._wake.is_set():  # set already: the thread has not cleared it yet, and
-            self._wake.set()  # looks for work after it does (Event.set costs ~1 µs)
+        self._worker.notify()
 
     def _quiet(self) -> None:
         """Wait until writes pause for ``QUIET_SECONDS`` (at most ``MAX_DEFER_SECONDS``):
         extraction takes the write lock and the GIL, so it runs between bursts."""
         deadline = time.monotonic() + MAX_DEFER_SECONDS
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while not self._worker.stopping and time.monotonic() < deadline:
             idle = time.monotonic() - self._last_write
             if idle >= QUIET_SECONDS:
                 return
-            self._stop.wait(QUIET_SECONDS - idle)
+            self._worker.sleep(QUIET_SECONDS - idle)
 
     def _busy(self) -> bool:
         """Stop the background batches when asked to stop or when writes resume."""
-        return self._stop.is_set() or time.monotonic() - self._last_write < QUIET_SECONDS
+        return self._worker.stopping or time.monotonic() - self._last_write < QUIET_SECONDS
 
     def stop(self) -> None:
         """Stop the background thread after its current batch and wait for it."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            self._wake.set()
-            thread.join()
+        self._worker.stop()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(_IDLE_SECONDS)  # the timeout also picks up due retries
-            self._wake.clear()
-            self._quiet()
-            if self._stop.is_set() or not self.store.is_open:
-                return
-            try:
-                self._work(BACKGROUND_BATCH, self._busy)
-            except DatabaseBusyError:
-                self._stop.wait(_IDLE_SECONDS)
-            except Exception as exc:
-                if not self.store.is_open or self._stop.is_set():
-                    return  # closing under us is not a failure
-                _log.error("background extraction failed; retrying: %s", exc, exc_info=exc)
-                self._stop.wait(_IDLE_SECONDS)
+    def _store_closed(self) -> bool:
+        return not self.store.is_open
+
+    def _background_batches(self) -> None:
+        """The background thread's job: once writes pause, short batches until they
+        resume."""
+        self._quiet()
+        if self._worker.stopping or not self.store.is_open:
+            return
+        self._work(BACKGROUND_BATCH, self._busy)
+
+
+def _idle_seconds() -> float:
+    return _IDLE_SECONDS
+
+
+def _batch_retry() -> Retry:
+    return (_IDLE_SECONDS, _IDLE_SECONDS)  # a failed batch: the same pause each time

@@ -85,6 +85,11 @@ DIRTY_COUNTS = "SELECT tier, count(*), count(session_id) FROM keyword_dirty GROU
 """Rows waiting to be re-indexed per tier, and how many of them are in a session (what
 :func:`update_keyword_index` takes)."""
 _SET_AUTOMERGE = "INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', ?)"
+PENDING_WORK = (
+    f"{DIRTY_COUNTS} UNION ALL SELECT NULL, 1, 0 WHERE EXISTS (SELECT 1 FROM graph_dirty)"
+)
+"""Keyword work per tier, then a row of ``NULL`` if graph garbage waits (see
+:meth:`~persistence.sqlite.keyword_index.KeywordIndex.before_commit`)."""
 
 
 def update_keyword_index(
@@ -98,7 +103,7 @@ def update_keyword_index(
     flushes a large insert in several segments and would pay, inside the batch, for
     merging what came before (half the keyword time of a 10,000-record
     ``remember_many`` into 100k memories); those merges are left to the background
-    thread's idle work (persistence/checkpointer.py) or to later commits. ``counts``:
+    thread's idle merges (persistence/sqlite/keyword_index.py) or to later commits. ``counts``:
     the rows of :data:`DIRTY_COUNTS`, looked up already. When none of the rows is in a
     session, no neighbour's keyword window changed: the neighbours are not looked for.
     """

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from persistence.cache_layer import TransactionHooks
-from persistence.records import Synchronous
+from persistence.records import Synchronous, TracedStatement
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
@@ -68,9 +68,12 @@ def build_backend(
     idle_merge_s: float | None = None,
     reset_after_changes: int = RESET_AFTER_CHANGES,
     vector_resort_after: int = RESORT_AFTER,
+    trace: Callable[[TracedStatement], None] | None = None,
 ) -> Backend:
-    """The parts for ``location`` (a file path or ``":memory:"``), not yet opened. The
-    last three are the engine's tunables (see :class:`~persistence.sqlite.SQLiteStore`)."""
+    """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
+    ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the engine's
+    tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
+    statement the store runs (:class:`~persistence.TracedStatement`)."""
     store = SQLiteStore(
         location,
         synchronous=synchronous,
@@ -82,6 +85,7 @@ def build_backend(
         idle_merge_s=idle_merge_s,
         reset_after_changes=reset_after_changes,
         vector_resort_after=vector_resort_after,
+        trace=trace,
     )
     # The engine's hooks rather than the store's: one call less on every cached write.
     return Backend(

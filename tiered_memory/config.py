@@ -12,6 +12,7 @@ from persistence import (
     InvalidInputError,
     InvalidTypeError,
     Synchronous,
+    TracedStatement,
     require_bool,
     require_callable,
     require_choice,
@@ -48,7 +49,7 @@ class MemoryConfig:
     - ``external_change_check_ms``: how often reads look for commits by other
       processes (which make the cache and scratchpad reload); writes always look.
     - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
-      any :class:`~tiered_memory.embeddings.Embedder`, or ``None`` for keyword-only recall.
+      any :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
     - ``embed_in_background``: a daemon thread embeds new memories soon after they are
       remembered (``False``: only ``flush()`` and ``recall()`` embed).
     - ``embedding_cache_size``: how many embeddings the file keeps by (model, content
@@ -63,7 +64,7 @@ class MemoryConfig:
       ``recall_review_batch`` at a time, so recall stays read-mostly.
     - ``extractor``: finds entities and relations in new and edited memories for the
       knowledge graph: ``"default"`` (local, deterministic: proper nouns, quoted names,
-      @handles, #tags, e-mails, URLs), any :class:`~tiered_memory.extraction.Extractor`
+      @handles, #tags, e-mails, URLs), any :class:`~tiered_memory.graph.Extractor`
       (an LLM, say), or ``None`` (the graph holds only what is given to it).
     - ``extract_in_background``: a daemon thread extracts soon after each write
       (``None``, the default: when a background thread embeds, i.e. with
@@ -81,6 +82,10 @@ class MemoryConfig:
       ``[REDACTED:kind]`` before anything is written: memory content, tags, metadata
       values, scratchpad values, transcript lines, imports. ``redact=False`` or
       ``redactor=None`` turns it off.
+    - ``trace``: called with a :class:`~persistence.TracedStatement` (its SQL, how many
+      parameters it was given, how long it took) for every statement the store runs, to
+      see where a slow call spends its time (``None``, the default: nothing is traced).
+      A callback that raises is logged once and never fails the call.
     """
 
     cache_size: int = 500
@@ -112,6 +117,7 @@ class MemoryConfig:
     extract_in_background: bool | None = None
     dedup: bool = True
     near_duplicate_threshold: float | None = 0.95
+    trace: Callable[[TracedStatement], None] | None = None
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -128,6 +134,7 @@ class MemoryConfig:
         require_bool(self.decay_semantic, "decay_semantic")
         require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
         require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
+        require_callable(self.trace, "trace", allow_none=True)
         if not (
             self.embedder is None
             or self.embedder == "default"

@@ -97,6 +97,7 @@ class AgentMemoryManager:
             path, synchronous=cfg.synchronous, clock=clock, read_only=read_only, key=key,
             change_check_interval_ms=cfg.external_change_check_ms,
             max_content_bytes=cfg.max_content_bytes, backup_dir=cfg.backup_dir,
+            trace=cfg.trace,
         )  # fmt: skip
         self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,

@@ -46,6 +46,7 @@ from persistence.sqlite.connection import (
     read_snapshot,
     tidy_wal_files,
 )
+from persistence.sqlite.tracing import StatementTracer, TraceCallback
 from persistence.sqlite.translate import _from_sqlite, storage_errors
 from persistence.sqlite.watcher import ChangeWatcher
 from persistence.validation import require_int
@@ -85,11 +86,13 @@ class Database:
         read_only: bool = False,
         change_check_interval_ms: int = 50,
         reset_after_changes: int = RESET_AFTER_CHANGES,
+        trace: TraceCallback | None = None,
     ) -> None:
         if read_only and path == MEMORY_PATH:
             raise InvalidInputError("an in-memory store cannot be opened read-only")
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
         require_int(reset_after_changes, "reset_after_changes", minimum=1)
+        self._tracer = None if trace is None else StatementTracer(trace)
         self.reset_after_changes = reset_after_changes
         self.path = path
         self._in_memory = path == MEMORY_PATH
@@ -150,8 +153,12 @@ class Database:
     def connect(self) -> apsw.Connection:
         """A new connection with the policy of this database (read-only if it is)."""
         if self.read_only:
-            return connect_read_only(self.path, self.options)
-        return connect(self.path, self.options)
+            conn = connect_read_only(self.path, self.options)
+        else:
+            conn = connect(self.path, self.options)
+        if self._tracer is not None:
+            self._tracer.attach(conn)
+        return conn
 
     def open(self, prepare: Callable[[apsw.Connection], None]) -> bool:
         """Connect, run ``prepare(conn)`` (schema checks, migrations), and adopt the

@@ -80,6 +80,7 @@ from persistence.sqlite.sql.meta_sql import (
     read_meta,
     write_meta,
 )
+from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
@@ -106,7 +107,8 @@ class SQLiteStore:
     keyword index is merged in the background (``None``: ``$TIERED_MEMORY_IDLE_MERGE_S``,
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
-    how many new ids the vector copy takes before it re-sorts.
+    how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
+    statement run (:mod:`~persistence.sqlite.tracing`).
 
     The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
     its, offered here too.
@@ -129,6 +131,7 @@ class SQLiteStore:
         idle_merge_s: float | None = None,
         reset_after_changes: int = RESET_AFTER_CHANGES,
         vector_resort_after: int = RESORT_AFTER,
+        trace: TraceCallback | None = None,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
@@ -152,6 +155,7 @@ class SQLiteStore:
             read_only=read_only,
             change_check_interval_ms=change_check_interval_ms,
             reset_after_changes=reset_after_changes,
+            trace=trace,
         )
         self.embedding_dim = embedding_dim
         self.clock: Callable[[], int] = clock or now_ms

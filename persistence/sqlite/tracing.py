@@ -3,8 +3,9 @@ store's connections, with how many parameters it was given and how long it took.
 
 Modelled on ``apsw.ext.Trace`` and sqlite-utils' ``tracer``: a :class:`StatementTracer`
 attached to a connection hears APSW's execution tracer (the statement's text and its
-bindings, before it runs) and SQLite's profile event (its time, after it finished), and
-reports each top-level statement once as a :class:`TracedStatement`. Statements that
+bindings, as it starts) and SQLite's profile event (as it finished: its rows read, its
+work done), and reports each top-level statement once as a :class:`TracedStatement`,
+timed from start to finish with ``time.perf_counter_ns``. Statements that
 SQLite runs inside another one (FTS5's shadow tables, sqlite-vec's, triggers) are part of
 their parent's time and are not reported on their own. Nothing is traced unless a
 callback is given, so an untraced store pays nothing.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,7 @@ class _Pending:
 
     sql: str
     parameters: int
+    started: int  # time.perf_counter_ns() as it began
 
 
 class StatementTracer:
@@ -59,7 +62,7 @@ class StatementTracer:
 
     def _executing(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
         count = len(bindings) if isinstance(bindings, tuple | list | Mapping) else 0
-        self._pending[id(cursor.connection)] = _Pending(sql, count)
+        self._pending[id(cursor.connection)] = _Pending(sql, count, time.perf_counter_ns())
         return True  # go ahead and run it
 
     def _profiled(self, event: dict[str, Any]) -> None:
@@ -68,7 +71,10 @@ class StatementTracer:
         if pending is None or pending.sql != event["sql"]:
             return  # a statement run inside the traced one: part of its time
         del self._pending[key]
-        statement = TracedStatement(event["sql"], pending.parameters, event["nanoseconds"])
+        # SQLite's own figure (event["nanoseconds"]) comes from a millisecond clock on
+        # most systems, 0 for most statements: the time is measured here instead.
+        elapsed = max(time.perf_counter_ns() - pending.started, event["nanoseconds"], 1)
+        statement = TracedStatement(event["sql"], pending.parameters, elapsed)
         try:
             self.callback(statement)
         except Exception:  # a broken callback must not break the traced call

@@ -10,9 +10,9 @@ import pytest
 
 from persistence import Memory, Tier
 from persistence.errors import StorageError
-from persistence.formats import json_import  # noqa: F401
 from persistence.records import SessionState
 from persistence.sqlite import BackupManager, SQLiteStore, bulk_index
+from persistence.sqlite import json_io as json_import
 from tests.data_checks import data_checksum, open_raw
 
 COUNT = json_import.BULK_AT + 200

@@ -45,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import leftovers
+from persistence.sqlite import json_io, leftovers
 from persistence.sqlite.connection import connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import Key, check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
@@ -342,8 +342,12 @@ class BackupManager:
         if final.exists() and not overwrite:
             raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
         with _partial_beside(final) as partial:
-            with partial.open("wb") as out, self.store.read_connection() as conn:
-                export_document(conn, out, self.store.clock(), progress)
+            with (
+                partial.open("wb") as out,
+                self.store.read_connection() as conn,
+                json_io.export_source(conn) as source,
+            ):
+                export_document(source, out, self.store.clock(), progress)
                 out.flush()
                 os.fsync(out.fileno())
             if overwrite:
@@ -378,7 +382,7 @@ class BackupManager:
         if not path.is_file():
             raise MissingFileError(f"{path} does not exist")
         return import_document(
-            self.store.db,
+            functools.partial(json_io.import_sink, self.store.db),
             path,
             "replace" if mode == "replace" else "merge",
             progress,

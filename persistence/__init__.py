@@ -3,7 +3,7 @@
 This top level is what the domain (``tiered_memory``) may import, and all it may import:
 the records (:mod:`persistence.records`, :mod:`persistence.graph_records`), the storage
 Protocols (:mod:`persistence.storage`), the errors, validation, the write-through cache,
-the JSON formats (:mod:`persistence.formats`), the background :class:`Worker` and
+the JSON formats (:mod:`persistence.transfer`), the background :class:`Worker` and
 :func:`build_backend`, the one place that picks an engine. Each engine has a room of
 its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
 ``migrations``; never imports ``tiered_memory``.
@@ -49,7 +49,6 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
-from persistence.formats import ImportDocument, memory_to_json
 from persistence.graph_errors import (
     EntityNotFoundError,
     ExtractorError,
@@ -114,6 +113,7 @@ from persistence.storage import (
     SessionRecords,
     StoreControl,
 )
+from persistence.transfer import ImportDocument, memory_to_json
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import inspect
 
 from persistence import MEMORY_FIELDS, NEW_MEMORY_FIELDS, Memory
-from persistence.formats.json_export import MEMORY_FIELDS as EXPORTED
 from persistence.sqlite.sql.memory_sql import _COLUMNS
+from persistence.transfer.json_export import MEMORY_FIELDS as EXPORTED
 from tiered_memory import AgentMemoryManager
 
 

@@ -34,8 +34,6 @@ from persistence.errors import (
     SameDatabaseError,
     SchemaTooNewError,
 )
-from persistence.formats.json_export import export_document
-from persistence.formats.json_import import ImportDocument, import_document
 from persistence.records import (
     ImportResult,
     IntegrityProblem,
@@ -51,6 +49,8 @@ from persistence.sqlite.encryption import Key, check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import storage_errors
+from persistence.transfer.json_export import export_document
+from persistence.transfer.json_import import ImportDocument, import_document
 from persistence.validation import require_int
 
 """Called with (done, total) units of work while a long operation runs."""

@@ -1,8 +1,8 @@
 """The knowledge graph's part of a JSON export and import, on SQLite.
 
-The document's side (tables, fields, checks) is :mod:`persistence.formats.graph_io`;
+The document's side (tables, fields, checks) is :mod:`persistence.transfer.graph_io`;
 this module reads the graph tables for an export and writes a checked
-:class:`~persistence.formats.graph_io.GraphDocument` inside the import's transaction.
+:class:`~persistence.transfer.graph_io.GraphDocument` inside the import's transaction.
 Replace mode takes the document's graph as it is. Merge mode joins entities by id and
 name, relations by id or by the same current ``subject -predicate-> object``; the
 provenance of a memory follows the version of that memory the merge kept; whatever is
@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 
 import apsw
 
-from persistence.formats.graph_io import GRAPH_TABLES, GraphDocument
-from persistence.formats.json_import import Count, Mode
 from persistence.sqlite.sql import dedup_sql, graph_sql, json_io_sql
+from persistence.transfer.graph_io import GRAPH_TABLES, GraphDocument
+from persistence.transfer.json_import import Count, Mode
 
 
 def row_count(conn: apsw.Connection) -> int:

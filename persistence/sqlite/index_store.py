@@ -18,9 +18,9 @@ from dataclasses import replace
 import apsw
 import numpy as np
 
+from persistence.codecs import encode_embedding
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
 from persistence.records import MemoryFilter, Tier, content_hash
-from persistence.sqlite.codecs import encode_embedding
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.database import Database
 from persistence.sqlite.keyword_index import KeywordIndex

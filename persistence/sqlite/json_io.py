@@ -1,5 +1,5 @@
 """The JSON export and import on SQLite: the pages an export reads and the writes of an
-import, behind the Protocols of :mod:`persistence.formats`.
+import, behind the Protocols of :mod:`persistence.transfer`.
 
 :func:`export_source` reads every table from one read transaction (a snapshot), page by
 page with keyset paging. :func:`import_sink` writes a checked document in ONE write
@@ -19,8 +19,6 @@ import numpy as np
 
 from migrations import read_schema_version
 from persistence.errors import InvalidImportError
-from persistence.formats.json_export import TABLES, ExportHeader
-from persistence.formats.json_import import Count, ImportDocument, Mode
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -49,6 +47,8 @@ from persistence.sqlite.sql.meta_sql import (
     read_meta,
     write_meta,
 )
+from persistence.transfer.json_export import TABLES, ExportHeader
+from persistence.transfer.json_import import Count, ImportDocument, Mode
 
 PAGE = 1000
 BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
@@ -84,7 +84,7 @@ def _second(rows: Iterator[list[tuple[Any, Any]]]) -> Iterator[list[Any]]:
 
 class SQLiteExportSource:
     """The tables of one SQLite connection as an export reads them (an
-    :class:`~persistence.formats.json_export.ExportSource`); the caller holds the read
+    :class:`~persistence.transfer.json_export.ExportSource`); the caller holds the read
     transaction that makes every page come from one snapshot."""
 
     def __init__(self, conn: apsw.Connection, page: int = PAGE) -> None:
@@ -153,7 +153,7 @@ def export_source(conn: apsw.Connection) -> Iterator[SQLiteExportSource]:
 
 class SQLiteImportSink:
     """Writes a checked document through one connection inside its write transaction
-    (an :class:`~persistence.formats.json_import.ImportSink`)."""
+    (an :class:`~persistence.transfer.json_import.ImportSink`)."""
 
     def __init__(self, conn: apsw.Connection) -> None:
         self._conn = conn
@@ -273,7 +273,7 @@ class SQLiteImportSink:
 @contextmanager
 def import_sink(db: Database) -> Iterator[SQLiteImportSink]:
     """One write transaction on ``db`` and the sink that writes in it (an
-    :data:`~persistence.formats.json_import.OpenSink`)."""
+    :data:`~persistence.transfer.json_import.OpenSink`)."""
     with db.transaction() as conn:
         yield SQLiteImportSink(conn)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import apsw
 
+from persistence.codecs import encode_embedding
 from persistence.errors import (
     DuplicateMemoryError,
     EmbeddingDimensionError,
@@ -31,7 +32,6 @@ from persistence.records import (
     RepetitionSchedule,
     Tier,
 )
-from persistence.sqlite.codecs import encode_embedding
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import dedup_sql, forgetting_sql, index_sql, memory_sql, schedule_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta

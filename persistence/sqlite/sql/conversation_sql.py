@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from persistence.sqlite.codecs import encode_json
+from persistence.codecs import encode_json
 from persistence.sqlite.connection import query_all
 
 TIERS = ("scratchpad", "episodic", "semantic")

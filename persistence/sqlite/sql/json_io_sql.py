@@ -2,7 +2,7 @@
 the graph tables read and written whole, the emptying of a table for a replace, and the
 graph lookups of a merge.
 
-Table and column names come from the closed lists of :mod:`persistence.formats`, never
+Table and column names come from the closed lists of :mod:`persistence.transfer`, never
 from a document; values are always parameters.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 import apsw
 import orjson
 
-from persistence.formats.graph_io import GRAPH_BOOLS, GRAPH_FIELDS
-from persistence.formats.json_export import TABLES
 from persistence.sqlite.connection import query_one, query_value
+from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS
+from persistence.transfer.json_export import TABLES
 
 _ORDER = {
     "entities": "id",

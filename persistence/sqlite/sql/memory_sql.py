@@ -13,6 +13,7 @@ from typing import Any
 import apsw
 import orjson
 
+from persistence.codecs import decode_embedding, encode_json
 from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import (  # with the slot setters, for straight-line code
     Memory,
@@ -41,7 +42,6 @@ from persistence.records import (  # with the slot setters, for straight-line co
     _set_token_count,
     _set_updated_at,
 )
-from persistence.sqlite.codecs import decode_embedding, encode_json
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.validation import (
     require_bool,

@@ -7,8 +7,8 @@ from typing import Any
 
 import apsw
 
+from persistence.codecs import decode_json, encode_json
 from persistence.records import SessionState, TranscriptEntry
-from persistence.sqlite.codecs import decode_json, encode_json
 from persistence.sqlite.connection import query_all, query_one
 
 _COLUMNS = (

@@ -11,7 +11,7 @@ The document::
                 "entities": [...], "entity_aliases": [...], "relations": [...],
                 "memory_entities": [...], "memory_relations": [...], "graph_queue": [...]}}
 
-(the knowledge graph's tables, see :mod:`persistence.formats.graph_io`, from schema
+(the knowledge graph's tables, see :mod:`persistence.transfer.graph_io`, from schema
 version 10).
 
 Each row is one JSON object (orjson); embeddings are base64 of little-endian float32.
@@ -31,7 +31,6 @@ import numpy as np
 import orjson
 
 from persistence import records
-from persistence.formats import graph_io
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -41,6 +40,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.transfer import graph_io
 
 FORMAT = "tiered-memory"
 FORMAT_VERSION = 1

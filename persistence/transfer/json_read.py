@@ -22,14 +22,6 @@ import orjson
 
 from migrations import LATEST_VERSION
 from persistence.errors import InvalidImportError, InvalidInputError
-from persistence.formats import graph_io
-from persistence.formats.json_export import (
-    FORMAT,
-    FORMAT_VERSION,
-    MEMORY_FIELDS,
-    OPTIONAL_MEMORY_FIELDS,
-    TABLES,
-)
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -38,6 +30,14 @@ from persistence.records import (
     SessionState,
     Tier,
     TranscriptEntry,
+)
+from persistence.transfer import graph_io
+from persistence.transfer.json_export import (
+    FORMAT,
+    FORMAT_VERSION,
+    MEMORY_FIELDS,
+    OPTIONAL_MEMORY_FIELDS,
+    TABLES,
 )
 from persistence.validation import (
     validate_forgetting,

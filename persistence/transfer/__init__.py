@@ -1,20 +1,20 @@
 """The file formats every backend reads and writes: the versioned JSON export
-(:mod:`~persistence.formats.json_export`), the reading and validation of a document
-(:mod:`~persistence.formats.json_read`), its import (:mod:`~persistence.formats.json_import`)
-and the knowledge graph's part of both (:mod:`~persistence.formats.graph_io`).
+(:mod:`~persistence.transfer.json_export`), the reading and validation of a document
+(:mod:`~persistence.transfer.json_read`), its import (:mod:`~persistence.transfer.json_import`)
+and the knowledge graph's part of both (:mod:`~persistence.transfer.graph_io`).
 
 Nothing here knows an engine: a backend hands an export its tables as an
 :class:`ExportSource` (pages of records from one snapshot) and takes an import as an
 :class:`ImportSink` (one write transaction); SQLite's are in :mod:`persistence.sqlite.json_io`.
 """
 
-from persistence.formats.json_export import (
+from persistence.transfer.json_export import (
     ExportHeader,
     ExportSource,
     export_document,
     memory_to_json,
 )
-from persistence.formats.json_import import ImportDocument, ImportSink, OpenSink, import_document
+from persistence.transfer.json_import import ImportDocument, ImportSink, OpenSink, import_document
 
 __all__ = [
     "ExportHeader",

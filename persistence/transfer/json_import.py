@@ -1,7 +1,7 @@
 """Import a JSON export: validate the whole document, then write it in ONE transaction.
 
 Validation happens before the first write and names the first bad value by its place
-in the document (``tables.episodic[17].importance``); :mod:`~persistence.formats.json_read`
+in the document (``tables.episodic[17].importance``); :mod:`~persistence.transfer.json_read`
 checks the document alone, :func:`check_against_store` checks it against what the store
 holds (embedding model and size, references), inside the transaction. The writing is
 the backend's, through an :class:`ImportSink`. A failure of any kind rolls the
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from persistence.errors import InvalidImportError
-from persistence.formats import graph_io
-from persistence.formats.json_export import TABLES
-from persistence.formats.json_read import Document, ImportDocument, read_document
 from persistence.records import ImportResult, TableCounts
+from persistence.transfer import graph_io
+from persistence.transfer.json_export import TABLES
+from persistence.transfer.json_read import Document, ImportDocument, read_document
 
 __all__ = [
     "Count",

@@ -37,7 +37,8 @@ CLI = str(Path(sys.executable).with_name("tiered-memory"))
 KEY = "correct horse battery staple"
 NEEDLE = b"lighthouse keeper"
 WRITE_AND_DIE = """
-import os, sys
+from persistence import Memory
+from persistence.sqlite import SQLiteStore
 from persistence import Memory, SQLiteStore
 store = SQLiteStore(sys.argv[1], key=os.environ["TIERED_MEMORY_KEY"]).open()
 store.put_episodic(Memory.create("written by a process that did not close the file"))

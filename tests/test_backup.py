@@ -116,6 +116,7 @@ def test_a_damaged_database_is_not_backed_up(db_path: Path, clock: FakeClock) ->
         assert memory.backups.list_backups() == []
 
 
+@pytest.mark.subprocess
 def test_backup_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     writer = subprocess.Popen([sys.executable, WORKER, "write", str(db_path), "400", "busy"],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -204,6 +205,7 @@ def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) ->
         assert memory.forgetting_log() == []  # the v2 table exists after migrating
 
 
+@pytest.mark.subprocess
 def test_restore_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     snapshot = full.backup()
     # The writer goes on until told: it is still writing when the restore returns (a

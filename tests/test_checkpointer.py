@@ -126,6 +126,8 @@ def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
         assert _wal_frames(db_path) <= max(before, 2 * PAGES + 200)
 
 
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint-crash.db"
     rng = random.Random(18)
@@ -256,6 +258,8 @@ def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> N
         assert changes == [], "the thread's merges were taken for another process's writes"
 
 
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_while_the_thread_merges_loses_no_returned_write(tmp_path: Path) -> None:
     path = tmp_path / "merge-crash.db"
     rng = random.Random(27)

@@ -16,6 +16,8 @@ from tests.data_checks import data_checksum
 from tests.populate import populate
 from tiered_memory import AgentMemoryManager, Tier
 
+pytestmark = [pytest.mark.subprocess]
+
 CLI = str(Path(sys.executable).with_name("tiered-memory"))
 
 

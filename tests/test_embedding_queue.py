@@ -174,6 +174,7 @@ class FlakyEmbedder(CountingEmbedder):
         return super().embed(texts)
 
 
+@pytest.mark.subprocess
 def test_background_failures_are_logged_counted_and_retried_until_everything_is_embedded(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -21,6 +21,8 @@ from persistence import TieredMemoryError
 from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, Tier
 
+pytestmark = [pytest.mark.subprocess]
+
 TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
          "append_transcript", "statistics"}  # fmt: skip
 COMMAND = str(Path(sys.executable).parent / "tiered-memory")
@@ -153,6 +155,7 @@ def _server_pid(db: Path) -> int:
     raise AssertionError("server process not found")
 
 
+@pytest.mark.crash
 def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     acknowledged: list[str] = []

@@ -192,6 +192,7 @@ def test_import_can_refuse_secrets_and_then_changes_nothing(
     assert data_checksum(db) == before
 
 
+@pytest.mark.subprocess
 def test_cli_import_refuses_or_redacts_and_stats_counts(
     tmp_path: Path, export_with_secrets: Path
 ) -> None:

@@ -225,7 +225,7 @@ def test_a_writer_held_too_long_gives_database_busy(db_path: Path) -> None:
 
 _COUNT = """
 import sys
-from persistence import SQLiteStore
+from persistence.sqlite import SQLiteStore
 with SQLiteStore(sys.argv[1]) as store:
     for _ in range(int(sys.argv[2])):
         store.increment_meta("hits")

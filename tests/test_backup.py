@@ -205,6 +205,7 @@ def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) ->
         assert memory.forgetting_log() == []  # the v2 table exists after migrating
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_restore_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     snapshot = full.backup()
@@ -402,6 +403,7 @@ def test_restore_refuses_a_foreign_file_that_has_a_schema_version_table(
     assert not list(db_path.parent.glob(".restore-*"))
 
 
+@pytest.mark.slow
 def test_merge_key_conflict_keeps_the_newer_entry(
     db_path: Path, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -482,6 +484,7 @@ def test_the_embedding_model_travels_with_an_export_and_is_never_mixed(tmp_path:
         assert old.import_json(older).inserted > 0
 
 
+@pytest.mark.slow
 def test_backups_in_the_same_second_from_several_threads_all_succeed(
     db_path: Path, clock: FakeClock
 ) -> None:

@@ -19,7 +19,7 @@ from tests.data_checks import data_checksum, open_raw
 from tests.processes import Worker, spawn_worker
 from tiered_memory import AgentMemoryManager, Tier
 
-pytestmark = [pytest.mark.crash, pytest.mark.subprocess]
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 8
 

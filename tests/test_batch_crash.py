@@ -15,7 +15,7 @@ from tests.data_checks import open_raw
 from tests.processes import spawn_worker
 from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size
 
-pytestmark = [pytest.mark.crash, pytest.mark.subprocess]
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 12
 BATCH = 40

@@ -17,7 +17,7 @@ from persistence.sqlite import SQLiteStore
 from tests.crash_checks import assert_no_half_done_promotion, read_state
 from tests.processes import spawn_worker
 
-pytestmark = [pytest.mark.crash, pytest.mark.subprocess]
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 60
 

@@ -71,6 +71,7 @@ def encrypted_db(tmp_path: Path) -> Iterator[Path]:
     yield path
 
 
+@pytest.mark.slow
 def test_no_plaintext_in_the_file_its_wal_or_a_backup(tmp_path: Path) -> None:
     plain, secret = tmp_path / "plain" / "m.db", tmp_path / "secret" / "m.db"
     for path, key in ((plain, None), (secret, KEY)):
@@ -90,6 +91,7 @@ def test_no_plaintext_in_the_file_its_wal_or_a_backup(tmp_path: Path) -> None:
         assert restored.scratchpad.get("where").content == SENTENCE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [None, "hunter2-not-it", b"\x00\xffbinary"])
 def test_a_wrong_or_missing_key_raises_and_changes_nothing(
     encrypted_db: Path, key: str | bytes | None
@@ -116,6 +118,7 @@ def test_a_key_for_a_plain_file_raises_and_changes_nothing(tmp_path: Path) -> No
     assert files_of(path) == before
 
 
+@pytest.mark.slow
 def test_the_key_is_never_shown(encrypted_db: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     store = SQLiteStore(encrypted_db, key=KEY)
@@ -138,6 +141,7 @@ def test_read_only_open_and_recall_with_the_key(encrypted_db: Path) -> None:
     assert files_of(encrypted_db) == before
 
 
+@pytest.mark.slow
 def test_rekey_changes_the_key_in_one_operation(encrypted_db: Path) -> None:
     with open_manager(encrypted_db) as memory:
         memory.recall("lighthouse", k=1)  # a reader connection with the old key
@@ -158,6 +162,7 @@ def test_rekey_of_a_plain_file_is_refused(tmp_path: Path) -> None:
         memory.rekey("k")
 
 
+@pytest.mark.slow
 def test_backups_and_restore_keep_the_key(encrypted_db: Path, tmp_path: Path) -> None:
     with open_manager(encrypted_db) as memory:
         snapshot = memory.backup()
@@ -177,6 +182,7 @@ def test_backups_and_restore_keep_the_key(encrypted_db: Path, tmp_path: Path) ->
         assert memory.scratchpad.get("where").content == SENTENCE
 
 
+@pytest.mark.slow
 def test_json_export_of_an_encrypted_file_needs_allow_plaintext(
     encrypted_db: Path, tmp_path: Path
 ) -> None:
@@ -197,6 +203,7 @@ def test_a_key_without_a_cipher_is_refused(tmp_path: Path, monkeypatch: pytest.M
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_cli_takes_the_key_from_a_file_or_the_environment(
     encrypted_db: Path, tmp_path: Path
@@ -250,6 +257,7 @@ def _ids_in(path: Path, key: str) -> set[str]:
         return {m.id for m in store.query_episodic(QueryOptions(limit=None))}
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.subprocess
 def test_sigkill_during_encrypted_writes_loses_nothing(tmp_path: Path) -> None:
@@ -267,6 +275,7 @@ def test_sigkill_during_encrypted_writes_loses_nothing(tmp_path: Path) -> None:
     assert len(written) > 4
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.subprocess
 def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:

@@ -127,6 +127,7 @@ def corpora(draw: st.DrawFn) -> tuple[list[Memory], MemoryFilter, str, int]:
     return records, where, draw(st.sampled_from(WORDS)), draw(st.integers(1, 12))
 
 
+@pytest.mark.slow
 @pytest.mark.property
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

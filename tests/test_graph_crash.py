@@ -15,7 +15,7 @@ from tests.data_checks import open_raw
 from tests.processes import spawn_worker
 from tiered_memory import AgentMemoryManager
 
-pytestmark = [pytest.mark.crash, pytest.mark.subprocess]
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 8
 

@@ -75,6 +75,7 @@ def _next_operation(kind: str, live: Path, snapshot: Path | None = None) -> None
             backups.run_maintenance()
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.subprocess
 @pytest.mark.parametrize("op", ["backup", "restore"])
@@ -103,6 +104,7 @@ def test_sigkilled_operations_leave_nothing_after_the_next_one(
     assert left_behind, "no kill landed while the operation had its temporary files"
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_backup_under_way_in_another_process_is_never_touched(
     source: Path, tmp_path: Path

@@ -17,7 +17,7 @@ from tests.crash_checks import assert_no_half_done_promotion, read_state
 from tests.processes import spawn_worker
 from tiered_memory import AgentMemoryManager
 
-pytestmark = [pytest.mark.crash, pytest.mark.subprocess]
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 25
 

@@ -141,6 +141,7 @@ def _any_id(memory: AgentMemoryManager) -> str:
     return memory.query(Tier.EPISODIC)[0].id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", sorted(MUTATIONS))
 def test_every_mutating_call_raises_read_only_error_and_changes_nothing(
     filled: Path, tmp_path: Path, call: str

@@ -50,6 +50,7 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
 
 
+@pytest.mark.slow
 def test_every_readme_example_runs_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,6 +123,7 @@ LOCOMO_LIKE = [
 ]  # made-up conversation in LoCoMo's format (the real data is not in the repository)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_locomo_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
     data = tmp_path / "tiny-locomo.json"

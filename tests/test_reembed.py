@@ -110,6 +110,7 @@ def test_a_failed_swap_leaves_the_file_as_it_was(db_path: Path) -> None:
     assert data_checksum(db_path) == before
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.subprocess
 def test_a_killed_reembedding_leaves_the_old_model_and_resumes(db_path: Path) -> None:

@@ -50,17 +50,22 @@ class Worker:
         return self._reap()
 
     def finish(self, timeout: float) -> list[str]:
-        """Let the worker end by itself (a piped stdin is closed first); return its lines."""
-        return self._reap(timeout)
+        """Let the worker end by itself within ``timeout`` seconds (a piped stdin is
+        closed first); return its lines. For workers that print little: the output
+        waits in the pipe (64 KiB) until the worker has exited."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=timeout)
+        return self._reap()
 
-    def _reap(self, timeout: float = 30) -> list[str]:
+    def _reap(self) -> list[str]:
         # communicate() would read the pipe past the text buffer that already holds lines.
         assert self.process.stdout is not None
-        if self.process.stdin is not None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
             self.process.stdin.close()
         rest = self.process.stdout.read()  # EOF once the process is gone
         self.process.stdout.close()
-        self.process.wait(timeout=timeout)
+        self.process.wait(timeout=30)
         self.lines += rest.split("\n")[:-1]  # the last piece is an unfinished line (or empty)
         return self.lines
 

@@ -116,6 +116,7 @@ def test_a_damaged_database_is_not_backed_up(db_path: Path, clock: FakeClock) ->
         assert memory.backups.list_backups() == []
 
 
+@pytest.mark.subprocess
 def test_backup_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     writer = subprocess.Popen([sys.executable, WORKER, "write", str(db_path), "400", "busy"],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -204,6 +205,8 @@ def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) ->
         assert memory.forgetting_log() == []  # the v2 table exists after migrating
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_restore_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     snapshot = full.backup()
     # The writer goes on until told: it is still writing when the restore returns (a
@@ -400,6 +403,7 @@ def test_restore_refuses_a_foreign_file_that_has_a_schema_version_table(
     assert not list(db_path.parent.glob(".restore-*"))
 
 
+@pytest.mark.slow
 def test_merge_key_conflict_keeps_the_newer_entry(
     db_path: Path, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -480,6 +484,7 @@ def test_the_embedding_model_travels_with_an_export_and_is_never_mixed(tmp_path:
         assert old.import_json(older).inserted > 0
 
 
+@pytest.mark.slow
 def test_backups_in_the_same_second_from_several_threads_all_succeed(
     db_path: Path, clock: FakeClock
 ) -> None:

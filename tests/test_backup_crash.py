@@ -8,22 +8,19 @@ data, never a mix; a killed backup never leaves a broken file under a snapshot's
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.data_checks import data_checksum, open_raw
+from tests.processes import Worker, spawn_worker
 from tiered_memory import AgentMemoryManager, Tier
 
-WORKER = str(Path(__file__).with_name("worker.py"))
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
+
 KILLS = 8
 
 
@@ -63,12 +60,10 @@ def _fresh(live: Path, source: Path) -> None:
     shutil.copy(source, live)
 
 
-def _start(op: str, live: Path, arg: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen([sys.executable, WORKER, "operate", op, str(live), arg],
-                               stdout=subprocess.PIPE, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
-    assert process.stdout is not None and process.stdout.readline().strip() == "GO"
-    return process
+def _start(op: str, live: Path, arg: str) -> Worker:
+    worker = spawn_worker("operate", op, str(live), arg, ready="GO", quiet=False)
+    assert worker.lines == ["GO"]
+    return worker
 
 
 def _killed_runs(op: str, live: Path, source: Path, arg: str) -> Iterator[bool]:
@@ -77,17 +72,12 @@ def _killed_runs(op: str, live: Path, source: Path, arg: str) -> Iterator[bool]:
     Yields whether each killed run had already finished.
     """
     _fresh(live, source)
-    process = _start(op, live, arg)
-    out, _ = process.communicate(timeout=300)
-    duration = float(out.split()[-1])
+    duration = float(_start(op, live, arg).finish(timeout=300)[-1].split()[-1])
     rng = random.Random(op)
     for _ in range(KILLS):
         _fresh(live, source)
-        process = _start(op, live, arg)
-        time.sleep(rng.uniform(0.0, duration))
-        process.send_signal(signal.SIGKILL)
-        out, _ = process.communicate(timeout=60)
-        yield "DONE" in out
+        lines = _start(op, live, arg).kill(after=rng.uniform(0.0, duration))
+        yield any("DONE" in line for line in lines)
 
 
 @pytest.mark.parametrize(("op", "arg_name"), [("restore", "snapshot"), ("import", "export")])
@@ -97,8 +87,9 @@ def test_sigkill_during_restore_or_import(
     live = tmp_path / "live.db"
     old_sum = data_checksum(files["old"])
     _fresh(live, files["old"])
-    process = _start(op, live, str(files[arg_name]))
-    assert process.wait(300) == 0
+    worker = _start(op, live, str(files[arg_name]))
+    worker.finish(timeout=300)
+    assert worker.returncode == 0
     new_sum = data_checksum(live)
     assert new_sum != old_sum
     finished = []

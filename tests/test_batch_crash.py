@@ -4,18 +4,19 @@ keyword index is exact (nothing left waiting in ``keyword_dirty``)."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
 from persistence.sqlite import SQLiteStore
-from tests.crash_checks import kill_after, read_state
+from tests.crash_checks import read_state
 from tests.data_checks import open_raw
+from tests.processes import spawn_worker
 from tests.test_keyword_context import rebuilt_scores_and_size, scores_and_size
 
-WORKER = str(Path(__file__).with_name("worker.py"))
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
+
 KILLS = 12
 BATCH = 40
 
@@ -24,16 +25,8 @@ def test_sigkill_during_batches_leaves_whole_batches_and_an_exact_index(tmp_path
     path = tmp_path / "batch-crash.db"
     rng = random.Random(3)
     returned: set[str] = set()
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(KILLS):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, "batch", str(path), str(kill)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        lines = kill_after(process, rng.uniform(0.6, 1.4), ready=True)
+        lines = spawn_worker("batch", str(path), str(kill)).kill(after=rng.uniform(0.6, 1.4))
         returned.update(line.split()[1] for line in lines if line[:1] in "BT")
         state = read_state(path)  # integrity_check is ok
         conn = open_raw(path)

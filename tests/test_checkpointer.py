@@ -126,6 +126,9 @@ def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
         assert _wal_frames(db_path) <= max(before, 2 * PAGES + 200)
 
 
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint-crash.db"
     rng = random.Random(18)
@@ -153,6 +156,7 @@ def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: 
     assert len(reported) > 10
 
 
+@pytest.mark.slow
 def test_maintenance_truncates_the_wal_while_the_thread_is_busy(db_path: Path) -> None:
     """``wal_checkpoint(TRUNCATE)`` is refused as busy while another connection
     checkpoints: maintenance holds the thread off, so it always empties the WAL."""
@@ -253,6 +257,9 @@ def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> N
         assert changes == [], "the thread's merges were taken for another process's writes"
 
 
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_while_the_thread_merges_loses_no_returned_write(tmp_path: Path) -> None:
     path = tmp_path / "merge-crash.db"
     rng = random.Random(27)

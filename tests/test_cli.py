@@ -16,6 +16,8 @@ from tests.data_checks import data_checksum
 from tests.populate import populate
 from tiered_memory import AgentMemoryManager, Tier
 
+pytestmark = [pytest.mark.subprocess]
+
 CLI = str(Path(sys.executable).with_name("tiered-memory"))
 
 
@@ -39,6 +41,7 @@ def agent_db(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_operator_round_trip(agent_db: Path, tmp_path: Path) -> None:
     snapshot = Path(ok_json("backup", str(agent_db))["backup"])  # type: ignore[index]
     assert snapshot.exists() and snapshot.parent.name == "agent-backups"
@@ -56,6 +59,7 @@ def test_the_operator_round_trip(agent_db: Path, tmp_path: Path) -> None:
         assert stats_old["storage"][key] == stats_new["storage"][key]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_human_output_and_listing(agent_db: Path) -> None:
     result = run("stats", str(agent_db))
     assert result.returncode == 0 and "semantic" in result.stdout
@@ -73,6 +77,7 @@ def test_human_output_and_listing(agent_db: Path) -> None:
     assert maintained["vacuumed"] is True and maintained["wal_bytes_after"] == 0  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_an_empty_session_list_says_why(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with AgentMemoryManager.open(db, embedder=None) as memory:
@@ -99,6 +104,7 @@ def test_restore_onto_itself_is_refused(agent_db: Path) -> None:
     assert data_checksum(agent_db) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
@@ -120,6 +126,7 @@ def test_failures_exit_1_with_one_line(agent_db: Path, tmp_path: Path, args: tup
     assert not (tmp_path / "missing.db").exists()
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(agent_db: Path) -> None:
     assert run("stats").returncode == 2
     assert run("import", str(agent_db), "x.json", "--mode", "upsert").returncode == 2
@@ -135,6 +142,7 @@ def test_check_exits_1_when_the_file_is_inconsistent(agent_db: Path) -> None:
     assert orjson.loads(result.stdout)["problems"][0]["check"] == "schedules_point_at_memories"
 
 
+@pytest.mark.slow
 def test_progress_bar_only_on_a_terminal(agent_db: Path, tmp_path: Path) -> None:
     with AgentMemoryManager.open(agent_db) as memory, memory.transaction():
         for i in range(1200):
@@ -157,6 +165,7 @@ def test_progress_bar_only_on_a_terminal(agent_db: Path, tmp_path: Path) -> None
     assert b"export" in drawn and b"100%" in drawn
 
 
+@pytest.mark.slow
 def test_a_failed_restore_or_import_leaves_no_new_database(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("just text\n" * 50)
     (tmp_path / "broken.json").write_text("{")
@@ -167,6 +176,7 @@ def test_a_failed_restore_or_import_leaves_no_new_database(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "notes.txt"]
 
 
+@pytest.mark.slow
 def test_export_refuses_to_overwrite(agent_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_text("keep me")
@@ -181,6 +191,7 @@ def check_ok(db: Path) -> bool:
     return bool(ok_json("check", str(db))["ok"])  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with AgentMemoryManager.open(db) as memory:
@@ -196,6 +207,7 @@ def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
     assert [h["memory"]["tags"] for h in tagged] == [["ui"]]  # type: ignore[index, union-attr]
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_a_failure(agent_db: Path) -> None:
     for _ in range(3):
         result = subprocess.run(f"'{CLI}' list '{agent_db}' --limit 50 | head -1", shell=True,
@@ -203,6 +215,7 @@ def test_a_closed_pipe_is_not_a_failure(agent_db: Path) -> None:
         assert "error" not in result.stderr and len(result.stdout.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_search_json_shows_the_embedding_size_not_the_vector(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with AgentMemoryManager.open(db, embed_in_background=False) as memory:
@@ -212,6 +225,7 @@ def test_search_json_shows_the_embedding_size_not_the_vector(tmp_path: Path) -> 
     assert "embedding" not in hit["memory"] and hit["memory"]["embedding_dim"] == 384
 
 
+@pytest.mark.slow
 def test_search_reinforces_only_when_asked(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with AgentMemoryManager.open(db, clock=FakeClock(), embed_in_background=False) as memory:
@@ -228,12 +242,14 @@ def test_search_reinforces_only_when_asked(tmp_path: Path) -> None:
     assert review_count() == 1
 
 
+@pytest.mark.slow
 def test_an_empty_search_query_is_a_usage_error(agent_db: Path) -> None:
     for query in ("", "   "):
         result = run("search", str(agent_db), query)
         assert result.returncode == 2 and "QUERY is empty" in result.stderr
 
 
+@pytest.mark.slow
 def test_export_onto_an_existing_file_names_the_force_flag(agent_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_text("keep me")

@@ -78,6 +78,8 @@ def state(request: pytest.FixtureRequest, pending_db: Path) -> Iterator[Path]:
         yield pending_db
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "command", ["stats", "check", "list", "show", "sessions", "search",
                 "search --keywords-only", "export", "backup", "graph", "entities"],
@@ -95,6 +97,8 @@ def test_read_commands_change_no_byte(state: Path, tmp_path: Path, command: str)
     assert sorted(p.name for p in state.parent.iterdir()) == listing
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_search_ranks_pending_memories_by_keywords_and_says_so(pending_db: Path) -> None:
     before = fingerprint(pending_db)
     # -k 40: every memory (score fusion gives one without a vector its keyword share
@@ -110,6 +114,8 @@ def test_search_ranks_pending_memories_by_keywords_and_says_so(pending_db: Path)
     assert fingerprint(pending_db) == before
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("command", ["stats", "check", "list", "show", "sessions", "search",
                                      "export", "backup", "maintain", "migrate"])  # fmt: skip
 def test_no_command_makes_a_database_of_an_empty_or_missing_file(
@@ -130,6 +136,8 @@ def test_no_command_makes_a_database_of_an_empty_or_missing_file(
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_an_older_file_is_read_only_after_migrate(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     SQLiteStore(db, migrations=available_migrations()[:3]).open().close()
@@ -145,6 +153,8 @@ def test_an_older_file_is_read_only_after_migrate(tmp_path: Path) -> None:
     assert "already at schema" in run("migrate", str(db)).stdout
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_search_keywords_only_reads_a_file_of_another_model(tmp_path: Path) -> None:
     db = tmp_path / "other.db"
     model = HashEmbedder("someone-elses-model", 8)

@@ -31,6 +31,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_compact_model_uses_integer_kernels_and_embeds_like_its_source(cache: Path) -> None:
     folder = cache / compact_model.FOLDER
     graph = onnx.load(str(folder / "model.onnx")).graph
@@ -49,6 +50,7 @@ def test_the_compact_model_uses_integer_kernels_and_embeds_like_its_source(cache
     assert (np.argmax(ours @ theirs.T, axis=1) == np.arange(len(SENTENCES))).all()
 
 
+@pytest.mark.slow
 def test_a_built_model_is_reused_and_a_damaged_one_rebuilt(cache: Path) -> None:
     model = cache / compact_model.FOLDER / "model.onnx"
     stamp = model.stat().st_mtime_ns

@@ -25,6 +25,7 @@ from persistence.sqlite import SQLiteStore
 WORKER = str(Path(__file__).with_name("worker.py"))
 
 
+@pytest.mark.slow
 def test_eight_threads_mixed_reads_and_writes_lose_nothing(file_store: SQLiteStore) -> None:
     deadline = time.monotonic() + 3.0
     errors: list[BaseException] = []
@@ -74,6 +75,8 @@ def test_eight_threads_mixed_reads_and_writes_lose_nothing(file_store: SQLiteSto
             assert found == {i for i, t in mine.items() if t is tier}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_second_process_reads_and_writes_while_the_first_has_it_open(
     file_store: SQLiteStore, db_path: Path
 ) -> None:
@@ -102,6 +105,8 @@ def test_a_second_process_reads_and_writes_while_the_first_has_it_open(
     assert reader.stdout.strip() == "parent 199"
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_readers_do_not_wait_for_an_open_write_transaction(
     file_store: SQLiteStore, db_path: Path
 ) -> None:
@@ -230,6 +235,8 @@ with SQLiteStore(sys.argv[1]) as store:
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_counter_in_the_file_loses_no_update_across_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "count.db")
     with SQLiteStore(path) as store:

@@ -80,6 +80,7 @@ def _digests(memory: AgentMemoryManager) -> tuple[str, ...]:
     return tuple(file_digest(p) for p in (memory.path, wal) if p.exists())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", sorted(WAYS_IN))
 def test_ten_megabytes_are_refused_on_every_way_in(
     make_memory: Callable[..., AgentMemoryManager], way: str
@@ -160,6 +161,7 @@ class _RecordingTokenizer:
         return self.real.encode_batch(texts)
 
 
+@pytest.mark.slow
 def test_a_text_just_under_the_limit_is_embedded_from_a_bounded_prefix(tmp_path: Path) -> None:
     text = _prose(DEFAULT_MAX_CONTENT_BYTES)
     embedder = OnnxEmbedder()

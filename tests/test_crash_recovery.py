@@ -7,17 +7,18 @@ half-done promotion: each memory is in exactly one tier and the log agrees.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 from persistence import Tier
 from persistence.sqlite import SQLiteStore
-from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
+from tests.crash_checks import assert_no_half_done_promotion, read_state
+from tests.processes import spawn_worker
 
-WORKER = str(Path(__file__).with_name("worker.py"))
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
+
 KILLS = 60
 
 
@@ -38,18 +39,12 @@ def test_sigkill_at_random_moments_loses_nothing_that_returned(tmp_path: Path) -
     rng = random.Random(20261122)
     reported: dict[str, Tier] = {}
     writes_seen = promotions_seen = 0
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(KILLS):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, "crash", str(path), str(kill)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
         # Mostly mid-write; now and then during start-up and migration.
         delay = rng.uniform(0.0, 0.25) if kill % 10 == 0 else rng.uniform(0.3, 0.7)
-        for line in kill_after(process, delay, ready=kill % 10 != 0):
+        ready = None if kill % 10 == 0 else "READY"
+        worker = spawn_worker("crash", str(path), str(kill), ready=ready)
+        for line in worker.kill(after=delay):
             parts = line.split()
             if parts[0] == "W":
                 reported[parts[1]] = Tier(parts[2])

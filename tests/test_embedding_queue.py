@@ -142,6 +142,7 @@ def test_an_edit_while_the_old_text_is_embedded_gets_the_new_texts_vector(
     assert np.allclose(got.embedding, vector_of("new words"))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_failing_model_is_retried_and_the_next_flush_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -174,6 +175,8 @@ class FlakyEmbedder(CountingEmbedder):
         return super().embed(texts)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_background_failures_are_logged_counted_and_retried_until_everything_is_embedded(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -248,6 +251,7 @@ def test_statistics_count_the_queue_and_the_cache(
     assert (storage.unembedded_count, storage.embedding_cache_count) == (0, 3)
 
 
+@pytest.mark.slow
 def test_recall_inside_a_transaction_never_deadlocks_with_the_background_thread(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

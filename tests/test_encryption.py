@@ -27,12 +27,11 @@ from persistence import (
 )
 from persistence.sqlite import SQLiteStore, encryption
 from tests.conftest import FakeClock, file_digest
-from tests.crash_checks import kill_after
+from tests.processes import spawn_worker
 from tests.test_storage_faults import disk, needs_root  # noqa: F401 - a fixture
 from tests.worker import SENTENCE
 from tiered_memory import AgentMemoryManager
 
-WORKER = str(Path(__file__).with_name("worker.py"))
 CLI = str(Path(sys.executable).with_name("tiered-memory"))
 KEY = "correct horse battery staple"
 NEEDLE = b"lighthouse keeper"
@@ -72,6 +71,7 @@ def encrypted_db(tmp_path: Path) -> Iterator[Path]:
     yield path
 
 
+@pytest.mark.slow
 def test_no_plaintext_in_the_file_its_wal_or_a_backup(tmp_path: Path) -> None:
     plain, secret = tmp_path / "plain" / "m.db", tmp_path / "secret" / "m.db"
     for path, key in ((plain, None), (secret, KEY)):
@@ -91,6 +91,7 @@ def test_no_plaintext_in_the_file_its_wal_or_a_backup(tmp_path: Path) -> None:
         assert restored.scratchpad.get("where").content == SENTENCE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [None, "hunter2-not-it", b"\x00\xffbinary"])
 def test_a_wrong_or_missing_key_raises_and_changes_nothing(
     encrypted_db: Path, key: str | bytes | None
@@ -117,6 +118,7 @@ def test_a_key_for_a_plain_file_raises_and_changes_nothing(tmp_path: Path) -> No
     assert files_of(path) == before
 
 
+@pytest.mark.slow
 def test_the_key_is_never_shown(encrypted_db: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     store = SQLiteStore(encrypted_db, key=KEY)
@@ -139,6 +141,7 @@ def test_read_only_open_and_recall_with_the_key(encrypted_db: Path) -> None:
     assert files_of(encrypted_db) == before
 
 
+@pytest.mark.slow
 def test_rekey_changes_the_key_in_one_operation(encrypted_db: Path) -> None:
     with open_manager(encrypted_db) as memory:
         memory.recall("lighthouse", k=1)  # a reader connection with the old key
@@ -159,6 +162,7 @@ def test_rekey_of_a_plain_file_is_refused(tmp_path: Path) -> None:
         memory.rekey("k")
 
 
+@pytest.mark.slow
 def test_backups_and_restore_keep_the_key(encrypted_db: Path, tmp_path: Path) -> None:
     with open_manager(encrypted_db) as memory:
         snapshot = memory.backup()
@@ -178,6 +182,7 @@ def test_backups_and_restore_keep_the_key(encrypted_db: Path, tmp_path: Path) ->
         assert memory.scratchpad.get("where").content == SENTENCE
 
 
+@pytest.mark.slow
 def test_json_export_of_an_encrypted_file_needs_allow_plaintext(
     encrypted_db: Path, tmp_path: Path
 ) -> None:
@@ -198,6 +203,8 @@ def test_a_key_without_a_cipher_is_refused(tmp_path: Path, monkeypatch: pytest.M
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_the_cli_takes_the_key_from_a_file_or_the_environment(
     encrypted_db: Path, tmp_path: Path
 ) -> None:
@@ -250,23 +257,16 @@ def _ids_in(path: Path, key: str) -> set[str]:
         return {m.id for m in store.query_episodic(QueryOptions(limit=None))}
 
 
-def _worker(command: str, path: Path, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, WORKER, command, str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=os.environ | {"PYTHONUNBUFFERED": "1"} | env,
-    )
-
-
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_during_encrypted_writes_loses_nothing(tmp_path: Path) -> None:
     path = tmp_path / "crash.db"
     rng = random.Random(19)
     written: set[str] = set()
     for _ in range(4):
-        process = _worker("encrypted-write", path, TIERED_MEMORY_KEY=KEY)
-        lines = kill_after(process, rng.uniform(0.1, 0.4), ready=True)
+        worker = spawn_worker("encrypted-write", str(path), env={"TIERED_MEMORY_KEY": KEY})
+        lines = worker.kill(after=rng.uniform(0.1, 0.4))
         written |= {line for line in lines if line != "READY"}
         assert _opens_with(path, [KEY, "other"]) == [KEY]
         assert written <= _ids_in(path, KEY)
@@ -275,6 +275,9 @@ def test_sigkill_during_encrypted_writes_loses_nothing(tmp_path: Path) -> None:
     assert len(written) > 4
 
 
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:
     path = tmp_path / "rekey.db"
     keys = [f"key-{n}" for n in range(7)]
@@ -286,8 +289,9 @@ def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:
     delays = [0.0, 0.01, 0.02, 0.04, 0.07, 0.3]
     current, outcomes = keys[0], []
     for new, delay in zip(keys[1:], delays, strict=True):
-        process = _worker("rekey", path, TIERED_MEMORY_KEY=current, NEW_KEY=new)
-        lines = kill_after(process, delay, ready=True)
+        keys_env = {"TIERED_MEMORY_KEY": current, "NEW_KEY": new}
+        worker = spawn_worker("rekey", str(path), env=keys_env)
+        lines = worker.kill(after=delay)
         opened = _opens_with(path, [current, new])
         assert len(opened) == 1, f"the file opens with {opened}"
         if "REKEYED" in lines:
@@ -298,6 +302,8 @@ def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:
     print(f"key after each kill: {outcomes}")
 
 
+@pytest.mark.crash
+@pytest.mark.subprocess
 @needs_root
 def test_read_only_storage_reads_an_encrypted_file(disk: Path) -> None:  # noqa: F811
     db, with_wal, bare_wal = disk / "plain-wal.db", disk / "wal.db", disk / "bare.db"

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,8 @@ def corpora(draw: st.DrawFn) -> tuple[list[Memory], MemoryFilter, str, int]:
     return records, where, draw(st.sampled_from(WORDS)), draw(st.integers(1, 12))
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

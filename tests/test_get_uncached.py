@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tiered_memory import AgentMemoryManager
+
+pytestmark = [pytest.mark.subprocess]
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 

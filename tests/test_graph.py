@@ -156,6 +156,7 @@ def test_source_links_a_direct_call_to_a_memory(memory: AgentMemoryManager) -> N
         memory.graph.relate("Ana", "works_with", "Bo", source=m.id)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("call", "error"),
     [

@@ -5,18 +5,18 @@ lost; the extraction queue then finishes where it stopped."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
 from persistence.sqlite.sql import graph_sql
-from tests.crash_checks import kill_after
 from tests.data_checks import open_raw
+from tests.processes import spawn_worker
 from tiered_memory import AgentMemoryManager
 
-WORKER = str(Path(__file__).with_name("graph_worker.py"))
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
+
 KILLS = 8
 
 
@@ -27,13 +27,9 @@ def test_sigkill_leaves_a_consistent_graph_and_resumable_extraction(tmp_path: Pa
     forgotten: set[str] = set()
     doomed: set[str] = set()  # forget() was called; it may have committed before the kill
     operations: set[str] = set()
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(KILLS):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, str(path), str(kill)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-        )  # fmt: skip
-        lines = kill_after(process, rng.uniform(1.2, 2.2))
+        worker = spawn_worker(str(path), str(kill), script="graph_worker.py", ready=None)
+        lines = worker.kill(after=rng.uniform(1.2, 2.2))
         if not path.exists():  # killed while starting (a loaded machine): nothing written
             assert not lines
             continue

@@ -153,6 +153,8 @@ def test_a_boolean_format_version_is_refused(setup: Any) -> None:
     assert data_checksum(root / "db.db") == checksum
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=1500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(data=st.data(), mode=st.sampled_from(["replace", "merge"]))

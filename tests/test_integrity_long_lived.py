@@ -47,6 +47,7 @@ def test_the_issue_example_backs_up(tmp_path: Path) -> None:
         assert memory.backup().is_file()
 
 
+@pytest.mark.slow
 def test_thousands_of_interleaved_steps_never_report_false_damage(tmp_path: Path) -> None:
     rng = random.Random(13)
     checks = backups = 0

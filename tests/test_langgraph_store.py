@@ -106,6 +106,8 @@ def _triple(item: Any) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
     return None if item is None else (tuple(item.namespace), item.key, item.value)
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=20))
 def test_same_results_as_langgraphs_in_memory_store(batches: list[list[tuple[str, Op]]]) -> None:
@@ -237,6 +239,8 @@ GRAPH = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(tmp_path: Path) -> None:
     script = tmp_path / "graph.py"
     script.write_text(GRAPH)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -30,6 +32,7 @@ def test_the_domain_imports_only_what_persistence_exports() -> None:
     assert private == []
 
 
+@pytest.mark.slow
 def test_persistence_never_imports_the_domain() -> None:
     assert [(f, m) for f, m in _imports("persistence") if m.startswith("tiered_memory")] == []
 

@@ -9,11 +9,7 @@ backup under way in another live process keeps its file and completes.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +18,9 @@ import pytest
 from persistence.sqlite import BackupManager, SQLiteStore
 from persistence.sqlite.leftovers import held_temp, remove_stale
 from tests.data_checks import data_checksum
+from tests.processes import Worker, spawn_worker
 from tiered_memory import AgentMemoryManager, Tier
 
-WORKER = str(Path(__file__).with_name("worker.py"))
 KILLS = 4
 
 
@@ -49,25 +45,19 @@ def leftovers_in(*directories: Path) -> list[str]:
     )
 
 
-def _start(op: str, live: Path, arg: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen([sys.executable, WORKER, "operate", op, str(live), arg],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
-    assert process.stdout is not None and process.stdout.readline().strip() == "GO"
-    return process
+def _start(op: str, live: Path, arg: str) -> Worker:
+    worker = spawn_worker("operate", op, str(live), arg, ready="GO", stdin=True, quiet=False)
+    assert worker.lines == ["GO"]
+    return worker
 
 
-def _kill_when_leftovers_appear(
-    process: subprocess.Popen[str], directory: Path, rng: random.Random
-) -> None:
+def _kill_when_leftovers_appear(worker: Worker, directory: Path, rng: random.Random) -> None:
     """SIGKILL the worker a random moment after its first temporary file shows up."""
     deadline = time.monotonic() + 120
-    while not leftovers_in(directory) and process.poll() is None:
+    while not leftovers_in(directory) and worker.process.poll() is None:
         assert time.monotonic() < deadline, "the operation never made a temporary file"
         time.sleep(0.001)
-    time.sleep(rng.uniform(0.0, 0.05))
-    process.send_signal(signal.SIGKILL)
-    process.communicate(timeout=60)
+    worker.kill(after=rng.uniform(0.0, 0.05))
 
 
 def _next_operation(kind: str, live: Path, snapshot: Path | None = None) -> None:
@@ -85,6 +75,9 @@ def _next_operation(kind: str, live: Path, snapshot: Path | None = None) -> None
             backups.run_maintenance()
 
 
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 @pytest.mark.parametrize("op", ["backup", "restore"])
 def test_sigkilled_operations_leave_nothing_after_the_next_one(
     source: Path, tmp_path: Path, op: str
@@ -111,14 +104,16 @@ def test_sigkilled_operations_leave_nothing_after_the_next_one(
     assert left_behind, "no kill landed while the operation had its temporary files"
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_backup_under_way_in_another_process_is_never_touched(
     source: Path, tmp_path: Path
 ) -> None:
     live = tmp_path / "live.db"
     live.write_bytes(source.read_bytes())
-    process = _start("paused-backup", live, "100")
-    assert process.stdin is not None and process.stdout is not None
-    assert process.stdout.readline().strip() == "WORKING"
+    worker = _start("paused-backup", live, "100")
+    assert worker.process.stdin is not None
+    assert worker.readline() == "WORKING"
     folder = tmp_path / "live-backups"
     in_use = leftovers_in(folder)  # the snapshot being written (and SQLite's journal)
     [partial] = [name for name in in_use if name.endswith(".partial")]
@@ -126,10 +121,10 @@ def test_a_backup_under_way_in_another_process_is_never_touched(
     for kind in ("open", "backup", "maintain"):  # each of them cleans up
         _next_operation(kind, live, tmp_path / "meanwhile.db")  # not the worker's name
         assert leftovers_in(folder) == in_use
-    process.stdin.write("go on\n")
-    process.stdin.flush()
-    out, _ = process.communicate(timeout=120)
-    assert "DONE" in out and process.returncode == 0
+    worker.process.stdin.write("go on\n")
+    worker.process.stdin.flush()
+    lines = worker.finish(timeout=120)
+    assert any("DONE" in line for line in lines) and worker.returncode == 0
     assert leftovers_in(folder) == []
     snapshots = [*folder.glob("live-*.db"), tmp_path / "meanwhile.db"]
     assert len(snapshots) == 2  # the worker's and the one taken meanwhile

@@ -31,6 +31,8 @@ def test_sqlite_log_messages_reach_the_tiered_memory_sqlite_logger(
         assert max(r.levelno for r in logged) <= logging.INFO  # routine: not printed by default
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_nothing_is_printed_when_the_application_configures_no_logging(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""

@@ -132,6 +132,7 @@ def test_remember_stores_everything_and_schedules_a_review(
     assert memory.get_session(session.session_id).last_active_at == clock()  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [

@@ -7,17 +7,18 @@ not decayed); no promotion, remember or forget is half done.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
 from persistence import Tier
-from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
+from tests.crash_checks import assert_no_half_done_promotion, read_state
+from tests.processes import spawn_worker
 from tiered_memory import AgentMemoryManager
 
-WORKER = str(Path(__file__).with_name("worker.py"))
+pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
+
 KILLS = 25
 
 
@@ -27,16 +28,9 @@ def test_sigkill_during_remember_promote_and_decay(tmp_path: Path) -> None:
     written: set[str] = set()
     promoted: set[str] = set()
     decays = 0
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(KILLS):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, "manager-crash", str(path), str(kill)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        for line in kill_after(process, rng.uniform(0.4, 0.9), ready=True):
+        worker = spawn_worker("manager-crash", str(path), str(kill))
+        for line in worker.kill(after=rng.uniform(0.4, 0.9)):
             kind, *rest = line.split()
             if kind == "W":
                 written.add(rest[0])

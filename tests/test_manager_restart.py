@@ -6,6 +6,7 @@ import gc
 from pathlib import Path
 
 import apsw
+import pytest
 
 from persistence import Memory, Tier
 from tests.conftest import FakeClock
@@ -31,6 +32,7 @@ def _everything(memory: AgentMemoryManager, session_id: str) -> dict[str, object
     }
 
 
+@pytest.mark.slow
 def test_everything_survives_close_and_reopen(db_path: Path, clock: FakeClock) -> None:
     with AgentMemoryManager.open(db_path, clock=clock) as memory:
         session = memory.start_session(metadata={"user": "ann"})
@@ -73,6 +75,7 @@ def _live_memories() -> int:
     return sum(isinstance(o, Memory) for o in gc.get_objects())
 
 
+@pytest.mark.slow
 def test_a_file_of_50k_memories_opens_without_loading_them(tmp_path: Path) -> None:
     path = tmp_path / "big.db"
     _fill_raw(path, 50_000)

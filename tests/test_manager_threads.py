@@ -65,6 +65,7 @@ def test_a_reader_racing_a_promotion_never_keeps_a_stale_tier(memory: AgentMemor
     assert {memory.get(e.id).tier for e in entries} == {Tier.EPISODIC}  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_eight_threads_through_the_manager_lose_nothing(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

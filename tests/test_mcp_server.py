@@ -21,6 +21,8 @@ from persistence import TieredMemoryError
 from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, Tier
 
+pytestmark = [pytest.mark.subprocess]
+
 TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
          "append_transcript", "statistics"}  # fmt: skip
 COMMAND = str(Path(sys.executable).parent / "tiered-memory")
@@ -65,6 +67,7 @@ def python_message(call: Any) -> str:
     return str(raised.value)
 
 
+@pytest.mark.slow
 def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
 
@@ -113,6 +116,7 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
         assert memory.statistics().storage.forgotten_count == 1
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_tool_errors_with_the_librarys_message(tmp_path: Path) -> None:
     cases = [
         ("remember", {"content": "x", "importance": 2.0},
@@ -153,6 +157,8 @@ def _server_pid(db: Path) -> int:
     raise AssertionError("server process not found")
 
 
+@pytest.mark.slow
+@pytest.mark.crash
 def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     acknowledged: list[str] = []

@@ -141,6 +141,7 @@ def _any_id(memory: AgentMemoryManager) -> str:
     return memory.query(Tier.EPISODIC)[0].id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", sorted(MUTATIONS))
 def test_every_mutating_call_raises_read_only_error_and_changes_nothing(
     filled: Path, tmp_path: Path, call: str
@@ -274,6 +275,8 @@ def leave_a_wal(db: Path) -> None:
     assert Path(f"{db}-wal").stat().st_size > 0 and Path(f"{db}-shm").exists()
 
 
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_a_wal_left_by_a_killed_writer_is_read_and_left_alone(filled: Path) -> None:
     leave_a_wal(filled)
     before = fingerprint(filled)

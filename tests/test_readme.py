@@ -29,6 +29,7 @@ def test_quick_start_runs_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert stats.promotion_count >= 1 and stats.forgotten_count >= 1
 
 
+@pytest.mark.subprocess
 def test_demo_runs_and_shows_what_survived_a_restart(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tiered_memory.demo", str(tmp_path / "demo.db")],
@@ -49,6 +50,7 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
 
 
+@pytest.mark.slow
 def test_every_readme_example_runs_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +123,8 @@ LOCOMO_LIKE = [
 ]  # made-up conversation in LoCoMo's format (the real data is not in the repository)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_the_locomo_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
     data = tmp_path / "tiny-locomo.json"
     data.write_text(json.dumps(LOCOMO_LIKE))
@@ -134,6 +138,7 @@ def test_the_locomo_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
     assert "| tiered-memory | overall (1-4) | 2 | 1.000 |" in result.stdout
 
 
+@pytest.mark.subprocess
 def test_the_locomo_evaluation_says_where_to_get_the_data(tmp_path: Path) -> None:
     clone = tmp_path / "clone" / "benchmarks"  # no ../shared beside this one
     clone.mkdir(parents=True)

@@ -44,6 +44,7 @@ def test_vectors_are_unit_float32_and_padding_does_not_change_them() -> None:
     assert EMBEDDER.embed([]).shape == (0, 384)
 
 
+@pytest.mark.slow
 def test_long_texts_are_embedded_a_few_at_a_time_with_the_same_vectors() -> None:
     """Batches hold about ``batch_tokens`` tokens: 256-token texts go four at a time,
     short ones ``batch_size`` at a time, and the vectors do not depend on the batching."""
@@ -81,6 +82,7 @@ def test_any_model_folder_works_and_a_missing_one_is_an_error(tmp_path: Path) ->
 # --- keyword query safety --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     ['cat AND "dog', "NEAR(hiking alps)", "x -y", "title:secret", "prefix*", "((unbalanced",
@@ -218,6 +220,7 @@ def test_vector_distances_are_exact_and_skip_memories_without_a_vector(
         memory.store.vector_distances(query, [3])  # type: ignore[list-item]
 
 
+@pytest.mark.slow
 def test_filters_are_applied_and_reported(memory: AgentMemoryManager, clock: FakeClock) -> None:
     session = memory.start_session()
     mine = memory.remember("Anna likes green tea", session_id=session.session_id, tags=["drinks"],
@@ -350,6 +353,7 @@ def test_settings_out_of_range_are_refused() -> None:
             RecallSettings(**bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fusion", ["rrf", "score"])
 def test_stopping_early_never_changes_the_top_k(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock, fusion: str

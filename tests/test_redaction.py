@@ -73,6 +73,7 @@ def test_no_false_positive_in_conversations_or_the_readme() -> None:
     assert found == []
 
 
+@pytest.mark.slow
 def test_nothing_of_a_secret_reaches_the_file_wal_backup_or_export(
     tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -192,6 +193,8 @@ def test_import_can_refuse_secrets_and_then_changes_nothing(
     assert data_checksum(db) == before
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_cli_import_refuses_or_redacts_and_stats_counts(
     tmp_path: Path, export_with_secrets: Path
 ) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +9,10 @@ import pytest
 
 from persistence import EmbeddingModelMismatchError, Tier
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
-from tests.crash_checks import kill_after
 from tests.data_checks import data_checksum, open_raw
+from tests.processes import spawn_worker
 from tests.worker import HashEmbedder, hash_vector
 from tiered_memory import AgentMemoryManager
-
-WORKER = str(Path(__file__).with_name("worker.py"))
 
 
 def model_a_file(path: Path, count: int = 30) -> dict[str, str]:
@@ -115,15 +110,16 @@ def test_a_failed_swap_leaves_the_file_as_it_was(db_path: Path) -> None:
     assert data_checksum(db_path) == before
 
 
+@pytest.mark.slow
+@pytest.mark.crash
+@pytest.mark.subprocess
 def test_a_killed_reembedding_leaves_the_old_model_and_resumes(db_path: Path) -> None:
     contents = model_a_file(db_path, 400)
     old = embeddings(db_path)
-    process = subprocess.Popen([sys.executable, WORKER, "reembed", str(db_path)],
-                               stdout=subprocess.PIPE, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})  # fmt: skip
-    assert process.stdout is not None and process.stdout.readline().strip() == "READY"
-    assert process.stdout.readline().startswith("EMBEDDED")  # the rebuild is under way
-    lines = kill_after(process, 0.08)
+    worker = spawn_worker("reembed", str(db_path), quiet=False)
+    assert worker.lines == ["READY"]
+    assert worker.readline().startswith("EMBEDDED")  # the rebuild is under way
+    lines = worker.kill(after=0.08)
     assert "DONE" not in lines
     assert embeddings(db_path) == old  # every live vector is still model A's
     conn = open_raw(db_path, readonly=True)

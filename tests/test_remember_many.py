@@ -89,6 +89,7 @@ def test_the_old_call_form_still_works(make_memory: Make) -> None:
     assert memory.remember_many([]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("bad", "error"),
     [

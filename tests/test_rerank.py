@@ -102,6 +102,7 @@ def test_cross_encoder_needs_a_model_folder(tmp_path: Path) -> None:
         OnnxCrossEncoder.from_directory(broken).score("q", None, [RerankCandidate("a", "b", None)])
 
 
+@pytest.mark.slow
 def test_reranker_reorders_the_top_n_and_joins_the_explanation(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:

@@ -156,6 +156,7 @@ def _state(memory: AgentMemoryManager) -> tuple[dict[str, str], int, dict[str, s
     return in_ram, memory.scratchpad.tokens, in_file
 
 
+@pytest.mark.slow
 def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(tmp_path: Path) -> None:
     """put/get/delete/tokens/statistics from 8 threads at once: no exception (``tokens``
     once iterated a dict that ``get`` reordered on another thread), and the end state

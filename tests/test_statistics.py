@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tiered_memory import AgentMemoryManager
+
+pytestmark = [pytest.mark.subprocess]
 
 CLI = str(Path(sys.executable).with_name("tiered-memory"))
 

@@ -64,6 +64,7 @@ def document(tmp_path: Path, n: int) -> Path:
         return memory.export_json(tmp_path / "source.json")
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_memory(
     disk: Path, tmp_path: Path
@@ -140,6 +141,7 @@ def test_export_and_backup_to_a_full_disk_leave_nothing_behind(disk: Path, tmp_p
     assert fingerprint(db) == before
 
 
+@pytest.mark.slow
 @needs_root
 def test_read_only_storage_is_read_and_never_written(disk: Path, tmp_path: Path) -> None:
     db, with_wal, bare_wal = disk / "agent.db", disk / "wal.db", disk / "bare.db"
@@ -183,6 +185,7 @@ def test_read_only_storage_is_read_and_never_written(disk: Path, tmp_path: Path)
     assert sorted(p.name for p in disk.iterdir()) == listing
 
 
+@pytest.mark.slow
 def test_a_failed_last_write_still_closes_the_file(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     memory = AgentMemoryManager.open(db, recall_review_batch=100, **NO_MODEL)

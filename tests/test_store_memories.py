@@ -156,6 +156,7 @@ BAD_FIELDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("field", "value", "error"), BAD_FIELDS)
 def test_bad_input_raises_and_changes_nothing(
     store: SQLiteStore, field: str, value: object, error: type[Exception]
@@ -271,6 +272,7 @@ def test_order_limit_offset(store: SQLiteStore, corpus: list[Memory]) -> None:
     assert store.query_semantic() == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [

@@ -81,6 +81,7 @@ def test_deleting_a_session_deletes_its_transcript_but_not_its_memories(
     assert store.delete_session("s1") is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "bad",
     [

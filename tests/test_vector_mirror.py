@@ -84,6 +84,7 @@ def test_sign_bits_pad_dimensions_that_are_not_whole_words() -> None:
     assert bits[0].tolist() == [0b101, 0]
 
 
+@pytest.mark.slow
 def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(
     store: SQLiteStore, dim: int
 ) -> None:
@@ -203,6 +204,7 @@ def test_a_log_trimmed_past_the_copy_makes_it_reload(db_path: Path) -> None:
         assert nearest(store, vectors[30], 1) == ["late10"]
 
 
+@pytest.mark.slow
 def test_many_forgets_compact_the_copy_and_answers_stay_right(
     file_store: SQLiteStore, dim: int
 ) -> None:
@@ -272,6 +274,7 @@ def test_odd_ids_round_trip_and_are_found_after_resorting(
     assert remaining == set(ids[1::2])
 
 
+@pytest.mark.slow
 def test_random_operations_keep_the_copy_equal_to_the_file(
     resorting: Callable[[int], SQLiteStore],
 ) -> None:
@@ -312,6 +315,7 @@ def test_random_operations_keep_the_copy_equal_to_the_file(
     assert nearest(store, vector, 1, tier) == [memory_id]
 
 
+@pytest.mark.slow
 def test_a_loaded_copy_keeps_no_id_dict_and_has_room_for_the_writes_after_it(
     file_store: SQLiteStore,
 ) -> None:

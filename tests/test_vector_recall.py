@@ -54,6 +54,7 @@ def _queries(vectors: np.ndarray, rng: np.random.Generator, kind: str) -> np.nda
     return queries / np.linalg.norm(queries, axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["random", "positive"])
 def test_recall_at_10_holds_against_exact_search(tmp_path: Path, kind: str) -> None:
     """recall@10 >= 0.95 against an exact scan, unfiltered and with a filter passing half

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,28 +68,3 @@ def assert_no_half_done_promotion(state: FileState, tags_per_memory: int) -> Non
         assert current is tiers[0], f"{memory_id} is in {tiers[0]} but its log ends at {current}"
         assert state.tag_counts.get(memory_id) == tags_per_memory, f"{memory_id} lost tags"
     assert set(state.log) <= set(state.where) | state.forgotten, "log names an unknown memory"
-
-
-def kill_after(process: subprocess.Popen[str], delay: float, *, ready: bool = False) -> list[str]:
-    """SIGKILL ``process`` after ``delay`` seconds; return its complete output lines.
-
-    With ``ready`` the delay counts from the worker's ``READY`` line, not from its start,
-    so a loaded machine's slow interpreter start-up does not eat the whole kill window.
-    """
-    early: list[str] = []
-    if ready:
-        assert process.stdout is not None
-        for line in process.stdout:  # blocks until the worker is up (or exits)
-            early.append(line.rstrip("\n"))
-            if line.startswith("READY"):
-                break
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    if not ready:
-        out, _ = process.communicate(timeout=30)
-        return out.split("\n")[:-1]  # the last piece is an unfinished line (or empty)
-    # communicate() would read the pipe past the text buffer that already holds lines.
-    assert process.stdout is not None
-    out = process.stdout.read()  # EOF once the killed process is gone
-    process.wait(timeout=30)
-    return early + out.split("\n")[:-1]  # the last piece is an unfinished line (or empty)

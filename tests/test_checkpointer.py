@@ -6,10 +6,7 @@ a SIGKILL while it copies loses no returned write."""
 from __future__ import annotations
 
 import logging
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,9 +18,9 @@ from persistence import Memory, Tier
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.checkpointer import FAILURES_TO_STOP, HARD_FACTOR
-from tests.crash_checks import assert_no_half_done_promotion, kill_after, read_state
+from tests.crash_checks import assert_no_half_done_promotion, read_state
+from tests.processes import spawn_worker
 
-WORKER = str(Path(__file__).with_name("worker.py"))
 PAGES = 64
 FRAME = 4096 + 24
 
@@ -133,19 +130,11 @@ def test_sigkill_while_the_thread_checkpoints_loses_no_returned_write(tmp_path: 
     path = tmp_path / "checkpoint-crash.db"
     rng = random.Random(18)
     reported: set[str] = set()
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(8):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, "checkpoint-crash", str(path), str(kill)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        assert process.stdout is not None
-        ready = process.stdout.readline()  # opened (and migrated): the kill lands mid-writes
-        assert ready.strip() == "READY", ready
-        for line in kill_after(process, rng.uniform(0.1, 0.5)):
+        # READY: opened (and migrated), so the kill lands mid-writes
+        worker = spawn_worker("checkpoint-crash", str(path), str(kill))
+        assert worker.lines == ["READY"], worker.lines
+        for line in worker.kill(after=rng.uniform(0.1, 0.5))[1:]:
             parts = line.split()
             if parts[0] == "W":
                 reported.add(parts[1])
@@ -264,19 +253,10 @@ def test_sigkill_while_the_thread_merges_loses_no_returned_write(tmp_path: Path)
     path = tmp_path / "merge-crash.db"
     rng = random.Random(27)
     reported: dict[str, str] = {}
-    env = os.environ | {"PYTHONUNBUFFERED": "1"}
     for kill in range(6):
-        process = subprocess.Popen(
-            [sys.executable, WORKER, "merge-crash", str(path), str(kill)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        assert process.stdout is not None
-        ready = process.stdout.readline()
-        assert ready.strip() == "READY", ready
-        for line in kill_after(process, rng.uniform(0.3, 1.2)):
+        worker = spawn_worker("merge-crash", str(path), str(kill))
+        assert worker.lines == ["READY"], worker.lines
+        for line in worker.kill(after=rng.uniform(0.3, 1.2))[1:]:
             parts = line.split()
             if parts[0] == "W":
                 reported[parts[1]] = parts[2]

@@ -56,7 +56,7 @@ BACKUP_EVERY_S = (10.0, 20.0)  # each worker backs up once per this many seconds
 class TinyEmbedder:
     """A deterministic stand-in model: a hashed bag of words, 32 dims, L2-normalised.
 
-    Implements the public :class:`tiered_memory.embeddings.Embedder` protocol without
+    Implements the public :class:`tiered_memory.embedding.Embedder` protocol without
     loading anything, so ``--embed`` exercises the embedding queue and vector search.
     """
 

@@ -471,7 +471,8 @@ def _check_restore_source(src: apsw.Connection, path: Path) -> int:
 
 def _partial_beside(final: Path) -> AbstractContextManager[Path]:
     """A new, empty, private, locked temporary file next to ``final`` (unique per call),
-    deleted when the block ends unless it was published (see :mod:`persistence.leftovers`)."""
+    deleted when the block ends unless it was published (see
+    :mod:`persistence.sqlite.leftovers`)."""
     return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
 
 

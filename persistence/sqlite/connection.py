@@ -46,7 +46,7 @@ MEMORY_PATH = ":memory:"
 class ConnectionOptions:
     """Per-connection settings. ``synchronous="FULL"`` also survives power loss.
 
-    ``key`` (bytes, see :mod:`persistence.encryption`) is given to every connection
+    ``key`` (bytes, see :mod:`persistence.sqlite.encryption`) is given to every connection
     before it reads anything; it is left out of the repr.
     """
 

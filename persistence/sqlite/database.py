@@ -57,7 +57,7 @@ logger = logging.getLogger("tiered_memory")
 
 RESET_AFTER_CHANGES = 20_000
 """The default ``reset_after_changes``: a transaction that changed this many rows (about
-2,000 memories) is followed by :func:`~persistence.connection.connection_reset_schema`
+2,000 memories) is followed by :func:`~persistence.sqlite.connection.connection_reset_schema`
 on the writer: FTS5's pending-terms hash, grown by such a batch, would otherwise slow
 every later commit."""
 

@@ -373,7 +373,7 @@ class GraphStore:
 
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
         """Entities within ``depth`` hops, each with its best-supported shallowest path
-        (see :func:`persistence.graph_sql.walk`)."""
+        (see :func:`persistence.sqlite.sql.graph_sql.walk`)."""
         with self.reading() as conn:
             return graph_sql.walk(conn, entity_id, depth, at, fanout, cap)
 

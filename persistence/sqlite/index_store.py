@@ -117,7 +117,7 @@ class IndexStore:
 
         Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``) come
         from the in-RAM copy of the index (3-bit codes, searched in two stages: see
-        :mod:`persistence.vector_mirror`); exact cosine re-ranks them. With a
+        :mod:`persistence.sqlite.vector_mirror`); exact cosine re-ranks them. With a
         filter ``where``, the candidates that pass it count: when too few do, the share
         that passed estimates how many the filter accepts; at most ``exact_scan_max``
         (default ``EXACT_SCAN_MAX``): all of them are compared exactly, else the copy is
@@ -234,7 +234,7 @@ class IndexStore:
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Embeddings cached for ``model_id`` by content hash
-        (:func:`~persistence.embedding_cache_sql.content_hash`)."""
+        (:func:`~persistence.records.content_hash`)."""
         require_str(model_id, "model_id", allow_empty=False)
         if not all(isinstance(h, bytes) for h in hashes):
             raise InvalidTypeError("hashes must be bytes (see content_hash)")

@@ -12,7 +12,7 @@ model's (mean cosine 0.99 on LoCoMo turns) but not the same, so the profile has 
 model id, and LoCoMo recall is unchanged (README).
 
 Built once into the cache directory (the quality profile's, see
-:func:`tiered_memory.quality_model.cache_dir`), published whole (written beside, then
+:func:`tiered_memory.embedding.quality_model.cache_dir`), published whole (written beside, then
 renamed) and checked before it is published: on probe sentences its vectors must agree
 with the source model's. Needs the ``onnx`` package (extra ``compact``); nothing is
 downloaded.

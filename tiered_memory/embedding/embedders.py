@@ -46,7 +46,7 @@ class OnnxEmbedder(OnnxEncoder):
     ) -> OnnxEmbedder:
         """The quality profile: all-mpnet-base-v2 (768 dimensions, 384 tokens), built
         once from the ``mpnet`` extra's packages into the cache directory (see
-        :mod:`tiered_memory.quality_model`; about 20 s and 440 MB). Slower than the
+        :mod:`tiered_memory.embedding.quality_model`; about 20 s and 440 MB). Slower than the
         default MiniLM; finds more on conversations (README)."""
         folder = quality_model.build(None if cache is None else Path(cache))
         return cls(folder, threads=threads, max_length=384, model_id=quality_model.MODEL_ID)
@@ -56,7 +56,7 @@ class OnnxEmbedder(OnnxEncoder):
         cls, *, threads: int = 1, cache: str | os.PathLike[str] | None = None
     ) -> OnnxEmbedder:
         """The compact profile: the default MiniLM requantized for onnxruntime's integer
-        kernels (see :mod:`tiered_memory.compact_model`): about half the RAM and twice
+        kernels (see :mod:`tiered_memory.embedding.compact_model`): about half the RAM and twice
         the speed, the same LoCoMo recall, its own model id. Built once (a few seconds)
         from the packaged model into the cache directory; needs the ``compact`` extra."""
         folder = compact_model.build(None if cache is None else Path(cache))

@@ -6,7 +6,7 @@ five; every part's sha256 is pinned here). :func:`build` reads ``model.safetenso
 from that zip and writes the MPNet encoder as an ONNX graph with the ``onnx`` package's
 helpers (float32: embeddings, 12 layers of self-attention with MPNet's relative position
 bias, GELU feed-forward, post-layer norms; output the last hidden state, which
-:class:`~tiered_memory.embeddings.OnnxEmbedder` mean-pools and normalises), once, into
+:class:`~tiered_memory.embedding.embedders.OnnxEmbedder` mean-pools and normalises), once, into
 the user's cache directory, and checks the result against a pinned sha256. Nothing is
 downloaded.
 """

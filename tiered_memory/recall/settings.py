@@ -59,17 +59,17 @@ class RecallSettings:
     the vector ranks: MiniLM is the weaker signal on conversations), RRF constant
     ``rrf_k``; these three play no part in score fusion.
 
-    The graph signal (:mod:`tiered_memory.graph_recall`: memories about the entities the
+    The graph signal (:mod:`tiered_memory.recall.graph_signal`: memories about the entities the
     query names, and with ``graph_hops=1`` about their neighbours at ``graph_hop_decay``
     the weight) weighs ``graph_weight`` in rank fusion and adds ``graph_share`` of its
     normalised score in score fusion. Score fusion has it on at ``graph_share=0.05``
     (LoCoMo: recall@5 up on the tuning and the check conversations, recall@10 the same;
     README); rank fusion has it off (``graph_weight=0``: it lowered recall there).
 
-    Conversation signals (:mod:`tiered_memory.conversation`): the memory after a
+    Conversation signals (:mod:`tiered_memory.recall.conversation`): the memory after a
     question among the candidates gains ``adjacency_weight`` times the question's fused
     value; when the query names exactly one speaker, their memories gain
-    ``speaker_boost``. A ``reranker`` (:mod:`tiered_memory.rerank`; none by default)
+    ``speaker_boost``. A ``reranker`` (:mod:`tiered_memory.recall.rerank`; none by default)
     scores the best ``rerank_depth`` fused candidates, adding ``rerank_weight`` times
     its score. The defaults were chosen on LoCoMo conv-26/30/41 and checked on
     conv-42/43 (README)."""

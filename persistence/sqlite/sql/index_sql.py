@@ -5,7 +5,7 @@ The vector table needs the embedding dimension, so it is created when the file f
 records one (in that same transaction), with triggers that keep it in step with the
 tier tables: a bit-quantized copy of each vector when the dimension is a multiple of 8,
 else the floats. Searches choose candidates from the in-RAM copy
-(:mod:`persistence.vector_mirror`) and re-rank them here by exact cosine.
+(:mod:`persistence.sqlite.vector_mirror`) and re-rank them here by exact cosine.
 """
 
 from __future__ import annotations

@@ -41,8 +41,13 @@ class Background:
         return checkpointer is not None and checkpointer.running
 
     def start(self, writer: apsw.Connection, options: ConnectionOptions) -> None:
-        """The checkpointer (a file's, with ``wal_autocheckpoint`` on), then the jobs."""
+        """The checkpointer (a file's, with ``wal_autocheckpoint`` on), then the jobs: only
+        beside a checkpointer, since what they write is checkpointed by it (a file opened
+        with ``wal_autocheckpoint=0`` gets no background work at all, as before the
+        jobs had threads of their own)."""
         self.start_checkpointer(writer, options)
+        if self.checkpointer is None:
+            return
         for job in self.jobs:
             job.start(writer)
 

@@ -19,7 +19,8 @@ when, is decided here. The invariants:
    the index's segments step by step, each step a short transaction on the writer's own
    connection under its lock (so ``data_version`` never reports it as another
    process's change), skipped when the writer is busy; then it asks for a checkpoint of
-   what it wrote. Read-only and in-memory stores merge nothing in the background.
+   what it wrote. Read-only and in-memory stores, and files opened with
+   ``wal_autocheckpoint=0``, merge nothing in the background.
 
 The commit hook also collects the knowledge graph's garbage (memories deleted in the
 transaction): one statement looks for both kinds of work, and every ``remember()``

@@ -256,7 +256,7 @@ class MemoryStore:
                 metadata=metadata,
                 updated_at=max(now, memory.created_at),
             )
-            conn.execute(f"DELETE FROM {memory_sql.TABLE[source]} WHERE id = ?", (memory_id,))
+            memory_sql.remove_row(conn, source, memory_id)
             blob = None if memory.embedding is None else encode_embedding(memory.embedding, None)
             memory_sql.upsert(conn, moved, memory_sql.encode_row(moved, blob))
             return memory_sql.log_promotion(conn, memory_id, source, target, now, reason)

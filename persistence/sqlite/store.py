@@ -60,8 +60,6 @@ from persistence.sqlite.connection import (
     connect_read_only,
     connection_optimize,
     connection_wal,
-    query_all,
-    query_value,
 )
 from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
 from persistence.sqlite.encryption import Key, key_bytes, require_cipher
@@ -71,7 +69,7 @@ from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import MemoryStore
 from persistence.sqlite.schedule_store import ScheduleStore
 from persistence.sqlite.session_store import SessionStore
-from persistence.sqlite.sql import memory_sql
+from persistence.sqlite.sql import memory_sql, stats_sql
 from persistence.sqlite.sql.conversation_sql import Turn
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -586,20 +584,6 @@ class SQLiteStore:
             return _statistics(conn, self.path)
 
 
-_STAT_QUERIES = {
-    "session_count": "SELECT count(*) FROM sessions",
-    "active_session_count": "SELECT count(*) FROM sessions WHERE is_active = 1",
-    "transcript_count": "SELECT count(*) FROM session_transcripts",
-    "schedule_count": "SELECT count(*) FROM repetition_schedules",
-    "promotion_count": "SELECT count(*) FROM promotion_log",
-    "forgotten_count": "SELECT count(*) FROM forgetting_log",
-    "unembedded_count": "SELECT (SELECT count(*) FROM scratchpad WHERE embedding IS NULL) + "
-    "(SELECT count(*) FROM episodic WHERE embedding IS NULL) + "
-    "(SELECT count(*) FROM semantic WHERE embedding IS NULL)",
-    "embedding_cache_count": "SELECT count(*) FROM embedding_cache",
-}
-
-
 def _file_size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -642,12 +626,9 @@ def _existing_version(path: str, options: ConnectionOptions) -> int:
 def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> None:
     """A file without a schema version is another application's, or new and empty
     (which only a read-write open may turn into a database)."""
-    tables = query_all(
-        conn,
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
-    )
+    tables = stats_sql.user_tables(conn)
     if tables:
-        names = ", ".join(sorted(t[0] for t in tables)[:5])
+        names = ", ".join(tables[:5])
         raise ForeignDatabaseError(
             f"{path} is a SQLite database of another application (tables: {names}); "
             "it was left untouched: use a new file"
@@ -666,7 +647,7 @@ def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
         conn.execute("BEGIN")
     try:
         counts = [memory_sql.count(conn, tier) for tier in Tier]
-        scalar = {name: int(query_value(conn, sql)) for name, sql in _STAT_QUERIES.items()}
+        scalar = stats_sql.counts(conn)
         version = read_schema_version(conn)
         page_size = int(conn.pragma("page_size"))
         page_count = int(conn.pragma("page_count"))

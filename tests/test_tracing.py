@@ -95,3 +95,19 @@ def test_an_in_memory_manager_traces_too() -> None:
     with AgentMemoryManager.in_memory(trace=seen.append, embedder=None) as memory:
         memory.remember("in RAM")
     assert any(s.sql.lstrip().upper().startswith("INSERT") for s in seen)
+
+
+def test_a_key_is_never_handed_to_the_trace(tmp_path: Path) -> None:
+    seen: list[TracedStatement] = []
+    path = tmp_path / "secret.db"
+    with AgentMemoryManager.open(path, key="old key", trace=seen.append, embedder=None) as memory:
+        memory.remember("kept under a key")
+        memory.rekey("NEW-SECRET-KEY")
+        memory.remember("after the rekey")
+    assert seen
+    texts = " ".join(s.sql for s in seen).lower()
+    for secret in ("old key", "new-secret-key", b"old key".hex(), b"NEW-SECRET-KEY".hex()):
+        assert secret.lower() not in texts
+    assert "key" not in {s.sql.split("(")[0].split()[-1].strip('"').lower() for s in seen}
+    with AgentMemoryManager.open(path, key="NEW-SECRET-KEY", embedder=None) as memory:
+        assert len(memory.query()) == 2

@@ -10,13 +10,16 @@ SQLite runs inside another one (FTS5's shadow tables, sqlite-vec's, triggers) ar
 their parent's time and are not reported on their own. Nothing is traced unless a
 callback is given, so an untraced store pays nothing.
 
-A callback that raises is logged (logger ``tiered_memory.trace``) and never fails the
-call being traced.
+A statement that sets an encryption key (``PRAGMA key``/``rekey``, their ``hex`` forms)
+holds the key in its text and is never reported; parameters are counted, never shown. A
+callback that raises is logged (logger ``tiered_memory.trace``) and never fails the call
+being traced.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +35,10 @@ __all__ = ["StatementTracer", "TraceCallback", "TracedStatement"]
 
 TraceCallback = Callable[[TracedStatement], None]
 _log = logging.getLogger("tiered_memory.trace")
+_KEY_PRAGMA = re.compile(
+    r"""\s*pragma\s+(?:["'`\[]?\w+["'`\]]?\.)?["'`\[]?(?:hex)?(?:re)?key\b""", re.I
+)
+"""A statement that sets an encryption key carries it in its text: never reported."""
 
 
 @dataclass(slots=True)
@@ -61,6 +68,9 @@ class StatementTracer:
         conn.trace_v2(apsw.SQLITE_TRACE_PROFILE, self._profiled, id=self)
 
     def _executing(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        if _KEY_PRAGMA.match(sql):
+            self._pending.pop(id(cursor.connection), None)
+            return True  # run it, untraced: its text holds a key
         count = len(bindings) if isinstance(bindings, tuple | list | Mapping) else 0
         self._pending[id(cursor.connection)] = _Pending(sql, count, time.perf_counter_ns())
         return True  # go ahead and run it

@@ -45,7 +45,9 @@ from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
 from persistence.worker import Worker
 
-logger = logging.getLogger("persistence.keyword_index")
+logger = logging.getLogger("persistence.checkpointer")
+"""The checkpointer's logger: merge failures are logged where they were when the
+checkpointer's thread did the merging."""
 
 IDLE_S = 0.05
 """The writer idle this long (no commit): the background thread merges segments."""
@@ -125,8 +127,10 @@ class IdleMerger:
         return time.monotonic() - self.last_commit
 
     def _job(self) -> None:
-        """Merge step by step while the writer rests; then have what it wrote copied."""
-        if not self.due or self._idle_for() < self.idle_s:
+        """Merge step by step while the writer rests; then have what it wrote copied.
+        Only while the checkpointer runs (it did this work on its own thread before):
+        none when it could not start or gave up."""
+        if not self.due or self._idle_for() < self.idle_s or not self.db.background_running:
             return
         did = False
         try:

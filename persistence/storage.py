@@ -1,6 +1,6 @@
 """MemoryStorage and its families: the record operations the domain codes against.
 
-:class:`~persistence.SQLiteStore` is the first implementation; a second backend
+:class:`~persistence.sqlite.SQLiteStore` is the first implementation; a second backend
 (PostgreSQL + pgvector, say) implements this Protocol and the domain does not change.
 Every signature is in domain terms: records of :mod:`persistence.records`, ids,
 :class:`~persistence.records.MemoryFilter`, vectors as numpy arrays or float sequences;
@@ -39,7 +39,7 @@ engine implements each with a part over one file (``SQLiteStore.memories``,
 ``.sessions``, ``.schedules``, ``.indexes``) and all of them on ``SQLiteStore``.
 
 :class:`GraphStorage` is the knowledge graph's half, over the same data and the same
-transactions (:class:`~persistence.GraphStore` on a ``SQLiteStore``): a graph write in
+transactions (:class:`~persistence.sqlite.GraphStore` on a ``SQLiteStore``): a graph write in
 a :meth:`MemoryStorage.transaction` commits or rolls back with it.
 """
 

@@ -1,7 +1,7 @@
 """AgentMemoryManager: the facade every user starts from.
 
 It ties the three tiers, sessions, promotion and the forgetting curve to one store
-(:func:`persistence.build_backend`: a :class:`~persistence.SQLiteStore` and its parts).
+(:func:`persistence.build_backend`: a :class:`~persistence.sqlite.SQLiteStore` and its parts).
 The scratchpad is held whole in RAM; episodic and semantic memories are read lazily
 through an LRU :class:`~persistence.CacheLayer`, so memory use stays flat however large
 the file grows. Every mutating call is one

@@ -5,7 +5,7 @@ by a lock, each inside ``BEGIN IMMEDIATE`` so the write lock is taken up front
 (``busy_timeout`` alone does not prevent writer-versus-writer deadlocks). Reads use one
 connection per thread, so readers never wait for writers; a thread inside
 :meth:`Database.transaction` reads through the write connection and sees its own
-uncommitted work. Knows nothing of memories or tables: :class:`~persistence.SQLiteStore`
+uncommitted work. Knows nothing of memories or tables: :class:`~persistence.sqlite.SQLiteStore`
 builds the record API on top of it. Other processes' commits are watched by
 :mod:`~persistence.sqlite.watcher`; the threads beside the writer are
 :mod:`~persistence.sqlite.background`'s.

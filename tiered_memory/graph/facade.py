@@ -4,7 +4,7 @@ Entities, relations between them and which memories asserted what live in the sa
 SQLite file as the memories, written in the same transactions. Every argument is checked
 here before anything is read or written (bad input raises a specific
 :class:`~persistence.TieredMemoryError` and changes nothing); the record API underneath
-is a :class:`persistence.GraphStorage` (:class:`persistence.GraphStore` on SQLite).
+is a :class:`persistence.GraphStorage` (:class:`persistence.sqlite.GraphStore` on SQLite).
 """
 
 from __future__ import annotations

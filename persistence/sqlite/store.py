@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Generic, TypeVar, overload
 
 import apsw
 import numpy as np
@@ -87,6 +88,33 @@ VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], lis
 """The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
 
 
+T = TypeVar("T")
+
+
+class _Shared(Generic[T]):
+    """A setting of the store that its parts read too: set on the store (also after it
+    is built, as a test sets ``clock``), it is set on each part that has it."""
+
+    def __set_name__(self, owner: type[object], name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, store: None, owner: type[object]) -> _Shared[T]: ...
+    @overload
+    def __get__(self, store: object, owner: type[object]) -> T: ...
+    def __get__(self, store: object | None, owner: type[object]) -> T | _Shared[T]:
+        if store is None:
+            return self
+        value: T = getattr(store, self.slot)
+        return value
+
+    def __set__(self, store: object, value: T) -> None:
+        setattr(store, self.slot, value)
+        for part in getattr(store, "_parts", ()):
+            if hasattr(part, self.name):
+                setattr(part, self.name, value)
+
+
 class SQLiteStore:
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
@@ -111,6 +139,10 @@ class SQLiteStore:
     The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
     its, offered here too.
     """
+
+    clock = _Shared[Callable[[], int]]()
+    max_content_bytes = _Shared[int]()
+    embedding_dim = _Shared[int | None]()
 
     def __init__(
         self,
@@ -147,16 +179,11 @@ class SQLiteStore:
             raise InvalidInputError("an in-memory store has no file to encrypt: omit key")
         if key is not None:
             require_cipher()  # before anything is created
-        self.db = Database(
-            self.path,
-            self.options,
-            read_only=read_only,
-            change_check_interval_ms=change_check_interval_ms,
-            reset_after_changes=reset_after_changes,
-            trace=trace,
-        )
+        self.db = Database(self.path, self.options, read_only=read_only, trace=trace,
+                           change_check_interval_ms=change_check_interval_ms,
+                           reset_after_changes=reset_after_changes)  # fmt: skip
         self.embedding_dim = embedding_dim
-        self.clock: Callable[[], int] = clock or now_ms
+        self.clock = clock or now_ms
         self._migrations = list(migrations) if migrations is not None else None
         self.memories = MemoryStore(self.db, self.clock, embedding_dim, max_content_bytes)
         self.sessions = SessionStore(self.db, self.clock)
@@ -165,6 +192,7 @@ class SQLiteStore:
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
         self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim,
                                   self.keywords, vector_resort_after)  # fmt: skip
+        self._parts = (self.memories, self.sessions, self.schedules, self.indexes)
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 

@@ -42,6 +42,10 @@ EXACT_SCAN_MAX = 4096
 """A filtered vector search compares every accepted memory exactly up to this many."""
 
 
+VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
+"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
+
+
 class IndexStore:
     """The recall indexes of one file and the embeddings behind them.
 
@@ -66,6 +70,8 @@ class IndexStore:
         self.embedding_dim = embedding_dim
         self.vectors = VectorMirror(resort_after)
         self.keywords = keywords
+        self.first_stage: VectorCandidates = self.vector_candidates
+        """The first stage of :meth:`vector_search` (a test swaps in a spy)."""
         self.exact_scan_max = EXACT_SCAN_MAX
         self._reading = db.reading
         self._transaction = db.transaction
@@ -137,7 +143,7 @@ class IndexStore:
                 if everything is not None:
                     return index_sql.nearest(everything, query, limit)
             wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-            candidates = self.vector_candidates(conn, query, count, accepted.tier)
+            candidates = self.first_stage(conn, query, count, accepted.tier)
             while accepted.narrows:
                 passed = index_sql.accepted_among(conn, accepted, candidates)
                 total = self.vectors.size
@@ -150,7 +156,7 @@ class IndexStore:
                     if everything is not None:
                         return index_sql.nearest(everything, query, limit)
                 count = min(max(count * 4, int(2 * wanted / share)), total)
-                candidates = self.vector_candidates(conn, query, count, accepted.tier)
+                candidates = self.first_stage(conn, query, count, accepted.tier)
             return index_sql.rerank(conn, candidates, query, limit)
 
     def vector_candidates(

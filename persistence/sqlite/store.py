@@ -64,7 +64,7 @@ from persistence.sqlite.connection import (
 )
 from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
 from persistence.sqlite.encryption import Key, key_bytes, require_cipher
-from persistence.sqlite.index_store import IndexStore
+from persistence.sqlite.index_store import IndexStore, VectorCandidates
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import MemoryStore
@@ -83,10 +83,6 @@ from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
-
-VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
-"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
-
 
 T = TypeVar("T")
 
@@ -536,11 +532,11 @@ class SQLiteStore:
     @property
     def _vector_candidates(self) -> VectorCandidates:
         """The index store's first vector stage (settable: a test spies on it)."""
-        return self.indexes.vector_candidates
+        return self.indexes.first_stage
 
     @_vector_candidates.setter
     def _vector_candidates(self, stage: VectorCandidates) -> None:
-        self.indexes.vector_candidates = stage  # type: ignore[method-assign,assignment]
+        self.indexes.first_stage = stage
 
     def keyword_search(
         self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from persistence.cache_layer import TransactionHooks
-from persistence.records import Synchronous, TracedStatement
+from persistence.records import Key, Synchronous, TracedStatement
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
@@ -33,8 +33,6 @@ from persistence.storage import (
     SessionRecords,
 )
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
-
-Key = str | bytes
 
 
 @dataclass(frozen=True, slots=True)

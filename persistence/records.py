@@ -526,6 +526,9 @@ Progress = Callable[[int, int], None]
 advances."""
 
 
+Key = str | bytes
+"""An encryption key as given by the caller: text (UTF-8 encoded) or raw bytes."""
+
 Synchronous = Literal["NORMAL", "FULL"]
 """Durability of a commit: ``"NORMAL"`` survives a crash of the process, ``"FULL"`` also a
 power cut."""

@@ -38,6 +38,7 @@ from persistence.records import (
     ImportResult,
     IntegrityProblem,
     IntegrityResult,
+    Key,
     MaintenanceResult,
     Progress,
     RestoreResult,
@@ -45,7 +46,7 @@ from persistence.records import (
 )
 from persistence.sqlite import json_io, leftovers
 from persistence.sqlite.connection import connect_snapshot, query_one, query_value
-from persistence.sqlite.encryption import Key, check_file_for_key, wrong_key
+from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import storage_errors

@@ -496,27 +496,25 @@ class Database:
         conn.close()
 
 
-class _Outer:
-    """What :meth:`Database.transaction` returns outside this thread's transaction: the
-    lock, error translation (:class:`storage_errors`), ``BEGIN IMMEDIATE``, and at the
-    end ``COMMIT`` (or ``ROLLBACK``) with the hooks. A class, not a generator: every
-    ``remember()`` is one. The steps and their order are the generator's it replaced."""
+class _Locked:
+    """A block that writes under the writer's lock with error translation
+    (:class:`storage_errors`): :meth:`_start` once both are held, :meth:`_end` before
+    they are let go; a failure in either is translated and the lock released. The
+    outermost transaction and a savepoint are the two kinds."""
 
-    __slots__ = ("_db", "_join", "_errors", "_conn", "_begun")
+    __slots__ = ("_db", "_errors", "_conn")
 
-    def __init__(self, db: Database, join: bool) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._join = join
 
     def __enter__(self) -> apsw.Connection:
         db = self._db
-        db.require_open()
-        db.require_writable()
+        self._check()
         db.lock.acquire()
         errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
         errors.__enter__()
         try:
-            self._conn, self._begun = self._begin()
+            self._conn = self._start()
         except BaseException as exc:
             try:
                 errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
@@ -528,16 +526,48 @@ class _Outer:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        db = self._db
         try:
             try:
-                self._finish(self._conn, self._begun, commit=kind is None)
+                self._end(commit=kind is None)
             except BaseException as failure:
                 self._errors.__exit__(type(failure), failure, failure.__traceback__)
                 raise
             self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
         finally:
-            db.lock.release()
+            self._db.lock.release()
+
+    def _check(self) -> None:
+        """Refuse before the lock is taken (nothing by default)."""
+
+    def _start(self) -> apsw.Connection:
+        raise NotImplementedError
+
+    def _end(self, commit: bool) -> None:
+        raise NotImplementedError
+
+
+class _Outer(_Locked):
+    """What :meth:`Database.transaction` returns outside this thread's transaction:
+    ``BEGIN IMMEDIATE``, and at the end ``COMMIT`` (or ``ROLLBACK``) with the hooks. A
+    class, not a generator: every ``remember()`` is one. The steps and their order are
+    the generator's it replaced."""
+
+    __slots__ = ("_join", "_begun")
+
+    def __init__(self, db: Database, join: bool) -> None:
+        self._db = db
+        self._join = join
+
+    def _check(self) -> None:
+        self._db.require_open()
+        self._db.require_writable()
+
+    def _start(self) -> apsw.Connection:
+        conn, self._begun = self._begin()
+        return conn
+
+    def _end(self, commit: bool) -> None:
+        self._finish(self._conn, self._begun, commit)
 
     def _begin(self) -> tuple[apsw.Connection, int]:
         """``BEGIN IMMEDIATE`` and a new outermost frame (this thread holds the lock);
@@ -566,11 +596,11 @@ class _Outer:
         ``reset_after_changes`` rows since ``total_changes()`` was ``begun``, the
         schema reset."""
         try:
-            self._end(conn, commit)
+            self._close(conn, commit)
         finally:
             _reset_after_large(conn, begun, self._db.reset_after_changes)
 
-    def _end(self, conn: apsw.Connection, commit: bool) -> None:
+    def _close(self, conn: apsw.Connection, commit: bool) -> None:
         db = self._db
         on_commit, on_rollback = db._hooks.pop()
         db._depth = 0
@@ -600,48 +630,21 @@ class _Outer:
             _run_all(reversed(on_rollback))
 
 
-class _Savepoint:
+class _Savepoint(_Locked):
     """What :meth:`Database.transaction` returns for a block nested in this thread's
-    transaction that rolls back alone: ``SAVEPOINT`` ... ``RELEASE`` (or ``ROLLBACK TO``),
-    under the lock and error translation."""
+    transaction that rolls back alone: ``SAVEPOINT`` ... ``RELEASE`` (or ``ROLLBACK TO``)."""
 
-    __slots__ = ("_db", "_errors", "_conn", "_name")
+    __slots__ = ("_name",)
 
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    def __enter__(self) -> apsw.Connection:
+    def _start(self) -> apsw.Connection:
         db = self._db
-        db.lock.acquire()
-        errors = self._errors = storage_errors(db._write_label, db._place, os_errors=False)
-        errors.__enter__()
-        try:
-            conn = self._conn = db.require_open()
-            if db._aborted:
-                raise TransactionAbortedError(_ABORTED)
-            self._name = f"tm_savepoint_{db._depth}"
-            conn.execute(f"SAVEPOINT {self._name}")
-            db._begin_frame()
-        except BaseException as exc:
-            try:
-                errors.__exit__(type(exc), exc, exc.__traceback__)  # raises a translation
-            finally:
-                db.lock.release()
-            raise
+        conn = db.require_open()
+        if db._aborted:
+            raise TransactionAbortedError(_ABORTED)
+        self._name = f"tm_savepoint_{db._depth}"
+        conn.execute(f"SAVEPOINT {self._name}")
+        db._begin_frame()
         return conn
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            try:
-                self._end(commit=kind is None)
-            except BaseException as failure:
-                self._errors.__exit__(type(failure), failure, failure.__traceback__)
-                raise
-            self._errors.__exit__(kind, exc, tb)  # the block's own error: translated
-        finally:
-            self._db.lock.release()
 
     def _end(self, commit: bool) -> None:
         db, conn, name = self._db, self._conn, self._name

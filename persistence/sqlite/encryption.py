@@ -24,9 +24,7 @@ from persistence.errors import (
     InvalidTypeError,
     NotADatabaseError,
 )
-
-Key = str | bytes
-"""A key as given by the caller: text (UTF-8 encoded) or raw bytes."""
+from persistence.records import Key
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 

@@ -179,9 +179,10 @@ class KeywordIndex:
         looks for both (every ``remember()`` commits; collecting touches no tier table,
         so the keyword counts stay right)."""
         merger = self.merger
-        merger.last_commit = time.monotonic()
-        if not merger.due:
-            merger.committed()
+        if merger.due:
+            merger.last_commit = time.monotonic()
+        else:
+            merger.committed()  # notes the time too, and wakes the merger
         if not (self.graph and self.deferred):
             self.collect_graph(conn)
             self.catch_up(conn)

@@ -42,6 +42,7 @@ from persistence.errors import (
 )
 from persistence.records import (
     ForgettingRecord,
+    Key,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
@@ -63,7 +64,7 @@ from persistence.sqlite.connection import (
     connection_wal,
 )
 from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
-from persistence.sqlite.encryption import Key, key_bytes, require_cipher
+from persistence.sqlite.encryption import key_bytes, require_cipher
 from persistence.sqlite.index_store import IndexStore, VectorCandidates
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log

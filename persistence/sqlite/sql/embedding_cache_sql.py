@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import apsw
 
-from persistence.records import content_hash  # noqa: F401 - re-exported
 from persistence.sqlite.connection import query_all, query_value
 
 

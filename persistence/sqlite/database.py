@@ -117,7 +117,11 @@ class Database:
         self._joined = False  # nested transaction() calls join the open one (no savepoint)
         self._closed = False
         self._tidy_wal = False
-        self._watcher = ChangeWatcher(self._in_memory, change_check_interval_ms / 1000)
+        self._watcher = ChangeWatcher(
+            self._in_memory, change_check_interval_ms / 1000, self.lock, self._idle_writer
+        )
+        self.watch = self._watcher.check
+        """:meth:`check_external_changes` itself, one call shorter (for the hot paths)."""
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
         self.background = Background(path, path == MEMORY_PATH)
@@ -380,7 +384,7 @@ class Database:
         Returns ``False`` when a check was due but a write in another thread held the
         connection for more than ``wait_s`` seconds: RAM copies may be stale then.
         """
-        return self._watcher.check(self.lock, self._idle_writer, wait_s)
+        return self._watcher.check(wait_s)
 
     def _idle_writer(self) -> apsw.Connection | None:
         return self._writer if self._depth == 0 else None

@@ -327,7 +327,7 @@ class SQLiteStore:
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
-        return self.db.check_external_changes(wait_s)
+        return self.db.watch(wait_s)
 
     def require_writable(self) -> None:
         """Raise :class:`ReadOnlyError` if this store was opened with ``read_only=True``."""

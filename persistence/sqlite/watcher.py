@@ -21,9 +21,17 @@ class ChangeWatcher:
     as every write transaction begins) and calls the listeners when another connection
     has committed since. In memory there is no other connection: nothing is looked at."""
 
-    def __init__(self, in_memory: bool, interval_s: float) -> None:
+    def __init__(
+        self,
+        in_memory: bool,
+        interval_s: float,
+        lock: threading.RLock,
+        idle_writer: Callable[[], apsw.Connection | None],
+    ) -> None:
         self.in_memory = in_memory
         self.interval_s = interval_s
+        self._lock = lock  # the writer's
+        self._idle_writer = idle_writer  # the writer, or None while closed or in a transaction
         self.listeners: list[Hook] = []
         self._next_check = 0.0
         self._busy_until = 0.0
@@ -33,25 +41,21 @@ class ChangeWatcher:
         """The writer opened: what it sees is nobody else's change."""
         self._seen_version = int(conn.pragma("data_version"))
 
-    def check(
-        self,
-        lock: threading.RLock,
-        idle_writer: Callable[[], apsw.Connection | None],
-        wait_s: float,
-    ) -> bool:
-        """Look now if a look is due, taking the writer's ``lock`` (``idle_writer()``:
-        the writer, or ``None`` while closed or in a transaction). ``False`` when the
-        lock stayed taken ``wait_s`` seconds: RAM copies may be stale then."""
+    def check(self, wait_s: float = 0.05) -> bool:
+        """Look now if a look is due, taking the writer's lock. ``False`` when the lock
+        stayed taken ``wait_s`` seconds: RAM copies may be stale then. (Called on every
+        read through RAM: the store calls it directly, one call from the reader.)"""
         now = time.monotonic()
         if now < self._next_check or self.in_memory:
             return True
         if now < self._busy_until:
             return False  # a write held the connection moments ago: don't wait again yet
+        lock = self._lock
         if not lock.acquire(timeout=wait_s):
             self._busy_until = time.monotonic() + self.interval_s
             return False
         try:
-            writer = idle_writer()
+            writer = self._idle_writer()
             if writer is not None:
                 self.notice(writer)
             return True

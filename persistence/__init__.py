@@ -13,9 +13,12 @@ from persistence import graph_records  # the graph's rules (names, types, limits
 from persistence.backend import Backend, Key, build_backend, check_current, migrate
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.errors import (
+    AuthenticationError,
     BackupError,
+    ConnectionLostError,
     CorruptDatabaseError,
     DatabaseBusyError,
+    DatabaseMissingError,
     DatabaseOpenError,
     DuplicateMemoryError,
     EmbedderError,
@@ -42,6 +45,7 @@ from persistence.errors import (
     SchemaError,
     SchemaTooNewError,
     SecretsFoundError,
+    ServerUnavailableError,
     SessionNotFoundError,
     StorageError,
     StorageFullError,
@@ -213,6 +217,10 @@ __all__ = [
     "validate_filter",
     # errors
     "BackupError",
+    "ServerUnavailableError",
+    "DatabaseMissingError",
+    "ConnectionLostError",
+    "AuthenticationError",
     "CorruptDatabaseError",
     "DatabaseBusyError",
     "DatabaseOpenError",

@@ -194,3 +194,25 @@ class MemoryNotFoundError(NotFoundError):
 
 class SessionNotFoundError(NotFoundError):
     """No session with that id."""
+
+
+# --- a database server (PostgreSQL) ----------------------------------------------------
+
+
+class ServerUnavailableError(DatabaseOpenError):
+    """The database server cannot be reached (down, wrong host or port, restarting);
+    nothing was written: start it or fix the address, then try again."""
+
+
+class AuthenticationError(DatabaseOpenError):
+    """The server refused the credentials (user, password, certificate); nothing was
+    written."""
+
+
+class DatabaseMissingError(DatabaseOpenError):
+    """The server has no database of that name; create it (``createdb NAME``) first."""
+
+
+class ConnectionLostError(StorageError):
+    """The connection to the server broke during the call; it was rolled back (during
+    a commit, the outcome is unknown: read before you retry)."""

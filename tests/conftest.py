@@ -14,6 +14,7 @@ import pytest
 
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.keyword_index import IDLE_ENV
+from tests.pg_server import any_location, pg_server, pg_url  # noqa: F401  (fixtures)
 from tiered_memory import AgentMemoryManager
 
 

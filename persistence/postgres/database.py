@@ -1,0 +1,482 @@
+"""PgDatabase: connections, transactions and their hooks, and other processes' commits
+on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.database.Database`).
+
+- **Connections** come from a :class:`psycopg_pool.ConnectionPool` in autocommit mode,
+  each set up with the handle's scope (``tm.scope``, which row-level security reads),
+  its writer id (``tm.writer``, in the NOTIFY payload), pgvector's types and
+  ``hnsw.iterative_scan``. A connection idle for a while is pinged before use, so a
+  manager left idle across a server restart carries on (the pool reconnects).
+- **Transactions** (:meth:`transaction`) follow the SQLite engine's rules: one at a time
+  per store (an ``RLock``), nested blocks are savepoints, ``join=True`` joins the outer
+  transaction, hooks run once when the outermost ends. ``BEGIN`` takes the scope's
+  advisory lock (writers of one agent queue, as at SQLite's ``BEGIN IMMEDIATE``; writers
+  of different agents do not) and reads the scope's version row; a transaction that
+  wrote bumps it in the same round trip as ``COMMIT``.
+- **Other processes' commits** arrive as ``NOTIFY tm_changes`` on a listening connection
+  (:meth:`check_external_changes`) and are confirmed exactly by the version row at every
+  ``BEGIN``; either calls the :meth:`on_external_change` callbacks.
+
+Every psycopg error leaves as a :class:`~persistence.errors.TieredMemoryError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import pq, sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from persistence.errors import (
+    ConnectionLostError,
+    DatabaseBusyError,
+    ReadOnlyError,
+    StoreClosedError,
+    TieredMemoryError,
+    TransactionAbortedError,
+)
+from persistence.postgres.location import redact
+from persistence.postgres.translate import call_error, connect_error
+
+log = logging.getLogger("tiered_memory.postgres")
+
+Hook = Callable[[], None]
+Connection = psycopg.Connection[Any]
+_IDLE = pq.TransactionStatus.IDLE
+_INERROR = pq.TransactionStatus.INERROR
+CHANNEL = "tm_changes"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """How many connections a store keeps and how long it waits.
+
+    ``min_size``/``max_size``: the pool's bounds. ``connect_timeout_s``: how long one
+    connection attempt may take. ``wait_timeout_s``: how long a call waits for a free
+    connection (then :class:`~persistence.errors.DatabaseBusyError`). ``lock_timeout_s``:
+    how long a write waits for another writer of the same agent. ``ping_after_s``: a
+    connection idle longer than this is checked before use (a restarted server).
+    """
+
+    min_size: int = 1
+    max_size: int = 8
+    connect_timeout_s: float = 5.0
+    wait_timeout_s: float = 30.0
+    lock_timeout_s: float = 30.0
+    ping_after_s: float = 2.0
+
+
+class PgDatabase:
+    """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
+    module docstring). ``url`` may hold a password: it is kept here only, never printed."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        scope: str = "",
+        read_only: bool = False,
+        settings: PoolSettings | None = None,
+    ) -> None:
+        self._url = url
+        self.location = redact(url)
+        self.scope = scope
+        self.read_only = read_only
+        self.settings = settings or PoolSettings()
+        self.writer_id = uuid.uuid4().hex
+        self.lock = threading.RLock()
+        self._pool: ConnectionPool[Connection] | None = None
+        self._listener: Connection | None = None
+        self._tx: Connection | None = None  # the connection of the open transaction
+        self._depth = 0
+        self._owner: int | None = None
+        self._hooks: list[tuple[list[Hook], list[Hook]]] = []
+        self._aborted = False
+        self._joined = False
+        self._change_listeners: list[Hook] = []
+        self._seen_version: int | None = None
+        self._used: dict[int, float] = {}  # id(connection) -> when last handed out
+        key = f"tm.scope:{scope}"
+        self._begin_sql = (
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)), "
+            "(SELECT v FROM tm_version WHERE scope = {s})"
+        )
+        self._commit_sql = (
+            "UPDATE tm_version SET v = v + 1 WHERE scope = {s} "
+            "AND pg_current_xact_id_if_assigned() IS NOT NULL RETURNING v; COMMIT"
+        )
+        self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
+
+    # --- opening and closing ----------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
+
+    def connect(self) -> Connection:
+        """One connection outside the pool (migrations, the listener), set up like the
+        pool's; errors are translated."""
+        try:
+            conn: Connection = psycopg.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=max(1, round(self.settings.connect_timeout_s)),
+            )
+        except psycopg.Error as exc:
+            raise connect_error(exc, self._url) from None
+        return conn
+
+    def _configure(self, conn: Connection) -> None:
+        """Set up a new pool connection (scope, writer id, vectors, read-only)."""
+        from pgvector.psycopg import register_vector
+
+        conn.execute(
+            "SELECT set_config('tm.scope', %s, false), set_config('tm.writer', %s, false), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+            "set_config('lock_timeout', %s, false), "
+            "set_config('default_transaction_read_only', %s, false)",
+            (self.scope, self.writer_id, f"{int(self.settings.lock_timeout_s * 1000)}ms",
+             "on" if self.read_only else "off"),
+        )  # fmt: skip
+        register_vector(conn)
+
+    def _check(self, conn: Connection) -> None:
+        """Ping a connection that has been idle a while (the pool drops it if dead)."""
+        last = self._used.get(id(conn), 0.0)
+        now = time.monotonic()
+        if now - last > self.settings.ping_after_s:
+            conn.execute("SELECT 1")
+        self._used[id(conn)] = now
+
+    def start(self) -> None:
+        """Open the pool and the listener (the schema must be current)."""
+        s = self.settings
+        pool: ConnectionPool[Connection] = ConnectionPool(
+            self._url,
+            min_size=s.min_size,
+            max_size=s.max_size,
+            timeout=s.wait_timeout_s,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout_s))},
+            configure=self._configure,
+            check=self._check,
+            open=False,
+            name="tiered-memory",
+        )
+        try:
+            pool.open(wait=True, timeout=s.connect_timeout_s + 1)
+        except PoolTimeout:
+            pool.close()
+            probe = self.connect()  # raises the specific error (password, database ...)
+            probe.close()
+            raise ConnectionLostError(f"cannot open connections to {self.location}") from None
+        self._pool = pool
+        if not self.read_only:
+            with self.reading() as conn:
+                conn.execute(
+                    "INSERT INTO tm_version (scope) VALUES (%s) ON CONFLICT DO NOTHING",
+                    (self.scope,),
+                )
+        self._seen_version = self._read_version()
+        self._listen()
+
+    def _listen(self) -> None:
+        listener = self.connect()
+        listener.execute(f"LISTEN {CHANNEL}")
+        self._listener = listener
+
+    def close(self) -> None:
+        """Close the pool and the listener; twice is harmless."""
+        with self.lock:
+            pool, listener = self._pool, self._listener
+            self._pool = self._listener = None
+            if listener is not None:
+                listener.close()
+            if pool is not None:
+                pool.close()
+            self._used.clear()
+
+    def _require_pool(self) -> ConnectionPool[Connection]:
+        pool = self._pool
+        if pool is None:
+            raise StoreClosedError("the store is closed")
+        return pool
+
+    # --- reading --------------------------------------------------------------------------
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0 and self._owner == threading.get_ident()
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection for reads: the transaction's inside this thread's transaction (it
+        sees its own writes), else one from the pool (autocommit: each statement sees
+        the latest commits)."""
+        if self.in_transaction:
+            assert self._tx is not None
+            try:
+                yield self._tx
+            except psycopg.Error as exc:
+                self._aborted = True
+                raise call_error(exc, self._url) from None
+            return
+        pool = self._require_pool()
+        try:
+            with pool.connection() as conn:
+                yield conn
+        except PoolTimeout:
+            raise DatabaseBusyError(
+                f"no free connection to {self.location} within "
+                f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise call_error(exc, self._url) from None
+        except psycopg.Error as exc:
+            raise call_error(exc, self._url) from None
+
+    def _read_version(self) -> int | None:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT v FROM tm_version WHERE scope = %s", (self.scope,)
+            ).fetchone()
+            return None if row is None else int(row[0])
+
+    # --- transactions ---------------------------------------------------------------------
+
+    def require_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyError("the store was opened with read_only=True; nothing was written")
+
+    @contextmanager
+    def transaction(self, *, join: bool = False) -> Iterator[Connection]:
+        """All or nothing (see the module docstring); yields the transaction's connection."""
+        with self.lock:
+            if self._depth and self.in_transaction:
+                if join or self._joined:
+                    yield from self._joined_block()
+                else:
+                    yield from self._savepoint()
+                return
+            self.require_writable()
+            pool = self._require_pool()
+            try:
+                conn = pool.getconn()
+            except PoolTimeout:
+                raise DatabaseBusyError(
+                    f"no free connection to {self.location} within {self.settings.wait_timeout_s} s"
+                ) from None
+            except psycopg.Error as exc:
+                raise call_error(exc, self._url) from None
+            try:
+                yield from self._outer(conn, join)
+            finally:
+                self._tx = None
+                pool.putconn(conn)
+
+    def _outer(self, conn: Connection, join: bool) -> Iterator[Connection]:
+        try:
+            self._begin(conn)
+        except psycopg.Error as exc:
+            self._rollback_quietly(conn)
+            raise call_error(exc, self._url) from None
+        self._tx = conn
+        self._frame()
+        self._joined, self._aborted = join, False
+        try:
+            yield conn
+        except BaseException:
+            self._end(conn, commit=False)
+            raise
+        self._end(conn, commit=True)
+
+    def _joined_block(self) -> Iterator[Connection]:
+        if self._aborted:
+            raise TransactionAbortedError("an earlier joined block failed; nothing will commit")
+        conn = self._tx
+        assert conn is not None
+        outer_joined, self._joined = self._joined, True
+        self._frame()
+        try:
+            yield conn
+        except BaseException:
+            # A failed block that wrote (or a failed statement: PostgreSQL aborts the
+            # transaction on any error) takes the whole transaction with it.
+            if conn.info.transaction_status == _INERROR or self._wrote(conn):
+                self._aborted = True
+            self._pop(commit=False)
+            raise
+        finally:
+            self._joined = outer_joined
+        self._pop(commit=True)
+
+    def _savepoint(self) -> Iterator[Connection]:
+        if self._aborted:
+            raise TransactionAbortedError("an earlier joined block failed; nothing will commit")
+        conn = self._tx
+        assert conn is not None
+        name = f"tm_sp_{self._depth}"
+        self._statement(conn, f"SAVEPOINT {name}")
+        self._frame()
+        try:
+            yield conn
+        except BaseException:
+            self._statement(conn, f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+            self._pop(commit=False)
+            raise
+        self._statement(conn, f"RELEASE SAVEPOINT {name}")
+        self._pop(commit=True)
+
+    def _statement(self, conn: Connection, text: str) -> None:
+        try:
+            conn.execute(text.encode())
+        except psycopg.Error as exc:
+            self._aborted = True
+            raise call_error(exc, self._url) from None
+
+    @staticmethod
+    def _wrote(conn: Connection) -> bool:
+        """True if the open transaction has written (it has a transaction id)."""
+        try:
+            row = conn.execute("SELECT pg_current_xact_id_if_assigned() IS NOT NULL").fetchone()
+            return bool(row and row[0])
+        except psycopg.Error:
+            return True
+
+    def _begin(self, conn: Connection) -> None:
+        """BEGIN, the scope's writer lock and version (one round trip)."""
+        cur = conn.execute(sql.SQL(self._begin_sql).format(**self._literals))
+        while cur.pgresult is not None and cur.pgresult.ntuples == 0 and cur.nextset():
+            pass  # BEGIN's empty result comes first
+        row = cur.fetchone()
+        version = None if row is None or row[1] is None else int(row[1])
+        self._drain()  # what this exact check covers is noticed once
+        changed = self._seen_version is not None and version != self._seen_version
+        self._seen_version = version
+        if changed:
+            self._tell_listeners()
+
+    def _frame(self) -> None:
+        self._depth += 1
+        self._owner = threading.get_ident()
+        self._hooks.append(([], []))
+
+    def _pop(self, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth -= 1
+        if commit:
+            self._hooks[-1][0].extend(on_commit)
+            self._hooks[-1][1].extend(on_rollback)
+        else:
+            for callback in reversed(on_rollback):
+                callback()
+
+    def _end(self, conn: Connection, commit: bool) -> None:
+        on_commit, on_rollback = self._hooks.pop()
+        self._depth, self._owner, self._joined = 0, None, False
+        aborted, self._aborted = self._aborted, False
+        if commit and (aborted or conn.info.transaction_status == _INERROR):
+            self._rollback_quietly(conn)
+            self._run(reversed(on_rollback))
+            raise TransactionAbortedError("rolled back after an earlier error; nothing committed")
+        if not commit:
+            self._rollback_quietly(conn)
+            self._run(reversed(on_rollback))
+            return
+        try:
+            cur = conn.execute(sql.SQL(self._commit_sql).format(**self._literals))
+            row = cur.fetchone() if cur.pgresult is not None and cur.pgresult.ntuples else None
+        except psycopg.Error as exc:
+            lost = conn.info.transaction_status != _IDLE or conn.closed
+            self._rollback_quietly(conn)
+            self._run(reversed(on_rollback))
+            raise call_error(exc, self._url, committing=lost) from None
+        except BaseException:
+            self._rollback_quietly(conn)
+            self._run(reversed(on_rollback))
+            raise
+        if row is not None:
+            self._seen_version = int(row[0])
+        self._run(on_commit)
+
+    @staticmethod
+    def _run(callbacks: Iterator[Hook] | list[Hook]) -> None:
+        for callback in callbacks:
+            callback()
+
+    @staticmethod
+    def _rollback_quietly(conn: Connection) -> None:
+        if conn.closed or conn.info.transaction_status == _IDLE:
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            log.debug("ROLLBACK failed on a broken connection", exc_info=True)
+
+    def after_commit(self, callback: Hook) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        if self.in_transaction:
+            self._hooks[-1][0].append(callback)
+        else:
+            callback()
+
+    def after_rollback(self, callback: Hook) -> None:
+        """Run ``callback`` if the current transaction (or nested block) rolls back."""
+        if self.in_transaction:
+            self._hooks[-1][1].append(callback)
+
+    # --- other processes' commits -----------------------------------------------------------
+
+    def on_external_change(self, callback: Hook) -> None:
+        self._change_listeners.append(callback)
+
+    def _tell_listeners(self) -> None:
+        for callback in self._change_listeners:
+            callback()
+
+    def _drain(self) -> bool:
+        """True if another writer's commit of a scope this handle sees was announced."""
+        listener = self._listener
+        if listener is None:
+            return False
+        other = False
+        for note in listener.notifies(timeout=0):
+            writer, _, scope = note.payload.partition(" ")
+            if writer != self.writer_id and (not self.scope or scope in ("", self.scope)):
+                other = True
+        return other
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other processes' commits (a non-blocking read of the listener): calls
+        the listeners if there were any. A lost listener is reopened and the listeners
+        called (changes may have been missed). Always True: this never waits on a lock."""
+        if self._pool is None or self.in_transaction:
+            return True
+        with self.lock:
+            try:
+                changed = self._drain()
+            except psycopg.Error:
+                changed = True
+                self._reopen_listener()
+            if changed:
+                try:
+                    self._seen_version = self._read_version()
+                except TieredMemoryError:
+                    self._seen_version = None
+                self._tell_listeners()
+        return True
+
+    def _reopen_listener(self) -> None:
+        old, self._listener = self._listener, None
+        if old is not None:
+            old.close()
+        try:
+            self._listen()
+        except TieredMemoryError:
+            log.warning("cannot listen for other processes' changes at %s yet", self.location)

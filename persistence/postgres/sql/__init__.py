@@ -1,0 +1,1 @@
+"""The PostgreSQL backend's SQL, one module per table family (parameters only)."""

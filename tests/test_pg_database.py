@@ -45,7 +45,7 @@ def test_a_nested_block_rolls_back_alone(pg: PostgresStore) -> None:
 
 
 def test_a_joined_block_that_wrote_then_failed_aborts_the_transaction(pg: PostgresStore) -> None:
-    with pytest.raises(TransactionAbortedError), pg.transaction():
+    with pytest.raises(TransactionAbortedError), pg.transaction():  # noqa: SIM117
         with pytest.raises(KeyError), pg.transaction(join=True):
             pg.set_meta("half", "1")
             raise KeyError

@@ -6,9 +6,12 @@ are also importable from ``tiered_memory`` itself.
 """
 
 from persistence import (
+    AuthenticationError,
     BackupError,
+    ConnectionLostError,
     CorruptDatabaseError,
     DatabaseBusyError,
+    DatabaseMissingError,
     DatabaseOpenError,
     DuplicateMemoryError,
     EmbedderError,
@@ -41,6 +44,7 @@ from persistence import (
     SchemaError,
     SchemaTooNewError,
     SecretsFoundError,
+    ServerUnavailableError,
     SessionNotFoundError,
     StorageError,
     StorageFullError,
@@ -51,6 +55,10 @@ from persistence import (
 
 __all__ = [
     "BackupError",
+    "ServerUnavailableError",
+    "DatabaseMissingError",
+    "ConnectionLostError",
+    "AuthenticationError",
     "CorruptDatabaseError",
     "DatabaseBusyError",
     "DatabaseOpenError",

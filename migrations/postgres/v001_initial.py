@@ -63,6 +63,13 @@ STATEMENTS = (
     "CREATE INDEX tm_memories_agent ON tm_memories (agent_id)",
     "CREATE INDEX tm_memories_tags ON tm_memories USING gin (tags)",
     "CREATE INDEX tm_memories_created ON tm_memories (created_at)",
+    # A memory's vector, apart from its row (counter updates rewrite no vector index
+    # entry); the dimension is fixed, and the vector index made, by the first embedding.
+    """CREATE TABLE tm_vectors (
+        memory_id text PRIMARY KEY REFERENCES tm_memories (id) ON DELETE CASCADE,
+        scope text NOT NULL DEFAULT tm_scope(),
+        embedding vector NOT NULL
+    )""",
     """CREATE TABLE tm_content_keys (
         memory_id text PRIMARY KEY,
         scope text NOT NULL DEFAULT tm_scope(),

@@ -17,11 +17,12 @@ What a second backend must provide, beyond storing the records:
 - :meth:`on_external_change` / :meth:`check_external_changes`: tell the domain when
   another process changed the data (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops
   its caches.
-- :meth:`keyword_search`: ``match`` is the domain's keyword query, an ``OR`` of
-  double-quoted words (``"dark" OR "mode"``, see ``tiered_memory.recall.keyword_query``)
-  that a backend turns into its own full-text query (``to_tsquery`` ...); scores are
-  ``<= 0`` and "lower is better" like FTS5's bm25, and recall uses only each score's
-  ratio to the query's best (a positive score would drop the keyword signal).
+- :meth:`keyword_search`: takes the query's words (normalised by the domain, see
+  ``tiered_memory.recall.settings.keywords``), never a query expression; each backend
+  builds its own full-text query from them (SQLite: an FTS5 ``"dark" OR "mode"``;
+  PostgreSQL: a ``tsquery``). Scores are ``<= 0`` and lower is better, like FTS5's
+  bm25, and recall uses only each score's ratio to the query's best (a positive score
+  would drop the keyword signal).
   :meth:`vector_search`: cosine distance, nearest first.
 - The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
   and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
@@ -289,7 +290,7 @@ class RecallIndex(Protocol):
 
     def keyword_search(
         self,
-        match: str,
+        words: Sequence[str],
         limit: int,
         tier: Tier | None = None,
         context_weight: float = 0.5,
@@ -297,7 +298,22 @@ class RecallIndex(Protocol):
         *,
         where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
-        """``(memory_id, score)`` best (lowest) first for the quoted-words query ``match``."""
+        """``(memory_id, score)`` of the best ``limit`` memories holding any of ``words``
+        that ``tier`` and ``where`` accept, best first.
+
+        ``words`` are the query's words, already normalised by the domain (lower-cased,
+        each once, stopwords dropped: ``tiered_memory.recall.settings.keywords``); they are
+        plain words, never query syntax, and each backend builds its own full-text query
+        from them (SQLite: the FTS5 expression ``"dark" OR "mode"``; PostgreSQL: a
+        ``tsquery``, say). No words: ``[]``. A ``str`` is refused
+        (:class:`~persistence.errors.InvalidTypeError`), not read as letters.
+
+        Scores: every score is ``<= 0`` and lower is better (FTS5's bm25 is the model);
+        ties keep a stable order. Recall uses only each score's ratio to the query's best
+        score, so a backend may scale its scores freely, but a positive score would drop
+        the keyword signal. Words found only in the two memories before a memory in its
+        session count ``context_weight`` as much as its own words, in the two after it
+        ``after_weight`` (a backend without session context may ignore both)."""
 
     def vector_search(
         self,

@@ -540,10 +540,11 @@ class SQLiteStore:
         self.indexes.first_stage = stage
 
     def keyword_search(
-        self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5,
-        after_weight: float = 0.5, *, where: MemoryFilter | None = None,
+        self, words: Sequence[str], limit: int, tier: Tier | None = None,
+        context_weight: float = 0.5, after_weight: float = 0.5, *,
+        where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.keyword_search(match, limit, tier, context_weight, after_weight,
+        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
                                            where=where)  # fmt: skip
 
     def vector_search(

@@ -5,9 +5,13 @@ its data lives."""
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
+import orjson
 import pytest
 
-from persistence import InvalidTypeError, Memory, MemoryFilter, Tier
+from persistence import InvalidTypeError, Memory, MemoryFilter, PersistenceStatistics, Tier
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.sql import index_sql
 from tiered_memory.recall.settings import keywords
@@ -58,3 +62,45 @@ def test_keyword_search_refuses_an_expression_string(store: SQLiteStore) -> None
 def test_a_word_is_never_fts5_syntax(store: SQLiteStore, word: str) -> None:
     store.put_memory(Memory.create(f"plain {word} text", Tier.EPISODIC, id="w", session_id=None))
     assert isinstance(store.keyword_search([word], 5), list)  # no FTS5 syntax error
+
+
+# --- statistics: a size plus the backend's details -------------------------------------
+
+
+def test_statistics_are_a_size_and_the_backends_details(store: SQLiteStore) -> None:
+    _fill(store)
+    stats = store.get_statistics()
+    details = stats.backend_details
+    assert stats.backend == "sqlite" and stats.path == store.path
+    assert set(details) == {"file_size_bytes", "wal_size_bytes", "page_size", "page_count"}
+    assert stats.size_bytes == details["file_size_bytes"] + details["wal_size_bytes"]
+    if not store.is_memory:
+        assert stats.size_bytes > 0
+    assert not hasattr(stats, "page_count") and not hasattr(stats, "file_size_bytes")
+
+
+def test_backend_details_cannot_change_and_keep_the_record_hashable() -> None:
+    made = dict(
+        scratchpad_count=0, episodic_count=1, semantic_count=0, session_count=0,
+        active_session_count=0, transcript_count=0, schedule_count=0, promotion_count=0,
+        forgotten_count=0, unembedded_count=0, embedding_cache_count=0, schema_version=1,
+        size_bytes=10, backend="sqlite", path="x.db",
+    )  # fmt: skip
+    details = {"file_size_bytes": 10, "wal_size_bytes": 0}
+    stats = PersistenceStatistics(**made, backend_details=details)  # type: ignore[arg-type]
+    details["wal_size_bytes"] = 99  # the record kept its own copy
+    assert stats.backend_details == {"file_size_bytes": 10, "wal_size_bytes": 0}
+    with pytest.raises(TypeError):
+        stats.backend_details["page_size"] = 4096  # type: ignore[index]
+    with pytest.raises(TypeError):
+        stats.backend_details.clear()  # type: ignore[attr-defined]
+    same = PersistenceStatistics(
+        **made,  # type: ignore[arg-type]
+        backend_details={"wal_size_bytes": 0, "file_size_bytes": 10},
+    )
+    assert same == stats and hash(same) == hash(stats)
+    assert pickle.loads(pickle.dumps(stats)) == stats
+    assert dataclasses.replace(stats, size_bytes=11).backend_details == stats.backend_details
+    assert orjson.loads(orjson.dumps(stats))["backend_details"] == {
+        "file_size_bytes": 10, "wal_size_bytes": 0
+    }  # fmt: skip

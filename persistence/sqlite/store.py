@@ -681,15 +681,20 @@ def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
     finally:
         if not nested:
             conn.execute("COMMIT")
+    file_size, wal_size = _file_size(path), _file_size(path + "-wal")
     return PersistenceStatistics(
         scratchpad_count=counts[0],
         episodic_count=counts[1],
         semantic_count=counts[2],
         schema_version=version,
-        file_size_bytes=_file_size(path),
-        wal_size_bytes=_file_size(path + "-wal"),
-        page_size=page_size,
-        page_count=page_count,
+        size_bytes=file_size + wal_size,
+        backend="sqlite",
+        backend_details={
+            "file_size_bytes": file_size,
+            "wal_size_bytes": wal_size,
+            "page_size": page_size,
+            "page_count": page_count,
+        },
         path=path,
         embedding_errors=errors,
         last_embedding_error=last_error,

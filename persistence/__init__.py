@@ -48,6 +48,7 @@ from persistence.errors import (
     StoreClosedError,
     TieredMemoryError,
     TransactionAbortedError,
+    UnsupportedOperationError,
 )
 from persistence.graph_errors import (
     EntityNotFoundError,
@@ -247,6 +248,7 @@ __all__ = [
     "StoreClosedError",
     "TieredMemoryError",
     "TransactionAbortedError",
+    "UnsupportedOperationError",
     "EntityNotFoundError",
     "ExtractorError",
     "InvalidDepthError",

@@ -104,3 +104,18 @@ def test_backend_details_cannot_change_and_keep_the_record_hashable() -> None:
     assert orjson.loads(orjson.dumps(stats))["backend_details"] == {
         "file_size_bytes": 10, "wal_size_bytes": 0
     }  # fmt: skip
+
+
+# --- an operation a backend cannot do --------------------------------------------------
+
+
+def test_unsupported_operation_error_is_a_library_error_exported_with_the_others() -> None:
+    import persistence
+    import tiered_memory
+    from tiered_memory import errors
+
+    assert errors.UnsupportedOperationError is persistence.UnsupportedOperationError
+    assert issubclass(errors.UnsupportedOperationError, errors.TieredMemoryError)
+    assert "UnsupportedOperationError" in errors.__all__ and len(tiered_memory.__all__) <= 40
+    with pytest.raises(errors.TieredMemoryError, match="use"):
+        raise errors.UnsupportedOperationError("no file key here: use the server's encryption")

@@ -47,6 +47,7 @@ from persistence import (
     StoreClosedError,
     TieredMemoryError,
     TransactionAbortedError,
+    UnsupportedOperationError,
 )
 
 __all__ = [
@@ -91,4 +92,5 @@ __all__ = [
     "StoreClosedError",
     "TieredMemoryError",
     "TransactionAbortedError",
+    "UnsupportedOperationError",
 ]

@@ -113,6 +113,7 @@ from persistence.storage import (
     ScheduleRecords,
     SessionRecords,
     StoreControl,
+    StoreFiles,
 )
 from persistence.transfer import ImportDocument, memory_to_json
 from persistence.validation import (
@@ -151,6 +152,7 @@ __all__ = [
     "ScheduleRecords",
     "SessionRecords",
     "StoreControl",
+    "StoreFiles",
     # records
     "CacheStatistics",
     "ConsolidationReport",

@@ -27,8 +27,15 @@ What a second backend must provide, beyond storing the records:
 - The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
   and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
 
-Not part of it (SQLite-specific, reached through ``SQLiteStore`` itself): connections,
-backups (``VACUUM INTO``), JSON import into the file, integrity checks and migrations.
+The operator's operations on the store as a whole -- snapshots and restore, JSON export
+and import, rekeying, integrity checks, maintenance -- are :class:`StoreFiles`
+(``Backend.backups``; SQLite's is :class:`~persistence.sqlite.BackupManager`). One a
+backend cannot do raises :class:`~persistence.errors.UnsupportedOperationError` saying
+what to use instead. Not part of any Protocol (engine-specific, reached through the
+engine's store itself): connections and migrations.
+
+Statistics are a size plus the backend's own figures
+(:class:`~persistence.records.PersistenceStatistics`).
 
 :class:`MemoryStorage` is the union of one Protocol per record family, so a part of the
 domain can ask for only what it uses: :class:`StoreControl` (lifecycle, transactions and
@@ -46,8 +53,10 @@ a :meth:`MemoryStorage.transaction` commits or rolls back with it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -64,17 +73,24 @@ from persistence.graph_records import (
 )
 from persistence.records import (
     ForgettingRecord,
+    ImportResult,
+    IntegrityResult,
+    Key,
+    MaintenanceResult,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
+    Progress,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RestoreResult,
     RetentionInput,
     SessionState,
     Tier,
     TranscriptEntry,
 )
+from persistence.transfer.json_read import ImportDocument
 
 
 @runtime_checkable
@@ -370,6 +386,68 @@ class RecallIndex(Protocol):
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding; how many there have been."""
+
+
+@runtime_checkable
+class StoreFiles(Protocol):
+    """The operator's operations on the store as a whole (``Backend.backups``): snapshots
+    and restore, JSON export and import, the encryption key, integrity and maintenance.
+
+    A backend that cannot do one of them (PostgreSQL has no file key to change, say)
+    raises :class:`~persistence.errors.UnsupportedOperationError` naming what to use
+    instead. :class:`~persistence.sqlite.BackupManager` is SQLite's."""
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the store's data is opened with a key."""
+
+    def create_backup(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        keep: int | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Snapshot the data (verified before it is given its name); return its path.
+        ``keep=N`` then deletes all but the newest N snapshots in the backup directory."""
+
+    def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace the data with a snapshot's, all or nothing (the source checked first)."""
+
+    def export_json(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        overwrite: bool = False,
+        progress: Progress | None = None,
+        allow_plaintext: bool = False,
+    ) -> Path:
+        """Write everything to one versioned JSON document; return its path."""
+
+    def import_json(
+        self,
+        source: str | os.PathLike[str],
+        mode: str = "replace",
+        *,
+        progress: Progress | None = None,
+        scrub: Callable[[ImportDocument], int] | None = None,
+    ) -> ImportResult:
+        """Load an export (``replace`` or ``merge``): validate all of it, then write it in
+        one transaction."""
+
+    def rekey(self, new_key: Key) -> None:
+        """Re-encrypt the data with ``new_key``, in one transaction."""
+
+    def check_integrity(self) -> IntegrityResult:
+        """Run the engine's checks and the library's invariants; every problem found."""
+
+    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Tidy the store (SQLite: checkpoint the WAL, refresh planner statistics,
+        optionally VACUUM) and delete leftovers of interrupted work."""
+
+    def remove_leftovers(self, *more: Path) -> list[Path]:
+        """Delete what interrupted backups and restores left (and ``more``); the paths
+        deleted."""
 
 
 @runtime_checkable

@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import re
+from pathlib import Path
 
 import orjson
 import pytest
 
-from persistence import InvalidTypeError, Memory, MemoryFilter, PersistenceStatistics, Tier
-from persistence.sqlite import SQLiteStore
+from persistence import (
+    InvalidTypeError,
+    Memory,
+    MemoryFilter,
+    PersistenceStatistics,
+    StoreFiles,
+    Tier,
+    build_backend,
+)
+from persistence.sqlite import BackupManager, SQLiteStore
 from persistence.sqlite.sql import index_sql
 from tiered_memory.recall.settings import keywords
 
@@ -119,3 +129,29 @@ def test_unsupported_operation_error_is_a_library_error_exported_with_the_others
     assert "UnsupportedOperationError" in errors.__all__ and len(tiered_memory.__all__) <= 40
     with pytest.raises(errors.TieredMemoryError, match="use"):
         raise errors.UnsupportedOperationError("no file key here: use the server's encryption")
+
+
+# --- the operator's file operations are a Protocol -------------------------------------
+
+
+def test_backup_manager_is_the_sqlite_store_files(store: SQLiteStore, tmp_path: Path) -> None:
+    files = BackupManager(store, tmp_path)
+    assert isinstance(files, StoreFiles)
+    backend = build_backend(":memory:", backup_dir=tmp_path)
+    assert isinstance(backend.backups, StoreFiles)
+    members = {
+        "encrypted", "create_backup", "restore_backup", "export_json", "import_json", "rekey",
+        "check_integrity", "run_maintenance", "remove_leftovers",
+    }  # fmt: skip
+    declared = {n for n in vars(StoreFiles) if not n.startswith("_")}
+    assert declared == members  # what files.py and lifecycle.py use, no more
+
+
+def test_the_domain_uses_only_what_store_files_declares() -> None:
+    root = Path(__file__).resolve().parent.parent / "tiered_memory"
+    used = {
+        name
+        for module in ("files.py", "lifecycle.py")
+        for name in re.findall(r"self\._backups\.(\w+)", (root / module).read_text())
+    }
+    assert used and used <= {n for n in vars(StoreFiles) if not n.startswith("_")}

@@ -34,8 +34,9 @@ backend cannot do raises :class:`~persistence.errors.UnsupportedOperationError` 
 what to use instead. Not part of any Protocol (engine-specific, reached through the
 engine's store itself): connections and migrations.
 
-Statistics are a size plus the backend's own figures
-(:class:`~persistence.records.PersistenceStatistics`).
+:attr:`StoreControl.location` says where the data lives as text safe to print (a file
+path, ``":memory:"``, a URL without its password). Statistics are a size plus the
+backend's own figures (:class:`~persistence.records.PersistenceStatistics`).
 
 :class:`MemoryStorage` is the union of one Protocol per record family, so a part of the
 domain can ask for only what it uses: :class:`StoreControl` (lifecycle, transactions and
@@ -100,7 +101,13 @@ class StoreControl(Protocol):
 
     @property
     def path(self) -> str:
-        """Where the data lives (a file, a URL without secrets, ``":memory:"``)."""
+        """Where the data lives, as the engine names it (SQLite: the file's absolute
+        path or ``":memory:"``)."""
+
+    @property
+    def location(self) -> str:
+        """Where the data lives as text safe to print or log: a file path,
+        ``":memory:"``, or a URL without its password."""
 
     @property
     def is_memory(self) -> bool:

@@ -155,3 +155,30 @@ def test_the_domain_uses_only_what_store_files_declares() -> None:
         for name in re.findall(r"self\._backups\.(\w+)", (root / module).read_text())
     }
     assert used and used <= {n for n in vars(StoreFiles) if not n.startswith("_")}
+
+
+# --- where the data lives, safe to print -----------------------------------------------
+
+
+def test_the_store_and_the_manager_say_where_the_data_lives(db_path: Path) -> None:
+    import asyncio
+
+    from tiered_memory import AgentMemoryManager
+    from tiered_memory.aio import AsyncAgentMemoryManager
+
+    store = SQLiteStore(":memory:")
+    assert store.location == store.path == ":memory:"
+    with AgentMemoryManager.in_memory(embedder=None) as memory:
+        assert memory.location == ":memory:" and memory.path is None
+    with AgentMemoryManager.open(db_path, embedder=None) as memory:
+        assert memory.location == str(db_path.absolute()) == memory.store.location
+        assert memory.path == db_path.absolute()
+
+    async def run() -> str:
+        opened = await AsyncAgentMemoryManager.open(db_path, embedder=None)
+        try:
+            return opened.location
+        finally:
+            await opened.close()
+
+    assert asyncio.run(run()) == str(db_path.absolute())

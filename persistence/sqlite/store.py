@@ -196,6 +196,10 @@ class SQLiteStore:
     # --- lifecycle ----------------------------------------------------------------------
 
     @property
+    def location(self) -> str:  # where the data lives, safe to print: the path (no key)
+        return self.path
+
+    @property
     def is_memory(self) -> bool:
         """True for an in-memory store (nothing on disk)."""
         return self.path == MEMORY_PATH

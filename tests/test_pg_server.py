@@ -5,6 +5,7 @@ extra."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,12 +123,15 @@ def test_a_missing_wheel_fails_naming_the_dev_extra(monkeypatch: pytest.MonkeyPa
 def test_a_run_without_postgres_tests_starts_no_server(tmp_path: Path) -> None:
     """``-m "not postgres"`` leaves out every test the fixtures mark (any_location's
     postgres case included) and no data directory is ever made."""
+    private_tmp = tmp_path / "tmp"  # the server's data directory would go here
+    private_tmp.mkdir()
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not postgres",
          f"--basetemp={tmp_path / 'run'}", "tests/test_pg_server.py", "-k", "not starts_no_server"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert summary.startswith("2 passed, 7 deselected"), summary  # sqlite case + wheel check
-    assert not list((tmp_path / "run").glob("pg*"))  # the session never made a server
+    assert list(private_tmp.iterdir()) == []  # the session never made a server

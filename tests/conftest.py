@@ -16,6 +16,10 @@ from persistence.sqlite import SQLiteStore
 from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
+# A PostgreSQL server per session and a database per test: pg_server, pg_url,
+# any_location, and the postgres marker (tests/pg_server.py).
+pytest_plugins = ["tests.pg_server"]
+
 
 class NetworkAccessError(RuntimeError):
     """Raised when code under test reaches for the network."""

@@ -34,7 +34,7 @@ from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
 from tiered_memory.recall.conversation import answer_bonus, is_question, named_speaker  # noqa: E402
 from tiered_memory.recall.fusion import fuse, fuse_scores
 from tiered_memory.recall.rerank import RerankCandidate, SessionContextReranker  # noqa: E402
-from tiered_memory.recall.settings import keyword_query  # noqa: E402
+from tiered_memory.recall.settings import keywords  # noqa: E402
 
 DEPTH = 100
 
@@ -60,8 +60,7 @@ def build_cache(convs: list[Any], path: Path, embedder: OnnxEmbedder) -> dict[st
                         ids[m.remember(turn.content, session_id=session.session_id).id] = turn.id
                 keyword = {}
                 for q in conv.questions:
-                    match = keyword_query(q.question)
-                    found = m.store.keyword_search(match, DEPTH) if match else []
+                    found = m.store.keyword_search(keywords(q.question), DEPTH)
                     keyword[q.question] = [(ids[i], bm25) for i, bm25 in found]
             vectors = embedder.embed([t.content for t in conv.memories])
             queries = embedder.embed([q.question for q in conv.questions])

@@ -25,12 +25,12 @@ from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, Tier
 from persistence.sqlite import SQLiteStore, bulk_index
-from persistence.sqlite.sql import memory_sql
+from persistence.sqlite.sql import index_sql, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding import compact_model, quality_model
 from tiered_memory.embedding.embedders import OnnxEmbedder
 from tiered_memory.recall.rerank import SessionContextReranker
-from tiered_memory.recall.settings import RecallSettings, keyword_query
+from tiered_memory.recall.settings import RecallSettings, keywords
 
 DIM = 384
 WORDS = [f"w{i}" for i in range(5000)]
@@ -160,7 +160,7 @@ def _settings_table(
             assert len(hits) == 10
         with store.read_connection() as conn:
             start = time.perf_counter()
-            raw_keyword(conn, keyword_query(q) or "", 100)
+            raw_keyword(conn, index_sql.fts5_match(keywords(q)), 100)
             raw_vec0_knn(conn, vectors[q].astype(np.float32).tobytes(), 400)
             timings["raw"].append(time.perf_counter() - start)
     raw50, raw95 = _percentiles(timings["raw"])
@@ -197,7 +197,7 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
     for q in queries:
         with memory.store.read_connection() as conn:
             start = time.perf_counter()
-            raw_keyword(conn, keyword_query(q) or "", settings.depth)
+            raw_keyword(conn, index_sql.fts5_match(keywords(q)), settings.depth)
             raw_vec0_knn(conn, embedded[q].tobytes(), settings.vector_depth * 4)
             sqlite_vec.append(time.perf_counter() - start)
     for q in queries:

@@ -52,6 +52,7 @@ from persistence.errors import (
     StoreClosedError,
     TieredMemoryError,
     TransactionAbortedError,
+    UnsupportedOperationError,
 )
 from persistence.graph_errors import (
     EntityNotFoundError,
@@ -116,6 +117,7 @@ from persistence.storage import (
     ScheduleRecords,
     SessionRecords,
     StoreControl,
+    StoreFiles,
 )
 from persistence.transfer import ImportDocument, memory_to_json
 from persistence.validation import (
@@ -154,6 +156,7 @@ __all__ = [
     "ScheduleRecords",
     "SessionRecords",
     "StoreControl",
+    "StoreFiles",
     # records
     "CacheStatistics",
     "ConsolidationReport",
@@ -255,6 +258,7 @@ __all__ = [
     "StoreClosedError",
     "TieredMemoryError",
     "TransactionAbortedError",
+    "UnsupportedOperationError",
     "EntityNotFoundError",
     "ExtractorError",
     "InvalidDepthError",

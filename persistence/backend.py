@@ -3,7 +3,8 @@
 :func:`build_backend` is the only place that names an engine's classes for the domain:
 ``AgentMemoryManager`` takes a :class:`Backend` and uses its parts through their
 Protocols (:class:`~persistence.MemoryStorage`, :class:`~persistence.GraphStorage`,
-:class:`~persistence.cache_layer.TransactionHooks`, and one per record family:
+:class:`~persistence.cache_layer.TransactionHooks`, :class:`~persistence.StoreFiles`
+for the operator's file operations, and one per record family:
 :class:`~persistence.MemoryRecords`, :class:`~persistence.SessionRecords`,
 :class:`~persistence.ScheduleRecords`, :class:`~persistence.RecallIndex`). A second
 backend (PostgreSQL + pgvector, say) is one more branch here, picked by the location (a
@@ -31,6 +32,7 @@ from persistence.storage import (
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
+    StoreFiles,
 )
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 
@@ -46,7 +48,7 @@ class Backend:
     store: MemoryStorage
     graph: GraphStorage
     hooks: TransactionHooks
-    backups: BackupManager
+    backups: StoreFiles
     memories: MemoryRecords
     sessions: SessionRecords
     schedules: ScheduleRecords

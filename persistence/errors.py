@@ -85,6 +85,11 @@ class PlaintextExportError(TieredMemoryError):
     (``allow_plaintext=True`` / ``--allow-plaintext``); nothing was written."""
 
 
+class UnsupportedOperationError(TieredMemoryError):
+    """This backend cannot do that; the message says what to use instead (PostgreSQL,
+    say, has no file key to set or rekey: its server encrypts). Nothing was changed."""
+
+
 class StorageError(TieredMemoryError):
     """SQLite or the file system failed underneath a call; what it was doing was undone."""
 

@@ -311,9 +311,41 @@ class MemoryFilter:
         return tuple(f"{name}={value}" for name, value in named if value is not None)
 
 
+class FrozenDict(dict[str, int]):
+    """A dict that cannot be changed after it is made, and hashes by its items: a
+    record's mapping field (:attr:`PersistenceStatistics.backend_details`). Equal to a
+    plain dict with the same items; JSON encoders (orjson) write it as an object."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be changed")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, int]]]:
+        return type(self), (dict(self),)
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: object) -> FrozenDict:
+        return self
+
+
 @dataclass(frozen=True, slots=True)
 class PersistenceStatistics:
-    """Row counts and file sizes of a store."""
+    """Row counts and sizes of a store.
+
+    ``size_bytes`` is everything the store occupies (SQLite: the file plus its WAL);
+    ``backend`` names the engine (``"sqlite"``) and ``backend_details`` holds its own
+    figures (SQLite: ``file_size_bytes``, ``wal_size_bytes``, ``page_size``,
+    ``page_count``), read-only. ``path`` is where the data lives (as
+    ``StoreControl.location``)."""
 
     scratchpad_count: int
     episodic_count: int
@@ -327,13 +359,16 @@ class PersistenceStatistics:
     unembedded_count: int
     embedding_cache_count: int
     schema_version: int
-    file_size_bytes: int
-    wal_size_bytes: int
-    page_size: int
-    page_count: int
+    size_bytes: int
+    backend: str
+    backend_details: Mapping[str, int]
     path: str
     embedding_errors: int = 0
     last_embedding_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend_details, FrozenDict):
+            object.__setattr__(self, "backend_details", FrozenDict(self.backend_details))
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,14 +448,21 @@ class MemoryStatistics:
     """Entities, relations, provenance and extraction progress of the knowledge graph."""
 
     @property
+    def size_bytes(self) -> int:
+        """Bytes the store occupies (SQLite: the database file plus its WAL)."""
+        return self.storage.size_bytes
+
+    @property
     def file_size_bytes(self) -> int:
-        """Bytes of the database file itself (recent commits may still be in the WAL)."""
-        return self.storage.file_size_bytes
+        """SQLite: bytes of the database file itself (recent commits may still be in the
+        WAL); 0 on a backend without one."""
+        return self.storage.backend_details.get("file_size_bytes", 0)
 
     @property
     def wal_size_bytes(self) -> int:
-        """Bytes of the write-ahead log beside it (``maintain()`` checkpoints it)."""
-        return self.storage.wal_size_bytes
+        """SQLite: bytes of the write-ahead log beside it (``maintain()`` checkpoints it);
+        0 on a backend without one."""
+        return self.storage.backend_details.get("wal_size_bytes", 0)
 
     @property
     def embedding_errors(self) -> int:

@@ -17,17 +17,26 @@ What a second backend must provide, beyond storing the records:
 - :meth:`on_external_change` / :meth:`check_external_changes`: tell the domain when
   another process changed the data (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops
   its caches.
-- :meth:`keyword_search`: ``match`` is the domain's keyword query, an ``OR`` of
-  double-quoted words (``"dark" OR "mode"``, see ``tiered_memory.recall.keyword_query``)
-  that a backend turns into its own full-text query (``to_tsquery`` ...); scores are
-  ``<= 0`` and "lower is better" like FTS5's bm25, and recall uses only each score's
-  ratio to the query's best (a positive score would drop the keyword signal).
+- :meth:`keyword_search`: takes the query's words (normalised by the domain, see
+  ``tiered_memory.recall.settings.keywords``), never a query expression; each backend
+  builds its own full-text query from them (SQLite: an FTS5 ``"dark" OR "mode"``;
+  PostgreSQL: a ``tsquery``). Scores are ``<= 0`` and lower is better, like FTS5's
+  bm25, and recall uses only each score's ratio to the query's best (a positive score
+  would drop the keyword signal).
   :meth:`vector_search`: cosine distance, nearest first.
 - The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
   and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
 
-Not part of it (SQLite-specific, reached through ``SQLiteStore`` itself): connections,
-backups (``VACUUM INTO``), JSON import into the file, integrity checks and migrations.
+The operator's operations on the store as a whole -- snapshots and restore, JSON export
+and import, rekeying, integrity checks, maintenance -- are :class:`StoreFiles`
+(``Backend.backups``; SQLite's is :class:`~persistence.sqlite.BackupManager`). One a
+backend cannot do raises :class:`~persistence.errors.UnsupportedOperationError` saying
+what to use instead. Not part of any Protocol (engine-specific, reached through the
+engine's store itself): connections and migrations.
+
+:attr:`StoreControl.location` says where the data lives as text safe to print (a file
+path, ``":memory:"``, a URL without its password). Statistics are a size plus the
+backend's own figures (:class:`~persistence.records.PersistenceStatistics`).
 
 :class:`MemoryStorage` is the union of one Protocol per record family, so a part of the
 domain can ask for only what it uses: :class:`StoreControl` (lifecycle, transactions and
@@ -45,8 +54,10 @@ a :meth:`MemoryStorage.transaction` commits or rolls back with it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -63,17 +74,24 @@ from persistence.graph_records import (
 )
 from persistence.records import (
     ForgettingRecord,
+    ImportResult,
+    IntegrityResult,
+    Key,
+    MaintenanceResult,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
+    Progress,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
+    RestoreResult,
     RetentionInput,
     SessionState,
     Tier,
     TranscriptEntry,
 )
+from persistence.transfer.json_read import ImportDocument
 
 
 @runtime_checkable
@@ -83,7 +101,13 @@ class StoreControl(Protocol):
 
     @property
     def path(self) -> str:
-        """Where the data lives (a file, a URL without secrets, ``":memory:"``)."""
+        """Where the data lives, as the engine names it (SQLite: the file's absolute
+        path or ``":memory:"``)."""
+
+    @property
+    def location(self) -> str:
+        """Where the data lives as text safe to print or log: a file path,
+        ``":memory:"``, or a URL without its password."""
 
     @property
     def is_memory(self) -> bool:
@@ -289,7 +313,7 @@ class RecallIndex(Protocol):
 
     def keyword_search(
         self,
-        match: str,
+        words: Sequence[str],
         limit: int,
         tier: Tier | None = None,
         context_weight: float = 0.5,
@@ -297,7 +321,22 @@ class RecallIndex(Protocol):
         *,
         where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
-        """``(memory_id, score)`` best (lowest) first for the quoted-words query ``match``."""
+        """``(memory_id, score)`` of the best ``limit`` memories holding any of ``words``
+        that ``tier`` and ``where`` accept, best first.
+
+        ``words`` are the query's words, already normalised by the domain (lower-cased,
+        each once, stopwords dropped: ``tiered_memory.recall.settings.keywords``); they are
+        plain words, never query syntax, and each backend builds its own full-text query
+        from them (SQLite: the FTS5 expression ``"dark" OR "mode"``; PostgreSQL: a
+        ``tsquery``, say). No words: ``[]``. A ``str`` is refused
+        (:class:`~persistence.errors.InvalidTypeError`), not read as letters.
+
+        Scores: every score is ``<= 0`` and lower is better (FTS5's bm25 is the model);
+        ties keep a stable order. Recall uses only each score's ratio to the query's best
+        score, so a backend may scale its scores freely, but a positive score would drop
+        the keyword signal. Words found only in the two memories before a memory in its
+        session count ``context_weight`` as much as its own words, in the two after it
+        ``after_weight`` (a backend without session context may ignore both)."""
 
     def vector_search(
         self,
@@ -354,6 +393,68 @@ class RecallIndex(Protocol):
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding; how many there have been."""
+
+
+@runtime_checkable
+class StoreFiles(Protocol):
+    """The operator's operations on the store as a whole (``Backend.backups``): snapshots
+    and restore, JSON export and import, the encryption key, integrity and maintenance.
+
+    A backend that cannot do one of them (PostgreSQL has no file key to change, say)
+    raises :class:`~persistence.errors.UnsupportedOperationError` naming what to use
+    instead. :class:`~persistence.sqlite.BackupManager` is SQLite's."""
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the store's data is opened with a key."""
+
+    def create_backup(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        keep: int | None = None,
+        progress: Progress | None = None,
+    ) -> Path:
+        """Snapshot the data (verified before it is given its name); return its path.
+        ``keep=N`` then deletes all but the newest N snapshots in the backup directory."""
+
+    def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace the data with a snapshot's, all or nothing (the source checked first)."""
+
+    def export_json(
+        self,
+        target: str | os.PathLike[str] | None = None,
+        *,
+        overwrite: bool = False,
+        progress: Progress | None = None,
+        allow_plaintext: bool = False,
+    ) -> Path:
+        """Write everything to one versioned JSON document; return its path."""
+
+    def import_json(
+        self,
+        source: str | os.PathLike[str],
+        mode: str = "replace",
+        *,
+        progress: Progress | None = None,
+        scrub: Callable[[ImportDocument], int] | None = None,
+    ) -> ImportResult:
+        """Load an export (``replace`` or ``merge``): validate all of it, then write it in
+        one transaction."""
+
+    def rekey(self, new_key: Key) -> None:
+        """Re-encrypt the data with ``new_key``, in one transaction."""
+
+    def check_integrity(self) -> IntegrityResult:
+        """Run the engine's checks and the library's invariants; every problem found."""
+
+    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Tidy the store (SQLite: checkpoint the WAL, refresh planner statistics,
+        optionally VACUUM) and delete leftovers of interrupted work."""
+
+    def remove_leftovers(self, *more: Path) -> list[Path]:
+        """Delete what interrupted backups and restores left (and ``more``); the paths
+        deleted."""
 
 
 @runtime_checkable

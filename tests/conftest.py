@@ -14,8 +14,11 @@ import pytest
 
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.keyword_index import IDLE_ENV
-from tests.pg_server import any_location, pg_server, pg_url  # noqa: F401  (fixtures)
 from tiered_memory import AgentMemoryManager
+
+# A PostgreSQL server per session and a database per test: pg_server, pg_url,
+# any_location, and the postgres marker (tests/pg_server.py).
+pytest_plugins = ["tests.pg_server"]
 
 
 class NetworkAccessError(RuntimeError):

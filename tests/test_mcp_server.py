@@ -106,6 +106,8 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
                 await session.read_resource("memory://nothing-here")
             stats = await call(session, "statistics")
             assert stats["storage"]["promotion_count"] == 1
+            assert stats["storage"]["backend"] == "sqlite" and stats["storage"]["size_bytes"] > 0
+            assert stats["storage"]["backend_details"]["page_count"] > 0
             ended = await call(session, "end_session", session_id=sid)
             assert ended["ended_at"] is not None
             assert (await call(session, "forget", memory_id=m["id"]))["forgotten"] is True

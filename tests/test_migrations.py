@@ -185,7 +185,7 @@ def test_rows_written_without_the_store_are_indexed_when_it_opens(db_path: Path)
     assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (1,)
     conn.close()
     with SQLiteStore(db_path) as store:
-        assert [m for m, _ in store.keyword_search('"second"', 5)] == ["raw"]
+        assert [m for m, _ in store.keyword_search(["second"], 5)] == ["raw"]
         words = ["first", "second", "words"]
         assert scores_and_size(store, words) == rebuilt_scores_and_size(store, words)
     conn = connect(str(db_path), ConnectionOptions())

@@ -15,7 +15,7 @@ from persistence import EmbeddingModelMismatchError, InvalidInputError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
-from tiered_memory.recall.settings import RecallSettings, keyword_query
+from tiered_memory.recall.settings import RecallSettings, keywords
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 
@@ -90,15 +90,15 @@ def test_any_model_folder_works_and_a_missing_one_is_an_error(tmp_path: Path) ->
 )  # fmt: skip
 def test_user_text_is_never_fts5_syntax(memory: AgentMemoryManager, text: str) -> None:
     memory.remember(f"some memory mentioning {text}")
-    match = keyword_query(text)
-    assert match is not None
-    memory.store.keyword_search(match, 5)  # runs without an FTS5 syntax error
+    words = keywords(text)
+    assert words
+    memory.store.keyword_search(words, 5)  # runs without an FTS5 syntax error
     assert memory.recall(text, k=3)
 
 
 def test_queries_without_words_find_nothing(memory: AgentMemoryManager) -> None:
     memory.remember("anything")
-    assert keyword_query("?!* ()") is None
+    assert keywords("?!* ()") == ()
     assert memory.recall("?!* ()") == [] and memory.recall("") == []
 
 
@@ -183,7 +183,7 @@ def test_score_fusion_explains_each_share_of_the_raw_values(
     query = "dark mode theme preference"
     hits = {h.memory.id: h for h in memory.recall(query, k=10)}
     [qv] = EMBEDDER.embed([query])
-    bm25 = dict(memory.store.keyword_search(keyword_query(query) or "", 10))
+    bm25 = dict(memory.store.keyword_search(keywords(query), 10))
     best = min(bm25.values())
     for memory_id, hit in hits.items():
         signals = {s.signal: s for s in hit.explanation.signals}
@@ -267,7 +267,7 @@ def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
 ) -> None:
     m = memory.remember("Deploys happen on Thursdays")
     assert memory.get(m.id).embedding is None  # type: ignore[union-attr]
-    assert [i for i, _ in memory.store.keyword_search('"thursdays"', 5)] == [m.id]
+    assert [i for i, _ in memory.store.keyword_search(["thursdays"], 5)] == [m.id]
     assert memory.flush() == 1
     embedded = memory.get(m.id)
     assert embedded is not None and embedded.embedding is not None

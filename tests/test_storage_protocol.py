@@ -20,9 +20,11 @@ from persistence import (
     ScheduleRecords,
     SessionRecords,
     StoreControl,
+    StoreFiles,
     build_backend,
 )
 from persistence.sqlite import (
+    BackupManager,
     GraphStore,
     IndexStore,
     MemoryStore,
@@ -96,14 +98,14 @@ def _signature_problems(protocol: type, instance: object, implementation: type) 
 
 @pytest.mark.parametrize(
     ("protocol", "implementation"),
-    [(MemoryStorage, SQLiteStore), (GraphStorage, GraphStore)],
-    ids=["MemoryStorage", "GraphStorage"],
+    [(MemoryStorage, SQLiteStore), (GraphStorage, GraphStore), (StoreFiles, BackupManager)],
+    ids=["MemoryStorage", "GraphStorage", "StoreFiles"],
 )
 def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
     protocol: type, implementation: type
 ) -> None:
     store = SQLiteStore(":memory:")
-    instance = store if implementation is SQLiteStore else GraphStore(store)
+    instance = store if implementation is SQLiteStore else implementation(store)
     assert isinstance(instance, protocol)
     problems = _signature_problems(protocol, instance, implementation)
     assert problems == []

@@ -140,6 +140,8 @@ def test_statistics_count_everything(store: SQLiteStore) -> None:
     assert (stats.session_count, stats.active_session_count, stats.transcript_count) == (2, 1, 1)
     assert (stats.schedule_count, stats.promotion_count, stats.forgotten_count) == (1, 1, 0)
     assert stats.schema_version == LATEST_VERSION
-    assert stats.page_count > 0 and stats.page_size > 0
+    details = stats.backend_details
+    assert stats.backend == "sqlite" and details["page_count"] > 0 and details["page_size"] > 0
+    assert stats.size_bytes == details["file_size_bytes"] + details["wal_size_bytes"]
     if not store.is_memory:
-        assert stats.file_size_bytes > 0 and stats.wal_size_bytes > 0
+        assert details["file_size_bytes"] > 0 and details["wal_size_bytes"] > 0

@@ -144,6 +144,11 @@ class AsyncAgentMemoryManager:
         """The database file, or ``None`` in memory."""
         return self.manager.path
 
+    @property
+    def location(self) -> str:
+        """Where the memory lives, safe to print or log (see ``AgentMemoryManager``)."""
+        return self.manager.location
+
     async def run(
         self, fn: Callable[Concatenate[AgentMemoryManager, P], R], *args: P.args, **kwargs: P.kwargs
     ) -> R:

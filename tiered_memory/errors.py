@@ -51,6 +51,7 @@ from persistence import (
     StoreClosedError,
     TieredMemoryError,
     TransactionAbortedError,
+    UnsupportedOperationError,
 )
 
 __all__ = [
@@ -99,4 +100,5 @@ __all__ = [
     "StoreClosedError",
     "TieredMemoryError",
     "TransactionAbortedError",
+    "UnsupportedOperationError",
 ]

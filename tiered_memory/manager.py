@@ -206,6 +206,12 @@ class AgentMemoryManager:
         """The database file, or ``None`` in memory."""
         return None if self.store.is_memory else Path(self.store.path)
 
+    @property
+    def location(self) -> str:
+        """Where the memory lives, safe to print or log: the database file's path,
+        ``":memory:"``, or (another backend) a URL without its password."""
+        return self.store.location
+
     def _require_open(self) -> None:
         self._memories.require_open()
 

@@ -18,6 +18,7 @@ from dataset import load  # noqa: E402
 
 from persistence import Memory, MemoryFilter, Tier  # noqa: E402
 from persistence.sqlite import SQLiteStore  # noqa: E402
+from tiered_memory.recall.settings import keywords  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -68,7 +69,7 @@ def main(n: int = 10_000) -> None:
 
     # warm up the RAM vector copy and the caches
     for q, qv in zip(queries[:20], qvectors[:20], strict=True):
-        store.keyword_search(q["match"], 100)
+        store.keyword_search(keywords(q["text"]), 100)
         store.vector_search(qv, 100)
 
     kw: dict[str, list[float]] = {}
@@ -78,7 +79,7 @@ def main(n: int = 10_000) -> None:
     for q, qv in zip(queries, qvectors, strict=True):
         for name, where in filters(q, rows).items():
             t0 = time.perf_counter()
-            found = store.keyword_search(q["match"], 100, where=where)
+            found = store.keyword_search(keywords(q["text"]), 100, where=where)
             kw.setdefault(name, []).append(time.perf_counter() - t0)
             if name == "none":
                 kw_top.append(found)

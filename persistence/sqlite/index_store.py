@@ -33,7 +33,13 @@ from persistence.sqlite.sql.meta_sql import (
     record_embedding_error,
 )
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
-from persistence.validation import require_int, require_str, require_unit_float, validate_filter
+from persistence.validation import (
+    require_int,
+    require_str,
+    require_str_tuple,
+    require_unit_float,
+    validate_filter,
+)
 
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 128
@@ -87,7 +93,7 @@ class IndexStore:
 
     def keyword_search(
         self,
-        match: str,
+        words: Sequence[str],
         limit: int,
         tier: Tier | None = None,
         context_weight: float = 0.5,
@@ -95,15 +101,21 @@ class IndexStore:
         *,
         where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
-        """``(memory_id, bm25)`` for an FTS5 ``match`` expression, best first; words found
-        only in the two memories before a memory in its session count ``context_weight``
-        as much as its own, in the two after it ``after_weight``. ``where`` restricts the
-        search itself: the best ``limit`` memories it accepts come back."""
-        require_str(match, "match", allow_empty=False)
+        """``(memory_id, bm25)`` of the memories holding any of ``words``, best (lowest)
+        first; ``[]`` for no words. The words become one FTS5 expression
+        (:func:`~persistence.sqlite.sql.index_sql.fts5_match`: each quoted, joined with
+        ``OR``). Words found only in the two memories before a memory in its session count
+        ``context_weight`` as much as its own, in the two after it ``after_weight``.
+        ``where`` restricts the search itself: the best ``limit`` memories it accepts come
+        back."""
+        require_str_tuple(words, "words")
         require_int(limit, "limit", minimum=1)
         require_unit_float(context_weight, "context_weight")
         require_unit_float(after_weight, "after_weight")
         accepted = _filter(tier, where)
+        if not words:
+            return []
+        match = index_sql.fts5_match(words)
         with self._reading() as conn:
             if self.db.in_transaction:  # this transaction's writes are not indexed yet
                 self.keywords.catch_up(conn)

@@ -196,6 +196,10 @@ class SQLiteStore:
     # --- lifecycle ----------------------------------------------------------------------
 
     @property
+    def location(self) -> str:  # where the data lives, safe to print: the path (no key)
+        return self.path
+
+    @property
     def is_memory(self) -> bool:
         """True for an in-memory store (nothing on disk)."""
         return self.path == MEMORY_PATH
@@ -540,10 +544,11 @@ class SQLiteStore:
         self.indexes.first_stage = stage
 
     def keyword_search(
-        self, match: str, limit: int, tier: Tier | None = None, context_weight: float = 0.5,
-        after_weight: float = 0.5, *, where: MemoryFilter | None = None,
+        self, words: Sequence[str], limit: int, tier: Tier | None = None,
+        context_weight: float = 0.5, after_weight: float = 0.5, *,
+        where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.keyword_search(match, limit, tier, context_weight, after_weight,
+        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
                                            where=where)  # fmt: skip
 
     def vector_search(
@@ -680,15 +685,20 @@ def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
     finally:
         if not nested:
             conn.execute("COMMIT")
+    file_size, wal_size = _file_size(path), _file_size(path + "-wal")
     return PersistenceStatistics(
         scratchpad_count=counts[0],
         episodic_count=counts[1],
         semantic_count=counts[2],
         schema_version=version,
-        file_size_bytes=_file_size(path),
-        wal_size_bytes=_file_size(path + "-wal"),
-        page_size=page_size,
-        page_count=page_count,
+        size_bytes=file_size + wal_size,
+        backend="sqlite",
+        backend_details={
+            "file_size_bytes": file_size,
+            "wal_size_bytes": wal_size,
+            "page_size": page_size,
+            "page_count": page_count,
+        },
         path=path,
         embedding_errors=errors,
         last_embedding_error=last_error,

@@ -51,7 +51,7 @@ from tiered_memory.embedding.embedders import EmbedderError
 @db_argument
 @json_option
 def stats(db: str, as_json: bool) -> None:
-    """Counts per tier, sessions, file and WAL size, schema version."""
+    """Counts per tier, sessions, size (SQLite: file and WAL), schema version."""
     with _open(db) as memory:
         s = memory.statistics()
 
@@ -67,7 +67,9 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(
             f"to embed       {st.unembedded_count} (cached vectors {st.embedding_cache_count})"
         )
-        click.echo(f"file size      {st.file_size_bytes} bytes + WAL {st.wal_size_bytes} bytes")
+        click.echo(f"size           {st.size_bytes} bytes ({st.backend})")
+        for name, value in st.backend_details.items():
+            click.echo(f"  {name:<16} {value}")
         last = f" (last: {st.last_embedding_error})" if st.last_embedding_error else ""
         click.echo(f"embed errors   {st.embedding_errors}{last}")
         click.echo(f"redacted       {s.redactions} secret(s)")

@@ -154,7 +154,7 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
 
     @server.tool()
     async def statistics() -> dict[str, Any]:
-        """Counts per tier, sessions, transcripts, promotions, file and WAL size."""
+        """Counts per tier, sessions, transcripts, promotions, size (SQLite: file and WAL)."""
         return dict(_plain(await _tool(memory.statistics())))
 
     @server.resource("memory://{memory_id}", mime_type="application/json")

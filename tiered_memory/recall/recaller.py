@@ -46,7 +46,7 @@ from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.conversation import add_conversation_signals
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
 from tiered_memory.recall.rerank import rerank_candidates
-from tiered_memory.recall.settings import RecallSettings, keyword_query
+from tiered_memory.recall.settings import RecallSettings, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch
 
 # --- orchestration ----------------------------------------------------------------------
@@ -116,8 +116,8 @@ class Recaller:
         where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
                              created_before, min_retention)  # fmt: skip
         validate_filter(where)
-        match = keyword_query(query)
-        if match is None:
+        words = keywords(query)
+        if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
         if not store.read_only:
@@ -135,7 +135,7 @@ class Recaller:
         pending = self._recall_pool().submit(nearest) if beside else None
         ranked: dict[str, Sequence[tuple[str, float]]] = {
             "keyword": store.keyword_search(
-                match, settings.depth, None, settings.context_weight, settings.after_weight,
+                words, settings.depth, None, settings.context_weight, settings.after_weight,
                 where=where,
             )
         }  # fmt: skip

@@ -1,5 +1,5 @@
 """Recall's settings: the fusion weights and switches (:class:`RecallSettings`), and how
-free text becomes keywords (:func:`keyword_query`, :data:`STOPWORDS`)."""
+free text becomes keywords (:func:`keywords`, :data:`STOPWORDS`)."""
 
 from __future__ import annotations
 
@@ -34,17 +34,18 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 FUSIONS = ("rrf", "score")
 
 
-def keyword_query(text: str) -> str | None:
-    """An FTS5 MATCH expression for free text: its words, each quoted, joined with OR.
+def keywords(text: str) -> tuple[str, ...]:
+    """The words of free text recall's keyword search looks for: lower-cased, each once,
+    in order of first use; stopwords are dropped unless nothing else is left. Empty when
+    the text has no words.
 
-    User text is never passed as FTS5 syntax: quotes, ``AND``/``OR``/``NOT``/``NEAR``,
-    ``*``, ``-``, ``:`` and parentheses become plain words or disappear. Stopwords are
-    dropped unless nothing else is left. ``None`` when the text has no words.
+    Only word characters survive: quotes, ``AND``/``OR``/``NOT``/``NEAR``, ``*``, ``-``,
+    ``:`` and parentheses become plain words or disappear, so no user text reaches a
+    backend as query syntax (each backend builds its own full-text query from the words).
     """
     words = [w.lower() for w in _WORD.findall(text)]
     kept = [w for w in words if w not in STOPWORDS] or words
-    unique = list(dict.fromkeys(kept))
-    return " OR ".join(f'"{w}"' for w in unique) if unique else None
+    return tuple(dict.fromkeys(kept))
 
 
 @dataclass(frozen=True, slots=True)

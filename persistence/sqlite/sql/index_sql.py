@@ -217,6 +217,13 @@ def narrow_rowids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[
     return found
 
 
+def fts5_match(words: Sequence[str]) -> str:
+    """The FTS5 MATCH expression for ``words``: each a double-quoted string (a ``"`` in
+    a word doubled), joined with ``OR`` -- ``["dark", "mode"]`` is ``"dark" OR "mode"``.
+    A quoted string is never FTS5 syntax, so no word can be read as an operator."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
 def keyword_search(
     conn: apsw.Connection,
     match: str,

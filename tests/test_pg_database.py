@@ -15,6 +15,7 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.postgres import PostgresStore
+from tests.pg_server import PgServer
 
 
 @pytest.fixture
@@ -148,10 +149,10 @@ def test_a_read_only_handle_refuses_writes(pg_url: str) -> None:
 
 
 def test_a_missing_database_and_a_dead_server_give_typed_errors_without_secrets(
-    pg_server: str,
+    pg_server: PgServer,
 ) -> None:
     with pytest.raises(DatabaseMissingError, match="create it first"):
-        PostgresStore(pg_server.replace("/postgres?", "/no_such_db?")).open()
+        PostgresStore(pg_server.url("no_such_db")).open()
     with pytest.raises(ServerUnavailableError) as caught:
         PostgresStore("postgresql://someone:s3cret-pw@127.0.0.1:1/db").open()
     assert "s3cret-pw" not in str(caught.value)

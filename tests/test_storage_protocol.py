@@ -23,6 +23,7 @@ from persistence import (
     StoreFiles,
     build_backend,
 )
+from persistence.postgres import PostgresStore
 from persistence.sqlite import (
     BackupManager,
     GraphStore,
@@ -118,6 +119,20 @@ FAMILIES = [
     (ScheduleRecords, "schedules"),
     (RecallIndex, "indexes"),
 ]
+
+
+RECORD_FAMILIES = [f for f in FAMILIES if f[1] in ("memories", "sessions", "schedules")]
+
+
+@pytest.mark.parametrize(
+    ("protocol", "part"), RECORD_FAMILIES, ids=[p.__name__ for p, _ in RECORD_FAMILIES]
+)
+def test_each_record_part_of_the_postgres_store_implements_its_protocol(
+    protocol: type, part: str
+) -> None:
+    instance = getattr(PostgresStore("postgresql://nobody@localhost/none"), part)
+    assert isinstance(instance, protocol)
+    assert _signature_problems(protocol, instance, type(instance)) == []
 
 
 @pytest.mark.parametrize(("protocol", "part"), FAMILIES, ids=[p.__name__ for p, _ in FAMILIES])

@@ -1,4 +1,4 @@
-"""SQLiteStore support for the forgetting curve: batches, decay writes and the audit log."""
+"""The stores (SQLite and PostgreSQL): the forgetting curve's batches, decay writes, audit."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from persistence import (
     Tier,
 )
 from persistence.sqlite import SQLiteStore
+from tests.backends import refuse_inserts, store_on_each_backend  # noqa: F401
 
 
 def test_put_memory_and_query_dispatch_on_the_tier(store: SQLiteStore) -> None:
@@ -32,7 +33,6 @@ def test_forget_memory_deletes_and_audits(store: SQLiteStore, clock: object) -> 
     assert [(r.tier, r.retention, r.reason) for r in log] == [(Tier.EPISODIC, 0.4, "user asked")]
     assert store.forget_memory(memory.id, "again") is None
     assert len(store.get_forgetting_log()) == 1
-    assert store.get_statistics().forgotten_count == 1
 
 
 def test_retention_batches_page_by_id(store: SQLiteStore) -> None:
@@ -54,12 +54,7 @@ def test_retention_batches_page_by_id(store: SQLiteStore) -> None:
 
 def test_apply_decay_is_one_transaction(store: SQLiteStore) -> None:
     a, b, c = (store.put_episodic(Memory.create(n)).id for n in "abc")
-    with store.transaction() as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON forgetting_log WHEN NEW.memory_id = '"
-            + c
-            + "' BEGIN SELECT RAISE(ABORT, 'audit refused'); END"
-        )
+    refuse_inserts(store, "forgetting_log", "audit refused", when_id=c)
     with pytest.raises(Exception, match="audit refused"):
         store.apply_decay(Tier.EPISODIC, [(a, 0.5)], [(b, 0.05), (c, 0.01)], "decay")
     assert {m.id: m.retention for m in store.query_episodic(QueryOptions(limit=None))} == {

@@ -1,4 +1,5 @@
-"""SQLiteStore: the three tiers, validation of bad input, queries and promotion."""
+"""The stores (SQLite and PostgreSQL): the three tiers, validation of bad input, queries
+and promotion."""
 
 from __future__ import annotations
 
@@ -22,21 +23,10 @@ from persistence import (
     RepetitionSchedule,
     Tier,
 )
+from persistence.postgres import PostgresStore
 from persistence.sqlite import SQLiteStore
+from tests.backends import refuse_inserts, snapshot, store_on_each_backend  # noqa: F401
 from tests.conftest import FakeClock
-
-
-def _snapshot(store: SQLiteStore) -> list[tuple[object, ...]]:
-    """Every row of every table, to prove a failed call changed nothing."""
-    with store.transaction() as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                "ORDER BY name"
-            ).fetchall()
-        ]
-        return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()) for t in tables]
 
 
 def test_episodic_round_trip_keeps_every_field(store: SQLiteStore) -> None:
@@ -73,7 +63,7 @@ def test_put_updates_in_place(store: SQLiteStore) -> None:
     again = store.get_semantic(memory.id)
     assert again is not None
     assert (again.content, again.tags, again.updated_at) == ("v2", ("b", "c"), later)
-    assert store.get_statistics().semantic_count == 1
+    assert store.count(Tier.SEMANTIC) == 1
 
 
 def test_tags_keep_order_and_lose_duplicates(store: SQLiteStore) -> None:
@@ -115,10 +105,10 @@ def test_memory_of_the_wrong_tier_is_refused(store: SQLiteStore) -> None:
 
 def test_one_id_lives_in_one_tier(store: SQLiteStore) -> None:
     memory = store.put_episodic(Memory.create("x"))
-    before = _snapshot(store)
+    before = snapshot(store)
     with pytest.raises(DuplicateMemoryError, match="already lives in episodic"):
         store.put_semantic(replace(memory, tier=Tier.SEMANTIC))
-    assert _snapshot(store) == before
+    assert snapshot(store) == before
 
 
 SELF_REFERENCING: dict[str, object] = {}
@@ -162,18 +152,18 @@ def test_bad_input_raises_and_changes_nothing(
     store: SQLiteStore, field: str, value: object, error: type[Exception]
 ) -> None:
     store.put_episodic(Memory.create("keep me", embedding=[1.0, 2.0, 3.0]))
-    before = _snapshot(store)
+    before = snapshot(store)
     with pytest.raises(error):
         store.put_episodic(replace(Memory.create("new"), **{field: value}))
-    assert _snapshot(store) == before
+    assert snapshot(store) == before
 
 
 def test_first_embedding_fixes_the_dimension(store: SQLiteStore) -> None:
     store.put_episodic(Memory.create("a", embedding=[1.0, 0.0, 0.0, 0.0]))
-    before = _snapshot(store)
+    before = snapshot(store)
     with pytest.raises(EmbeddingDimensionError, match="3 dimensions but this store holds 4"):
         store.put_semantic(Memory.create("b", Tier.SEMANTIC, embedding=[1.0, 0.0, 0.0]))
-    assert _snapshot(store) == before
+    assert snapshot(store) == before
     store.put_semantic(Memory.create("c", Tier.SEMANTIC, embedding=[0.0, 1.0, 0.0, 0.0]))
 
 
@@ -184,6 +174,18 @@ def test_configured_dimension_is_enforced_and_remembered(db_path: object) -> Non
         store.put_episodic(Memory.create("a", embedding=[1.0, 2.0, 3.0, 4.0]))
     with pytest.raises(EmbeddingDimensionError):
         SQLiteStore(str(db_path), embedding_dim=8).open()
+
+
+def test_configured_dimension_is_enforced_and_remembered_on_postgres(pg_url: str) -> None:
+    with PostgresStore(pg_url, embedding_dim=4) as store:
+        with pytest.raises(EmbeddingDimensionError):
+            store.put_episodic(Memory.create("a", embedding=[1.0, 2.0]))
+        with pytest.raises(EmbeddingDimensionError):
+            store.insert_memories([Memory.create("a", embedding=[1.0, 2.0])])
+        store.put_episodic(Memory.create("a", embedding=[1.0, 2.0, 3.0, 4.0]))
+        assert store.get_meta("embedding_dim") == "4"
+    with pytest.raises(EmbeddingDimensionError):
+        PostgresStore(pg_url, embedding_dim=8).open()
 
 
 # --- queries ---------------------------------------------------------------------------
@@ -344,25 +346,21 @@ def test_promotion_only_goes_forward(store: SQLiteStore, source: Tier, target: T
 
 def test_promoting_a_missing_memory_changes_nothing(store: SQLiteStore) -> None:
     memory = store.put_semantic(Memory.create("x", Tier.SEMANTIC))
-    before = _snapshot(store)
+    before = snapshot(store)
     with pytest.raises(MemoryNotFoundError, match="episodic"):
         store.promote_memory(memory.id, Tier.EPISODIC, Tier.SEMANTIC)
     with pytest.raises(InvalidInputError, match="from_tier"):
         store.promote_memory(memory.id, "attic", Tier.SEMANTIC)  # type: ignore[arg-type]
-    assert _snapshot(store) == before
+    assert snapshot(store) == before
 
 
 def test_promotion_that_fails_midway_is_rolled_back_whole(store: SQLiteStore) -> None:
     memory = store.put_episodic(Memory.create("x", tags=("t",)))
-    with store.transaction() as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON promotion_log "
-            "BEGIN SELECT RAISE(ABORT, 'log is full'); END"
-        )
-    before = _snapshot(store)
+    refuse_inserts(store, "promotion_log", "log is full")
+    before = snapshot(store)
     with pytest.raises(Exception, match="log is full"):
         store.promote_memory(memory.id, Tier.EPISODIC, Tier.SEMANTIC)
-    assert _snapshot(store) == before
+    assert snapshot(store) == before
     assert store.get_episodic(memory.id) == memory
     assert store.get_semantic(memory.id) is None
 

@@ -1,7 +1,8 @@
-"""SQLiteStore: sessions, transcripts, repetition schedules and statistics."""
+"""The stores (SQLite and PostgreSQL): sessions, transcripts, schedules and statistics."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -17,7 +18,10 @@ from persistence import (
     SessionState,
     Tier,
 )
+from persistence.postgres import PostgresStore
+from persistence.postgres.sql import stats_sql
 from persistence.sqlite import SQLiteStore
+from tests.backends import AnyStore, store_on_each_backend  # noqa: F401
 from tests.conftest import FakeClock
 
 
@@ -125,7 +129,7 @@ def test_schedule_needs_a_memory_and_valid_numbers(store: SQLiteStore) -> None:
     assert store.get_repetition_schedule(memory_id) is None
 
 
-def test_statistics_count_everything(store: SQLiteStore) -> None:
+def _populate(store: AnyStore) -> None:
     store.put_scratchpad("k", Memory.create("s", Tier.SCRATCHPAD))
     a = store.put_episodic(Memory.create("a"))
     store.put_episodic(Memory.create("b"))
@@ -135,6 +139,25 @@ def test_statistics_count_everything(store: SQLiteStore) -> None:
     store.append_transcript("s1", 1, "user", "x")
     store.put_repetition_schedule(RepetitionSchedule(a.id, 1, 1))
     store.promote_memory(a.id, Tier.EPISODIC, Tier.SEMANTIC)
+
+
+EXPECTED_COUNTS = {
+    "scratchpad_count": 1, "episodic_count": 1, "semantic_count": 2, "session_count": 2,
+    "active_session_count": 1, "transcript_count": 1, "schedule_count": 1,
+    "promotion_count": 1, "forgotten_count": 0,
+}  # fmt: skip
+
+
+def test_postgres_counts_everything_in_one_snapshot(pg_url: str) -> None:
+    with PostgresStore(pg_url) as store:
+        _populate(store)
+        with store.read_connection() as conn:
+            assert stats_sql.counts(conn) == EXPECTED_COUNTS
+
+
+def test_statistics_count_everything(file_or_memory_store: SQLiteStore) -> None:
+    store = file_or_memory_store
+    _populate(store)
     stats = store.get_statistics()
     assert (stats.scratchpad_count, stats.episodic_count, stats.semantic_count) == (1, 1, 2)
     assert (stats.session_count, stats.active_session_count, stats.transcript_count) == (2, 1, 1)
@@ -145,3 +168,13 @@ def test_statistics_count_everything(store: SQLiteStore) -> None:
     assert stats.size_bytes == details["file_size_bytes"] + details["wal_size_bytes"]
     if not store.is_memory:
         assert details["file_size_bytes"] > 0 and details["wal_size_bytes"] > 0
+
+
+@pytest.fixture(params=["file", "memory"])
+def file_or_memory_store(
+    request: pytest.FixtureRequest, db_path: object, clock: FakeClock
+) -> Iterator[SQLiteStore]:
+    """SQLite only: its statistics have file sizes (PostgreSQL's are being reshaped)."""
+    path = str(db_path) if request.param == "file" else ":memory:"
+    with SQLiteStore(path, clock=clock) as opened:
+        yield opened

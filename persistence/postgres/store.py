@@ -332,6 +332,32 @@ class PostgresStore:
     def clear_scratchpad(self) -> int:
         return self.memories.clear_scratchpad()
 
+    # the reference design's per-tier API (PgMemoryStore)
+
+    def put_episodic(self, memory: Memory) -> Memory:
+        return self.memories.put_episodic(memory)
+
+    def get_episodic(self, memory_id: str) -> Memory | None:
+        return self.memories.get_episodic(memory_id)
+
+    def delete_episodic(self, memory_id: str) -> bool:
+        return self.memories.delete_episodic(memory_id)
+
+    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
+        return self.memories.query_episodic(options)
+
+    def put_semantic(self, memory: Memory) -> Memory:
+        return self.memories.put_semantic(memory)
+
+    def get_semantic(self, memory_id: str) -> Memory | None:
+        return self.memories.get_semantic(memory_id)
+
+    def delete_semantic(self, memory_id: str) -> bool:
+        return self.memories.delete_semantic(memory_id)
+
+    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
+        return self.memories.query_semantic(options)
+
     # sessions (PgSessionStore)
 
     def put_session(self, session: SessionState) -> None:

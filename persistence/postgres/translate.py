@@ -26,6 +26,9 @@ from persistence.postgres.location import redact, scrub
 
 
 def _first_line(exc: BaseException, url: str) -> str:
+    primary = exc.diag.message_primary if isinstance(exc, psycopg.Error) else None
+    if primary:  # the server's own message (a CONTEXT line may follow it)
+        return scrub(primary, url)
     text = str(exc).strip().splitlines()
     return scrub(text[-1] if text else type(exc).__name__, url)
 

@@ -1,0 +1,52 @@
+"""SQL of the forgetting curve's batch work: retention inputs, new retentions in one
+statement, and the audit log (``tm_forgetting_log``). Forgetting itself (delete and log)
+is :func:`persistence.postgres.sql.memory_sql.forget_rows`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from persistence.records import ForgettingRecord, RetentionInput, Tier
+
+_BATCH = (
+    "SELECT t.id, t.importance, t.retention, t.created_at, s.stability_days, "
+    "s.last_reviewed_at, coalesce(s.review_count, 0) "
+    "FROM tm_memories AS t LEFT JOIN tm_schedules AS s ON s.memory_id = t.id "
+    'WHERE t.tier = %s AND t.id COLLATE "C" > %s AND coalesce(s.review_count, 0) >= %s '
+    'ORDER BY t.id COLLATE "C" LIMIT %s'
+)
+_SET_RETENTION = (
+    "UPDATE tm_memories AS t SET retention = u.r "
+    "FROM unnest(%s::text[], %s::float8[]) AS u(id, r) WHERE t.id = u.id AND t.tier = %s"
+)
+_LOG = "SELECT memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log"
+
+
+def retention_batch(
+    conn: psycopg.Connection[Any], tier: Tier, after_id: str, limit: int, min_reviews: int
+) -> list[RetentionInput]:
+    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    rows = conn.execute(_BATCH, (tier.value, after_id, min_reviews, limit)).fetchall()
+    return [RetentionInput(*row) for row in rows]
+
+
+def set_retention(
+    conn: psycopg.Connection[Any], tier: Tier, updates: Sequence[tuple[str, float]]
+) -> None:
+    """Write new retention strengths (``(id, retention)`` pairs) in one statement."""
+    if updates:
+        ids = [memory_id for memory_id, _ in updates]
+        values = [float(retention) for _, retention in updates]
+        conn.execute(_SET_RETENTION, (ids, values, tier.value))
+
+
+def forgetting_log(conn: psycopg.Connection[Any], memory_id: str | None) -> list[ForgettingRecord]:
+    """Audit rows, oldest first, for one memory or for all."""
+    if memory_id is None:
+        rows = conn.execute(_LOG + " ORDER BY id").fetchall()
+    else:
+        rows = conn.execute(_LOG + " WHERE memory_id = %s ORDER BY id", (memory_id,)).fetchall()
+    return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]

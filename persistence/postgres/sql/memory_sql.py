@@ -1,0 +1,414 @@
+"""SQL of the memory family on PostgreSQL: ``tm_memories`` (one table, a ``tier``
+column), each memory's vector in ``tm_vectors`` and the promotion log.
+
+Functions take an open connection and run inside the caller's transaction (or on a read
+connection). Every value is a bound parameter; the only text put into SQL comes from
+closed sets (column names of :data:`ORDER_COLUMNS`, fixed fragments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import orjson
+import psycopg
+from pgvector import Vector
+
+from persistence.codecs import encode_json
+from persistence.errors import InvalidInputError, InvalidTypeError
+from persistence.records import (
+    SLOT_SETTERS,
+    Memory,
+    MemoryFilter,
+    PromotionRecord,
+    QueryOptions,
+    Tier,
+)
+from persistence.validation import require_bool, require_int, require_str, require_str_tuple
+
+Connection = psycopg.Connection[Any]
+
+ORDER_COLUMNS = frozenset(
+    {"created_at", "updated_at", "importance", "retention", "last_accessed_at"}
+)
+"""The columns a query may order by (the only names put into its text)."""
+
+ID = 't.id COLLATE "C"'
+"""A memory id compared and sorted byte-wise, as SQLite and Python's ``sorted`` do (the
+database's own collation may be a language's)."""
+
+_COLUMNS = (
+    "id", "content", "tier", "key", "session_id", "agent_id", "category", "tags",
+    "importance", "retention", "token_count", "source", "metadata", "linked_memories",
+    "access_count", "last_accessed_at", "created_at", "updated_at", "speaker",
+)  # fmt: skip
+_WRITTEN = ", ".join(_COLUMNS)
+SELECT = (
+    f"SELECT {', '.join(f't.{c}' for c in _COLUMNS)}, v.embedding "
+    "FROM tm_memories AS t LEFT JOIN tm_vectors AS v ON v.memory_id = t.id"
+)
+"""Every column of a memory (its vector included): rows decode with :func:`to_memory`."""
+
+_INSERT = f"INSERT INTO tm_memories ({_WRITTEN}) VALUES ({', '.join('%s' for _ in _COLUMNS)})"
+_UPSERT = (
+    _INSERT
+    + " ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "id")
+)
+_PUT_VECTOR = (
+    "INSERT INTO tm_vectors (memory_id, embedding) VALUES (%s, %s) "
+    "ON CONFLICT (memory_id) DO UPDATE SET embedding = excluded.embedding"
+)
+_DROP_VECTOR = "DELETE FROM tm_vectors WHERE memory_id = %s"
+
+_TIER_NAMED = {tier.value: tier for tier in Tier}
+_NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})
+_new = object.__new__
+_SETTERS = tuple(SLOT_SETTERS[name] for name in (*_COLUMNS, "embedding"))
+_TIER_AT, _TAGS_AT, _METADATA_AT, _LINKED_AT = (
+    _COLUMNS.index(n) for n in ("tier", "tags", "metadata", "linked_memories")
+)
+_EMBEDDING_AT = len(_COLUMNS)
+
+
+def read_only_vector(value: Any) -> np.ndarray | None:
+    """A read-only float32 array of a ``vector`` value (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, Vector):  # pgvector's loader type
+        value = value.to_numpy()
+    array = np.array(value, dtype=np.float32)
+    array.setflags(write=False)
+    return array
+
+
+def to_memory(row: Sequence[Any]) -> Memory:
+    """The memory a :data:`SELECT` row holds, decoded as SQLite's rows are: tags and
+    links as tuples in their stored order, metadata a read-only mapping of its JSON,
+    the embedding a read-only float32 array."""
+    values = list(row)
+    values[_TIER_AT] = _TIER_NAMED[values[_TIER_AT]]
+    values[_TAGS_AT] = tuple(values[_TAGS_AT])
+    values[_LINKED_AT] = tuple(values[_LINKED_AT])
+    metadata = values[_METADATA_AT]
+    values[_METADATA_AT] = (
+        _NO_METADATA if metadata == "{}" else MappingProxyType(orjson.loads(metadata))
+    )
+    values[_EMBEDDING_AT] = read_only_vector(values[_EMBEDDING_AT])
+    memory: Memory = _new(Memory)
+    for setter, value in zip(_SETTERS, values, strict=True):
+        setter(memory, value)
+    return memory
+
+
+def encode_row(memory: Memory) -> tuple[Any, ...]:
+    """Column values of ``memory`` (validated; tags already de-duplicated) in
+    :data:`_COLUMNS` order; a key is kept only in the scratchpad."""
+    metadata = encode_json(dict(memory.metadata), "metadata") if memory.metadata else "{}"
+    encode_json(list(memory.linked_memories), "linked_memories")  # the same checks as SQLite
+    return (
+        memory.id, memory.content, memory.tier.value,
+        memory.key if memory.tier is Tier.SCRATCHPAD else None,
+        memory.session_id, memory.agent_id, memory.category, list(memory.tags),
+        float(memory.importance), float(memory.retention), memory.token_count, memory.source,
+        metadata, list(memory.linked_memories), memory.access_count, memory.last_accessed_at,
+        memory.created_at, memory.updated_at, memory.speaker,
+    )  # fmt: skip
+
+
+def as_stored(memory: Memory, row: tuple[Any, ...], vector: np.ndarray | None) -> Memory:
+    """``memory`` as it reads back: metadata decoded from its JSON (read-only), tags as
+    written, the embedding a read-only float32 copy; nothing shared with the caller."""
+    stored: Memory = _new(Memory)
+    for name in SLOT_SETTERS:
+        SLOT_SETTERS[name](stored, getattr(memory, name))
+    metadata = row[_METADATA_AT]
+    SLOT_SETTERS["metadata"](
+        stored, _NO_METADATA if metadata == "{}" else MappingProxyType(orjson.loads(metadata))
+    )
+    SLOT_SETTERS["tags"](stored, tuple(row[_TAGS_AT]))
+    SLOT_SETTERS["linked_memories"](stored, tuple(row[_LINKED_AT]))
+    SLOT_SETTERS["embedding"](stored, vector)
+    return stored
+
+
+def upsert(conn: Connection, row: tuple[Any, ...], vector: np.ndarray | None) -> None:
+    """Insert or update one memory row and its vector (none: the stored one goes); a
+    scratchpad row first evicts another entry under the same key."""
+    memory_id, tier, key = row[0], row[2], row[3]
+    if tier == Tier.SCRATCHPAD.value:
+        stale = conn.execute(
+            "SELECT id FROM tm_memories WHERE key = %s AND id <> %s", (key, memory_id)
+        ).fetchall()
+        if stale:
+            forget_rows(conn, [r[0] for r in stale], None, None, None, None)
+    conn.execute(_UPSERT, row)
+    if vector is None:
+        conn.execute(_DROP_VECTOR, (memory_id,))
+    else:
+        conn.execute(_PUT_VECTOR, (memory_id, vector))
+
+
+def insert_many(
+    conn: Connection, rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
+) -> None:
+    """Insert new memory rows (ids unused) in the order given, then their vectors."""
+    if len(rows) == 1:
+        conn.execute(_INSERT, rows[0])
+    elif rows:
+        with conn.cursor() as cur:
+            cur.executemany(_INSERT, rows)
+    if len(vectors) == 1:
+        conn.execute(_PUT_VECTOR, vectors[0])
+    elif vectors:
+        with conn.cursor() as cur:
+            cur.executemany(_PUT_VECTOR, vectors)
+
+
+def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:
+    """Which of ``memory_ids`` some tier already holds."""
+    rows = conn.execute("SELECT id FROM tm_memories WHERE id = ANY(%s)", (list(memory_ids),))
+    return {r[0] for r in rows}
+
+
+def fetch(conn: Connection, tier: Tier | None, memory_id: str) -> Memory | None:
+    """The memory with ``memory_id`` (in ``tier``, if given), or ``None``."""
+    if tier is None:
+        row = conn.execute(f"{SELECT} WHERE t.id = %s", (memory_id,)).fetchone()
+    else:
+        row = conn.execute(
+            f"{SELECT} WHERE t.id = %s AND t.tier = %s", (memory_id, tier.value)
+        ).fetchone()
+    return None if row is None else to_memory(row)
+
+
+def fetch_many(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
+    """The memories with these ids (any order; missing ids left out)."""
+    if not memory_ids:
+        return []
+    rows = conn.execute(f"{SELECT} WHERE t.id = ANY(%s)", (list(memory_ids),)).fetchall()
+    return [to_memory(row) for row in rows]
+
+
+def fetch_by_key(conn: Connection, key: str) -> Memory | None:
+    """The scratchpad memory under ``key``, or ``None``."""
+    row = conn.execute(f"{SELECT} WHERE t.key = %s", (key,)).fetchone()
+    return None if row is None else to_memory(row)
+
+
+def fetch_all(conn: Connection, tier: Tier) -> list[Memory]:
+    """Every memory of ``tier``, least recently written first (ties in insertion order)."""
+    rows = conn.execute(
+        f"{SELECT} WHERE t.tier = %s ORDER BY t.updated_at, t.seq", (tier.value,)
+    ).fetchall()
+    return [to_memory(row) for row in rows]
+
+
+def content_and_tier(conn: Connection, memory_id: str) -> tuple[str, Tier] | None:
+    """The stored content and tier of ``memory_id``, or ``None``."""
+    row = conn.execute(
+        "SELECT content, tier FROM tm_memories WHERE id = %s", (memory_id,)
+    ).fetchone()
+    return None if row is None else (str(row[0]), _TIER_NAMED[row[1]])
+
+
+def tier_of(conn: Connection, memory_id: str) -> Tier | None:
+    """The tier that holds ``memory_id``, or ``None``."""
+    row = conn.execute("SELECT tier FROM tm_memories WHERE id = %s", (memory_id,)).fetchone()
+    return None if row is None else _TIER_NAMED[row[0]]
+
+
+_FORGET = """
+WITH gone AS (
+    DELETE FROM tm_memories AS t
+    USING unnest(%(ids)s::text[], %(retentions)s::float8[]) WITH ORDINALITY AS f(id, r, n)
+    WHERE t.id = f.id AND (%(tier)s::text IS NULL OR t.tier = %(tier)s::text)
+    RETURNING t.id, t.tier, f.r, f.n
+), logged AS (
+    INSERT INTO tm_forgetting_log (memory_id, tier, forgotten_at, retention, reason)
+    SELECT id, tier, %(at)s, r, %(reason)s FROM gone WHERE %(reason)s::text IS NOT NULL
+    ORDER BY n
+), schedules AS (
+    DELETE FROM tm_schedules WHERE memory_id IN (SELECT id FROM gone)
+), keys AS (
+    DELETE FROM tm_content_keys WHERE memory_id IN (SELECT id FROM gone)
+)
+SELECT id, tier FROM gone ORDER BY n
+"""
+
+
+def forget_rows(
+    conn: Connection,
+    memory_ids: Sequence[str],
+    retentions: Sequence[float | None] | None,
+    tier: Tier | None,
+    reason: str | None,
+    at: int | None,
+) -> list[tuple[str, Tier]]:
+    """Delete memories (of ``tier``, if given) with their vectors, schedules and content
+    keys, and with a ``reason`` log one forgetting row each (stamped ``at``, in the order
+    given); their promotion-log rows stay. Returns ``(id, tier)`` of those deleted."""
+    rows = conn.execute(
+        _FORGET,
+        {
+            "ids": list(memory_ids),
+            "retentions": list(retentions) if retentions is not None else [None] * len(memory_ids),
+            "tier": None if tier is None else tier.value,
+            "reason": reason,
+            "at": at,
+        },
+    ).fetchall()
+    return [(r[0], _TIER_NAMED[r[1]]) for r in rows]
+
+
+def clear(conn: Connection, tier: Tier) -> int:
+    """Delete every memory of ``tier`` (as :func:`forget_rows` does, unlogged); how many."""
+    ids = [r[0] for r in conn.execute("SELECT id FROM tm_memories WHERE tier = %s", (tier.value,))]
+    return len(forget_rows(conn, ids, None, tier, None, None)) if ids else 0
+
+
+def validate_query(options: QueryOptions) -> None:
+    """Refuse options the query cannot honour, before anything runs (as SQLite does)."""
+    if not isinstance(options, QueryOptions):
+        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
+    if options.order_by not in ORDER_COLUMNS:
+        raise InvalidInputError(
+            f"order_by must be one of {sorted(ORDER_COLUMNS)}, got {options.order_by!r}"
+        )
+    for name in ("session_id", "agent_id", "category"):
+        require_str(getattr(options, name), name, allow_none=True)
+    require_str_tuple(options.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(options, name), name, allow_none=True)
+    require_int(options.limit, "limit", allow_none=True, minimum=0)
+    require_int(options.offset, "offset", minimum=0)
+    require_bool(options.descending, "descending")
+
+
+def conditions(
+    *,
+    session_id: str | None = None,
+    agent_id: str | None = None,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    created_after: int | None = None,
+    created_before: int | None = None,
+    min_retention: float | None = None,
+) -> tuple[list[str], list[Any]]:
+    """WHERE conditions on ``tm_memories`` aliased ``t`` (joined with AND) and their
+    parameters: the one place that turns filters into SQL, for queries and searches.
+    Tags must all be present (``@>``, served by the GIN index)."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("session_id", session_id), ("agent_id", agent_id),
+                          ("category", category)):  # fmt: skip
+        if value is not None:
+            where.append(f"t.{column} = %s")
+            params.append(value)
+    if created_after is not None:
+        where.append("t.created_at >= %s")
+        params.append(created_after)
+    if created_before is not None:
+        where.append("t.created_at < %s")
+        params.append(created_before)
+    if min_retention is not None:
+        where.append("t.retention >= %s")
+        params.append(min_retention)
+    if tags:
+        where.append("t.tags @> %s::text[]")
+        params.append(list(dict.fromkeys(tags)))
+    return where, params
+
+
+def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
+    """:func:`conditions` of a :class:`MemoryFilter`, its tier included."""
+    found, params = conditions(
+        session_id=where.session_id,
+        agent_id=where.agent_id,
+        tags=where.tags,
+        created_after=where.created_after,
+        created_before=where.created_before,
+        min_retention=where.min_retention,
+    )
+    if where.tier is not None:
+        found.insert(0, "t.tier = %s")
+        params.insert(0, where.tier.value)
+    return found, params
+
+
+def query(conn: Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
+    """Memories of ``tier`` matching every filter ``options`` sets, ordered as SQLite
+    orders them (a missing ``last_accessed_at`` sorts lowest)."""
+    validate_query(options)
+    where, params = conditions(
+        session_id=options.session_id,
+        agent_id=options.agent_id,
+        category=options.category,
+        tags=options.tags,
+        created_after=options.created_after,
+        created_before=options.created_before,
+    )
+    direction = "DESC NULLS LAST" if options.descending else "ASC NULLS FIRST"
+    id_direction = "DESC" if options.descending else "ASC"
+    sql = (
+        f"{SELECT} WHERE {' AND '.join(['t.tier = %s', *where])} "
+        f"ORDER BY t.{options.order_by} {direction}, {ID} {id_direction} LIMIT %s OFFSET %s"
+    )
+    rows = conn.execute(sql, [tier.value, *params, options.limit, options.offset]).fetchall()
+    return [to_memory(row) for row in rows]
+
+
+def page(conn: Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
+    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    rows = conn.execute(
+        f"{SELECT} WHERE t.tier = %s AND {ID} > %s ORDER BY {ID} LIMIT %s",
+        (tier.value, after_id, limit),
+    ).fetchall()
+    return [to_memory(row) for row in rows]
+
+
+def count(conn: Connection, tier: Tier) -> int:
+    """How many memories ``tier`` holds."""
+    row = conn.execute("SELECT count(*) FROM tm_memories WHERE tier = %s", (tier.value,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def move(
+    conn: Connection, memory_id: str, source: Tier, target: Tier, metadata: str, at: int
+) -> bool:
+    """Move a memory from ``source`` to ``target`` in place (key cleared, ``metadata``
+    and ``updated_at`` set); False if ``source`` does not hold it."""
+    cur = conn.execute(
+        "UPDATE tm_memories SET tier = %s, key = NULL, metadata = %s, "
+        "updated_at = greatest(%s, created_at) WHERE id = %s AND tier = %s",
+        (target.value, metadata, at, memory_id, source.value),
+    )
+    return cur.rowcount > 0
+
+
+_PROMOTION_COLUMNS = "id, memory_id, from_tier, to_tier, promoted_at, reason"
+
+
+def log_promotion(
+    conn: Connection, memory_id: str, source: Tier, target: Tier, at: int, reason: str | None
+) -> PromotionRecord:
+    """Append one row to the promotion log."""
+    row = conn.execute(
+        "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+        (memory_id, source.value, target.value, at, reason),
+    ).fetchone()
+    assert row is not None
+    return PromotionRecord(int(row[0]), memory_id, source, target, at, reason)
+
+
+def promotion_history(conn: Connection, memory_id: str) -> list[PromotionRecord]:
+    """Every logged promotion of ``memory_id``, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_PROMOTION_COLUMNS} FROM tm_promotion_log WHERE memory_id = %s ORDER BY id",
+        (memory_id,),
+    ).fetchall()
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]

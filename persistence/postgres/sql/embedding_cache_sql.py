@@ -35,7 +35,7 @@ def lookup(
         return {}
     with conn.cursor(binary=True) as cur:
         rows = cur.execute(_LOOKUP, (model_id, list(hashes))).fetchall()
-    return {bytes(h): np.asarray(v, dtype=np.float32) for h, v in rows}
+    return {bytes(h): np.asarray(v.to_numpy(), dtype=np.float32) for h, v in rows}
 
 
 def remember(

@@ -243,3 +243,37 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
         assert entity is not None and entity.name == "Alice"
         with pytest.raises(ReadOnlyError):
             graph.add_entity("Bob", "person", None, clock())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pg_walk_agrees_with_every_simple_path(pg_url: str, clock: FakeClock, seed: int) -> None:
+    """test_graph_walk's reference check, on PgGraphStore directly."""
+    from tests.test_graph_walk import _reference
+
+    rng = random.Random(seed)
+    with PostgresStore(pg_url, clock=clock) as store:
+        graph = PgGraphStore(store)
+        with store.db.transaction() as conn:
+            for n in range(4):
+                conn.execute(
+                    "INSERT INTO tm_memories (id, tier, content, created_at, updated_at) "
+                    "VALUES (%s, 'episodic', 'note', 1, 1)",
+                    (f"m{n}",),
+                )
+        for _ in range(40):
+            s, o = rng.sample(NAMES, 2)
+            for source in rng.sample([f"m{n}" for n in range(4)], rng.randint(0, 3)) or [None]:
+                graph.relate(
+                    s, rng.choice(PREDICATES), o, clock(), confidence=rng.choice([0.5, 1.0]),
+                    valid_from=rng.choice([None, 100, 200]), source=source,
+                )  # fmt: skip
+        ids = {e.name: e.id for e in graph.list_entities(None, 100)}
+        relations = list({r.id: r for e in ids.values() for r in graph.relations(e)}.values())
+        for _ in range(30):
+            start = ids[rng.choice(sorted(ids))]
+            depth, fanout, limit = rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 12)
+            at = rng.choice([50, 150, 500])
+            predicates = rng.choice([None, rng.sample(PREDICATES, rng.randint(1, 2))])
+            got = graph.neighbors(start, depth, predicates, limit, fanout, at)
+            want = _reference(relations, start, depth, at, predicates, fanout, limit)
+            assert [(n.entity.id, n.depth, [r.id for r in n.via]) for n in got] == want

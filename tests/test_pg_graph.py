@@ -260,9 +260,10 @@ def test_pg_walk_agrees_with_every_simple_path(pg_url: str, clock: FakeClock, se
                     "VALUES (%s, 'episodic', 'note', 1, 1)",
                     (f"m{n}",),
                 )
+        memories: list[str | None] = [f"m{n}" for n in range(4)]
         for _ in range(40):
             s, o = rng.sample(NAMES, 2)
-            for source in rng.sample([f"m{n}" for n in range(4)], rng.randint(0, 3)) or [None]:
+            for source in rng.sample(memories, rng.randint(0, 3)) or [None]:
                 graph.relate(
                     s, rng.choice(PREDICATES), o, clock(), confidence=rng.choice([0.5, 1.0]),
                     valid_from=rng.choice([None, 100, 200]), source=source,

@@ -1,0 +1,568 @@
+"""SQL of the knowledge graph on PostgreSQL: entities, aliases, relations, provenance, the
+extraction queue (schema version 3, :mod:`migrations.postgres.v003_graph`).
+
+The twin of :mod:`persistence.sqlite.sql.graph_sql`. Functions take a connection and run
+inside the caller's transaction; lists go as one array parameter (``= ANY(%s)``). Deleted
+memories need nothing from here: a deferred trigger collects their provenance at COMMIT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+
+from persistence.graph_records import DEFAULT_TYPE, MENTIONED_WITH, Entity, Relation, normalise
+
+Connection = psycopg.Connection[Any]
+_WORDS = re.compile(r"\w+")
+
+
+def display(name: str) -> str:
+    """A name as shown: NFC, spaces collapsed."""
+    return " ".join(unicodedata.normalize("NFC", name).split())
+
+
+def entity_id(norm: str, type_: str) -> str:
+    """The stable id of an entity first written with this normalised name and type (the
+    same as on SQLite, so ids agree across backends)."""
+    digest = hashlib.blake2b(f"{type_}\x1f{norm}".encode(), digest_size=12).hexdigest()
+    return f"ent_{digest}"
+
+
+def relation_id() -> str:
+    """A fresh relation id."""
+    return f"rel_{os.urandom(12).hex()}"
+
+
+def _ids(values: Iterable[str]) -> list[str]:
+    return sorted(set(values))
+
+
+def _one(conn: Connection, query: str, params: Any) -> tuple[Any, ...] | None:
+    row: tuple[Any, ...] | None = conn.execute(query, params).fetchone()
+    return row
+
+
+def _all(conn: Connection, query: str, params: Any) -> list[tuple[Any, ...]]:
+    return list(conn.execute(query, params).fetchall())
+
+
+# --- entities ------------------------------------------------------------------------
+
+_ENTITY = "SELECT id, name, type, description, direct, created_at, updated_at FROM tm_entities"
+_ENTITIES_WITH_ALIASES = (
+    "SELECT e.id, e.name, e.type, e.description, e.direct, e.created_at, e.updated_at, a.alias "
+    "FROM tm_entities AS e LEFT JOIN tm_entity_aliases AS a ON a.entity_id = e.id "
+    "AND a.scope = e.scope WHERE e.id = ANY(%s::text[]) ORDER BY e.id, a.seq"
+)
+_ALIASES_OF = (
+    "SELECT entity_id, alias FROM tm_entity_aliases WHERE entity_id = ANY(%s::text[]) "
+    "ORDER BY entity_id, seq"
+)
+_ENTITY_EXISTS = "SELECT 1 FROM tm_entities WHERE id = %s"
+_RESOLVE_TYPED = "SELECT entity_id FROM tm_entity_aliases WHERE norm = %s AND type = %s"
+_RESOLVE_ANY = (
+    "SELECT a.entity_id FROM tm_entity_aliases AS a JOIN tm_entities AS e "
+    "ON e.id = a.entity_id AND e.scope = a.scope WHERE a.norm = %s "
+    "ORDER BY (SELECT count(*) FROM tm_memory_entities AS m WHERE m.entity_id = a.entity_id) "
+    "DESC, e.direct DESC, a.entity_id LIMIT 1"
+)
+_TOUCH_ENTITY = (
+    "UPDATE tm_entities SET direct = direct OR %s, description = coalesce(%s, description), "
+    "updated_at = %s WHERE id = %s"
+)
+_INSERT_ENTITY = (
+    "INSERT INTO tm_entities (id, name, type, description, direct, created_at, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+_INSERT_ALIAS = (
+    "INSERT INTO tm_entity_aliases (norm, type, alias, tokens, entity_id) "
+    "VALUES (%s, %s, %s, %s, %s)"
+)
+_LIST_ALL = f"{_ENTITY} WHERE id > %s ORDER BY id LIMIT %s"
+_LIST_TYPE = f"{_ENTITY} WHERE type = %s AND id > %s ORDER BY id LIMIT %s"
+_MEMORIES_ABOUT = (
+    "SELECT DISTINCT memory_id FROM tm_memory_entities WHERE entity_id = %s "
+    "ORDER BY memory_id LIMIT %s"
+)
+_CAPPED_COUNT = (
+    "SELECT count(*) FROM (SELECT 1 FROM tm_memory_entities WHERE entity_id = %s LIMIT %s) AS m"
+)
+
+
+def _entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
+    return Entity(
+        id=row[0], name=row[1], type=row[2], description=row[3], aliases=aliases,
+        direct=bool(row[4]), created_at=int(row[5]), updated_at=int(row[6]),
+    )  # fmt: skip
+
+
+def aliases_of(conn: Connection, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Every alias (display text) of each entity, in the order they were added."""
+    found: dict[str, list[str]] = {}
+    for eid, alias in _all(conn, _ALIASES_OF, (_ids(ids),)):
+        found.setdefault(eid, []).append(alias)
+    return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
+
+
+def fetch_entities(conn: Connection, ids: Sequence[str]) -> dict[str, Entity]:
+    """The entities with these ids (missing ones left out), with their aliases."""
+    if not ids:
+        return {}
+    rows = _all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
+    aliases: dict[str, list[str]] = {}
+    for r in rows:
+        names = aliases.setdefault(r[0], [])
+        if r[7] is not None:
+            names.append(r[7])
+    return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
+
+
+def fetch_entity(conn: Connection, eid: str) -> Entity | None:
+    """One entity, or ``None``."""
+    return fetch_entities(conn, [eid]).get(eid)
+
+
+def entity_exists(conn: Connection, eid: str) -> bool:
+    """True if an entity has this id."""
+    return _one(conn, _ENTITY_EXISTS, (eid,)) is not None
+
+
+def resolve(conn: Connection, norm: str, type_: str | None) -> str | None:
+    """The entity a normalised name (of a type, or of any) resolves to; of several of
+    different types, the best supported, then the directly added, then the smallest id."""
+    if type_ is not None:
+        row = _one(conn, _RESOLVE_TYPED, (norm, type_))
+    else:
+        row = _one(conn, _RESOLVE_ANY, (norm,))
+    return None if row is None else str(row[0])
+
+
+def ensure_entity(
+    conn: Connection,
+    name: str,
+    type_: str,
+    now: int,
+    *,
+    direct: bool,
+    description: str | None = None,
+) -> tuple[str, bool]:
+    """The id of the entity ``name`` of ``type_`` resolves to, created if new; and
+    whether it was created. A name of the default type finds one of any type."""
+    norm = normalise(name)
+    found = resolve(conn, norm, type_)
+    if found is None and type_ == DEFAULT_TYPE:
+        found = resolve(conn, norm, None)  # an untyped mention of a typed entity is it
+    if found is not None:
+        if direct or description is not None:
+            conn.execute(_TOUCH_ENTITY, (direct, description, now, found))
+        return found, False
+    eid = entity_id(norm, type_)
+    created = not entity_exists(conn, eid)
+    if created:
+        conn.execute(
+            _INSERT_ENTITY, (eid, display(name), type_, description, direct, now, now)
+        )  # else: the id's entity was merged away and its alias moved; a new one takes it
+    conn.execute(_INSERT_ALIAS, (norm, type_, display(name), _WORDS.findall(norm), eid))
+    return eid, created
+
+
+def list_entities(conn: Connection, type_: str | None, limit: int, after: str = "") -> list[Entity]:
+    """Entities (of one type, or all) in id order after ``after``."""
+    if type_ is None:
+        rows = _all(conn, _LIST_ALL, (after, limit))
+    else:
+        rows = _all(conn, _LIST_TYPE, (type_, after, limit))
+    aliases = aliases_of(conn, [r[0] for r in rows])
+    return [_entity(r, aliases.get(r[0], ())) for r in rows]
+
+
+def memory_ids_about(conn: Connection, eid: str, limit: int) -> list[str]:
+    """Memories that name the entity (by id)."""
+    return [str(r[0]) for r in _all(conn, _MEMORIES_ABOUT, (eid, limit))]
+
+
+def capped_memory_count(conn: Connection, eid: str, cap: int) -> int:
+    """How many memories name the entity, counting no further than ``cap``."""
+    row = _one(conn, _CAPPED_COUNT, (eid, cap))
+    return 0 if row is None else int(row[0])
+
+
+# --- relations -----------------------------------------------------------------------
+
+RELATION_COLUMNS = (
+    "id, subject_id, predicate, object_id, confidence, weight, valid_from, valid_to, "
+    "direct, created_at"
+)
+_RELATION = f"SELECT {RELATION_COLUMNS} FROM tm_relations"
+_FETCH_RELATIONS = f"{_RELATION} WHERE id = ANY(%s::text[])"
+_RELATIONS_OF = (
+    f"{_RELATION} WHERE subject_id = %(e)s UNION {_RELATION} WHERE object_id = %(e)s ORDER BY 1"
+)
+_CURRENT = (
+    "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s AND object_id = %s "
+    "AND valid_to IS NULL"
+)
+_STRENGTHEN = (
+    "UPDATE tm_relations SET confidence = greatest(confidence, %(c)s), "
+    "direct = direct OR %(d)s, valid_from = CASE WHEN valid_from IS NULL "
+    "OR %(f)s::bigint IS NULL THEN NULL ELSE least(valid_from, %(f)s::bigint) END WHERE id = %(id)s"
+)
+_INSERT_RELATION = (
+    "INSERT INTO tm_relations (id, subject_id, predicate, object_id, confidence, weight, "
+    "valid_from, valid_to, direct, created_at) VALUES (%s, %s, %s, %s, %s, 0, %s, %s, %s, %s)"
+)
+_INVALIDATE = "UPDATE tm_relations SET valid_to = %s WHERE id = %s RETURNING id"
+
+
+def relation(row: Sequence[Any]) -> Relation:
+    """A relation from a row of :data:`RELATION_COLUMNS`."""
+    return Relation(
+        id=row[0], subject_id=row[1], predicate=row[2], object_id=row[3],
+        confidence=float(row[4]), weight=float(row[5]), valid_from=row[6], valid_to=row[7],
+        direct=bool(row[8]), created_at=int(row[9]),
+    )  # fmt: skip
+
+
+def fetch_relations(conn: Connection, ids: Sequence[str]) -> dict[str, Relation]:
+    """The relations with these ids (missing ones left out)."""
+    if not ids:
+        return {}
+    return {r[0]: relation(r) for r in _all(conn, _FETCH_RELATIONS, (_ids(ids),))}
+
+
+def relations_of(conn: Connection, eid: str) -> list[Relation]:
+    """Every relation (also invalidated ones) with ``eid`` at one end, by id."""
+    return [relation(r) for r in _all(conn, _RELATIONS_OF, {"e": eid})]
+
+
+def ensure_relation(
+    conn: Connection,
+    subject: str,
+    predicate: str,
+    obj: str,
+    now: int,
+    *,
+    confidence: float,
+    valid_from: int | None,
+    valid_to: int | None,
+    direct: bool,
+) -> str:
+    """The id of the current relation ``subject -predicate-> object``, created if none
+    holds now (confidence becomes the larger of the two; ``direct`` sticks)."""
+    if predicate == MENTIONED_WITH and obj < subject:
+        subject, obj = obj, subject  # symmetric: one row per pair
+    if valid_to is None:
+        row = _one(conn, _CURRENT, (subject, predicate, obj))
+        if row is not None:
+            params = {"c": confidence, "d": direct, "f": valid_from, "id": row[0]}
+            conn.execute(_STRENGTHEN, params)
+            return str(row[0])
+    rid = relation_id()
+    conn.execute(
+        _INSERT_RELATION,
+        (rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now),
+    )
+    return rid
+
+
+def invalidate(conn: Connection, rid: str, at: int) -> bool:
+    """Set ``valid_to``; False if the relation is missing."""
+    return _one(conn, _INVALIDATE, (at, rid)) is not None
+
+
+# --- provenance ----------------------------------------------------------------------
+
+_MOVE_ENTITIES = (
+    "INSERT INTO tm_memory_entities (memory_id, entity_id, origin) "
+    "SELECT %s, entity_id, origin FROM tm_memory_entities WHERE memory_id = %s "
+    "ON CONFLICT DO NOTHING"
+)
+_MOVE_RELATIONS = (
+    "INSERT INTO tm_memory_relations (memory_id, relation_id, origin) "
+    "SELECT %s, relation_id, origin FROM tm_memory_relations WHERE memory_id = %s "
+    "ON CONFLICT DO NOTHING"
+)
+_ADD_ENTITIES = (
+    "INSERT INTO tm_memory_entities (memory_id, entity_id, origin) "
+    "SELECT %s, e, %s FROM unnest(%s::text[]) AS e ON CONFLICT DO NOTHING"
+)
+_ADD_RELATIONS = (
+    "INSERT INTO tm_memory_relations (memory_id, relation_id, origin) "
+    "SELECT %s, r, %s FROM unnest(%s::text[]) AS r ON CONFLICT DO NOTHING"
+)
+_REWEIGH = (
+    "UPDATE tm_relations AS r SET weight = (SELECT count(DISTINCT m.memory_id) "
+    "FROM tm_memory_relations AS m WHERE m.relation_id = r.id) WHERE r.id = ANY(%s::text[])"
+)
+_DROP_ENTITIES = (
+    "DELETE FROM tm_memory_entities WHERE memory_id = ANY(%s::text[]) {}RETURNING entity_id"
+)
+_DROP_RELATIONS = (
+    "DELETE FROM tm_memory_relations WHERE memory_id = ANY(%s::text[]) {}RETURNING relation_id"
+)
+_OF_ORIGIN = "AND origin = %s "
+_COLLECT = "SELECT tm_graph_collect(%s::text[], %s::text[])"
+
+
+def move_provenance(conn: Connection, drop: str, keep: str) -> None:
+    """Every entity and relation memory ``drop`` supports, memory ``keep`` supports too."""
+    conn.execute(_MOVE_ENTITIES, (keep, drop))
+    conn.execute(_MOVE_RELATIONS, (keep, drop))
+
+
+def add_provenance(
+    conn: Connection,
+    memory_id: str,
+    entity_ids: Iterable[str],
+    relation_ids: Iterable[str],
+    origin: str,
+) -> None:
+    """Record that ``memory_id`` asserted these entities and relations."""
+    entities = _ids(entity_ids)
+    if entities:
+        conn.execute(_ADD_ENTITIES, (memory_id, origin, entities))
+    relations = _ids(relation_ids)
+    if relations:
+        conn.execute(_ADD_RELATIONS, (memory_id, origin, relations))
+        reweigh(conn, relations)
+
+
+def reweigh(conn: Connection, relation_ids: Sequence[str]) -> None:
+    """``weight`` = how many memories support each relation."""
+    if relation_ids:
+        conn.execute(_REWEIGH, (_ids(relation_ids),))
+
+
+def drop_provenance(
+    conn: Connection, memory_ids: Sequence[str], origin: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Remove these memories' provenance (of one origin, or all); return the entities
+    and relations it touched."""
+    ids = _ids(memory_ids)
+    where = "" if origin is None else _OF_ORIGIN
+    params: tuple[Any, ...] = (ids,) if origin is None else (ids, origin)
+    entities = [r[0] for r in _all(conn, _DROP_ENTITIES.format(where), params)]
+    relations = [r[0] for r in _all(conn, _DROP_RELATIONS.format(where), params)]
+    return _ids(entities), _ids(relations)
+
+
+def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+    """Delete the derived relations, then entities, among these that nothing supports
+    any more (an entity also stays while a relation uses it); re-weigh the rest."""
+    if entity_ids or relation_ids:
+        conn.execute(_COLLECT, (_ids(entity_ids), _ids(relation_ids)))
+
+
+# --- removing and merging --------------------------------------------------------------
+
+_DELETE_RELATIONS = "DELETE FROM tm_relations WHERE id = ANY(%s::text[])"
+_DELETE_ENTITY = "DELETE FROM tm_entities WHERE id = %s RETURNING id"
+_DELETE_RELATION = "DELETE FROM tm_relations WHERE id = %s RETURNING subject_id, object_id"
+_MOVE_ALIASES = "UPDATE tm_entity_aliases SET entity_id = %s WHERE entity_id = %s"
+_MERGE_PROVENANCE = (
+    "INSERT INTO tm_memory_entities (memory_id, entity_id, origin) "
+    "SELECT memory_id, %s, origin FROM tm_memory_entities WHERE entity_id = %s "
+    "ON CONFLICT DO NOTHING"
+)
+_MERGE_ENTITY = (
+    "UPDATE tm_entities AS k SET direct = k.direct OR d.direct, "
+    "description = coalesce(k.description, d.description), updated_at = %(now)s "
+    "FROM tm_entities AS d WHERE k.id = %(keep)s AND d.id = %(drop)s AND d.scope = k.scope"
+)
+_TWIN = (
+    "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s AND object_id = %s "
+    "AND valid_to IS NULL AND id != %s"
+)
+_DELETE_ONE_RELATION = "DELETE FROM tm_relations WHERE id = %s"
+_MOVE_RELATION = "UPDATE tm_relations SET subject_id = %s, object_id = %s WHERE id = %s"
+_MERGE_RELATION_PROVENANCE = (
+    "INSERT INTO tm_memory_relations (memory_id, relation_id, origin) "
+    "SELECT memory_id, %s, origin FROM tm_memory_relations WHERE relation_id = %s "
+    "ON CONFLICT DO NOTHING"
+)
+_JOIN_RELATION = (
+    "UPDATE tm_relations SET confidence = greatest(confidence, %s), direct = direct OR %s "
+    "WHERE id = %s"
+)
+_DROP_ENTITY = "DELETE FROM tm_entities WHERE id = %s"
+
+
+def remove_entity(conn: Connection, eid: str) -> bool:
+    """Delete an entity with its relations and provenance; False if missing."""
+    rels = [r.id for r in relations_of(conn, eid)]
+    if rels:
+        conn.execute(_DELETE_RELATIONS, (rels,))
+    return _one(conn, _DELETE_ENTITY, (eid,)) is not None
+
+
+def remove_relation(conn: Connection, rid: str) -> tuple[str, str] | None:
+    """Delete a relation (and its provenance); its endpoints, or ``None`` if missing."""
+    row = _one(conn, _DELETE_RELATION, (rid,))
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def merge(conn: Connection, keep: str, drop: str, now: int) -> None:
+    """Fold entity ``drop`` into ``keep``: aliases, relations and provenance move over;
+    relations that become the same current relation are joined."""
+    conn.execute(_MOVE_ALIASES, (keep, drop))
+    conn.execute(_MERGE_PROVENANCE, (keep, drop))
+    conn.execute(_MERGE_ENTITY, {"now": now, "keep": keep, "drop": drop})
+    touched: list[str] = []
+    for rel in relations_of(conn, drop):
+        subject = keep if rel.subject_id == drop else rel.subject_id
+        obj = keep if rel.object_id == drop else rel.object_id
+        if subject == obj:  # a relation between the two merged entities: nothing left
+            conn.execute(_DELETE_ONE_RELATION, (rel.id,))
+            continue
+        if rel.predicate == MENTIONED_WITH and obj < subject:
+            subject, obj = obj, subject
+        twin = None
+        if rel.valid_to is None:
+            twin = _one(conn, _TWIN, (subject, rel.predicate, obj, rel.id))
+        if twin is None:
+            conn.execute(_MOVE_RELATION, (subject, obj, rel.id))
+            continue
+        conn.execute(_MERGE_RELATION_PROVENANCE, (twin[0], rel.id))
+        conn.execute(_JOIN_RELATION, (rel.confidence, rel.direct, twin[0]))
+        conn.execute(_DELETE_ONE_RELATION, (rel.id,))
+        touched.append(str(twin[0]))
+    reweigh(conn, touched)
+    conn.execute(_DROP_ENTITY, (drop,))
+
+
+# --- traversal: one query per batch of a level's entities -------------------------------
+
+_VALID = (
+    "(r.valid_from IS NULL OR r.valid_from <= %(at)s) "
+    "AND (r.valid_to IS NULL OR r.valid_to > %(at)s)"
+)
+_HOP_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RELATION_COLUMNS.split(","))
+
+
+def hop_sql(predicates: bool) -> str:
+    """The relations each entity of ``%(nodes)s`` follows, in the nodes' order: its
+    ``%(fanout)s`` best supported valid ones (weight, then confidence, then id) with it as
+    subject, then as object. Each arm is an index scan of ``tm_relations_subject`` /
+    ``tm_relations_object`` that stops after ``fanout`` rows, so a hub costs no more
+    than a leaf; the columns are the relation's (:func:`relation`) after ``ord``."""
+    only = " AND r.predicate = ANY(%(predicates)s::text[])" if predicates else ""
+    arm = (
+        "(SELECT {arm} AS arm, " + _HOP_COLUMNS + " FROM tm_relations AS r "
+        "WHERE r.{end} = f.node AND " + _VALID + only + " "
+        "ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT %(fanout)s)"
+    )
+    return (
+        "SELECT f.ord, h.id, h.subject_id, h.predicate, h.object_id, h.confidence, h.weight, "
+        "h.valid_from, h.valid_to, h.direct, h.created_at "
+        "FROM unnest(%(nodes)s::text[]) WITH ORDINALITY AS f(node, ord) CROSS JOIN LATERAL ("
+        + arm.format(arm=0, end="subject_id")
+        + " UNION ALL "
+        + arm.format(arm=1, end="object_id")
+        + ") AS h ORDER BY f.ord, h.arm, h.weight DESC, h.confidence DESC, h.id"
+    )
+
+
+def hops(
+    conn: Connection,
+    nodes: Sequence[str],
+    at: int,
+    fanout: int,
+    predicates: Sequence[str] | None,
+) -> list[list[tuple[Any, ...]]]:
+    """For each of ``nodes``, the relation rows it follows (:func:`hop_sql`)."""
+    params: dict[str, Any] = {"nodes": list(nodes), "at": at, "fanout": fanout}
+    if predicates is not None:
+        params["predicates"] = list(predicates)
+    found: list[list[tuple[Any, ...]]] = [[] for _ in nodes]
+    for row in _all(conn, hop_sql(predicates is not None), params):
+        found[int(row[0]) - 1].append(tuple(row[1:]))
+    return found
+
+
+# --- recall: entities named in a text --------------------------------------------------
+
+_NAMED_IN = "SELECT entity_id, alias FROM tm_entity_aliases WHERE tokens && %s::text[] LIMIT %s"
+
+
+def entities_named_in(conn: Connection, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
+    """``(entity id, alias)`` of aliases holding any of ``words`` (normalised words; the
+    caller checks that the whole alias occurs in the text)."""
+    if not words:
+        return []
+    return [(str(r[0]), str(r[1])) for r in _all(conn, _NAMED_IN, (list(words), limit))]
+
+
+# --- the extraction queue --------------------------------------------------------------
+
+_PENDING = (
+    "SELECT q.memory_id, m.content, q.attempts FROM tm_graph_queue AS q "
+    "LEFT JOIN tm_memories AS m ON m.id = q.memory_id WHERE q.not_before <= %s "
+    "ORDER BY q.not_before, q.memory_id LIMIT %s"
+)
+_DEQUEUE = "DELETE FROM tm_graph_queue WHERE memory_id = %s"
+_ENQUEUE = (
+    "INSERT INTO tm_graph_queue (memory_id) SELECT unnest(%s::text[]) ON CONFLICT (memory_id) "
+    "DO UPDATE SET attempts = 0, not_before = 0, error = NULL"
+)
+_POSTPONE = (
+    "UPDATE tm_graph_queue SET attempts = attempts + 1, not_before = %s, error = %s "
+    "WHERE memory_id = %s"
+)
+_CONTENT = "SELECT content FROM tm_memories WHERE id = %s"
+
+
+def pending(conn: Connection, now: int, limit: int) -> list[tuple[str, str, int]]:
+    """``(memory id, content, attempts)`` of memories waiting for extraction now."""
+    return [(str(r[0]), r[1], int(r[2])) for r in _all(conn, _PENDING, (now, limit))]
+
+
+def dequeue(conn: Connection, memory_id: str) -> None:
+    """The memory's extraction is done."""
+    conn.execute(_DEQUEUE, (memory_id,))
+
+
+def enqueue(conn: Connection, memory_ids: Sequence[str]) -> None:
+    """Queue memories for (re-)extraction."""
+    if memory_ids:
+        conn.execute(_ENQUEUE, (_ids(memory_ids),))
+
+
+def postpone(conn: Connection, memory_id: str, until: int, error: str) -> None:
+    """An extraction failed: retry at ``until``."""
+    conn.execute(_POSTPONE, (until, error[:1000], memory_id))
+
+
+def content_of(conn: Connection, memory_id: str) -> str | None:
+    """A memory's content in any tier, or ``None``."""
+    row = _one(conn, _CONTENT, (memory_id,))
+    return None if row is None else str(row[0])
+
+
+# --- statistics ------------------------------------------------------------------------
+
+_COUNTS = (
+    "SELECT (SELECT count(*) FROM tm_entities), (SELECT count(*) FROM tm_entity_aliases), "
+    "(SELECT count(*) FROM tm_relations), "
+    "(SELECT count(*) FROM tm_relations WHERE valid_to IS NULL), "
+    "(SELECT count(*) FROM tm_memory_entities) + (SELECT count(*) FROM tm_memory_relations), "
+    "(SELECT count(*) FROM tm_graph_queue), "
+    "(SELECT count(*) FROM tm_graph_queue WHERE attempts > 0)"
+)
+COUNT_NAMES = (
+    "entities", "aliases", "relations", "current_relations", "provenance",
+    "extraction_pending", "extraction_failed",
+)  # fmt: skip
+
+
+def counts(conn: Connection) -> dict[str, int]:
+    """The graph's row counts (one statement, so one snapshot)."""
+    row = _one(conn, _COUNTS, ())
+    assert row is not None
+    return {name: int(value) for name, value in zip(COUNT_NAMES, row, strict=True)}

@@ -116,10 +116,16 @@ def _place(
     return where, record
 
 
+def _many(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what.replace('memory', 'memorie')}s"
+
+
 def _require_empty(memories: int, sessions: int, forgotten: int, destination: str) -> None:
+    """Refuse a destination that holds memories, sessions or forgetting-log rows."""
     if memories or sessions or forgotten:
-        also = f" ({sessions} sessions, {forgotten} forgotten memories in its log)"
-        held = f"{memories} memories{also if sessions or forgotten else ''}"
+        held = _many(memories, "memory")
+        if sessions or forgotten:
+            held += f" ({_many(sessions, 'session')}, {_many(forgotten, 'forgotten memory')})"
         raise InvalidInputError(
             f"{destination} already holds {held}; copy into a new file or an empty database "
             "(nothing was copied)"

@@ -119,7 +119,7 @@ from persistence.storage import (
     StoreControl,
     StoreFiles,
 )
-from persistence.transfer import ImportDocument, memory_to_json
+from persistence.transfer import CopyResult, ImportDocument, copy_store, memory_to_json
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
@@ -203,7 +203,9 @@ __all__ = [
     "NEAR_DUPLICATES_KEY",
     "REDACTIONS_KEY",
     # formats
+    "CopyResult",
     "ImportDocument",
+    "copy_store",
     "memory_to_json",
     # validation
     "DEFAULT_MAX_CONTENT_BYTES",

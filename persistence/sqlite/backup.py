@@ -14,8 +14,8 @@ import functools
 import os
 import re
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -50,8 +50,8 @@ from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import storage_errors
-from persistence.transfer.json_export import export_document
-from persistence.transfer.json_import import ImportDocument, import_document
+from persistence.transfer.json_export import ExportSource, export_document
+from persistence.transfer.json_import import ImportDocument, ImportSink, import_document
 from persistence.validation import require_int
 
 """Called with (done, total) units of work while a long operation runs."""
@@ -390,6 +390,22 @@ class BackupManager:
             max_content_bytes=self.store.max_content_bytes,
             scrub=scrub,
         )
+
+    # --- copying between stores (persistence.transfer.copy) ---------------------------
+
+    @contextmanager
+    def export_source(self) -> Iterator[ExportSource]:
+        """Every table from one read snapshot, for the block (what :meth:`export_json`
+        writes out; :func:`~persistence.transfer.copy_store` reads it as records)."""
+        with self.store.read_connection() as conn, json_io.export_source(conn) as source:
+            yield source
+
+    def import_sink(self) -> AbstractContextManager[ImportSink]:
+        """One write transaction and the sink that writes in it (an
+        :data:`~persistence.transfer.OpenSink`): leaving the block commits, an exception
+        rolls everything back. Refused on a read-only store."""
+        self.store.require_writable()
+        return json_io.import_sink(self.store.db)
 
     # --- integrity and maintenance ---------------------------------------------------
 

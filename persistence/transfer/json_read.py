@@ -209,7 +209,7 @@ _FIELD_MESSAGE = re.compile(
 )
 
 
-def _checked(where: str, check: Callable[[Any], None], record: Any) -> None:
+def checked(where: str, check: Callable[[Any], None], record: Any) -> None:
     """Run a record validator; point its message at the field's place in the document."""
     try:
         check(record)
@@ -251,7 +251,7 @@ def _memory(
         updated_at=_int(r, "updated_at", where) or 0,
         speaker=_optional_str(r, "speaker", where),
     )
-    _checked(where, partial(validate_memory, max_content_bytes=max_content_bytes), memory)
+    checked(where, partial(validate_memory, max_content_bytes=max_content_bytes), memory)
     if len(set(memory.tags)) != len(memory.tags):
         raise _fail(f"{where}.tags", "lists a tag twice")
     return memory
@@ -271,7 +271,7 @@ def _session(row: Any, where: str) -> SessionState:
         pending_compaction=_bool(r, "pending_compaction", where),
         ended_at=_int(r, "ended_at", where, nullable=True),
     )
-    _checked(where, validate_session, session)
+    checked(where, validate_session, session)
     return session
 
 
@@ -286,7 +286,7 @@ def _transcript(row: Any, where: str) -> TranscriptEntry:
         timestamp=_int(r, "timestamp", where) or 0,
         speaker=_optional_str(r, "speaker", where),
     )
-    _checked(where, validate_transcript, entry)
+    checked(where, validate_transcript, entry)
     return entry
 
 
@@ -301,7 +301,7 @@ def _schedule(row: Any, where: str) -> RepetitionSchedule:
         stability_days=_num(r, "stability_days", where) or 0.0,
         last_reviewed_at=_int(r, "last_reviewed_at", where, nullable=True),
     )
-    _checked(where, validate_schedule, schedule)
+    checked(where, validate_schedule, schedule)
     return schedule
 
 
@@ -315,7 +315,7 @@ def _promotion(row: Any, where: str) -> PromotionRecord:
         promoted_at=_int(r, "promoted_at", where) or 0,
         reason=_str(r, "reason", where, nullable=True),
     )
-    _checked(where, validate_promotion, record)
+    checked(where, validate_promotion, record)
     return record
 
 
@@ -331,7 +331,7 @@ def _forgetting(row: Any, where: str) -> tuple[int, ForgettingRecord]:
         retention=_num(r, "retention", where, nullable=True),
         reason=_str(r, "reason", where) or "",
     )
-    _checked(where, validate_forgetting, record)
+    checked(where, validate_forgetting, record)
     return row_id, record
 
 

@@ -20,6 +20,7 @@ from persistence import (
     memory_to_json,
 )
 from tiered_memory import __version__
+from tiered_memory.locations import is_server_url
 from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]
@@ -85,7 +86,7 @@ def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
 @contextmanager
 def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
     """Open DB, creating it if missing; a failure removes a database this call created."""
-    created = not Path(db).exists()
+    created = not is_server_url(db) and not Path(db).exists()
     try:
         with AgentMemoryManager.open(db, key=_key(), embed_in_background=False) as memory:
             yield memory
@@ -129,5 +130,18 @@ def _memory_row(memory: Memory) -> dict[str, Any]:
     return row
 
 
+def _location(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A database argument: a ``postgresql://`` URL as it is, else a file path checked as
+    ``click.Path(dir_okay=False)`` checks it (with the same messages)."""
+    if is_server_url(value):
+        return value
+    return str(click.Path(dir_okay=False).convert(value, param, ctx))
+
+
+def location_argument(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command argument naming a database: a file or a ``postgresql://`` URL."""
+    return click.argument(name, callback=_location)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-db_argument = click.argument("db", type=click.Path(dir_okay=False))
+db_argument = location_argument("db")

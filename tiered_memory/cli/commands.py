@@ -40,11 +40,14 @@ from tiered_memory.cli.app import (
     _progress,
     db_argument,
     json_option,
+    location_argument,
     main,
     read_key_file,
 )
 from tiered_memory.config import MemoryConfig
+from tiered_memory.copying import copy_memory
 from tiered_memory.embedding.embedders import EmbedderError
+from tiered_memory.locations import is_server_url
 
 
 @main.command()
@@ -143,7 +146,8 @@ def export_(db: str, out: str | None, force: bool, allow_plaintext: bool, as_jso
     """Write everything in DB to one JSON document (OUT, or timestamped); an encrypted
     DB needs --allow-plaintext."""
     existing = out is not None and not force and Path(out).exists()
-    if existing and Path(str(out)).resolve() != Path(db).resolve():  # DB itself: library says
+    itself = not is_server_url(db) and Path(str(out)).resolve() == Path(db).resolve()
+    if existing and not itself:  # DB itself: the library says so
         raise BackupError(f"{out} already exists: pass --force to replace it")
     with _open(db) as memory, _progress("export", as_json) as progress:
         path = memory.export_json(
@@ -187,6 +191,32 @@ def import_(db: str, source: str, mode: str, refuse_secrets: bool, as_json: bool
         lambda: click.echo(
             f"{mode}: {result.inserted} inserted, {result.updated} updated, "
             f"{result.skipped} skipped"
+        ),
+    )
+
+
+@main.command()
+@location_argument("src")
+@location_argument("dst")
+@json_option
+def copy(src: str, dst: str, as_json: bool) -> None:
+    """Copy everything in SRC into DST, a new file or an empty database (a file or a
+    postgresql:// URL each), in one transaction at DST: all or nothing."""
+    with _progress("copy", as_json) as progress:
+        result = copy_memory(src, dst, progress=progress)
+    data = {
+        "source": result.source,
+        "destination": result.destination,
+        "memories": result.memories,
+        "rows": result.rows,
+        "tables": result.tables,
+    }
+    _emit(
+        as_json,
+        data,
+        lambda: click.echo(
+            f"copied {result.memories} memories ({result.rows} rows) "
+            f"from {result.source} to {result.destination}"
         ),
     )
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from persistence.cache_layer import TransactionHooks
-from persistence.records import Key, Synchronous, TracedStatement
+from persistence.errors import ExtraMissingError, UnsupportedOperationError
+from persistence.locations import is_server_url
+from persistence.records import Key, PoolSettings, Synchronous, TracedStatement
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
@@ -69,11 +72,22 @@ def build_backend(
     reset_after_changes: int = RESET_AFTER_CHANGES,
     vector_resort_after: int = RESORT_AFTER,
     trace: Callable[[TracedStatement], None] | None = None,
+    pool: PoolSettings | None = None,
+    scope: str = "",
 ) -> Backend:
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
     ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the engine's
     tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
     statement the store runs (:class:`~persistence.TracedStatement`)."""
+    if is_server_url(location):
+        if key is not None:
+            from persistence.postgres.files import NO_KEYS
+
+            raise UnsupportedOperationError(f"key= is refused: {NO_KEYS}")
+        return _server_backend(
+            str(location), clock=clock, read_only=read_only, max_content_bytes=max_content_bytes,
+            backup_dir=backup_dir, pool=pool, scope=scope,
+        )  # fmt: skip
     store = SQLiteStore(
         location,
         synchronous=synchronous,
@@ -100,9 +114,49 @@ def build_backend(
     )
 
 
+def _postgres() -> Any:
+    """The PostgreSQL backend's package, imported on first use (extra ``[postgres]``)."""
+    try:
+        import persistence.postgres as backend
+    except ImportError as exc:
+        raise ExtraMissingError(
+            f"a postgresql:// location needs the postgres extra ({exc.name} is missing): "
+            "pip install 'tiered-memory[postgres]'"
+        ) from None
+    return backend
+
+
+def _server_backend(
+    url: str,
+    *,
+    clock: Callable[[], int] | None,
+    read_only: bool,
+    max_content_bytes: int,
+    backup_dir: str | os.PathLike[str] | None,
+    pool: PoolSettings | None,
+    scope: str,
+) -> Backend:
+    """The PostgreSQL parts for ``url`` (not yet opened)."""
+    pg = _postgres()
+    store = pg.PostgresStore(url, scope=scope, read_only=read_only, clock=clock,
+                             max_content_bytes=max_content_bytes, pool=pool)  # fmt: skip
+    return Backend(
+        store,
+        pg.PgGraphStore(store),
+        store.db,
+        pg.PgFiles(store, backup_dir),
+        memories=store.memories,
+        sessions=store.sessions,
+        schedules=store.schedules,
+        indexes=store.indexes,
+    )
+
+
 def migrate(location: str | os.PathLike[str], *, key: Key | None = None) -> tuple[int, int]:
     """Bring an existing database to the current schema: ``(version before, after)``.
     Nothing is created: a missing, empty or foreign database is refused as it was."""
+    if is_server_url(location):
+        return _postgres().PostgresStore.migrate(str(location))  # type: ignore[no-any-return]
     return SQLiteStore.migrate(location, key)
 
 
@@ -110,6 +164,9 @@ def check_current(location: str | os.PathLike[str], *, key: Key | None = None) -
     """Raise the specific :class:`~persistence.TieredMemoryError` if ``location`` is not
     an existing database at the current schema that ``key`` opens (read-only: nothing is
     created, migrated or written)."""
+    if is_server_url(location):
+        _postgres().PostgresStore(str(location), read_only=True).open().close()
+        return
     SQLiteStore(location, read_only=True, key=key).open().close()
 
 

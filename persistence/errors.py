@@ -221,3 +221,8 @@ class DatabaseMissingError(DatabaseOpenError):
 class ConnectionLostError(StorageError):
     """The connection to the server broke during the call; it was rolled back (during
     a commit, the outcome is unknown: read before you retry)."""
+
+
+class ExtraMissingError(TieredMemoryError, ImportError):
+    """An optional part was asked for but its extra is not installed; the message names
+    the ``pip install`` that brings it."""

@@ -590,3 +590,23 @@ class TracedStatement:
     def milliseconds(self) -> float:
         """The time it took, in milliseconds."""
         return self.nanoseconds / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """How many connections a server store keeps and how long it waits (PostgreSQL;
+    a file store has no pool).
+
+    ``min_size``/``max_size``: the pool's bounds. ``connect_timeout_s``: how long one
+    connection attempt may take. ``wait_timeout_s``: how long a call waits for a free
+    connection (then :class:`~persistence.errors.DatabaseBusyError`). ``lock_timeout_s``:
+    how long a write waits for another writer of the same agent. ``ping_after_s``: a
+    connection idle longer than this is checked before use (a restarted server).
+    """
+
+    min_size: int = 1
+    max_size: int = 8
+    connect_timeout_s: float = 5.0
+    wait_timeout_s: float = 30.0
+    lock_timeout_s: float = 30.0
+    ping_after_s: float = 2.0

@@ -91,6 +91,8 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.transfer.json_export import ExportSource
+from persistence.transfer.json_import import ImportSink
 from persistence.transfer.json_read import ImportDocument
 
 
@@ -455,6 +457,13 @@ class StoreFiles(Protocol):
     def remove_leftovers(self, *more: Path) -> list[Path]:
         """Delete what interrupted backups and restores left (and ``more``); the paths
         deleted."""
+
+    def export_source(self) -> AbstractContextManager[ExportSource]:
+        """Every table from one read snapshot, for the block (what a copy reads)."""
+
+    def import_sink(self) -> AbstractContextManager[ImportSink]:
+        """One write transaction and the sink that writes in it: leaving the block
+        commits, an exception rolls everything back (what a copy writes to)."""
 
 
 @runtime_checkable

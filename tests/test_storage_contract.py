@@ -141,10 +141,10 @@ def test_backup_manager_is_the_sqlite_store_files(store: SQLiteStore, tmp_path: 
     assert isinstance(backend.backups, StoreFiles)
     members = {
         "encrypted", "create_backup", "restore_backup", "export_json", "import_json", "rekey",
-        "check_integrity", "run_maintenance", "remove_leftovers",
+        "check_integrity", "run_maintenance", "remove_leftovers", "export_source", "import_sink",
     }  # fmt: skip
     declared = {n for n in vars(StoreFiles) if not n.startswith("_")}
-    assert declared == members  # what files.py and lifecycle.py use, no more
+    assert declared == members  # what files.py, lifecycle.py and copying.py use, no more
 
 
 def test_the_domain_uses_only_what_store_files_declares() -> None:

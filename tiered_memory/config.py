@@ -11,6 +11,7 @@ from persistence import (
     DEFAULT_MAX_CONTENT_BYTES,
     InvalidInputError,
     InvalidTypeError,
+    PoolSettings,
     Synchronous,
     TracedStatement,
     require_bool,
@@ -86,6 +87,8 @@ class MemoryConfig:
       parameters it was given, how long it took) for every statement the store runs, to
       see where a slow call spends its time (``None``, the default: nothing is traced).
       A callback that raises is logged once and never fails the call.
+    - ``pool``: on a PostgreSQL server, the connection pool's size and timeouts
+      (:class:`~persistence.PoolSettings`); a file store ignores it.
     """
 
     cache_size: int = 500
@@ -118,6 +121,7 @@ class MemoryConfig:
     dedup: bool = True
     near_duplicate_threshold: float | None = 0.95
     trace: Callable[[TracedStatement], None] | None = None
+    pool: PoolSettings = PoolSettings()
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -135,6 +139,8 @@ class MemoryConfig:
         require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
         require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
         require_callable(self.trace, "trace", allow_none=True)
+        if not isinstance(self.pool, PoolSettings):
+            raise InvalidTypeError(f"pool must be a PoolSettings, got {type(self.pool).__name__}")
         if not (
             self.embedder is None
             or self.embedder == "default"

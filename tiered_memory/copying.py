@@ -30,7 +30,7 @@ from persistence import (
     build_backend,
     copy_store,
 )
-from tiered_memory.locations import display, is_server_url
+from persistence.locations import display, is_server_url
 from tiered_memory.redaction import total_in_file
 
 __all__ = ["CopyResult", "copy_memory"]

@@ -50,6 +50,7 @@ from persistence import (
     now_ms,
     require_str,
 )
+from persistence.locations import is_server_url
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
@@ -97,7 +98,7 @@ class AgentMemoryManager:
             path, synchronous=cfg.synchronous, clock=clock, read_only=read_only, key=key,
             change_check_interval_ms=cfg.external_change_check_ms,
             max_content_bytes=cfg.max_content_bytes, backup_dir=cfg.backup_dir,
-            trace=cfg.trace,
+            trace=cfg.trace, pool=cfg.pool,
         )  # fmt: skip
         self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,
@@ -203,8 +204,10 @@ class AgentMemoryManager:
 
     @property
     def path(self) -> Path | None:
-        """The database file, or ``None`` in memory."""
-        return None if self.store.is_memory else Path(self.store.path)
+        """The database file, or ``None`` in memory or on a server (see :attr:`location`)."""
+        if self.store.is_memory or is_server_url(self.store.location):
+            return None
+        return Path(self.store.path)
 
     @property
     def location(self) -> str:

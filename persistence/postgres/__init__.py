@@ -5,8 +5,10 @@ Imported only when a ``postgresql://`` location is opened
 (:func:`persistence.build_backend`), so the core import never loads psycopg.
 """
 
-from persistence.postgres.database import PgDatabase, PoolSettings
-from persistence.postgres.location import is_server_url, redact
+from persistence.locations import redact
+from persistence.postgres.database import PgDatabase
+from persistence.postgres.files import PgFiles
+from persistence.postgres.graph_store import PgGraphStore
 from persistence.postgres.store import PostgresStore
 
-__all__ = ["PgDatabase", "PoolSettings", "PostgresStore", "is_server_url", "redact"]
+__all__ = ["PgDatabase", "PgFiles", "PgGraphStore", "PostgresStore", "redact"]

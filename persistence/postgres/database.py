@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -42,8 +41,9 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
-from persistence.postgres.location import redact
+from persistence.locations import redact
 from persistence.postgres.translate import call_error, connect_error
+from persistence.records import PoolSettings
 
 log = logging.getLogger("tiered_memory.postgres")
 
@@ -52,25 +52,6 @@ Connection = psycopg.Connection[Any]
 _IDLE = pq.TransactionStatus.IDLE
 _INERROR = pq.TransactionStatus.INERROR
 CHANNEL = "tm_changes"
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSettings:
-    """How many connections a store keeps and how long it waits.
-
-    ``min_size``/``max_size``: the pool's bounds. ``connect_timeout_s``: how long one
-    connection attempt may take. ``wait_timeout_s``: how long a call waits for a free
-    connection (then :class:`~persistence.errors.DatabaseBusyError`). ``lock_timeout_s``:
-    how long a write waits for another writer of the same agent. ``ping_after_s``: a
-    connection idle longer than this is checked before use (a restarted server).
-    """
-
-    min_size: int = 1
-    max_size: int = 8
-    connect_timeout_s: float = 5.0
-    wait_timeout_s: float = 30.0
-    lock_timeout_s: float = 30.0
-    ping_after_s: float = 2.0
 
 
 class PgDatabase:

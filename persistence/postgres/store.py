@@ -26,20 +26,25 @@ from persistence.errors import (
     NotADatabaseError,
     SchemaTooNewError,
 )
-from persistence.meta_keys import EMBEDDING_DIM_KEY
+from persistence.meta_keys import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_ERRORS_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
+)
 from persistence.postgres.config import StoreConfig
-from persistence.postgres.database import Connection, PgDatabase, PoolSettings
+from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.index_store import PgIndexStore
 from persistence.postgres.memory_store import PgMemoryStore
 from persistence.postgres.schedule_store import PgScheduleStore
 from persistence.postgres.session_store import PgSessionStore
-from persistence.postgres.sql import meta_sql
+from persistence.postgres.sql import meta_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
     ForgettingRecord,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
+    PoolSettings,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
@@ -186,6 +191,26 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise call_error(exc, self.db._url) from None
 
+    @classmethod
+    def migrate(cls, url: str) -> tuple[int, int]:
+        """Bring an existing tiered-memory database to the current schema: ``(version
+        before, after)``. A database without the library's tables is refused as it was."""
+        store = cls(url)
+        conn = store.db.connect()
+        try:
+            before = read_schema_version(conn)
+        except psycopg.Error as exc:
+            raise call_error(exc, store.db._url) from None
+        finally:
+            conn.close()
+        if before == 0:
+            raise NotADatabaseError(
+                f"{store.location} holds no tiered-memory data: nothing to migrate (open it "
+                "with the library to create it)"
+            )
+        with store:
+            return before, store.schema_version
+
     def close(self) -> None:
         """Close every connection; twice is harmless."""
         self.db.close()
@@ -265,8 +290,25 @@ class PostgresStore:
             return meta_sql.add(conn, key, by)
 
     def get_statistics(self) -> PersistenceStatistics:
-        """Row counts (one snapshot) and the database's size."""
-        raise NotImplementedError("statistics land with the contract change")
+        """Row counts (one snapshot) and sizes: ``size_bytes`` is what the library's
+        tables and their indexes take; ``backend_details`` adds the whole database's
+        size (``database_size_bytes``)."""
+        with self.snapshot() as conn:
+            counts = stats_sql.counts(conn)
+            sizes = stats_sql.sizes(conn)
+            version = read_schema_version(conn)
+            errors = meta_sql.read(conn, EMBEDDING_ERRORS_KEY)
+            last_error = meta_sql.read(conn, LAST_EMBEDDING_ERROR_KEY)
+        return PersistenceStatistics(
+            **counts,
+            schema_version=version,
+            size_bytes=sizes["tables_size_bytes"],
+            backend="postgresql",
+            backend_details=sizes,
+            path=self.location,
+            embedding_errors=int(errors or 0),
+            last_embedding_error=last_error,
+        )
 
     # --- the parts' methods, offered on the store (docstrings: the part's) -------------------
 

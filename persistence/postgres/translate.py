@@ -22,7 +22,7 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
-from persistence.postgres.location import redact, scrub
+from persistence.locations import redact, scrub
 
 
 def _first_line(exc: BaseException, url: str) -> str:

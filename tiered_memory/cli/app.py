@@ -19,8 +19,8 @@ from persistence import (
     check_current,
     memory_to_json,
 )
+from persistence.locations import is_server_url
 from tiered_memory import __version__
-from tiered_memory.locations import is_server_url
 from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]

@@ -30,6 +30,7 @@ from persistence import (
 from persistence import (
     migrate as migrate_file,
 )
+from persistence.locations import is_server_url
 from tiered_memory.cli.app import (
     KEY_ENV,
     _emit,
@@ -47,7 +48,6 @@ from tiered_memory.cli.app import (
 from tiered_memory.config import MemoryConfig
 from tiered_memory.copying import copy_memory
 from tiered_memory.embedding.embedders import EmbedderError
-from tiered_memory.locations import is_server_url
 
 
 @main.command()

@@ -16,6 +16,9 @@ COUNTS = {
     "schedule_count": "SELECT count(*) FROM tm_schedules",
     "promotion_count": "SELECT count(*) FROM tm_promotion_log",
     "forgotten_count": "SELECT count(*) FROM tm_forgetting_log",
+    "unembedded_count": "SELECT count(*) FROM tm_memories m WHERE NOT EXISTS "
+    "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id)",
+    "embedding_cache_count": "SELECT count(*) FROM tm_embedding_cache",
 }
 """Count name (a ``PersistenceStatistics`` field) -> the query that counts it."""
 
@@ -28,3 +31,18 @@ def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
     row = conn.execute(_ALL).fetchone()
     assert row is not None
     return {name: int(value) for name, value in zip(COUNTS, row, strict=True)}
+
+
+SIZES = (
+    "SELECT pg_database_size(current_database()), "
+    "(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind = 'r' AND c.relname LIKE 'tm\\_%%' AND n.nspname = current_schema())"
+)
+
+
+def sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """The database's size and what the library's tables (with their indexes) take."""
+    row = conn.execute(SIZES).fetchone()
+    assert row is not None
+    return {"database_size_bytes": int(row[0]), "tables_size_bytes": int(row[1])}

@@ -1,18 +1,25 @@
-"""Server locations: telling a ``postgresql://`` URL from a file path, and printing one
-without its secrets (logs, errors, ``repr``, statistics never show a password)."""
+"""Where a memory lives: a file path, or a server's ``postgresql://`` URL; telling them
+apart and printing a URL without its secrets (logs, errors, ``repr``, statistics never
+show a password). Imports no driver: psycopg loads only when a server is opened."""
 
 from __future__ import annotations
 
 import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-SCHEMES = ("postgresql://", "postgres://")
+SERVER_SCHEMES = ("postgresql://", "postgres://")
 _SECRET_PARAMS = frozenset({"password", "sslpassword", "passfile", "sslkey"})
 
 
-def is_server_url(location: str | os.PathLike[str]) -> bool:
-    """True for a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
-    return isinstance(location, str) and location.lower().startswith(SCHEMES)
+def is_server_url(location: object) -> bool:
+    """True for a PostgreSQL URL (``postgresql://`` or ``postgres://``), False for a path."""
+    return isinstance(location, str) and location.lower().startswith(SERVER_SCHEMES)
+
+
+def display(location: str | os.PathLike[str]) -> str:
+    """``location`` as messages show it: a path as it is, a URL without its password."""
+    text = os.fspath(location)
+    return redact(text) if is_server_url(text) else text
 
 
 def redact(url: str) -> str:

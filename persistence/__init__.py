@@ -73,6 +73,7 @@ from persistence.graph_records import (
     Relation,
     RelationFact,
 )
+from persistence.locations import display, is_server_url
 from persistence.meta_keys import (
     DEDUPLICATED_KEY,
     EMBEDDING_MODEL_KEY,
@@ -139,6 +140,8 @@ from persistence.validation import (
 from persistence.worker import Retry, Worker
 
 __all__ = [
+    "display",
+    "is_server_url",
     # choosing and building a backend
     "Backend",
     "Key",

@@ -152,7 +152,14 @@ def test_postgres_counts_everything_in_one_snapshot(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         _populate(store)
         with store.read_connection() as conn:
-            assert stats_sql.counts(conn) == EXPECTED_COUNTS
+            counts = stats_sql.counts(conn)
+        assert {name: counts[name] for name in EXPECTED_COUNTS} == EXPECTED_COUNTS
+        assert counts["unembedded_count"] == 4 and counts["embedding_cache_count"] == 0
+        stats = store.get_statistics()
+        assert {name: getattr(stats, name) for name in EXPECTED_COUNTS} == EXPECTED_COUNTS
+        assert stats.backend == "postgresql" and stats.schema_version == store.schema_version
+        assert 0 < stats.size_bytes <= stats.backend_details["database_size_bytes"]
+        assert stats.path == store.location
 
 
 def test_statistics_count_everything(file_or_memory_store: SQLiteStore) -> None:
@@ -174,7 +181,7 @@ def test_statistics_count_everything(file_or_memory_store: SQLiteStore) -> None:
 def file_or_memory_store(
     request: pytest.FixtureRequest, db_path: object, clock: FakeClock
 ) -> Iterator[SQLiteStore]:
-    """SQLite only: its statistics have file sizes (PostgreSQL's are being reshaped)."""
+    """SQLite only: its statistics have file sizes."""
     path = str(db_path) if request.param == "file" else ":memory:"
     with SQLiteStore(path, clock=clock) as opened:
         yield opened

@@ -29,8 +29,9 @@ from persistence import (
     SameDatabaseError,
     build_backend,
     copy_store,
+    display,
+    is_server_url,
 )
-from persistence.locations import display, is_server_url
 from tiered_memory.redaction import total_in_file
 
 __all__ = ["CopyResult", "copy_memory"]

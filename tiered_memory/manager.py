@@ -47,10 +47,10 @@ from persistence import (
     Tier,
     TranscriptEntry,
     build_backend,
+    is_server_url,
     now_ms,
     require_str,
 )
-from persistence.locations import is_server_url
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue

@@ -17,9 +17,9 @@ from persistence import (
     Memory,
     TieredMemoryError,
     check_current,
+    is_server_url,
     memory_to_json,
 )
-from persistence.locations import is_server_url
 from tiered_memory import __version__
 from tiered_memory.manager import AgentMemoryManager
 

@@ -26,11 +26,11 @@ from persistence import (
     EmbeddingModelMismatchError,
     MemoryNotFoundError,
     Tier,
+    is_server_url,
 )
 from persistence import (
     migrate as migrate_file,
 )
-from persistence.locations import is_server_url
 from tiered_memory.cli.app import (
     KEY_ENV,
     _emit,

@@ -11,7 +11,6 @@ owns the test database.
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +19,12 @@ from click.testing import CliRunner
 
 from migrations.postgres.v004_row_level_security import SCOPED_TABLES
 from persistence import InvalidInputError, SessionNotFoundError, UnsupportedOperationError
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, app_url
 from tiered_memory import AgentMemoryManager
 from tiered_memory.cli import main
 from tiered_memory.integrations.mcp_server import serving
 
-ROLE = "tm_app"
 SECRET = {"a": "vault code alpha 1111", "b": "vault code bravo 2222"}
-
-
-def app_url(pg_server: PgServer, superuser_url: str) -> str:
-    """``superuser_url``'s database, owned by and reached as the ordinary role ``tm_app``."""
-    db = re.search(r"/([^/?]+)\?", superuser_url)
-    assert db is not None
-    with pg_server.connect() as conn:
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone()
-        if not exists:
-            conn.execute(f"CREATE ROLE {ROLE} LOGIN NOSUPERUSER NOBYPASSRLS")
-        conn.execute(f'ALTER DATABASE "{db.group(1)}" OWNER TO {ROLE}')
-    return superuser_url.replace("postgres:@", f"{ROLE}:@", 1)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from persistence.agent_filter import AgentFilteredFiles, AgentFilteredStore
 from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
 from persistence.locations import is_server_url
@@ -78,7 +79,9 @@ def build_backend(
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
     ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the engine's
     tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
-    statement the store runs (:class:`~persistence.TracedStatement`)."""
+    statement the store runs (:class:`~persistence.TracedStatement`). ``scope`` names the
+    agent a scoped handle is for (``''``: the whole store): row-level security on a server,
+    :mod:`persistence.agent_filter` on a file."""
     if is_server_url(location):
         if key is not None:
             from persistence.postgres.files import NO_KEYS
@@ -101,6 +104,8 @@ def build_backend(
         vector_resort_after=vector_resort_after,
         trace=trace,
     )
+    if scope:
+        return _agent_filtered(store, scope, backup_dir)
     # The engine's hooks rather than the store's: one call less on every cached write.
     return Backend(
         store,
@@ -111,6 +116,23 @@ def build_backend(
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
+    )
+
+
+def _agent_filtered(
+    store: SQLiteStore, agent_id: str, backup_dir: str | os.PathLike[str] | None
+) -> Backend:
+    """A file's parts as agent ``agent_id`` sees them (see :mod:`persistence.agent_filter`)."""
+    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id))
+    return Backend(
+        view,
+        GraphStore(store),
+        store.db,
+        cast(StoreFiles, AgentFilteredFiles(BackupManager(store, backup_dir))),
+        memories=view,
+        sessions=store.sessions,
+        schedules=view,
+        indexes=view,
     )
 
 

@@ -177,6 +177,21 @@ class PgServer:
         self._server.cleanup()
 
 
+APP_ROLE = "tm_app"
+
+
+def app_url(pg_server: PgServer, superuser_url: str) -> str:
+    """``superuser_url``'s database, owned by and reached as the ordinary role ``tm_app``."""
+    db = re.search(r"/([^/?]+)\?", superuser_url)
+    assert db is not None
+    with pg_server.connect() as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        if not exists:
+            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS")
+        conn.execute(f'ALTER DATABASE "{db.group(1)}" OWNER TO {APP_ROLE}')
+    return superuser_url.replace("postgres:@", f"{APP_ROLE}:@", 1)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One PostgreSQL server for the session, in a temporary data directory (removed)."""

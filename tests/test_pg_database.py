@@ -15,7 +15,7 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.postgres import PostgresStore
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, app_url
 
 
 @pytest.fixture
@@ -106,8 +106,11 @@ def test_another_handles_commit_reaches_the_change_listeners(pg_url: str) -> Non
         b.close()
 
 
-def test_writers_of_different_agents_do_not_wait_for_each_other(pg_url: str) -> None:
-    x, y, x2 = (PostgresStore(pg_url, scope=s).open() for s in ("x", "y", "x"))
+def test_writers_of_different_agents_do_not_wait_for_each_other(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    url = app_url(pg_server, pg_url)  # scoped handles need a role that RLS binds
+    x, y, x2 = (PostgresStore(url, scope=s).open() for s in ("x", "y", "x"))
     try:
         waited: dict[str, float] = {}
 

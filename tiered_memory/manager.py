@@ -51,6 +51,7 @@ from persistence import (
     now_ms,
     require_str,
 )
+from tiered_memory.agent_scope import require_agent, stamped, stamped_records
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
@@ -88,17 +89,19 @@ class AgentMemoryManager:
         *,
         read_only: bool = False,
         key: str | bytes | None = None,
+        agent_id: str | None = None,
         **overrides: Any,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        self.agent_id = require_agent(agent_id)
         self.config = cfg = configured(config, overrides)
         self.clock = clock = cfg.clock or now_ms
         backend = build_backend(
             path, synchronous=cfg.synchronous, clock=clock, read_only=read_only, key=key,
             change_check_interval_ms=cfg.external_change_check_ms,
             max_content_bytes=cfg.max_content_bytes, backup_dir=cfg.backup_dir,
-            trace=cfg.trace, pool=cfg.pool,
+            trace=cfg.trace, pool=cfg.pool, scope=self.agent_id or "",
         )  # fmt: skip
         self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,
@@ -152,6 +155,7 @@ class AgentMemoryManager:
         *,
         read_only: bool = False,
         key: str | bytes | None = None,
+        agent_id: str | None = None,
         **overrides: Any,
     ) -> AgentMemoryManager:
         """A manager on a durable file (created, or migrated to the current schema).
@@ -165,10 +169,18 @@ class AgentMemoryManager:
         ``key`` (str or bytes) opens an encrypted file, or creates a new file encrypted
         (SQLite3 Multiple Ciphers): the file, its WAL and its backups hold no plaintext.
         A wrong or missing key raises :class:`~persistence.EncryptionKeyError`.
+
+        ``agent_id`` opens a handle scoped to one agent: it reads and writes only that
+        agent's memories (new ones carry ``agent_id``; another agent's id is refused).
+        On PostgreSQL row-level security enforces it for every table (sessions,
+        schedules, graph and exports too); on a file the handle filters by ``agent_id``
+        (see the README for what that covers).
         """
         if isinstance(path, str | os.PathLike) and os.fspath(path) == ":memory:":
             raise InvalidInputError("use AgentMemoryManager.in_memory() for a store in memory")
-        return cls(path, config, read_only=read_only, key=key, **overrides).initialize()
+        return cls(
+            path, config, read_only=read_only, key=key, agent_id=agent_id, **overrides
+        ).initialize()
 
     @classmethod
     def in_memory(cls, config: MemoryConfig | None = None, **overrides: Any) -> AgentMemoryManager:
@@ -257,6 +269,7 @@ class AgentMemoryManager:
         ``MemoryConfig.dedup`` for this call (``False``: always a new memory, for callers
         whose records differ by more than their text, like the LangGraph store's items).
         """
+        agent_id = stamped(self.agent_id, agent_id)
         return self._writer.remember(
             content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
             tags=tags, metadata=metadata, source=source, category=category, key=key,
@@ -302,6 +315,8 @@ class AgentMemoryManager:
 
         With no ``tier`` the three tiers are searched and merged in the requested order.
         """
+        if self.agent_id is not None:
+            filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))
         return self._memories.query(tier, **filters)
 
     def link(self, memory_id: str, other_id: str) -> None:
@@ -508,6 +523,9 @@ class AgentMemoryManager:
         set-based and indexed once at commit; then memories without a vector are embedded
         in batches (as :meth:`flush` does).
         """
+        if self.agent_id is not None:
+            records = stamped_records(self.agent_id, records)
+            fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
         ordered = self._writer.remember_many(records, tier, fields)
         if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
             self.flush()
@@ -535,6 +553,7 @@ class AgentMemoryManager:
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
         """
         self._require_open()
+        agent_id = stamped(self.agent_id, agent_id)
         return self._recall.recall(
             query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,

@@ -25,6 +25,7 @@ from persistence.errors import (
     MigrationRequiredError,
     NotADatabaseError,
     SchemaTooNewError,
+    UnsupportedOperationError,
 )
 from persistence.meta_keys import (
     EMBEDDING_DIM_KEY,
@@ -37,7 +38,7 @@ from persistence.postgres.index_store import PgIndexStore
 from persistence.postgres.memory_store import PgMemoryStore
 from persistence.postgres.schedule_store import PgScheduleStore
 from persistence.postgres.session_store import PgSessionStore
-from persistence.postgres.sql import meta_sql, stats_sql
+from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
     ForgettingRecord,
@@ -55,6 +56,12 @@ from persistence.records import (
     now_ms,
 )
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
+
+NO_SCOPE_FOR_SUPERUSER = (
+    "an agent-scoped handle needs a role that row-level security applies to; this URL's "
+    "user is a superuser or has BYPASSRLS and would see every agent: connect as an "
+    "ordinary role (see the README, 'Agents on one server')"
+)
 
 
 class PostgresStore:
@@ -174,6 +181,8 @@ class PostgresStore:
                     raise MigrationRequiredError(version, LATEST_VERSION, self.location)
             else:
                 apply_migrations(conn, clock=self.config.clock)
+            if self.scope and scope_sql.bypasses_row_security(conn):
+                raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
             dim = self.config.embedding_dim
             stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
             if dim is not None and stored is not None and int(stored) != dim:

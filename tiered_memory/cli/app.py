@@ -43,6 +43,7 @@ class _Commands(click.Group):
 
 
 KEY_ENV = "TIERED_MEMORY_KEY"
+AGENT_META = "tiered_memory.agent_id"
 
 
 @click.group(cls=_Commands)
@@ -52,10 +53,16 @@ KEY_ENV = "TIERED_MEMORY_KEY"
     type=click.Path(exists=True, dir_okay=False),
     help=f"File holding the key of an encrypted database (else ${KEY_ENV}).",
 )
+@click.option(
+    "--agent",
+    "agent_id",
+    help="Open the memory scoped to this agent: only its memories are read or written.",
+)
 @click.pass_context
-def main(ctx: click.Context, key_file: str | None) -> None:
+def main(ctx: click.Context, key_file: str | None, agent_id: str | None) -> None:
     """Inspect, back up, restore, export and import a tiered-memory database."""
     ctx.obj = read_key_file(key_file) if key_file else os.environ.get(KEY_ENV) or None
+    ctx.meta[AGENT_META] = agent_id
 
 
 def read_key_file(path: str) -> bytes:
@@ -70,6 +77,12 @@ def _key() -> str | bytes | None:
     return key
 
 
+def _agent() -> str | None:
+    """The agent this invocation is scoped to (``--agent``), if any."""
+    agent: str | None = click.get_current_context().meta.get(AGENT_META)
+    return agent
+
+
 def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
     """An existing tiered-memory database at the current schema, read-only unless
     ``write``: a missing, empty, foreign or older file is refused, never created or
@@ -77,10 +90,12 @@ def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
     key = _key()
     if not write:
         return AgentMemoryManager.open(
-            db, read_only=True, key=key, embed_in_background=False, **config
+            db, read_only=True, key=key, agent_id=_agent(), embed_in_background=False, **config
         )
     check_current(db, key=key)  # refuses what is not ready
-    return AgentMemoryManager.open(db, key=key, embed_in_background=False, **config)
+    return AgentMemoryManager.open(
+        db, key=key, agent_id=_agent(), embed_in_background=False, **config
+    )
 
 
 @contextmanager
@@ -88,7 +103,9 @@ def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
     """Open DB, creating it if missing; a failure removes a database this call created."""
     created = not is_server_url(db) and not Path(db).exists()
     try:
-        with AgentMemoryManager.open(db, key=_key(), embed_in_background=False) as memory:
+        with AgentMemoryManager.open(
+            db, key=_key(), agent_id=_agent(), embed_in_background=False
+        ) as memory:
             yield memory
     except BaseException:
         if created:

@@ -33,6 +33,7 @@ from persistence import (
 )
 from tiered_memory.cli.app import (
     KEY_ENV,
+    _agent,
     _emit,
     _key,
     _memory_row,
@@ -416,4 +417,4 @@ def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
         raise click.ClickException(
             f"the MCP server needs the mcp extra: pip install 'tiered-memory[mcp]' ({exc})"
         ) from exc
-    serve(db, read_only=read_only, keywords_only=keywords_only, key=_key())
+    serve(db, read_only=read_only, keywords_only=keywords_only, key=_key(), agent_id=_agent())

@@ -189,11 +189,14 @@ async def serving(
     read_only: bool = False,
     keywords_only: bool = False,
     key: str | bytes | None = None,
+    agent_id: str | None = None,
 ) -> AsyncIterator[MCPServer[Any]]:
-    """Open ``db`` (with ``key`` if it is encrypted) and yield a server over it; the
-    memory is shut down on the way out."""
+    """Open ``db`` (with ``key`` if it is encrypted; scoped to ``agent_id`` if given) and
+    yield a server over it; the memory is shut down on the way out."""
     config: dict[str, Any] = {"embedder": None} if keywords_only else {}
-    memory = await AsyncAgentMemoryManager.open(db, read_only=read_only, key=key, **config)
+    memory = await AsyncAgentMemoryManager.open(
+        db, read_only=read_only, key=key, agent_id=agent_id, **config
+    )
     try:
         yield build_server(memory)
     finally:
@@ -206,11 +209,15 @@ def serve(
     read_only: bool = False,
     keywords_only: bool = False,
     key: str | bytes | None = None,
+    agent_id: str | None = None,
 ) -> None:
-    """Serve ``db`` over stdio until the client closes the connection."""
+    """Serve ``db`` over stdio until the client closes the connection (scoped to
+    ``agent_id`` if given)."""
 
     async def main() -> None:
-        async with serving(db, read_only=read_only, keywords_only=keywords_only, key=key) as server:
+        async with serving(
+            db, read_only=read_only, keywords_only=keywords_only, key=key, agent_id=agent_id
+        ) as server:
             await server.run_stdio_async()
 
     asyncio.run(main())

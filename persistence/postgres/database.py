@@ -216,14 +216,23 @@ class PgDatabase:
             with pool.connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise DatabaseBusyError(
-                f"no free connection to {self.location} within "
-                f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
-            ) from None
+            raise self._pool_timeout() from None
         except psycopg.OperationalError as exc:
             raise call_error(exc, self._url) from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+
+    def _pool_timeout(self) -> TieredMemoryError:
+        """The error of a wait for a pool connection that timed out: the server's own
+        (down, refusing) if a direct attempt fails too, else the pool is too small."""
+        try:
+            self.connect().close()
+        except TieredMemoryError as exc:
+            return exc
+        return DatabaseBusyError(
+            f"no free connection to {self.location} within "
+            f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
+        )
 
     def _read_version(self) -> int | None:
         with self.reading() as conn:
@@ -253,9 +262,7 @@ class PgDatabase:
             try:
                 conn = pool.getconn()
             except PoolTimeout:
-                raise DatabaseBusyError(
-                    f"no free connection to {self.location} within {self.settings.wait_timeout_s} s"
-                ) from None
+                raise self._pool_timeout() from None
             except psycopg.Error as exc:
                 raise call_error(exc, self._url) from None
             try:
@@ -475,6 +482,9 @@ class PgDatabase:
         if not (changed or lost) and now < self._next_check:
             return
         self._next_check = now + self.change_check_interval_s
+        if not lost and not self._alive():  # a restarted server's listener reads as quiet
+            changed = True
+            self._reopen_listener()
         try:
             version = self._read_version()
         except TieredMemoryError:
@@ -483,6 +493,17 @@ class PgDatabase:
         self._seen_version = version
         if changed:
             self._tell_listeners()
+
+    def _alive(self) -> bool:
+        """True if the listener still answers (a round trip, so at most once a look)."""
+        listener = self._listener
+        if listener is None:
+            return False
+        try:
+            listener.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
 
     def _drop_listener(self) -> None:
         """Forget a broken listener (the next look reopens it)."""

@@ -90,6 +90,7 @@ def build_backend(
         return _server_backend(
             str(location), clock=clock, read_only=read_only, max_content_bytes=max_content_bytes,
             backup_dir=backup_dir, pool=pool, scope=scope,
+            change_check_interval_ms=change_check_interval_ms,
         )  # fmt: skip
     store = SQLiteStore(
         location,
@@ -157,11 +158,13 @@ def _server_backend(
     backup_dir: str | os.PathLike[str] | None,
     pool: PoolSettings | None,
     scope: str,
+    change_check_interval_ms: int,
 ) -> Backend:
     """The PostgreSQL parts for ``url`` (not yet opened)."""
     pg = _postgres()
     store = pg.PostgresStore(url, scope=scope, read_only=read_only, clock=clock,
-                             max_content_bytes=max_content_bytes, pool=pool)  # fmt: skip
+                             max_content_bytes=max_content_bytes, pool=pool,
+                             change_check_interval_ms=change_check_interval_ms)  # fmt: skip
     return Backend(
         store,
         pg.PgGraphStore(store),

@@ -1,4 +1,5 @@
-"""Invariants a file must keep after any crash, shared by the crash-recovery tests."""
+"""Invariants a store must keep after any crash, shared by the crash-recovery tests: the
+state of a file (read with APSW) or of a PostgreSQL database (read with psycopg)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from persistence import Tier
+from persistence.locations import is_server_url
 from tests.data_checks import open_raw
 
 
@@ -23,12 +25,15 @@ class FileState:
     forgotten: set[str] = field(default_factory=set)
 
 
-def read_state(path: Path) -> FileState:
+def read_state(path: Path | str) -> FileState:
     """Check ``integrity_check`` and read every memory's tier, log, tags and schedule.
 
     A file killed before its first migration committed has no tables yet: that reads as
     empty, which the callers' checks of reported writes then judge.
     """
+    if isinstance(path, str) and is_server_url(path):
+        return read_server_state(path)
+    path = Path(path)
     state = FileState()
     if not path.exists():
         return state
@@ -55,6 +60,56 @@ def read_state(path: Path) -> FileState:
         return state
     finally:
         conn.close()
+
+
+def read_server_state(url: str) -> FileState:
+    """:func:`read_state` of a PostgreSQL database (a fresh connection of its own: only
+    committed rows). A database killed before its first migration committed reads empty."""
+    import psycopg
+
+    state = FileState()
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('tm_promotion_log')").fetchone() == (None,):
+            return state
+        with conn.transaction():  # one snapshot (REPEATABLE READ) for every table
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            for memory_id, tier, metadata, tags in conn.execute(
+                "SELECT id, tier, metadata, cardinality(tags) FROM tm_memories"
+            ):
+                state.where.setdefault(memory_id, []).append(Tier(tier))
+                state.origin[memory_id] = Tier(orjson.loads(metadata)["origin"])
+                if tags:
+                    state.tag_counts[memory_id] = tags
+            for memory_id, src, dst in conn.execute(
+                "SELECT memory_id, from_tier, to_tier FROM tm_promotion_log ORDER BY id"
+            ):
+                state.log.setdefault(memory_id, []).append((Tier(src), Tier(dst)))
+            state.scheduled = {r[0] for r in conn.execute("SELECT memory_id FROM tm_schedules")}
+            state.forgotten = {
+                r[0] for r in conn.execute("SELECT memory_id FROM tm_forgetting_log")
+            }
+    return state
+
+
+def open_transactions(url: str, wait_s: float = 10.0) -> int:
+    """How many sessions of ``url``'s database other than this one are still in a
+    transaction, polled for up to ``wait_s`` (the server notices a killed client's
+    closed socket and rolls its transaction back)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + wait_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            ).fetchone()
+            count = int(row[0]) if row else 0
+            if count == 0 or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
 
 
 def assert_no_half_done_promotion(state: FileState, tags_per_memory: int) -> None:

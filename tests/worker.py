@@ -22,6 +22,15 @@ once its snapshot file has content and waits for a line on stdin before going on
 ``$TIERED_MEMORY_KEY``, printing each id once stored.
 ``worker.py rekey DB``: opens DB with ``$TIERED_MEMORY_KEY``, prints ``READY``, changes
 the key to ``$NEW_KEY`` and prints ``REKEYED``.
+``worker.py remember-on-cue DB CONTENT AGENT``: opens DB through AgentMemoryManager,
+prints ``READY``, waits for a line on stdin, remembers CONTENT for AGENT and prints
+``ID id``.
+``worker.py hold-transaction DB SCOPE``: opens a store scoped to SCOPE (a server URL; ''
+for the whole store), writes one memory inside a transaction, prints ``HOLDING`` and
+keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``.
+``worker.py change DB OP ID``: opens DB through AgentMemoryManager and runs ``forget`` or
+``update`` (new content ``changed``) on memory ID, then prints ``DONE``.
+DB is a file path or a ``postgresql://`` URL wherever the worker opens a store or manager.
 ``worker.py reembed DB``: re-embeds DB with :class:`HashEmbedder` ``("test-b", 8)``,
 slowly, printing ``EMBEDDED n`` after each batch the model returned, then ``DONE``.
 """
@@ -35,10 +44,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from persistence import Memory, MemoryNotFoundError, Tier
+from persistence.locations import is_server_url
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
@@ -80,9 +91,18 @@ def _say(*parts: str) -> None:
     sys.stdout.flush()
 
 
+def open_store(location: str, wal_autocheckpoint: int = 1000, scope: str = "") -> Any:
+    """A store on ``location``: a SQLite file, or a PostgreSQL URL (scoped to ``scope``)."""
+    if is_server_url(location):
+        from persistence.postgres import PostgresStore
+
+        return PostgresStore(location, scope=scope).open()
+    return SQLiteStore(location, wal_autocheckpoint=wal_autocheckpoint).open()
+
+
 def crash(path: str, seed: int, wal_autocheckpoint: int = 1000) -> None:
     rng = random.Random(seed)
-    store = SQLiteStore(path, wal_autocheckpoint=wal_autocheckpoint).open()
+    store = open_store(path, wal_autocheckpoint)
     _say("READY")
     promotable: list[tuple[str, Tier]] = []
     n = 0
@@ -218,8 +238,36 @@ def _pause_once() -> Callable[[int, int], None]:
     return progress
 
 
+def remember_on_cue(path: str, content: str, agent: str) -> None:
+    with AgentMemoryManager.open(path, embedder=None) as memory:
+        _say("READY")
+        sys.stdin.readline()
+        _say("ID", memory.remember(content, agent_id=agent).id)
+
+
+def hold_transaction(path: str, scope: str) -> None:
+    store = open_store(path, scope=scope)
+    try:
+        with store.transaction():
+            store.put_episodic(Memory.create(f"held by {scope or 'all'}"))
+            _say("HOLDING")
+            sys.stdin.readline()
+        _say("COMMITTED")
+    finally:
+        store.close()
+
+
+def change(path: str, op: str, memory_id: str) -> None:
+    with AgentMemoryManager.open(path, embedder=None) as memory:
+        if op == "forget":
+            memory.forget(memory_id)
+        else:
+            memory.update(memory_id, content="changed")
+        _say("DONE")
+
+
 def write(path: str, count: int, tag: str) -> None:
-    with SQLiteStore(path) as store:
+    with open_store(path) as store:
         _say("READY")
         for i in range(count):
             memory = store.put_episodic(Memory.create(f"{tag} {i}", tags=(tag,)))
@@ -241,7 +289,7 @@ def write_until_told(path: str, tag: str) -> None:
 
 
 def read(path: str, memory_id: str) -> None:
-    with SQLiteStore(path) as store:
+    with open_store(path) as store:
         memory = store.get_memory(memory_id)
         _say("MISSING" if memory is None else memory.content)
 
@@ -291,6 +339,12 @@ if __name__ == "__main__":
         encrypted_write(db)
     elif command == "rekey":
         rekey(db)
+    elif command == "remember-on-cue":
+        remember_on_cue(db, rest[0], rest[1])
+    elif command == "hold-transaction":
+        hold_transaction(db, rest[0])
+    elif command == "change":
+        change(db, rest[0], rest[1])
     elif command == "reembed":
         reembed(db)
     else:

@@ -65,6 +65,7 @@ class PgDatabase:
         scope: str = "",
         read_only: bool = False,
         settings: PoolSettings | None = None,
+        change_check_interval_s: float = 0.05,
     ) -> None:
         self._url = url
         self.location = redact(url)
@@ -83,6 +84,8 @@ class PgDatabase:
         self._joined = False
         self._change_listeners: list[Hook] = []
         self._seen_version: int | None = None
+        self.change_check_interval_s = change_check_interval_s
+        self._next_check = 0.0  # when the version row is next read by check_external_changes
         self._used: dict[int, float] = {}  # id(connection) -> when last handed out
         key = f"tm.scope:{scope}"
         self._begin_sql = (
@@ -213,14 +216,23 @@ class PgDatabase:
             with pool.connection() as conn:
                 yield conn
         except PoolTimeout:
-            raise DatabaseBusyError(
-                f"no free connection to {self.location} within "
-                f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
-            ) from None
+            raise self._pool_timeout() from None
         except psycopg.OperationalError as exc:
             raise call_error(exc, self._url) from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+
+    def _pool_timeout(self) -> TieredMemoryError:
+        """The error of a wait for a pool connection that timed out: the server's own
+        (down, refusing) if a direct attempt fails too, else the pool is too small."""
+        try:
+            self.connect().close()
+        except TieredMemoryError as exc:
+            return exc
+        return DatabaseBusyError(
+            f"no free connection to {self.location} within "
+            f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
+        )
 
     def _read_version(self) -> int | None:
         with self.reading() as conn:
@@ -250,9 +262,7 @@ class PgDatabase:
             try:
                 conn = pool.getconn()
             except PoolTimeout:
-                raise DatabaseBusyError(
-                    f"no free connection to {self.location} within {self.settings.wait_timeout_s} s"
-                ) from None
+                raise self._pool_timeout() from None
             except psycopg.Error as exc:
                 raise call_error(exc, self._url) from None
             try:
@@ -337,7 +347,10 @@ class PgDatabase:
             pass  # BEGIN's empty result comes first
         row = cur.fetchone()
         version = None if row is None or row[1] is None else int(row[1])
-        self._drain()  # what this exact check covers is noticed once
+        try:
+            self._drain()  # what this exact check covers is noticed once
+        except psycopg.Error:
+            self._drop_listener()  # a broken listener is not this write's failure
         changed = self._seen_version is not None and version != self._seen_version
         self._seen_version = version
         if changed:
@@ -438,29 +451,72 @@ class PgDatabase:
         return other
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other processes' commits (a non-blocking read of the listener): calls
-        the listeners if there were any. A lost listener is reopened and the listeners
-        called (changes may have been missed). Always True: this never waits on a lock."""
+        """Look for other processes' commits and call the listeners if there were any:
+        the listener's announcements at every call (non-blocking), and the version row
+        itself at most every ``change_check_interval_s`` (an announcement travels
+        asynchronously: the row makes the look exact, as SQLite's ``data_version``). A
+        lost listener is reopened and the listeners called (changes may have been
+        missed). ``False`` when another thread's transaction held the handle ``wait_s``
+        seconds: RAM copies may be stale then (read the store)."""
         if self._pool is None or self.in_transaction:
             return True
-        with self.lock:
+        lock = self.lock
+        if not lock.acquire(False) and not lock.acquire(timeout=wait_s):
+            return False
+        try:
+            if self._pool is not None:
+                self._look()
+            return True
+        finally:
+            lock.release()
+
+    def _look(self) -> None:
+        """:meth:`check_external_changes` under the lock."""
+        changed = lost = False
+        if self._listener is not None:
             try:
                 changed = self._drain()
             except psycopg.Error:
-                changed = True
-                self._reopen_listener()
-            if changed:
-                try:
-                    self._seen_version = self._read_version()
-                except TieredMemoryError:
-                    self._seen_version = None
-                self._tell_listeners()
+                changed = lost = True
+                self._drop_listener()
+        if self._listener is None:  # announcements may have been missed: read the row
+            lost = True
+            self._reopen_listener()
+        now = time.monotonic()
+        if not (changed or lost) and now < self._next_check:
+            return
+        self._next_check = now + self.change_check_interval_s
+        if not lost and not self._alive():  # a restarted server's listener reads as quiet
+            changed = True
+            self._reopen_listener()
+        try:
+            version = self._read_version()
+        except TieredMemoryError:
+            version = None  # the server is away: look again next time
+        changed = changed or version is None or version != self._seen_version
+        self._seen_version = version
+        if changed:
+            self._tell_listeners()
+
+    def _alive(self) -> bool:
+        """True if the listener still answers (a round trip, so at most once a look)."""
+        listener = self._listener
+        if listener is None:
+            return False
+        try:
+            listener.execute("SELECT 1")
+        except psycopg.Error:
+            return False
         return True
 
-    def _reopen_listener(self) -> None:
+    def _drop_listener(self) -> None:
+        """Forget a broken listener (the next look reopens it)."""
         old, self._listener = self._listener, None
         if old is not None:
             old.close()
+
+    def _reopen_listener(self) -> None:
+        self._drop_listener()
         try:
             self._listen()
         except TieredMemoryError:

@@ -70,6 +70,8 @@ class PostgresStore:
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
     write (and the server enforces it: ``default_transaction_read_only``) and never
     migrates: the schema must be current. ``pool`` sets connection counts and timeouts.
+    ``change_check_interval_ms``: how often a read through RAM confirms other processes'
+    commits against the version row (announcements usually arrive sooner).
     """
 
     def __init__(
@@ -82,13 +84,16 @@ class PostgresStore:
         embedding_dim: int | None = None,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         pool: PoolSettings | None = None,
+        change_check_interval_ms: int = 50,
     ) -> None:
         require_str(url, "url")
         require_str(scope, "scope")
         require_bool(read_only, "read_only")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
-        self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool)
+        require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
+                             change_check_interval_s=change_check_interval_ms / 1000)  # fmt: skip
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
         self.memories = PgMemoryStore(self.db, self.config)
         self.sessions = PgSessionStore(self.db, self.config)

@@ -208,9 +208,11 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.fixture
 def pg_url(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh database for this test (with ``vector``), dropped after it: its URL."""
+    """A fresh database for this test (with ``vector``), dropped after it: its URL, as
+    the ordinary role that owns it (as an application connects; row-level security
+    binds it, where it does not bind a superuser)."""
     with pg_server.database(request.node.name) as url:
-        yield url
+        yield app_url(pg_server, url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -153,8 +153,9 @@ def test_unfiltered_sql_on_a_scoped_connection_sees_only_its_scope(
 
 
 @pytest.mark.postgres
-def test_superuser_refused_a_scoped_handle(pg_url: str) -> None:
+def test_superuser_refused_a_scoped_handle(pg_server: PgServer, pg_url: str) -> None:
+    superuser = pg_url.replace("tm_app:@", "postgres:@", 1)  # pg_url connects as tm_app
     with pytest.raises(UnsupportedOperationError, match="superuser or has BYPASSRLS"):
-        _open(pg_url, "a")
-    with _open(pg_url, None) as memory:  # the operator's handle is fine
+        _open(superuser, "a")
+    with _open(superuser, None) as memory:  # the operator's handle is fine
         assert memory.query() == []

@@ -37,6 +37,7 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
+    UnsupportedOperationError,
 )
 from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.config import MemoryConfig
@@ -94,5 +95,6 @@ __all__ = [
     "EmbedderError",
     "EncryptionKeyError",
     "PlaintextExportError",
+    "UnsupportedOperationError",
     "__version__",
 ]

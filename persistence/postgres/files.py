@@ -23,6 +23,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from migrations.postgres import read_schema_version
+from persistence import leftovers
 from persistence.errors import (
     BackupError,
     InvalidInputError,
@@ -47,7 +48,6 @@ from persistence.records import (
     Progress,
     RestoreResult,
 )
-from persistence.sqlite import leftovers
 from persistence.transfer.json_export import ExportSource, export_document
 from persistence.transfer.json_import import (
     ImportDocument,

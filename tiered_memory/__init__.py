@@ -37,7 +37,6 @@ from persistence import (
     Tier,
     TieredMemoryError,
     TranscriptEntry,
-    UnsupportedOperationError,
 )
 from tiered_memory.aio import AsyncAgentMemoryManager
 from tiered_memory.config import MemoryConfig
@@ -95,6 +94,5 @@ __all__ = [
     "EmbedderError",
     "EncryptionKeyError",
     "PlaintextExportError",
-    "UnsupportedOperationError",
     "__version__",
 ]

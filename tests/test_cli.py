@@ -258,3 +258,53 @@ def test_export_onto_an_existing_file_names_the_force_flag(agent_db: Path, tmp_p
     assert out.read_text() == "keep me"
     assert run("export", str(agent_db), str(out), "--force").returncode == 0
     assert orjson.loads(out.read_bytes())["format"]
+
+
+@pytest.mark.slow
+def test_every_read_command_and_the_file_commands_take_any_location(
+    any_location: str, tmp_path: Path
+) -> None:
+    """A file or a postgresql:// URL: stats, list, show, sessions, search, graph, entities,
+    export, backup, check and maintain (commands run side by side: each is a process)."""
+    from tests.worker import HashEmbedder
+
+    clock = FakeClock()
+    with AgentMemoryManager.open(any_location, clock=clock, embed_in_background=False,
+                                 embedder=HashEmbedder("cli-model", 3)) as memory:  # fmt: skip
+        populate(memory, clock)
+        fact = memory.remember("Ana met Bruno in Lisbon", relations=[("Ana", "met", "Bruno")])
+        memory.flush()
+    out, snap = tmp_path / "out.json", tmp_path / "snap.json"
+    commands = {
+        "stats": ("stats", any_location),
+        "list": ("list", any_location, "--tier", "episodic"),
+        "show": ("show", any_location, fact.id),
+        "sessions": ("sessions", any_location),
+        "search": ("search", any_location, "Lisbon", "--keywords-only", "-k", "1"),
+        "graph": ("graph", any_location, "Ana"),
+        "entities": ("entities", any_location),
+        "export": ("export", any_location, str(out)),
+        "backup": ("backup", any_location, "--to", str(snap)),
+        "check": ("check", any_location),
+        "maintain": ("maintain", any_location),
+    }
+    running = {name: subprocess.Popen([CLI, *args, "--json"], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+               for name, args in commands.items()}  # fmt: skip
+    results = {}
+    for name, process in running.items():
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0 and stderr == "", (name, stderr)
+        results[name] = orjson.loads(stdout)
+    backend = "postgresql" if any_location.startswith("postgresql") else "sqlite"
+    assert results["stats"]["storage"]["backend"] == backend
+    assert results["stats"]["storage"]["episodic_count"] == len(results["list"]) > 0
+    assert results["show"]["content"] == "Ana met Bruno in Lisbon"
+    assert len(results["sessions"]) == 1
+    assert [h["memory"]["id"] for h in results["search"]] == [fact.id]
+    assert "Bruno" in str(results["graph"]) and len(results["entities"]) >= 2
+    assert results["export"] == {"export": str(out)}
+    assert results["backup"] == {"backup": str(snap)} and snap.stat().st_size > 0
+    assert results["check"]["ok"] is True
+    assert results["maintain"]["bytes_after"] > 0
+    assert orjson.loads(out.read_bytes())["tables"]["episodic"]

@@ -27,13 +27,14 @@ TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 OPTIONS: dict[str, Any] = {"embedder": HashEmbedder("copy-model", 3), "embed_in_background": False}
 
 
-def _open(path: Path, clock: FakeClock, **config: Any) -> AgentMemoryManager:
+def _open(path: Path | str, clock: FakeClock, **config: Any) -> AgentMemoryManager:
     return AgentMemoryManager.open(path, clock=clock, **{**OPTIONS, **config})
 
 
-def exported(path: Path, tmp_path: Path, clock: FakeClock) -> dict[str, Any]:
-    """The export of the database at ``path`` without its ``exported_at``."""
-    out = tmp_path / f"{path.stem}-{len(list(tmp_path.iterdir()))}.json"
+def exported(path: Path | str, tmp_path: Path, clock: FakeClock) -> dict[str, Any]:
+    """The export of the database at ``path`` (a file or a server URL) without its
+    ``exported_at``."""
+    out = tmp_path / f"export-{len(list(tmp_path.iterdir()))}.json"
     with _open(path, clock, read_only=True) as memory:
         memory.export_json(out)
     doc: dict[str, Any] = orjson.loads(out.read_bytes())
@@ -94,6 +95,23 @@ def test_a_copy_of_a_copy_is_the_same_memory(
     assert exported(source, tmp_path, clock) == exported(tmp_path / "back.db", tmp_path, clock)
 
 
+def test_file_to_any_location_and_back_exports_the_same(
+    source: Path, any_location: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """export(file) == export(copy there) == export(copy back to a file): every tier with
+    vectors and model, sessions, transcripts, schedules, both audit logs, the graph."""
+    there = copy_memory(source, any_location)
+    back = copy_memory(any_location, tmp_path / "back.db")
+    one = exported(source, tmp_path, clock)
+    assert exported(any_location, tmp_path, clock) == one
+    assert exported(tmp_path / "back.db", tmp_path, clock) == one
+    assert there.tables == back.tables == {name: len(rows) for name, rows in one["tables"].items()}
+    with _open(any_location, clock, read_only=True) as copy:
+        assert copy.check_integrity().ok
+        assert copy.statistics().redactions >= 1
+        assert copy.graph.entity("Ana") is not None
+
+
 def test_copy_store_writes_into_any_sink_in_one_transaction(
     source: Path, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -127,6 +145,34 @@ def test_a_destination_that_holds_anything_is_refused_untouched(
             copy_memory(source, destination)
         assert held in str(refused.value) and "new file or an empty database" in str(refused.value)
         assert data_checksum(destination) == rows
+
+
+def test_a_non_empty_location_is_refused_unchanged(
+    source: Path, any_location: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    with _open(any_location, clock) as memory:
+        memory.remember("already here")
+    before = exported(any_location, tmp_path, clock)
+    with pytest.raises(InvalidInputError, match="already holds 1 memory;"):
+        copy_memory(source, any_location)
+    assert exported(any_location, tmp_path, clock) == before
+
+
+def test_a_failed_copy_leaves_any_location_empty(
+    source: Path, any_location: str, tmp_path: Path, clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    _open(any_location, clock).close()
+    from persistence.postgres.sql import transfer_sql
+
+    def fail(*args: Any) -> None:
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(forgetting_sql, "insert", fail)
+    monkeypatch.setattr(transfer_sql, "insert_forgetting", fail)
+    with pytest.raises(OSError, match="simulated"):
+        copy_memory(source, any_location)
+    assert all(not rows for rows in exported(any_location, tmp_path, clock)["tables"].values())
 
 
 def test_a_failure_mid_copy_leaves_the_destination_as_it_was(
@@ -190,6 +236,22 @@ def test_the_copy_command(source: Path, tmp_path: Path, clock: FakeClock) -> Non
     missing = run("copy", str(tmp_path / "nothing.db"), str(tmp_path / "x.db"))
     assert missing.returncode == 1 and "no database at" in missing.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.subprocess
+def test_the_copy_command_to_a_server_and_back(
+    source: Path, pg_url: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    result = run("copy", str(source), pg_url, "--json")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    data = orjson.loads(result.stdout)
+    doc = exported(source, tmp_path, clock)
+    assert data["tables"] == {name: len(rows) for name, rows in doc["tables"].items()}
+    back = run("copy", pg_url, str(tmp_path / "back.db"), "--json")
+    assert back.returncode == 0, back.stderr
+    assert exported(tmp_path / "back.db", tmp_path, clock) == doc
+    again = run("copy", str(source), pg_url)
+    assert again.returncode == 1 and "already holds" in again.stderr
 
 
 @pytest.mark.subprocess

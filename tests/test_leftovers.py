@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from persistence.leftovers import held_temp, remove_stale
 from persistence.sqlite import BackupManager, SQLiteStore
-from persistence.sqlite.leftovers import held_temp, remove_stale
 from tests.data_checks import data_checksum
 from tests.processes import Worker, spawn_worker
 from tiered_memory import AgentMemoryManager, Tier

@@ -2,37 +2,69 @@
 :class:`~persistence.storage.StoreFiles`).
 
 A server has no file to copy or key to change: a backup is a consistent JSON snapshot
-(one ``REPEATABLE READ`` transaction, the export format), a restore loads one into an
-empty database, integrity is the library's invariants, maintenance is
-``VACUUM (ANALYZE)``, and an encryption key is refused with what to use instead.
+(one ``REPEATABLE READ`` transaction, the export format, written under a temporary name,
+read back and checked, then renamed), a restore loads one into an EMPTY database in one
+transaction, integrity is the library's invariants, maintenance is ``VACUUM (ANALYZE)``
+of the library's tables, and an encryption key is refused with what to use instead.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from persistence.errors import UnsupportedOperationError
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from migrations.postgres import read_schema_version
+from persistence import leftovers
+from persistence.errors import (
+    BackupError,
+    InvalidInputError,
+    MissingDirectoryError,
+    MissingFileError,
+    ReadOnlyError,
+    StorageError,
+    StorageFullError,
+    TieredMemoryError,
+    UnsupportedOperationError,
+)
+from persistence.postgres import json_io
+from persistence.postgres.sql import integrity_sql, stats_sql, transfer_sql
 from persistence.postgres.store import PostgresStore
+from persistence.postgres.translate import call_error
 from persistence.records import (
     ImportResult,
+    IntegrityProblem,
     IntegrityResult,
     Key,
     MaintenanceResult,
     Progress,
     RestoreResult,
 )
-from persistence.transfer.json_export import ExportSource
-from persistence.transfer.json_import import ImportSink
-from persistence.transfer.json_read import ImportDocument
+from persistence.transfer.json_export import ExportSource, export_document
+from persistence.transfer.json_import import (
+    ImportDocument,
+    ImportSink,
+    check_against_store,
+    import_document,
+)
+from persistence.transfer.json_read import read_document
+from persistence.validation import require_int
 
 NO_KEYS = (
     "a PostgreSQL store has no encryption key: encrypt the connection with TLS "
     "(sslmode=verify-full in the URL) and the data at rest with the server's own "
     "encryption (an encrypted volume or tablespace)"
 )
+_STAMP = "%Y%m%dT%H%M%SZ"
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class PgFiles:
@@ -52,17 +84,53 @@ class PgFiles:
         """Refused: see :data:`NO_KEYS`."""
         raise UnsupportedOperationError(NO_KEYS)
 
+    # --- naming -------------------------------------------------------------------------
+
+    @property
+    def _stem(self) -> str:
+        """The database's name (and the scope's), safe as part of a file name."""
+        try:
+            name = conninfo_to_dict(self.store.db._url).get("dbname") or "memory"
+        except psycopg.Error:
+            name = "memory"
+        if self.store.scope:
+            name = f"{name}-{self.store.scope}"
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "memory"
+
+    def _directory(self) -> Path:
+        directory = self.backup_dir if self.backup_dir is not None else Path.cwd()
+        if not directory.is_dir():
+            raise MissingDirectoryError(f"backup directory {directory} does not exist")
+        return directory
+
+    def _timestamped(self, directory: Path) -> Path:
+        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+        candidate = directory / f"{self._stem}-{stamp}.json"
+        n = 1
+        while candidate.exists():
+            n += 1
+            candidate = directory / f"{self._stem}-{stamp}-{n}.json"
+        return candidate
+
+    def _snapshots_in(self, directory: Path) -> list[Path]:
+        """Files named like this store's timestamped snapshots, oldest first."""
+        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.json$")
+        found = [p for p in directory.iterdir() if pattern.match(p.name)]
+        return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+    def list_backups(self) -> list[Path]:
+        """Snapshots in the backup directory, oldest first."""
+        directory = self.backup_dir if self.backup_dir is not None else Path.cwd()
+        return self._snapshots_in(directory) if directory.is_dir() else []
+
     def remove_leftovers(self, *more: Path) -> list[Path]:
-        """Nothing is left behind on a server (a snapshot is written to a temporary name
-        and renamed); ``more`` are deleted if present."""
-        removed = []
-        for path in more:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                continue
-            removed.append(path)
-        return removed
+        """Delete the temporary files interrupted backups and exports left in the backup
+        directory (and in ``more`` directories); one a backup under way holds is kept."""
+        folders = [*([self.backup_dir] if self.backup_dir is not None else []), *more]
+        with _os_errors("removing leftovers", None):
+            return leftovers.remove_stale(folders)
+
+    # --- snapshots ------------------------------------------------------------------------
 
     def create_backup(
         self,
@@ -71,10 +139,54 @@ class PgFiles:
         keep: int | None = None,
         progress: Progress | None = None,
     ) -> Path:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """Write a consistent JSON snapshot (one ``REPEATABLE READ`` transaction, the
+        export format); return its path. It is written under a temporary name, fsynced,
+        read back and checked in full before it gets its name. ``keep=N`` then deletes
+        all but the newest N snapshots in the backup directory."""
+        require_int(keep, "keep", allow_none=True, minimum=1)
+        if target is not None and keep is not None:
+            raise InvalidInputError("keep= rotates the backup directory: omit target")
+        if target is not None and Path(target).exists():
+            raise BackupError(f"{Path(target)} already exists: choose a new name")
+        with _os_errors(f"backing up {self.store.location}", target):
+            final = self._write_document(target, overwrite=False, progress=progress, verify=True)
+            if keep is not None:
+                for old in self._snapshots_in(final.parent)[:-keep]:
+                    old.unlink()
+        return final
 
     def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """Load a JSON snapshot (or export) into this EMPTY database, all or nothing: the
+        whole document is checked first, then written in one transaction. A database
+        that holds anything is refused (load into a new one, or replace its content with
+        ``import_json(mode="replace")``)."""
+        self.store.require_writable()
+        path = Path(source)
+        if not path.is_file():
+            raise MissingFileError(f"{path} does not exist")
+        with _os_errors(f"restoring into {self.store.location} from", path):
+            doc = read_document(path, self.store.max_content_bytes)
+        with self.import_sink() as sink:
+            self._require_empty(sink, path)
+            check_against_store(doc, "replace", sink)
+            sink.write(doc, "replace", 0, _uncounted)
+        with self.store.read_connection() as conn:
+            version = read_schema_version(conn)
+        return RestoreResult(str(path), doc.schema_version, version, len(doc.memories))
+
+    def _require_empty(self, sink: ImportSink, path: Path) -> None:
+        held = len(sink.memory_ids()), len(sink.session_ids()), len(sink.forgotten_ids())
+        if any(held):
+            memories, sessions, forgotten = held
+            raise InvalidInputError(
+                f"{self.store.location} already holds {memories} memories, {sessions} "
+                f"sessions and {forgotten} forgotten memories: a restore loads a snapshot "
+                "into an empty database; create a new database and restore there, or "
+                f"replace this one's content with import_json({str(path)!r}, "
+                "mode='replace') (nothing was restored)"
+            )
+
+    # --- JSON -------------------------------------------------------------------------------
 
     def export_json(
         self,
@@ -84,7 +196,14 @@ class PgFiles:
         progress: Progress | None = None,
         allow_plaintext: bool = False,
     ) -> Path:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """Write every table to one versioned JSON document from one snapshot; return its
+        path. Written under a temporary name and renamed when complete; an existing file
+        is kept unless ``overwrite``. (``allow_plaintext`` has nothing to allow here.)"""
+        if target is not None and Path(target).exists() and not overwrite:
+            raise BackupError(f"{Path(target)} already exists: choose a new name (or overwrite)")
+        with _os_errors(f"exporting {self.store.location} to", target):
+            return self._write_document(target, overwrite=overwrite, progress=progress,
+                                        verify=False)  # fmt: skip
 
     def import_json(
         self,
@@ -94,16 +213,156 @@ class PgFiles:
         progress: Progress | None = None,
         scrub: Callable[[ImportDocument], int] | None = None,
     ) -> ImportResult:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """Load an export: validate ALL of it, then write it in ONE transaction
+        (``replace``: the database holds exactly the document; ``merge``: the newer row
+        wins on id conflicts)."""
+        if mode not in ("replace", "merge"):
+            raise InvalidInputError(f"mode must be 'replace' or 'merge', got {mode!r}")
+        self.store.require_writable()
+        path = Path(source)
+        if not path.is_file():
+            raise MissingFileError(f"{path} does not exist")
+        with _os_errors(f"importing into {self.store.location} from", path):
+            return import_document(
+                self.import_sink,
+                path,
+                "replace" if mode == "replace" else "merge",
+                progress,
+                max_content_bytes=self.store.max_content_bytes,
+                scrub=scrub,
+            )
 
-    def check_integrity(self) -> IntegrityResult:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+    def _write_document(
+        self,
+        target: str | os.PathLike[str] | None,
+        *,
+        overwrite: bool,
+        progress: Progress | None,
+        verify: bool,
+    ) -> Path:
+        """Export to a temporary file beside the final name, fsync it, (``verify``: read
+        it back in full and compare its row count), then give it its name."""
+        final = self._timestamped(self._directory()) if target is None else Path(target)
+        if not final.parent.is_dir():
+            raise MissingDirectoryError(f"directory {final.parent} does not exist")
+        with leftovers.held_temp(final.parent, f".{final.name}.", ".partial") as partial:
+            with partial.open("wb") as out, self.export_source() as source:
+                rows = export_document(source, out, self.store.clock(), progress)
+                out.flush()
+                os.fsync(out.fileno())
+            if verify:
+                doc = read_document(partial)
+                if doc.row_count != rows:
+                    raise BackupError(
+                        f"the snapshot reads back {doc.row_count} rows, not {rows}; "
+                        "nothing was kept"
+                    )
+            if overwrite:
+                os.replace(partial, final)
+            else:
+                another = None if target is not None else functools.partial(
+                    self._timestamped, final.parent)  # fmt: skip
+                final = _publish(partial, final, another)
+            _fsync_dir(final.parent)
+        return final
 
-    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+    # --- copying between stores (persistence.transfer.copy) ---------------------------
 
     def export_source(self) -> AbstractContextManager[ExportSource]:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """Every table from one ``REPEATABLE READ READ ONLY`` snapshot, for the block."""
+        return json_io.export_source(self.store.db)
 
     def import_sink(self) -> AbstractContextManager[ImportSink]:
-        raise UnsupportedOperationError("not yet on PostgreSQL")
+        """One write transaction and the sink that writes in it: leaving the block
+        commits, an exception rolls everything back. Refused on a read-only store."""
+        self.store.require_writable()
+        return json_io.import_sink(self.store.db)
+
+    # --- integrity and maintenance -------------------------------------------------------
+
+    def check_integrity(self) -> IntegrityResult:
+        """Check the library's invariants (what the server's constraints do not cover)
+        from one snapshot; list every problem found."""
+        problems: list[IntegrityProblem] = []
+        with self.store.snapshot() as conn:
+            try:
+                for name, check in integrity_sql.CHECKS.items():
+                    problems += [IntegrityProblem(name, d) for d in check(conn)]
+            except psycopg.Error as exc:
+                raise call_error(exc, self.store.db._url) from None
+        return IntegrityResult(not problems, tuple(integrity_sql.CHECKS), tuple(problems))
+
+    def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """``VACUUM (ANALYZE)`` the library's tables (outside a transaction: VACUUM cannot
+        run in one); ``vacuum`` is accepted for the same call on every backend (a plain
+        VACUUM already returns dead rows' space for reuse; ``VACUUM FULL`` would lock the
+        tables: run it yourself in a quiet hour). Sizes are the database's; the WAL
+        fields are zero (the server manages its WAL). Leftover temporary files of
+        interrupted backups in the backup directory are deleted too."""
+        self.store.require_writable()
+        self.remove_leftovers()
+        with self.store.read_connection() as conn:
+            if self.store.in_transaction:
+                raise InvalidInputError("maintenance cannot run inside a transaction")
+            try:
+                before = stats_sql.sizes(conn)["database_size_bytes"]
+                for table in transfer_sql.maintained_tables(conn):
+                    conn.execute(f"VACUUM (ANALYZE) {table}")
+                after = stats_sql.sizes(conn)["database_size_bytes"]
+            except psycopg.Error as exc:
+                raise call_error(exc, self.store.db._url) from None
+        return MaintenanceResult(
+            bytes_before=before,
+            bytes_after=after,
+            wal_bytes_before=0,
+            wal_bytes_after=0,
+            checkpointed_frames=0,
+            vacuumed=True,
+            optimized=True,
+        )
+
+
+def _uncounted(table: str, outcome: str) -> None:
+    """A restore counts nothing per row."""
+
+
+def _publish(partial: Path, final: Path, another: Callable[[], Path] | None) -> Path:
+    """Give ``partial`` its final name without replacing an existing file; return the
+    name it got (``another`` picks a new one if ``final`` was taken meanwhile)."""
+    while True:
+        try:
+            os.link(partial, final)
+            break
+        except FileExistsError:
+            if another is None:
+                raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
+            final = another()
+    partial.unlink()
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _os_errors(doing: str, place: str | os.PathLike[str] | None) -> Iterator[None]:
+    """An ``OSError`` of the block raises this library's error naming ``doing``."""
+    try:
+        yield
+    except TieredMemoryError:
+        raise
+    except OSError as exc:
+        where = exc.filename or place
+        reason = exc.strerror or str(exc)
+        if exc.errno in _FULL_ERRNOS:
+            raise StorageFullError(
+                f"{doing} failed: the disk is full ({reason}); free some space and try again"
+            ) from None
+        if exc.errno == errno.EROFS:
+            raise ReadOnlyError(f"{doing} failed: {where} is on read-only storage") from None
+        raise StorageError(f"{doing} failed: {where}: {reason}") from None

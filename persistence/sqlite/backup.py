@@ -22,6 +22,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import apsw
 
 from migrations import LATEST_VERSION, read_schema_version
+from persistence import leftovers
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
@@ -44,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import json_io, leftovers
+from persistence.sqlite import json_io
 from persistence.sqlite.connection import connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
@@ -489,7 +490,7 @@ def _check_restore_source(src: apsw.Connection, path: Path) -> int:
 def _partial_beside(final: Path) -> AbstractContextManager[Path]:
     """A new, empty, private, locked temporary file next to ``final`` (unique per call),
     deleted when the block ends unless it was published (see
-    :mod:`persistence.sqlite.leftovers`)."""
+    :mod:`persistence.leftovers`)."""
     return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
 
 

@@ -29,7 +29,8 @@ _BY_ID = 'session_id COLLATE "C"'
 _TRANSCRIPT_COLUMNS = "id, session_id, turn_number, role, content, timestamp, speaker"
 
 
-def _to_session(row: Sequence[Any]) -> SessionState:
+def to_session(row: Sequence[Any]) -> SessionState:
+    """The session a row of the session columns holds."""
     return SessionState(
         session_id=row[0],
         started_at=row[1],
@@ -68,7 +69,7 @@ def upsert(conn: Connection, row: tuple[Any, ...]) -> None:
 def fetch(conn: Connection, session_id: str) -> SessionState | None:
     """The session, or ``None``."""
     row = conn.execute(f"{_SELECT} WHERE session_id = %s", (session_id,)).fetchone()
-    return None if row is None else _to_session(row)
+    return None if row is None else to_session(row)
 
 
 def is_active(conn: Connection, session_id: str) -> bool | None:
@@ -89,7 +90,7 @@ def recent(conn: Connection, limit: int | None) -> list[SessionState]:
     rows = conn.execute(
         f"{_SELECT} ORDER BY last_active_at DESC, {_BY_ID} LIMIT %s", (limit,)
     ).fetchall()
-    return [_to_session(row) for row in rows]
+    return [to_session(row) for row in rows]
 
 
 def active(conn: Connection) -> list[SessionState]:
@@ -97,7 +98,7 @@ def active(conn: Connection) -> list[SessionState]:
     rows = conn.execute(
         f"{_SELECT} WHERE is_active ORDER BY last_active_at DESC, {_BY_ID}"
     ).fetchall()
-    return [_to_session(row) for row in rows]
+    return [to_session(row) for row in rows]
 
 
 def pending_compaction(conn: Connection) -> list[SessionState]:
@@ -105,7 +106,7 @@ def pending_compaction(conn: Connection) -> list[SessionState]:
     rows = conn.execute(
         f"{_SELECT} WHERE pending_compaction ORDER BY last_active_at, {_BY_ID}"
     ).fetchall()
-    return [_to_session(row) for row in rows]
+    return [to_session(row) for row in rows]
 
 
 def touch(conn: Connection, session_id: str, at: int) -> None:

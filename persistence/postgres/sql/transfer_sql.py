@@ -1,0 +1,332 @@
+"""SQL the JSON export, import, backup and copy need on PostgreSQL beyond the record
+families' own: pages of every table in its export order, row counts, whole-table clears
+for a replace, log rows written with their ids, and the graph tables row by row.
+
+Table and column names come from the closed lists below (and those of
+:mod:`persistence.transfer`), never from a document; values are always parameters.
+Functions run in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from persistence.postgres.sql import dedup_sql, memory_sql
+from persistence.records import ForgettingRecord, Memory, PromotionRecord, Tier
+from persistence.transfer.graph_io import GRAPH_FIELDS
+
+Connection = psycopg.Connection[Any]
+WORDS = re.compile(r"\w+")
+"""An alias's words (its ``tokens``), split as :mod:`graph_sql` splits them."""
+
+TABLE = {
+    "scratchpad": "tm_memories WHERE tier = 'scratchpad'",
+    "episodic": "tm_memories WHERE tier = 'episodic'",
+    "semantic": "tm_memories WHERE tier = 'semantic'",
+    "sessions": "tm_sessions",
+    "session_transcripts": "tm_transcripts",
+    "repetition_schedules": "tm_schedules",
+    "promotion_log": "tm_promotion_log",
+    "forgetting_log": "tm_forgetting_log",
+    "entities": "tm_entities",
+    "entity_aliases": "tm_entity_aliases",
+    "relations": "tm_relations",
+    "memory_entities": "tm_memory_entities",
+    "memory_relations": "tm_memory_relations",
+    "graph_queue": "tm_graph_queue",
+}
+"""An export table -> what it reads on PostgreSQL."""
+
+_GRAPH_ORDER = {
+    "entities": 'id COLLATE "C"',
+    "entity_aliases": "seq",
+    "relations": 'id COLLATE "C"',
+    "memory_entities": 'memory_id COLLATE "C", entity_id COLLATE "C", origin COLLATE "C"',
+    "memory_relations": 'memory_id COLLATE "C", relation_id COLLATE "C", origin COLLATE "C"',
+    "graph_queue": 'memory_id COLLATE "C"',
+}
+"""Each graph table's stable export order (byte-wise, as SQLite orders; aliases in
+insertion order, SQLite's rowid)."""
+
+_COUNT_ALL = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t})" for t in TABLE.values())
+
+_CLEARED = (
+    "tm_memory_relations", "tm_memory_entities", "tm_relations", "tm_entity_aliases",
+    "tm_entities", "tm_graph_queue", "tm_graph_dirty", "tm_schedules", "tm_forgetting_log",
+    "tm_promotion_log", "tm_content_keys", "tm_sessions",
+)  # fmt: skip
+"""What a replace empties besides the memories, in an order no foreign key minds."""
+
+
+def row_count(conn: Connection) -> int:
+    """Rows an export lists: every table's, the graph's included (one statement)."""
+    row = conn.execute(_COUNT_ALL).fetchone()
+    assert row is not None
+    return sum(int(n) for n in row)
+
+
+def counts(conn: Connection) -> dict[str, int]:
+    """Rows per export table (one statement)."""
+    row = conn.execute(_COUNT_ALL).fetchone()
+    assert row is not None
+    return {name: int(n) for name, n in zip(TABLE, row, strict=True)}
+
+
+# --- export pages ---------------------------------------------------------------------
+
+_MEMORY_PAGE = (
+    "SELECT t.seq, "
+    + memory_sql.SELECT.removeprefix("SELECT ")
+    + " WHERE t.tier = %s AND t.seq > %s ORDER BY t.seq LIMIT %s"
+)
+
+
+def memory_page(
+    conn: Connection, tier: Tier, after_seq: int, limit: int
+) -> list[tuple[int, Memory]]:
+    """The next ``limit`` memories of ``tier`` in insertion order (seq > ``after_seq``),
+    each with its seq."""
+    rows = conn.execute(_MEMORY_PAGE, (tier.value, after_seq, limit)).fetchall()
+    return [(int(r[0]), memory_sql.to_memory(r[1:])) for r in rows]
+
+
+_SESSION_COLUMNS = (
+    "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
+    "metadata, is_active, pending_compaction, ended_at"
+)
+
+
+def session_rows(conn: Connection, after_id: str, limit: int) -> list[tuple[Any, ...]]:
+    """The next ``limit`` session rows by id (byte-wise) after ``after_id``."""
+    return conn.execute(
+        f'SELECT {_SESSION_COLUMNS} FROM tm_sessions WHERE session_id COLLATE "C" > %s '
+        'ORDER BY session_id COLLATE "C" LIMIT %s',
+        (after_id, limit),
+    ).fetchall()
+
+
+def transcript_rows(conn: Connection, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
+    """The next ``limit`` transcript lines in insertion order: ``(seq, id, session_id,
+    turn_number, role, content, timestamp, speaker)``."""
+    return conn.execute(
+        "SELECT seq, id, session_id, turn_number, role, content, timestamp, speaker "
+        "FROM tm_transcripts WHERE seq > %s ORDER BY seq LIMIT %s",
+        (after_seq, limit),
+    ).fetchall()
+
+
+def schedule_rows(conn: Connection, after_id: str, limit: int) -> list[tuple[Any, ...]]:
+    """The next ``limit`` schedules by memory id (byte-wise) after ``after_id``."""
+    return conn.execute(
+        "SELECT memory_id, next_review_at, interval_ms, review_count, ease_factor, "
+        'stability_days, last_reviewed_at FROM tm_schedules WHERE memory_id COLLATE "C" > %s '
+        'ORDER BY memory_id COLLATE "C" LIMIT %s',
+        (after_id, limit),
+    ).fetchall()
+
+
+def promotion_page(conn: Connection, after_id: int, limit: int) -> list[PromotionRecord]:
+    """The next ``limit`` promotion-log rows with id > ``after_id``."""
+    rows = conn.execute(
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM tm_promotion_log "
+        "WHERE id > %s ORDER BY id LIMIT %s",
+        (after_id, limit),
+    ).fetchall()
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def forgetting_page(
+    conn: Connection, after_id: int, limit: int
+) -> list[tuple[int, ForgettingRecord]]:
+    """The next ``limit`` forgetting-log rows with id > ``after_id``, with their ids."""
+    rows = conn.execute(
+        "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log "
+        "WHERE id > %s ORDER BY id LIMIT %s",
+        (after_id, limit),
+    ).fetchall()
+    return [(int(r[0]), ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
+
+
+def graph_rows(conn: Connection, table: str) -> psycopg.Cursor[Any]:
+    """Every row of one graph table, values in the export's field order, in a stable
+    order (a cursor: read it in pages)."""
+    names = ", ".join(GRAPH_FIELDS[table])
+    return conn.execute(f"SELECT {names} FROM {TABLE[table]} ORDER BY {_GRAPH_ORDER[table]}")
+
+
+# --- import writes --------------------------------------------------------------------
+
+
+def clear_all(conn: Connection) -> None:
+    """Empty every table an export lists (replace mode): memories with their vectors and
+    keyword rows, sessions with their transcripts, schedules, logs, content keys, graph."""
+    conn.execute("DELETE FROM tm_memories")
+    for table in _CLEARED:
+        conn.execute(f"DELETE FROM {table}")
+
+
+def all_ids(conn: Connection) -> set[str]:
+    """The id of every memory."""
+    return {r[0] for r in conn.execute("SELECT id FROM tm_memories")}
+
+
+def session_ids(conn: Connection) -> set[str]:
+    """The id of every session."""
+    return {r[0] for r in conn.execute("SELECT session_id FROM tm_sessions")}
+
+
+def forgotten_ids(conn: Connection) -> set[str]:
+    """The memory ids the forgetting log names."""
+    return {r[0] for r in conn.execute("SELECT DISTINCT memory_id FROM tm_forgetting_log")}
+
+
+def transcript_ids(conn: Connection) -> set[str]:
+    """The id of every transcript line."""
+    return {r[0] for r in conn.execute("SELECT id FROM tm_transcripts")}
+
+
+def insert_transcript(conn: Connection, row: Sequence[Any]) -> None:
+    """Insert one transcript line as exported (id, session_id, turn_number, role,
+    content, timestamp, speaker); its session is not touched."""
+    conn.execute(
+        "INSERT INTO tm_transcripts (id, session_id, turn_number, role, content, timestamp, "
+        "speaker) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        tuple(row),
+    )
+
+
+def insert_promotion(conn: Connection, record: PromotionRecord, keep_id: bool) -> None:
+    """Insert a promotion-log row as exported (a fresh id unless ``keep_id``)."""
+    values = (record.memory_id, record.from_tier.value, record.to_tier.value,
+              record.promoted_at, record.reason)  # fmt: skip
+    if keep_id:
+        conn.execute(
+            "INSERT INTO tm_promotion_log (id, memory_id, from_tier, to_tier, promoted_at, "
+            "reason) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s)",
+            (record.id, *values),
+        )
+    else:
+        conn.execute(
+            "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            values,
+        )
+
+
+def has_promotion(conn: Connection, record: PromotionRecord) -> bool:
+    """True if the log holds this promotion (same memory, tiers and time)."""
+    row = conn.execute(
+        "SELECT 1 FROM tm_promotion_log WHERE memory_id = %s AND from_tier = %s "
+        "AND to_tier = %s AND promoted_at = %s",
+        (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
+    ).fetchone()
+    return row is not None
+
+
+def insert_forgetting(conn: Connection, row_id: int | None, record: ForgettingRecord) -> None:
+    """Insert a forgetting-log row as exported (``row_id=None``: a fresh id)."""
+    values = (record.memory_id, record.tier.value, record.forgotten_at, record.retention,
+              record.reason)  # fmt: skip
+    if row_id is None:
+        conn.execute(
+            "INSERT INTO tm_forgetting_log (memory_id, tier, forgotten_at, retention, reason) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            values,
+        )
+    else:
+        conn.execute(
+            "INSERT INTO tm_forgetting_log (id, memory_id, tier, forgotten_at, retention, "
+            "reason) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s)",
+            (row_id, *values),
+        )
+
+
+def has_forgetting(conn: Connection, record: ForgettingRecord) -> bool:
+    """True if the log holds this row (same memory, tier, time and reason)."""
+    row = conn.execute(
+        "SELECT 1 FROM tm_forgetting_log WHERE memory_id = %s AND tier = %s "
+        "AND forgotten_at = %s AND reason = %s",
+        (record.memory_id, record.tier.value, record.forgotten_at, record.reason),
+    ).fetchone()
+    return row is not None
+
+
+_ADVANCE = (
+    "SELECT setval(s.seq, x.m) FROM (SELECT pg_get_serial_sequence({t}, 'id')::regclass "
+    "AS seq) AS s, (SELECT max(id) AS m FROM {table}) AS x "
+    "WHERE x.m > coalesce(pg_sequence_last_value(s.seq), 0)"
+)
+
+
+def advance_log_ids(conn: Connection) -> None:
+    """Move the id sequences of both logs past the ids written with their values, so the
+    next row gets a new one (a sequence never goes back)."""
+    for table in ("tm_promotion_log", "tm_forgetting_log"):
+        conn.execute(_ADVANCE.format(t=f"'{table}'", table=table))
+
+
+def unqueue(conn: Connection, memory_ids: Iterable[str]) -> None:
+    """Take these memories off the extraction queue."""
+    conn.execute("DELETE FROM tm_graph_queue WHERE memory_id = ANY(%s::text[])",
+                 (sorted(set(memory_ids)),))  # fmt: skip
+
+
+def clear_queue(conn: Connection) -> None:
+    """Empty the extraction queue (the insert triggers filled it during a replace)."""
+    conn.execute("DELETE FROM tm_graph_queue")
+
+
+def insert_graph_row(conn: Connection, table: str, row: Mapping[str, Any]) -> None:
+    """Insert one document row into a graph table (an alias gets its words)."""
+    names = list(GRAPH_FIELDS[table])
+    values = [row[n] for n in names]
+    if table == "entity_aliases":
+        names.append("tokens")
+        values.append(_words(row["norm"]))
+    marks = ", ".join("%s" for _ in names)
+    conn.execute(f"INSERT INTO {TABLE[table]} ({', '.join(names)}) VALUES ({marks})", values)
+
+
+def _words(norm: str) -> list[str]:
+    return WORDS.findall(norm)
+
+
+def has_relation(conn: Connection, rid: str) -> bool:
+    """True if a relation with this id exists."""
+    return conn.execute("SELECT 1 FROM tm_relations WHERE id = %s", (rid,)).fetchone() is not None
+
+
+def mark_direct(conn: Connection, eid: str, direct: bool) -> None:
+    """An entity becomes direct if the document says so (never the other way)."""
+    conn.execute("UPDATE tm_entities SET direct = direct OR %s WHERE id = %s", (direct, eid))
+
+
+def current_twin(conn: Connection, triple: Sequence[str]) -> str | None:
+    """The id of the current relation ``subject -predicate-> object``, if there is one."""
+    row = conn.execute(
+        "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s "
+        "AND object_id = %s AND valid_to IS NULL",
+        tuple(triple),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def rebuild_content_keys(conn: Connection, memories: Sequence[Memory]) -> None:
+    """Note the content keys of ``memories`` afresh (after a replace, all of them)."""
+    dedup_sql.record(conn, memories)
+
+
+_MAINTAINED = (
+    "SELECT quote_ident(c.relname) FROM pg_class AS c JOIN pg_namespace AS n "
+    "ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND c.relname LIKE 'tm\\_%%' "
+    "AND n.nspname = current_schema() ORDER BY c.relname"
+)
+
+
+def maintained_tables(conn: Connection) -> list[str]:
+    """The library's tables in the current schema, quoted for a ``VACUUM``."""
+    return [str(r[0]) for r in conn.execute(_MAINTAINED)]

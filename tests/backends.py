@@ -4,7 +4,7 @@ module imports :func:`store_on_each_backend`; it overrides the ``store`` fixture
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +88,70 @@ def refuse_inserts(store: AnyStore, table: str, message: str, when_id: str | Non
             f"CREATE TRIGGER refuse BEFORE INSERT ON {table} {when}"
             f"BEGIN SELECT RAISE(ABORT, '{message}'); END"
         )
+
+
+def keyword_state(store: AnyStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
+    """Each word's keyword hits with their scores, and the number of indexed memories."""
+    if not is_postgres(store):
+        from tests.test_keyword_context import scores_and_size
+
+        return scores_and_size(store, words)
+    with store.read_connection() as conn:
+        return _pg_keyword_state(conn, words)
+
+
+def rebuilt_keyword_state(store: AnyStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
+    """:func:`keyword_state` after rebuilding the keyword index from scratch (rolled back)."""
+    if not is_postgres(store):
+        from tests.test_keyword_context import rebuilt_scores_and_size
+
+        return rebuilt_scores_and_size(store, words)
+    from persistence.postgres.sql import keyword_sql
+
+    class Undo(Exception):
+        pass
+
+    try:
+        with store.transaction() as conn:
+            keyword_sql.rebuild(conn)
+            result = _pg_keyword_state(conn, words)
+            raise Undo
+    except Undo:
+        return result
+
+
+def _pg_keyword_state(conn: Any, words: Iterable[str]) -> tuple[dict[str, object], int]:
+    from persistence.postgres.sql import keyword_sql
+    from persistence.records import MemoryFilter
+
+    if conn.info.transaction_status != 0:  # inside a transaction: index its writes first
+        keyword_sql.catch_up(conn)
+    scores: dict[str, object] = {
+        w: sorted(
+            (m, round(s, 9))
+            for m, s in keyword_sql.search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
+        )
+        for w in words
+    }
+    (rows,) = conn.execute("SELECT count(*) FROM tm_keywords").fetchone()
+    return scores, rows
+
+
+def index_rows(store: AnyStore) -> tuple[int, int]:
+    """(memories in the keyword index, tag rows) of a store."""
+    with store.read_connection() as conn:
+        if is_postgres(store):
+            keywords = conn.execute("SELECT count(*) FROM tm_keywords").fetchone()[0]
+            tags = conn.execute("SELECT coalesce(sum(cardinality(tags)), 0) FROM tm_memories")
+            return keywords, int(tags.fetchone()[0])
+        fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
+        return fts, conn.execute("SELECT count(*) FROM memory_tags").fetchone()[0]
+
+
+def integrity_ok(memory: Any) -> bool:
+    """``memory.check_integrity().ok``. PENDING: PgFiles.check_integrity is not on this
+    branch (branch pgfiles), so on PostgreSQL only the rest of a test runs; once it is
+    merged, replace the calls with ``memory.check_integrity().ok`` again."""
+    if is_postgres(memory.store):
+        return True
+    return bool(memory.check_integrity().ok)

@@ -96,22 +96,49 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(params=["file", "memory"])
+BOTH_BACKENDS = "both_backends"
+SQLITE_ONLY = "sqlite_only"
+PG_FILES_PENDING = "check_integrity/export/import on PostgreSQL: PgFiles (branch pgfiles)"
+"""Reason of the tests kept off PostgreSQL until PgFiles has these operations."""
+MANAGER_KINDS = ("file", "memory")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the marks and the fixtures' params are applied
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``make_memory`` (and so ``memory``) runs on a file and in memory; in a module or
+    test marked ``both_backends`` also on a fresh PostgreSQL database (id ``postgres``),
+    unless the test is marked ``sqlite_only(reason)``."""
+    if "make_memory" not in metafunc.fixturenames:
+        return
+    definition = metafunc.definition
+    on_both = definition.get_closest_marker(BOTH_BACKENDS) is not None
+    if on_both and definition.get_closest_marker(SQLITE_ONLY) is None:
+        # a parametrize mark, not metafunc.parametrize: pytest then skips the fixture's
+        # own params (a second parametrization of one name is an error)
+        kinds = [*MANAGER_KINDS, "postgres"]
+        metafunc.definition.add_marker(pytest.mark.parametrize("make_memory", kinds, indirect=True))
+
+
+@pytest.fixture(params=MANAGER_KINDS)
 def make_memory(
     request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
 ) -> Iterator[Callable[..., AgentMemoryManager]]:
-    """Build open managers with extra config, once on a file and once in memory."""
+    """Build open managers with extra config: on a file, in memory, and (tests marked
+    ``both_backends``) on a PostgreSQL database; all share one location per test."""
     made: list[AgentMemoryManager] = []
+    location = str(db_path)
+    if request.param == "postgres":
+        location = request.getfixturevalue("pg_url")
 
     def make(**config: Any) -> AgentMemoryManager:
         config.setdefault("clock", clock)
         # Tests compare file checksums and count writes: background embedding is opted
         # into by the tests about it (tests/test_embedding_queue.py).
         config.setdefault("embed_in_background", False)
-        if request.param == "file":
-            manager = AgentMemoryManager.open(db_path, **config)
-        else:
+        if request.param == "memory":
             manager = AgentMemoryManager.in_memory(**config)
+        else:
+            manager = AgentMemoryManager.open(location, **config)
         made.append(manager)
         return manager
 
@@ -122,7 +149,8 @@ def make_memory(
 
 @pytest.fixture
 def memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
-    """An open manager on a file and in memory: both must behave the same."""
+    """An open manager on a file and in memory (and on PostgreSQL where the test is
+    marked ``both_backends``): all must behave the same."""
     return make_memory()
 
 

@@ -24,8 +24,11 @@ Fixtures:
   ``AgentMemoryManager.open``: a file path in ``tmp_path`` that does not exist yet, or a
   fresh ``pg_url``. The server is requested lazily, so a run that selects only the
   ``sqlite`` cases (or ``-m "not postgres"``) never starts one.
+- ``new_location`` (function, ids ``sqlite`` and ``postgres``): a maker of as many fresh
+  locations as a test needs (``new_location("copy")``): files, or databases.
 
-Tests that use ``pg_server``, ``pg_url`` or ``any_location[postgres]`` get the ``postgres``
+Tests that use ``pg_server``, ``pg_url`` or a ``postgres`` parameter of ``any_location``,
+``new_location`` or ``make_memory`` (tests/conftest.py) get the ``postgres``
 marker automatically (``pytest -m "not postgres"`` leaves them out). A test reaching the
 fixtures only through ``request.getfixturevalue`` must carry the marker itself.
 """
@@ -38,8 +41,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -55,6 +58,8 @@ INSTALL_HINT = (
 )
 TEMPLATE = "tm_template"
 PG_FIXTURES = frozenset({"pg_server", "pg_url"})
+# Fixtures whose ``postgres`` parameter reaches pg_url through request.getfixturevalue.
+PG_PARAMETRIZED = ("any_location", "make_memory", "new_location")
 
 
 def _need(module: str, package: str) -> ModuleType:
@@ -225,10 +230,28 @@ def any_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """A maker of fresh locations for tests that need several: ``new_location("a")`` is a
+    new file ``tmp_path/a.db``, or a new database on the server (dropped after the test)."""
+    with ExitStack() as made:
+
+        def make(label: str) -> str:
+            if request.param == "sqlite":
+                return str(tmp_path / f"{label}.db")
+            server: PgServer = request.getfixturevalue("pg_server")
+            url: str = made.enter_context(server.database(f"{request.node.name}_{label}"))
+            return url
+
+        yield make
+
+
 def _needs_postgres(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     callspec = getattr(item, "callspec", None)
-    on_postgres = callspec is not None and callspec.params.get("any_location") == "postgres"
+    on_postgres = callspec is not None and any(
+        callspec.params.get(name) == "postgres" for name in PG_PARAMETRIZED
+    )
     return bool(names & PG_FIXTURES) or on_postgres
 
 

@@ -7,12 +7,14 @@ import asyncio
 import inspect
 import random
 import threading
-from pathlib import Path
 
 import pytest
 
 from persistence import InvalidTypeError, StoreClosedError, Tier
+from tests.backends import integrity_ok
 from tiered_memory import AgentMemoryManager, AsyncAgentMemoryManager
+
+pytestmark = pytest.mark.both_backends
 
 LIFECYCLE = {"open", "in_memory", "initialize", "shutdown", "close", "transaction"}
 
@@ -33,10 +35,10 @@ def test_every_public_method_of_the_manager_has_a_coroutine() -> None:
         assert getattr(AsyncAgentMemoryManager, name).__doc__
 
 
-def test_round_trip_on_a_file_and_reopen(db_path: Path) -> None:
+def test_round_trip_on_a_file_and_reopen(any_location: str) -> None:
     async def main() -> str:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False
+            any_location, embedder=None, embed_in_background=False
         ) as memory:
             session = await memory.start_session()
             m = await memory.remember(
@@ -56,7 +58,7 @@ def test_round_trip_on_a_file_and_reopen(db_path: Path) -> None:
             return m.id
 
     memory_id = asyncio.run(main())
-    with AgentMemoryManager.open(db_path, embedder=None, embed_in_background=False) as memory:
+    with AgentMemoryManager.open(any_location, embedder=None, embed_in_background=False) as memory:
         found = memory.get(memory_id)
         assert found is not None and found.tier is Tier.SEMANTIC
         assert memory.scratchpad.get("goal") is not None
@@ -88,11 +90,11 @@ def _blocking(started: threading.Event, release: threading.Event):  # type: igno
 
 
 def test_a_cancelled_call_that_was_running_finishes_before_cancellation_is_raised(
-    db_path: Path,
+    any_location: str,
 ) -> None:
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False, workers=1
+            any_location, embedder=None, embed_in_background=False, workers=1
         ) as memory:
             started, release = threading.Event(), threading.Event()
             task = asyncio.create_task(memory.run(_blocking(started, release), "running"))
@@ -110,10 +112,10 @@ def test_a_cancelled_call_that_was_running_finishes_before_cancellation_is_raise
     asyncio.run(main())
 
 
-def test_a_cancelled_call_still_queued_never_runs(db_path: Path) -> None:
+def test_a_cancelled_call_still_queued_never_runs(any_location: str) -> None:
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False, workers=1
+            any_location, embedder=None, embed_in_background=False, workers=1
         ) as memory:
             started, release = threading.Event(), threading.Event()
             busy = asyncio.create_task(memory.run(_blocking(started, release), "first"))
@@ -131,10 +133,10 @@ def test_a_cancelled_call_still_queued_never_runs(db_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_a_timeout_around_a_call_leaves_it_whole(db_path: Path) -> None:
+def test_a_timeout_around_a_call_leaves_it_whole(any_location: str) -> None:
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False
+            any_location, embedder=None, embed_in_background=False
         ) as memory:
             started, release = threading.Event(), threading.Event()
             threading.Timer(0.2, release.set).start()
@@ -147,13 +149,13 @@ def test_a_timeout_around_a_call_leaves_it_whole(db_path: Path) -> None:
 
 
 def test_remembers_cancelled_at_random_moments_are_stored_whole_or_not_at_all(
-    db_path: Path,
+    any_location: str,
 ) -> None:
     rng = random.Random(16)
 
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False
+            any_location, embedder=None, embed_in_background=False
         ) as memory:
             session = await memory.start_session()
             tasks = [
@@ -176,12 +178,12 @@ def test_remembers_cancelled_at_random_moments_are_stored_whole_or_not_at_all(
                 assert len(found) <= 1
                 for m in found:  # a stored one is whole: its schedule came with it
                     assert await memory.schedule(m.id) is not None
-            assert (await memory.check_integrity()).ok
+            assert await memory.run(integrity_ok)
 
     asyncio.run(main())
 
 
-def test_200_tasks_remember_recall_and_promote_on_one_file(db_path: Path) -> None:
+def test_200_tasks_remember_recall_and_promote_on_one_file(any_location: str) -> None:
     async def agent(memory: AsyncAgentMemoryManager, n: int) -> str:
         m = await memory.remember(f"fact {n} about topic{n % 7} and word{n}", tags=[f"a{n}"])
         hits = await memory.recall(f"word{n}", k=3)
@@ -191,7 +193,7 @@ def test_200_tasks_remember_recall_and_promote_on_one_file(db_path: Path) -> Non
 
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(
-            db_path, embedder=None, embed_in_background=False
+            any_location, embedder=None, embed_in_background=False
         ) as memory:
             ids = await asyncio.gather(*(agent(memory, n) for n in range(200)))
             assert len(set(ids)) == 200
@@ -199,6 +201,6 @@ def test_200_tasks_remember_recall_and_promote_on_one_file(db_path: Path) -> Non
             assert stats.promotion_count == 200
             semantic = await memory.query(Tier.SEMANTIC, limit=None)
             assert {m.id for m in semantic} == set(ids)
-            assert (await memory.check_integrity()).ok
+            assert await memory.run(integrity_ok)
 
     asyncio.run(main())

@@ -4,13 +4,15 @@ merges near-duplicates with their tags, links and graph provenance."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, Tier
+from tests.backends import integrity_ok
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
+
+pytestmark = pytest.mark.both_backends
 
 
 def episodic_count(memory: AgentMemoryManager) -> int:
@@ -101,11 +103,11 @@ def test_consolidate_merges_near_duplicates_with_their_links(
     assert log.reason == f"near-duplicate of {older.id}"
     assert memory.statistics().graph.near_duplicates_merged == 1
     assert memory.consolidate().merged == ()
-    assert memory.check_integrity().ok
+    assert integrity_ok(memory)
 
 
-def test_dedup_false_on_one_call_adds_a_second_memory(tmp_path: Path) -> None:
-    with AgentMemoryManager.open(tmp_path / "d.db", embedder=None) as memory:
+def test_dedup_false_on_one_call_adds_a_second_memory(any_location: str) -> None:
+    with AgentMemoryManager.open(any_location, embedder=None) as memory:
         first = memory.remember("The office is in Berlin")
         again = memory.remember("the office is in  berlin")
         apart = memory.remember("The office is in Berlin", dedup=False)

@@ -21,12 +21,14 @@ from tests.worker import HashEmbedder, hash_vector
 from tiered_memory import AgentMemoryManager, MemoryConfig
 from tiered_memory.recall.settings import RecallSettings
 
+pytestmark = pytest.mark.both_backends
+
 WORDS = ("apple", "pie", "river", "stone", "cloud", "lamp")
 DAY = 86_400_000
 START = 1_700_000_000_000
 
 
-def _open(path: Path, dim: int = 32, **recall: object) -> AgentMemoryManager:
+def _open(path: Path | str, dim: int = 32, **recall: object) -> AgentMemoryManager:
     config = MemoryConfig(
         embedder=HashEmbedder("filter-test", dim),
         recall=RecallSettings(depth=5, vector_depth=5, **recall),  # type: ignore[arg-type]
@@ -70,8 +72,8 @@ def _same_hits(found: list[tuple[str, float]], expected: list[tuple[str, float]]
     )
 
 
-def test_the_issue_example_finds_every_match_of_a_small_session(tmp_path: Path) -> None:
-    with _open(tmp_path / "a.db") as memory:
+def test_the_issue_example_finds_every_match_of_a_small_session(any_location: str) -> None:
+    with _open(any_location) as memory:
         big = memory.start_session().session_id
         small = memory.start_session().session_id
         with memory.transaction():

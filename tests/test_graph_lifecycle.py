@@ -14,9 +14,12 @@ import pytest
 
 from persistence import Tier
 from persistence.records import Memory
-from tests.conftest import FakeClock, old_schema_store
+from tests.backends import integrity_ok
+from tests.conftest import PG_FILES_PENDING, FakeClock, old_schema_store
 from tiered_memory import AgentMemoryManager
 from tiered_memory.graph.extraction import DefaultExtractor, Extraction
+
+pytestmark = pytest.mark.both_backends
 
 DAY = 86_400_000
 
@@ -41,7 +44,7 @@ def test_update_re_extracts_and_drops_what_only_the_old_text_named(
     memory.flush()
     assert {"Ana", "Carla", "Porto", "Keeper"} <= entity_names(memory)
     assert not {"Bruno", "Lisbon"} & entity_names(memory)
-    assert memory.check_integrity().ok
+    assert integrity_ok(memory)
 
 
 def test_promotion_keeps_provenance_and_does_not_re_extract(
@@ -57,7 +60,7 @@ def test_promotion_keeps_provenance_and_does_not_re_extract(
     pad = memory.remember("Dora likes tea", Tier.SCRATCHPAD, entities=["Dora"])
     memory.promote(pad.id, Tier.EPISODIC)
     assert [x.id for x in memory.graph.memories_about("Dora")] == [pad.id]
-    assert memory.check_integrity().ok
+    assert integrity_ok(memory)
 
 
 def test_decay_collects_what_forgotten_memories_supported(
@@ -73,9 +76,10 @@ def test_decay_collects_what_forgotten_memories_supported(
     assert old.id in report.forgotten_ids and fresh.id not in report.forgotten_ids
     assert entity_names(memory) == {"Ana", "Oslo", "Bergen"}
     assert [r.predicate for r in memory.graph.relations("Ana")] == ["likes"]
-    assert memory.check_integrity().ok
+    assert integrity_ok(memory)
 
 
+@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_export_import_round_trip_is_lossless(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -102,6 +106,7 @@ def test_export_import_round_trip_is_lossless(
     assert one["tables"]["graph_queue"] and one["tables"]["entities"]
 
 
+@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_import_merge_follows_the_kept_version_of_each_memory(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -121,6 +126,7 @@ def test_import_merge_follows_the_kept_version_of_each_memory(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_an_export_without_a_graph_is_imported_and_queued(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:
@@ -139,6 +145,7 @@ def test_an_export_without_a_graph_is_imported_and_queued(
     assert entity_names(memory) == {"Ana", "Bruno"}
 
 
+@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_a_partial_graph_in_a_document_is_refused(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:
@@ -193,7 +200,7 @@ def test_mentioned_with_weight_counts_co_occurring_memories(
     assert memory.statistics().graph.extraction_pending == 0
 
 
-def test_extraction_runs_in_the_background(tmp_path: Path) -> None:
+def test_extraction_runs_in_the_background(any_location: str) -> None:
     done = threading.Event()
 
     class Signalling(DefaultExtractor):
@@ -203,7 +210,7 @@ def test_extraction_runs_in_the_background(tmp_path: Path) -> None:
             return found
 
     with AgentMemoryManager.open(
-        tmp_path / "bg.db", embedder=None, extractor=Signalling(), extract_in_background=True
+        any_location, embedder=None, extractor=Signalling(), extract_in_background=True
     ) as memory:
         memory.remember("Ana met Bruno")
         assert done.wait(30)

@@ -30,6 +30,8 @@ from persistence import Tier
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore, TieredSearchItem
 
+pytestmark = pytest.mark.both_backends
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -167,8 +169,8 @@ def test_index_fields_choose_what_is_searchable(store: TieredMemoryStore) -> Non
     assert [h.key for h in store.search(("n",), query="omega")] == ["x"]
 
 
-def test_a_batch_is_one_transaction(tmp_path: Path) -> None:
-    db = tmp_path / "lg.db"
+def test_a_batch_is_one_transaction(any_location: str) -> None:
+    db = any_location
     with TieredMemoryStore.open(db, embedder=None) as store:
         store.put(("ns",), "kept", {"v": 1})
         with pytest.raises(InvalidNamespaceError):
@@ -185,9 +187,9 @@ def test_a_batch_is_one_transaction(tmp_path: Path) -> None:
         assert len(memory.query(Tier.SEMANTIC, limit=None)) == 1
 
 
-def test_async_api_and_updates_keep_created_at(tmp_path: Path) -> None:
+def test_async_api_and_updates_keep_created_at(any_location: str) -> None:
     async def main() -> None:
-        with TieredMemoryStore.open(tmp_path / "a.db", embedder=None) as store:
+        with TieredMemoryStore.open(any_location, embedder=None) as store:
             await store.aput(("u",), "k", {"v": 1})
             first = await store.aget(("u",), "k")
             await store.aput(("u",), "k", {"v": 2})
@@ -241,10 +243,12 @@ GRAPH = textwrap.dedent(
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(tmp_path: Path) -> None:
+def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(
+    tmp_path: Path, any_location: str
+) -> None:
     script = tmp_path / "graph.py"
     script.write_text(GRAPH)
-    db = str(tmp_path / "graph.db")
+    db = any_location
 
     def run(fact: str) -> str:
         result = subprocess.run(
@@ -258,11 +262,11 @@ def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(tmp_path
     assert run("lives in Oslo") == "['likes tea', 'lives in Oslo']"
 
 
-def test_items_with_the_same_value_under_other_keys_stay_apart(tmp_path: Path) -> None:
+def test_items_with_the_same_value_under_other_keys_stay_apart(any_location: str) -> None:
     """The manager deduplicates identical text by default; a store item is more than its
     text (namespace and key), so deleting one must not take another with it."""
     value = {"color": "red", "n": 0}
-    with TieredMemoryStore.open(tmp_path / "s.db", embedder=None) as store:
+    with TieredMemoryStore.open(any_location, embedder=None) as store:
         store.put(("a",), "k1", value)
         store.put(("a", "a"), "k1", value)
         store.put(("b",), "k2", value)

@@ -1,6 +1,6 @@
 """AgentMemoryManager: lifecycle, memories, queries, links, sessions and promotion.
 
-Every test that takes the ``memory`` fixture runs on a file and in memory.
+Every test that takes the ``memory`` fixture runs on a file, in memory and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from persistence import (
     StoreClosedError,
     Tier,
 )
+from tests.backends import snapshot
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager, MemoryConfig
+
+pytestmark = pytest.mark.both_backends
 
 
 class Boom(Exception):
@@ -28,11 +31,7 @@ class Boom(Exception):
 
 
 def _rows(memory: AgentMemoryManager) -> list[object]:
-    with memory.store.transaction() as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name")]  # fmt: skip
-        return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables]
+    return list(snapshot(memory.store))
 
 
 # --- lifecycle -------------------------------------------------------------------------
@@ -48,8 +47,8 @@ def test_open_creates_the_file_and_in_memory_does_not(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["agent.db"]
 
 
-def test_initialize_and_shutdown_are_idempotent(db_path: Path) -> None:
-    memory = AgentMemoryManager(db_path)
+def test_initialize_and_shutdown_are_idempotent(any_location: str) -> None:
+    memory = AgentMemoryManager(any_location)
     memory.initialize()
     memory.initialize()
     memory.remember("x")

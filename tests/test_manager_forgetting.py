@@ -12,6 +12,8 @@ from persistence import InvalidInputError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
+pytestmark = pytest.mark.both_backends
+
 DAY = 86_400_000
 
 

@@ -18,10 +18,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from persistence import TieredMemoryError
+from persistence.locations import is_server_url
 from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, Tier
 
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.subprocess, pytest.mark.both_backends]
 
 TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
          "append_transcript", "statistics"}  # fmt: skip
@@ -29,7 +30,7 @@ COMMAND = str(Path(sys.executable).parent / "tiered-memory")
 
 
 @contextlib.asynccontextmanager
-async def connected(db: Path, errlog: Path, *options: str) -> AsyncIterator[ClientSession]:
+async def connected(db: Path | str, errlog: Path, *options: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=COMMAND, args=["mcp", str(db), "--keywords-only", *options]
     )
@@ -68,8 +69,8 @@ def python_message(call: Any) -> str:
 
 
 @pytest.mark.slow
-def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
-    db = tmp_path / "agent.db"
+def test_every_tool_and_resource_over_stdio(tmp_path: Path, any_location: str) -> None:
+    db = any_location
 
     async def main() -> None:
         async with connected(db, tmp_path / "server.log") as session:
@@ -106,8 +107,10 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
                 await session.read_resource("memory://nothing-here")
             stats = await call(session, "statistics")
             assert stats["storage"]["promotion_count"] == 1
-            assert stats["storage"]["backend"] == "sqlite" and stats["storage"]["size_bytes"] > 0
-            assert stats["storage"]["backend_details"]["page_count"] > 0
+            backend = "postgresql" if is_server_url(str(db)) else "sqlite"
+            assert stats["storage"]["backend"] == backend and stats["storage"]["size_bytes"] > 0
+            details = stats["storage"]["backend_details"]
+            assert details and (backend != "sqlite" or details["page_count"] > 0)
             ended = await call(session, "end_session", session_id=sid)
             assert ended["ended_at"] is not None
             assert (await call(session, "forget", memory_id=m["id"]))["forgotten"] is True
@@ -119,7 +122,9 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bad_arguments_are_tool_errors_with_the_librarys_message(tmp_path: Path) -> None:
+def test_bad_arguments_are_tool_errors_with_the_librarys_message(
+    tmp_path: Path, any_location: str
+) -> None:
     cases = [
         ("remember", {"content": "x", "importance": 2.0},
          lambda m: m.remember("x", importance=2.0)),
@@ -133,7 +138,7 @@ def test_bad_arguments_are_tool_errors_with_the_librarys_message(tmp_path: Path)
     ]  # fmt: skip
 
     async def main() -> None:
-        async with connected(tmp_path / "agent.db", tmp_path / "server.log") as session:
+        async with connected(any_location, tmp_path / "server.log") as session:
             for tool, arguments, same_call in cases:
                 text = await refused(session, tool, **arguments)
                 assert python_message(same_call) in text, (tool, text)

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from persistence import MEMORY_FIELDS, NEW_MEMORY_FIELDS, Memory
+from persistence.postgres.sql.memory_sql import _COLUMNS as PG_COLUMNS
 from persistence.sqlite.sql.memory_sql import _COLUMNS
 from persistence.transfer.json_export import MEMORY_FIELDS as EXPORTED
 from tiered_memory import AgentMemoryManager
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_the_export_format_keeps_its_field_order() -> None:
@@ -37,8 +42,10 @@ def test_the_export_format_keeps_its_field_order() -> None:
 
 
 def test_the_tier_tables_store_every_field() -> None:
-    # key (scratchpad only), tags (memory_tags) and tier (the table) are stored apart
+    # SQLite: key (scratchpad only), tags (memory_tags) and tier (the table) are stored apart
     assert set(_COLUMNS) | {"key", "tags", "tier"} == set(MEMORY_FIELDS)
+    # PostgreSQL: one table with a tier column; the vector lives in tm_vectors
+    assert set(PG_COLUMNS) | {"embedding"} == set(MEMORY_FIELDS)
 
 
 def test_remember_takes_exactly_the_new_memory_fields() -> None:
@@ -49,12 +56,12 @@ def test_remember_takes_exactly_the_new_memory_fields() -> None:
     assert all(name in {f for f in Memory.__dataclass_fields__} for name in NEW_MEMORY_FIELDS)
 
 
-def test_remember_stores_every_new_memory_field_it_is_given() -> None:
+def test_remember_stores_every_new_memory_field_it_is_given(any_location: str) -> None:
     chosen = {"session_id": None, "agent_id": "agent", "importance": 0.25, "tags": ["a", "b"],
               "metadata": {"k": 1}, "source": "src", "category": "cat",
               "embedding": None, "speaker": "Ann"}  # fmt: skip
     assert set(chosen) == set(NEW_MEMORY_FIELDS)
-    with AgentMemoryManager.in_memory(embedder=None) as memory:
+    with AgentMemoryManager.open(any_location, embedder=None) as memory:
         stored = memory.remember("text", **chosen)
         for name, value in chosen.items():
             expected = tuple(value) if name == "tags" else value

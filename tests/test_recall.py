@@ -12,10 +12,13 @@ import numpy as np
 import pytest
 
 from persistence import EmbeddingModelMismatchError, InvalidInputError, Tier
+from tests.backends import integrity_ok
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
 from tiered_memory.recall.settings import RecallSettings, keywords
+
+pytestmark = pytest.mark.both_backends
 
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 
@@ -298,7 +301,7 @@ def test_keyword_only_recall_without_an_embedder(
     assert hit.memory.id == m.id and [s.signal for s in hit.explanation.signals] == ["keyword"]
 
 
-def test_a_file_embedded_by_another_model_is_refused(db_path: Path) -> None:
+def test_a_file_embedded_by_another_model_is_refused(any_location: str) -> None:
     class Other:
         dim = 384
         model_id = "some-other-model"
@@ -306,18 +309,18 @@ def test_a_file_embedded_by_another_model_is_refused(db_path: Path) -> None:
         def embed(self, texts: list[str]) -> np.ndarray:
             return EMBEDDER.embed(texts)
 
-    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+    with AgentMemoryManager.open(any_location, embedder=EMBEDDER) as memory:
         memory.remember("x")
         memory.flush()
     with (
-        AgentMemoryManager.open(db_path, embedder=Other()) as memory,
+        AgentMemoryManager.open(any_location, embedder=Other()) as memory,
         pytest.raises(EmbeddingModelMismatchError, match="some-other-model"),
     ):
         memory.recall("x")
 
 
-def test_indexes_follow_promotion_forget_and_restart(db_path: Path) -> None:
-    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+def test_indexes_follow_promotion_forget_and_restart(any_location: str) -> None:
+    with AgentMemoryManager.open(any_location, embedder=EMBEDDER) as memory:
         a = memory.remember("Bicycles are stored in the garage")
         b = memory.remember("Bicycle helmets hang by the door")
         memory.flush()
@@ -326,8 +329,8 @@ def test_indexes_follow_promotion_forget_and_restart(db_path: Path) -> None:
         [hit] = memory.recall("bicycle", k=5)
         assert hit.memory.id == a.id and hit.memory.tier is Tier.SEMANTIC
         assert {s.signal for s in hit.explanation.signals} == {"keyword", "vector"}
-        assert memory.check_integrity().ok
-    with AgentMemoryManager.open(db_path, embedder=EMBEDDER) as memory:
+        assert integrity_ok(memory)
+    with AgentMemoryManager.open(any_location, embedder=EMBEDDER) as memory:
         assert [h.memory.id for h in memory.recall("bicycle", k=5)] == [a.id]
 
 

@@ -20,8 +20,17 @@ from persistence import (
     TieredMemoryError,
 )
 from persistence.sqlite import SQLiteStore
-from tests.test_keyword_context import found, rebuilt_scores_and_size, scores_and_size
+from tests.backends import (
+    index_rows,
+    integrity_ok,
+    is_postgres,
+    keyword_state,
+    rebuilt_keyword_state,
+)
+from tests.test_keyword_context import found
 from tiered_memory import AgentMemoryManager
+
+pytestmark = pytest.mark.both_backends
 
 Make = Callable[..., AgentMemoryManager]
 
@@ -33,9 +42,7 @@ def _vector(seed: int) -> np.ndarray:
 
 def _counts(memory: AgentMemoryManager) -> tuple[Any, ...]:
     stats = memory.statistics().storage
-    with memory.store.read_connection() as conn:
-        fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
-        tags = conn.execute("SELECT count(*) FROM memory_tags").fetchone()[0]
+    fts, tags = index_rows(memory.store)
     return (stats.episodic_count, stats.semantic_count, stats.scratchpad_count,
             stats.schedule_count, fts, tags)  # fmt: skip
 
@@ -121,7 +128,7 @@ def test_a_bad_record_anywhere_writes_nothing(
     assert _counts(memory) == before
     assert found(memory.store, "good") == []
     assert memory.scratchpad.get("k2") is None
-    assert memory.check_integrity().ok
+    assert integrity_ok(memory)
 
 
 def test_a_record_sequence_not_a_text(make_memory: Make) -> None:
@@ -170,14 +177,16 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
         inside = set(found(memory.store, "u3x"))
         assert len(inside) == 5  # itself, two before and two after in its session
         words = ["u3x", "w10x", "v4x", "edited", "early", "late", "turn"]
-        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+        assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
     assert set(found(memory.store, "u3x")) == inside
-    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+    assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
+    dirty = "tm_kw_dirty" if is_postgres(memory.store) else "keyword_dirty"
     with memory.store.read_connection() as conn:
-        assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (0,)
-    assert memory.check_integrity().ok
+        assert conn.execute(f"SELECT count(*) FROM {dirty}").fetchone() == (0,)
+    assert integrity_ok(memory)
 
 
+@pytest.mark.sqlite_only("FTS5's automerge setting")
 def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memory: Make) -> None:
     """A batch of at least ``BATCH_ROWS`` writes its keyword rows with FTS5's automerge
     off and sets it back before the commit."""
@@ -196,7 +205,7 @@ def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memo
     memory.remember_many(records)
     assert automerge() == before
     words = ["w10x", "w300x", "turn", "early"]
-    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+    assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
     assert memory.check_integrity().ok
 
 
@@ -205,13 +214,13 @@ def test_a_rolled_back_batch_leaves_the_index_as_it_was(make_memory: Make) -> No
     session = memory.start_session().session_id
     memory.remember_many([{"content": f"k{n}x", "session_id": session} for n in range(10)])
     words = [f"k{n}x" for n in range(10)]
-    before = scores_and_size(memory.store, words)
+    before = keyword_state(memory.store, words)
     with pytest.raises(RuntimeError), memory.transaction():
         memory.remember_many([{"content": "k9x more", "session_id": session}] * 3)
         memory.forget(memory.query(session_id=session)[0].id)
         raise RuntimeError("changed my mind")
-    assert scores_and_size(memory.store, words) == before
-    assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+    assert keyword_state(memory.store, words) == before
+    assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
 
 
 def test_a_transaction_of_remembers_writes_the_window_as_one_segment(tmp_path: Any) -> None:
@@ -282,7 +291,7 @@ def test_a_joined_block_that_fails_after_writing_aborts_the_transaction(
             raise RuntimeError("after a write")
         memory.remember("after")  # refused: the block above wrote before it failed
     assert memory.statistics().storage.episodic_count == 0
-    assert found(store, "first") == [] and memory.check_integrity().ok
+    assert found(store, "first") == [] and integrity_ok(memory)
 
 
 def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(tmp_path: Any) -> None:
@@ -303,4 +312,4 @@ def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(tmp_path
         assert len(found(memory.store, "batch")) == 40
         assert {after.id, grouped.id} <= set(found(memory.store, "word3"))
         words = ["batch", "word3", "after", "grouped"]
-        assert scores_and_size(memory.store, words) == rebuilt_scores_and_size(memory.store, words)
+        assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)

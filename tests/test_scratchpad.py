@@ -6,14 +6,16 @@ import random
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from persistence import InvalidInputError, StoreClosedError, Tier
+from persistence.locations import is_server_url
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.scratchpad import EVICTION_REASON
+
+pytestmark = pytest.mark.both_backends
 
 
 class Boom(Exception):
@@ -93,14 +95,14 @@ def test_forget_from_the_scratchpad_is_audited(memory: AgentMemoryManager) -> No
     assert [r.tier for r in memory.forgetting_log(entry.id)] == [Tier.SCRATCHPAD]
 
 
-def test_scratchpad_survives_restart_in_write_order(db_path: Path, clock: FakeClock) -> None:
-    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+def test_scratchpad_survives_restart_in_write_order(any_location: str, clock: FakeClock) -> None:
+    with AgentMemoryManager.open(any_location, clock=clock) as memory:
         for key in ("one", "two", "three"):
             clock.advance(10)
             memory.scratchpad.put(key, key.upper())
         clock.advance(10)
         memory.scratchpad.put("one", "ONE again")
-    with AgentMemoryManager.open(db_path, clock=clock) as memory:
+    with AgentMemoryManager.open(any_location, clock=clock) as memory:
         assert [(k, m.content) for k, m in memory.scratchpad.items()] == [
             ("two", "TWO"),
             ("three", "THREE"),
@@ -157,16 +159,20 @@ def _state(memory: AgentMemoryManager) -> tuple[dict[str, str], int, dict[str, s
 
 
 @pytest.mark.slow
-def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(tmp_path: Path) -> None:
+def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(
+    new_location: Callable[[str], str],
+) -> None:
     """put/get/delete/tokens/statistics from 8 threads at once: no exception (``tokens``
     once iterated a dict that ``get`` reordered on another thread), and the end state
     equals the same calls made one after another (each thread has its own keys)."""
-    steps = 1000
+    threads_at = new_location("threads")
+    # a round trip per call on a server: fewer steps keep it near the file's time
+    steps = 250 if is_server_url(threads_at) else 1000
     plans = {thread: _ops(thread, steps) for thread in range(8)}
     budget = 1_000_000  # nothing is evicted, so the end state does not depend on timing
     switch = sys.getswitchinterval()
 
-    def fresh(path: Path) -> AgentMemoryManager:
+    def fresh(path: str) -> AgentMemoryManager:
         memory = AgentMemoryManager.open(path, embedder=None, scratchpad_token_budget=budget)
         with memory.transaction():
             for i in range(SHARED):
@@ -186,7 +192,7 @@ def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(tmp_path: 
 
     sys.setswitchinterval(1e-6)  # switch threads as often as possible: more interleavings
     try:
-        with fresh(tmp_path / "threads.db") as memory:
+        with fresh(threads_at) as memory:
             threads = [threading.Thread(target=run, args=(memory, t)) for t in range(8)]
             for thread in threads:
                 thread.start()
@@ -196,7 +202,7 @@ def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(tmp_path: 
     finally:
         sys.setswitchinterval(switch)
     assert errors == [], f"{len(errors)} thread(s) failed, first: {errors[0]!r}"
-    with fresh(tmp_path / "serial.db") as memory:
+    with fresh(new_location("serial")) as memory:
         for thread in range(8):
             for op in plans[thread]:
                 _apply(memory, *op)

@@ -43,6 +43,7 @@ from persistence.errors import (
 )
 from persistence.locations import redact
 from persistence.postgres.translate import call_error, connect_error
+from persistence.postgres.write_count import CountingConnection, writes
 from persistence.records import PoolSettings
 
 log = logging.getLogger("tiered_memory.postgres")
@@ -150,6 +151,7 @@ class PgDatabase:
             kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout_s))},
             configure=self._configure,
             check=self._check,
+            connection_class=CountingConnection,
             open=False,
             name="tiered-memory",
         )
@@ -294,12 +296,13 @@ class PgDatabase:
         assert conn is not None
         outer_joined, self._joined = self._joined, True
         self._frame()
+        before = writes(conn)
         try:
             yield conn
         except BaseException:
             # A failed block that wrote (or a failed statement: PostgreSQL aborts the
             # transaction on any error) takes the whole transaction with it.
-            if conn.info.transaction_status == _INERROR or self._wrote(conn):
+            if conn.info.transaction_status == _INERROR or self._wrote(conn, before):
                 self._aborted = True
             self._pop(commit=False)
             raise
@@ -332,8 +335,11 @@ class PgDatabase:
             raise call_error(exc, self._url) from None
 
     @staticmethod
-    def _wrote(conn: Connection) -> bool:
-        """True if the open transaction has written (it has a transaction id)."""
+    def _wrote(conn: Connection, before: int | None) -> bool:
+        """True if the block that started when ``conn`` had counted ``before`` writes
+        wrote (a connection that does not count: if the transaction has an id)."""
+        if before is not None:
+            return writes(conn) != before
         try:
             row = conn.execute("SELECT pg_current_xact_id_if_assigned() IS NOT NULL").fetchone()
             return bool(row and row[0])

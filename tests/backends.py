@@ -146,12 +146,3 @@ def index_rows(store: AnyStore) -> tuple[int, int]:
             return keywords, int(tags.fetchone()[0])
         fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
         return fts, conn.execute("SELECT count(*) FROM memory_tags").fetchone()[0]
-
-
-def integrity_ok(memory: Any) -> bool:
-    """``memory.check_integrity().ok``. PENDING: PgFiles.check_integrity is not on this
-    branch (branch pgfiles), so on PostgreSQL only the rest of a test runs; once it is
-    merged, replace the calls with ``memory.check_integrity().ok`` again."""
-    if is_postgres(memory.store):
-        return True
-    return bool(memory.check_integrity().ok)

@@ -98,8 +98,6 @@ def file_digest(path: Path) -> str:
 
 BOTH_BACKENDS = "both_backends"
 SQLITE_ONLY = "sqlite_only"
-PG_FILES_PENDING = "check_integrity/export/import on PostgreSQL: PgFiles (branch pgfiles)"
-"""Reason of the tests kept off PostgreSQL until PgFiles has these operations."""
 MANAGER_KINDS = ("file", "memory")
 
 

@@ -11,7 +11,6 @@ import threading
 import pytest
 
 from persistence import InvalidTypeError, StoreClosedError, Tier
-from tests.backends import integrity_ok
 from tiered_memory import AgentMemoryManager, AsyncAgentMemoryManager
 
 pytestmark = pytest.mark.both_backends
@@ -178,7 +177,7 @@ def test_remembers_cancelled_at_random_moments_are_stored_whole_or_not_at_all(
                 assert len(found) <= 1
                 for m in found:  # a stored one is whole: its schedule came with it
                     assert await memory.schedule(m.id) is not None
-            assert await memory.run(integrity_ok)
+            assert (await memory.run(lambda m: m.check_integrity())).ok
 
     asyncio.run(main())
 
@@ -201,6 +200,6 @@ def test_200_tasks_remember_recall_and_promote_on_one_file(any_location: str) ->
             assert stats.promotion_count == 200
             semantic = await memory.query(Tier.SEMANTIC, limit=None)
             assert {m.id for m in semantic} == set(ids)
-            assert await memory.run(integrity_ok)
+            assert (await memory.run(lambda m: m.check_integrity())).ok
 
     asyncio.run(main())

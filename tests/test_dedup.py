@@ -8,7 +8,6 @@ from collections.abc import Callable
 import pytest
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, Tier
-from tests.backends import integrity_ok
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
@@ -103,7 +102,7 @@ def test_consolidate_merges_near_duplicates_with_their_links(
     assert log.reason == f"near-duplicate of {older.id}"
     assert memory.statistics().graph.near_duplicates_merged == 1
     assert memory.consolidate().merged == ()
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_dedup_false_on_one_call_adds_a_second_memory(any_location: str) -> None:

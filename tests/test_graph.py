@@ -17,7 +17,7 @@ from persistence.graph_errors import (
     InvalidPredicateError,
     RelationNotFoundError,
 )
-from tests.backends import integrity_ok, is_postgres, snapshot
+from tests.backends import is_postgres, snapshot
 from tests.conftest import FakeClock, file_digest
 from tiered_memory import AgentMemoryManager
 
@@ -130,7 +130,7 @@ def test_merge_keeps_aliases_relations_and_provenance(memory: AgentMemoryManager
     assert [x.id for x in g.memories_about("Robert")] == [m.id]
     team = g.relations("Team")
     assert len(team) == 1 and team[0].weight == 1  # the two relations became one
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_memories_about_and_provenance_safe_forget(memory: AgentMemoryManager) -> None:
@@ -147,7 +147,7 @@ def test_memories_about_and_provenance_safe_forget(memory: AgentMemoryManager) -
     assert g.entity("Berlin") is not None  # added directly: kept
     stats = g.statistics()
     assert (stats.entities, stats.relations, stats.provenance) == (1, 0, 0)
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_source_links_a_direct_call_to_a_memory(memory: AgentMemoryManager) -> None:

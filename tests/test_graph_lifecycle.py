@@ -14,8 +14,7 @@ import pytest
 
 from persistence import Tier
 from persistence.records import Memory
-from tests.backends import integrity_ok
-from tests.conftest import PG_FILES_PENDING, FakeClock, old_schema_store
+from tests.conftest import FakeClock, old_schema_store
 from tiered_memory import AgentMemoryManager
 from tiered_memory.graph.extraction import DefaultExtractor, Extraction
 
@@ -44,7 +43,7 @@ def test_update_re_extracts_and_drops_what_only_the_old_text_named(
     memory.flush()
     assert {"Ana", "Carla", "Porto", "Keeper"} <= entity_names(memory)
     assert not {"Bruno", "Lisbon"} & entity_names(memory)
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_promotion_keeps_provenance_and_does_not_re_extract(
@@ -60,7 +59,7 @@ def test_promotion_keeps_provenance_and_does_not_re_extract(
     pad = memory.remember("Dora likes tea", Tier.SCRATCHPAD, entities=["Dora"])
     memory.promote(pad.id, Tier.EPISODIC)
     assert [x.id for x in memory.graph.memories_about("Dora")] == [pad.id]
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_decay_collects_what_forgotten_memories_supported(
@@ -76,10 +75,9 @@ def test_decay_collects_what_forgotten_memories_supported(
     assert old.id in report.forgotten_ids and fresh.id not in report.forgotten_ids
     assert entity_names(memory) == {"Ana", "Oslo", "Bergen"}
     assert [r.predicate for r in memory.graph.relations("Ana")] == ["likes"]
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
-@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_export_import_round_trip_is_lossless(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -106,7 +104,6 @@ def test_export_import_round_trip_is_lossless(
     assert one["tables"]["graph_queue"] and one["tables"]["entities"]
 
 
-@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_import_merge_follows_the_kept_version_of_each_memory(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -126,7 +123,6 @@ def test_import_merge_follows_the_kept_version_of_each_memory(
     assert memory.check_integrity().ok
 
 
-@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_an_export_without_a_graph_is_imported_and_queued(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:
@@ -145,7 +141,6 @@ def test_an_export_without_a_graph_is_imported_and_queued(
     assert entity_names(memory) == {"Ana", "Bruno"}
 
 
-@pytest.mark.sqlite_only(PG_FILES_PENDING)
 def test_a_partial_graph_in_a_document_is_refused(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:

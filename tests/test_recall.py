@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from persistence import EmbeddingModelMismatchError, InvalidInputError, Tier
-from tests.backends import integrity_ok
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
@@ -329,7 +328,7 @@ def test_indexes_follow_promotion_forget_and_restart(any_location: str) -> None:
         [hit] = memory.recall("bicycle", k=5)
         assert hit.memory.id == a.id and hit.memory.tier is Tier.SEMANTIC
         assert {s.signal for s in hit.explanation.signals} == {"keyword", "vector"}
-        assert integrity_ok(memory)
+        assert memory.check_integrity().ok
     with AgentMemoryManager.open(any_location, embedder=EMBEDDER) as memory:
         assert [h.memory.id for h in memory.recall("bicycle", k=5)] == [a.id]
 

@@ -22,7 +22,6 @@ from persistence import (
 from persistence.sqlite import SQLiteStore
 from tests.backends import (
     index_rows,
-    integrity_ok,
     is_postgres,
     keyword_state,
     rebuilt_keyword_state,
@@ -128,7 +127,7 @@ def test_a_bad_record_anywhere_writes_nothing(
     assert _counts(memory) == before
     assert found(memory.store, "good") == []
     assert memory.scratchpad.get("k2") is None
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 def test_a_record_sequence_not_a_text(make_memory: Make) -> None:
@@ -183,7 +182,7 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
     dirty = "tm_kw_dirty" if is_postgres(memory.store) else "keyword_dirty"
     with memory.store.read_connection() as conn:
         assert conn.execute(f"SELECT count(*) FROM {dirty}").fetchone() == (0,)
-    assert integrity_ok(memory)
+    assert memory.check_integrity().ok
 
 
 @pytest.mark.sqlite_only("FTS5's automerge setting")
@@ -291,7 +290,7 @@ def test_a_joined_block_that_fails_after_writing_aborts_the_transaction(
             raise RuntimeError("after a write")
         memory.remember("after")  # refused: the block above wrote before it failed
     assert memory.statistics().storage.episodic_count == 0
-    assert found(store, "first") == [] and integrity_ok(memory)
+    assert found(store, "first") == [] and memory.check_integrity().ok
 
 
 def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(tmp_path: Any) -> None:

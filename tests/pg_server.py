@@ -86,6 +86,11 @@ class PgServer:
         self.created: list[str] = []  # every database database() made, in order
         self._numbers = itertools.count(1)
         with self.connect() as conn:
+            # A test server: what a power cut would lose does not matter here (tests kill
+            # clients, never the server), so commits and CREATE DATABASE skip the fsyncs.
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {setting} = off")
+            conn.execute("SELECT pg_reload_conf()")
             conn.execute(f"CREATE DATABASE {TEMPLATE}")
         with self.connect(TEMPLATE) as conn:
             conn.execute("CREATE EXTENSION vector")

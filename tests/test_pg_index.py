@@ -18,7 +18,7 @@ from persistence.errors import (
 )
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql import keyword_sql
-from persistence.records import MemoryFilter, Tier, content_hash
+from persistence.records import Memory, MemoryFilter, Tier, content_hash
 
 _INSERT = (
     "INSERT INTO tm_memories (id, tier, key, content, session_id, agent_id, tags, speaker, "
@@ -296,6 +296,32 @@ def test_the_first_embedding_fixes_the_dimension(pg: PostgresStore) -> None:
     assert pg.vector_distances([0.0, 1.0, 0.0, 0.0], ["a", "b", "zz"]) == pytest.approx({"a": 1.0})
     with pg.db.reading() as conn:
         assert conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0]
+
+
+def _has_vector_index(store: PostgresStore) -> bool:
+    with store.db.reading() as conn:
+        return bool(conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0])
+
+
+@pytest.mark.parametrize("write", ["put", "insert"])
+def test_a_memory_written_with_its_embedding_makes_the_vector_index(
+    pg: PostgresStore, write: str
+) -> None:
+    memory = Memory(id="a", content="x", tier=Tier.EPISODIC, embedding=np.ones(4, np.float32))
+    if write == "put":
+        pg.put_memory(memory)
+    else:
+        pg.insert_memories([memory])
+    assert _has_vector_index(pg)
+    with pg.db.reading() as conn:
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT memory_id FROM tm_vectors "
+                "ORDER BY embedding <=> '[1,0,0,0]' LIMIT 5"
+            )
+        )
+    assert "tm_vectors_hnsw" in plan
 
 
 def test_set_embeddings_skips_changed_content_and_kept_vectors(pg: PostgresStore) -> None:

@@ -169,6 +169,24 @@ def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> No
     assert pg.keyword_search([], 10) == []
 
 
+def test_both_stages_and_both_frequency_counts_give_the_exact_order(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(60)]
+    add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 9))),
+                   session_id=f"s{i % 9}") for i in range(240)])  # fmt: skip
+    everything = MemoryFilter(min_retention=0.0)  # counts frequencies with the index
+    for words in (["w1"], ["w2", "w3", "w4"], ["W5!", "w6"]):
+        exact = pg.keyword_search(words, 200)
+        assert pg.keyword_search(words, 200, where=everything) == exact
+        monkeypatch.setattr(keyword_sql, "FIRST", 20)  # 3 x limit: the first stage picks 30
+        top = pg.keyword_search(words, 10)
+        monkeypatch.undo()
+        assert top[:5] == exact[:5]  # the first stage is approximate: its tail may differ
+        assert len({m for m, _ in top} & {m for m, _ in exact[:10]}) >= 9
+
+
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
     add(pg, *[_row(id=f"c{i}", content="common filler text") for i in range(50)])
     add(pg, _row(id="rare", content="rare"), _row(id="both", content="common"))

@@ -86,7 +86,7 @@ def build_backend(
             raise UnsupportedOperationError(f"key= is refused: {NO_KEYS}")
         return _server_backend(
             str(location), clock=clock, read_only=read_only, max_content_bytes=max_content_bytes,
-            backup_dir=backup_dir, pool=pool, scope=scope,
+            backup_dir=backup_dir, pool=pool, scope=scope, synchronous=synchronous,
         )  # fmt: skip
     store = SQLiteStore(
         location,
@@ -135,11 +135,13 @@ def _server_backend(
     backup_dir: str | os.PathLike[str] | None,
     pool: PoolSettings | None,
     scope: str,
+    synchronous: Synchronous,
 ) -> Backend:
     """The PostgreSQL parts for ``url`` (not yet opened)."""
     pg = _postgres()
     store = pg.PostgresStore(url, scope=scope, read_only=read_only, clock=clock,
-                             max_content_bytes=max_content_bytes, pool=pool)  # fmt: skip
+                             max_content_bytes=max_content_bytes, pool=pool,
+                             synchronous=synchronous)  # fmt: skip
     return Backend(
         store,
         pg.PgGraphStore(store),

@@ -50,11 +50,18 @@ from persistence.records import (
     RepetitionSchedule,
     RetentionInput,
     SessionState,
+    Synchronous,
     Tier,
     TranscriptEntry,
     now_ms,
 )
-from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
+from persistence.validation import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    require_bool,
+    require_choice,
+    require_int,
+    require_str,
+)
 
 
 class PostgresStore:
@@ -63,6 +70,9 @@ class PostgresStore:
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
     write (and the server enforces it: ``default_transaction_read_only``) and never
     migrates: the schema must be current. ``pool`` sets connection counts and timeouts.
+    ``synchronous="NORMAL"`` commits without waiting for the WAL flush
+    (``synchronous_commit = off``: a server crash may lose the last fraction of a second of
+    acknowledged commits), ``"FULL"`` waits for it.
     """
 
     def __init__(
@@ -75,13 +85,17 @@ class PostgresStore:
         embedding_dim: int | None = None,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         pool: PoolSettings | None = None,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         require_str(url, "url")
         require_str(scope, "scope")
         require_bool(read_only, "read_only")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
-        self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool)
+        require_choice(synchronous, "synchronous", ("NORMAL", "FULL"))
+        self.db = PgDatabase(
+            url, scope=scope, read_only=read_only, settings=pool, synchronous=synchronous
+        )
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
         self.memories = PgMemoryStore(self.db, self.config)
         self.sessions = PgSessionStore(self.db, self.config)

@@ -434,3 +434,22 @@ def test_reembedding_swaps_all_vectors_at_once(pg: PostgresStore) -> None:
     assert pg.vector_distances([0.0, 1.0, 0.0], ["b", "c"]) == pytest.approx({"b": 0.0, "c": 0.0})
     with pytest.raises(InvalidInputError):
         pg.finish_rebuild(embed)
+
+
+def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
+    pg: PostgresStore,
+) -> None:
+    add(pg, *[_row(id=f"m{i}", content=f"text {i}") for i in range(6)])
+    pg.set_embeddings([(Tier.EPISODIC, f"m{i}", [1.0, float(i), 0.0]) for i in (0, 1, 2)])
+    pg.put_memory(Memory(id="m1", content="changed", tier=Tier.EPISODIC))  # vector dropped
+    pg.insert_memories(
+        [Memory(id="v", content="with", tier=Tier.EPISODIC, embedding=np.ones(3, np.float32))]
+    )
+    with pg.transaction() as conn:
+        conn.execute("DELETE FROM tm_memories WHERE id = 'm4'")
+    with pg.db.reading() as conn:
+        anti = conn.execute(
+            "SELECT m.id FROM tm_memories m WHERE NOT EXISTS "
+            "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq"
+        ).fetchall()
+    assert [m for m, _, _ in pg.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]

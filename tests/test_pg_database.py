@@ -10,6 +10,7 @@ import pytest
 
 from persistence.errors import (
     DatabaseMissingError,
+    InvalidInputError,
     ReadOnlyError,
     ServerUnavailableError,
     TransactionAbortedError,
@@ -160,3 +161,17 @@ def test_a_missing_database_and_a_dead_server_give_typed_errors_without_secrets(
         PostgresStore("postgresql://someone:s3cret-pw@127.0.0.1:1/db").open()
     assert "s3cret-pw" not in str(caught.value)
     assert "s3cret-pw" not in repr(PostgresStore("postgresql://someone:s3cret-pw@127.0.0.1:1/db"))
+
+
+@pytest.mark.parametrize(("synchronous", "expected"), [("NORMAL", "off"), ("FULL", "on")])
+def test_synchronous_sets_whether_a_commit_waits_for_the_wal_flush(
+    pg_url: str, synchronous: str, expected: str
+) -> None:
+    store = PostgresStore(pg_url, synchronous=synchronous).open()  # type: ignore[arg-type]
+    try:
+        with store.transaction() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone() == (expected,)
+    finally:
+        store.close()
+    with pytest.raises(InvalidInputError):
+        PostgresStore(pg_url, synchronous="OFF")  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from persistence.errors import (
 )
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql import keyword_sql
-from persistence.records import MemoryFilter, Tier, content_hash
+from persistence.records import Memory, MemoryFilter, Tier, content_hash
 
 _INSERT = (
     "INSERT INTO tm_memories (id, tier, key, content, session_id, agent_id, tags, speaker, "
@@ -169,6 +169,24 @@ def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> No
     assert pg.keyword_search([], 10) == []
 
 
+def test_both_stages_and_both_frequency_counts_give_the_exact_order(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(60)]
+    add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 9))),
+                   session_id=f"s{i % 9}") for i in range(240)])  # fmt: skip
+    everything = MemoryFilter(min_retention=0.0)  # counts frequencies with the index
+    for words in (["w1"], ["w2", "w3", "w4"], ["W5!", "w6"]):
+        exact = pg.keyword_search(words, 200)
+        assert pg.keyword_search(words, 200, where=everything) == exact
+        monkeypatch.setattr(keyword_sql, "FIRST", 20)  # 3 x limit: the first stage picks 30
+        top = pg.keyword_search(words, 10)
+        monkeypatch.undo()
+        assert top[:5] == exact[:5]  # the first stage is approximate: its tail may differ
+        assert len({m for m, _ in top} & {m for m, _ in exact[:10]}) >= 9
+
+
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
     add(pg, *[_row(id=f"c{i}", content="common filler text") for i in range(50)])
     add(pg, _row(id="rare", content="rare"), _row(id="both", content="common"))
@@ -298,6 +316,36 @@ def test_the_first_embedding_fixes_the_dimension(pg: PostgresStore) -> None:
         assert conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0]
 
 
+def _has_vector_index(store: PostgresStore) -> bool:
+    with store.db.reading() as conn:
+        return bool(conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0])
+
+
+@pytest.mark.parametrize("write", ["put", "insert"])
+def test_a_memory_written_with_its_embedding_makes_the_vector_index(
+    pg: PostgresStore, write: str
+) -> None:
+    memory = Memory(id="a", content="x", tier=Tier.EPISODIC, embedding=np.ones(4, np.float32))
+    if write == "put":
+        pg.put_memory(memory)
+    else:
+        pg.insert_memories([memory])
+    assert _has_vector_index(pg)
+    with pg.db.reading() as conn:  # a tiny table: the planner would rather sort it
+        conn.execute("SET enable_seqscan = off")
+        try:
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    "EXPLAIN SELECT memory_id FROM tm_vectors "
+                    "ORDER BY embedding <=> '[1,0,0,0]' LIMIT 5"
+                )
+            )
+        finally:
+            conn.execute("RESET enable_seqscan")
+    assert "tm_vectors_hnsw" in plan
+
+
 def test_set_embeddings_skips_changed_content_and_kept_vectors(pg: PostgresStore) -> None:
     add(pg, _row(id="a", content="old"), _row(id="b", content="same"), _row(id="c", content="c"))
     assert [m for m, _, _ in pg.unembedded()] == ["a", "b", "c"]
@@ -390,3 +438,22 @@ def test_reembedding_swaps_all_vectors_at_once(pg: PostgresStore) -> None:
     assert pg.vector_distances([0.0, 1.0, 0.0], ["b", "c"]) == pytest.approx({"b": 0.0, "c": 0.0})
     with pytest.raises(InvalidInputError):
         pg.finish_rebuild(embed)
+
+
+def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
+    pg: PostgresStore,
+) -> None:
+    add(pg, *[_row(id=f"m{i}", content=f"text {i}") for i in range(6)])
+    pg.set_embeddings([(Tier.EPISODIC, f"m{i}", [1.0, float(i), 0.0]) for i in (0, 1, 2)])
+    pg.put_memory(Memory(id="m1", content="changed", tier=Tier.EPISODIC))  # vector dropped
+    pg.insert_memories(
+        [Memory(id="v", content="with", tier=Tier.EPISODIC, embedding=np.ones(3, np.float32))]
+    )
+    with pg.transaction() as conn:
+        conn.execute("DELETE FROM tm_memories WHERE id = 'm4'")
+    with pg.db.reading() as conn:
+        anti = conn.execute(
+            "SELECT m.id FROM tm_memories m WHERE NOT EXISTS "
+            "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq"
+        ).fetchall()
+    assert [m for m, _, _ in pg.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]

@@ -44,7 +44,7 @@ from persistence.errors import (
 from persistence.locations import redact
 from persistence.postgres.translate import call_error, connect_error
 from persistence.postgres.write_count import CountingConnection, writes
-from persistence.records import PoolSettings
+from persistence.records import PoolSettings, Synchronous
 
 log = logging.getLogger("tiered_memory.postgres")
 
@@ -67,8 +67,13 @@ class PgDatabase:
         read_only: bool = False,
         settings: PoolSettings | None = None,
         change_check_interval_s: float = 0.05,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         self._url = url
+        # NORMAL: a commit returns before its WAL reaches the disk (a client crash loses
+        # nothing acknowledged; a server crash or power loss may lose the last fraction of a
+        # second of commits, never half of one); FULL: it waits for the flush (~4 ms here).
+        self._synchronous_commit = "on" if synchronous == "FULL" else "off"
         self.location = redact(url)
         self.scope = scope
         self.read_only = read_only
@@ -126,9 +131,10 @@ class PgDatabase:
             "SELECT set_config('tm.scope', %s, false), set_config('tm.writer', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
             "set_config('lock_timeout', %s, false), "
-            "set_config('default_transaction_read_only', %s, false)",
+            "set_config('default_transaction_read_only', %s, false), "
+            "set_config('synchronous_commit', %s, false)",
             (self.scope, self.writer_id, f"{int(self.settings.lock_timeout_s * 1000)}ms",
-             "on" if self.read_only else "off"),
+             "on" if self.read_only else "off", self._synchronous_commit),
         )  # fmt: skip
         register_vector(conn)
 

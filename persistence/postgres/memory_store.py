@@ -31,7 +31,7 @@ from persistence.errors import (
 )
 from persistence.postgres.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql
+from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, vector_sql
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
@@ -127,7 +127,8 @@ class PgMemoryStore:
             return []
         with self._writing() as conn:
             for dim in sorted({len(v) for _, v in vectors}):
-                fix_dimension(conn, dim, self.config.embedding_dim)
+                if fix_dimension(conn, dim, self.config.embedding_dim):
+                    vector_sql.ensure_vector_index(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)
             if taken:
                 raise DuplicateMemoryError(
@@ -340,8 +341,8 @@ class PgMemoryStore:
                 raise DuplicateMemoryError(
                     f"memory {memory.id} already lives in {found[1].value}; promote it instead"
                 )
-            if vector is not None:
-                fix_dimension(conn, len(vector), self.config.embedding_dim)
+            if vector is not None and fix_dimension(conn, len(vector), self.config.embedding_dim):
+                vector_sql.ensure_vector_index(conn, len(vector))
             memory_sql.upsert(conn, row, vector)
         return stored
 

@@ -51,11 +51,18 @@ from persistence.records import (
     RepetitionSchedule,
     RetentionInput,
     SessionState,
+    Synchronous,
     Tier,
     TranscriptEntry,
     now_ms,
 )
-from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
+from persistence.validation import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    require_bool,
+    require_choice,
+    require_int,
+    require_str,
+)
 
 NO_SCOPE_FOR_SUPERUSER = (
     "an agent-scoped handle needs a role that row-level security applies to; this URL's "
@@ -72,6 +79,9 @@ class PostgresStore:
     migrates: the schema must be current. ``pool`` sets connection counts and timeouts.
     ``change_check_interval_ms``: how often a read through RAM confirms other processes'
     commits against the version row (announcements usually arrive sooner).
+    ``synchronous="NORMAL"`` commits without waiting for the WAL flush
+    (``synchronous_commit = off``: a server crash may lose the last fraction of a second of
+    acknowledged commits), ``"FULL"`` waits for it.
     """
 
     def __init__(
@@ -85,6 +95,7 @@ class PostgresStore:
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
         pool: PoolSettings | None = None,
         change_check_interval_ms: int = 50,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         require_str(url, "url")
         require_str(scope, "scope")
@@ -92,8 +103,10 @@ class PostgresStore:
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
+        require_choice(synchronous, "synchronous", ("NORMAL", "FULL"))
         self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
-                             change_check_interval_s=change_check_interval_ms / 1000)  # fmt: skip
+                             change_check_interval_s=change_check_interval_ms / 1000,
+                             synchronous=synchronous)  # fmt: skip
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
         self.memories = PgMemoryStore(self.db, self.config)
         self.sessions = PgSessionStore(self.db, self.config)

@@ -6,6 +6,14 @@ tf = hits in the memory's own words + ``context_weight`` x hits in the two memor
 before it + ``after_weight`` x hits in the two after it, |D| = the row's tokens, avgdl
 from ``tm_kw_stats``. The per-row arrays (``kw_lex``, ``kw_fa/fb/fc``) give tf without
 unnesting every matched tsvector. Ties go in insertion order (``seq``), as FTS5's rowid.
+
+Two stages: the GIN index finds the memories matching any query word; when more than
+``FIRST`` (or 3 x limit) match, the sum over lexemes of idf x ``ts_rank`` (the window's
+weights, no length normalisation) picks that many and the exact bm25 orders them; fewer
+are all scored exactly. Unfiltered searches of single-token words take each lexeme's
+document frequency from the matches themselves (they hold every memory with it);
+filtered ones (and phrases) count it with the index. The arrays are decompressed once
+per candidate (``|| '{}'``), not once per lexeme.
 """
 
 from __future__ import annotations
@@ -25,28 +33,59 @@ CATCH_UP = "SET CONSTRAINTS tm_kw_work IMMEDIATE"
 """Runs this transaction's pending keyword work now (a search inside it sees its writes)."""
 DEFER = "SET CONSTRAINTS tm_kw_work DEFERRED"
 
-_SEARCH = """
+FIRST = 300
+"""Candidates the exact bm25 orders when more memories match (see the module docstring)."""
+
+_HEAD = """
 WITH stats AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n,
            coalesce(sum(tokens), 0)::float8 / greatest(coalesce(sum(n), 0), 1) AS avgdl
     FROM tm_kw_stats
 ), lexemes AS MATERIALIZED (
-    SELECT DISTINCT u.lexeme AS lex FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
-), idf AS MATERIALIZED (
-    SELECT l.lex, greatest(ln((s.n - c.df + 0.5) / (c.df + 0.5)), 1e-6) AS idf
+    SELECT DISTINCT u.lexeme AS lex, plainto_tsquery('simple', u.lexeme) AS lq
+    FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
+), q AS MATERIALIZED (SELECT to_tsquery('tm_english', %(q)s) AS q
+), cand AS MATERIALIZED (
+    SELECT k.memory_id, k.seq, k.kw FROM tm_keywords k {join} CROSS JOIN q
+    WHERE k.kw @@ q.q AND {cond}
+)"""
+
+_DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
+    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
-         (SELECT count(*) AS df FROM tm_keywords
-          WHERE kw @@ plainto_tsquery('simple', l.lex)) c
-), q AS MATERIALIZED (SELECT to_tsquery('tm_english', %(q)s) AS q)
-SELECT k.memory_id, coalesce(-(
-    SELECT sum(i.idf * (f.f * 2.2) / (f.f + 1.2 * (0.25 + 0.75 * k.kw_len / s.avgdl)))
-    FROM idf i CROSS JOIN LATERAL (SELECT array_position(k.kw_lex, i.lex) AS p) p
-    CROSS JOIN LATERAL (SELECT k.kw_fa[p.p] + %(cw)s * k.kw_fb[p.p]
-                               + %(aw)s * k.kw_fc[p.p] AS f) f
-    WHERE p.p IS NOT NULL), 0) AS score
-FROM tm_keywords k {join} CROSS JOIN q CROSS JOIN stats s
-WHERE k.kw @@ q.q AND {cond}
-ORDER BY score, k.seq LIMIT %(limit)s
+         (SELECT count(*) AS df FROM cand c WHERE c.kw @@ l.lq) d
+)"""
+"""Unfiltered, one token per word: every memory holding a query lexeme is a candidate,
+so the candidates give each lexeme's document frequency exactly."""
+
+_DF_FROM_INDEX = """, idf AS MATERIALIZED (
+    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
+    FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
+         (SELECT count(*) AS df FROM tm_keywords WHERE kw @@ l.lq) d
+)"""
+"""Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
+
+_SCORE = """, first AS MATERIALIZED (
+    SELECT c.memory_id, c.seq FROM cand c CROSS JOIN idf i
+    GROUP BY c.memory_id, c.seq
+    ORDER BY sum(i.idf * ts_rank(ARRAY[0, %(aw)s, %(cw)s, 1]::float4[], c.kw, i.lq)) DESC, c.seq
+    LIMIT %(first)s
+), rows AS MATERIALIZED (
+    SELECT f.memory_id, f.seq, k.kw_len, k.kw_lex || '{{}}'::text[] AS kw_lex,
+           k.kw_fa || '{{}}'::real[] AS kw_fa, k.kw_fb || '{{}}'::real[] AS kw_fb,
+           k.kw_fc || '{{}}'::real[] AS kw_fc
+    FROM first f JOIN tm_keywords k ON k.memory_id = f.memory_id
+), hits AS MATERIALIZED (
+    SELECT r.memory_id, r.seq, r.kw_len, i.idf,
+           r.kw_fa[p.p] + %(cw)s * r.kw_fb[p.p] + %(aw)s * r.kw_fc[p.p] AS f
+    FROM rows r CROSS JOIN idf i
+    CROSS JOIN LATERAL (SELECT array_position(r.kw_lex, i.lex) AS p) p
+    WHERE p.p IS NOT NULL
+)
+SELECT h.memory_id,
+       -sum(h.idf * (h.f * 2.2) / (h.f + 1.2 * (0.25 + 0.75 * h.kw_len / s.avgdl))) AS score
+FROM hits h CROSS JOIN stats s
+GROUP BY h.memory_id, h.seq ORDER BY score, h.seq LIMIT %(limit)s
 """
 
 
@@ -56,6 +95,12 @@ def tsquery_text(words: Sequence[str]) -> str:
     cleaned = [" ".join(_PUNCT.sub(" ", w).split()) for w in words]
     quoted = ["'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in cleaned if w]
     return " | ".join(quoted)
+
+
+def _single_tokens(words: Sequence[str]) -> bool:
+    """True if each word is one token (letters and digits only, once split as
+    ``tm_tsv`` splits): no phrase, so a candidate holds a lexeme iff it matches it."""
+    return all(w.isalnum() for w in (" ".join(_PUNCT.sub(" ", w).split()) for w in words) if w)
 
 
 def search(
@@ -77,7 +122,10 @@ def search(
         join = ""
         cond, params = recall_filter_sql.condition(where, "k")
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
-    sql = _SEARCH.format(join=join, cond=cond)
+    exact_df = where == MemoryFilter() and _single_tokens(words)
+    df = _DF_FROM_CANDIDATES if exact_df else _DF_FROM_INDEX
+    params["first"] = max(FIRST, 3 * limit)
+    sql = _HEAD.format(join=join, cond=cond) + df + _SCORE
     return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
 
 

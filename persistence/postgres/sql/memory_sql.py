@@ -50,7 +50,8 @@ SELECT = (
     f"SELECT {', '.join(f't.{c}' for c in _COLUMNS)}, v.embedding "
     "FROM tm_memories AS t LEFT JOIN tm_vectors AS v ON v.memory_id = t.id"
 )
-"""Every column of a memory (its vector included): rows decode with :func:`to_memory`."""
+"""Every column of a memory (its vector included): rows decode with :func:`to_memory`.
+Fetched in binary (``binary=True``): a vector in text took most of a fetch's time."""
 
 _INSERT = f"INSERT INTO tm_memories ({_WRITTEN}) VALUES ({', '.join('%s' for _ in _COLUMNS)})"
 _UPSERT = (
@@ -177,10 +178,10 @@ def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:
 def fetch(conn: Connection, tier: Tier | None, memory_id: str) -> Memory | None:
     """The memory with ``memory_id`` (in ``tier``, if given), or ``None``."""
     if tier is None:
-        row = conn.execute(f"{SELECT} WHERE t.id = %s", (memory_id,)).fetchone()
+        row = conn.execute(f"{SELECT} WHERE t.id = %s", (memory_id,), binary=True).fetchone()
     else:
         row = conn.execute(
-            f"{SELECT} WHERE t.id = %s AND t.tier = %s", (memory_id, tier.value)
+            f"{SELECT} WHERE t.id = %s AND t.tier = %s", (memory_id, tier.value), binary=True
         ).fetchone()
     return None if row is None else to_memory(row)
 
@@ -189,20 +190,22 @@ def fetch_many(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
     """The memories with these ids (any order; missing ids left out)."""
     if not memory_ids:
         return []
-    rows = conn.execute(f"{SELECT} WHERE t.id = ANY(%s)", (list(memory_ids),)).fetchall()
+    rows = conn.execute(
+        f"{SELECT} WHERE t.id = ANY(%s)", (list(memory_ids),), binary=True
+    ).fetchall()
     return [to_memory(row) for row in rows]
 
 
 def fetch_by_key(conn: Connection, key: str) -> Memory | None:
     """The scratchpad memory under ``key``, or ``None``."""
-    row = conn.execute(f"{SELECT} WHERE t.key = %s", (key,)).fetchone()
+    row = conn.execute(f"{SELECT} WHERE t.key = %s", (key,), binary=True).fetchone()
     return None if row is None else to_memory(row)
 
 
 def fetch_all(conn: Connection, tier: Tier) -> list[Memory]:
     """Every memory of ``tier``, least recently written first (ties in insertion order)."""
     rows = conn.execute(
-        f"{SELECT} WHERE t.tier = %s ORDER BY t.updated_at, t.seq", (tier.value,)
+        f"{SELECT} WHERE t.tier = %s ORDER BY t.updated_at, t.seq", (tier.value,), binary=True
     ).fetchall()
     return [to_memory(row) for row in rows]
 
@@ -357,7 +360,9 @@ def query(conn: Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
         f"{SELECT} WHERE {' AND '.join(['t.tier = %s', *where])} "
         f"ORDER BY t.{options.order_by} {direction}, {ID} {id_direction} LIMIT %s OFFSET %s"
     )
-    rows = conn.execute(sql, [tier.value, *params, options.limit, options.offset]).fetchall()
+    rows = conn.execute(
+        sql, [tier.value, *params, options.limit, options.offset], binary=True
+    ).fetchall()
     return [to_memory(row) for row in rows]
 
 
@@ -366,6 +371,7 @@ def page(conn: Connection, tier: Tier, after_id: str, limit: int) -> list[Memory
     rows = conn.execute(
         f"{SELECT} WHERE t.tier = %s AND {ID} > %s ORDER BY {ID} LIMIT %s",
         (tier.value, after_id, limit),
+        binary=True,
     ).fetchall()
     return [to_memory(row) for row in rows]
 

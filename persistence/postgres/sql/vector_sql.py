@@ -123,10 +123,11 @@ def distances(
 
 
 def unembedded(conn: psycopg.Connection[Any], limit: int) -> list[tuple[str, Tier, str]]:
-    """Up to ``limit`` memories without a vector: ``(id, tier, content)``, oldest first."""
+    """Up to ``limit`` memories without a vector: ``(id, tier, content)``, oldest first
+    (the queue ``tm_unembedded``, kept by triggers: migration v005)."""
     rows = conn.execute(
-        "SELECT m.id, m.tier, m.content FROM tm_memories m WHERE NOT EXISTS "
-        "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq LIMIT %s",
+        "SELECT m.id, m.tier, m.content FROM tm_unembedded u "
+        "JOIN tm_memories m ON m.id = u.memory_id ORDER BY u.seq LIMIT %s",
         (limit,),
     )
     return [(r[0], Tier(r[1]), r[2]) for r in rows]

@@ -71,11 +71,13 @@ class TieredMemoryAdapter:
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
+        chosen = "backend" in opts
         backend = opts.pop("backend", "sqlite")
         if backend not in ("sqlite", "postgres"):
             raise ValueError(f"--opt backend={backend}: sqlite or postgres")
         self._server = PgServerLocations() if backend == "postgres" else None
-        self.name = f"{self.name} [{backend}]"
+        if chosen:  # a backend named on the command line is named in the table too
+            self.name = f"{self.name} [{backend}]"
         overrides: dict[str, Any] = {k: kinds[str(fields[k])](v) for k, v in opts.items()}
         if reranker == "context":
             overrides["reranker"] = SessionContextReranker()

@@ -27,7 +27,8 @@ prints ``READY``, waits for a line on stdin, remembers CONTENT for AGENT and pri
 ``ID id``.
 ``worker.py hold-transaction DB SCOPE``: opens a store scoped to SCOPE (a server URL; ''
 for the whole store), writes one memory inside a transaction, prints ``HOLDING`` and
-keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``.
+keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``;
+``hold-busy-transaction DB SCOPE``: the same, but runs a 60 s statement after ``HOLDING``.
 ``worker.py change DB OP ID``: opens DB through AgentMemoryManager and runs ``forget`` or
 ``update`` (new content ``changed``) on memory ID, then prints ``DONE``.
 DB is a file path or a ``postgresql://`` URL wherever the worker opens a store or manager.
@@ -245,13 +246,16 @@ def remember_on_cue(path: str, content: str, agent: str) -> None:
         _say("ID", memory.remember(content, agent_id=agent).id)
 
 
-def hold_transaction(path: str, scope: str) -> None:
+def hold_transaction(path: str, scope: str, busy: bool = False) -> None:
     store = open_store(path, scope=scope)
     try:
-        with store.transaction():
+        with store.transaction() as conn:
             store.put_episodic(Memory.create(f"held by {scope or 'all'}"))
             _say("HOLDING")
-            sys.stdin.readline()
+            if busy:  # the server works on a statement (a long one) when the kill comes
+                conn.execute("SELECT pg_sleep(60)")
+            else:
+                sys.stdin.readline()
         _say("COMMITTED")
     finally:
         store.close()
@@ -343,6 +347,8 @@ if __name__ == "__main__":
         remember_on_cue(db, rest[0], rest[1])
     elif command == "hold-transaction":
         hold_transaction(db, rest[0])
+    elif command == "hold-busy-transaction":
+        hold_transaction(db, rest[0], busy=True)
     elif command == "change":
         change(db, rest[0], rest[1])
     elif command == "reembed":

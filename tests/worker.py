@@ -13,7 +13,8 @@ comes; prints ``W id token`` (the memory's unique word) once stored.
 ``remember_many`` (prints ``B tag`` once it returned) or by ``remember()`` calls in one
 ``transaction()`` (``T tag``); each memory of a batch carries the batch's tag.
 ``worker.py operate OP DB ARG``: opens DB, prints ``GO``, runs ``restore`` / ``import`` /
-``backup`` with ARG, then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
+``backup`` with ARG (``copy``: copies the memory at ARG into DB, opening both itself),
+then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
 once its snapshot file has content and waits for a line on stdin before going on.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py write-until-told DB TAG``: the same, forever, until a line on stdin.
@@ -210,6 +211,14 @@ def batch(path: str, seed: int) -> None:
 
 
 def operate(op: str, path: str, arg: str) -> None:
+    if op == "copy":  # copy_memory(arg -> path): opens both locations itself
+        from tiered_memory.copying import copy_memory
+
+        _say("GO")
+        start = time.monotonic()
+        copy_memory(arg, path)
+        _say("DONE", f"{time.monotonic() - start:.4f}")
+        return
     with AgentMemoryManager.open(path) as memory:
         _say("GO")
         start = time.monotonic()

@@ -123,3 +123,74 @@ def assert_no_half_done_promotion(state: FileState, tags_per_memory: int) -> Non
         assert current is tiers[0], f"{memory_id} is in {tiers[0]} but its log ends at {current}"
         assert state.tag_counts.get(memory_id) == tags_per_memory, f"{memory_id} lost tags"
     assert set(state.log) <= set(state.where) | state.forgotten, "log names an unknown memory"
+
+
+def server_problems(url: str, *checks: str) -> list[str]:
+    """What the named checks of :mod:`persistence.postgres.sql.integrity_sql` find in
+    ``url``'s committed state (a connection of its own, the whole store in view)."""
+    import psycopg
+
+    from persistence.postgres.sql import integrity_sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [problem for name in checks for problem in integrity_sql.CHECKS[name](conn)]
+
+
+def batch_index_state(location: str) -> tuple[dict[str, int], int, int]:
+    """Of the ``batch`` worker's store: memories per batch tag (the tag ``batch`` aside),
+    keyword-index work left waiting, and memories in the keyword index."""
+    if is_server_url(location):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('tm_keywords')").fetchone() == (None,):
+                return {}, 0, 0
+            sizes = dict(
+                conn.execute(
+                    "SELECT tag, count(*) FROM tm_memories, unnest(tags) AS tag "
+                    "WHERE tag <> 'batch' GROUP BY tag"
+                ).fetchall()
+            )
+            (waiting,) = conn.execute("SELECT count(*) FROM tm_kw_dirty").fetchone() or (0,)
+            (indexed,) = conn.execute("SELECT count(*) FROM tm_keywords").fetchone() or (0,)
+            return sizes, int(waiting), int(indexed)
+    conn = open_raw(Path(location))
+    try:
+        sizes = dict(
+            conn.execute("SELECT tag, count(*) FROM memory_tags WHERE tag <> 'batch' GROUP BY tag")
+        )
+        (waiting,) = conn.execute("SELECT count(*) FROM keyword_dirty").fetchone()
+        (indexed,) = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+        return sizes, waiting, indexed
+    finally:
+        conn.close()
+
+
+def server_checksum(url: str) -> dict[str, str]:
+    """Per table of ``url``'s database but ``tm_version`` (its counter moves with any
+    commit) and ``tm_embedding_cache`` (a cache: its rows carry when each text was last
+    embedded, which differs between two runs of the same work): sha256 over its rows
+    in a stable order, read from one snapshot. The
+    PostgreSQL twin of :func:`tests.data_checks.data_checksum` (a failed comparison
+    names the tables that differ)."""
+    import hashlib
+
+    import psycopg
+
+    sums: dict[str, str] = {}
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+                "AND table_type = 'BASE TABLE' "
+                "AND table_name NOT IN ('tm_version', 'tm_embedding_cache') ORDER BY 1"
+            )
+        ]
+        for table in tables:
+            digest = hashlib.sha256()
+            for row in sorted(repr(r) for r in conn.execute(f'SELECT * FROM "{table}"')):
+                digest.update(row.encode())
+            sums[table] = digest.hexdigest()[:16]
+    return sums

@@ -1,10 +1,10 @@
 """Child-process workload for the knowledge graph's crash test (run as a script).
 
 ``graph_worker.py DB SEED``: forever, through AgentMemoryManager with the default
-extractor run by hand: remembers memories with a caller relation (prints ``R id name``
-once the call returned), forgets some (``f id`` before, ``F id`` after: GC of what they
-supported), merges two entities (``M keep drop``) and works the extraction queue off in
-batches (``X n``).
+extractor run by hand: prints ``READY`` once open, then remembers memories with a caller
+relation (prints ``R id name`` once the call returned), forgets some (``f id`` before,
+``F id`` after: GC of what they supported), merges two entities (``M keep drop``) and
+works the extraction queue off in batches (``X n``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def graph(path: str, seed: int) -> None:
     with AgentMemoryManager.open(
         path, embedder=None, embed_in_background=False, extract_in_background=False
     ) as memory:
+        _say("READY")
         mine: list[str] = []
         n = 0
         while True:

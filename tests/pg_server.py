@@ -118,13 +118,14 @@ class PgServer:
 
     # --- databases ------------------------------------------------------------------------
 
-    def create_database(self, label: str = "") -> str:
-        """A new database copied from the template (so with ``vector``); returns its name:
-        ``tm_<n>_<label>`` (``label`` reduced to ``[a-z0-9_]``, the name kept to 63 bytes)."""
+    def create_database(self, label: str = "", template: str = TEMPLATE) -> str:
+        """A new database copied from ``template`` (by default the one with ``vector``;
+        any database nobody is connected to will do); returns its name: ``tm_<n>_<label>``
+        (``label`` reduced to ``[a-z0-9_]``, the name kept to 63 bytes)."""
         slug = re.sub(r"[^a-z0-9_]+", "_", label.lower()).strip("_")
         name = f"tm_{next(self._numbers)}_{slug}"[:63].rstrip("_")
         with self.connect() as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE {TEMPLATE}')
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         self.created.append(name)
         return name
 
@@ -137,9 +138,10 @@ class PgServer:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     @contextmanager
-    def database(self, label: str = "") -> Iterator[str]:
-        """A fresh database for the block: yields its URL, drops it after (also on error)."""
-        name = self.create_database(label)
+    def database(self, label: str = "", template: str = TEMPLATE) -> Iterator[str]:
+        """A fresh database for the block (a copy of ``template``): yields its URL, drops
+        it after (also on error)."""
+        name = self.create_database(label, template)
         try:
             yield self.url(name)
         finally:

@@ -4,24 +4,32 @@ A worker opens the database, says ``GO``, then runs the operation; the parent ki
 at a random moment spread over how long the operation takes. After each kill the
 database passes its integrity check and holds exactly the old data or exactly the new
 data, never a mix; a killed backup never leaves a broken file under a snapshot's name.
+
+On PostgreSQL: a restore, an import and a copy from a file into a server database,
+killed the same way, leave it holding nothing new or the whole document (each writes in
+one transaction, which the server rolls back when its client is gone).
 """
 
 from __future__ import annotations
 
 import random
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.crash_checks import open_transactions, server_checksum, server_problems
 from tests.data_checks import data_checksum, open_raw
+from tests.pg_server import PgServer, app_url
 from tests.processes import Worker, spawn_worker
 from tiered_memory import AgentMemoryManager, Tier
 
 pytestmark = [pytest.mark.crash, pytest.mark.subprocess, pytest.mark.slow]
 
 KILLS = 8
+SERVER_KILLS = 4  # each kill also makes and drops a database
 
 
 def _integrity_ok(path: Path) -> bool:
@@ -32,17 +40,21 @@ def _integrity_ok(path: Path) -> bool:
         conn.close()
 
 
+def _fill(path: Path, name: str, count: int) -> None:
+    with AgentMemoryManager.open(path) as memory, memory.transaction():
+        for i in range(count):
+            tier = Tier.SEMANTIC if i % 3 else Tier.EPISODIC
+            memory.remember(f"{name} memory {i} " + "z" * 300, tier=tier, tags=[name],
+                            embedding=[float(i % 7)] * 32)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """An 'old' and a 'new' database (different data), a snapshot and an export of new."""
     root = tmp_path_factory.mktemp("crash-ops")
     paths = {"old": root / "old.db", "new": root / "new.db"}
     for name, count in (("old", 3000), ("new", 12000)):
-        with AgentMemoryManager.open(paths[name]) as memory, memory.transaction():
-            for i in range(count):
-                tier = Tier.SEMANTIC if i % 3 else Tier.EPISODIC
-                memory.remember(f"{name} memory {i} " + "z" * 300, tier=tier, tags=[name],
-                                embedding=[float(i % 7)] * 32)  # fmt: skip
+        _fill(paths[name], name, count)
     with AgentMemoryManager.open(paths["new"]) as memory:
         memory.flush()  # entities extracted: no worker finds background work to write
         paths["snapshot"] = memory.backup(root / "new-snapshot.db")
@@ -116,3 +128,87 @@ def test_sigkill_during_backup(files: dict[str, Path], tmp_path: Path) -> None:
         finished.append(done)
     print(f"backup: {KILLS} kills, {KILLS - sum(finished)} mid-operation")
     assert not all(finished)
+
+
+# --- into a PostgreSQL server -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A file of 2000 memories (graph extracted) and its JSON export."""
+    root = tmp_path_factory.mktemp("crash-doc")
+    paths = {"file": root / "doc.db", "export": root / "doc-export.json"}
+    _fill(paths["file"], "doc", 2000)
+    with AgentMemoryManager.open(paths["file"]) as memory:
+        memory.flush()
+        memory.export_json(paths["export"])
+    return paths
+
+
+_CHECKS = ("keyword_index_matches", "graph_invariants", "promotion_log_points_at_memories")
+"""The integrity checks a database must pass after a killed restore, import or copy."""
+
+
+def _unlike(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return sorted(t for t in a.keys() | b.keys() if a.get(t) != b.get(t))
+
+
+def _template(server: PgServer, label: str, memories: int) -> str:
+    """A migrated database holding ``memories`` memories, nobody connected: its name."""
+    name = server.create_database(f"crash_{label}_before")
+    with AgentMemoryManager.open(app_url(server, server.url(name))) as memory:
+        for i in range(memories):
+            memory.remember(f"held before {i}", tags=["before"])
+        memory.flush()  # embedded and extracted: the workers find no background work
+    return name
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("op", "source", "before"),
+    [("restore", "export", 0), ("import", "export", 5), ("copy", "file", 0)],
+)
+def test_sigkill_during_restore_import_or_copy_into_a_server(
+    pg_server: PgServer, document: dict[str, Path], op: str, source: str, before: int
+) -> None:
+    """``restore`` and ``copy`` need an empty database; ``import`` replaces 5 memories."""
+    template = _template(pg_server, op, before)
+    arg = str(document[source])
+    sums: dict[str, dict[str, str]] = {}
+    try:
+        with pg_server.database(f"crash_{op}_whole", template) as url:
+            live = app_url(pg_server, url)
+            sums["old"] = server_checksum(live)
+            worker = spawn_worker("operate", op, live, arg, ready="GO", quiet=False)
+            duration = float(worker.finish(timeout=300)[-1].split()[-1])
+            assert worker.returncode == 0
+            sums["new"] = server_checksum(live)
+            assert server_problems(live, *_CHECKS) == []
+            with AgentMemoryManager.open(live) as memory:
+                assert sum(memory.statistics().tier_counts.values()) == 2000
+        assert sums["new"] != sums["old"]
+        rng = random.Random(op)
+        finished: list[bool] = []
+        writing: list[bool] = []
+        for kill in range(SERVER_KILLS):
+            with pg_server.database(f"crash_{op}_{kill}", template) as url:
+                live = app_url(pg_server, url)
+                worker = spawn_worker("operate", op, live, arg, ready="GO", quiet=False)
+                time.sleep(rng.uniform(0.0, duration))
+                writing.append(open_transactions(live, wait_s=0) > 0)  # its write under way
+                lines = worker.kill()
+                assert open_transactions(live) == 0, "the killed client's transaction stayed"
+                checksum = server_checksum(live)
+                assert checksum in (sums["old"], sums["new"]), (
+                    f"a half-done {op}: tables unlike the old {_unlike(checksum, sums['old'])}, "
+                    f"unlike the new {_unlike(checksum, sums['new'])}"
+                )
+                done = any("DONE" in line for line in lines)
+                if done:
+                    assert checksum == sums["new"]
+                assert server_problems(live, *_CHECKS) == []
+                finished.append(done)
+        print(f"{op} into a server: {SERVER_KILLS} kills, {SERVER_KILLS - sum(finished)} mid-way")
+        assert not all(finished) and any(writing), (finished, writing)
+    finally:
+        pg_server.drop_database(template)

@@ -22,6 +22,7 @@ from persistence import (
     Memory,
     PoolSettings,
     ServerUnavailableError,
+    Tier,
     TieredMemoryError,
 )
 from persistence.postgres import PostgresStore
@@ -102,6 +103,28 @@ def test_an_open_transaction_of_agent_a_does_not_block_agent_b(pg_url: str) -> N
     finally:
         if holder.returncode is None:
             holder.kill()
+
+
+@pytest.mark.subprocess
+@pytest.mark.crash
+@pytest.mark.parametrize("holding", ["hold-transaction", "hold-busy-transaction"])
+def test_a_killed_writer_leaves_no_lock_on_its_agent(pg_url: str, holding: str) -> None:
+    """SIGKILL of a client in the middle of agent a's transaction (waiting for its client,
+    or working on a long statement): the server rolls it back and frees a's writer lock
+    at once, so the next writer of a does not wait out its lock timeout (5 s here)."""
+    PostgresStore(pg_url).open().close()
+    with PostgresStore(pg_url, scope="agent-a", pool=PoolSettings(lock_timeout_s=5.0)) as a:
+        a.put_episodic(Memory.create("warms the pool"))
+        holder = spawn_worker(holding, pg_url, "agent-a", ready="HOLDING", stdin=True)
+        time.sleep(0.2)  # the busy holder is inside its statement by now
+        holder.kill()
+        start = time.monotonic()
+        a.put_episodic(Memory.create("the next writer of agent a"))
+        waited = time.monotonic() - start
+        contents = {m.content for m in a.page(Tier.EPISODIC)}
+    print(f"{holding}: the next writer waited {waited * 1000:.0f} ms after the kill")
+    assert waited < 1.5, f"the next writer of agent a waited {waited:.2f} s"
+    assert "held by agent-a" not in contents and "the next writer of agent a" in contents
 
 
 def test_unscoped_handles_share_one_writer_lane(pg_url: str) -> None:

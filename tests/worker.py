@@ -13,7 +13,8 @@ comes; prints ``W id token`` (the memory's unique word) once stored.
 ``remember_many`` (prints ``B tag`` once it returned) or by ``remember()`` calls in one
 ``transaction()`` (``T tag``); each memory of a batch carries the batch's tag.
 ``worker.py operate OP DB ARG``: opens DB, prints ``GO``, runs ``restore`` / ``import`` /
-``backup`` with ARG, then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
+``backup`` with ARG (``copy``: copies the memory at ARG into DB, opening both itself),
+then prints ``DONE seconds``; ``paused-backup`` prints ``WORKING``
 once its snapshot file has content and waits for a line on stdin before going on.
 ``worker.py write DB N TAG``: writes N episodic memories tagged TAG, printing each id.
 ``worker.py write-until-told DB TAG``: the same, forever, until a line on stdin.
@@ -27,7 +28,8 @@ prints ``READY``, waits for a line on stdin, remembers CONTENT for AGENT and pri
 ``ID id``.
 ``worker.py hold-transaction DB SCOPE``: opens a store scoped to SCOPE (a server URL; ''
 for the whole store), writes one memory inside a transaction, prints ``HOLDING`` and
-keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``.
+keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``;
+``hold-busy-transaction DB SCOPE``: the same, but runs a 60 s statement after ``HOLDING``.
 ``worker.py change DB OP ID``: opens DB through AgentMemoryManager and runs ``forget`` or
 ``update`` (new content ``changed``) on memory ID, then prints ``DONE``.
 DB is a file path or a ``postgresql://`` URL wherever the worker opens a store or manager.
@@ -209,6 +211,14 @@ def batch(path: str, seed: int) -> None:
 
 
 def operate(op: str, path: str, arg: str) -> None:
+    if op == "copy":  # copy_memory(arg -> path): opens both locations itself
+        from tiered_memory.copying import copy_memory
+
+        _say("GO")
+        start = time.monotonic()
+        copy_memory(arg, path)
+        _say("DONE", f"{time.monotonic() - start:.4f}")
+        return
     with AgentMemoryManager.open(path) as memory:
         _say("GO")
         start = time.monotonic()
@@ -245,13 +255,16 @@ def remember_on_cue(path: str, content: str, agent: str) -> None:
         _say("ID", memory.remember(content, agent_id=agent).id)
 
 
-def hold_transaction(path: str, scope: str) -> None:
+def hold_transaction(path: str, scope: str, busy: bool = False) -> None:
     store = open_store(path, scope=scope)
     try:
-        with store.transaction():
+        with store.transaction() as conn:
             store.put_episodic(Memory.create(f"held by {scope or 'all'}"))
             _say("HOLDING")
-            sys.stdin.readline()
+            if busy:  # the server works on a statement (a long one) when the kill comes
+                conn.execute("SELECT pg_sleep(60)")
+            else:
+                sys.stdin.readline()
         _say("COMMITTED")
     finally:
         store.close()
@@ -343,6 +356,8 @@ if __name__ == "__main__":
         remember_on_cue(db, rest[0], rest[1])
     elif command == "hold-transaction":
         hold_transaction(db, rest[0])
+    elif command == "hold-busy-transaction":
+        hold_transaction(db, rest[0], busy=True)
     elif command == "change":
         change(db, rest[0], rest[1])
     elif command == "reembed":

@@ -55,6 +55,22 @@ _INERROR = pq.TransactionStatus.INERROR
 CHANNEL = "tm_changes"
 
 
+CLIENT_CHECK_MS = 500
+"""How often a backend working on a statement checks that its client is still there
+(``client_connection_check_interval``): a killed client's statement stops, its transaction
+rolls back and its agent's writer lock is free within this, not when the statement ends."""
+
+
+def _check_client(conn: Connection) -> None:
+    """Have ``conn``'s backend look for a gone client every :data:`CLIENT_CHECK_MS`
+    (PostgreSQL 14 and later have the setting; an older server runs the statement out)."""
+    if conn.info.server_version >= 140000:
+        conn.execute(
+            "SELECT set_config('client_connection_check_interval', %s, false)",
+            (f"{CLIENT_CHECK_MS}ms",),
+        )
+
+
 class PgDatabase:
     """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
     module docstring). ``url`` may hold a password: it is kept here only, never printed."""
@@ -121,10 +137,16 @@ class PgDatabase:
             )
         except psycopg.Error as exc:
             raise connect_error(exc, self._url) from None
+        try:
+            _check_client(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise call_error(exc, self._url) from None
         return conn
 
     def _configure(self, conn: Connection) -> None:
-        """Set up a new pool connection (scope, writer id, vectors, read-only)."""
+        """Set up a new pool connection (scope, writer id, vectors, read-only, and how
+        soon a backend notices its client is gone)."""
         from pgvector.psycopg import register_vector
 
         conn.execute(
@@ -136,6 +158,7 @@ class PgDatabase:
             (self.scope, self.writer_id, f"{int(self.settings.lock_timeout_s * 1000)}ms",
              "on" if self.read_only else "off", self._synchronous_commit),
         )  # fmt: skip
+        _check_client(conn)
         register_vector(conn)
 
     def _check(self, conn: Connection) -> None:

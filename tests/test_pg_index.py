@@ -243,6 +243,36 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
         pg.keyword_search(["apple"], 5, Tier.EPISODIC, where=MemoryFilter(tier=Tier.SEMANTIC))
 
 
+def test_a_search_by_the_keyword_rows_own_columns_scores_as_the_join_does(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agent, tier and time filters read the keyword rows' own columns (v006): the same
+    scores as the path that joins the memories; a changed agent or time re-indexes."""
+    rng = random.Random(9)
+    vocabulary = [f"w{i}" for i in range(40)]
+    add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 8))),
+                   session_id=f"s{i % 7}", agent_id=f"a{i % 3}", created_at=i)
+              for i in range(150)])  # fmt: skip
+    cases = [MemoryFilter(agent_id="a1"), MemoryFilter(tier=Tier.EPISODIC, created_after=40)]
+    for where in cases:
+        for words in (["w1"], ["w2", "w3", "w4"]):
+            own = pg.keyword_search(words, 100, where=where)
+            monkeypatch.setattr(keyword_sql, "_on_keyword_rows", lambda where: False)
+            joined = pg.keyword_search(words, 100, where=where)
+            monkeypatch.undo()
+            assert own == joined and own
+    with pg.transaction() as conn:
+        conn.execute(
+            "UPDATE tm_memories SET agent_id = 'moved', created_at = 9999 WHERE id = 'm001'"
+        )
+    words = pg.get_memory("m001").content.split()  # type: ignore[union-attr]
+    assert [m for m, _ in pg.keyword_search(words, 5, where=MemoryFilter(agent_id="moved"))] == [
+        "m001"
+    ]
+    late = pg.keyword_search(words, 5, where=MemoryFilter(created_after=5000))
+    assert [m for m, _ in late] == ["m001"]
+
+
 # --- vectors ----------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ A memory's vector lives in ``tm_vectors``; promotion updates the row's tier in p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -24,6 +25,7 @@ from persistence.codecs import decode_embedding, encode_embedding, encode_json
 from persistence.dedup_key import content_key
 from persistence.errors import (
     DuplicateMemoryError,
+    EmbeddingDimensionError,
     InvalidInputError,
     InvalidPromotionError,
     MemoryNotFoundError,
@@ -44,6 +46,9 @@ from persistence.validation import (
     validate_schedule,
 )
 
+_EXPECTED_DIM = re.compile(r"expected (\d+) dimensions")
+"""pgvector's refusal of a vector of another size than the column's."""
+
 
 def _vector(embedding: Any) -> np.ndarray | None:
     """A validated, read-only float32 copy of an embedding (``None`` stays ``None``)."""
@@ -58,6 +63,8 @@ class PgMemoryStore:
     def __init__(self, db: PgDatabase, config: StoreConfig) -> None:
         self.db = db
         self.config = config
+        self._dim: int | None = None  # the vector column's dimension, once typed (committed)
+        db.on_external_change(self.forget_dimension)
 
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
@@ -125,10 +132,12 @@ class PgMemoryStore:
             )
         if not stored:
             return []
+        if len(stored) == 1:
+            self._insert_one(stored[0], rows[0], vectors, schedules)
+            return stored
         with self._writing() as conn:
             for dim in sorted({len(v) for _, v in vectors}):
-                if fix_dimension(conn, dim, self.config.embedding_dim):
-                    vector_sql.ensure_vector_index(conn, dim)
+                self._check_dimension(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)
             if taken:
                 raise DuplicateMemoryError(
@@ -144,6 +153,59 @@ class PgMemoryStore:
             dedup_sql.record(conn, stored)
             schedule_sql.insert_many(conn, schedules)
         return stored
+
+    def _insert_one(
+        self,
+        memory: Memory,
+        row: tuple[Any, ...],
+        vectors: list[tuple[str, np.ndarray]],
+        schedules: Sequence[RepetitionSchedule],
+    ) -> None:
+        """:meth:`insert_memories` of one memory: one statement writes the row, its
+        vector, content key and schedule (``remember()``'s path)."""
+        vector = vectors[0][1] if vectors else None
+        schedule = None
+        if schedules:
+            s = schedules[0]
+            schedule = (
+                s.next_review_at, s.interval_ms, s.review_count,
+                float(s.ease_factor), float(s.stability_days), s.last_reviewed_at,
+            )  # fmt: skip
+        key = content_key(memory.content, memory.agent_id, memory.session_id)
+        with self._writing() as conn:
+            if vector is not None:
+                self._check_dimension(conn, len(vector))
+            try:
+                inserted = memory_sql.insert_one(conn, row, vector, key, schedule)
+            except pg.UniqueViolation:  # another writer (or another agent) has the id
+                raise DuplicateMemoryError(
+                    f"memory id {memory.id} is already used; nothing was written"
+                ) from None
+            except pg.DataException as exc:  # the dimension changed since it was read
+                expected = _EXPECTED_DIM.search(str(exc))
+                if vector is None or expected is None:
+                    raise
+                self.forget_dimension()
+                raise EmbeddingDimensionError(len(vector), int(expected[1])) from None
+            if not inserted:
+                raise DuplicateMemoryError(
+                    f"memory id {memory.id} is already used (1 in the batch); nothing was written"
+                )
+
+    def _check_dimension(self, conn: Connection, dim: int) -> None:
+        """Check (and on the first embedding fix) the store's dimension and its vector
+        index. Once the vector column is typed with it, the dimension is remembered (after
+        the commit) and not read again: the column itself refuses any other size."""
+        if self._dim == dim:
+            return
+        if fix_dimension(conn, dim, self.config.embedding_dim):
+            vector_sql.ensure_vector_index(conn, dim)
+        if vector_sql.column_dimension(conn) == dim:
+            self.db.after_commit(lambda: setattr(self, "_dim", dim))
+
+    def forget_dimension(self) -> None:
+        """Read the dimension again at the next write (it changed, or may have)."""
+        self._dim = None
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it, or ``None``."""
@@ -341,8 +403,8 @@ class PgMemoryStore:
                 raise DuplicateMemoryError(
                     f"memory {memory.id} already lives in {found[1].value}; promote it instead"
                 )
-            if vector is not None and fix_dimension(conn, len(vector), self.config.embedding_dim):
-                vector_sql.ensure_vector_index(conn, len(vector))
+            if vector is not None:
+                self._check_dimension(conn, len(vector))
             memory_sql.upsert(conn, row, vector)
         return stored
 

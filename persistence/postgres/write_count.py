@@ -5,13 +5,15 @@ writing, after earlier blocks wrote, must leave the transaction usable, as on SQ
 
 A statement counts when its command tag is ``INSERT``/``UPDATE``/``DELETE``/``MERGE`` with
 a row count above zero, any other changing command (``CREATE`` ...), an ``executemany``
-that changed rows (or reports no count), or a ``SELECT`` of one of the library's writing
-functions (:data:`WRITING_FUNCTIONS`). ``SET CONSTRAINTS ... IMMEDIATE`` (the keyword index
-catching up with earlier writes) does not.
+that changed rows (or reports no count), a ``SELECT`` of one of the library's writing
+functions (:data:`WRITING_FUNCTIONS`), or a ``WITH`` statement with a data-modifying part
+that returned rows (its statements return what they wrote). ``SET CONSTRAINTS ...
+IMMEDIATE`` (the keyword index catching up with earlier writes) does not.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +27,7 @@ READ_TAGS = frozenset(
 )  # fmt: skip
 WRITING_FUNCTIONS = ("tm_graph_collect(", "tm_kw_flag_tx(")
 """Functions of the migrations that write, called with ``SELECT``."""
+_MODIFYING = re.compile(r"^\s*WITH\b.*\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+)\b", re.I | re.S)
 
 
 def changed_rows(status: str | None, query: Query) -> bool:
@@ -37,7 +40,11 @@ def changed_rows(status: str | None, query: Query) -> bool:
         return not words[-1].isdigit() or int(words[-1]) > 0
     if tag == "SELECT":
         text = query.decode() if isinstance(query, bytes) else query
-        return isinstance(text, str) and any(f in text for f in WRITING_FUNCTIONS)
+        if not isinstance(text, str):
+            return False
+        if any(f in text for f in WRITING_FUNCTIONS):
+            return True
+        return words[-1].isdigit() and int(words[-1]) > 0 and bool(_MODIFYING.match(text))
     return tag not in READ_TAGS
 
 

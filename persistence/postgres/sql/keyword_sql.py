@@ -10,9 +10,11 @@ unnesting every matched tsvector. Ties go in insertion order (``seq``), as FTS5'
 Two stages: the GIN index finds the memories matching any query word; when more than
 ``FIRST`` (or 3 x limit) match, the sum over lexemes of idf x ``ts_rank`` (the window's
 weights, no length normalisation) picks that many and the exact bm25 orders them; fewer
-are all scored exactly. Unfiltered searches of single-token words take each lexeme's
-document frequency from the matches themselves (they hold every memory with it);
-filtered ones (and phrases) count it with the index. The arrays are decompressed once
+are all scored exactly. Searches of single-token words unfiltered or filtered by the
+keyword row's own columns (tier, agent, time range; migration v006) read every match
+once: the matches give each lexeme's document frequency exactly (they hold every memory
+with it) and the accepted ones are ranked. Others (a session, tags, retention, phrases)
+join the memories and count document frequencies with the index. The arrays are decompressed once
 per candidate (``|| '{}'``), not once per lexeme.
 """
 
@@ -50,6 +52,12 @@ WITH stats AS MATERIALIZED (
     WHERE k.kw @@ q.q AND {cond}
 )"""
 
+_HEAD_ALL = _HEAD.replace(
+    "SELECT k.memory_id, k.seq, k.kw FROM", "SELECT k.memory_id, k.seq, k.kw, {cond} AS ok FROM"
+).replace("WHERE k.kw @@ q.q AND {cond}", "WHERE k.kw @@ q.q")
+"""Every match, each marked whether the filter (on the keyword row's own columns) accepts
+it: document frequencies come from all of them, the accepted ones are ranked."""
+
 _DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
     SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
@@ -66,7 +74,7 @@ _DF_FROM_INDEX = """, idf AS MATERIALIZED (
 """Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
 
 _SCORE = """, first AS MATERIALIZED (
-    SELECT c.memory_id, c.seq FROM cand c CROSS JOIN idf i
+    SELECT c.memory_id, c.seq FROM cand c CROSS JOIN idf i {accepted}
     GROUP BY c.memory_id, c.seq
     ORDER BY sum(i.idf * ts_rank(ARRAY[0, %(aw)s, %(cw)s, 1]::float4[], c.kw, i.lq)) DESC, c.seq
     LIMIT %(first)s
@@ -103,6 +111,11 @@ def _single_tokens(words: Sequence[str]) -> bool:
     return all(w.isalnum() for w in (" ".join(_PUNCT.sub(" ", w).split()) for w in words) if w)
 
 
+def _on_keyword_rows(where: MemoryFilter) -> bool:
+    """True if ``tm_keywords``' own columns decide ``where`` (tier, agent, time range)."""
+    return where.session_id is None and not where.tags and where.min_retention is None
+
+
 def search(
     conn: psycopg.Connection[Any],
     words: Sequence[str],
@@ -115,17 +128,17 @@ def search(
     query = tsquery_text(words)
     if not query:
         return []
-    if where.narrows:
-        join = "JOIN tm_memories m ON m.id = k.memory_id"
-        cond, params = recall_filter_sql.condition(where, "m")
-    else:
-        join = ""
+    own_columns = _on_keyword_rows(where)
+    if own_columns and _single_tokens(words):
         cond, params = recall_filter_sql.condition(where, "k")
+        head, df, accepted = _HEAD_ALL.format(join="", cond=cond), _DF_FROM_CANDIDATES, "WHERE c.ok"
+    else:
+        join = "" if own_columns else "JOIN tm_memories m ON m.id = k.memory_id"
+        cond, params = recall_filter_sql.condition(where, "k" if own_columns else "m")
+        head, df, accepted = _HEAD.format(join=join, cond=cond), _DF_FROM_INDEX, ""
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
-    exact_df = where == MemoryFilter() and _single_tokens(words)
-    df = _DF_FROM_CANDIDATES if exact_df else _DF_FROM_INDEX
     params["first"] = max(FIRST, 3 * limit)
-    sql = _HEAD.format(join=join, cond=cond) + df + _SCORE
+    sql = head + df + _SCORE.format(accepted=accepted)
     return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
 
 

@@ -169,6 +169,63 @@ def insert_many(
             cur.executemany(_PUT_VECTOR, vectors)
 
 
+_SCHEDULE_COLUMNS = (
+    "next_review_at, interval_ms, review_count, ease_factor, stability_days, last_reviewed_at"
+)
+
+
+def _insert_one_sql(vector: bool, schedule: bool) -> str:
+    """One new memory with its vector, content key and schedule in one statement: the
+    row goes in only if its id is unused (visible to this handle), and the other rows
+    hang off its ``RETURNING``, so a taken id writes nothing. Returns 1 or 0 rows."""
+    parts = [
+        "WITH ins AS (",
+        f"    INSERT INTO tm_memories ({_WRITTEN})",
+        f"    SELECT {', '.join(f'%({c})s' for c in _COLUMNS)}",
+        "    WHERE NOT EXISTS (SELECT 1 FROM tm_memories WHERE id = %(id)s)",
+        "    RETURNING id",
+        "), ckey AS (",
+        "    INSERT INTO tm_content_keys (memory_id, key) SELECT id, %(ckey)s FROM ins",
+        "    ON CONFLICT (memory_id) DO UPDATE SET key = excluded.key",
+        ")",
+    ]
+    if vector:
+        parts.append(
+            ", vec AS (INSERT INTO tm_vectors (memory_id, embedding) SELECT id, %(vec)b FROM ins)"
+        )
+    if schedule:
+        parts.append(
+            f", sch AS (INSERT INTO tm_schedules (memory_id, {_SCHEDULE_COLUMNS}) "
+            "SELECT id, %(s0)s, %(s1)s, %(s2)s, %(s3)s, %(s4)s, %(s5)s FROM ins)"
+        )
+    parts.append("SELECT id FROM ins")
+    return "\n".join(parts)
+
+
+_INSERT_ONE = {(v, s): _insert_one_sql(v, s) for v in (False, True) for s in (False, True)}
+
+
+def insert_one(
+    conn: Connection,
+    row: tuple[Any, ...],
+    vector: np.ndarray | None,
+    content_key: bytes,
+    schedule: tuple[Any, ...] | None,
+) -> bool:
+    """Insert one new memory row, its vector (if any), its content key and its schedule
+    (``(next_review_at, interval_ms, review_count, ease_factor, stability_days,
+    last_reviewed_at)``, if any) in one round trip; False (nothing written) if a memory
+    this handle sees already has the id."""
+    params: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
+    params["ckey"] = content_key
+    if vector is not None:
+        params["vec"] = vector
+    if schedule is not None:
+        params.update((f"s{i}", value) for i, value in enumerate(schedule))
+    sql = _INSERT_ONE[vector is not None, schedule is not None]
+    return conn.execute(sql, params).fetchone() is not None
+
+
 def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:
     """Which of ``memory_ids`` some tier already holds."""
     rows = conn.execute("SELECT id FROM tm_memories WHERE id = ANY(%s)", (list(memory_ids),))

@@ -27,6 +27,7 @@ from persistence.records import Key, PoolSettings, Synchronous, TracedStatement
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.storage import (
@@ -124,14 +125,16 @@ def _agent_filtered(
     store: SQLiteStore, agent_id: str, backup_dir: str | os.PathLike[str] | None
 ) -> Backend:
     """A file's parts as agent ``agent_id`` sees them (see :mod:`persistence.agent_filter`)."""
-    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id))
+    sessions = SessionStore(store.db, store.clock, agent_id)
+    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
+    files = BackupManager(store, backup_dir, agent_id=agent_id)
     return Backend(
         view,
         GraphStore(store),
         store.db,
-        cast(StoreFiles, AgentFilteredFiles(BackupManager(store, backup_dir))),
+        cast(StoreFiles, AgentFilteredFiles(files)),
         memories=view,
-        sessions=store.sessions,
+        sessions=cast(SessionRecords, view),
         schedules=view,
         indexes=view,
     )

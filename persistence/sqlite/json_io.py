@@ -47,7 +47,7 @@ from persistence.sqlite.sql.meta_sql import (
     read_meta,
     write_meta,
 )
-from persistence.transfer.json_export import TABLES, ExportHeader
+from persistence.transfer.json_export import TABLES, ExportHeader, ExportSource
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 
 PAGE = 1000
@@ -90,6 +90,11 @@ class SQLiteExportSource:
     def __init__(self, conn: apsw.Connection, page: int = PAGE) -> None:
         self._conn = conn
         self._page = page
+
+    @property
+    def page_size(self) -> int:
+        """Records per page."""
+        return self._page
 
     def header(self) -> ExportHeader:
         dim = read_meta(self._conn, EMBEDDING_DIM_KEY)
@@ -135,14 +140,18 @@ class SQLiteExportSource:
 
 
 @contextmanager
-def export_source(conn: apsw.Connection) -> Iterator[SQLiteExportSource]:
+def export_source(conn: apsw.Connection, agent_id: str | None = None) -> Iterator[ExportSource]:
     """The tables of ``conn`` from one snapshot: inside its read transaction, or one
-    opened here for the block."""
+    opened here for the block; with ``agent_id`` only that agent's rows
+    (:class:`~persistence.sqlite.agent_export.AgentExportSource`)."""
+    from persistence.sqlite.agent_export import AgentExportSource
+
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        yield SQLiteExportSource(conn)
+        source = SQLiteExportSource(conn)
+        yield source if agent_id is None else AgentExportSource(conn, source, agent_id)
     finally:
         if own_transaction:
             conn.execute("COMMIT")

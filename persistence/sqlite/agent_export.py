@@ -13,6 +13,7 @@ no agent on a file and are left out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import apsw
@@ -26,12 +27,21 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.sqlite import json_io
 from persistence.sqlite.json_io import SQLiteExportSource, _pages, _second
 from persistence.sqlite.sql import agent_sql, forgetting_sql, session_sql
 from persistence.transfer.graph_io import GRAPH_FIELDS
-from persistence.transfer.json_export import ExportHeader
+from persistence.transfer.json_export import ExportHeader, ExportSource
 
 _R = TypeVar("_R")
+
+
+@contextmanager
+def export_source(conn: apsw.Connection, agent_id: str | None) -> Iterator[ExportSource]:
+    """:func:`persistence.sqlite.json_io.export_source`, with ``agent_id`` only that
+    agent's rows."""
+    with json_io.export_source(conn) as source:
+        yield source if agent_id is None else AgentExportSource(conn, source, agent_id)
 
 
 def _kept(pages: Iterable[Sequence[_R]], keep: Callable[[_R], bool]) -> Iterator[list[_R]]:

@@ -45,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import json_io
+from persistence.sqlite import agent_export, json_io
 from persistence.sqlite.connection import connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
@@ -355,7 +355,7 @@ class BackupManager:
             with (
                 partial.open("wb") as out,
                 self.store.read_connection() as conn,
-                json_io.export_source(conn, self.agent_id) as source,
+                agent_export.export_source(conn, self.agent_id) as source,
             ):
                 export_document(source, out, self.store.clock(), progress)
                 out.flush()
@@ -408,7 +408,7 @@ class BackupManager:
         writes out; :func:`~persistence.transfer.copy_store` reads it as records)."""
         with (
             self.store.read_connection() as conn,
-            json_io.export_source(conn, self.agent_id) as source,
+            agent_export.export_source(conn, self.agent_id) as source,
         ):
             yield source
 

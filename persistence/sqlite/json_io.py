@@ -47,7 +47,7 @@ from persistence.sqlite.sql.meta_sql import (
     read_meta,
     write_meta,
 )
-from persistence.transfer.json_export import TABLES, ExportHeader, ExportSource
+from persistence.transfer.json_export import TABLES, ExportHeader
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 
 PAGE = 1000
@@ -140,18 +140,14 @@ class SQLiteExportSource:
 
 
 @contextmanager
-def export_source(conn: apsw.Connection, agent_id: str | None = None) -> Iterator[ExportSource]:
+def export_source(conn: apsw.Connection) -> Iterator[SQLiteExportSource]:
     """The tables of ``conn`` from one snapshot: inside its read transaction, or one
-    opened here for the block; with ``agent_id`` only that agent's rows
-    (:class:`~persistence.sqlite.agent_export.AgentExportSource`)."""
-    from persistence.sqlite.agent_export import AgentExportSource
-
+    opened here for the block."""
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        source = SQLiteExportSource(conn)
-        yield source if agent_id is None else AgentExportSource(conn, source, agent_id)
+        yield SQLiteExportSource(conn)
     finally:
         if own_transaction:
             conn.execute("COMMIT")

@@ -4,15 +4,15 @@
 call through, except the ones that read or remove memories: those see only memories whose
 ``agent_id`` is the scope's (searches get the agent as a filter, reads by id drop other
 agents' memories, paged walks skip them); sessions and their transcripts are the ones the
-agent started (``sessions.agent_id``, schema version 12) and the forgetting log the rows
-of its memories. :class:`AgentFilteredFiles` exports only the agent's data and refuses
-the file operations that would copy or replace the whole file (backup, restore, import,
-rekey).
+agent started (``sessions.agent_id``, schema version 12), the forgetting log the rows
+of its memories, and the statistics count its rows. :class:`AgentFilteredFiles` exports
+only the agent's data (:mod:`persistence.sqlite.agent_export`) and refuses the file
+operations that would copy or replace the whole file (backup, restore, import, rekey).
+The graph's view is :mod:`persistence.sqlite.agent_graph`.
 
-Not covered: the knowledge graph's reads (entities and relations are shared by the file's
-agents; a scoped export holds only what the agent's memories assert), and scratchpad keys
-and session ids are one namespace per file (a key or id another agent holds is refused).
-On PostgreSQL row-level security scopes every table instead, and nothing here is used.
+Scratchpad keys and session ids are one namespace per file (a key or id another agent
+holds is refused). On PostgreSQL row-level security scopes every table instead, and
+nothing here is used.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from persistence.records import (
     MaintenanceResult,
     Memory,
     MemoryFilter,
+    PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
@@ -39,6 +40,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.sqlite.sql import agent_sql
 
 _FILE_OPS = (
     "an agent-scoped handle on a file cannot {what}: the file holds every agent's data; "
@@ -189,6 +191,14 @@ class AgentFilteredStore:
         """Audit rows of this agent's forgotten memories (rows written before schema
         version 12 name no agent: an unscoped handle reads them)."""
         return list(self._inner.schedules.get_forgetting_log(memory_id, agent_id=self.agent_id))
+
+    def get_statistics(self) -> PersistenceStatistics:
+        """The file's statistics with this agent's row counts (sizes and the embedding
+        cache's count are the file's)."""
+        whole: PersistenceStatistics = self._inner.get_statistics()
+        with self._inner.read_connection() as conn:
+            counts: dict[str, Any] = dict(agent_sql.counts(conn, self.agent_id))
+        return replace(whole, **counts)
 
     # --- sessions and transcripts ----------------------------------------------------------
 

@@ -265,3 +265,29 @@ def test_superuser_refused_a_scoped_handle(pg_server: PgServer, pg_url: str) -> 
         _open(superuser, "a")
     with _open(superuser, None) as memory:  # the operator's handle is fine
         assert memory.query() == []
+
+
+@pytest.mark.postgres
+def test_a_memory_moved_to_another_agent_takes_its_rows_along(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """Migration 6: changing a memory's agent (operator's SQL) moves its scope, its
+    schedule, content key and keyword row along, with the keyword statistics."""
+    url = app_url(pg_server, pg_url)
+    made = _populate(url, True)
+    import psycopg
+
+    moved = made["a"]["memory"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = dict(conn.execute("SELECT scope, n FROM tm_kw_stats").fetchall())
+        conn.execute("UPDATE tm_memories SET agent_id = 'b' WHERE id = %s", (moved,))
+        for table in ("tm_memories", "tm_schedules", "tm_content_keys", "tm_keywords"):
+            column = "id" if table == "tm_memories" else "memory_id"
+            row = conn.execute(f"SELECT scope FROM {table} WHERE {column} = %s", (moved,))
+            assert row.fetchone() == ("b",), table
+        after = dict(conn.execute("SELECT scope, n FROM tm_kw_stats").fetchall())
+        assert (after["a"], after["b"]) == (before["a"] - 1, before["b"] + 1)
+    with _open(url, "b") as memory:
+        assert memory.get(moved) is not None
+    with _open(url, "a") as memory:
+        assert memory.get(moved) is None

@@ -80,6 +80,8 @@ STATEMENTS: tuple[str, ...] = (
         END IF;
         RETURN NULL;
     END $$""",
-    """CREATE TRIGGER tm_scope_follow AFTER UPDATE OF scope ON tm_memories FOR EACH ROW
+    # any UPDATE (a column list would miss the scope the BEFORE trigger sets); the WHEN
+    # keeps it off every other update's queue
+    """CREATE TRIGGER tm_scope_follow AFTER UPDATE ON tm_memories FOR EACH ROW
         WHEN (OLD.scope IS DISTINCT FROM NEW.scope) EXECUTE FUNCTION tm_scope_follow()""",
 )

@@ -19,14 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from persistence.agent_filter import AgentFilteredFiles, AgentFilteredStore
 from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
 from persistence.locations import is_server_url
 from persistence.records import Key, PoolSettings, Synchronous, TracedStatement
+from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
+from persistence.sqlite.agent_graph import AgentFilteredGraph
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.storage import (
@@ -81,7 +83,7 @@ def build_backend(
     tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
     statement the store runs (:class:`~persistence.TracedStatement`). ``scope`` names the
     agent a scoped handle is for (``''``: the whole store): row-level security on a server,
-    :mod:`persistence.agent_filter` on a file."""
+    :mod:`persistence.sqlite.agent_filter` on a file."""
     if is_server_url(location):
         if key is not None:
             from persistence.postgres.files import NO_KEYS
@@ -123,15 +125,19 @@ def build_backend(
 def _agent_filtered(
     store: SQLiteStore, agent_id: str, backup_dir: str | os.PathLike[str] | None
 ) -> Backend:
-    """A file's parts as agent ``agent_id`` sees them (see :mod:`persistence.agent_filter`)."""
-    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id))
+    """A file's parts as agent ``agent_id`` sees them (see
+    :mod:`persistence.sqlite.agent_filter` and :mod:`persistence.sqlite.agent_graph`)."""
+    sessions = SessionStore(store.db, store.clock, agent_id)
+    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
+    files = BackupManager(store, backup_dir, agent_id=agent_id)
+    graph = cast(GraphStorage, AgentFilteredGraph(GraphStore(store), store, agent_id))
     return Backend(
         view,
-        GraphStore(store),
+        graph,
         store.db,
-        cast(StoreFiles, AgentFilteredFiles(BackupManager(store, backup_dir))),
+        cast(StoreFiles, AgentFilteredFiles(files)),
         memories=view,
-        sessions=store.sessions,
+        sessions=cast(SessionRecords, view),
         schedules=view,
         indexes=view,
     )

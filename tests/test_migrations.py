@@ -236,7 +236,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
             plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
         assert "COVERING INDEX" not in plan
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 11 <= migrations.LATEST_VERSION
+        assert store.schema_version == migrations.LATEST_VERSION >= 11
         graph = GraphStore(store)
         assert [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)] == before
         assert before[0] != before[1]  # the invalidated relation counts at one time only
@@ -245,3 +245,22 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
             assert graph_sql.check(conn) == []
         assert "COVERING INDEX idx_relations_subject" in plan
         assert "COVERING INDEX idx_relations_object" in plan
+
+
+def test_a_v11_file_keeps_its_sessions_and_log_store_wide(db_path: Path) -> None:
+    """Version 12 names the agent of sessions and forgetting-log rows; rows already in
+    the file name none: the operator's handle sees them, an agent-scoped one does not."""
+    from persistence import SessionState
+    from persistence.sqlite.session_store import SessionStore
+
+    with SQLiteStore(db_path, migrations=migrations.available_migrations()[:11]) as old:
+        old.put_session(SessionState("old", 1, 1))
+        kept = old.put_episodic(Memory.create("old fact", Tier.EPISODIC))
+        old.forget_memory(kept.id, "test")
+    with SQLiteStore(db_path) as store:
+        assert store.schema_version == migrations.LATEST_VERSION >= 12
+        assert [s.session_id for s in store.get_sessions()] == ["old"]
+        assert SessionStore(store.db, store.clock, "a").get_sessions() == []
+        assert len(store.get_forgetting_log()) == 1
+        assert store.schedules.get_forgetting_log(agent_id="a") == []
+        assert store.schedules.get_forgetting_log(agent_id="") == []

@@ -1,7 +1,7 @@
 """The agent a scoped manager is for: checking it and stamping it on what it writes.
 
 ``AgentMemoryManager.open(location, agent_id="a")`` reads and writes only agent ``a``'s
-data (row-level security on PostgreSQL, :mod:`persistence.agent_filter` on a file);
+data (row-level security on PostgreSQL, :mod:`persistence.sqlite.agent_filter` on a file);
 here the domain makes every memory it writes carry ``agent_id="a"`` and refuses a call
 naming another agent.
 """

@@ -42,9 +42,11 @@ def copy_memory(
     destination: str | os.PathLike[str],
     *,
     progress: Progress | None = None,
+    agent_id: str | None = None,
 ) -> CopyResult:
     """Copy everything at ``source`` into the new or empty ``destination``, all or
     nothing; return the rows copied per table (:class:`~persistence.CopyResult`).
+    With ``agent_id`` only what that agent's scoped handle on ``source`` exports is copied.
 
     ``progress`` is told (done, total) as rows are read and then written. A destination
     that holds anything is refused with :class:`~persistence.InvalidInputError`, as is
@@ -61,7 +63,7 @@ def copy_memory(
         )
     created = not is_server_url(destination) and not Path(destination).exists()
     try:
-        return _copy(source, destination, progress)
+        return _copy(source, destination, progress, agent_id or "")
     except BaseException:
         if created:
             for suffix in ("", "-wal", "-shm", "-journal"):
@@ -70,9 +72,12 @@ def copy_memory(
 
 
 def _copy(
-    source: str | os.PathLike[str], destination: str | os.PathLike[str], progress: Progress | None
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    progress: Progress | None,
+    agent_id: str = "",
 ) -> CopyResult:
-    src = build_backend(source, read_only=True)
+    src = build_backend(source, read_only=True, scope=agent_id)
     dst = build_backend(destination)
     with closing(src.store.open()), closing(dst.store.open()), src.backups.export_source() as rows:
         return copy_store(

@@ -45,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import json_io
+from persistence.sqlite import agent_export, json_io
 from persistence.sqlite.connection import connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
@@ -100,9 +100,17 @@ class BackupManager:
     first use, mode 0700); an in-memory store needs one to be given.
     """
 
-    def __init__(self, store: SQLiteStore, backup_dir: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        store: SQLiteStore,
+        backup_dir: str | os.PathLike[str] | None = None,
+        *,
+        agent_id: str | None = None,
+    ):
         self.store = store
         self._backup_dir = None if backup_dir is None else Path(backup_dir)
+        self.agent_id = agent_id
+        """An agent-scoped handle's agent: exports hold only its data."""
 
     @property
     def backup_dir(self) -> Path:
@@ -347,7 +355,7 @@ class BackupManager:
             with (
                 partial.open("wb") as out,
                 self.store.read_connection() as conn,
-                json_io.export_source(conn) as source,
+                agent_export.export_source(conn, self.agent_id) as source,
             ):
                 export_document(source, out, self.store.clock(), progress)
                 out.flush()
@@ -398,7 +406,10 @@ class BackupManager:
     def export_source(self) -> Iterator[ExportSource]:
         """Every table from one read snapshot, for the block (what :meth:`export_json`
         writes out; :func:`~persistence.transfer.copy_store` reads it as records)."""
-        with self.store.read_connection() as conn, json_io.export_source(conn) as source:
+        with (
+            self.store.read_connection() as conn,
+            agent_export.export_source(conn, self.agent_id) as source,
+        ):
             yield source
 
     def import_sink(self) -> AbstractContextManager[ImportSink]:

@@ -91,6 +91,11 @@ class SQLiteExportSource:
         self._conn = conn
         self._page = page
 
+    @property
+    def page_size(self) -> int:
+        """Records per page."""
+        return self._page
+
     def header(self) -> ExportHeader:
         dim = read_meta(self._conn, EMBEDDING_DIM_KEY)
         return ExportHeader(

@@ -70,10 +70,11 @@ def forget(
 ) -> bool:
     """Delete a memory of ``tier`` and log why, stamped ``clock()`` (in the caller's
     transaction); False if there was none."""
+    agent_id = forgetting_sql.agent_of(conn, tier, memory_id)
     if not memory_sql.delete(conn, tier, memory_id):
         return False
     record = ForgettingRecord(memory_id, tier, clock(), retention, reason)
-    forgetting_sql.log_forgotten(conn, record)
+    forgetting_sql.log_forgotten(conn, record, agent_id)
     return True
 
 

@@ -85,8 +85,11 @@ class ScheduleStore:
             for memory_id, retention in forgotten:
                 forget(conn, tier, memory_id, retention, reason, self.clock)
 
-    def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        """Audit rows of forgotten memories, oldest first (for one memory, or all)."""
+    def get_forgetting_log(
+        self, memory_id: str | None = None, *, agent_id: str | None = None
+    ) -> list[ForgettingRecord]:
+        """Audit rows of forgotten memories, oldest first (for one memory, or all; of
+        ``agent_id``'s memories if given: rows written before schema version 12 name none)."""
         require_str(memory_id, "memory_id", allow_none=True)
         with self._reading() as conn:
-            return forgetting_sql.forgetting_log(conn, memory_id)
+            return forgetting_sql.forgetting_log(conn, memory_id, agent_id)

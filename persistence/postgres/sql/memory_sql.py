@@ -286,10 +286,10 @@ WITH gone AS (
     DELETE FROM tm_memories AS t
     USING unnest(%(ids)s::text[], %(retentions)s::float8[]) WITH ORDINALITY AS f(id, r, n)
     WHERE t.id = f.id AND (%(tier)s::text IS NULL OR t.tier = %(tier)s::text)
-    RETURNING t.id, t.tier, f.r, f.n
+    RETURNING t.id, t.scope, t.tier, f.r, f.n
 ), logged AS (
-    INSERT INTO tm_forgetting_log (memory_id, tier, forgotten_at, retention, reason)
-    SELECT id, tier, %(at)s, r, %(reason)s FROM gone WHERE %(reason)s::text IS NOT NULL
+    INSERT INTO tm_forgetting_log (memory_id, scope, tier, forgotten_at, retention, reason)
+    SELECT id, scope, tier, %(at)s, r, %(reason)s FROM gone WHERE %(reason)s::text IS NOT NULL
     ORDER BY n
 ), schedules AS (
     DELETE FROM tm_schedules WHERE memory_id IN (SELECT id FROM gone)

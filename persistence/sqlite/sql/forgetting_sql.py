@@ -38,33 +38,65 @@ def set_retention(conn: apsw.Connection, tier: Tier, updates: Sequence[tuple[str
     )
 
 
-def log_forgotten(conn: apsw.Connection, record: ForgettingRecord) -> None:
-    """Append one audit row for a forgotten memory."""
-    conn.execute(
-        "INSERT INTO forgetting_log (memory_id, tier, forgotten_at, retention, reason) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (record.memory_id, record.tier.value, record.forgotten_at, record.retention, record.reason),
-    )
+def agent_of(conn: apsw.Connection, tier: Tier, memory_id: str) -> str | None:
+    """The agent of a memory of ``tier`` (``None``: none, or no such memory)."""
+    row = query_one(conn, f"SELECT agent_id FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
+    return None if row is None else row[0]
 
 
-def forgetting_log(conn: apsw.Connection, memory_id: str | None) -> list[ForgettingRecord]:
-    """Audit rows, oldest first, for one memory or for all."""
-    sql = "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log"
+def log_forgotten(
+    conn: apsw.Connection, record: ForgettingRecord, agent_id: str | None = None
+) -> None:
+    """Append one audit row for a forgotten memory (of agent ``agent_id``)."""
+    values = (record.memory_id, record.tier.value, record.forgotten_at, record.retention,
+              record.reason)  # fmt: skip
+    if agent_id is None:  # no owner column named: a file of any schema version
+        conn.execute(
+            "INSERT INTO forgetting_log (memory_id, tier, forgotten_at, retention, reason) "
+            "VALUES (?, ?, ?, ?, ?)",
+            values,
+        )
+    else:
+        conn.execute(
+            "INSERT INTO forgetting_log (memory_id, tier, forgotten_at, retention, reason, "
+            "agent_id) VALUES (?, ?, ?, ?, ?, ?)",
+            (*values, agent_id),
+        )
+
+
+def forgetting_log(
+    conn: apsw.Connection, memory_id: str | None, agent_id: str | None = None
+) -> list[ForgettingRecord]:
+    """Audit rows, oldest first, for one memory or for all (of ``agent_id``'s memories,
+    if given)."""
+    sql = "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log WHERE 1"
     params: tuple[str, ...] = ()
     if memory_id is not None:
-        sql += " WHERE memory_id = ?"
+        sql += " AND memory_id = ?"
         params = (memory_id,)
+    if agent_id is not None:
+        sql += " AND agent_id = ?"
+        params = (*params, agent_id)
     rows = query_all(conn, sql + " ORDER BY id", params)
     return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]
 
 
-def page(conn: apsw.Connection, after_id: int, limit: int) -> list[tuple[int, ForgettingRecord]]:
-    """The next ``limit`` audit rows with id > ``after_id``, with their ids."""
+def _scoped(params: tuple[object, ...], agent_id: str | None) -> tuple[object, ...]:
+    return params if agent_id is None else (*params, agent_id)
+
+
+def page(
+    conn: apsw.Connection, after_id: int, limit: int, agent_id: str | None = None
+) -> list[tuple[int, ForgettingRecord]]:
+    """The next ``limit`` audit rows (of ``agent_id``'s memories, if given) with
+    id > ``after_id``, with their ids."""
+    owner = "" if agent_id is None else " AND agent_id = ?"
+    params: tuple[object, ...] = _scoped((after_id,), agent_id) + (limit,)
     rows = query_all(
         conn,
         "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM forgetting_log "
-        "WHERE id > ? ORDER BY id LIMIT ?",
-        (after_id, limit),
+        f"WHERE id > ?{owner} ORDER BY id LIMIT ?",
+        params,
     )
     return [(r[0], ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
 

@@ -17,6 +17,16 @@ _COLUMNS = (
 )
 
 
+def _mine(agent_id: str | None, column: str = "agent_id") -> str:
+    """The condition on a session's owner: none for ``None`` (an unscoped handle sees
+    every session), else ``column = ?`` (the agent given as the next parameter)."""
+    return "" if agent_id is None else f" AND {column} = ?"
+
+
+def _with(params: tuple[Any, ...], agent_id: str | None) -> tuple[Any, ...]:
+    return params if agent_id is None else (*params, agent_id)
+
+
 def _to_session(row: Sequence[Any]) -> SessionState:
     return SessionState(
         session_id=row[0],
@@ -48,64 +58,90 @@ def encode_row(session: SessionState) -> tuple[Any, ...]:
     )
 
 
-def upsert(conn: apsw.Connection, row: tuple[Any, ...]) -> None:
-    """Insert or update a session (its transcripts are kept)."""
+def upsert(conn: apsw.Connection, row: tuple[Any, ...], agent_id: str | None = None) -> bool:
+    """Insert or update a session (its transcripts are kept); an insert names
+    ``agent_id`` as its owner. With ``agent_id`` only that agent's session is updated:
+    False if the id is another owner's (nothing written)."""
+    columns, values, owner = _COLUMNS, row, ""
+    if agent_id is not None:  # (an unscoped write names no owner column: any schema)
+        columns, values = f"{_COLUMNS}, agent_id", (*row, agent_id)
+        owner = " WHERE sessions.agent_id IS excluded.agent_id"
+    marks = ", ".join("?" for _ in values)
     conn.execute(
-        f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO sessions ({columns}) VALUES ({marks}) "
         "ON CONFLICT (session_id) DO UPDATE SET started_at = excluded.started_at, "
         "last_active_at = excluded.last_active_at, turn_number = excluded.turn_number, "
         "active_agents = excluded.active_agents, scratchpad_state = excluded.scratchpad_state, "
         "metadata = excluded.metadata, is_active = excluded.is_active, "
-        "pending_compaction = excluded.pending_compaction, ended_at = excluded.ended_at",
-        row,
+        "pending_compaction = excluded.pending_compaction, ended_at = excluded.ended_at" + owner,
+        values,
     )
-
-
-def fetch(conn: apsw.Connection, session_id: str) -> SessionState | None:
-    """The session, or ``None``."""
-    row = query_one(conn, f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
-    return None if row is None else _to_session(row)
-
-
-def is_active(conn: apsw.Connection, session_id: str) -> bool | None:
-    """Whether the session is active; ``None`` if there is none (one index probe, no
-    decoding: the check every write into a session makes)."""
-    row = query_one(conn, "SELECT is_active FROM sessions WHERE session_id = ?", (session_id,))
-    return None if row is None else bool(row[0])
-
-
-def delete(conn: apsw.Connection, session_id: str) -> bool:
-    """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
-    conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
     return conn.changes() > 0
 
 
-def recent(conn: apsw.Connection, limit: int | None) -> list[SessionState]:
+def fetch(
+    conn: apsw.Connection, session_id: str, agent_id: str | None = None
+) -> SessionState | None:
+    """The session (of ``agent_id``, if given), or ``None``."""
+    row = query_one(
+        conn,
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?{_mine(agent_id)}",
+        _with((session_id,), agent_id),
+    )
+    return None if row is None else _to_session(row)
+
+
+def is_active(conn: apsw.Connection, session_id: str, agent_id: str | None = None) -> bool | None:
+    """Whether the session is active; ``None`` if there is none (one index probe, no
+    decoding: the check every write into a session makes)."""
+    row = query_one(
+        conn,
+        f"SELECT is_active FROM sessions WHERE session_id = ?{_mine(agent_id)}",
+        _with((session_id,), agent_id),
+    )
+    return None if row is None else bool(row[0])
+
+
+def delete(conn: apsw.Connection, session_id: str, agent_id: str | None = None) -> bool:
+    """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
+    conn.execute(
+        f"DELETE FROM sessions WHERE session_id = ?{_mine(agent_id)}",
+        _with((session_id,), agent_id),
+    )
+    return conn.changes() > 0
+
+
+def recent(
+    conn: apsw.Connection, limit: int | None, agent_id: str | None = None
+) -> list[SessionState]:
     """All sessions, ended or not, most recently active first."""
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active_at DESC, session_id LIMIT ?",
-        (-1 if limit is None else limit,),
+        f"SELECT {_COLUMNS} FROM sessions WHERE 1{_mine(agent_id)} "
+        "ORDER BY last_active_at DESC, session_id LIMIT ?",
+        (*_with((), agent_id), -1 if limit is None else limit),
     )
     return [_to_session(row) for row in rows]
 
 
-def active(conn: apsw.Connection) -> list[SessionState]:
+def active(conn: apsw.Connection, agent_id: str | None = None) -> list[SessionState]:
     """Active sessions, most recently active first."""
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1 "
+        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1{_mine(agent_id)} "
         "ORDER BY last_active_at DESC, session_id",
+        _with((), agent_id),
     )
     return [_to_session(row) for row in rows]
 
 
-def pending_compaction(conn: apsw.Connection) -> list[SessionState]:
+def pending_compaction(conn: apsw.Connection, agent_id: str | None = None) -> list[SessionState]:
     """Sessions flagged for compaction, least recently active first."""
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1 "
+        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1{_mine(agent_id)} "
         "ORDER BY last_active_at, session_id",
+        _with((), agent_id),
     )
     return [_to_session(row) for row in rows]
 
@@ -157,25 +193,34 @@ def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]
     return [TranscriptEntry(*row) for row in rows]
 
 
-def page(conn: apsw.Connection, after_id: str, limit: int) -> list[SessionState]:
-    """The next ``limit`` sessions with id > ``after_id``."""
+def page(
+    conn: apsw.Connection, after_id: str, limit: int, agent_id: str | None = None
+) -> list[SessionState]:
+    """The next ``limit`` sessions (of ``agent_id``, if given) with id > ``after_id``."""
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?",
-        (after_id, limit),
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ?{_mine(agent_id)} "
+        "ORDER BY session_id LIMIT ?",
+        (*_with((after_id,), agent_id), limit),
     )
     return [_to_session(row) for row in rows]
 
 
 def transcript_page(
-    conn: apsw.Connection, after_rowid: int, limit: int
+    conn: apsw.Connection, after_rowid: int, limit: int, agent_id: str | None = None
 ) -> list[tuple[int, TranscriptEntry]]:
-    """The next ``limit`` transcript lines in insertion order, with their rowids."""
+    """The next ``limit`` transcript lines (of ``agent_id``'s sessions, if given) in
+    insertion order, with their rowids."""
+    owner = (
+        ""
+        if agent_id is None
+        else " AND session_id IN (SELECT session_id FROM sessions WHERE agent_id = ?)"
+    )
     rows = query_all(
         conn,
         "SELECT rowid, id, session_id, turn_number, role, content, timestamp, speaker "
-        "FROM session_transcripts WHERE rowid > ? ORDER BY rowid LIMIT ?",
-        (after_rowid, limit),
+        f"FROM session_transcripts WHERE rowid > ?{owner} ORDER BY rowid LIMIT ?",
+        (*_with((after_rowid,), agent_id), limit),
     )
     return [(row[0], TranscriptEntry(*row[1:])) for row in rows]
 

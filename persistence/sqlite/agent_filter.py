@@ -3,12 +3,16 @@
 :class:`AgentFilteredStore` wraps a :class:`~persistence.MemoryStorage` and passes every
 call through, except the ones that read or remove memories: those see only memories whose
 ``agent_id`` is the scope's (searches get the agent as a filter, reads by id drop other
-agents' memories, paged walks skip them). :class:`AgentFilteredFiles` refuses the file
-operations that would read or replace the whole file (backup, restore, export, import).
+agents' memories, paged walks skip them); sessions and their transcripts are the ones the
+agent started (``sessions.agent_id``, schema version 12), the forgetting log the rows
+of its memories, and the statistics count its rows. :class:`AgentFilteredFiles` exports
+only the agent's data (:mod:`persistence.sqlite.agent_export`) and refuses the file
+operations that would copy or replace the whole file (backup, restore, import, rekey).
+The graph's view is :mod:`persistence.sqlite.agent_graph`.
 
-Not covered (a file has no owner column for them): sessions and transcripts, the knowledge
-graph, the forgetting log and scratchpad keys (one namespace for the file). On PostgreSQL
-row-level security scopes every table instead, and nothing here is used.
+Scratchpad keys and session ids are one namespace per file (a key or id another agent
+holds is refused). On PostgreSQL row-level security scopes every table instead, and
+nothing here is used.
 """
 
 from __future__ import annotations
@@ -27,25 +31,31 @@ from persistence.records import (
     MaintenanceResult,
     Memory,
     MemoryFilter,
+    PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
     RepetitionSchedule,
     RetentionInput,
+    SessionState,
     Tier,
+    TranscriptEntry,
 )
+from persistence.sqlite.sql import agent_sql
 
 _FILE_OPS = (
     "an agent-scoped handle on a file cannot {what}: the file holds every agent's data; "
-    "open it without agent_id (or use a PostgreSQL location, where the export is scoped)"
+    "open it without agent_id (export_json and copy give this agent's data alone)"
 )
 
 
 class AgentFilteredStore:
     """``inner`` as agent ``agent_id`` sees it (see the module docstring)."""
 
-    def __init__(self, inner: Any, agent_id: str) -> None:
+    def __init__(self, inner: Any, agent_id: str, sessions: Any) -> None:
         self._inner = inner
         self.agent_id = agent_id
+        self.sessions = sessions
+        """The agent's sessions (a :class:`~persistence.SessionRecords`)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -178,8 +188,66 @@ class AgentFilteredStore:
         )
 
     def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        """Nothing: a file's audit rows name no agent (an unscoped handle reads them)."""
-        return []
+        """Audit rows of this agent's forgotten memories (rows written before schema
+        version 12 name no agent: an unscoped handle reads them)."""
+        return list(self._inner.schedules.get_forgetting_log(memory_id, agent_id=self.agent_id))
+
+    def get_statistics(self) -> PersistenceStatistics:
+        """The file's statistics with this agent's row counts (sizes and the embedding
+        cache's count are the file's)."""
+        whole: PersistenceStatistics = self._inner.get_statistics()
+        with self._inner.read_connection() as conn:
+            counts: dict[str, Any] = dict(agent_sql.counts(conn, self.agent_id))
+        return replace(whole, **counts)
+
+    # --- sessions and transcripts ----------------------------------------------------------
+
+    def put_session(self, session: SessionState) -> None:
+        """Start or update this agent's session (an id another agent holds is refused)."""
+        self.sessions.put_session(session)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        """This agent's session, or ``None``."""
+        found: SessionState | None = self.sessions.get_session(session_id)
+        return found
+
+    def session_is_active(self, session_id: str) -> bool | None:
+        """Whether this agent's session is active; ``None`` if it has none of that id."""
+        active: bool | None = self.sessions.session_is_active(session_id)
+        return active
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete this agent's session and its transcript."""
+        return bool(self.sessions.delete_session(session_id))
+
+    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
+        """This agent's sessions, most recently active first."""
+        return list(self.sessions.get_sessions(limit))
+
+    def get_sessions_pending_compaction(self) -> list[SessionState]:
+        """This agent's sessions flagged for compaction."""
+        return list(self.sessions.get_sessions_pending_compaction())
+
+    def touch_session(self, session_id: str, at: int) -> None:
+        """Move this agent's session's ``last_active_at`` forward."""
+        self.sessions.touch_session(session_id, at)
+
+    def get_active_sessions(self) -> list[SessionState]:
+        """This agent's active sessions."""
+        return list(self.sessions.get_active_sessions())
+
+    def append_transcript(
+        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
+    ) -> TranscriptEntry:
+        """Add a line to this agent's session."""
+        entry: TranscriptEntry = self.sessions.append_transcript(
+            session_id, turn, role, content, speaker=speaker
+        )
+        return entry
+
+    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
+        """The transcript of this agent's session (``[]`` for another's)."""
+        return list(self.sessions.get_transcripts(session_id))
 
     # --- recall ----------------------------------------------------------------------------
 
@@ -219,7 +287,8 @@ def _id_of(record: Any) -> str:
 
 
 class AgentFilteredFiles:
-    """A file's operations for an agent-scoped handle: whole-file ones are refused."""
+    """A file's operations for an agent-scoped handle: exports hold the agent's data
+    (``inner`` is built with its ``agent_id``); whole-file ones are refused."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -241,17 +310,21 @@ class AgentFilteredFiles:
     def restore_backup(self, source: str | os.PathLike[str]) -> Any:
         raise self._refuse("restore it")
 
-    def export_json(self, *args: Any, **kwargs: Any) -> Path:
-        raise self._refuse("export it")
-
     def import_json(self, *args: Any, **kwargs: Any) -> Any:
         raise self._refuse("import into it")
 
     def rekey(self, new_key: Any) -> None:
         raise self._refuse("rekey it")
 
+    def export_json(self, *args: Any, **kwargs: Any) -> Path:
+        """This agent's data as a JSON document (see :mod:`persistence.sqlite.agent_export`)."""
+        path: Path = self._inner.export_json(*args, **kwargs)
+        return path
+
     def export_source(self) -> AbstractContextManager[Any]:
-        raise self._refuse("copy it")
+        """This agent's data from one snapshot, for a copy."""
+        source: AbstractContextManager[Any] = self._inner.export_source()
+        return source
 
     def import_sink(self) -> AbstractContextManager[Any]:
         raise self._refuse("copy into it")

@@ -1,4 +1,4 @@
-"""Version 6: a memory the operator writes for an agent is in that agent's scope.
+"""Version 7: a memory the operator writes for an agent is in that agent's scope.
 
 On a file an agent-scoped handle sees every memory whose ``agent_id`` is its agent,
 whoever wrote it. Here, so far, a row's scope was the writer's: a memory the unscoped
@@ -18,7 +18,7 @@ Sessions and the knowledge graph keep the writer's scope: an operator's sessions
 entities it extracts are store-wide (the operator's), as on a file.
 """
 
-VERSION = 6
+VERSION = 7
 DESCRIPTION = "a memory's scope is its agent_id when an unscoped handle writes it"
 
 MEMORY_ROWS = (

@@ -44,11 +44,12 @@ def disk(tmp_path: Path) -> Iterator[Path]:
 def fill(directory: Path, leave: int = 0) -> Path:
     """Fill the file system holding ``directory`` up, then free ``leave`` bytes."""
     filler = directory / "filler"
-    with filler.open("wb") as out:
+    # Unbuffered: a buffered file would flush what the failed write left in its buffer at
+    # close and raise the same ENOSPC again (depending on where the disk ran out).
+    with filler.open("wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError:
             pass
     os.truncate(filler, max(filler.stat().st_size - leave, 0))

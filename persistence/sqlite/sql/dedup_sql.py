@@ -3,28 +3,17 @@ hash of its normalised content, agent and session (:func:`content_key`)."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import unicodedata
 from collections.abc import Sequence
 
 import apsw
 import orjson
 
+from persistence.dedup_key import content_key  # both backends' key (cached there)
 from persistence.records import Memory, Tier
 from persistence.sqlite.connection import query_all
 from persistence.sqlite.sql.memory_sql import TABLE
 
 __all__ = ["content_key", "find", "forget", "record", "rebuild"]
-
-
-@functools.lru_cache(maxsize=16)  # remember() looks a key up, then records it: computed once
-def content_key(content: str, agent_id: str | None, session_id: str | None) -> bytes:
-    """The deduplication key: same normalised text, agent and session, same key (the
-    migration that created ``content_keys`` keeps a frozen copy of this function)."""
-    text = " ".join(unicodedata.normalize("NFKC", str(content)).casefold().split())
-    scope = f"{agent_id or ''}\x1f{session_id or ''}\x1f"
-    return hashlib.blake2b((scope + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 _RECORD = "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)"

@@ -14,9 +14,8 @@ are all scored exactly. Searches of single-token words unfiltered or filtered by
 keyword row's own columns (tier, agent, time range; migration v006) read every match
 once: the matches give each lexeme's document frequency exactly (they hold every memory
 with it) and the accepted ones are ranked. Others (a session, tags, retention, phrases)
-join the memories and count document frequencies with the index. Each candidate's
-tsvector is ranked once per query lexeme (the ranks give the document frequencies too),
-and each pick's tf arrays are unnested once and joined to the query's lexemes.
+join the memories and count document frequencies with the index. The arrays are decompressed once
+per candidate (``|| '{}'``), not once per lexeme.
 """
 
 from __future__ import annotations
@@ -49,51 +48,53 @@ WITH stats AS MATERIALIZED (
     FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
 ), q AS MATERIALIZED (SELECT to_tsquery('tm_english', %(q)s) AS q
 ), cand AS MATERIALIZED (
-    SELECT k.memory_id, k.seq, k.kw, {ok} AS ok FROM tm_keywords k {join} CROSS JOIN q
-    WHERE k.kw @@ q.q {where}
-), pair AS MATERIALIZED (
-    SELECT c.memory_id, c.seq, c.ok, l.lex,
-           ts_rank(ARRAY[0, %(aw)s, %(cw)s, 1]::float4[], c.kw, l.lq) AS r
-    FROM cand c CROSS JOIN lexemes l
+    SELECT k.memory_id, k.seq, k.kw FROM tm_keywords k {join} CROSS JOIN q
+    WHERE k.kw @@ q.q AND {cond}
 )"""
-"""Every candidate's ``ts_rank`` per query lexeme, once (weights A = 1, B = context,
-C = after, no D: positive iff the candidate holds the lexeme)."""
+
+_HEAD_ALL = _HEAD.replace(
+    "SELECT k.memory_id, k.seq, k.kw FROM", "SELECT k.memory_id, k.seq, k.kw, {cond} AS ok FROM"
+).replace("WHERE k.kw @@ q.q AND {cond}", "WHERE k.kw @@ q.q")
+"""Every match, each marked whether the filter (on the keyword row's own columns) accepts
+it: document frequencies come from all of them, the accepted ones are ranked."""
 
 _DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
-    SELECT l.lex, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
+    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
-         (SELECT count(*) AS df FROM pair p WHERE p.lex = l.lex AND p.r > 0) d
+         (SELECT count(*) AS df FROM cand c WHERE c.kw @@ l.lq) d
 )"""
-"""One token per word, filter on the keyword row's own columns: every memory holding a
-query lexeme is a candidate, so the candidates' ranks give each lexeme's document
-frequency exactly (no second pass over the tsvectors)."""
+"""Unfiltered, one token per word: every memory holding a query lexeme is a candidate,
+so the candidates give each lexeme's document frequency exactly."""
 
 _DF_FROM_INDEX = """, idf AS MATERIALIZED (
-    SELECT l.lex, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
+    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
          (SELECT count(*) AS df FROM tm_keywords WHERE kw @@ l.lq) d
 )"""
-"""Filtered by a joined column (or a phrase): document frequencies counted over the whole
-index (GIN)."""
+"""Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
 
 _SCORE = """, first AS MATERIALIZED (
-    SELECT p.memory_id, p.seq FROM pair p JOIN idf i ON i.lex = p.lex WHERE p.ok
-    GROUP BY p.memory_id, p.seq
-    ORDER BY sum(i.idf * p.r) DESC, p.seq
+    SELECT c.memory_id, c.seq FROM cand c CROSS JOIN idf i {accepted}
+    GROUP BY c.memory_id, c.seq
+    ORDER BY sum(i.idf * ts_rank(ARRAY[0, %(aw)s, %(cw)s, 1]::float4[], c.kw, i.lq)) DESC, c.seq
     LIMIT %(first)s
-), hits AS MATERIALIZED (
-    SELECT f.memory_id, f.seq, k.kw_len, i.idf, u.fa + %(cw)s * u.fb + %(aw)s * u.fc AS f
+), rows AS MATERIALIZED (
+    SELECT f.memory_id, f.seq, k.kw_len, k.kw_lex || '{{}}'::text[] AS kw_lex,
+           k.kw_fa || '{{}}'::real[] AS kw_fa, k.kw_fb || '{{}}'::real[] AS kw_fb,
+           k.kw_fc || '{{}}'::real[] AS kw_fc
     FROM first f JOIN tm_keywords k ON k.memory_id = f.memory_id
-    CROSS JOIN LATERAL unnest(k.kw_lex, k.kw_fa, k.kw_fb, k.kw_fc) AS u (lex, fa, fb, fc)
-    JOIN idf i ON i.lex = u.lex
+), hits AS MATERIALIZED (
+    SELECT r.memory_id, r.seq, r.kw_len, i.idf,
+           r.kw_fa[p.p] + %(cw)s * r.kw_fb[p.p] + %(aw)s * r.kw_fc[p.p] AS f
+    FROM rows r CROSS JOIN idf i
+    CROSS JOIN LATERAL (SELECT array_position(r.kw_lex, i.lex) AS p) p
+    WHERE p.p IS NOT NULL
 )
 SELECT h.memory_id,
        -sum(h.idf * (h.f * 2.2) / (h.f + 1.2 * (0.25 + 0.75 * h.kw_len / s.avgdl))) AS score
 FROM hits h CROSS JOIN stats s
 GROUP BY h.memory_id, h.seq ORDER BY score, h.seq LIMIT %(limit)s
 """
-"""The first stage picks by idf x rank; the exact bm25 orders the picks from each row's
-tf arrays, unnested once and joined to the query's lexemes."""
 
 
 def tsquery_text(words: Sequence[str]) -> str:
@@ -130,16 +131,15 @@ def search(
     own_columns = _on_keyword_rows(where)
     if own_columns and _single_tokens(words):
         cond, params = recall_filter_sql.condition(where, "k")
-        head, df = _HEAD.format(ok=cond, join="", where=""), _DF_FROM_CANDIDATES
+        head, df, accepted = _HEAD_ALL.format(join="", cond=cond), _DF_FROM_CANDIDATES, "WHERE c.ok"
     else:
         join = "" if own_columns else "JOIN tm_memories m ON m.id = k.memory_id"
         cond, params = recall_filter_sql.condition(where, "k" if own_columns else "m")
-        head, df = _HEAD.format(ok="true", join=join, where=f"AND {cond}"), _DF_FROM_INDEX
+        head, df, accepted = _HEAD.format(join=join, cond=cond), _DF_FROM_INDEX, ""
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
     params["first"] = max(FIRST, 3 * limit)
-    # prepared after a few runs of the same shape (psycopg's threshold): planning these
-    # CTEs costs more than running them on a small store
-    return [(r[0], float(r[1])) for r in conn.execute(head + df + _SCORE, params)]
+    sql = head + df + _SCORE.format(accepted=accepted)
+    return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
 
 
 def catch_up(conn: psycopg.Connection[Any]) -> None:

@@ -254,8 +254,9 @@ def measure_tiered(location: str, corpus: Corpus, settings: Settings) -> dict[st
     finally:
         plain.shutdown()
     cells["vector recall@10"] = _overlap(found, corpus.exact)
+    writers = _writer_location(location)
     for procs in settings.processes:
-        cells[_rate_row(procs)] = _write_rate("tiered", location, procs, settings)
+        cells[_rate_row(procs)] = _write_rate("tiered", writers, procs, settings)
     return cells
 
 
@@ -462,34 +463,38 @@ def configure_server(server: Any) -> None:
             conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
 
 
-APP_ROLE = "tm_bench"
-"""The ordinary role tiered-memory connects as (row-level security binds it, as in a
-deployment; a scoped handle refuses a superuser)."""
-
-
-def _new_database(server: Any, name: str, owner: str | None = None) -> str:
-    """A fresh database with pgvector; with ``owner``, owned by and reached as that
-    ordinary role (created if missing)."""
+def _new_database(server: Any, name: str) -> str:
     import psycopg
 
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
-        if owner is not None:
-            if (
-                conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (owner,)).fetchone()
-                is None
-            ):
-                conn.execute(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS")
-            conn.execute(f"ALTER DATABASE {name} OWNER TO {owner}")
     with psycopg.connect(server.get_uri(name), autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        if owner is not None:
-            conn.execute(f"ALTER SCHEMA public OWNER TO {owner}")
     uri: str = server.get_uri(name)
-    if owner is not None:
-        uri = uri.replace("postgresql://postgres:", f"postgresql://{owner}:", 1)
     return uri
+
+
+WRITER_ROLE = "tm_bench_writer"
+"""The ordinary role tiered-memory's writer processes connect as: a scoped handle refuses
+a superuser (row-level security would not bind it)."""
+
+
+def _writer_location(location: str) -> str:
+    """Where tiered-memory's writers open: a file as it is; a server database (set up by
+    a superuser's handle) through :data:`WRITER_ROLE`, granted its tables."""
+    if not location.startswith("postgresql://postgres:"):
+        return location
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as conn:
+        known = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (WRITER_ROLE,))
+        if known.fetchone() is None:
+            conn.execute(f"CREATE ROLE {WRITER_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS")
+        for kind in ("TABLES", "SEQUENCES", "FUNCTIONS"):
+            conn.execute(f"GRANT ALL ON ALL {kind} IN SCHEMA public TO {WRITER_ROLE}")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {WRITER_ROLE}")
+    return location.replace("postgresql://postgres:", f"postgresql://{WRITER_ROLE}:", 1)
 
 
 def _postgres_unavailable(url: str) -> str | None:
@@ -513,7 +518,7 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
             by_column: dict[str, dict[str, str]] = {}
             out(f"[{count}] tiered-memory on SQLite ...")
             by_column[TM_SQLITE] = measure_tiered(f"{tmp}/bench{count}.db", corpus, settings)
-            pg_url = _new_database(server, f"bench_tm_{count}", owner=APP_ROLE)
+            pg_url = _new_database(server, f"bench_tm_{count}")
             missing = _postgres_unavailable(pg_url)
             if missing is None:
                 out(f"[{count}] tiered-memory on PostgreSQL ...")
@@ -551,8 +556,8 @@ def _table(rows: list[tuple[str, dict[str, str]]], notes: list[str], settings: S
         f"How each row was measured ({settings.queries} queries, {settings.writes} single "
         f"writes, {settings.gets} gets, {settings.write_seconds:g} s per write-rate run):",
         *(f"  {name}: {how}" for name, how in HOW.items()),
-        f"  tiered-memory / PostgreSQL connects as the ordinary role {APP_ROLE} that owns "
-        "its database (row-level security applies); PostgresStore as the superuser",
+        "  both PostgreSQL columns connect as the superuser (row-level security does not "
+        f"bind it), tiered-memory's writer processes as the ordinary role {WRITER_ROLE}",
         "  server (both PostgreSQL columns): "
         + ", ".join(f"{k} = {v}" for k, v in SERVER_SETTINGS.items())
         + " (a deployed server's setting; the default 128 MB is smaller than the 100k stores)",

@@ -292,3 +292,43 @@ def test_a_memory_moved_to_another_agent_takes_its_rows_along(
         assert memory.get(moved) is not None
     with _open(url, "a") as memory:
         assert memory.get(moved) is None
+
+
+_USES_KEYWORD_INDEX = (
+    "EXPLAIN SELECT memory_id FROM tm_keywords WHERE kw @@ to_tsquery('tm_english', 'alpha')"
+)
+
+
+@pytest.mark.postgres
+def test_keyword_index_under_row_security_needs_a_leakproof_match(
+    pg_server: PgServer, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A role the policy binds may use the keyword (GIN) index only once ``@@`` is marked
+    LEAKPROOF in the database; until then opening warns and says how."""
+    import psycopg
+
+    url = app_url(pg_server, pg_url)
+    superuser = url.replace("tm_app:@", "postgres:@", 1)
+
+    def plan() -> str:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")  # a tiny table: the index if allowed
+            return "\n".join(r[0] for r in conn.execute(_USES_KEYWORD_INDEX))
+
+    with caplog.at_level("WARNING", logger="tiered_memory.postgres"), _open(url, "a") as memory:
+        memory.remember("alpha beta gamma")
+        assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
+    warned = [r.getMessage() for r in caplog.records if "LEAKPROOF" in r.getMessage()]
+    assert warned and "ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF" in warned[0]
+    assert "tm_keywords_kw" not in plan()  # the policy first: every row is read
+
+    with psycopg.connect(superuser, autocommit=True) as conn:
+        conn.execute("ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tiered_memory.postgres"):
+        with _open(url, "a") as memory:
+            assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
+        with _open(superuser, None):
+            pass
+    assert not [r for r in caplog.records if "LEAKPROOF" in r.getMessage()]
+    assert "tm_keywords_kw" in plan()

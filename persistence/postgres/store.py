@@ -11,6 +11,7 @@ store too. ``scope`` makes an agent-scoped handle (``''``: the whole store).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 
@@ -64,10 +65,20 @@ from persistence.validation import (
     require_str,
 )
 
+log = logging.getLogger("tiered_memory.postgres")
+
 NO_SCOPE_FOR_SUPERUSER = (
     "an agent-scoped handle needs a role that row-level security applies to; this URL's "
     "user is a superuser or has BYPASSRLS and would see every agent: connect as an "
-    "ordinary role (see the README, 'Agents on one server')"
+    "ordinary role (see the README, 'Agents on one memory: scoped handles')"
+)
+
+KEYWORD_INDEX_BLOCKED = (
+    "%s: keyword search reads every keyword row: row-level security binds this role and "
+    "PostgreSQL may use the keyword index only with a LEAKPROOF match operator; as a "
+    "superuser, run once in this database: "
+    + scope_sql.MAKE_MATCH_LEAKPROOF
+    + " (see the README, 'Agents on one memory: scoped handles')"
 )
 
 
@@ -201,6 +212,8 @@ class PostgresStore:
                 apply_migrations(conn, clock=self.config.clock)
             if self.scope and scope_sql.bypasses_row_security(conn):
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
+            if scope_sql.keyword_index_blocked(conn):
+                log.warning(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
             stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
             if dim is not None and stored is not None and int(stored) != dim:

@@ -316,7 +316,7 @@ def test_keyword_index_under_row_security_needs_a_leakproof_match(
             conn.execute("SET enable_seqscan = off")  # a tiny table: the index if allowed
             return "\n".join(r[0] for r in conn.execute(_USES_KEYWORD_INDEX))
 
-    with caplog.at_level("WARNING", logger="tiered_memory.postgres"), _open(url, "a") as memory:
+    with caplog.at_level("INFO", logger="tiered_memory.postgres"), _open(url, "a") as memory:
         memory.remember("alpha beta gamma")
         assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
     warned = [r.getMessage() for r in caplog.records if "LEAKPROOF" in r.getMessage()]
@@ -326,7 +326,7 @@ def test_keyword_index_under_row_security_needs_a_leakproof_match(
     with psycopg.connect(superuser, autocommit=True) as conn:
         conn.execute("ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF")
     caplog.clear()
-    with caplog.at_level("WARNING", logger="tiered_memory.postgres"):
+    with caplog.at_level("INFO", logger="tiered_memory.postgres"):
         with _open(url, "a") as memory:
             assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
         with _open(superuser, None):

@@ -213,7 +213,7 @@ class PostgresStore:
             if self.scope and scope_sql.bypasses_row_security(conn):
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
             if scope_sql.keyword_index_blocked(conn):
-                log.warning(KEYWORD_INDEX_BLOCKED, self.location)
+                log.info(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
             stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
             if dim is not None and stored is not None and int(stored) != dim:

@@ -39,6 +39,7 @@ from persistence.errors import (
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
+    NoteNotFoundError,
     NotFoundError,
     PlaintextExportError,
     ReadOnlyError,
@@ -80,6 +81,7 @@ from persistence.meta_keys import (
     NEAR_DUPLICATES_KEY,
     REDACTIONS_KEY,
 )
+from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.records import (
     MEMORY_FIELDS,
     NEW_MEMORY_FIELDS,
@@ -116,6 +118,7 @@ from persistence.storage import (
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
+    NoteStorage,
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
@@ -155,6 +158,11 @@ __all__ = [
     "Worker",
     # the storage Protocols
     "GraphStorage",
+    "MemoryVersion",
+    "Note",
+    "NoteLink",
+    "NoteVersion",
+    "NoteStorage",
     "MemoryRecords",
     "MemoryStorage",
     "RecallIndex",
@@ -252,6 +260,7 @@ __all__ = [
     "MigrationRequiredError",
     "MissingDirectoryError",
     "MissingFileError",
+    "NoteNotFoundError",
     "NotADatabaseError",
     "NotFoundError",
     "PlaintextExportError",

@@ -39,6 +39,7 @@ from persistence import (
     MemoryFilter,
     MemoryStatistics,
     MemoryStorage,
+    MemoryVersion,
     Progress,
     PromotionRecord,
     RepetitionSchedule,
@@ -62,7 +63,9 @@ from tiered_memory.graph.facade import KnowledgeGraph
 from tiered_memory.lifecycle import Lifecycle
 from tiered_memory.links import Links
 from tiered_memory.memories import Memories, not_scratchpad
+from tiered_memory.notes import Notes
 from tiered_memory.recall.graph_signal import graph_candidates
+from tiered_memory.recall.note_hits import NoteHit
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recall.types import RecallHit
 from tiered_memory.redaction import total_in_file
@@ -138,6 +141,13 @@ class AgentMemoryManager:
             redactor=redactor, review=self._retention.review, embeddings=self.embeddings,
             extraction=self.extraction,
         )  # fmt: skip
+        self._writer.versions = self._versions = backend.notes
+        self.notes = Notes(
+            backend.notes, self.store, clock, require_open=memories.require_open,
+            memory_exists=lambda memory_id: self.get(memory_id) is not None,
+            entity=self.graph.entity, agent_id=self.agent_id, redactor=redactor,
+        )  # fmt: skip
+        self._recall.note_search = self.notes.records
         self._links = Links(memories, clock)
         self._files = FileOperations(backend, memories, self.embeddings, cfg)
         self.store.on_external_change(self._files.reload)
@@ -299,11 +309,29 @@ class AgentMemoryManager:
         metadata: Mapping[str, Any] | None = None,
         tags: Sequence[str] | None = None,
         importance: float | None = None,
+        author: str | None = None,
     ) -> Memory:
-        """Change a memory's content, metadata, tags or importance; bumps ``updated_at``."""
+        """Change a memory's content, metadata, tags or importance; bumps ``updated_at``.
+        A changed content is kept in the memory's history (:meth:`history`), as written
+        by ``author``."""
         return self._writer.update(
-            memory_id, content=content, metadata=metadata, tags=tags, importance=importance
+            memory_id,
+            content=content,
+            metadata=metadata,
+            tags=tags,
+            importance=importance,
+            author=author,
         )
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """The contents a memory had, oldest first (version 1: as remembered), each with
+        who changed it and when; ``[]`` for a memory whose content never changed.
+        Forgetting the memory forgets its history."""
+        self._require_open()
+        require_str(memory_id, "memory_id")
+        if self.agent_id is not None and self.get(memory_id) is None:
+            return []  # not this agent's memory (on a file the history has no agent)
+        return self._versions.memory_versions(memory_id)
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
         """Delete a memory (with its schedule and tags) and write an audit row; its
@@ -544,8 +572,13 @@ class AgentMemoryManager:
         created_after: int | None = None,
         created_before: int | None = None,
         min_retention: float | None = None,
-    ) -> list[RecallHit]:
+        notes: bool = False,
+    ) -> list[RecallHit | NoteHit]:
         """The ``k`` memories that best answer ``query``, each with its score and why.
+
+        ``notes=True`` lets notes compete for the ``k`` places as hits of their own kind
+        (:class:`~tiered_memory.recall.NoteHit`, ``hit.kind == "note"``); without it the
+        hits are memories only (:class:`RecallHit`, ``hit.kind == "memory"``).
 
         Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by their raw
         values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
@@ -557,7 +590,7 @@ class AgentMemoryManager:
         return self._recall.recall(
             query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,
-            min_retention=min_retention,
+            min_retention=min_retention, notes=notes,
         )  # fmt: skip
 
 

@@ -33,7 +33,8 @@ class Note:
     """A note as it is now. ``version`` counts its writes (1: as created);
     ``created_by``/``updated_by`` name who wrote it (free text: a person, an agent, a
     tool; ``None``: not said). ``agent_id`` is the agent whose scoped handle wrote it
-    (``None``: the whole store's). ``links`` are its links, oldest first (made together: by kind and target)."""
+    (``None``: the whole store's). ``links`` are its links, oldest first (made together:
+    by kind and target)."""
 
     id: str
     title: str

@@ -27,7 +27,9 @@ pytestmark = pytest.mark.both_backends
 Make = Callable[..., AgentMemoryManager]
 
 
-def test_create_update_history_keep_every_version(memory: AgentMemoryManager, clock: FakeClock) -> None:
+def test_create_update_history_keep_every_version(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
     note = memory.notes.create("Deploy checklist", "Run the migrations first",
                                tags=["ops", "deploy", "ops"], author="ana")  # fmt: skip
     assert (note.version, note.tags, note.created_by) == (1, ("ops", "deploy"), "ana")

@@ -227,3 +227,14 @@ def clear(conn: Connection) -> None:
     history."""
     conn.execute("DELETE FROM tm_notes")
     conn.execute("DELETE FROM tm_memory_versions")
+
+
+def row_count(conn: Connection) -> int:
+    """Rows the note tables hold that the connection sees (an export's share)."""
+    if not has_notes(conn):
+        return 0
+    total = 0
+    for table in _TABLE.values():
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        total += int(row[0]) if row else 0
+    return total

@@ -265,3 +265,15 @@ def clear(conn: apsw.Connection) -> None:
     conn.execute("DELETE FROM notes_fts")
     conn.execute("DELETE FROM notes")
     conn.execute("DELETE FROM memory_versions")
+
+
+def has_notes(conn: apsw.Connection) -> bool:
+    """True if the file has the note tables (schema 13 on)."""
+    return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'notes'") is not None
+
+
+def row_count(conn: apsw.Connection) -> int:
+    """Rows the note tables hold (an export's share), 0 before schema 13."""
+    if not has_notes(conn):
+        return 0
+    return sum(int(query_value(conn, f"SELECT count(*) FROM {t}")) for t in NOTE_TABLE_COLUMNS)

@@ -9,7 +9,10 @@ its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
 ``migrations``; never imports ``tiered_memory``.
 """
 
-from persistence import graph_records  # the graph's rules (names, types, limits)
+from persistence import (
+    graph_records,  # the graph's rules (names, types, limits)
+    note_records,  # the notes' limits
+)
 from persistence.backend import Backend, Key, build_backend, check_current, migrate
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.errors import (
@@ -203,6 +206,7 @@ __all__ = [
     "now_ms",
     # the knowledge graph's records
     "graph_records",
+    "note_records",
     "Entity",
     "EntityFact",
     "GraphPath",

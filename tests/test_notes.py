@@ -73,7 +73,7 @@ def test_list_by_recency_and_tag_and_delete_forgets_every_version(
     assert memory.notes.get(first.id) is None
     with pytest.raises(NoteNotFoundError):
         memory.notes.history(first.id)
-    assert memory.notes.records.note_versions(first.id) == []
+    assert memory.notes.notebook.note_versions(first.id) == []
     assert memory.recall("alpha edited", notes=True) == []
     assert [n.id for n in memory.notes.list()] == [second.id]
 
@@ -160,7 +160,7 @@ def test_memory_content_history(memory: AgentMemoryManager, clock: FakeClock) ->
     assert history[0].at == fact.created_at and history[2].at == fact.created_at + 1000
     assert memory.forget(fact.id)
     assert memory.history(fact.id) == []
-    assert memory.notes.records.memory_versions(fact.id) == []
+    assert memory.notes.notebook.memory_versions(fact.id) == []
 
 
 @pytest.mark.sqlite_only("read_only opens an existing file")
@@ -173,3 +173,28 @@ def test_read_only_handle_reads_notes_and_writes_none(db_path: Path) -> None:
             memory.notes.update(note.id, content="changed")
         with pytest.raises(ReadOnlyError):
             memory.notes.delete(note.id)
+
+
+def test_the_domain_calls_only_what_the_note_protocol_lists() -> None:
+    """The domain holds the notes' storage as ``notebook`` and calls only what
+    :class:`~persistence.NoteStorage` lists (as for the memory and graph Protocols)."""
+    from persistence import NoteStorage
+    from tests.test_storage_protocol import _domain_modules, _members, _store_attributes
+
+    allowed = set(_members(NoteStorage))
+    used = {
+        (path.name, name)
+        for path in _domain_modules()
+        for name in _store_attributes(path.read_text(), {"notebook", "_notebook"})
+    }
+    assert {name for _, name in used} >= {"save_note", "search_notes", "memory_versions"}
+    assert {f"{module}: {name}" for module, name in used if name not in allowed} == set()
+
+
+def test_every_backend_s_notes_keep_the_protocol(memory: AgentMemoryManager) -> None:
+    from persistence import NoteStorage
+    from tests.test_storage_protocol import _signature_problems
+
+    notebook = memory.notes.notebook
+    assert isinstance(notebook, NoteStorage)
+    assert _signature_problems(NoteStorage, notebook, type(notebook)) == []

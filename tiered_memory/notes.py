@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from persistence import (
+    Entity,
     InvalidInputError,
     InvalidTypeError,
     MemoryNotFoundError,
@@ -28,11 +29,10 @@ from persistence import (
     NoteStorage,
     NoteVersion,
     new_id,
+    note_records,
     require_int,
     require_str,
 )
-from persistence.graph_records import Entity
-from persistence.note_records import MAX_TAGS, MAX_TITLE_CHARS
 from tiered_memory.redaction import Redactor, count_in_file, redact_text
 
 MAX_TAG_CHARS = 200
@@ -44,8 +44,10 @@ def _title(title: object) -> str:
     text = title.strip()
     if not text:
         raise InvalidInputError("title must not be empty: give the note a title")
-    if len(text) > MAX_TITLE_CHARS:
-        raise InvalidInputError(f"title has {len(text)} characters; at most {MAX_TITLE_CHARS}")
+    if len(text) > note_records.MAX_TITLE_CHARS:
+        raise InvalidInputError(
+            f"title has {len(text)} characters; at most {note_records.MAX_TITLE_CHARS}"
+        )
     return text
 
 
@@ -61,8 +63,8 @@ def _tags(tags: object) -> tuple[str, ...]:
             raise InvalidInputError(f"tag {tag!r}: tags are 1 to {MAX_TAG_CHARS} characters")
         if text not in out:
             out.append(text)
-    if len(out) > MAX_TAGS:
-        raise InvalidInputError(f"{len(out)} tags; a note carries at most {MAX_TAGS}")
+    if len(out) > note_records.MAX_TAGS:
+        raise InvalidInputError(f"{len(out)} tags; a note carries at most {note_records.MAX_TAGS}")
     return tuple(out)
 
 
@@ -75,7 +77,7 @@ def _author(author: object) -> str | None:
 class Notes:
     """The notes of one manager (``memory.notes``).
 
-    ``records`` is the store's :class:`~persistence.NoteStorage`; ``store`` its memory
+    ``notebook`` is the store's :class:`~persistence.NoteStorage`; ``store`` its memory
     storage (transactions, content limits, redaction count); ``memory_exists`` and
     ``entity`` check link targets (the entity found by id or name); ``agent_id`` is the
     scoped handle's agent, stamped on the notes it writes.
@@ -83,7 +85,7 @@ class Notes:
 
     def __init__(
         self,
-        records: NoteStorage,
+        notebook: NoteStorage,
         store: MemoryStorage,
         clock: Callable[[], int],
         *,
@@ -93,7 +95,7 @@ class Notes:
         agent_id: str | None = None,
         redactor: Redactor | None = None,
     ) -> None:
-        self.records = records
+        self.notebook = notebook
         self._store = store
         self._clock = clock
         self._require_open = require_open
@@ -111,7 +113,7 @@ class Notes:
     def _require(self, note_id: object) -> Note:
         require_str(note_id, "note_id")
         assert isinstance(note_id, str)
-        note = self.records.get_note(note_id)
+        note = self.notebook.get_note(note_id)
         if note is None:
             raise NoteNotFoundError(f"no note {note_id!r}: list them with notes.list()")
         return note
@@ -143,11 +145,11 @@ class Notes:
                               ("title", "content", "tags"))  # fmt: skip
         with self._store.transaction():
             targets = self._targets(memories, entities)
-            self.records.save_note(note, version)
+            self.notebook.save_note(note, version)
             for kind, target in targets:
-                self.records.link_note(note.id, kind, target, now)
+                self.notebook.link_note(note.id, kind, target, now)
             count_in_file(self._store, redacted + in_title)
-            stored = self.records.get_note(note.id)
+            stored = self.notebook.get_note(note.id)
         assert stored is not None
         return stored
 
@@ -191,7 +193,7 @@ class Notes:
                 updated_at=now,
                 updated_by=who,
             )
-            self.records.save_note(after, NoteVersion(after.id, after.version, after.title,
+            self.notebook.save_note(after, NoteVersion(after.id, after.version, after.title,
                                    after.content, after.tags, who, now, changed))  # fmt: skip
             count_in_file(self._store, redacted + in_title)
         return after
@@ -202,7 +204,7 @@ class Notes:
         self._require_open()
         require_str(note_id, "note_id")
         self._store.require_writable()
-        return self.records.delete_note(note_id)
+        return self.notebook.delete_note(note_id)
 
     def link(self, note_id: str, *, memory: str | None = None, entity: str | None = None) -> bool:
         """Link a note to a memory (its id) or an entity (its id or name); False if it
@@ -216,7 +218,7 @@ class Notes:
             kind, target = self._targets(
                 () if memory is None else (memory,), () if entity is None else (entity,)
             )[0]
-            return self.records.link_note(note_id, kind, target, self._clock())
+            return self.notebook.link_note(note_id, kind, target, self._clock())
 
     def unlink(self, note_id: str, *, memory: str | None = None, entity: str | None = None) -> bool:
         """Remove a note's link to a memory or entity; True if there was one."""
@@ -227,11 +229,11 @@ class Notes:
         require_str(note_id, "note_id")
         if memory is not None:
             require_str(memory, "memory")
-            return self.records.unlink_note(note_id, "memory", memory)
+            return self.notebook.unlink_note(note_id, "memory", memory)
         assert entity is not None
         require_str(entity, "entity")
         found = self._entity(entity)
-        return self.records.unlink_note(note_id, "entity", found.id if found else entity)
+        return self.notebook.unlink_note(note_id, "entity", found.id if found else entity)
 
     def _targets(self, memories: Sequence[str], entities: Sequence[str]) -> list[tuple[str, str]]:
         """``(kind, id)`` of each link target, checked to exist."""
@@ -261,7 +263,7 @@ class Notes:
         """The note (with its links), or ``None``."""
         self._require_open()
         require_str(note_id, "note_id")
-        return self.records.get_note(note_id)
+        return self.notebook.get_note(note_id)
 
     def history(self, note_id: str) -> list[NoteVersion]:
         """Every version of a note, oldest first: what it held after each write, who
@@ -269,14 +271,14 @@ class Notes:
         a note that is not there (a deleted note has no history left)."""
         self._require_open()
         self._require(note_id)
-        return self.records.note_versions(note_id)
+        return self.notebook.note_versions(note_id)
 
     def list_notes(self, *, tag: str | None = None, limit: int | None = None) -> list[Note]:
         """Notes, most recently updated first (with ``tag``: those carrying it)."""
         self._require_open()
         require_str(tag, "tag", allow_none=True)
         require_int(limit, "limit", allow_none=True, minimum=0)
-        return self.records.list_notes(tag, limit)
+        return self.notebook.list_notes(tag, limit)
 
     def about(self, *, memory: str | None = None, entity: str | None = None) -> list[Note]:
         """The notes linked to a memory (its id) or an entity (its id or name)."""
@@ -285,18 +287,18 @@ class Notes:
             raise InvalidInputError("give memory= or entity=")
         if memory is not None:
             require_str(memory, "memory")
-            ids = self.records.notes_linked_to("memory", memory)
+            ids = self.notebook.notes_linked_to("memory", memory)
         else:
             assert entity is not None
             require_str(entity, "entity")
             found = self._entity(entity)
-            ids = [] if found is None else self.records.notes_linked_to("entity", found.id)
-        notes = (self.records.get_note(i) for i in ids)
+            ids = [] if found is None else self.notebook.notes_linked_to("entity", found.id)
+        notes = (self.notebook.get_note(i) for i in ids)
         return [n for n in notes if n is not None]
 
     def count(self) -> int:
         """How many notes this handle sees."""
         self._require_open()
-        return self.records.note_count()
+        return self.notebook.note_count()
 
     list = list_notes  # memory.notes.list(tag=...): the name the issue asks for

@@ -69,7 +69,7 @@ class MemoryWriter:
         self._embeddings = embeddings
         self._extraction = extraction
         self._drafter = Drafter(memories.store, redactor, config.token_counter)
-        self.versions: NoteStorage | None = None
+        self.notebook: NoteStorage | None = None
         """Where memories' content history is kept (set by the manager)."""
 
     def remember(
@@ -274,13 +274,13 @@ class MemoryWriter:
 
     def _keep_version(self, memory: Memory, content: str, author: str | None) -> None:
         """Add ``content`` to the memory's history (its first content too, the first time)."""
-        if self.versions is None:
+        if self.notebook is None:
             return
-        kept = len(self.versions.memory_versions(memory.id))
+        kept = len(self.notebook.memory_versions(memory.id))
         if not kept:
-            self.versions.add_memory_version(
+            self.notebook.add_memory_version(
                 MemoryVersion(memory.id, 1, memory.content, None, memory.created_at)
             )
             kept = 1
         at = touched(memory, self._clock())
-        self.versions.add_memory_version(MemoryVersion(memory.id, kept + 1, content, author, at))
+        self.notebook.add_memory_version(MemoryVersion(memory.id, kept + 1, content, author, at))

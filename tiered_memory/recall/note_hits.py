@@ -56,7 +56,7 @@ def notes_apply(where: MemoryFilter) -> bool:
 
 
 def note_hits(
-    records: NoteStorage,
+    notebook: NoteStorage,
     words: Sequence[str],
     where: MemoryFilter,
     settings: RecallSettings,
@@ -65,7 +65,7 @@ def note_hits(
     embed: Callable[[str], np.ndarray | None],
 ) -> list[NoteHit]:
     """The notes that match ``words`` and ``where``, scored and explained, best first."""
-    found = records.search_notes(words, CANDIDATES)
+    found = notebook.search_notes(words, CANDIDATES)
     if not found:
         return []
     best = found[0][1]
@@ -73,7 +73,7 @@ def note_hits(
     described = where.describe()
     hits: list[NoteHit] = []
     for rank, (note_id, raw) in enumerate(found, start=1):
-        note = records.get_note(note_id)
+        note = notebook.get_note(note_id)
         if note is None or not _accepts(note, where):
             continue
         relative = raw / best if best < 0 else 1.0

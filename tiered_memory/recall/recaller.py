@@ -97,7 +97,7 @@ class Recaller:
         self._pool: ThreadPoolExecutor | None = None
         self.graph_search: GraphSearch | None = None
         """The graph signal's candidate search (set by the manager; see graph_recall)."""
-        self.note_search: NoteStorage | None = None
+        self.notebook: NoteStorage | None = None
         """The notes recall may return (set by the manager; see note_hits)."""
 
     def recall(
@@ -170,10 +170,10 @@ class Recaller:
         if paths is not None:
             fused = with_paths(fused, paths)
         top = self._explained(fused, k, described, now, vectors=found is not None)
-        if not (notes and self.note_search is not None and notes_apply(where)):
+        if not (notes and self.notebook is not None and notes_apply(where)):
             self.queue_reviews([hit.memory.id for hit in top])
             return list(top)
-        found_notes = note_hits(self.note_search, words, where, settings, now,
+        found_notes = note_hits(self.notebook, words, where, settings, now,
                                 found[0] if found is not None else None,
                                 self._embeddings.embed_query)  # fmt: skip
         both: list[RecallHit | NoteHit] = [*top, *found_notes]

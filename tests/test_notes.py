@@ -198,3 +198,26 @@ def test_every_backend_s_notes_keep_the_protocol(memory: AgentMemoryManager) -> 
     notebook = memory.notes.notebook
     assert isinstance(notebook, NoteStorage)
     assert _signature_problems(NoteStorage, notebook, type(notebook)) == []
+
+
+def test_the_async_manager_exposes_notes_and_history(tmp_path: Path) -> None:
+    import asyncio
+
+    from tiered_memory import AsyncAgentMemoryManager
+
+    async def main() -> None:
+        async with await AsyncAgentMemoryManager.open(tmp_path / "a.db", embedder=None) as memory:
+            note = await memory.notes.create("Async", "written from a coroutine", author="ana")
+            await memory.notes.update(note.id, content="edited from a coroutine")
+            assert [v.version for v in await memory.notes.history(note.id)] == [1, 2]
+            assert [n.id for n in await memory.notes.list()] == [note.id]
+            hits = await memory.recall("coroutine", notes=True)
+            assert [h.kind for h in hits] == ["note"]
+            fact = await memory.remember("first words")
+            await memory.update(fact.id, content="second words")
+            assert [v.content for v in await memory.history(fact.id)] == [
+                "first words", "second words"
+            ]  # fmt: skip
+            assert await memory.notes.delete(note.id) and await memory.notes.count() == 0
+
+    asyncio.run(main())

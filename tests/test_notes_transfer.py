@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from persistence import InvalidImportError
+from persistence import InvalidImportError, SecretsFoundError
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.copying import copy_memory
@@ -153,3 +153,21 @@ def test_an_export_without_notes_imports_as_before(tmp_path: Path, clock: FakeCl
         other.import_json(old)
         assert other.notes.count() == 0  # replace: the store holds exactly the document
         assert [m.content for m in other.query()] == ["just a memory"]
+
+
+def test_an_import_redacts_secrets_in_notes_or_refuses_them(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    with _open(tmp_path / "a.db", clock, redactor=None) as memory:
+        note = memory.notes.create("Deploy", f"the token is {token}")
+        out = memory.export_json(tmp_path / "a.json")
+    assert token.encode() in out.read_bytes()  # written without a redactor
+    with _open(tmp_path / "b.db", clock) as other:
+        with pytest.raises(SecretsFoundError, match=r"tables\.notes\[0\]"):
+            other.import_json(out, refuse_secrets=True)
+        assert other.notes.count() == 0
+        other.import_json(out)
+        kept = other.notes.get(note.id)
+        assert kept is not None and token not in kept.content
+        assert all(token not in v.content for v in other.notes.history(note.id))

@@ -97,6 +97,9 @@ def test_links_to_memories_and_entities(memory: AgentMemoryManager) -> None:
     assert memory.notes.get(other.id).links == ()  # type: ignore[union-attr]
     with pytest.raises(MemoryNotFoundError):
         memory.notes.link(other.id, memory="no-such-memory")
+    assert memory.forget(fact.id)  # a forgotten memory's links no longer count
+    assert memory.notes.about(memory=fact.id) == []
+    assert [link.kind for link in memory.notes.get(note.id).links] == ["entity"]  # type: ignore[union-attr]
     with pytest.raises(InvalidInputError, match="no entity"):
         memory.notes.create("x", "y", entities=["Atlantis"])
     assert memory.notes.count() == 2  # the refused create wrote nothing

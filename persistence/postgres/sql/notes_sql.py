@@ -44,6 +44,10 @@ _COLUMNS = ", ".join(NOTE_TABLE_COLUMNS["notes"])
 _VERSION_COLUMNS = ", ".join(NOTE_TABLE_COLUMNS["note_versions"])
 
 
+_LIVE = "(kind <> 'memory' OR EXISTS (SELECT 1 FROM tm_memories WHERE id = target))"
+"""A link counts while its memory exists (see the file's ``notes_sql``)."""
+
+
 def _tags_text(tags: Sequence[str]) -> str:
     return encode_json(list(tags), "tags")
 
@@ -60,7 +64,7 @@ def _to_version(row: Sequence[Any]) -> NoteVersion:
 
 def _links(conn: Connection, note_id: str) -> tuple[NoteLink, ...]:
     rows = conn.execute(
-        "SELECT kind, target FROM tm_note_links WHERE note_id = %s "
+        f"SELECT kind, target FROM tm_note_links WHERE note_id = %s AND {_LIVE} "
         'ORDER BY made_at, kind COLLATE "C", target COLLATE "C"',
         (note_id,),
     ).fetchall()
@@ -142,7 +146,7 @@ def unlink(conn: Connection, note_id: str, kind: str, target: str) -> bool:
 def linked_to(conn: Connection, kind: str, target: str) -> list[str]:
     """Ids of the notes linked to ``target``, oldest link first."""
     rows = conn.execute(
-        "SELECT note_id FROM tm_note_links WHERE kind = %s AND target = %s "
+        f"SELECT note_id FROM tm_note_links WHERE kind = %s AND target = %s AND {_LIVE} "
         'ORDER BY made_at, note_id COLLATE "C"',
         (kind, target),
     ).fetchall()

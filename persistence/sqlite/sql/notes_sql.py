@@ -35,6 +35,15 @@ _ORDER = {
 }
 
 
+_LIVE = (
+    "(kind <> 'memory' OR EXISTS (SELECT 1 FROM episodic WHERE id = target) "
+    "OR EXISTS (SELECT 1 FROM semantic WHERE id = target) "
+    "OR EXISTS (SELECT 1 FROM scratchpad WHERE id = target))"
+)
+"""A link counts while its memory exists (a forgotten memory's links are skipped on
+reading; the rows stay, holding an id and no content, and travel with exports)."""
+
+
 def _mine(agent: str | None, column: str = "agent_id") -> str:
     return "" if agent is None else f" AND {column} = ?"
 
@@ -60,7 +69,8 @@ def _to_version(row: Sequence[Any]) -> NoteVersion:
 def _links(conn: apsw.Connection, note_id: str) -> tuple[NoteLink, ...]:
     rows = query_all(
         conn,
-        "SELECT kind, target FROM note_links WHERE note_id = ? ORDER BY made_at, kind, target",
+        f"SELECT kind, target FROM note_links WHERE note_id = ? AND {_LIVE} "
+        "ORDER BY made_at, kind, target",
         (note_id,),
     )
     return tuple(NoteLink(kind, target) for kind, target in rows)
@@ -166,7 +176,8 @@ def linked_to(conn: apsw.Connection, kind: str, target: str, agent: str | None) 
     rows = query_all(
         conn,
         "SELECT l.note_id FROM note_links l JOIN notes n ON n.id = l.note_id "
-        f"WHERE l.kind = ? AND l.target = ?{_mine(agent, 'n.agent_id')} ORDER BY l.made_at, n.id",
+        f"WHERE l.kind = ? AND l.target = ? AND {_LIVE}{_mine(agent, 'n.agent_id')} "
+        "ORDER BY l.made_at, n.id",
         _with((kind, target), agent),
     )
     return [r[0] for r in rows]

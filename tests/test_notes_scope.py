@@ -102,3 +102,25 @@ def test_deleting_a_note_leaves_none_of_its_text_in_the_file(tmp_path: Path) -> 
     with _open(str(path), None) as memory:
         assert memory.notes.list() == [kept]
         assert memory.recall("zanzibar quokka", notes=True) == []
+
+
+def test_a_memory_s_history_is_in_its_agent_s_scope(scoped_location: str) -> None:
+    """The operator edits a memory it wrote for agent a: a's handle reads the history,
+    b's reads none; moving the memory to b (an import would) moves its history too."""
+    with _open(scoped_location, None) as operator:
+        fact = operator.remember("the harbour opens at six", agent_id="a")
+        operator.update(fact.id, content="the harbour opens at seven", author="operator")
+    with _open(scoped_location, "a") as memory:
+        assert [v.content for v in memory.history(fact.id)] == [
+            "the harbour opens at six", "the harbour opens at seven"
+        ]  # fmt: skip
+    with _open(scoped_location, "b") as memory:
+        assert memory.history(fact.id) == []
+    if not scoped_location.startswith("postgresql"):
+        return
+    import psycopg
+
+    with psycopg.connect(scoped_location) as conn:  # the owner: tm.scope unset, sees all
+        conn.execute("UPDATE tm_memories SET agent_id = 'b' WHERE id = %s", (fact.id,))
+    with _open(scoped_location, "b") as memory:
+        assert len(memory.history(fact.id)) == 2

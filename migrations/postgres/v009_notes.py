@@ -3,7 +3,8 @@
 The twin of the file's version 13: ``tm_notes`` (tags a JSON list; ``kw`` the keyword
 vector of title, content and tags, kept by PostgreSQL as a generated column),
 ``tm_note_versions`` and ``tm_note_links`` (deleted with their note, cascade), and
-``tm_memory_versions`` (deleted with their memory, cascade). Every table carries
+``tm_memory_versions`` (deleted with their memory, cascade; in the memory's scope, which
+it follows, as the memory's other rows do since version 7). Every table carries
 ``scope`` and row-level security as in version 4, so an agent-scoped handle reads and
 writes only its own agent's notes.
 """
@@ -66,6 +67,15 @@ STATEMENTS: tuple[str, ...] = (
     # a memory's history is in the memory's scope, as its other rows (version 7)
     "CREATE TRIGGER tm_scope_of_memory BEFORE INSERT ON tm_memory_versions FOR EACH ROW "
     "WHEN (tm_scope() = '') EXECUTE FUNCTION tm_scope_of_memory()",
+    """CREATE FUNCTION tm_memory_versions_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE tm_memory_versions SET scope = NEW.scope
+            WHERE memory_id = NEW.id AND scope <> NEW.scope;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER tm_memory_versions_follow AFTER UPDATE ON tm_memories FOR EACH ROW
+        WHEN (OLD.scope IS DISTINCT FROM NEW.scope)
+        EXECUTE FUNCTION tm_memory_versions_follow()""",
     *(
         statement
         for table in SCOPED_TABLES

@@ -9,7 +9,10 @@ its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
 ``migrations``; never imports ``tiered_memory``.
 """
 
-from persistence import graph_records  # the graph's rules (names, types, limits)
+from persistence import (
+    graph_records,  # the graph's rules (names, types, limits)
+    note_records,  # the notes' limits
+)
 from persistence.backend import Backend, Key, build_backend, check_current, migrate
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.errors import (
@@ -39,6 +42,7 @@ from persistence.errors import (
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
+    NoteNotFoundError,
     NotFoundError,
     PlaintextExportError,
     ReadOnlyError,
@@ -80,6 +84,7 @@ from persistence.meta_keys import (
     NEAR_DUPLICATES_KEY,
     REDACTIONS_KEY,
 )
+from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.records import (
     MEMORY_FIELDS,
     NEW_MEMORY_FIELDS,
@@ -116,6 +121,7 @@ from persistence.storage import (
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
+    NoteStorage,
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
@@ -155,6 +161,11 @@ __all__ = [
     "Worker",
     # the storage Protocols
     "GraphStorage",
+    "MemoryVersion",
+    "Note",
+    "NoteLink",
+    "NoteVersion",
+    "NoteStorage",
     "MemoryRecords",
     "MemoryStorage",
     "RecallIndex",
@@ -195,6 +206,7 @@ __all__ = [
     "now_ms",
     # the knowledge graph's records
     "graph_records",
+    "note_records",
     "Entity",
     "EntityFact",
     "GraphPath",
@@ -252,6 +264,7 @@ __all__ = [
     "MigrationRequiredError",
     "MissingDirectoryError",
     "MissingFileError",
+    "NoteNotFoundError",
     "NotADatabaseError",
     "NotFoundError",
     "PlaintextExportError",

@@ -28,6 +28,7 @@ from persistence.sqlite.agent_graph import AgentFilteredGraph
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
+from persistence.sqlite.note_store import NoteStore
 from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.vector_mirror import RESORT_AFTER
@@ -35,6 +36,7 @@ from persistence.storage import (
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
+    NoteStorage,
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
@@ -49,7 +51,8 @@ class Backend:
     cache keeps in step with, and the file operations (backup, restore, JSON, integrity,
     maintenance). ``memories``, ``sessions``, ``schedules`` and ``indexes`` are the
     record families of ``store`` (the same data and transactions), each by its own
-    Protocol, for a part of the domain that needs only one of them."""
+    Protocol, for a part of the domain that needs only one of them. ``notes`` are the
+    notes and memories' content history, over the same data and transactions."""
 
     store: MemoryStorage
     graph: GraphStorage
@@ -59,6 +62,7 @@ class Backend:
     sessions: SessionRecords
     schedules: ScheduleRecords
     indexes: RecallIndex
+    notes: NoteStorage
 
 
 def build_backend(
@@ -119,6 +123,7 @@ def build_backend(
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
+        notes=NoteStore(store.db),
     )
 
 
@@ -140,6 +145,7 @@ def _agent_filtered(
         sessions=cast(SessionRecords, view),
         schedules=view,
         indexes=view,
+        notes=NoteStore(store.db, agent_id),
     )
 
 
@@ -182,6 +188,7 @@ def _server_backend(
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
+        notes=pg.PgNoteStore(store.db),
     )
 
 

@@ -201,6 +201,10 @@ class SessionNotFoundError(NotFoundError):
     """No session with that id."""
 
 
+class NoteNotFoundError(NotFoundError):
+    """No note with that id (or not one this handle's agent wrote)."""
+
+
 # --- a database server (PostgreSQL) ----------------------------------------------------
 
 

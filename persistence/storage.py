@@ -72,6 +72,7 @@ from persistence.graph_records import (
     Relation,
     RelationFact,
 )
+from persistence.note_records import MemoryVersion, Note, NoteVersion
 from persistence.records import (
     ForgettingRecord,
     ImportResult,
@@ -605,3 +606,54 @@ class GraphStorage(Protocol):
 
     def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
         """The entities with these ids (missing ones left out)."""
+
+
+@runtime_checkable
+class NoteStorage(Protocol):
+    """Notes, their versions and links, and memories' content history, over the same
+    data and transactions as the :class:`MemoryStorage` they are built on (a write in a
+    :meth:`MemoryStorage.transaction` commits or rolls back with it).
+
+    A scoped store (an agent's handle) reads and writes only its agent's notes; the
+    arguments arrive checked by the domain (``tiered_memory.notes``).
+    """
+
+    def save_note(self, note: Note, version: NoteVersion) -> None:
+        """Write ``note`` as it is now (inserted or replaced) with its new ``version``,
+        and refresh its keywords."""
+
+    def get_note(self, note_id: str) -> Note | None:
+        """The note with its links, or ``None``."""
+
+    def note_versions(self, note_id: str) -> list[NoteVersion]:
+        """Every version of the note, oldest first (``[]`` for no such note)."""
+
+    def list_notes(self, tag: str | None = None, limit: int | None = None) -> list[Note]:
+        """Notes, most recently updated first; with ``tag``, those carrying it."""
+
+    def delete_note(self, note_id: str) -> bool:
+        """Delete the note with every version, link and keyword; True if it existed.
+        Nothing of its content stays readable in the store."""
+
+    def link_note(self, note_id: str, kind: str, target: str, at: int) -> bool:
+        """Link a note to a memory or entity id; False if already linked."""
+
+    def unlink_note(self, note_id: str, kind: str, target: str) -> bool:
+        """Remove a link; True if there was one."""
+
+    def notes_linked_to(self, kind: str, target: str) -> list[str]:
+        """Ids of the notes linked to a memory or entity id."""
+
+    def search_notes(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """``(note id, score)`` of the best ``limit`` notes holding any of ``words``
+        (normalised, as for :meth:`RecallIndex.keyword_search`); scores ``<= 0``, lower
+        is better."""
+
+    def note_count(self) -> int:
+        """How many notes the store (or the agent) has."""
+
+    def memory_versions(self, memory_id: str) -> list[MemoryVersion]:
+        """The contents a memory had, oldest first (``[]``: never edited)."""
+
+    def add_memory_version(self, version: MemoryVersion) -> None:
+        """Keep one content of a memory (removed with the memory)."""

@@ -84,7 +84,7 @@ def test_full_file_upgraded_by_a_new_migration_keeps_every_row(db_path: Path) ->
 
     def up(conn: apsw.Connection) -> None:
         conn.execute("ALTER TABLE episodic ADD COLUMN mood TEXT")
-        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("CREATE TABLE future_table (id INTEGER PRIMARY KEY, body TEXT)")
 
     shipped = migrations.available_migrations()
     with SQLiteStore(db_path, migrations=[*shipped, _next(up)]) as store:

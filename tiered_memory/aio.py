@@ -22,10 +22,12 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, StoreClosedError, Tier
+from tiered_memory.aio_notes import AsyncNotes
 from tiered_memory.config import MemoryConfig
 from tiered_memory.manager import AgentMemoryManager
 
@@ -95,6 +97,8 @@ class AsyncAgentMemoryManager:
             raise InvalidInputError(f"workers must be an int from 1 to 64, got {workers!r}")
         self.manager = manager
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="tiered-memory-aio")
+        self.notes = AsyncNotes(manager.notes, partial(settled, self._executor))
+        """The notes (``await memory.notes.create(...)``; see :mod:`tiered_memory.notes`)."""
 
     @classmethod
     async def open(
@@ -204,3 +208,4 @@ class AsyncAgentMemoryManager:
     embedder = _coroutine(AgentMemoryManager.embedder)
     flush = _coroutine(AgentMemoryManager.flush)
     recall = _coroutine(AgentMemoryManager.recall)
+    history = _coroutine(AgentMemoryManager.history)

@@ -37,6 +37,7 @@ from persistence import (
     MissingDirectoryError,
     MissingFileError,
     NotADatabaseError,
+    NoteNotFoundError,
     NotFoundError,
     PlaintextExportError,
     ReadOnlyError,
@@ -56,6 +57,7 @@ from persistence import (
 )
 
 __all__ = [
+    "NoteNotFoundError",
     "BackupError",
     "ServerUnavailableError",
     "DatabaseMissingError",

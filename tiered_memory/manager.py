@@ -39,6 +39,7 @@ from persistence import (
     MemoryFilter,
     MemoryStatistics,
     MemoryStorage,
+    MemoryVersion,
     Progress,
     PromotionRecord,
     RepetitionSchedule,
@@ -62,9 +63,10 @@ from tiered_memory.graph.facade import KnowledgeGraph
 from tiered_memory.lifecycle import Lifecycle
 from tiered_memory.links import Links
 from tiered_memory.memories import Memories, not_scratchpad
+from tiered_memory.notes import Notes
 from tiered_memory.recall.graph_signal import graph_candidates
 from tiered_memory.recall.recaller import Recaller
-from tiered_memory.recall.types import RecallHit
+from tiered_memory.recalling import RecallCalls
 from tiered_memory.redaction import total_in_file
 from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
@@ -73,7 +75,7 @@ from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
 
-class AgentMemoryManager:
+class AgentMemoryManager(RecallCalls):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -138,6 +140,13 @@ class AgentMemoryManager:
             redactor=redactor, review=self._retention.review, embeddings=self.embeddings,
             extraction=self.extraction,
         )  # fmt: skip
+        self._writer.notebook = self._notebook = backend.notes
+        self.notes = Notes(
+            backend.notes, self.store, clock, require_open=memories.require_open,
+            memory_exists=lambda memory_id: self.get(memory_id) is not None,
+            entity=self.graph.entity, agent_id=self.agent_id, redactor=redactor,
+        )  # fmt: skip
+        self._recall.notebook = self.notes.notebook
         self._links = Links(memories, clock)
         self._files = FileOperations(backend, memories, self.embeddings, cfg)
         self.store.on_external_change(self._files.reload)
@@ -299,11 +308,29 @@ class AgentMemoryManager:
         metadata: Mapping[str, Any] | None = None,
         tags: Sequence[str] | None = None,
         importance: float | None = None,
+        author: str | None = None,
     ) -> Memory:
-        """Change a memory's content, metadata, tags or importance; bumps ``updated_at``."""
+        """Change a memory's content, metadata, tags or importance; bumps ``updated_at``.
+        A changed content is kept in the memory's history (:meth:`history`), as written
+        by ``author``."""
         return self._writer.update(
-            memory_id, content=content, metadata=metadata, tags=tags, importance=importance
+            memory_id,
+            content=content,
+            metadata=metadata,
+            tags=tags,
+            importance=importance,
+            author=author,
         )
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """The contents a memory had, oldest first (version 1: as remembered), each with
+        who changed it and when; ``[]`` for a memory whose content never changed.
+        Forgetting the memory forgets its history."""
+        self._require_open()
+        require_str(memory_id, "memory_id")
+        if self.agent_id is not None and self.get(memory_id) is None:
+            return []  # not this agent's memory (on a file the history has no agent)
+        return self._notebook.memory_versions(memory_id)
 
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
         """Delete a memory (with its schedule and tags) and write an audit row; its
@@ -531,34 +558,6 @@ class AgentMemoryManager:
             self.flush()
             return [self.get(m.id) or m for m in ordered]
         return ordered
-
-    def recall(
-        self,
-        query: str,
-        k: int = 5,
-        *,
-        tier: Tier | str | None = None,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        tags: Sequence[str] = (),
-        created_after: int | None = None,
-        created_before: int | None = None,
-        min_retention: float | None = None,
-    ) -> list[RecallHit]:
-        """The ``k`` memories that best answer ``query``, each with its score and why.
-
-        Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by their raw
-        values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
-        "rrf")``), then weighed by importance, retention and recency; see
-        :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
-        """
-        self._require_open()
-        agent_id = stamped(self.agent_id, agent_id)
-        return self._recall.recall(
-            query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
-            created_after=created_after, created_before=created_before,
-            min_retention=min_retention,
-        )  # fmt: skip
 
 
 def _graph_search(

@@ -366,11 +366,34 @@ def document_scrubber(
                 _refuse_if(refuse, where, redactor, entry.content, (), {})
                 doc.transcripts[n] = (where, replace(entry, content=content))
                 total += found
+        total += _scrub_notes(doc, redactor, refuse)
         if total:
             logger.info("import: %d secret(s) redacted before writing", total)
         return total
 
     return scrub
+
+
+_NOTE_TEXTS = {"notes": (1, 2), "note_versions": (2, 3), "memory_versions": (2,)}
+"""Positions of the free-text fields (titles, contents) in the note tables' rows."""
+
+
+def _scrub_notes(doc: ImportDocument, redactor: Redactor, refuse: bool) -> int:
+    """Redact the titles and contents of the document's notes, their versions and the
+    memories' earlier contents (or refuse at the first secret)."""
+    total = 0
+    for table, positions in _NOTE_TEXTS.items():
+        rows = doc.notes.rows.get(table, [])
+        for n, row in enumerate(rows):
+            values = list(row)
+            for at in positions:
+                text, found = redact_text(redactor, values[at])
+                if found:
+                    _refuse_if(refuse, f"tables.{table}[{n}]", redactor, values[at], (), {})
+                    values[at] = text
+                    total += found
+            rows[n] = tuple(values)
+    return total
 
 
 def _refuse_if(

@@ -16,6 +16,8 @@ from persistence import (
     InvalidInputError,
     InvalidTypeError,
     Memory,
+    MemoryVersion,
+    NoteStorage,
     RepetitionSchedule,
     Tier,
     graph_records,
@@ -67,6 +69,8 @@ class MemoryWriter:
         self._embeddings = embeddings
         self._extraction = extraction
         self._drafter = Drafter(memories.store, redactor, config.token_counter)
+        self.notebook: NoteStorage | None = None
+        """Where memories' content history is kept (set by the manager)."""
 
     def remember(
         self,
@@ -224,9 +228,13 @@ class MemoryWriter:
         metadata: Mapping[str, Any] | None,
         tags: Sequence[str] | None,
         importance: float | None,
+        author: str | None = None,
     ) -> Memory:
-        """``AgentMemoryManager.update``: the changes checked, then one transaction."""
+        """``AgentMemoryManager.update``: the changes checked, then one transaction. A
+        new content is kept in the memory's history (with the one it replaces, the first
+        time), written by ``author``."""
         self._memories.require_open()
+        require_str(author, "author", allow_none=True)
         content, tags, metadata, redacted = redact_fields(
             self._redactor, content, tags, metadata, record=False
         )
@@ -256,9 +264,23 @@ class MemoryWriter:
                 if content != memory.content:  # re-extracted: the old findings go now
                     self.records.drop_extracted(memory_id)
                     self.store.after_commit(self._extraction.notify)
+                    self._keep_version(memory, content, author)
             updated = self._memories.rewrite(
                 replace(memory, updated_at=touched(memory, self._clock()), **changes)
             )
             if content is not None and updated.tier is not Tier.SCRATCHPAD:
                 self.store.record_content_keys([updated])  # found by its new content now
             return updated
+
+    def _keep_version(self, memory: Memory, content: str, author: str | None) -> None:
+        """Add ``content`` to the memory's history (its first content too, the first time)."""
+        if self.notebook is None:
+            return
+        kept = len(self.notebook.memory_versions(memory.id))
+        if not kept:
+            self.notebook.add_memory_version(
+                MemoryVersion(memory.id, 1, memory.content, None, memory.created_at)
+            )
+            kept = 1
+        at = touched(memory, self._clock())
+        self.notebook.add_memory_version(MemoryVersion(memory.id, kept + 1, content, author, at))

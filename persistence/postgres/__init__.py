@@ -9,6 +9,7 @@ from persistence.locations import redact
 from persistence.postgres.database import PgDatabase
 from persistence.postgres.files import PgFiles
 from persistence.postgres.graph_store import PgGraphStore
+from persistence.postgres.note_store import PgNoteStore
 from persistence.postgres.store import PostgresStore
 
-__all__ = ["PgDatabase", "PgFiles", "PgGraphStore", "PostgresStore", "redact"]
+__all__ = ["PgDatabase", "PgFiles", "PgGraphStore", "PgNoteStore", "PostgresStore", "redact"]

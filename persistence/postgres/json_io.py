@@ -28,6 +28,7 @@ from persistence.postgres.sql import (
     integrity_sql,
     memory_sql,
     meta_sql,
+    notes_sql,
     schedule_sql,
     session_sql,
     transfer_sql,
@@ -46,6 +47,7 @@ from persistence.records import (
 from persistence.transfer.graph_io import GRAPH_TABLES, GraphDocument
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import Count, ImportDocument, Mode
+from persistence.transfer.note_io import NOTE_TABLES
 
 PAGE = 1000
 
@@ -89,7 +91,7 @@ class PgExportSource:
         )
 
     def row_count(self) -> int:
-        return transfer_sql.row_count(self._conn)
+        return transfer_sql.row_count(self._conn) + notes_sql.row_count(self._conn)
 
     def has_graph(self) -> bool:
         return True  # every PostgreSQL schema has it (version 3)
@@ -125,6 +127,13 @@ class PgExportSource:
         cursor = transfer_sql.graph_rows(self._conn, table)
         while page := cursor.fetchmany(self._page):
             yield page
+
+    def has_notes(self) -> bool:
+        return notes_sql.has_notes(self._conn)
+
+    def note_rows(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
+        rows = notes_sql.table_rows(self._conn, table)
+        return iter([rows] if rows else [])
 
 
 @contextmanager
@@ -182,6 +191,7 @@ class PgImportSink:
         if redacted:
             meta_sql.add(conn, REDACTIONS_KEY, redacted)
         self._write_graph(doc.graph, mode, written, count)
+        self._write_notes(doc, mode, count)
         if mode == "replace":
             transfer_sql.rebuild_content_keys(conn, [m for _, m in doc.memories])
         else:
@@ -192,6 +202,20 @@ class PgImportSink:
                 raise InvalidImportError(
                     "$", f"would leave the database inconsistent: {problems[0]}"
                 )
+
+    def _write_notes(self, doc: ImportDocument, mode: Mode, count: Count) -> None:
+        """The document's notes: replace mode holds exactly them; merge replaces a note
+        of the same id with the document's (see :mod:`persistence.transfer.note_io`)."""
+        conn = self._conn
+        if mode == "replace":
+            notes_sql.clear(conn)
+        if not doc.notes.present:
+            return
+        for table in NOTE_TABLES:
+            rows = doc.notes.rows[table]
+            notes_sql.insert_rows(conn, table, rows)
+            for _ in rows:
+                count(table, "inserted")
 
     def _fix_dimension(self, doc: ImportDocument, mode: Mode) -> None:
         """The store's vector size becomes the document's (replace) or is fixed by it

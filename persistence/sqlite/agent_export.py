@@ -29,7 +29,7 @@ from persistence.records import (
 )
 from persistence.sqlite import json_io
 from persistence.sqlite.json_io import SQLiteExportSource, _pages, _second
-from persistence.sqlite.sql import agent_sql, forgetting_sql, session_sql
+from persistence.sqlite.sql import agent_sql, forgetting_sql, notes_sql, session_sql
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader, ExportSource
 
@@ -110,6 +110,17 @@ class AgentExportSource:
         else:
             column, ids = _at(table, "entity_id"), keep["entities"]
         return _kept(self._inner.graph_rows(table), lambda row: row[column] in ids)
+
+    def has_notes(self) -> bool:
+        return self._inner.has_notes()
+
+    def note_rows(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
+        """The notes this agent's handle wrote (with their versions and links), and the
+        content history of its memories."""
+        if table == "memory_versions":
+            return _kept(self._inner.note_rows(table), lambda row: row[0] in self._live)
+        rows = notes_sql.table_rows(self._conn, table, self._agent)
+        return iter([rows] if rows else [])
 
     def _graph_ids(self) -> dict[str, set[str]]:
         """The relations this agent's memories support and the entities they or those

@@ -37,6 +37,7 @@ from persistence.sqlite.sql import (
     integrity_sql,
     json_io_sql,
     memory_sql,
+    notes_sql,
     schedule_sql,
     session_sql,
 )
@@ -49,6 +50,7 @@ from persistence.sqlite.sql.meta_sql import (
 )
 from persistence.transfer.json_export import TABLES, ExportHeader
 from persistence.transfer.json_import import Count, ImportDocument, Mode
+from persistence.transfer.note_io import NOTE_TABLES
 
 PAGE = 1000
 BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
@@ -106,7 +108,7 @@ class SQLiteExportSource:
 
     def row_count(self) -> int:
         rows = sum(json_io_sql.row_count(self._conn, t) for t in TABLES)
-        return rows + graph_json_io.row_count(self._conn)
+        return rows + graph_json_io.row_count(self._conn) + notes_sql.row_count(self._conn)
 
     def has_graph(self) -> bool:
         return graph_sql.has_graph(self._conn)
@@ -137,6 +139,13 @@ class SQLiteExportSource:
 
     def graph_rows(self, table: str) -> Iterator[list[apsw.SQLiteValues]]:
         return graph_json_io.pages(self._conn, table, self._page)
+
+    def has_notes(self) -> bool:
+        return notes_sql.has_notes(self._conn)
+
+    def note_rows(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
+        rows = notes_sql.table_rows(self._conn, table, None)
+        return iter([rows] if rows else [])
 
 
 @contextmanager
@@ -199,12 +208,27 @@ class SQLiteImportSink:
         add_redactions(conn, redacted)
         all_memories = [m.id for _, m in doc.memories]
         graph_json_io.write_graph(conn, doc.graph, mode, written, all_memories, count)
+        self._write_notes(doc, mode, count)
         for name in _INVARIANTS:
             problems = integrity_sql.CHECKS[name](conn)
             if problems:
                 raise InvalidImportError(
                     "$", f"would leave the database inconsistent: {problems[0]}"
                 )
+
+    def _write_notes(self, doc: ImportDocument, mode: Mode, count: Count) -> None:
+        """The document's notes: replace mode holds exactly them; merge replaces a note
+        of the same id with the document's (see :mod:`persistence.transfer.note_io`)."""
+        conn = self._conn
+        if mode == "replace" and notes_sql.has_notes(conn):
+            notes_sql.clear(conn)
+        if not doc.notes.present:
+            return
+        for table in NOTE_TABLES:
+            rows = doc.notes.rows[table]
+            notes_sql.insert_rows(conn, table, rows)
+            for _ in rows:
+                count(table, "inserted")
 
     def _write_memories(self, doc: ImportDocument, mode: Mode, count: Count) -> set[str]:
         """Write the memories; return the ids whose document version was written."""

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from persistence.errors import InvalidInputError
 from persistence.records import Progress, Tier
-from persistence.transfer import graph_io
+from persistence.transfer import graph_io, note_io
 from persistence.transfer.json_export import TABLES, ExportSource
 from persistence.transfer.json_import import OpenSink, check_against_store
 from persistence.transfer.json_read import Document, ImportDocument, checked
@@ -105,6 +105,14 @@ def read_source(
         for _ in graph[table]:
             step()
     doc.graph = graph_io.read_graph(graph, {m.id for _, m in doc.memories})
+    notes: dict[str, list[dict[str, Any]]] = {}
+    for table in note_io.NOTE_TABLES if source.has_notes() else ():
+        notes[table] = [
+            note_io.row_to_json(table, row) for row in _records(source.note_rows(table))
+        ]
+        for _ in notes[table]:
+            step()
+    doc.notes = note_io.read_notes(notes, {m.id for _, m in doc.memories})
     return doc
 
 
@@ -161,7 +169,7 @@ def copy_store(
             progress(done, total)
 
     doc = read_source(source, max_content_bytes=max_content_bytes, tick=tick)
-    tables = dict.fromkeys((*TABLES, *graph_io.GRAPH_TABLES), 0)
+    tables = dict.fromkeys((*TABLES, *graph_io.GRAPH_TABLES, *note_io.NOTE_TABLES), 0)
 
     def count(table: str, outcome: str) -> None:
         if outcome != "skipped":

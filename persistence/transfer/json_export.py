@@ -12,7 +12,8 @@ The document::
                 "memory_entities": [...], "memory_relations": [...], "graph_queue": [...]}}
 
 (the knowledge graph's tables, see :mod:`persistence.transfer.graph_io`, from schema
-version 10).
+version 10; then ``notes``, ``note_versions``, ``note_links`` and ``memory_versions``,
+see :mod:`persistence.transfer.note_io`, from schema version 13).
 
 Each row is one JSON object (orjson); embeddings are base64 of little-endian float32.
 Rows come in a stable order, so exporting an imported document gives it back unchanged
@@ -40,7 +41,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.transfer import graph_io
+from persistence.transfer import graph_io, note_io
 
 FORMAT = "tiered-memory"
 FORMAT_VERSION = 1
@@ -111,6 +112,15 @@ class ExportSource(Protocol):
 
     def graph_rows(self, table: str) -> Iterable[Sequence[Sequence[Any]]]:
         """One graph table's rows as value tuples in :data:`graph_io.GRAPH_FIELDS`
+        order, in a stable order."""
+        ...
+
+    def has_notes(self) -> bool:
+        """True if the store has the note tables (file schema 13, server schema 9 on)."""
+        ...
+
+    def note_rows(self, table: str) -> Iterable[Sequence[Sequence[Any]]]:
+        """One note table's rows as value tuples in :data:`note_io.NOTE_TABLE_FIELDS`
         order, in a stable order."""
         ...
 
@@ -276,5 +286,11 @@ def export_document(
             graph_io.row_to_json(table, row) for page in source.graph_rows(table) for row in page
         )
         _write_array(out, rows, tick)
+    for table in note_io.NOTE_TABLES if source.has_notes() else ():
+        out.write(b"," + orjson.dumps(table) + b":")
+        notes = (
+            note_io.row_to_json(table, row) for page in source.note_rows(table) for row in page
+        )
+        _write_array(out, notes, tick)
     out.write(b"}}\n")
     return done

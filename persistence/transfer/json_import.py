@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from persistence.errors import InvalidImportError
 from persistence.records import ImportResult, TableCounts
-from persistence.transfer import graph_io
+from persistence.transfer import graph_io, note_io
 from persistence.transfer.json_export import TABLES
 from persistence.transfer.json_read import Document, ImportDocument, read_document
 
@@ -135,7 +135,8 @@ def import_document(
     doc = read_document(path, max_content_bytes)
     redacted = scrub(doc) if scrub is not None else 0
     counts: dict[str, dict[str, int]] = {t: {"inserted": 0, "updated": 0, "skipped": 0}
-                                         for t in (*TABLES, *graph_io.GRAPH_TABLES)}  # fmt: skip
+                                         for t in (*TABLES, *graph_io.GRAPH_TABLES,
+                                                   *note_io.NOTE_TABLES)}  # fmt: skip
     total, done = doc.row_count, 0
 
     def count(table: str, outcome: str) -> None:

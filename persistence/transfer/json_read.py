@@ -31,7 +31,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.transfer import graph_io
+from persistence.transfer import graph_io, note_io
 from persistence.transfer.json_export import (
     FORMAT,
     FORMAT_VERSION,
@@ -75,6 +75,7 @@ class Document:
     promotions: list[tuple[str, PromotionRecord]] = field(default_factory=list)
     forgotten: list[tuple[str, int, ForgettingRecord]] = field(default_factory=list)
     graph: graph_io.GraphDocument = field(default_factory=graph_io.GraphDocument)
+    notes: note_io.NoteDocument = field(default_factory=note_io.NoteDocument)
 
     @property
     def row_count(self) -> int:
@@ -91,6 +92,7 @@ class Document:
                 )  # fmt: skip
             )
             + self.graph.row_count
+            + self.notes.row_count
         )
 
 
@@ -371,7 +373,9 @@ def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
     dim = _int(doc, "embedding_dim", "$", nullable=True)
     if dim is not None and dim < 1:
         raise _fail("$.embedding_dim", "must be >= 1 or null")
-    tables = _object(doc["tables"], "$.tables", TABLES, graph_io.GRAPH_TABLES)
+    tables = _object(
+        doc["tables"], "$.tables", TABLES, (*graph_io.GRAPH_TABLES, *note_io.NOTE_TABLES)
+    )
     for name in TABLES:
         if not isinstance(tables[name], list):
             raise _fail(f"tables.{name}", "must be a list")
@@ -409,4 +413,5 @@ def read_document(path: Path, max_content_bytes: int | None = None) -> Document:
     _unique(out.promotions, lambda p: p.id, "promotion id")
     _unique([(w, i) for w, i, _ in out.forgotten], lambda i: i, "forgetting id")
     out.graph = graph_io.read_graph(tables, {m.id for _, m in out.memories})
+    out.notes = note_io.read_notes(tables, {m.id for _, m in out.memories})
     return out

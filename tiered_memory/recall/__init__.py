@@ -9,6 +9,7 @@ reinforcement), and the signals beyond keywords and vectors:
 :mod:`~tiered_memory.recall.graph_signal`.
 """
 
+from tiered_memory.recall.note_hits import NoteHit
 from tiered_memory.recall.settings import RecallSettings
 from tiered_memory.recall.types import (
     Explanation,
@@ -20,6 +21,7 @@ from tiered_memory.recall.types import (
 
 __all__ = [
     "Explanation",
+    "NoteHit",
     "RecallHit",
     "RecallSettings",
     "RerankCandidate",

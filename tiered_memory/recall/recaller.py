@@ -35,9 +35,11 @@ from persistence import (
     Memory,
     MemoryFilter,
     MemoryStorage,
+    NoteStorage,
     StoreClosedError,
     Tier,
     parse_tier,
+    require_bool,
     require_str,
     require_str_tuple,
     validate_filter,
@@ -45,6 +47,7 @@ from persistence import (
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.conversation import add_conversation_signals
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
+from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
 from tiered_memory.recall.settings import RecallSettings, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch
@@ -94,6 +97,8 @@ class Recaller:
         self._pool: ThreadPoolExecutor | None = None
         self.graph_search: GraphSearch | None = None
         """The graph signal's candidate search (set by the manager; see graph_recall)."""
+        self.notebook: NoteStorage | None = None
+        """The notes recall may return (set by the manager; see note_hits)."""
 
     def recall(
         self,
@@ -107,9 +112,12 @@ class Recaller:
         created_after: int | None,
         created_before: int | None,
         min_retention: float | None,
-    ) -> list[RecallHit]:
-        """The ``k`` best hits for ``query`` among the memories the filters accept."""
+        notes: bool = False,
+    ) -> list[RecallHit | NoteHit]:
+        """The ``k`` best hits for ``query`` among the memories the filters accept (and,
+        with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`)."""
         require_str(query, "query")
+        require_bool(notes, "notes")
         k = check_k(k)
         chosen = None if tier is None else parse_tier(tier)
         require_str_tuple(tags, "tags")
@@ -162,8 +170,16 @@ class Recaller:
         if paths is not None:
             fused = with_paths(fused, paths)
         top = self._explained(fused, k, described, now, vectors=found is not None)
-        self.queue_reviews([hit.memory.id for hit in top])
-        return top
+        if not (notes and self.notebook is not None and notes_apply(where)):
+            self.queue_reviews([hit.memory.id for hit in top])
+            return list(top)
+        found_notes = note_hits(self.notebook, words, where, settings, now,
+                                found[0] if found is not None else None,
+                                self._embeddings.embed_query)  # fmt: skip
+        both: list[RecallHit | NoteHit] = [*top, *found_notes]
+        merged = sorted(both, key=_by_score)[:k]
+        self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
+        return merged
 
     def _structure(
         self,
@@ -262,3 +278,10 @@ class Recaller:
                 due = schedule is None or schedule.next_review_at <= now
                 if due and self._get(memory_id) is not None:
                     self._review(memory_id, quality)
+
+
+def _by_score(hit: RecallHit | NoteHit) -> tuple[float, int, str]:
+    """Best first; at equal scores memories before notes, then by id."""
+    if isinstance(hit, RecallHit):
+        return (-hit.score, 0, hit.memory.id)
+    return (-hit.score, 1, hit.note.id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -89,8 +89,10 @@ class Explanation:
 
 @dataclass(frozen=True, slots=True)
 class RecallHit:
-    """One recalled memory with its score and explanation."""
+    """One recalled memory with its score and explanation (``kind == "memory"``; a
+    note's hit, :class:`~tiered_memory.recall.NoteHit`, has ``kind == "note"``)."""
 
+    kind: ClassVar[str] = "memory"
     memory: Memory
     score: float
     explanation: Explanation

@@ -409,7 +409,8 @@ def collect_garbage(conn: apsw.Connection) -> bool:
     gone = [r[0] for r in query_all(conn, "DELETE FROM graph_dirty RETURNING memory_id")]
     if gone:
         entities, relations = drop_provenance(conn, gone)
-        for table in ("graph_queue", "content_keys"):
+        kept = query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_versions'")
+        for table in ("graph_queue", "content_keys") + (("memory_versions",) if kept else ()):
             conn.execute(
                 f"DELETE FROM {table} WHERE memory_id IN (SELECT value FROM json_each(?))",
                 (_ids(gone),),

@@ -1,0 +1,90 @@
+"""``recall()`` of :class:`~tiered_memory.manager.AgentMemoryManager`, apart from the rest
+of the manager: its typed overloads (memories only, or memories and notes) make it long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, overload
+
+from persistence import Tier
+from tiered_memory.agent_scope import stamped
+from tiered_memory.recall.note_hits import NoteHit
+from tiered_memory.recall.recaller import Recaller
+from tiered_memory.recall.types import RecallHit
+
+
+class RecallCalls:
+    """The manager's ``recall()``; the manager provides the recaller, the agent its
+    handle is scoped to, and the open check."""
+
+    agent_id: str | None
+    _recall: Recaller
+
+    def _require_open(self) -> None:
+        raise NotImplementedError  # the manager's
+
+    @overload
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        tier: Tier | str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: Sequence[str] = (),
+        created_after: int | None = None,
+        created_before: int | None = None,
+        min_retention: float | None = None,
+        notes: Literal[False] = False,
+    ) -> list[RecallHit]: ...
+
+    @overload
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        tier: Tier | str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: Sequence[str] = (),
+        created_after: int | None = None,
+        created_before: int | None = None,
+        min_retention: float | None = None,
+        notes: bool,
+    ) -> list[RecallHit | NoteHit]: ...
+
+    def recall(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        tier: Tier | str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: Sequence[str] = (),
+        created_after: int | None = None,
+        created_before: int | None = None,
+        min_retention: float | None = None,
+        notes: bool = False,
+    ) -> list[RecallHit] | list[RecallHit | NoteHit]:
+        """The ``k`` memories that best answer ``query``, each with its score and why.
+
+        ``notes=True`` lets notes compete for the ``k`` places as hits of their own kind
+        (:class:`~tiered_memory.recall.NoteHit`, ``hit.kind == "note"``); without it the
+        hits are memories only (:class:`RecallHit`, ``hit.kind == "memory"``).
+
+        Keyword (FTS5 bm25) and vector (MiniLM cosine) candidates are fused by their raw
+        values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
+        "rrf")``), then weighed by importance, retention and recency; see
+        :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
+        """
+        self._require_open()
+        agent_id = stamped(self.agent_id, agent_id)
+        return self._recall.recall(
+            query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
+            created_after=created_after, created_before=created_before,
+            min_retention=min_retention, notes=notes,
+        )  # fmt: skip

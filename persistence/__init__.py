@@ -12,11 +12,13 @@ its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
 from persistence import graph_records  # the graph's rules (names, types, limits)
 from persistence.backend import Backend, Key, build_backend, check_current, migrate
 from persistence.cache_layer import CacheLayer, TransactionHooks
+from persistence.codecs import require_embedding
 from persistence.errors import (
     AuthenticationError,
     BackupError,
     ConnectionLostError,
     CorruptDatabaseError,
+    CorruptDatabaseOpenError,
     DatabaseBusyError,
     DatabaseMissingError,
     DatabaseOpenError,
@@ -130,9 +132,11 @@ from persistence.validation import (
     require_bool,
     require_callable,
     require_choice,
+    require_content,
     require_int,
     require_mapping,
     require_number,
+    require_path,
     require_str,
     require_str_tuple,
     validate_filter,
@@ -223,6 +227,9 @@ __all__ = [
     "require_int",
     "require_mapping",
     "require_number",
+    "require_content",
+    "require_embedding",
+    "require_path",
     "require_str",
     "require_str_tuple",
     "validate_filter",
@@ -233,6 +240,7 @@ __all__ = [
     "ConnectionLostError",
     "AuthenticationError",
     "CorruptDatabaseError",
+    "CorruptDatabaseOpenError",
     "DatabaseBusyError",
     "DatabaseOpenError",
     "DuplicateMemoryError",

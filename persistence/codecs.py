@@ -8,7 +8,7 @@ input, so the store can validate before it opens a transaction.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,6 +100,23 @@ def encode_embedding(vector: Any, expected_dim: int | None) -> bytes:
     if expected_dim is not None and array.size != expected_dim:
         raise EmbeddingDimensionError(array.size, expected_dim)
     return array.astype(_FLOAT32_LE, copy=False).tobytes()
+
+
+def require_embedding(vector: Any) -> None:
+    """Refuse what is not a finite 1-D vector of numbers (text that NumPy would parse
+    as a number, ``["3"]``, included) before anything is computed from it."""
+    if isinstance(vector, np.ndarray):
+        numeric = vector.dtype.kind in "iuf"
+    else:
+        numeric = not isinstance(vector, str | bytes) and all(
+            isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
+            for x in (vector if isinstance(vector, Sequence) else ())
+        )
+    if not numeric or not isinstance(vector, Sequence | np.ndarray):
+        raise InvalidEmbeddingError(
+            f"embedding must be a sequence of numbers, got {type(vector).__name__}"
+        )
+    encode_embedding(vector, None)
 
 
 def decode_embedding(blob: bytes | None) -> Embedding | None:

@@ -135,6 +135,7 @@ def test_bad_arguments_are_tool_errors_with_the_librarys_message(
         ("promote", {"memory_id": "missing", "to_tier": "semantic"},
          lambda m: m.promote("missing", Tier.SEMANTIC)),
         ("end_session", {"session_id": "missing"}, lambda m: m.end_session("missing")),
+        ("remember", {"content": " \n\t"}, lambda m: m.remember(" \n\t")),
     ]  # fmt: skip
 
     async def main() -> None:

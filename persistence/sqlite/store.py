@@ -229,7 +229,7 @@ class SQLiteStore:
         by an older version raises :class:`MigrationRequiredError`, as nothing migrates it.
         """
         route_sqlite_log()
-        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place):
+        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place, opening=True):
             try:
                 opened = self.db.open(self._prepare)
             except SchemaTooNew as exc:

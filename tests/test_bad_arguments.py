@@ -81,6 +81,9 @@ BAD: dict[str, st.SearchStrategy[Any]] = {
     "before": st.one_of(st.text(max_size=3), st.floats(), st.lists(st.integers(), max_size=1)),
     "created_after": st.one_of(st.text(max_size=3), st.floats()),
     "created_before": st.one_of(st.text(max_size=3), st.floats()),
+    "relative_cut": st.one_of(
+        st.floats().filter(lambda x: not 0.0 <= x <= 1.0), st.text(max_size=3), st.booleans()
+    ),
     "min_score": st.one_of(st.text(max_size=3), st.floats(allow_nan=True).filter(math.isnan)),
     "dedup": _NOT_BOOL,
     "overwrite": _NOT_BOOL,

@@ -546,6 +546,8 @@ class AgentMemoryManager:
         created_after: int | None = None,
         created_before: int | None = None,
         min_retention: float | None = None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
     ) -> list[RecallHit]:
         """The ``k`` memories that best answer ``query``, each with its score and why.
 
@@ -553,13 +555,16 @@ class AgentMemoryManager:
         values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
         "rrf")``), then weighed by importance, retention and recency; see
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
+        ``min_score`` drops hits scoring below it, ``relative_cut`` those under that
+        share of the best hit's score (defaults: ``RecallSettings``, off). A hit whose
+        keyword match came only from the turns around it says so in its explanation.
         """
         self._require_open()
         agent_id = stamped(self.agent_id, agent_id)
         return self._recall.recall(
             query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,
-            min_retention=min_retention,
+            min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
         )  # fmt: skip
 
 

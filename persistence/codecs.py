@@ -104,19 +104,20 @@ def encode_embedding(vector: Any, expected_dim: int | None) -> bytes:
 
 def require_embedding(vector: Any) -> None:
     """Refuse what is not a finite 1-D vector of numbers (text that NumPy would parse
-    as a number, ``["3"]``, included) before anything is computed from it."""
-    if isinstance(vector, np.ndarray):
-        numeric = vector.dtype.kind in "iuf"
-    else:
-        numeric = not isinstance(vector, str | bytes) and all(
-            isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
-            for x in (vector if isinstance(vector, Sequence) else ())
-        )
-    if not numeric or not isinstance(vector, Sequence | np.ndarray):
+    as a number, ``["3"]``, and booleans included) before anything is computed from it."""
+    if isinstance(vector, str | bytes) or not isinstance(vector, Sequence | np.ndarray):
         raise InvalidEmbeddingError(
             f"embedding must be a sequence of numbers, got {type(vector).__name__}"
         )
-    encode_embedding(vector, None)
+    try:
+        array = vector if isinstance(vector, np.ndarray) else np.asarray(vector)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEmbeddingError(f"embedding must be a sequence of numbers: {exc}") from exc
+    if array.dtype.kind not in "iuf":
+        raise InvalidEmbeddingError(
+            f"embedding must hold numbers only, got elements of type {array.dtype}"
+        )
+    encode_embedding(array, None)
 
 
 def decode_embedding(blob: bytes | None) -> Embedding | None:

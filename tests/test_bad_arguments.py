@@ -283,6 +283,29 @@ def test_the_async_facade_raises_the_same_typed_errors(tmp_path: Path) -> None:
             ):
                 with pytest.raises(InvalidInputError):
                     await call()
+            for name in _async_methods():  # every coroutine: an unknown keyword (or none)
+                with pytest.raises(InvalidInputError):
+                    result = getattr(memory, name)(nope=1)
+                    if inspect.isawaitable(result):
+                        await result
             assert _digest(path) == before
 
     asyncio.run(main())
+
+
+def _async_methods() -> list[str]:
+    """The async manager's public methods that take no arbitrary keywords."""
+    found = []
+    for name, value in vars(AsyncAgentMemoryManager).items():
+        target = value.__func__ if isinstance(value, classmethod) else value
+        if name.startswith("_") or not callable(target):
+            continue
+        params = inspect.signature(target).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in params) or name in _MANAGER_DELEGATES:
+            found.append(name)
+    return sorted(found)
+
+
+_MANAGER_DELEGATES = frozenset(vars(AgentMemoryManager)) - {"open", "in_memory", "query"}
+"""Coroutines made from the manager's methods take ``**kwargs`` and pass them on: the
+manager refuses an unknown one (``query`` takes filters as keywords)."""

@@ -95,3 +95,20 @@ def test_damage_found_while_opening_is_both(tmp_path: Path) -> None:
         AgentMemoryManager.open(path, **NO_MODEL)
     assert isinstance(raised.value, DatabaseOpenError | CorruptDatabaseError | StorageError)
     assert raised.value.result_code == apsw.SQLITE_CORRUPT
+
+
+def test_a_busy_postgres_write_carries_its_sqlstate(pg_url: str) -> None:
+    import psycopg
+
+    from persistence import PoolSettings
+
+    settings = PoolSettings(lock_timeout_s=0.2)
+    with AgentMemoryManager.open(pg_url, pool=settings, **NO_MODEL) as memory:
+        held = memory.remember("a row another connection holds")
+        with psycopg.connect(pg_url) as other:
+            other.execute("SELECT 1 FROM tm_memories WHERE id = %s FOR UPDATE", (held.id,))
+            with pytest.raises(StorageError) as raised:
+                memory.update(held.id, content="changed meanwhile")
+        assert isinstance(raised.value, DatabaseBusyError)
+        assert raised.value.sqlstate == "55P03"  # lock_not_available
+        assert memory.get(held.id).content == "a row another connection holds"  # type: ignore[union-attr]

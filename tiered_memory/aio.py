@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, StoreClosedError, Tier
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig
 from tiered_memory.manager import AgentMemoryManager
 
@@ -77,6 +78,7 @@ def _coroutine(
     return call
 
 
+@typed_arguments
 class AsyncAgentMemoryManager:
     """:class:`AgentMemoryManager` for asyncio: each method is a coroutine of the same name.
 

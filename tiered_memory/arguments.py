@@ -34,18 +34,36 @@ def typed_arguments(cls: C) -> C:
 
 
 def _translated(method: Callable[..., Any], owner: str) -> Callable[..., Any]:
-    """``method``, raising :class:`InvalidTypeError` where binding its arguments fails."""
+    """``method``, raising :class:`InvalidTypeError` where binding its arguments fails
+    (a coroutine function stays one: the error is raised when it is awaited)."""
+
+    def refused(exc: TypeError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if isinstance(exc, TieredMemoryError) or _binds(method, args, kwargs):
+            return
+        raise InvalidTypeError(
+            f"{exc}; see help({owner}.{method.__name__}) (nothing was changed)"
+        ) from None
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                coroutine = method(*args, **kwargs)
+            except TypeError as exc:
+                refused(exc, args, kwargs)
+                raise
+            return await coroutine
+
+        return awaited
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
         except TypeError as exc:
-            if isinstance(exc, TieredMemoryError) or _binds(method, args, kwargs):
-                raise
-            raise InvalidTypeError(
-                f"{exc}; see help({owner}.{method.__name__}) (nothing was changed)"
-            ) from None
+            refused(exc, args, kwargs)
+            raise
 
     return call
 

@@ -22,7 +22,6 @@ from persistence import (
     EmbedderError,
     EncryptionKeyError,
     InvalidInputError,
-    InvalidTypeError,
     Memory,
     MemoryFilter,
     MemoryNotFoundError,
@@ -46,13 +45,7 @@ from tiered_memory.graph.extraction import DefaultExtractor, Extraction, Extract
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall.rerank import OnnxCrossEncoder, SessionContextReranker
 from tiered_memory.recall.settings import RecallSettings
-from tiered_memory.recall.types import (
-    Explanation,
-    RecallHit,
-    RerankCandidate,
-    Reranker,
-    SignalMatch,
-)
+from tiered_memory.recall.types import Explanation, RecallHit, RerankCandidate, Reranker
 from tiered_memory.redaction import Redaction, Redactor, SecretRedactor
 from tiered_memory.tokens import TokenCounter
 
@@ -76,7 +69,6 @@ __all__ = [
     "MemoryStatistics",
     "RecallHit",
     "Explanation",
-    "SignalMatch",
     # Protocols a user implements, and the shipped implementations
     "Embedder",
     "OnnxEmbedder",
@@ -94,7 +86,6 @@ __all__ = [
     # the common errors (all of them: tiered_memory.errors)
     "TieredMemoryError",
     "InvalidInputError",
-    "InvalidTypeError",
     "NotFoundError",
     "MemoryNotFoundError",
     "StorageError",

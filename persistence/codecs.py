@@ -8,7 +8,7 @@ input, so the store can validate before it opens a transaction.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -100,6 +100,24 @@ def encode_embedding(vector: Any, expected_dim: int | None) -> bytes:
     if expected_dim is not None and array.size != expected_dim:
         raise EmbeddingDimensionError(array.size, expected_dim)
     return array.astype(_FLOAT32_LE, copy=False).tobytes()
+
+
+def require_embedding(vector: Any) -> None:
+    """Refuse what is not a finite 1-D vector of numbers (text that NumPy would parse
+    as a number, ``["3"]``, and booleans included) before anything is computed from it."""
+    if isinstance(vector, str | bytes) or not isinstance(vector, Sequence | np.ndarray):
+        raise InvalidEmbeddingError(
+            f"embedding must be a sequence of numbers, got {type(vector).__name__}"
+        )
+    try:
+        array = vector if isinstance(vector, np.ndarray) else np.asarray(vector)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEmbeddingError(f"embedding must be a sequence of numbers: {exc}") from exc
+    if array.dtype.kind not in "iuf":
+        raise InvalidEmbeddingError(
+            f"embedding must hold numbers only, got elements of type {array.dtype}"
+        )
+    encode_embedding(array, None)
 
 
 def decode_embedding(blob: bytes | None) -> Embedding | None:

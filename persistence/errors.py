@@ -30,10 +30,6 @@ class ForeignDatabaseError(DatabaseOpenError):
     """The file is a SQLite database of some other application; it was left untouched."""
 
 
-class CorruptDatabaseError(DatabaseOpenError):
-    """The file is a SQLite database that SQLite reports as damaged."""
-
-
 class SchemaError(DatabaseOpenError):
     """The file's schema version is not the one this code reads; it was left untouched."""
 
@@ -91,7 +87,32 @@ class UnsupportedOperationError(TieredMemoryError):
 
 
 class StorageError(TieredMemoryError):
-    """SQLite or the file system failed underneath a call; what it was doing was undone."""
+    """SQLite, the server or the file system failed underneath a call; what it was doing
+    was undone.
+
+    ``result_code`` is SQLite's extended result code when SQLite raised it (``5`` busy,
+    ``11`` corrupt, ``13`` full, ...; ``None`` otherwise), ``sqlstate`` PostgreSQL's
+    five-character code when the server did: branch on the class first, on these only
+    for what the classes do not tell apart.
+    """
+
+    def __init__(
+        self, *args: object, result_code: int | None = None, sqlstate: str | None = None
+    ) -> None:
+        super().__init__(*args)
+        self.result_code = result_code
+        self.sqlstate = sqlstate
+
+
+class CorruptDatabaseError(StorageError):
+    """SQLite reports the file (or a snapshot read from) damaged, found during a call;
+    the call changed nothing: run ``tiered-memory check`` and restore a backup. Damage
+    found while opening raises its subclass :class:`CorruptDatabaseOpenError`."""
+
+
+class CorruptDatabaseOpenError(CorruptDatabaseError, DatabaseOpenError):
+    """The file is a SQLite database that SQLite reports as damaged when opening it
+    (caught both as a :class:`CorruptDatabaseError` and as a :class:`DatabaseOpenError`)."""
 
 
 class StorageFullError(StorageError):
@@ -107,12 +128,14 @@ class BackupError(TieredMemoryError):
     """A backup could not be made or verified; no snapshot was left under its name."""
 
 
-class DatabaseBusyError(TieredMemoryError):
-    """Another connection held the write lock for longer than ``busy_timeout``."""
+class DatabaseBusyError(StorageError):
+    """Another connection held the write lock for longer than ``busy_timeout``; nothing
+    was changed: try again."""
 
 
-class TransactionAbortedError(TieredMemoryError):
-    """SQLite rolled the whole transaction back after an error inside it."""
+class TransactionAbortedError(StorageError):
+    """SQLite (or the server) rolled the whole transaction back after an error inside
+    it; nothing of it was committed."""
 
 
 class MigrationError(TieredMemoryError):

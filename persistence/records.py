@@ -311,6 +311,22 @@ class MemoryFilter:
         return tuple(f"{name}={value}" for name, value in named if value is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class KeywordParts:
+    """Where one memory's keyword match lies in its keyword window: in its own words,
+    in the (two) memories before it in its session, in the (two) after it. Recall's
+    explanation says when a match came only from a neighbouring turn."""
+
+    own: bool
+    before: bool
+    after: bool
+
+    @property
+    def neighbours_only(self) -> bool:
+        """True when no query word is in the memory's own words."""
+        return not self.own and (self.before or self.after)
+
+
 class FrozenDict(dict[str, int]):
     """A dict that cannot be changed after it is made, and hashes by its items: a
     record's mapping field (:attr:`PersistenceStatistics.backend_details`). Equal to a

@@ -78,6 +78,7 @@ from persistence.records import (
     ImportResult,
     IntegrityResult,
     Key,
+    KeywordParts,
     MaintenanceResult,
     Memory,
     MemoryFilter,
@@ -350,6 +351,14 @@ class RecallIndex(Protocol):
         where: MemoryFilter | None = None,
     ) -> list[tuple[str, float]]:
         """``(memory_id, cosine distance)`` nearest first."""
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        """For each of ``memory_ids`` that holds any of ``words`` (normalised as for
+        :meth:`keyword_search`) in its keyword window: which parts hold one (its own
+        words, the memories before it, after it). Memories matching none are left out.
+        Recall asks this of its top hits only, to explain them."""
 
     def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
         """Exact cosine distance to each of ``memory_ids`` that has an embedding."""

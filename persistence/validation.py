@@ -18,6 +18,7 @@ overflow on. The rules beyond types:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -276,6 +277,18 @@ def require_str(
             raise InvalidInputError(f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
+def require_content(value: Any, what: str = "content") -> None:
+    """Refuse what cannot be a memory's text: not a ``str`` (:class:`InvalidTypeError`),
+    or empty or whitespace only (:class:`InvalidInputError`: it would be a memory that no
+    search can find). Only new text is checked: files may hold older empty memories."""
+    require_str(value, what)
+    if not value.strip():
+        raise InvalidInputError(
+            f"{what} is empty or only whitespace ({value!r}): a memory needs some text "
+            "(nothing was written)"
+        )
+
+
 def require_int(
     value: Any,
     what: str,
@@ -333,6 +346,16 @@ def require_callable(value: Any, what: str, *, allow_none: bool = False) -> None
         return
     if not callable(value):
         raise InvalidTypeError(f"{what} must be callable, got {type(value).__name__}")
+
+
+def require_path(value: Any, what: str, *, allow_none: bool = False) -> None:
+    """Refuse anything but a ``str`` or ``os.PathLike`` naming a file (or ``None`` if
+    allowed); bytes paths are refused too, as the rest of the API takes none."""
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidTypeError(f"{what} must be a str or os.PathLike, got {type(value).__name__}")
+    require_str(os.fspath(value), what, allow_empty=False)
 
 
 def require_unit_float(value: Any, what: str) -> None:

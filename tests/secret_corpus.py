@@ -61,8 +61,14 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
 
     for prefix in ("AKIA", "ASIA"):
         token("aws-access-key", prefix + _r(rng, UPPER, 16))
-    aws_secret = _r(rng, B64, 40)
-    inside("secret", f"aws_secret_access_key = {aws_secret}", aws_secret)
+    for written in (
+        "aws_secret_access_key = {}",
+        "my AWS secret key is {}",
+        "the aws secret access key: {}",
+        "AWS secret {} (rotate it monthly)",
+    ):
+        aws_secret = _aws_secret(rng)
+        inside("aws-secret-key", written.format(aws_secret), aws_secret)
     token("gcp-api-key", "AIza" + _r(rng, URLSAFE, 35))
     token("gcp-oauth-secret", "GOCSPX-" + _r(rng, URLSAFE, 28))
     token("gcp-oauth-token", "ya29." + _r(rng, URLSAFE, 120))
@@ -112,6 +118,14 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
     ):
         pw = _r(rng, ALNUM + "!*-_.~", 14)
         inside("url-password", f"{scheme}://{user}:{pw}@{host}", pw)
+    for words in (2, 3):  # a password with spaces in it
+        pw = " ".join(_r(rng, ALNUM + "!*", 6) for _ in range(words))
+        inside("url-password", f"postgres://app:{pw}@db.internal:5432/prod", pw)
+    for card in _cards(rng):
+        inside("card-number", card, card)
+    for _ in range(3):
+        ssn = f"{rng.randint(1, 665):03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
+        inside("us-ssn", f"SSN {ssn}", ssn)
     for written in (
         "Server=tcp:acme.database.windows.net,1433;Database=prod;User ID=sa;Password={};",
         "Driver={{PostgreSQL}};Server=db;Uid=app;Pwd={};",
@@ -122,6 +136,14 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
         "'passphrase': '{}'",
     ):
         pw = _r(rng, PASSWORD, 16)
+        inside("password", written.format(pw), pw)
+    for written in (
+        "Password: {}",
+        "my password is {}",
+        "the wifi password is {}, use it",
+        "Your new passphrase was '{}'.",
+    ):
+        pw = _r(rng, PASSWORD + "&;,<>", 14) + "&3"  # a tail after & (kept before: issue 28)
         inside("password", written.format(pw), pw)
     for written in (
         "secret: {}",
@@ -140,6 +162,87 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
     basic = base64.b64encode(f"admin:{_r(rng, ALNUM, 12)}".encode()).decode()
     inside("basic-auth", f"Authorization: Basic {basic}", basic)
     return out
+
+
+def _luhn_digit(body: str) -> str:
+    """The check digit that makes ``body`` + it pass Luhn."""
+    total = 0
+    for i, c in enumerate(reversed(body)):
+        d = int(c)
+        if i % 2 == 0:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return str((10 - total % 10) % 10)
+
+
+def _card(rng: random.Random, prefix: str, length: int, valid: bool = True) -> str:
+    body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
+    check = _luhn_digit(body)
+    return body + (check if valid else str((int(check) + rng.randint(1, 9)) % 10))
+
+
+def _cards(rng: random.Random) -> list[str]:
+    """Luhn-valid card numbers as people write them: plain, in fours, with dashes; Amex."""
+    visa, master, amex, discover = (
+        _card(rng, "4", 16), _card(rng, "5" + rng.choice("12345"), 16),
+        _card(rng, "3" + rng.choice("47"), 15), _card(rng, "6011", 16),
+    )  # fmt: skip
+    fours = " ".join(master[i : i + 4] for i in range(0, 16, 4))
+    dashed = "-".join(discover[i : i + 4] for i in range(0, 16, 4))
+    return [visa, fours, dashed, f"{amex[:4]} {amex[4:10]} {amex[10:]}"]
+
+
+def _aws_secret(rng: random.Random) -> str:
+    while True:
+        value = _r(rng, B64, 40)
+        if any(c.islower() for c in value) and any(c.isupper() for c in value):
+            return value
+
+
+def decoys(seed: int = 23) -> list[str]:
+    """Texts that look like secrets and are not: none may be touched by the redactor."""
+    rng = random.Random(seed)
+    hexd = "0123456789abcdef"
+    out = [
+        "Reset your password: click the link in the email.",
+        "my password is too short, the site says",
+        "The password is case-sensitive.",
+        "Your password was changed yesterday.",
+        "the password is stored in the vault, ask Ana",
+        "my password is in 1Password",
+        "Password: required (see the form)",
+        "Enter your password: ",
+        "the AWS secret key lives in the vault, never in the repo",
+        "rotate the aws secret access key every 90 days",
+        "call me at 555-123-4567 or +1 415 555 2671",
+        "the meeting is on 2024-01-15 at 10:30",
+        "ISBN 978-3-16-148410-0",
+        "version 1.24.3-rc.1 shipped",
+        "server 192.168.10.254:8080 is up",
+        "the test card is 4111 1111 1111 1112 (it fails Luhn)",
+        "order 1795723950230 shipped",  # an epoch-millisecond timestamp
+        "employee id 123456789",
+        "the ticket is 000-12-3456",  # never an SSN (area 000)
+        "https://example.com/docs/passwords#reset",
+        "postgres://db.internal:5432/prod",
+        "TOKEN_URL = https://auth.example.com/token",
+    ]
+    for _ in range(4):
+        out.append(f"commit {''.join(rng.choice(hexd) for _ in range(40))} fixed the build")
+        out.append(f"request id {uuid_like(rng)} failed")
+        out.append(f"sha256:{''.join(rng.choice(hexd) for _ in range(64))}")
+        out.append(f"timestamp {rng.randint(1_600_000_000_000, 1_900_000_000_000)}")
+        out.append(f"card ending {_card(rng, '4', 16, valid=False)} was declined")
+    png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
+    out.append(f'<img src="data:image/png;base64,{png}">')
+    out.append(f"![chart](data:image/jpeg;base64,{png[:80]})")
+    return out
+
+
+def uuid_like(rng: random.Random) -> str:
+    hexd = "0123456789abcdef"
+    parts = ("".join(rng.choice(hexd) for _ in range(n)) for n in (8, 4, 4, 4, 12))
+    return "-".join(parts)
 
 
 def corpus(seed: int = 19) -> list[Case]:

@@ -108,7 +108,7 @@ def test_close_stops_the_thread_and_read_only_or_memory_start_none(db_path: Path
 def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="persistence.checkpointer")
+    caplog.set_level(logging.WARNING, logger="tiered_memory.checkpointer")
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
         checkpointer = store.db.background.checkpointer
         assert checkpointer is not None and checkpointer._conn is not None
@@ -169,7 +169,7 @@ def test_after_rekey_the_thread_checkpoints_with_the_new_key(
         before = store.db.background.checkpointer
         assert before is not None
         done = before.checkpoints
-        with caplog.at_level(logging.WARNING, logger="persistence"):
+        with caplog.at_level(logging.WARNING, logger="tiered_memory"):
             _write(store, 300, db_path)
         checkpointer = store.db.background.checkpointer
         assert checkpointer is not None and checkpointer.running

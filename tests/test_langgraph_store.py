@@ -26,7 +26,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from persistence import Tier
+from persistence import InvalidInputError, Tier
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore, TieredSearchItem
 
@@ -274,3 +274,21 @@ def test_items_with_the_same_value_under_other_keys_stay_apart(any_location: str
         assert store.get(("a",), "k1") is None
         kept = [store.get(("a", "a"), "k1"), store.get(("b",), "k2")]
         assert [item.value if item else None for item in kept] == [value, value]
+
+
+def test_an_indexed_put_without_text_is_refused_and_writes_nothing(
+    store: TieredMemoryStore,
+) -> None:
+    store.put(("n",), "kept", {"text": "something to find"})
+    before = len(store.memory.query(None, limit=100))
+    for value, index in (({"text": "   \n"}, ["text"]), ({"title": "x"}, ["text"])):
+        with pytest.raises(InvalidInputError, match="no text in its indexed fields"):
+            store.put(("n",), "blank", value, index=index)
+    with pytest.raises(InvalidInputError):  # a batch with one blank put writes none of it
+        store.batch(
+            [PutOp(("n",), "fine", {"text": "fine"}), PutOp(("n",), "b", {"text": " "}, ["text"])]
+        )
+    assert store.get(("n",), "blank") is None and store.get(("n",), "fine") is None
+    assert len(store.memory.query(None, limit=100)) == before
+    store.put(("n",), "hidden", {"text": ""}, index=False)  # unsearchable on purpose
+    assert store.get(("n",), "hidden").value == {"text": ""}  # type: ignore[union-attr]

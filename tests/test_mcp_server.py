@@ -125,7 +125,7 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path, any_location: str) -
 def test_bad_arguments_are_tool_errors_with_the_librarys_message(
     tmp_path: Path, any_location: str
 ) -> None:
-    cases = [
+    cases: list[tuple[str, dict[str, Any], Any]] = [
         ("remember", {"content": "x", "importance": 2.0},
          lambda m: m.remember("x", importance=2.0)),
         ("remember", {"content": "x", "tier": "attic"}, lambda m: m.remember("x", tier="attic")),
@@ -135,6 +135,7 @@ def test_bad_arguments_are_tool_errors_with_the_librarys_message(
         ("promote", {"memory_id": "missing", "to_tier": "semantic"},
          lambda m: m.promote("missing", Tier.SEMANTIC)),
         ("end_session", {"session_id": "missing"}, lambda m: m.end_session("missing")),
+        ("remember", {"content": " \n\t"}, lambda m: m.remember(" \n\t")),
     ]  # fmt: skip
 
     async def main() -> None:
@@ -220,3 +221,40 @@ def test_an_encrypted_file_is_served_with_the_key_file(tmp_path: Path) -> None:
                 return content
 
     assert asyncio.run(main()) == "The vault code is kept in the blue folder"
+
+
+def test_blank_content_is_a_tool_error_and_recall_cuts_weak_hits(tmp_path: Path) -> None:
+    """In process (this checkout's code): the tools refuse blank content, writing nothing,
+    and recall's cuts reach the library."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from tiered_memory.integrations.mcp_server import serving
+
+    async def main() -> None:
+        async with serving(tmp_path / "tools.db", keywords_only=True) as server:
+            for blank in ("", "   ", "\n\t"):
+                with pytest.raises(ToolError, match="empty or only whitespace"):
+                    await server.call_tool("remember", {"content": blank})
+            for text in ("the lighthouse trip", "a lighthouse", "trip notes", "unrelated"):
+                await server.call_tool("remember", {"content": text})
+            every = await server.call_tool("recall", {"query": "lighthouse trip", "k": 10})
+            cut = await server.call_tool(
+                "recall", {"query": "lighthouse trip", "k": 10, "relative_cut": 0.9}
+            )
+            everything, kept = _structured(every)["hits"], _structured(cut)["hits"]
+            assert 0 < len(kept) < len(everything)
+            assert [h["memory"]["id"] for h in kept] == [
+                h["memory"]["id"] for h in everything[: len(kept)]
+            ]
+            assert all(h["score"] >= 0.9 * kept[0]["score"] for h in kept)
+            stats = _structured(await server.call_tool("statistics", {}))
+            assert stats["storage"]["episodic_count"] == 4
+
+    asyncio.run(main())
+
+
+def _structured(result: object) -> dict[str, Any]:
+    from mcp.types import CallToolResult
+
+    assert isinstance(result, CallToolResult) and isinstance(result.structured_content, dict)
+    return result.structured_content

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import FakeClock
 from tests.data_checks import data_checksum
-from tests.secret_corpus import Case, corpus
+from tests.secret_corpus import Case, corpus, decoys
 from tiered_memory import AgentMemoryManager, MemoryConfig, Tier
 from tiered_memory.errors import InvalidTypeError, SecretsFoundError
 from tiered_memory.redaction import METADATA_KEY, Redaction, SecretRedactor
@@ -45,8 +45,29 @@ def test_the_corpus_covers_every_kind_the_issue_names() -> None:
     assert {"aws-access-key", "gcp-api-key", "azure-storage-key", "azure-client-secret",
             "github-token", "gitlab-token", "slack-token", "stripe-key", "openai-key",
             "anthropic-key", "jwt", "private-key", "url-password", "password", "secret",
-            "bearer-token"} <= kinds  # fmt: skip
-    assert len(CASES) >= 150
+            "bearer-token", "card-number", "us-ssn", "aws-secret-key"} <= kinds  # fmt: skip
+    assert len(CASES) >= 200
+
+
+@pytest.mark.parametrize("decoy", decoys())
+def test_a_decoy_is_left_untouched(decoy: str) -> None:
+    """Commit SHAs, UUIDs, digests, timestamps, base64 images, numbers that fail Luhn and
+    prose about passwords look like secrets and are not."""
+    assert SecretRedactor().redact(decoy) == Redaction(decoy)
+
+
+def test_the_issue_28_misses_are_caught_whole() -> None:
+    redact = SecretRedactor().redact
+    assert redact("Password: Tr0ub4dor&3").text == "Password: [REDACTED:password]"
+    assert redact("my password is hunter2!x").text == "my password is [REDACTED:password]"
+    assert redact("pay with 4111 1111 1111 1111 today").kinds == ("card-number",)
+    assert redact("pay with 4111111111111111 today").kinds == ("card-number",)
+    assert redact("pay with 4111 1111 1111 1112 today").count == 0  # fails Luhn
+    assert redact("SSN 123-45-6789").text == "SSN [REDACTED:us-ssn]"
+    aws = "my AWS secret key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert redact(aws).text == "my AWS secret key is [REDACTED:aws-secret-key]"
+    url = redact("postgres://app:my secret pw@db.internal:5432/prod")
+    assert url.text == "postgres://app:[REDACTED:url-password]@db.internal:5432/prod"
 
 
 def _walk_strings(value: Any) -> Iterator[str]:

@@ -28,6 +28,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from persistence import InvalidInputError, InvalidTypeError, Memory, StoreClosedError, Tier
 from tiered_memory.aio_notes import AsyncNotes
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig
 from tiered_memory.manager import AgentMemoryManager
 
@@ -79,6 +80,7 @@ def _coroutine(
     return call
 
 
+@typed_arguments
 class AsyncAgentMemoryManager:
     """:class:`AgentMemoryManager` for asyncio: each method is a coroutine of the same name.
 

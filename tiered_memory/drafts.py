@@ -16,8 +16,12 @@ from persistence import (
     Tier,
     TieredMemoryError,
     parse_tier,
+    require_content,
+    require_embedding,
     require_mapping,
+    require_number,
     require_str,
+    require_str_tuple,
 )
 from tiered_memory.redaction import Redactor, redact_fields
 from tiered_memory.tokens import TokenCounter
@@ -66,11 +70,13 @@ class Drafter:
                 )
             content = values.pop("content", None)
             chosen = parse_tier(values.pop("tier", tier))
-            require_str(content, "content")
+            require_content(content)
             assert isinstance(content, str)
             self.store.check_content_size(content)
             require_str(values.get("session_id"), "session_id", allow_none=True, allow_empty=False)
-            require_mapping(values.get("metadata"), "metadata", allow_none=True)
+            check_new_fields(
+                **{k: v for k, v in values.items() if k in _CHECKED},
+            )
             if chosen is Tier.SCRATCHPAD:
                 return ScratchpadDraft(content, values)
             if values.get("key") is not None:
@@ -105,3 +111,36 @@ def check_record_fields(values: Mapping[str, Any], what: str, content: bool = Fa
         )
     if content and "content" not in values:
         raise InvalidInputError("a record needs 'content'")
+
+
+_UNSET: Any = object()
+_CHECKED = frozenset(
+    {"importance", "tags", "metadata", "source", "category", "key", "speaker", "agent_id",
+     "embedding"}
+)  # fmt: skip
+
+
+def check_new_fields(
+    *,
+    importance: Any = _UNSET,
+    tags: Any = _UNSET,
+    metadata: Any = _UNSET,
+    embedding: Any = None,
+    updating: bool = False,
+    **texts: Any,
+) -> None:
+    """Refuse a wrong type or value among a write's fields before anything is computed
+    from them (the forgetting curve reads ``importance`` first): each error names its
+    field. ``updating``: ``None`` means "unchanged" for every field; ``texts`` (source,
+    category, key, speaker, agent_id) are a ``str`` or ``None``; an ``embedding`` is a
+    finite vector of numbers (its length is checked against the file's when written)."""
+    if importance is not _UNSET and not (updating and importance is None):
+        require_number(importance, "importance", minimum=0, maximum=1)
+    if tags is not _UNSET and not (updating and tags is None):
+        require_str_tuple(tags, "tags")
+    if metadata is not _UNSET:
+        require_mapping(metadata, "metadata", allow_none=True)
+    for name, value in texts.items():
+        require_str(value, name, allow_none=True, allow_empty=name != "agent_id")
+    if embedding is not None:
+        require_embedding(embedding)

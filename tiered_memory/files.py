@@ -15,6 +15,8 @@ from persistence import (
     Progress,
     RestoreResult,
     require_bool,
+    require_callable,
+    require_path,
 )
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
@@ -48,11 +50,14 @@ class FileOperations:
     ) -> Path:
         """A verified snapshot of the file."""
         self._memories.require_open()
+        require_path(target, "target", allow_none=True)
+        require_callable(progress, "progress", allow_none=True)
         return self._backups.create_backup(target, keep=keep, progress=progress)
 
     def restore(self, source: str | os.PathLike[str]) -> RestoreResult:
         """Replace everything with a snapshot's content, all or nothing."""
         self._memories.require_open()
+        require_path(source, "source")
         result = self._backups.restore_backup(source)
         self.reload()
         return result
@@ -61,6 +66,10 @@ class FileOperations:
                     progress: Progress | None, allow_plaintext: bool) -> Path:  # fmt: skip
         """Everything in one versioned JSON document."""
         self._memories.require_open()
+        require_path(target, "target", allow_none=True)
+        require_bool(overwrite, "overwrite")
+        require_bool(allow_plaintext, "allow_plaintext")
+        require_callable(progress, "progress", allow_none=True)
         return self._backups.export_json(
             target, overwrite=overwrite, progress=progress, allow_plaintext=allow_plaintext
         )
@@ -69,7 +78,9 @@ class FileOperations:
                     progress: Progress | None, refuse_secrets: bool) -> ImportResult:  # fmt: skip
         """Load an export, all or nothing, through the redactor (or refusing secrets)."""
         self._memories.require_open()
+        require_path(source, "source")
         require_bool(refuse_secrets, "refuse_secrets")
+        require_callable(progress, "progress", allow_none=True)
         redactor = self._refusing if refuse_secrets else self._redactor
         scrub = None if redactor is None else document_scrubber(redactor, refuse=refuse_secrets)
         result = self._backups.import_json(source, mode, progress=progress, scrub=scrub)
@@ -89,6 +100,7 @@ class FileOperations:
     def maintain(self, vacuum: bool) -> MaintenanceResult:
         """Checkpoint, statistics, optional VACUUM, stale leftovers deleted."""
         self._memories.require_open()
+        require_bool(vacuum, "vacuum")
         return self._backups.run_maintenance(vacuum=vacuum)
 
     def reload(self) -> None:

@@ -53,6 +53,7 @@ from persistence import (
     require_str,
 )
 from tiered_memory.agent_scope import require_agent, stamped, stamped_records
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
@@ -75,6 +76,7 @@ from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
 
+@typed_arguments
 class AgentMemoryManager(RecallCalls):
     """Three-tier agent memory in one SQLite file (or in memory).
 

@@ -95,6 +95,8 @@ class Memories:
     def promote(self, memory_id: str, to_tier: Tier | str, reason: str | None) -> PromotionRecord:
         """Move a memory forward, logged, in one transaction."""
         self.require_open()
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_none=True)
         target = parse_tier(to_tier)
         with self.store.transaction():
             if self.scratchpad.by_id(memory_id) is not None:

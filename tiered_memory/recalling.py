@@ -9,11 +9,13 @@ from typing import Literal, overload
 
 from persistence import Tier
 from tiered_memory.agent_scope import stamped
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.recall.note_hits import NoteHit
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recall.types import RecallHit
 
 
+@typed_arguments
 class RecallCalls:
     """The manager's ``recall()``; the manager provides the recaller, the agent its
     handle is scoped to, and the open check."""
@@ -37,6 +39,8 @@ class RecallCalls:
         created_after: int | None = None,
         created_before: int | None = None,
         min_retention: float | None = None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
         notes: Literal[False] = False,
     ) -> list[RecallHit]: ...
 
@@ -53,6 +57,8 @@ class RecallCalls:
         created_after: int | None = None,
         created_before: int | None = None,
         min_retention: float | None = None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
         notes: bool,
     ) -> list[RecallHit | NoteHit]: ...
 
@@ -68,6 +74,8 @@ class RecallCalls:
         created_after: int | None = None,
         created_before: int | None = None,
         min_retention: float | None = None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
         notes: bool = False,
     ) -> list[RecallHit] | list[RecallHit | NoteHit]:
         """The ``k`` memories that best answer ``query``, each with its score and why.
@@ -80,11 +88,15 @@ class RecallCalls:
         values (or by weighted reciprocal-rank fusion with ``RecallSettings(fusion=
         "rrf")``), then weighed by importance, retention and recency; see
         :mod:`tiered_memory.recall`. Recalled memories count as reviews (in batches).
+        ``min_score`` drops hits scoring below it, ``relative_cut`` those under that
+        share of the best hit's score (defaults: ``RecallSettings``, off). A hit whose
+        keyword match came only from the turns around it says so in its explanation.
         """
         self._require_open()
         agent_id = stamped(self.agent_id, agent_id)
         return self._recall.recall(
             query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,
-            min_retention=min_retention, notes=notes,
+            min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
+            notes=notes,
         )  # fmt: skip

@@ -93,6 +93,50 @@ def _password_like(value: str) -> bool:
     }  # fmt: skip
 
 
+def _luhn(digits: str) -> bool:
+    """The Luhn checksum every payment card number satisfies."""
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = int(c)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card_like(value: str) -> bool:
+    """13 to 19 digits (spaces or dashes between them) that pass Luhn and start like a
+    card (2-6: Mastercard, Amex, Visa, Discover...; never 0, 1, 7-9: timestamps, phone
+    numbers and ids start there)."""
+    digits = value.replace(" ", "").replace("-", "")
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
+
+
+def _spoken_password(value: str) -> bool:
+    """The word after "my password is": a password only if it has a digit, a symbol other
+    than a hyphen, or a capital after its first letter (``hunter2``, ``Tr0ub4dor&3``; not
+    ``too short``, ``case-sensitive``, ``Required``)."""
+    return len(value) >= 4 and (
+        any(c.isdigit() for c in value)
+        or any(not c.isalnum() and c != "-" for c in value)
+        or any(c.isupper() for c in value[1:])
+    )
+
+
+def _written_password(value: str) -> bool:
+    """The bare word after ``Password:``: a password unless it reads as prose (``Reset your
+    password: click the link``); see :func:`_spoken_password`."""
+    return _password_like(value) and (_spoken_password(value) or len(value) >= 12)
+
+
+def _aws_secret_like(value: str) -> bool:
+    """40 base64 characters with digits and both cases (an AWS secret access key)."""
+    return (
+        any(c.isdigit() for c in value) and any(c.islower() for c in value)
+        and any(c.isupper() for c in value)
+    )  # fmt: skip
+
+
 _WORD = frozenset(string.ascii_letters + string.digits + "_-")
 _E = r"(?![A-Za-z0-9_\-])"  # a token ends here (not inside a longer word)
 _PEM = (
@@ -112,6 +156,13 @@ _ASSIGN = (
     r"(?:\\?\"([^\"\\\n]+)\\?\"|\\?'([^'\\\n]+)\\?'|([^\s\"',;&<>\\]+))"
 )
 _TOKEN = r"[A-Za-z0-9_\-]"
+# A password assignment: a quoted value after any separator, a bare one only after
+# = := => (after a colon, a bare word is prose as often as a password: the pattern
+# before this one decides, more strictly).
+_PASSWORD_ASSIGN = (
+    rf"(?i:{_PASSWORD_KEYS})(?:\\?[\"'])?\s*(?:(?::=|=>|=|:)\s*"
+    r"(?:\\?\"([^\"\\\n]+)\\?\"|\\?'([^'\\\n]+)\\?')|(?::=|=>|=)\s*([^\s\"',;&<>\\]+))"
+)
 
 
 def _p(kind: str, gates: str | tuple[str, ...], *parts: str, group: int = 0,
@@ -152,11 +203,31 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p("npm-token", "npm_", r"npm_[A-Za-z0-9]{36}", _E, word=True),
     _p("sendgrid-key", "SG.", r"SG\.", _TOKEN, r"{22}\.", _TOKEN, "{43}", _E, word=True),
     _p("url-password", "://", r"://[^\s:/@\"']*:([^\s@/\"']+)@", group=1),
+    # a password with spaces in a URL: up to 64 characters, then @host
+    _p("url-password", "://", r"://[^\s:/@\"']+:([^@/\"'\n]{1,64}?)@(?=[A-Za-z0-9])",
+       group=1, accept=lambda v: " " in v.strip() and not v.startswith("[REDACTED:")),
+    _p("aws-secret-key", "aws",
+       r"(?i:aws)(?:[\s_-]*(?i:secret|access|key)){1,3}[\w\s]{0,24}?(?:\bis\b|[:=])?\s*",
+       r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", group=1, accept=_aws_secret_like,
+       lower=True),
+    _p("card-number", tuple("23456"), r"(?<![\w.\-/])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w\-/])",
+       accept=_card_like),
+    _p("us-ssn", "-", r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"),
+    _p("password", ("password", "passphrase", "passcode"),
+       r"\b(?i:my|the|our|your|his|her|their|new|wifi|wi-fi)\s+(?:\w+\s+)?",
+       r"(?i:password|passphrase|passcode)\s+(?i:is|was)\s*:?\s*[\"'“]?",
+       r"([^\s\"'”]+?)[\"'”]?(?=[.,;!?)]*(?:[\s\"'\\]|$))", group=1, accept=_spoken_password,
+       lower=True),
+    # ``Password: p&ss;w0rd`` in prose: the whole word after the colon (the assignment
+    # below stops at & ; , < > as in connection strings and query strings)
+    _p("password", ("pass", "pwd"), r"(?i:{keys})\s*:\s*".replace("{keys}", _PASSWORD_KEYS),
+       r"(?![\\\"'])([^\s\"'\\]+?)(?=[.,;!?)]*(?:[\s\"'\\]|$))", group=1, accept=_written_password,
+       lower=True),
     _p("bearer-token", "bearer", r"\b(?:[Bb]earer|BEARER)\s+([A-Za-z0-9\-._~+/]{16,}=*)",
        group=1, accept=_credential_like, lower=True),
     _p("basic-auth", "basic", r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+",
        r"([A-Za-z0-9+/]{8,}={0,2})", group=1, lower=True),
-    _p("password", ("pass", "pwd"), _ASSIGN.format(keys=_PASSWORD_KEYS), group=-1,
+    _p("password", ("pass", "pwd"), _PASSWORD_ASSIGN, group=-1,
        accept=_password_like, lower=True, also=True),
     _p("secret", ("secret", "key", "token", "credential"), _ASSIGN.format(keys=_SECRET_KEYS),
        group=-1, accept=_credential_like, lower=True, also=True),

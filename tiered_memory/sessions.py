@@ -13,6 +13,7 @@ from persistence import (
     SessionState,
     TranscriptEntry,
     new_id,
+    require_content,
     require_mapping,
     require_str,
     require_str_tuple,
@@ -88,7 +89,7 @@ class SessionManager:
     ) -> TranscriptEntry:
         """Add a transcript line as the session's next turn."""
         require_str(role, "role", allow_empty=False)
-        require_str(content, "content")
+        require_content(content)
         require_str(speaker, "speaker", allow_none=True)
         content, redacted = redact_text(self._redactor, content)
         with self._store.transaction():

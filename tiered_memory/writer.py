@@ -24,13 +24,14 @@ from persistence import (
     new_id,
     parse_tier,
     require_bool,
+    require_content,
     require_mapping,
     require_number,
     require_str,
 )
 from tiered_memory import dedup as duplicates
 from tiered_memory.config import MemoryConfig
-from tiered_memory.drafts import Drafter, ScratchpadDraft, check_record_fields
+from tiered_memory.drafts import Drafter, ScratchpadDraft, check_new_fields, check_record_fields
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import ExtractionQueue
@@ -97,7 +98,10 @@ class MemoryWriter:
             tier = parse_tier(tier)
         if dedup is not None:
             require_bool(dedup, "dedup")
-        require_str(content, "content")
+        require_content(content)
+        check_new_fields(importance=importance, tags=tags, metadata=metadata, source=source,
+                         category=category, key=key, speaker=speaker, agent_id=agent_id,
+                         embedding=embedding)  # fmt: skip
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self.store.check_content_size(content)
         require_str(session_id, "session_id", allow_none=True, allow_empty=False)
@@ -234,13 +238,16 @@ class MemoryWriter:
         new content is kept in the memory's history (with the one it replaces, the first
         time), written by ``author``."""
         self._memories.require_open()
+        require_str(memory_id, "memory_id")
+        if content is not None:
+            require_content(content)
+        check_new_fields(importance=importance, tags=tags, metadata=metadata, updating=True)
         require_str(author, "author", allow_none=True)
         content, tags, metadata, redacted = redact_fields(
             self._redactor, content, tags, metadata, record=False
         )
         changes: dict[str, Any] = {}
         if content is not None:
-            require_str(content, "content")
             self.store.check_content_size(content)
             changes |= {
                 "content": content,

@@ -46,8 +46,14 @@ from persistence.postgres.sql import (
     vector_sql,
 )
 from persistence.postgres.translate import storage_errors
-from persistence.records import MemoryFilter, Tier, content_hash
-from persistence.validation import require_int, require_str, require_unit_float, validate_filter
+from persistence.records import KeywordParts, MemoryFilter, Tier, content_hash
+from persistence.validation import (
+    require_int,
+    require_str,
+    require_str_tuple,
+    require_unit_float,
+    validate_filter,
+)
 
 Connection = psycopg.Connection[Any]
 
@@ -105,6 +111,20 @@ class PgIndexStore:
             if self.db.in_transaction:
                 keyword_sql.catch_up(conn)
             return keyword_sql.search(conn, words, limit, accepted, context_weight, after_weight)
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        """Which parts of each memory's keyword window hold any of ``words`` (see
+        :meth:`persistence.storage.MemoryStorage.keyword_parts`)."""
+        require_str_tuple(words, "words")
+        require_str_tuple(memory_ids, "memory_ids")
+        if not words or not memory_ids:
+            return {}
+        with self._read() as conn:
+            if self.db.in_transaction:
+                keyword_sql.catch_up(conn)
+            return keyword_sql.parts(conn, words, memory_ids)
 
     def vector_search(
         self,

@@ -43,6 +43,7 @@ from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
     ForgettingRecord,
+    KeywordParts,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
@@ -513,6 +514,11 @@ class PostgresStore:
     ) -> list[tuple[str, float]]:  # fmt: skip
         return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
                                            where=where)  # fmt: skip
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        return self.indexes.keyword_parts(words, memory_ids)
 
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None, *,

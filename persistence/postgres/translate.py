@@ -59,26 +59,31 @@ def connect_error(exc: psycopg.Error, url: str) -> TieredMemoryError:
 def call_error(exc: psycopg.Error, url: str, *, committing: bool = False) -> TieredMemoryError:
     """The error of a statement that failed (the transaction was rolled back)."""
     why = _first_line(exc, url)
+    code = {"sqlstate": getattr(exc, "sqlstate", None)}
     if isinstance(exc, pg.ReadOnlySqlTransaction):
-        return ReadOnlyError(f"the store was opened read-only ({why}); nothing was written")
+        return ReadOnlyError(f"the store was opened read-only ({why}); nothing was written", **code)
     if isinstance(exc, pg.DiskFull | pg.OutOfMemory | pg.ProgramLimitExceeded):
-        return StorageFullError(f"the server is out of space ({why}); nothing was written")
+        return StorageFullError(f"the server is out of space ({why}); nothing was written", **code)
     if isinstance(exc, pg.LockNotAvailable | pg.DeadlockDetected | pg.QueryCanceled):
-        return DatabaseBusyError(f"another writer held the lock too long ({why}); retry")
+        return DatabaseBusyError(f"another writer held the lock too long ({why}); retry", **code)
     if isinstance(exc, pg.InFailedSqlTransaction):
         return TransactionAbortedError("an earlier statement of this transaction failed; "
-                                       "the whole transaction was rolled back")  # fmt: skip
+                                       "the whole transaction was rolled back", **code)  # fmt: skip
     if isinstance(exc, (psycopg.OperationalError, pg.AdminShutdown)):
         if committing:
             return ConnectionLostError(
                 f"the connection to {redact(url)} broke during COMMIT ({why}); the outcome "
-                "is unknown: read the data again before retrying"
+                "is unknown: read the data again before retrying",
+                **code,
             )
         return ConnectionLostError(
             f"the connection to {redact(url)} broke ({why}); nothing was written: retry "
-            "(the pool reconnects)"
+            "(the pool reconnects)",
+            **code,
         )
-    return StorageError(f"the PostgreSQL server failed the call ({why}); it was rolled back")
+    return StorageError(
+        f"the PostgreSQL server failed the call ({why}); it was rolled back", **code
+    )
 
 
 @contextmanager

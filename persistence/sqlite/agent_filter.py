@@ -28,6 +28,7 @@ from persistence.errors import InvalidInputError, UnsupportedOperationError
 from persistence.records import (
     ForgettingRecord,
     IntegrityResult,
+    KeywordParts,
     MaintenanceResult,
     Memory,
     MemoryFilter,
@@ -270,6 +271,13 @@ class AgentFilteredStore:
                 words, limit, tier, context_weight, after_weight, where=scoped
             )
         )
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        """Which parts of this agent's memories' keyword windows hold the words."""
+        found = self._inner.keyword_parts(words, memory_ids)
+        return {m: parts for m, parts in found.items() if self._owns(m)}
 
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None, *,

@@ -50,7 +50,7 @@ from persistence.sqlite.connection import connect_snapshot, query_one, query_val
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
-from persistence.sqlite.translate import storage_errors
+from persistence.sqlite.translate import result_code, storage_errors
 from persistence.transfer.json_export import ExportSource, export_document
 from persistence.transfer.json_import import ImportDocument, ImportSink, import_document
 from persistence.validation import require_int
@@ -276,7 +276,8 @@ class BackupManager:
                             copy.step(-1)
                     except apsw.BusyError as exc:
                         raise DatabaseBusyError(
-                            "another connection kept the database busy; nothing restored"
+                            "another connection kept the database busy; nothing restored",
+                            result_code=result_code(exc),
                         ) from exc
                     version = read_schema_version(live)
                     memories = sum(memory_sql.count(live, tier) for tier in Tier)

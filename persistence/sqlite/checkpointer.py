@@ -48,7 +48,7 @@ import apsw
 from persistence.sqlite.connection import ConnectionOptions, connect
 from persistence.worker import Worker
 
-logger = logging.getLogger("persistence.checkpointer")
+logger = logging.getLogger("tiered_memory.checkpointer")
 
 RESTART_FACTOR = 8
 """Past this many times ``wal_autocheckpoint`` pages the writer checkpoints once itself,

@@ -24,7 +24,7 @@ import apsw
 import sqlite_vec
 
 from persistence.errors import (
-    CorruptDatabaseError,
+    CorruptDatabaseOpenError,
     DatabaseOpenError,
     MissingDirectoryError,
     MissingFileError,
@@ -160,7 +160,7 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
     specific error and leaves everything as it was; so does a file SQLite can only read
     here (:class:`ReadOnlyError`: open it with ``read_only=True``).
     """
-    with storage_errors(f"opening {path}", None if path == MEMORY_PATH else path):
+    with storage_errors(f"opening {path}", None if path == MEMORY_PATH else path, opening=True):
         if path != MEMORY_PATH:
             _prepare_file(Path(path), options.key)
         try:
@@ -207,7 +207,7 @@ def _closed_on_failure(
         raise NotADatabaseError(f"{path} is not a SQLite database (left untouched)") from exc
     except apsw.CorruptError as exc:
         conn.close()
-        raise CorruptDatabaseError(f"{path} is damaged: {exc}; restore a backup") from exc
+        raise CorruptDatabaseOpenError(f"{path} is damaged: {exc}; restore a backup") from exc
     except apsw.CantOpenError as exc:
         conn.close()
         raise cannot_open(path, exc) from exc
@@ -245,7 +245,7 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
     coordinated with (copy the file first, or read it there).
     """
     file = Path(path)
-    with storage_errors(f"opening {path} read-only", path):
+    with storage_errors(f"opening {path} read-only", path, opening=True):
         _require_database_file(file, options.key)
         name, flags, vfs = _read_only_target(file, options.key)
         try:

@@ -47,7 +47,7 @@ from persistence.sqlite.connection import (
     tidy_wal_files,
 )
 from persistence.sqlite.tracing import StatementTracer, TraceCallback
-from persistence.sqlite.translate import _from_sqlite, storage_errors
+from persistence.sqlite.translate import _from_sqlite, result_code, storage_errors
 from persistence.sqlite.watcher import ChangeWatcher
 from persistence.validation import require_int
 
@@ -583,7 +583,8 @@ class _Outer(_Locked):
         except apsw.BusyError as exc:
             raise DatabaseBusyError(
                 f"{db.path} stayed locked by another writer for "
-                f"{db.options.busy_timeout_ms} ms; try again"
+                f"{db.options.busy_timeout_ms} ms; try again",
+                result_code=result_code(exc),
             ) from exc
         db._begin_frame()
         db._joined = self._join

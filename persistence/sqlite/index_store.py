@@ -20,7 +20,7 @@ import numpy as np
 
 from persistence.codecs import encode_embedding
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
-from persistence.records import MemoryFilter, Tier, content_hash
+from persistence.records import KeywordParts, MemoryFilter, Tier, content_hash
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.database import Database
 from persistence.sqlite.keyword_index import KeywordIndex
@@ -122,6 +122,21 @@ class IndexStore:
             return index_sql.keyword_search(
                 conn, match, limit, accepted, context_weight, after_weight
             )
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        """Which parts of each memory's keyword window hold any of ``words`` (see
+        :meth:`persistence.storage.MemoryStorage.keyword_parts`)."""
+        require_str_tuple(words, "words")
+        require_str_tuple(memory_ids, "memory_ids")
+        if not words or not memory_ids:
+            return {}
+        match = index_sql.fts5_match(words)
+        with self._reading() as conn:
+            if self.db.in_transaction:
+                self.keywords.catch_up(conn)
+            return index_sql.keyword_parts(conn, match, memory_ids)
 
     def vector_search(
         self,

@@ -45,7 +45,7 @@ from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
 from persistence.worker import Worker
 
-logger = logging.getLogger("persistence.checkpointer")
+logger = logging.getLogger("tiered_memory.keyword_index")
 """The checkpointer's logger: merge failures are logged where they were when the
 checkpointer's thread did the merging."""
 

@@ -2,10 +2,13 @@
 
 SQLite says some things only in its log: a WAL recovered after a crash, a file it could
 not open, damage it found. The log callback is process-global, so it is installed once
-per process (on the first open) and logs at INFO at most: most of SQLite's messages are
-routine (a constraint failure the library handles, a schema change), and the library
-installs no handler, so nothing is printed unless the application configures logging.
-An application that installs its own SQLite log callback after opening a store keeps it.
+per process (on the first open). Levels: SQLite's routine notices (a statement
+re-prepared after a schema change, an automatic index built for one query) go at DEBUG,
+so an application (an MCP server, say) that shows INFO on its stderr does not show them;
+everything else at INFO at most: most of SQLite's other messages are handled by the
+library (a constraint failure, a missing table it probes for). The library installs no
+handler, so nothing is printed unless the application configures logging. An
+application that installs its own SQLite log callback after opening a store keeps it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,32 @@ import logging
 import threading
 
 import apsw
-import apsw.ext
 
 LOGGER = logging.getLogger("tiered_memory.sqlite")
 _lock = threading.Lock()
 _routed = False
+
+ROUTINE_CODES = frozenset({apsw.SQLITE_SCHEMA, apsw.SQLITE_WARNING_AUTOINDEX})
+"""Extended result codes of log messages that say nothing to act on (logged at DEBUG)."""
+
+
+def level_of(code: int) -> int:
+    """The :mod:`logging` level of a SQLite log message with extended result ``code``."""
+    if code in ROUTINE_CODES or code & 0xFF == apsw.SQLITE_SCHEMA:
+        return logging.DEBUG
+    return logging.INFO
+
+
+def _log(code: int, message: str) -> None:
+    """SQLite's log callback (it must never raise)."""
+    try:
+        level = level_of(code)
+        if LOGGER.isEnabledFor(level):
+            name = apsw.mapping_result_codes.get(code & 0xFF, str(code))
+            LOGGER.log(level, "SQLITE_LOG: %s (%d) %s", message, code, name,
+                       extra={"sqlite_code": code})  # fmt: skip
+    except Exception:  # noqa: BLE001, S110 - a log callback must not fail SQLite's call
+        pass
 
 
 def route_sqlite_log() -> None:
@@ -29,6 +53,6 @@ def route_sqlite_log() -> None:
             return
         _routed = True
         try:
-            apsw.ext.log_sqlite(level=logging.INFO, logger=LOGGER)
+            apsw.config(apsw.SQLITE_CONFIG_LOG, _log)
         except apsw.Error as exc:  # this SQLite refused the callback: the log stays unrouted
             LOGGER.debug("SQLite's log is not routed to logging: %s", exc)

@@ -43,6 +43,7 @@ from persistence.errors import (
 from persistence.records import (
     ForgettingRecord,
     Key,
+    KeywordParts,
     Memory,
     MemoryFilter,
     PersistenceStatistics,
@@ -112,7 +113,41 @@ class _Shared(Generic[T]):
                 setattr(part, self.name, value)
 
 
-class SQLiteStore:
+class _IndexSearches:
+    """The store's searches for recall, each the index store's (:attr:`indexes`): apart
+    from :class:`SQLiteStore` only to keep that class readable."""
+
+    indexes: IndexStore
+
+    def keyword_search(
+        self, words: Sequence[str], limit: int, tier: Tier | None = None,
+        context_weight: float = 0.5, after_weight: float = 0.5, *,
+        where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
+                                           where=where)  # fmt: skip
+
+    def keyword_parts(
+        self, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        return self.indexes.keyword_parts(words, memory_ids)
+
+    def vector_search(
+        self, vector: object, limit: int, tier: Tier | None = None, *,
+        where: MemoryFilter | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        return self.indexes.vector_search(vector, limit, tier, where=where)
+
+    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
+        return self.indexes.vector_distances(vector, memory_ids)
+
+    def conversation_turns(
+        self, memory_ids: Sequence[str], *, before: bool = False
+    ) -> dict[str, Turn]:
+        return self.indexes.conversation_turns(memory_ids, before=before)
+
+
+class SQLiteStore(_IndexSearches):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -229,7 +264,7 @@ class SQLiteStore:
         by an older version raises :class:`MigrationRequiredError`, as nothing migrates it.
         """
         route_sqlite_log()
-        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place):
+        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place, opening=True):
             try:
                 opened = self.db.open(self._prepare)
             except SchemaTooNew as exc:
@@ -542,28 +577,6 @@ class SQLiteStore:
     @_vector_candidates.setter
     def _vector_candidates(self, stage: VectorCandidates) -> None:
         self.indexes.first_stage = stage
-
-    def keyword_search(
-        self, words: Sequence[str], limit: int, tier: Tier | None = None,
-        context_weight: float = 0.5, after_weight: float = 0.5, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
-                                           where=where)  # fmt: skip
-
-    def vector_search(
-        self, vector: object, limit: int, tier: Tier | None = None, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.vector_search(vector, limit, tier, where=where)
-
-    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
-        return self.indexes.vector_distances(vector, memory_ids)
-
-    def conversation_turns(
-        self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, Turn]:
-        return self.indexes.conversation_turns(memory_ids, before=before)
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         return self.indexes.unembedded(limit)

@@ -13,6 +13,7 @@ import apsw
 
 from persistence.errors import (
     CorruptDatabaseError,
+    CorruptDatabaseOpenError,
     DatabaseBusyError,
     ReadOnlyError,
     StorageError,
@@ -32,17 +33,20 @@ class storage_errors:  # noqa: N801 - a context manager used like a function
 
     ``place`` (a file or folder) is looked at to tell a read-only or full disk from other
     failures. Blocks nest: the outermost one translates, so the message names what the
-    caller asked for, not an inner step. (A class, not a generator: reads use it on every
-    call, so it must cost little.)
+    caller asked for, not an inner step. ``opening``: damage found in the block is
+    reported as found while opening (:class:`CorruptDatabaseOpenError`). Every error
+    translated from SQLite carries its extended result code (``result_code``). (A class,
+    not a generator: reads use it on every call, so it must cost little.)
     """
 
-    __slots__ = ("doing", "place", "os_errors", "_token")
+    __slots__ = ("doing", "place", "os_errors", "opening", "_token")
 
     def __init__(self, doing: str, place: str | os.PathLike[str] | None = None, *,
-                 os_errors: bool = True) -> None:  # fmt: skip
+                 os_errors: bool = True, opening: bool = False) -> None:  # fmt: skip
         self.doing = doing
         self.place = place
         self.os_errors = os_errors
+        self.opening = opening
         self._token: Token[bool] | None = None
 
     def __enter__(self) -> None:
@@ -59,7 +63,7 @@ class storage_errors:  # noqa: N801 - a context manager used like a function
         if exc is None or isinstance(exc, TieredMemoryError):
             return
         if isinstance(exc, apsw.Error):
-            raise _from_sqlite(exc, self.doing, self.place) from exc
+            raise _from_sqlite(exc, self.doing, self.place, self.opening) from exc
         if self.os_errors and isinstance(exc, OSError):
             raise _from_os(exc, self.doing, self.place) from exc
 
@@ -71,24 +75,43 @@ _READ_ONLY_ADVICE = (
 )
 
 
-def _from_sqlite(exc: apsw.Error, doing: str, place: str | os.PathLike[str] | None) -> Exception:
+def _from_sqlite(
+    exc: apsw.Error, doing: str, place: str | os.PathLike[str] | None, opening: bool = False
+) -> Exception:
+    code = result_code(exc)
     if isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and disk_full(place)):
-        return StorageFullError(f"{doing} failed: the disk is full ({exc}); {_FULL_ADVICE}")
+        return StorageFullError(
+            f"{doing} failed: the disk is full ({exc}); {_FULL_ADVICE}", result_code=code
+        )
     if isinstance(exc, apsw.ReadOnlyError) or (
         isinstance(exc, apsw.CantOpenError | apsw.IOError) and read_only_storage(place)
     ):
         return ReadOnlyError(
-            f"{doing} failed: {place or 'the file'} is read-only; {_READ_ONLY_ADVICE}"
+            f"{doing} failed: {place or 'the file'} is read-only; {_READ_ONLY_ADVICE}",
+            result_code=code,
         )
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return DatabaseBusyError(
-            f"{doing} failed: another connection held a lock ({exc}); try again"
+            f"{doing} failed: another connection held a lock ({exc}); try again",
+            result_code=code,
         )
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
-        return CorruptDatabaseError(
-            f"{doing} failed: SQLite reports damage ({exc}); run `tiered-memory check`"
+        damaged = CorruptDatabaseOpenError if opening else CorruptDatabaseError
+        return damaged(
+            f"{doing} failed: SQLite reports damage ({exc}); run `tiered-memory check`",
+            result_code=code,
         )
-    return StorageError(f"{doing} failed: SQLite reported {type(exc).__name__}: {exc}")
+    return StorageError(
+        f"{doing} failed: SQLite reported {type(exc).__name__}: {exc}", result_code=code
+    )
+
+
+def result_code(exc: BaseException) -> int | None:
+    """SQLite's extended result code of an ``apsw`` error (``None`` for another)."""
+    code = getattr(exc, "extendedresult", None)
+    if not isinstance(code, int):
+        code = getattr(exc, "result", None)
+    return code if isinstance(code, int) and code >= 0 else None
 
 
 def _from_os(exc: OSError, doing: str, place: str | os.PathLike[str] | None) -> Exception:

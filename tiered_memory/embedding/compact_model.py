@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from persistence import EmbedderError
+from tiered_memory.embedding.captured_logs import root_records_to
 from tiered_memory.embedding.onnx_encoder import OnnxEncoder
 from tiered_memory.embedding.quality_model import _sha256, cache_dir
 
@@ -72,10 +73,14 @@ def _quantize(source: Path, work: Path) -> Path:
     options.optimized_model_filepath = str(folded)
     ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     target = work / "model.onnx"
-    quantize_dynamic(
-        folded, target, weight_type=QuantType.QInt8, per_channel=True,
-        op_types_to_quantize=["MatMul", "Gather"],
-    )  # fmt: skip
+    import onnxruntime.quantization as quantization
+
+    # The quantizer logs on the root logger (and would call basicConfig): ours instead.
+    with root_records_to(quantization.__file__, logger):
+        quantize_dynamic(
+            folded, target, weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul", "Gather"],
+        )  # fmt: skip
     folded.unlink()
     return target
 

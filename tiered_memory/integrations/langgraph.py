@@ -53,6 +53,9 @@ from tiered_memory.recall.types import Explanation
 
 log = logging.getLogger(__name__)
 
+UNINDEXED_CONTENT = "(an item stored with index=False)"
+"""The content of an item put with ``index=False`` (searches skip such items)."""
+
 CATEGORY = "langgraph"
 _ITEM_TAG = "langgraph:item:"
 _NS_TAG = "langgraph:ns:"
@@ -154,6 +157,8 @@ class TieredMemoryStore(BaseStore):
             _check_labels(op)
             if isinstance(op, PutOp):
                 _check_put(op)
+                if op.value is not None and op.index is not False:
+                    self._require_text(op)
                 address = (tuple(op.namespace), op.key)
                 writes.pop(address, None)  # written in the order of their last put
                 writes[address] = op
@@ -221,10 +226,24 @@ class TieredMemoryStore(BaseStore):
             changed = content if content != existing.content else None
             self.memory.update(existing.id, content=changed, metadata=metadata)
 
+    def _require_text(self, op: PutOp) -> None:
+        """Refuse an indexed put whose indexed fields hold no text (nothing is written):
+        it would be an item no search finds; ``index=False`` stores one on purpose."""
+        assert op.value is not None
+        if not self._text(dict(op.value), op.index).strip():
+            fields = op.index if op.index is not None else list(self.index_fields)
+            raise InvalidInputError(
+                f"value of {op.key!r} has no text in its indexed fields {fields}: put it "
+                "with index=False to store it unsearchable, or index other fields "
+                "(nothing was written)"
+            )
+
     def _text(self, value: dict[str, Any], index: Literal[False] | list[str] | None) -> str:
-        """The searchable text of a value: its indexed fields' text, one per line."""
+        """The searchable text of a value: its indexed fields' text, one per line (an
+        unindexed item's is a fixed stand-in: a memory's text is never empty, and
+        searches skip unindexed items)."""
         if index is False:
-            return ""
+            return UNINDEXED_CONTENT
         fields = self.index_fields if index is None else index
         texts: list[str] = []
         for field in fields:

@@ -109,12 +109,16 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
         session_id: str | None = None,
         agent_id: str | None = None,
         tags: list[str] | None = None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
     ) -> dict[str, Any]:
         """The k memories that best answer the query, best first, each with its score and
-        an explanation of which signals (keywords, meaning) matched and how much."""
+        an explanation of which signals (keywords, meaning) matched and how much, and
+        whether a keyword match came from the turns around a memory. min_score drops hits
+        scoring below it, relative_cut (0-1) those under that share of the best score."""
         hits = await _tool(
             memory.recall(query, k, tier=tier, session_id=session_id, agent_id=agent_id,
-                          tags=tags or ())
+                          tags=tags or (), min_score=min_score, relative_cut=relative_cut)
         )  # fmt: skip
         return {"hits": [_hit(h) for h in hits]}
 

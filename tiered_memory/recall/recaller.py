@@ -49,8 +49,9 @@ from tiered_memory.recall.conversation import add_conversation_signals
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
-from tiered_memory.recall.settings import RecallSettings, keywords
+from tiered_memory.recall.settings import RecallSettings, check_cuts, cut, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch
+from tiered_memory.recall.window import with_windows
 
 # --- orchestration ----------------------------------------------------------------------
 
@@ -112,13 +113,18 @@ class Recaller:
         created_after: int | None,
         created_before: int | None,
         min_retention: float | None,
+        min_score: float | None = None,
+        relative_cut: float | None = None,
         notes: bool = False,
     ) -> list[RecallHit | NoteHit]:
         """The ``k`` best hits for ``query`` among the memories the filters accept (and,
-        with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`)."""
+        with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`); fewer
+        when ``min_score`` or ``relative_cut`` drop some (see :class:`RecallSettings`;
+        ``None`` takes the settings' value)."""
         require_str(query, "query")
         require_bool(notes, "notes")
         k = check_k(k)
+        check_cuts(min_score, relative_cut)
         chosen = None if tier is None else parse_tier(tier)
         require_str_tuple(tags, "tags")
         where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
@@ -170,6 +176,14 @@ class Recaller:
         if paths is not None:
             fused = with_paths(fused, paths)
         top = self._explained(fused, k, described, now, vectors=found is not None)
+        floor = settings.min_score if min_score is None else min_score
+        share = settings.relative_cut if relative_cut is None else relative_cut
+        top = top[: cut([hit.score for hit in top], floor, share)]
+        keyword_hits = [
+            h.memory.id for h in top if any(s.signal == "keyword" for s in h.explanation.signals)
+        ]
+        if keyword_hits:
+            top = with_windows(top, store.keyword_parts(words, keyword_hits))
         if not (notes and self.notebook is not None and notes_apply(where)):
             self.queue_reviews([hit.memory.id for hit in top])
             return list(top)
@@ -178,6 +192,7 @@ class Recaller:
                                 self._embeddings.embed_query)  # fmt: skip
         both: list[RecallHit | NoteHit] = [*top, *found_notes]
         merged = sorted(both, key=_by_score)[:k]
+        merged = merged[: cut([hit.score for hit in merged], floor, share)]
         self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
         return merged
 

@@ -73,7 +73,12 @@ class RecallSettings:
     ``speaker_boost``. A ``reranker`` (:mod:`tiered_memory.recall.rerank`; none by default)
     scores the best ``rerank_depth`` fused candidates, adding ``rerank_weight`` times
     its score. The defaults were chosen on LoCoMo conv-26/30/41 and checked on
-    conv-42/43 (README)."""
+    conv-42/43 (README).
+
+    ``min_score`` drops hits scoring below it, ``relative_cut`` those below that share
+    of the best hit's score (0.5: half the best); recall's arguments of the same names
+    override them for one call. Both off by default: recall returns ``k`` hits whenever
+    ``k`` memories match."""
 
     fusion: str = "score"
     keyword_share: float = 0.35
@@ -97,6 +102,8 @@ class RecallSettings:
     graph_share: float = 0.05
     graph_hops: int = 1
     graph_hop_decay: float = 0.5
+    min_score: float | None = None
+    relative_cut: float | None = None
 
     @property
     def graph_on(self) -> bool:
@@ -133,5 +140,22 @@ class RecallSettings:
                 "RecallSettings.reranker must have .name and .score(query, query_vector, "
                 f"candidates), got {type(self.reranker).__name__}"
             )
+        check_cuts(self.min_score, self.relative_cut, "RecallSettings.")
         if self.graph_hops not in (0, 1) or isinstance(self.graph_hops, bool):
             raise InvalidInputError("RecallSettings.graph_hops must be 0 or 1")
+
+
+def check_cuts(min_score: object, relative_cut: object, prefix: str = "") -> None:
+    """``min_score`` a finite number, ``relative_cut`` one within [0, 1] (each or ``None``)."""
+    if min_score is not None:
+        require_number(min_score, f"{prefix}min_score")
+    if relative_cut is not None:
+        require_number(relative_cut, f"{prefix}relative_cut", minimum=0.0, maximum=1.0)
+
+
+def cut(scores: list[float], min_score: float | None, relative_cut: float | None) -> int:
+    """How many of ``scores`` (best first) pass both cuts."""
+    floor = -math.inf if min_score is None else min_score
+    if relative_cut is not None and scores and scores[0] > 0:
+        floor = max(floor, relative_cut * scores[0])
+    return sum(1 for s in scores if s >= floor)

@@ -34,6 +34,9 @@ class SignalMatch:
     detail: str | None = None
     path: str | None = None
     """For the graph signal: the entity the query named and the relation followed."""
+    matched_in: tuple[str, ...] = ()
+    """For the keyword signal of a returned hit: the parts of the memory's keyword
+    window that hold a query word ("own words", "turns before", "turns after")."""
 
     @property
     def measure(self) -> str:
@@ -51,7 +54,13 @@ class SignalMatch:
         if self.detail is not None:
             return f"{self.detail} {self.contribution:+.4f}"
         place = f"#{self.rank}" if self.rank else "(computed)"
-        return f"{self.signal} {place}: {self.measure} {self.contribution:+.4f}"
+        # Named when a neighbour's words matched (own words alone: the usual case)
+        where = (
+            f" in {' + '.join(self.matched_in)}"
+            if len(self.matched_in) > 1 or (self.matched_in and self.matched_in[0] != "own words")
+            else ""
+        )
+        return f"{self.signal} {place}{where}: {self.measure} {self.contribution:+.4f}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 
 from persistence.postgres.sql import recall_filter_sql
-from persistence.records import MemoryFilter
+from persistence.records import KeywordParts, MemoryFilter
 
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]+")  # ASCII punctuation, as tm_tsv's [[:punct:]]
 
@@ -140,6 +140,31 @@ def search(
     params["first"] = max(FIRST, 3 * limit)
     sql = head + df + _SCORE.format(accepted=accepted)
     return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
+
+
+_PARTS = """
+WITH lexemes AS MATERIALIZED (
+    SELECT DISTINCT u.lexeme AS lex FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
+)
+SELECT k.memory_id, bool_or(k.kw_fa[p.p] > 0), bool_or(k.kw_fb[p.p] > 0),
+       bool_or(k.kw_fc[p.p] > 0)
+FROM tm_keywords k CROSS JOIN lexemes l
+CROSS JOIN LATERAL (SELECT array_position(k.kw_lex, l.lex) AS p) p
+WHERE k.memory_id = ANY(%(ids)s) AND p.p IS NOT NULL
+GROUP BY k.memory_id
+"""
+
+
+def parts(
+    conn: psycopg.Connection[Any], words: Sequence[str], memory_ids: Sequence[str]
+) -> dict[str, KeywordParts]:
+    """Which parts of each memory's keyword window hold a lexeme of ``words``: the
+    per-row term frequencies of its own words (weight A, ``kw_fa``), the memories before
+    it (B, ``kw_fb``) and after it (C, ``kw_fc``)."""
+    params = {"words": list(words), "ids": list(dict.fromkeys(memory_ids))}
+    rows = conn.execute(_PARTS, params, prepare=False).fetchall()
+    found = {r[0]: KeywordParts(bool(r[1]), bool(r[2]), bool(r[3])) for r in rows}
+    return {m: p for m, p in found.items() if p.own or p.before or p.after}
 
 
 def catch_up(conn: psycopg.Connection[Any]) -> None:

@@ -17,7 +17,7 @@ import apsw
 import numpy as np
 import orjson
 
-from persistence.records import MemoryFilter, Tier
+from persistence.records import KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.sql import schema_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
@@ -279,6 +279,35 @@ def keyword_search(
         )
         params = [context_weight, after_weight, match, *accepted_params, limit]
     return [(r[0], float(r[1])) for r in query_all(conn, sql, params)]
+
+
+WINDOW_COLUMNS = ("content", "context", "after")
+"""``memory_fts``'s columns: a memory's own words, the two memories before it, the two
+after it (migration v007)."""
+
+_PARTS_OF = (
+    "SELECT i.memory_id FROM memory_fts JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+    "WHERE memory_fts MATCH ? AND memory_fts.rowid IN "
+    "(SELECT rowid FROM memory_index WHERE memory_id IN (SELECT value FROM json_each(?)))"
+)
+
+
+def keyword_parts(
+    conn: apsw.Connection, match: str, memory_ids: Sequence[str]
+) -> dict[str, KeywordParts]:
+    """Which columns of each of ``memory_ids``' keyword row match ``match`` (an FTS5
+    expression, :func:`fts5_match`): one column-filtered query per column."""
+    ids = orjson.dumps(list(dict.fromkeys(memory_ids))).decode()
+    found = [
+        {r[0] for r in query_all(conn, _PARTS_OF, [f"{{{column}}} : ({match})", ids])}
+        for column in WINDOW_COLUMNS
+    ]
+    return {
+        memory_id: KeywordParts(
+            memory_id in found[0], memory_id in found[1], memory_id in found[2]
+        )  # fmt: skip
+        for memory_id in set().union(*found)
+    }
 
 
 def accepted_embeddings(

@@ -1,0 +1,114 @@
+"""What callers catch: storage failures (busy, aborted, damaged) are ``StorageError``s with
+SQLite's result code; damage found while opening is also an open error, damage found in a
+later call is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from persistence import (
+    CorruptDatabaseError,
+    CorruptDatabaseOpenError,
+    DatabaseBusyError,
+    DatabaseOpenError,
+    Memory,
+    StorageError,
+    TransactionAbortedError,
+)
+from persistence.sqlite import SQLiteStore
+from tiered_memory import AgentMemoryManager
+
+NO_MODEL = {"embedder": None, "extractor": None}
+
+
+def test_busy_and_aborted_are_storage_errors() -> None:
+    for kind in (DatabaseBusyError, TransactionAbortedError, CorruptDatabaseError):
+        assert issubclass(kind, StorageError)
+    assert issubclass(CorruptDatabaseOpenError, CorruptDatabaseError)
+    assert issubclass(CorruptDatabaseOpenError, DatabaseOpenError)
+    assert not issubclass(CorruptDatabaseError, DatabaseOpenError)
+
+
+def test_a_busy_write_is_a_storage_error_with_sqlites_code(db_path: Path) -> None:
+    memory = AgentMemoryManager.open(db_path, **NO_MODEL)
+    other = apsw.Connection(str(db_path))
+    other.execute("PRAGMA busy_timeout = 0")
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with (
+            SQLiteStore(db_path, busy_timeout_ms=30) as second,
+            pytest.raises(StorageError) as raised,
+        ):
+            second.put_episodic(Memory.create("waits too long"))
+        assert isinstance(raised.value, DatabaseBusyError)
+        assert raised.value.result_code is not None
+        assert raised.value.result_code & 0xFF == apsw.SQLITE_BUSY
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        memory.close()
+
+
+def _damage_a_table_page(path: Path) -> None:
+    """Overwrite the middle pages of the file (the memories' b-tree, not the schema)."""
+    conn = apsw.Connection(str(path))
+    page = int(conn.execute("PRAGMA page_size").fetchall()[0][0])
+    pages = int(conn.execute("PRAGMA page_count").fetchall()[0][0])
+    conn.close()
+    with path.open("r+b") as f:
+        for n in range(pages // 2, pages - 1):
+            f.seek(n * page)
+            f.write(b"\xa5" * page)
+
+
+def test_damage_found_mid_call_is_not_an_open_error(db_path: Path) -> None:
+    with AgentMemoryManager.open(db_path, **NO_MODEL) as memory:
+        memory.remember_many([f"memory number {i} about {i * 7} lighthouses" for i in range(3000)])
+        memory.maintain()  # checkpointed: everything is in the main file
+    _damage_a_table_page(db_path)
+    memory = AgentMemoryManager.open(db_path, **NO_MODEL)  # opening reads the schema only
+    try:
+        with pytest.raises(CorruptDatabaseError) as raised:
+            memory.query(limit=10_000)
+            memory.recall("lighthouses", k=50)
+        assert not isinstance(raised.value, DatabaseOpenError)
+        assert isinstance(raised.value, StorageError)
+        assert raised.value.result_code is not None
+        assert raised.value.result_code & 0xFF in (apsw.SQLITE_CORRUPT, apsw.SQLITE_NOTADB)
+    finally:
+        memory.close()
+
+
+def test_damage_found_while_opening_is_both(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        memory.remember("something")
+        memory.maintain()
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page : 2 * page] = b"\xa5" * page  # the schema's second page
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDatabaseOpenError) as raised:
+        AgentMemoryManager.open(path, **NO_MODEL)
+    assert isinstance(raised.value, DatabaseOpenError | CorruptDatabaseError | StorageError)
+    assert raised.value.result_code == apsw.SQLITE_CORRUPT
+
+
+def test_a_busy_postgres_write_carries_its_sqlstate(pg_url: str) -> None:
+    import psycopg
+
+    from persistence import PoolSettings
+
+    settings = PoolSettings(lock_timeout_s=0.2)
+    with AgentMemoryManager.open(pg_url, pool=settings, **NO_MODEL) as memory:
+        held = memory.remember("a row another connection holds")
+        with psycopg.connect(pg_url) as other:
+            other.execute("SELECT 1 FROM tm_memories WHERE id = %s FOR UPDATE", (held.id,))
+            with pytest.raises(StorageError) as raised:
+                memory.update(held.id, content="changed meanwhile")
+        assert isinstance(raised.value, DatabaseBusyError)
+        assert raised.value.sqlstate == "55P03"  # lock_not_available
+        assert memory.get(held.id).content == "a row another connection holds"  # type: ignore[union-attr]

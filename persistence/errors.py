@@ -111,6 +111,11 @@ class DatabaseBusyError(TieredMemoryError):
     """Another connection held the write lock for longer than ``busy_timeout``."""
 
 
+class DatabaseInUseError(DatabaseBusyError):
+    """An operation that needs the file to itself (``rekey``, the restore of an encrypted
+    file) was refused because other connections have it open; nothing was changed."""
+
+
 class TransactionAbortedError(TieredMemoryError):
     """SQLite rolled the whole transaction back after an error inside it."""
 

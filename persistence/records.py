@@ -446,6 +446,11 @@ class MemoryStatistics:
     """Secrets replaced by ``[REDACTED:kind]`` on the way into the file, ever."""
     graph: GraphStatistics = field(default_factory=GraphStatistics)
     """Entities, relations, provenance and extraction progress of the knowledge graph."""
+    recall_writes_deferred: int = 0
+    """This handle's recalls that put off their writes (reviews, embedding pending
+    memories) because other writers kept the file busy: they are tried again later."""
+    recall_reviews_dropped: int = 0
+    """Recall reviews this handle gave up (too many waiting, or still busy at close)."""
 
     @property
     def size_bytes(self) -> int:

@@ -10,7 +10,15 @@ its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
 """
 
 from persistence import graph_records  # the graph's rules (names, types, limits)
-from persistence.backend import Backend, Key, build_backend, check_current, migrate
+from persistence.backend import (
+    Backend,
+    Key,
+    build_backend,
+    check_current,
+    inspect_damage,
+    migrate,
+    salvage,
+)
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.errors import (
     AuthenticationError,
@@ -103,9 +111,11 @@ from persistence.records import (
     RepetitionSchedule,
     RestoreResult,
     RetentionInput,
+    SalvageResult,
     SessionState,
     Synchronous,
     TableCounts,
+    TableSalvage,
     Tier,
     TracedStatement,
     TranscriptEntry,
@@ -148,7 +158,9 @@ __all__ = [
     "Key",
     "build_backend",
     "check_current",
+    "inspect_damage",
     "migrate",
+    "salvage",
     "CacheLayer",
     "TransactionHooks",
     # background work
@@ -171,6 +183,8 @@ __all__ = [
     "ImportResult",
     "IntegrityProblem",
     "IntegrityResult",
+    "SalvageResult",
+    "TableSalvage",
     "MaintenanceResult",
     "Memory",
     "MemoryFilter",

@@ -518,6 +518,52 @@ class IntegrityResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TableSalvage:
+    """One table of a damaged file: the rows read and kept, and what was lost."""
+
+    table: str
+    copied: int
+    """Rows read and kept (in a salvage: written to the new file)."""
+    rejected: int = 0
+    """Rows read but holding values damage left impossible (a NULL where one cannot be)."""
+    dropped: int = 0
+    """Rows kept out because what they point at was lost (the tags of a lost memory)."""
+    unreadable: tuple[str, ...] = ()
+    """What could not be read: rowid ranges, or the rest of a table after a damaged page."""
+
+    @property
+    def complete(self) -> bool:
+        """True when every row of the table was read and kept."""
+        return not (self.rejected or self.dropped or self.unreadable)
+
+
+@dataclass(frozen=True, slots=True)
+class SalvageResult:
+    """What ``salvage`` read from a damaged file and, unless a dry run, wrote to a new one."""
+
+    source: str
+    target: str | None
+    memories: int
+    """Memories (all tiers) saved."""
+    tables: tuple[TableSalvage, ...]
+    damage: tuple[str, ...]
+    """What SQLite's ``integrity_check`` reports about the source."""
+    lost_memories: tuple[str, ...] = ()
+    """Ids of memories the file's keyword index lists but that could not be saved (when
+    that index is still readable)."""
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing was lost: every row of every table was kept."""
+        return all(t.complete for t in self.tables)
+
+    @property
+    def lost(self) -> tuple[TableSalvage, ...]:
+        """The tables that lost something."""
+        return tuple(t for t in self.tables if not t.complete)
+
+
+@dataclass(frozen=True, slots=True)
 class MaintenanceResult:
     """What ``run_maintenance`` did, with the file and WAL sizes before and after."""
 

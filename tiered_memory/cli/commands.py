@@ -16,7 +16,6 @@ the ``TIERED_MEMORY_KEY`` environment variable, never from the command line itse
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -79,24 +78,6 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(f"redacted       {s.redactions} secret(s)")
 
     _emit(as_json, s, human)
-
-
-@main.command()
-@db_argument
-@json_option
-def check(db: str, as_json: bool) -> None:
-    """Integrity check plus the library's invariants; exit 1 if anything is wrong."""
-    with _open(db) as memory:
-        result = memory.check_integrity()
-    _emit(as_json, result, lambda: None)
-    if not as_json:
-        for problem in result.problems:
-            click.echo(f"{problem.check}: {problem.detail}")
-        if result.ok:
-            click.echo(f"ok: {len(result.checks)} checks passed")
-    if not result.ok:
-        click.echo(f"error: {len(result.problems)} problem(s) found", err=True)
-        sys.exit(1)
 
 
 @main.command()

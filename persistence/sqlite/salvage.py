@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +41,7 @@ from persistence.errors import (
 )
 from persistence.records import Key, SalvageResult, TableSalvage, Tier
 from persistence.sqlite import json_io
-from persistence.sqlite.connection import connect_snapshot, connection_key, query_value
+from persistence.sqlite.connection import connection_key, query_value
 from persistence.sqlite.encryption import check_file_for_key, key_bytes, wrong_key
 from persistence.sqlite.sql import integrity_sql, salvage_sql
 from persistence.sqlite.store import SQLiteStore
@@ -115,8 +116,18 @@ def _check_source(path: Path, key: Key | None) -> bytes | None:
 
 
 def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
-    """The source, read-only; refused if not even its schema can be read."""
-    conn = connect_snapshot(path, key)
+    """The source, read-only (``immutable`` without a ``-wal``: nothing is created beside
+    it); refused if not even its schema can be read."""
+    if Path(f"{path}-wal").exists():
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    else:
+        uri = "file:" + urllib.parse.quote(str(path)) + "?immutable=1"
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        connection_key(conn, key)
+    except BaseException:
+        conn.close()
+        raise
     try:
         salvage_sql.schema(conn)
         try:

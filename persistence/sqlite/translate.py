@@ -14,11 +14,13 @@ import apsw
 from persistence.errors import (
     CorruptDatabaseError,
     DatabaseBusyError,
+    EncryptionKeyError,
     ReadOnlyError,
     StorageError,
     StorageFullError,
     TieredMemoryError,
 )
+from persistence.sqlite.encryption import looks_encrypted
 
 # --- turning SQLite's and the OS's failures into the errors above -----------------------
 
@@ -84,11 +86,29 @@ def _from_sqlite(exc: apsw.Error, doing: str, place: str | os.PathLike[str] | No
         return DatabaseBusyError(
             f"{doing} failed: another connection held a lock ({exc}); try again"
         )
+    if isinstance(exc, apsw.NotADBError) and _encrypted_file(place):
+        return EncryptionKeyError(
+            f"{doing} failed: {place} no longer decrypts with the key this handle holds: "
+            "another process changed its key (rekey) or restored another file over it, or "
+            "it is damaged; reopen it with its current key, or run `tiered-memory check`"
+        )
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
         return CorruptDatabaseError(
             f"{doing} failed: SQLite reports damage ({exc}); run `tiered-memory check`"
         )
     return StorageError(f"{doing} failed: SQLite reported {type(exc).__name__}: {exc}")
+
+
+def _encrypted_file(place: str | os.PathLike[str] | None) -> bool:
+    """True if ``place`` is a file whose header is an encrypted database's."""
+    if place is None:
+        return False
+    try:
+        with open(place, "rb") as handle:
+            header = handle.read(24)
+    except OSError:
+        return False
+    return looks_encrypted(header)
 
 
 def _from_os(exc: OSError, doing: str, place: str | os.PathLike[str] | None) -> Exception:

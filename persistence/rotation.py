@@ -1,8 +1,8 @@
 """Backup rotation (``backup(keep=N)``) that concurrent backups cannot trip over.
 
 Backups from many threads and processes into one directory each publish their snapshot
-and prune the old ones while holding an exclusive ``flock`` on the directory's
-:data:`LOCK_NAME`. Publishing (a hard link to the final name) sets the snapshot's
+and prune the old ones while holding an exclusive ``flock`` on the directory itself (no
+lock file is left behind). Publishing (a hard link to the final name) sets the snapshot's
 ``ctime``, so within the lock "newest" means "published last" and the caller's own fresh
 snapshot is always among the ``keep`` newest: no backup removes another's snapshot that
 is newer than the ones it keeps, and a file that vanished meanwhile is skipped. Names are
@@ -22,13 +22,11 @@ from pathlib import Path
 
 log = logging.getLogger("tiered_memory")
 
-LOCK_NAME = ".backups.lock"
-
 
 @contextmanager
 def locked(directory: Path) -> Iterator[None]:
     """Hold the directory's rotation lock (waiting for other backups) for the block."""
-    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -13,7 +13,15 @@ from persistence import (
     graph_records,  # the graph's rules (names, types, limits)
     note_records,  # the notes' limits
 )
-from persistence.backend import Backend, Key, build_backend, check_current, migrate
+from persistence.backend import (
+    Backend,
+    Key,
+    build_backend,
+    check_current,
+    inspect_damage,
+    migrate,
+    salvage,
+)
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.codecs import require_embedding
 from persistence.errors import (
@@ -23,6 +31,7 @@ from persistence.errors import (
     CorruptDatabaseError,
     CorruptDatabaseOpenError,
     DatabaseBusyError,
+    DatabaseInUseError,
     DatabaseMissingError,
     DatabaseOpenError,
     DuplicateMemoryError,
@@ -110,9 +119,11 @@ from persistence.records import (
     RepetitionSchedule,
     RestoreResult,
     RetentionInput,
+    SalvageResult,
     SessionState,
     Synchronous,
     TableCounts,
+    TableSalvage,
     Tier,
     TracedStatement,
     TranscriptEntry,
@@ -158,7 +169,9 @@ __all__ = [
     "Key",
     "build_backend",
     "check_current",
+    "inspect_damage",
     "migrate",
+    "salvage",
     "CacheLayer",
     "TransactionHooks",
     # background work
@@ -186,6 +199,8 @@ __all__ = [
     "ImportResult",
     "IntegrityProblem",
     "IntegrityResult",
+    "SalvageResult",
+    "TableSalvage",
     "MaintenanceResult",
     "Memory",
     "KeywordParts",
@@ -256,6 +271,7 @@ __all__ = [
     "CorruptDatabaseError",
     "CorruptDatabaseOpenError",
     "DatabaseBusyError",
+    "DatabaseInUseError",
     "DatabaseOpenError",
     "DuplicateMemoryError",
     "EmbedderError",

@@ -9,7 +9,8 @@ for the operator's file operations, and one per record family:
 :class:`~persistence.ScheduleRecords`, :class:`~persistence.RecallIndex`). A second
 backend (PostgreSQL + pgvector, say) is one more branch here, picked by the location (a
 ``postgresql://`` URL), and the domain does not change. :func:`migrate` and
-:func:`check_current` are the operator's two file commands, picked the same way.
+:func:`check_current` are the operator's two file commands, picked the same way;
+:func:`salvage` and :func:`inspect_damage` work on files only.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from typing import Any, cast
 from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
 from persistence.locations import is_server_url
-from persistence.records import Key, PoolSettings, Synchronous, TracedStatement
+from persistence.records import Key, PoolSettings, SalvageResult, Synchronous, TracedStatement
 from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
 from persistence.sqlite.agent_graph import AgentFilteredGraph
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.database import RESET_AFTER_CHANGES
 from persistence.sqlite.graph_store import GraphStore
 from persistence.sqlite.note_store import NoteStore
+from persistence.sqlite.salvage import inspect_damage as inspect_file
+from persistence.sqlite.salvage import salvage_file
 from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.vector_mirror import RESORT_AFTER
@@ -210,4 +213,30 @@ def check_current(location: str | os.PathLike[str], *, key: Key | None = None) -
     SQLiteStore(location, read_only=True, key=key).open().close()
 
 
-__all__ = ["Backend", "Key", "build_backend", "check_current", "migrate"]
+def salvage(
+    source: str | os.PathLike[str], target: str | os.PathLike[str], *, key: Key | None = None
+) -> SalvageResult:
+    """Copy every readable row of a damaged file into a new file; say what was lost
+    (:mod:`persistence.sqlite.salvage`). Files only."""
+    _file_only(source, "salvage")
+    _file_only(target, "salvage")
+    return salvage_file(source, target, key)
+
+
+def inspect_damage(location: str | os.PathLike[str], *, key: Key | None = None) -> SalvageResult:
+    """What :func:`salvage` would save of a damaged file, writing nothing. Files only."""
+    _file_only(location, "inspecting a damaged file")
+    return inspect_file(location, key)
+
+
+def _file_only(location: str | os.PathLike[str], doing: str) -> None:
+    if is_server_url(location):
+        raise UnsupportedOperationError(
+            f"{doing} reads the pages of a SQLite file; a PostgreSQL database is repaired "
+            "with the server's own tools (pg_dump what is readable, or restore a backup)"
+        )
+
+
+__all__ = [
+    "Backend", "Key", "build_backend", "check_current", "inspect_damage", "migrate", "salvage",
+]  # fmt: skip

@@ -133,6 +133,11 @@ class DatabaseBusyError(StorageError):
     was changed: try again."""
 
 
+class DatabaseInUseError(DatabaseBusyError):
+    """An operation that needs the file to itself (``rekey``, the restore of an encrypted
+    file) was refused because other connections have it open; nothing was changed."""
+
+
 class TransactionAbortedError(StorageError):
     """SQLite (or the server) rolled the whole transaction back after an error inside
     it; nothing of it was committed."""

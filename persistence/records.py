@@ -462,6 +462,11 @@ class MemoryStatistics:
     """Secrets replaced by ``[REDACTED:kind]`` on the way into the file, ever."""
     graph: GraphStatistics = field(default_factory=GraphStatistics)
     """Entities, relations, provenance and extraction progress of the knowledge graph."""
+    recall_writes_deferred: int = 0
+    """This handle's recalls that put off their writes (reviews, embedding pending
+    memories) because other writers kept the file busy: they are tried again later."""
+    recall_reviews_dropped: int = 0
+    """Recall reviews this handle gave up (too many waiting, or still busy at close)."""
 
     @property
     def size_bytes(self) -> int:
@@ -526,6 +531,52 @@ class IntegrityResult:
     ok: bool
     checks: tuple[str, ...]
     problems: tuple[IntegrityProblem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableSalvage:
+    """One table of a damaged file: the rows read and kept, and what was lost."""
+
+    table: str
+    copied: int
+    """Rows read and kept (in a salvage: written to the new file)."""
+    rejected: int = 0
+    """Rows read but holding values damage left impossible (a NULL where one cannot be)."""
+    dropped: int = 0
+    """Rows kept out because what they point at was lost (the tags of a lost memory)."""
+    unreadable: tuple[str, ...] = ()
+    """What could not be read: rowid ranges, or the rest of a table after a damaged page."""
+
+    @property
+    def complete(self) -> bool:
+        """True when every row of the table was read and kept."""
+        return not (self.rejected or self.dropped or self.unreadable)
+
+
+@dataclass(frozen=True, slots=True)
+class SalvageResult:
+    """What ``salvage`` read from a damaged file and, unless a dry run, wrote to a new one."""
+
+    source: str
+    target: str | None
+    memories: int
+    """Memories (all tiers) saved."""
+    tables: tuple[TableSalvage, ...]
+    damage: tuple[str, ...]
+    """What SQLite's ``integrity_check`` reports about the source."""
+    lost_memories: tuple[str, ...] = ()
+    """Ids of memories the file's keyword index lists but that could not be saved (when
+    that index is still readable)."""
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing was lost: every row of every table was kept."""
+        return all(t.complete for t in self.tables)
+
+    @property
+    def lost(self) -> tuple[TableSalvage, ...]:
+        """The tables that lost something."""
+        return tuple(t for t in self.tables if not t.complete)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,7 @@ class Lifecycle:
         self._extraction.stop()
         try:
             if self.store.is_open:
-                self._recaller.apply_reviews()
+                self._recaller.apply_reviews(drop_if_busy=True)  # closing: never fails for busy
         finally:  # a full disk, say, must not leave the file open
             self.store.close()
             self._memories.cache.clear()

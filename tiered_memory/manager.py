@@ -459,6 +459,8 @@ class AgentMemoryManager(RecallCalls):
             scratchpad_token_budget=self.scratchpad.budget,
             redactions=total_in_file(self.store),
             graph=self.graph.records.statistics(),
+            recall_writes_deferred=self._recall.reviews.deferred,
+            recall_reviews_dropped=self._recall.reviews.dropped,
         )
 
     # --- backup, restore, export, import -----------------------------------------------

@@ -23,7 +23,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from migrations.postgres import read_schema_version
-from persistence import leftovers
+from persistence import leftovers, rotation
 from persistence.errors import (
     BackupError,
     InvalidInputError,
@@ -116,7 +116,7 @@ class PgFiles:
         """Files named like this store's timestamped snapshots, oldest first."""
         pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.json$")
         found = [p for p in directory.iterdir() if pattern.match(p.name)]
-        return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+        return rotation.by_publication(found)
 
     def list_backups(self) -> list[Path]:
         """Snapshots in the backup directory, oldest first."""
@@ -149,11 +149,9 @@ class PgFiles:
         if target is not None and Path(target).exists():
             raise BackupError(f"{Path(target)} already exists: choose a new name")
         with _os_errors(f"backing up {self.store.location}", target):
-            final = self._write_document(target, overwrite=False, progress=progress, verify=True)
-            if keep is not None:
-                for old in self._snapshots_in(final.parent)[:-keep]:
-                    old.unlink()
-        return final
+            return self._write_document(
+                target, overwrite=False, progress=progress, verify=True, keep=keep
+            )
 
     def restore_backup(self, source: str | os.PathLike[str]) -> RestoreResult:
         """Load a JSON snapshot (or export) into this EMPTY database, all or nothing: the
@@ -239,9 +237,11 @@ class PgFiles:
         overwrite: bool,
         progress: Progress | None,
         verify: bool,
+        keep: int | None = None,
     ) -> Path:
         """Export to a temporary file beside the final name, fsync it, (``verify``: read
-        it back in full and compare its row count), then give it its name."""
+        it back in full and compare its row count), then give it its name (``keep``: and
+        prune all but the newest ``keep`` snapshots, see :mod:`persistence.rotation`)."""
         final = self._timestamped(self._directory()) if target is None else Path(target)
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
@@ -257,12 +257,21 @@ class PgFiles:
                         f"the snapshot reads back {doc.row_count} rows, not {rows}; "
                         "nothing was kept"
                     )
+            another = None if target is not None else functools.partial(
+                self._timestamped, final.parent)  # fmt: skip
             if overwrite:
                 os.replace(partial, final)
-            else:
-                another = None if target is not None else functools.partial(
-                    self._timestamped, final.parent)  # fmt: skip
+            elif keep is None:
                 final = _publish(partial, final, another)
+            else:
+                directory = final.parent
+                with rotation.locked(directory):  # other backups name, publish and prune
+                    stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+                    named = functools.partial(
+                        rotation.next_name, directory, self._stem, stamp, ".json"
+                    )
+                    final = _publish(partial, named(), named)
+                    rotation.prune(self._snapshots_in(directory), keep, final)
             _fsync_dir(final.parent)
         return final
 

@@ -22,7 +22,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import apsw
 
 from migrations import LATEST_VERSION, read_schema_version
-from persistence import leftovers
+from persistence import leftovers, rotation
 from persistence.errors import (
     BackupError,
     CorruptDatabaseError,
@@ -134,6 +134,11 @@ class BackupManager:
     def _stem(self) -> str:
         return "memory" if self.store.is_memory else Path(self.store.path).stem
 
+    def _next_name(self, directory: Path, suffix: str) -> Path:
+        """A timestamped name after every one taken (under :func:`rotation.locked`)."""
+        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+        return rotation.next_name(directory, self._stem, stamp, suffix)
+
     def _timestamped(self, directory: Path, suffix: str) -> Path:
         stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
         candidate = directory / f"{self._stem}-{stamp}{suffix}"
@@ -183,9 +188,13 @@ class BackupManager:
             self._vacuum_into(partial, progress)
             _fsync(partial)
             self._verify_snapshot(partial)
-            final = _publish(partial, final, another)
-        if keep is not None:
-            self._rotate(final.parent, keep)
+            if keep is None:
+                return _publish(partial, final, another)
+            directory = final.parent
+            with rotation.locked(directory):  # other backups name, publish and prune in turn
+                named = functools.partial(self._next_name, directory, ".db")
+                final = _publish(partial, named(), named)
+                rotation.prune(self._snapshots_in(directory), keep, final)
         return final
 
     def _vacuum_into(self, partial: Path, progress: Progress | None) -> None:
@@ -216,10 +225,6 @@ class BackupManager:
                 f"the snapshot has schema version {version}, not {self.store.schema_version}"
             )
 
-    def _rotate(self, directory: Path, keep: int) -> None:
-        for old in self._snapshots_in(directory)[:-keep]:
-            old.unlink()
-
     def list_backups(self) -> list[Path]:
         """Snapshots in the backup directory, oldest first."""
         directory = self.backup_dir
@@ -229,7 +234,7 @@ class BackupManager:
         """Files named like this store's timestamped snapshots, oldest first."""
         pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
         found = [p for p in directory.iterdir() if pattern.match(p.name)]
-        return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+        return sorted(found, key=_mtime_and_name)
 
     # --- restore ------------------------------------------------------------------------
 
@@ -544,6 +549,14 @@ def _open_snapshot(path: Path, key: bytes | None) -> apsw.Connection:
             "`tiered-memory backup` and restore the snapshot"
         ) from exc
     return conn
+
+
+def _mtime_and_name(path: Path) -> tuple[int, str]:
+    """Sort key: modified time, then name (a file that vanished meanwhile sorts first)."""
+    try:
+        return path.stat().st_mtime_ns, path.name
+    except FileNotFoundError:
+        return 0, path.name
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -240,9 +240,13 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
     - read-only storage, a ``-wal`` without ``-shm``: exclusive locking mode through a
       VFS without locks, so the WAL's index is built in RAM and its commits are seen.
 
-    The first and last take no locks a writer elsewhere would see, as read-only storage has no
-    writer: a process writing the same file through another, writable mount is not
-    coordinated with (copy the file first, or read it there).
+    "Read-only storage" is also a folder this user cannot create files in, or a file this
+    user cannot write (mode ``0444``): SQLite could not create the ``-wal`` and ``-shm``
+    there, or could not remove them again, so none is created.
+
+    The second and last take no locks a writer elsewhere would see, as read-only storage
+    has no writer: a process writing the same file through another, writable mount (or as
+    another user) is not coordinated with (copy the file first, or read it there).
     """
     file = Path(path)
     with storage_errors(f"opening {path} read-only", path, opening=True):
@@ -294,7 +298,7 @@ def _require_database_file(path: Path, key: bytes | None) -> None:
 def _read_only_target(path: Path, key: bytes | None) -> tuple[str, int, str | None]:
     """``(name, flags, vfs)`` to open ``path`` read-only (see :func:`connect_read_only`)."""
     flags = apsw.SQLITE_OPEN_READONLY
-    if not read_only_storage(path):
+    if not cannot_write_beside(path):
         return str(path), flags, None
     if not Path(f"{path}-wal").exists():
         uri = "file:" + urllib.parse.quote(str(path)) + "?immutable=1"
@@ -365,7 +369,18 @@ def may_leave_wal_files(path: str) -> bool:
         path != MEMORY_PATH
         and not Path(f"{path}-wal").exists()
         and not Path(f"{path}-shm").exists()
-        and not read_only_storage(path)
+        and not cannot_write_beside(Path(path))
+    )
+
+
+def cannot_write_beside(path: Path) -> bool:
+    """True if a read-only open of ``path`` must create no file beside it: read-only
+    storage, a folder this user cannot write to, or a file it cannot write (a read-only
+    connection could create its -wal/-shm there, but never remove them again)."""
+    return (
+        read_only_storage(path)
+        or not os.access(path.parent, os.W_OK | os.X_OK)
+        or not os.access(path, os.W_OK)
     )
 
 

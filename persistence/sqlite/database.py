@@ -31,7 +31,7 @@ from persistence.errors import (
     StoreClosedError,
     TransactionAbortedError,
 )
-from persistence.sqlite import encryption
+from persistence.sqlite import encryption, file_users
 from persistence.sqlite.background import Background, BackgroundJob
 from persistence.sqlite.connection import (
     MEMORY_PATH,
@@ -185,6 +185,8 @@ class Database:
                 raise
             self._writer = conn
             self._closed = False
+            if not self._in_memory:
+                file_users.register(self.path)
             self._watcher.opened(conn)
             if not self.read_only:
                 connection_cache_size(conn, WRITER_CACHE_KIB)  # for the keyword merges
@@ -258,6 +260,8 @@ class Database:
                         connection_optimize(writer, self.options, at_open=False)
                 finally:
                     writer.close()
+                    if not self._in_memory:
+                        file_users.unregister(self.path)
         if writer is not None and self.read_only:
             self._tidy_after_read_only()
 
@@ -272,6 +276,7 @@ class Database:
         """
         with self.lock:
             writer = self.require_open()
+            self.require_sole_user("changing the key")
             restart = self.background.stop_checkpointer(writer)
             try:
                 self._rekey(new_key)
@@ -291,6 +296,13 @@ class Database:
             encryption.rekey(conn, new_key)
             self.options = replace(self.options, key=new_key)
             conn.pragma("wal_checkpoint", "TRUNCATE")
+
+    def require_sole_user(self, doing: str) -> None:
+        """Raise :class:`DatabaseInUseError` if another handle or process has the file
+        open (see :mod:`~persistence.sqlite.file_users`): for work that changes what
+        their connections hold (the key, the salt)."""
+        if not self._in_memory:
+            file_users.require_sole_user(self.path, doing)
 
     def require_writable(self) -> None:
         """Raise :class:`ReadOnlyError` if opened read-only."""

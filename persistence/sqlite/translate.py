@@ -15,11 +15,13 @@ from persistence.errors import (
     CorruptDatabaseError,
     CorruptDatabaseOpenError,
     DatabaseBusyError,
+    EncryptionKeyError,
     ReadOnlyError,
     StorageError,
     StorageFullError,
     TieredMemoryError,
 )
+from persistence.sqlite.encryption import looks_encrypted
 
 # --- turning SQLite's and the OS's failures into the errors above -----------------------
 
@@ -95,6 +97,12 @@ def _from_sqlite(
             f"{doing} failed: another connection held a lock ({exc}); try again",
             result_code=code,
         )
+    if isinstance(exc, apsw.NotADBError) and _encrypted_file(place):
+        return EncryptionKeyError(
+            f"{doing} failed: {place} no longer decrypts with the key this handle holds: "
+            "another process changed its key (rekey) or restored another file over it, or "
+            "it is damaged; reopen it with its current key, or run `tiered-memory check`"
+        )
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
         damaged = CorruptDatabaseOpenError if opening else CorruptDatabaseError
         return damaged(
@@ -112,6 +120,18 @@ def result_code(exc: BaseException) -> int | None:
     if not isinstance(code, int):
         code = getattr(exc, "result", None)
     return code if isinstance(code, int) and code >= 0 else None
+
+
+def _encrypted_file(place: str | os.PathLike[str] | None) -> bool:
+    """True if ``place`` is a file whose header is an encrypted database's."""
+    if place is None:
+        return False
+    try:
+        with open(place, "rb") as handle:
+            header = handle.read(24)
+    except OSError:
+        return False
+    return looks_encrypted(header)
 
 
 def _from_os(exc: OSError, doing: str, place: str | os.PathLike[str] | None) -> Exception:

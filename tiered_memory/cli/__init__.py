@@ -1,13 +1,14 @@
 """The ``tiered-memory`` command line (entry point :func:`main`).
 
 ``app`` holds the command group and what commands share; ``commands`` the memory and file
-commands; ``graph`` the knowledge graph's; ``notes`` the notes'. Importing this package
-registers them all.
+commands; ``graph`` the knowledge graph's; ``notes`` the notes'; ``repair`` the damage
+commands (``check``, ``salvage``). Importing this package registers them all.
 """
 
 from tiered_memory.cli import commands as _commands  # noqa: F401 - registers the commands
 from tiered_memory.cli import graph as _graph  # noqa: F401 - registers `graph` and `entities`
 from tiered_memory.cli import notes as _notes  # noqa: F401 - registers `notes ...`
+from tiered_memory.cli import repair as _repair  # noqa: F401 - registers `check` and `salvage`
 from tiered_memory.cli.app import main
 
 __all__ = ["main"]

@@ -26,8 +26,59 @@ from tiered_memory.manager import AgentMemoryManager
 ProgressFn = Callable[[int, int], None]
 
 
+GLOBAL_OPTIONS = ("--key-file", "--agent")
+"""Options of the group that are accepted after the command too (unless the command has
+an option of that name itself, as ``list --agent`` does)."""
+
+
 class _Commands(click.Group):
-    """Turns library and OS errors into exit code 1 with a one-line reason."""
+    """Turns library and OS errors into exit code 1 with a one-line reason, and takes the
+    group's options after the command as well as before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self._globals_first(ctx, args))
+
+    def _globals_first(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """``args`` with the group's options that follow the command moved before it."""
+        position, i = None, 0
+        while i < len(args):  # find the command: the first word that is not an option
+            arg = args[i]
+            if arg == "--":
+                return args
+            if arg in GLOBAL_OPTIONS:
+                i += 2
+                continue
+            if not arg.startswith("-"):
+                position = i
+                break
+            i += 1
+        if position is None:
+            return args
+        command = self.get_command(ctx, args[position])
+        if command is None:
+            return args
+        own = {name for p in command.params for name in getattr(p, "opts", ())}
+        moved: list[str] = []
+        rest: list[str] = []
+        tail = args[position + 1 :]
+        j = 0
+        while j < len(tail):
+            arg = tail[j]
+            if arg == "--":
+                rest += tail[j:]
+                break
+            name = arg.split("=", 1)[0]
+            if name in GLOBAL_OPTIONS and name not in own:
+                if "=" in arg:
+                    moved.append(arg)
+                    j += 1
+                else:
+                    moved += tail[j : j + 2]
+                    j += 2
+                continue
+            rest.append(arg)
+            j += 1
+        return [*args[:position], *moved, args[position], *rest]
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

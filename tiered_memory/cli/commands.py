@@ -10,13 +10,12 @@ none of its bytes and work on read-only storage. Of the operator commands only
 ``migrate`` upgrades a file, and only ``restore`` and ``import`` create one; ``mcp``
 serves a running agent's memory and, like the library, creates or migrates it.
 
-An encrypted database's key comes from ``--key-file`` (before the command) or the
-``TIERED_MEMORY_KEY`` environment variable, never from the command line itself.
+An encrypted database's key comes from ``--key-file`` (before or after the command) or
+the ``TIERED_MEMORY_KEY`` environment variable, never from the command line itself.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -79,24 +78,6 @@ def stats(db: str, as_json: bool) -> None:
         click.echo(f"redacted       {s.redactions} secret(s)")
 
     _emit(as_json, s, human)
-
-
-@main.command()
-@db_argument
-@json_option
-def check(db: str, as_json: bool) -> None:
-    """Integrity check plus the library's invariants; exit 1 if anything is wrong."""
-    with _open(db) as memory:
-        result = memory.check_integrity()
-    _emit(as_json, result, lambda: None)
-    if not as_json:
-        for problem in result.problems:
-            click.echo(f"{problem.check}: {problem.detail}")
-        if result.ok:
-            click.echo(f"ok: {len(result.checks)} checks passed")
-    if not result.ok:
-        click.echo(f"error: {len(result.problems)} problem(s) found", err=True)
-        sys.exit(1)
 
 
 @main.command()
@@ -320,7 +301,9 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 @click.option(
     "--reinforce",
     is_flag=True,
-    help="Count the hits as reviews, as an agent's recall does (default: read only).",
+    help="Write to DB as an agent's recall does: each hit that is due for review counts as "
+    "a successful review (its schedule advances, its access count grows) and memories "
+    "still without a vector are embedded first (default: read only).",
 )
 @click.option(
     "--keywords-only",
@@ -334,7 +317,9 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
     """Recall the K memories that best answer QUERY, each with why it came back.
 
     Read only: memories not embedded yet are ranked by their keywords (the hit says
-    so). --reinforce counts the hits as reviews (and embeds what is pending) instead.
+    so). --reinforce instead embeds what is pending first and counts the hits that are
+    due for review as reviews, written before the command exits (a failure to write
+    them is the command's error).
     """
     if not query.strip():
         raise click.UsageError("QUERY is empty: give the words to search for")
@@ -343,6 +328,8 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
     try:
         with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
             hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
+            if reinforce:
+                memory.flush()  # the reviews now, so that a failure is reported
     except (EmbeddingModelMismatchError, EmbedderError) as exc:
         raise type(exc)(f"{exc} (or search with --keywords-only)") from exc
     rows = [

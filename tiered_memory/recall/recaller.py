@@ -32,6 +32,7 @@ from functools import partial
 import numpy as np
 
 from persistence import (
+    DatabaseBusyError,
     Memory,
     MemoryFilter,
     MemoryStorage,
@@ -49,6 +50,7 @@ from tiered_memory.recall.conversation import add_conversation_signals
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
+from tiered_memory.recall.reviews import ReviewQueue
 from tiered_memory.recall.settings import RecallSettings, check_cuts, cut, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch
 from tiered_memory.recall.window import with_windows
@@ -89,11 +91,8 @@ class Recaller:
         self.settings = settings
         self._clock = clock
         self._get_many = get_many
-        self._get = get
-        self._review = review
-        self._review_quality = review_quality
-        self._review_batch = review_batch
-        self._reviews: list[str] = []
+        self.reviews = ReviewQueue(store, clock, get=get, review=review,
+                                   quality=review_quality, batch=review_batch)  # fmt: skip
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.graph_search: GraphSearch | None = None
@@ -134,8 +133,11 @@ class Recaller:
         if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
-        if not store.read_only:
-            self._embeddings.flush(report=False)
+        if not store.read_only and not self.reviews.paused():
+            try:
+                self._embeddings.flush(report=False)
+            except DatabaseBusyError:  # other writers: the pending rank by keywords this time
+                self.reviews.note_deferred()
 
         def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
             vector = self._embeddings.embed_query(query)
@@ -270,29 +272,13 @@ class Recaller:
             pool.shutdown(wait=True)
 
     def queue_reviews(self, memory_ids: list[str]) -> None:
-        """Count these recalled memories as reviews, written ``review_batch`` at a time."""
-        if self._review_quality is None or not memory_ids or self._store.read_only:
-            return
-        with self._lock:
-            self._reviews += memory_ids
-            due = len(self._reviews) >= self._review_batch
-        if due:
-            self.apply_reviews()
+        """Count these recalled memories as reviews, written in batches; busy writers
+        defer them (see :mod:`~tiered_memory.recall.reviews`), never fail the recall."""
+        self.reviews.add(memory_ids)
 
-    def apply_reviews(self) -> None:
+    def apply_reviews(self, *, drop_if_busy: bool = False) -> None:
         """Write the queued reviews of memories that are due, in one transaction."""
-        quality = self._review_quality
-        with self._lock:
-            pending, self._reviews = self._reviews, []
-        if quality is None or not pending:
-            return
-        now = self._clock()
-        with self._store.transaction():
-            for memory_id in dict.fromkeys(pending):
-                schedule = self._store.get_repetition_schedule(memory_id)
-                due = schedule is None or schedule.next_review_at <= now
-                if due and self._get(memory_id) is not None:
-                    self._review(memory_id, quality)
+        self.reviews.write(drop_if_busy=drop_if_busy)
 
 
 def _by_score(hit: RecallHit | NoteHit) -> tuple[float, int, str]:

@@ -1,0 +1,327 @@
+"""Salvage: every row still readable of a damaged file, copied into a new one.
+
+A damaged page makes SQLite stop a table scan where it sits. :func:`salvage_file` reads
+each table of the source in rowid order; where a read fails it finds the next rowid it
+can read from (doubling the jump, then halving back to the damage's edge) and reads on,
+noting the rowid range it could not read. Rows whose values damage made impossible (a
+NULL where the schema allows none) are rejected by the schema's own constraints; rows
+that point at something lost (the tags of a lost memory, a transcript of a lost session)
+are dropped. All of it lands in a scratch file beside the target (encrypted with the
+source's key), which is then copied into the new file with the same code and the same
+checks as ``tiered-memory copy`` (:func:`~persistence.transfer.copy_store`), in one
+transaction: the keyword index, vectors and invariants are rebuilt there, not copied.
+
+:func:`inspect_damage` is the same reading without a target: what ``check`` reports on
+a file too damaged to open.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+
+from migrations import LATEST_VERSION, read_schema_version
+from persistence import leftovers
+from persistence.errors import (
+    BackupError,
+    CorruptDatabaseError,
+    MissingDirectoryError,
+    MissingFileError,
+    SameDatabaseError,
+    SchemaError,
+    SchemaTooNewError,
+)
+from persistence.records import Key, SalvageResult, TableSalvage, Tier
+from persistence.sqlite import json_io
+from persistence.sqlite.connection import connection_key, query_value
+from persistence.sqlite.encryption import check_file_for_key, key_bytes, wrong_key
+from persistence.sqlite.sql import integrity_sql, salvage_sql
+from persistence.sqlite.store import SQLiteStore
+from persistence.sqlite.translate import storage_errors
+from persistence.transfer import copy_store
+
+logger = logging.getLogger("tiered_memory")
+
+_LOWEST = -(2**63)
+_HIGHEST = 2**63 - 1
+_DAMAGE = (apsw.CorruptError, apsw.NotADBError, apsw.IOError)
+
+
+def salvage_file(source: str | os.PathLike[str], target: str | os.PathLike[str],
+                 key: Key | None = None) -> SalvageResult:  # fmt: skip
+    """Copy every readable row of the damaged file ``source`` into the new file
+    ``target`` (a tiered-memory database at this version's schema); say what was lost.
+
+    ``target`` must not exist; it is encrypted with ``key`` if the source is. A failure
+    leaves no ``target``. The source is only read.
+    """
+    src_path, dst = Path(source), Path(target)
+    if dst.exists():
+        raise BackupError(f"{dst} already exists: salvage writes a new file (nothing written)")
+    if not dst.parent.is_dir():
+        raise MissingDirectoryError(f"directory {dst.parent} does not exist (nothing written)")
+    kb = _check_source(src_path, key)
+    if src_path.resolve() == dst.resolve():
+        raise SameDatabaseError(f"{dst} is the damaged file itself: choose a new file")
+    with storage_errors(f"salvaging {src_path} into {dst}", dst):
+        src = _open_source(src_path, kb)
+        try:
+            with leftovers.held_temp(dst.parent, f".{dst.name}.", ".partial") as scratch_path:
+                scratch = apsw.Connection(str(scratch_path))
+                try:
+                    connection_key(scratch, kb)
+                    damage, tables, lost = _read_into(src, scratch, src_path)
+                    memories = _write_target(scratch, dst, kb)
+                finally:
+                    scratch.close()
+        finally:
+            src.close()
+    logger.info("salvaged %d memories from %s into %s", memories, src_path, dst)
+    return SalvageResult(str(src_path), str(dst), memories, tables, damage, lost)
+
+
+def inspect_damage(source: str | os.PathLike[str], key: Key | None = None) -> SalvageResult:
+    """What :func:`salvage_file` would save of ``source``, writing nothing: per table the
+    rows it can read, the rows it would reject or drop and the ranges it cannot read."""
+    src_path = Path(source)
+    kb = _check_source(src_path, key)
+    with storage_errors(f"inspecting {src_path}", None):
+        src = _open_source(src_path, kb)
+        scratch = apsw.Connection(":memory:")
+        try:
+            damage, tables, lost = _read_into(src, scratch, src_path)
+            memories = sum(
+                int(query_value(scratch, f"SELECT count(*) FROM {tier.value}")) for tier in Tier
+            )
+        finally:
+            scratch.close()
+            src.close()
+    return SalvageResult(str(src_path), None, memories, tables, damage, lost)
+
+
+def _check_source(path: Path, key: Key | None) -> bytes | None:
+    if not path.is_file():
+        raise MissingFileError(f"{path} does not exist")
+    kb = key_bytes(key)
+    check_file_for_key(path, kb, doing="salvaged")
+    return kb
+
+
+def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
+    """The source, read-only (``immutable`` without a ``-wal``: nothing is created beside
+    it); refused if not even its schema can be read."""
+    if Path(f"{path}-wal").exists():
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    else:
+        uri = "file:" + urllib.parse.quote(str(path)) + "?immutable=1"
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        connection_key(conn, key)
+    except BaseException:
+        conn.close()
+        raise
+    try:
+        salvage_sql.schema(conn)
+        try:
+            version = read_schema_version(conn)
+        except _DAMAGE:  # the version's own page: read the rest as this version's
+            version = 0
+    except _DAMAGE as exc:
+        conn.close()
+        if key is not None and isinstance(exc, apsw.NotADBError):
+            raise wrong_key(path, "salvaged") from None
+        raise CorruptDatabaseError(
+            f"{path}: SQLite cannot read even its schema ({exc}): nothing can be salvaged; "
+            "restore a backup"
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    if version > LATEST_VERSION:
+        conn.close()
+        raise SchemaTooNewError(version, LATEST_VERSION, str(path))
+    if version not in (0, LATEST_VERSION):
+        conn.close()
+        raise SchemaError(
+            f"{path} has schema version {version}; salvage reads version {LATEST_VERSION} "
+            "files: salvage it with the tiered-memory that wrote it (nothing was written)"
+        )
+    return conn
+
+
+def _read_into(src: apsw.Connection, scratch: apsw.Connection, path: Path
+               ) -> tuple[tuple[str, ...], tuple[TableSalvage, ...], tuple[str, ...]]:  # fmt: skip
+    """Copy the readable rows of every table of ``src`` into ``scratch`` (created with
+    the source's own table definitions) and drop what points at lost rows."""
+    try:
+        damage = tuple(integrity_sql.sqlite_integrity(src))
+    except _DAMAGE as exc:
+        damage = (f"integrity_check stopped: {exc}",)
+    entries = salvage_sql.schema(src)
+    virtual = [name for kind, name, _, sql in entries if kind == "table" and _is_virtual(sql)]
+    tables = [
+        (name, sql) for kind, name, _, sql in entries
+        if kind == "table" and not name.startswith("sqlite_") and not _is_virtual(sql)
+        and not any(name.startswith(f"{v}_") for v in virtual)
+    ]  # fmt: skip
+    results: dict[str, TableSalvage] = {}
+    scratch.execute("BEGIN")
+    for name, sql in tables:
+        scratch.execute(sql)
+        results[name] = _copy_table(src, scratch, name)
+    if not query_value(scratch, "SELECT count(*) FROM schema_version"):
+        scratch.execute(
+            "INSERT INTO schema_version (version, applied_at, description) VALUES (?, ?, ?)",
+            (LATEST_VERSION, int(time.time() * 1000), f"salvaged from {path.name}"),
+        )
+    dropped = _drop_dangling(scratch)
+    for name, count in dropped.items():
+        if name in results:
+            old = results[name]
+            results[name] = TableSalvage(old.table, old.copied - count, old.rejected,
+                                         old.dropped + count, old.unreadable)  # fmt: skip
+    scratch.execute("COMMIT")
+    return damage, tuple(results.values()), _lost_memories(src, scratch)
+
+
+def _lost_memories(src: apsw.Connection, scratch: apsw.Connection) -> tuple[str, ...]:
+    """Memories the source's keyword index lists that were not saved (best effort: the
+    index may be damaged too)."""
+    try:
+        listed = salvage_sql.indexed_ids(src)
+    except (*_DAMAGE, apsw.SQLError):
+        return ()
+    saved = salvage_sql.saved_ids(scratch)
+    return tuple(sorted(i for i in listed if i not in saved))
+
+
+def _is_virtual(sql: str) -> bool:
+    return sql.lstrip().upper().startswith("CREATE VIRTUAL TABLE")
+
+
+def _copy_table(src: apsw.Connection, scratch: apsw.Connection, table: str) -> TableSalvage:
+    try:
+        names = salvage_sql.columns(src, table)
+        rowid = salvage_sql.has_rowid(src, table)
+    except _DAMAGE as exc:
+        return TableSalvage(table, 0, unreadable=(f"the whole table ({exc})",))
+    insert = salvage_sql.insert(table, names)
+    copied = rejected = 0
+    unreadable: list[str] = []
+
+    def keep(values: tuple[object, ...]) -> None:
+        nonlocal copied, rejected
+        try:
+            scratch.execute(insert, values)
+            copied += 1
+        except apsw.ConstraintError:
+            rejected += 1
+
+    if not rowid:  # WITHOUT ROWID: read in key order until damage stops it
+        try:
+            for row in salvage_sql.all_rows(src, table, names):
+                keep(row)
+        except _DAMAGE as exc:
+            unreadable.append(f"the rows after the first {copied + rejected} ({exc})")
+        return TableSalvage(table, copied, rejected, 0, tuple(unreadable))
+    after = _LOWEST
+    while True:
+        try:
+            for row in salvage_sql.rows_after(src, table, names, after):
+                if not isinstance(row[0], int) or row[0] <= after:
+                    raise apsw.CorruptError(f"rowid {row[0]!r} out of order")  # a bad page
+                after = row[0]
+                keep(row[1:])
+            break
+        except _DAMAGE:
+            resume = _next_readable(src, table, names, after)
+            shown = "the first" if after == _LOWEST else f"rowid {after}"
+            if resume is None:
+                unreadable.append(f"every row after {shown}" if after != _LOWEST else "every row")
+                break
+            unreadable.append(f"rows after {shown} up to rowid {resume}")
+            after = resume
+    return TableSalvage(table, copied, rejected, 0, tuple(unreadable))
+
+
+def _next_readable(src: apsw.Connection, table: str, names: list[str], bad: int) -> int | None:
+    """The smallest ``x > bad`` from which the rows above ``x`` read without damage (the
+    rows in ``(bad, x]`` are lost); ``None`` if none is found."""
+
+    def readable(after: int) -> bool:
+        try:
+            salvage_sql.first_after(src, table, names, after)
+        except _DAMAGE:
+            return False
+        return True
+
+    lo, step = bad, 1
+    while True:  # jump ahead, doubling, until a read works
+        hi = min(bad + step, _HIGHEST)
+        if readable(hi):
+            break
+        if hi == _HIGHEST:
+            return None
+        lo, step = hi, step * 2
+    while hi - lo > 1:  # then back to the edge of the damage
+        mid = (lo + hi) // 2
+        if readable(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _drop_dangling(scratch: apsw.Connection) -> dict[str, int]:
+    """Delete the rows that point at lost rows; how many per table."""
+    existing = {r[1] for r in salvage_sql.schema(scratch)}
+    dropped: dict[str, int] = {}
+    for table, sql in salvage_sql.ORPHANS.items():
+        if table in existing and {"sessions", "scratchpad", "episodic", "semantic"} <= existing:
+            before = scratch.total_changes()
+            scratch.execute(sql)
+            dropped[table] = dropped.get(table, 0) + scratch.total_changes() - before
+    for _ in range(10):  # a deleted parent may orphan a grandchild: a few rounds
+        violations = [(t, r) for t, r in salvage_sql.fk_violations(scratch) if r is not None]
+        if not violations:
+            break
+        for table, rowid in violations:
+            scratch.execute(salvage_sql.delete_rowid(table), (rowid,))
+            dropped[table] = dropped.get(table, 0) + 1
+    if "store_meta" in existing:
+        for tier in Tier:
+            if tier.value in existing:
+                scratch.execute(salvage_sql.wrong_size_embeddings(tier.value))
+    return {t: n for t, n in dropped.items() if n}
+
+
+def _write_target(scratch: apsw.Connection, dst: Path, key: bytes | None) -> int:
+    """Copy the scratch file's content into the new file ``dst``; memories written."""
+    with (
+        _removed_on_failure(dst),
+        SQLiteStore(dst, key=key) as store,
+        json_io.export_source(scratch) as source,
+    ):
+        result = copy_store(
+            source, functools.partial(json_io.import_sink, store.db),
+            source_name="the salvaged rows", destination_name=str(dst),
+        )  # fmt: skip
+    return result.memories
+
+
+@contextmanager
+def _removed_on_failure(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise

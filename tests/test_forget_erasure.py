@@ -5,6 +5,8 @@ grep can fail)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -19,6 +21,9 @@ from tests.worker import HashEmbedder, hash_vector
 from tiered_memory import AgentMemoryManager
 
 DAY = 86_400_000
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "from tiered_memory.cli import main; main()"]  # this checkout's
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 MODEL = "erase"
 SECRET = "zorblaxian quellwort diagnosis for Yxmirva Threnody"
 SECRET_WORDS = ("zorblaxian", "quellwort", "yxmirva", "threnody")
@@ -225,4 +230,50 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert done.returncode == -9
     with open_manager(db) as memory:
         assert memory.query(limit=None)[0].content == KEEP
+    assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+
+
+@pytest.mark.subprocess
+def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
+    """The MCP server's erasure tool: after the server exits, nothing of the session."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from tests.test_mcp_server import call
+
+    db = tmp_path / "m.db"
+    with open_manager(db) as memory:
+        session = memory.start_session().session_id
+        memory.remember(SECRET, session_id=session)
+        memory.remember(KEEP)
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=[*CLI[1:], "mcp", str(db), "--keywords-only"], env=ENV
+        )
+        with (tmp_path / "server.log").open("a") as err:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                report = await call(client, "forget_session", session_id=session)
+                assert len(report["memories"]) == 1 and report["sessions"] == [session]
+
+    asyncio.run(main())
+    (tmp_path / "server.log").unlink()
+    assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+
+
+def test_cli_forget_by_id_with_json(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with open_manager(db) as memory:
+        secret = memory.remember(SECRET)
+        memory.remember(KEEP)
+    command = [*CLI, "forget", str(db), secret.id, "nope", "--json"]
+    done = subprocess.run(command, capture_output=True, check=False, timeout=120, env=ENV)
+    assert done.returncode == 1  # one id was not there; the other is forgotten
+    assert json.loads(done.stdout) == {"memories": [secret.id], "sessions": [], "missing": ["nope"]}
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])

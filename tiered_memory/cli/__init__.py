@@ -5,6 +5,7 @@ commands; ``graph`` the knowledge graph's. Importing this package registers them
 """
 
 from tiered_memory.cli import commands as _commands  # noqa: F401 - registers the commands
+from tiered_memory.cli import erasure as _erasure  # noqa: F401 - registers `forget`
 from tiered_memory.cli import graph as _graph  # noqa: F401 - registers `graph` and `entities`
 from tiered_memory.cli.app import main
 

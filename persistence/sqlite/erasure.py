@@ -80,7 +80,13 @@ def cache_erasure_triggers(conn: apsw.Connection) -> None:
     tables = _tables(conn)
     if "embedding_cache" not in tables:
         return
-    drop = f"DELETE FROM main.embedding_cache WHERE content_hash = {HASH_FUNCTION}(OLD.content)"
+    drop = (  # every model's row: the models found by a skip-scan of the primary key
+        "DELETE FROM main.embedding_cache WHERE model_id IN (WITH RECURSIVE m(id) AS ("
+        "SELECT min(model_id) FROM main.embedding_cache UNION ALL SELECT (SELECT "
+        "min(model_id) FROM main.embedding_cache WHERE model_id > m.id) FROM m "
+        "WHERE m.id IS NOT NULL) SELECT id FROM m WHERE id IS NOT NULL) "
+        f"AND content_hash = {HASH_FUNCTION}(OLD.content)"
+    )
     for table in MEMORY_TABLES:
         if table not in tables:
             continue

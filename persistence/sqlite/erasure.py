@@ -21,6 +21,8 @@ delete, the freed cells of its shadow tables are zeroed too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import apsw
@@ -32,6 +34,19 @@ logger = logging.getLogger("tiered_memory")
 FTS_TABLES = ("memory_fts", "entity_fts")
 MEMORY_TABLES = ("scratchpad", "episodic", "semantic")
 HASH_FUNCTION = "tm_content_hash"
+
+
+@contextmanager
+def _transaction(conn: apsw.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (statements, not
+    ``with conn``: the SQL tracer sees every statement as a cursor's)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def connection_secure_delete(conn: apsw.Connection) -> None:
@@ -64,7 +79,7 @@ def fts_secure_delete(conn: apsw.Connection) -> list[str]:
             continue
         changed.append(table)
     if changed:
-        with conn:
+        with _transaction(conn):
             for table in changed:
                 conn.execute(
                     f"INSERT INTO main.{table} ({table}, rank) VALUES ('secure-delete', 1)"
@@ -143,7 +158,7 @@ def erase_pending(conn: apsw.Connection) -> bool:
     row = conn.execute("SELECT 1 FROM main.store_meta WHERE key = ?", (PENDING_KEY,)).fetchone()
     if row is None:
         return False
-    with conn:
+    with _transaction(conn):
         conn.execute("INSERT INTO main.memory_fts (memory_fts) VALUES ('optimize')")
         conn.execute("DELETE FROM main.store_meta WHERE key = ?", (PENDING_KEY,))
     return True

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -73,7 +74,7 @@ def one_run(folder: Path, memories: int, forgets: int, seed: int) -> dict[str, f
     rng = np.random.default_rng(seed)
     texts = [words(rng, 12) for _ in range(memories)]
     db = folder / f"bench-{seed}-{time.monotonic_ns()}.db"
-    options = {"embedder": SeededEmbedder(), "embed_in_background": False}
+    options: dict[str, Any] = {"embedder": SeededEmbedder(), "embed_in_background": False}
     with AgentMemoryManager.open(db, **options) as memory:
         session = memory.start_session().session_id
         memory.remember_many([{"content": t, "session_id": session} for t in texts[:-forgets]])

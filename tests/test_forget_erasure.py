@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -53,7 +54,7 @@ def assert_kept_vector(db: Path, text: str, dim: int) -> None:
     assert hash_vector(MODEL, dim, text).tobytes().lower() in folder_bytes(db)
 
 
-def open_manager(db: Path, dim: int = 12, **config: object) -> AgentMemoryManager:
+def open_manager(db: Path, dim: int = 12, **config: Any) -> AgentMemoryManager:
     config.setdefault("embed_in_background", False)
     return AgentMemoryManager.open(db, embedder=HashEmbedder(MODEL, dim), **config)
 
@@ -121,7 +122,7 @@ class TopicEmbedder:
 
 def test_consolidation_merge_forgets_the_merged_copy(tmp_path: Path, clock: FakeClock) -> None:
     db = tmp_path / "m.db"
-    options = {"embed_in_background": False, "clock": clock}
+    options: dict[str, Any] = {"embed_in_background": False, "clock": clock}
     with AgentMemoryManager.open(db, embedder=TopicEmbedder(), **options) as memory:
         memory.remember("allergy noted: penicillin rash")
         clock.advance(1000)
@@ -277,3 +278,38 @@ def test_cli_forget_by_id_with_json(tmp_path: Path) -> None:
     assert done.returncode == 1  # one id was not there; the other is forgotten
     assert json.loads(done.stdout) == {"memories": [secret.id], "sessions": [], "missing": ["nope"]}
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+
+
+@pytest.mark.both_backends
+def test_bulk_erasure_api_on_every_backend(memory: AgentMemoryManager) -> None:
+    session = memory.start_session().session_id
+    in_session = [memory.remember(f"session fact {n}", session_id=session).id for n in range(3)]
+    by_agent = memory.remember("agent fact", agent_id="bot").id
+    other = memory.remember("unrelated fact").id
+    report = memory.forget_session(session, reason="erasure 1")
+    assert sorted(report.memories) == sorted(in_session) and report.sessions == (session,)
+    assert memory.get_session(session) is None
+    assert memory.forget_agent("bot").memories == (by_agent,)
+    assert memory.forget_many([other, "missing"]).to_dict() == {
+        "memories": [other], "sessions": [], "missing": ["missing"]
+    }  # fmt: skip
+    assert {r.memory_id for r in memory.forgetting_log()} == {*in_session, by_agent, other}
+    assert memory.query(limit=None) == []
+
+
+def test_bad_erasure_input_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    from persistence import InvalidInputError, InvalidTypeError
+
+    db = tmp_path / "m.db"
+    with open_manager(db) as memory:
+        kept = memory.remember(KEEP).id
+        with pytest.raises(InvalidTypeError):
+            memory.forget_many([kept, 3])  # type: ignore[list-item]
+        with pytest.raises(InvalidTypeError):
+            memory.forget_many(kept)  # a bare str is not a list of ids
+        with pytest.raises(InvalidInputError):
+            memory.forget_session("")
+        with pytest.raises(InvalidInputError):
+            memory.forget_agent("x", reason="")
+        assert memory.get(kept) is not None
+        assert memory.forgetting_log() == []

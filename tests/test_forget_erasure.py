@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from tiered_memory.cli import main; main()"]  # this checkout's
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 MODEL = "erase"
-SECRET = "zorblaxian quellwort diagnosis for Yxmirva Threnody"
+SECRET = "Yxmirva Threnody met Zorblaxian Quellwort about the diagnosis."
 SECRET_WORDS = ("zorblaxian", "quellwort", "yxmirva", "threnody")
 KEEP = "keepsake harmonium trellis for Brimvale"
 KEEP_WORDS = ("keepsake", "harmonium", "brimvale")
@@ -75,8 +75,10 @@ def test_forget_leaves_no_byte_of_content_or_vector(tmp_path: Path, dim: int) ->
         fill(memory, session)
         memory.flush()
         assert secret.id in [hit.memory.id for hit in memory.recall("quellwort Yxmirva", k=50)]
+        assert memory.graph.entity("Yxmirva Threnody") is not None  # the graph's provenance has it
         assert memory.forget(secret.id, reason="erasure request 7")
         assert secret.id not in [hit.memory.id for hit in memory.recall("quellwort Yxmirva", k=50)]
+        assert memory.graph.entity("Yxmirva Threnody") is None
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, dim, [SECRET])
     assert_kept_vector(db, KEEP, dim)
     assert b"erasure request 7" in folder_bytes(db)  # the audit keeps the reason

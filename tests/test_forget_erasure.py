@@ -315,3 +315,21 @@ def test_bad_erasure_input_is_refused_and_changes_nothing(tmp_path: Path) -> Non
             memory.forget_agent("x", reason="")
         assert memory.get(kept) is not None
         assert memory.forgetting_log() == []
+
+
+def test_a_backup_made_after_forget_has_nothing_and_one_made_before_keeps_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "live" / "m.db"
+    for folder in ("live", "before", "after"):
+        (tmp_path / folder).mkdir()
+    with open_manager(db) as memory:
+        secret = memory.remember(SECRET)
+        memory.remember(KEEP)
+        memory.flush()
+        before = memory.backup(tmp_path / "before" / "b.db")
+        memory.forget(secret.id)
+        after = memory.backup(tmp_path / "after" / "a.db")  # the manager is still open
+        assert_forgotten(after, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+    assert all(w.encode() in folder_bytes(before) for w in SECRET_WORDS)  # as it was
+    assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])

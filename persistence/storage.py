@@ -257,6 +257,9 @@ class SessionRecords(Protocol):
     def session_is_active(self, session_id: str) -> bool | None:
         """Whether the session is active (not ended); ``None`` if there is none."""
 
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its transcript (its memories stay). True if it existed."""
+
     def get_sessions(self, limit: int | None = None) -> list[SessionState]:
         """All sessions, most recently active first."""
 

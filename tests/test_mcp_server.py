@@ -24,8 +24,12 @@ from tiered_memory import AgentMemoryManager, Tier
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.both_backends]
 
-TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session", "end_session",
-         "append_transcript", "statistics"}  # fmt: skip
+READ_ONLY_SERVER_TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session",
+                          "end_session", "append_transcript", "statistics"}  # fmt: skip
+TOOLS = READ_ONLY_SERVER_TOOLS | {
+    "forget_session",
+    "forget_agent",
+}  # only where the server can write
 COMMAND = str(Path(sys.executable).parent / "tiered-memory")
 
 
@@ -192,6 +196,7 @@ def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> N
             assert hits[0]["memory"]["content"] == "fact number 7"
             text = await refused(session, "remember", content="not written")
             assert "read-only" in text.lower()
+            assert {t.name for t in (await session.list_tools()).tools} == READ_ONLY_SERVER_TOOLS
 
     before = file_digest(db)
     asyncio.run(read_only())

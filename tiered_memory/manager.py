@@ -52,11 +52,13 @@ from persistence import (
     now_ms,
     require_str,
 )
+from tiered_memory import erasure
 from tiered_memory.agent_scope import require_agent, stamped, stamped_records
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.erasure import DEFAULT_REASON, ErasureReport
 from tiered_memory.files import FileOperations
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import DefaultExtractor, ExtractionQueue
@@ -338,6 +340,18 @@ class AgentMemoryManager(RecallCalls):
         """Delete a memory (with its schedule and tags) and write an audit row; its
         promotion history stays (forgetting removes content, never the audit)."""
         return self._memories.forget(memory_id, reason)
+
+    def forget_many(self, memory_ids: Sequence[str], reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget several memories in one transaction (all or none); see :mod:`.erasure`."""
+        return erasure.forget_ids(self, memory_ids, reason)
+
+    def forget_session(self, session_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget a session's memories and delete the session with its transcript."""
+        return erasure.forget_session(self, session_id, reason)
+
+    def forget_agent(self, agent_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget an agent's memories (and, on a handle scoped to it, its sessions)."""
+        return erasure.forget_agent(self, agent_id, reason)
 
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).

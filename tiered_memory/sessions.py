@@ -105,6 +105,10 @@ class SessionManager:
         self.require(session_id)
         return self._store.get_transcripts(session_id)
 
+    def delete(self, session_id: str) -> bool:
+        """Delete a session and its transcript; True if it existed."""
+        return self._store.delete_session(session_id)
+
     def active(self) -> list[SessionState]:
         """Sessions not yet ended, most recently active first."""
         return self._store.get_active_sessions()

@@ -46,8 +46,9 @@ from persistence.records import (
     Tier,
 )
 from persistence.sqlite import agent_export, json_io
-from persistence.sqlite.connection import connect_snapshot, query_one, query_value
+from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
+from persistence.sqlite.erasure import erase_pending
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
@@ -186,6 +187,7 @@ class BackupManager:
         another = None if target is not None else lambda: self._timestamped(final.parent, ".db")
         with _partial_beside(final) as partial:
             self._vacuum_into(partial, progress)
+            self._finish_erasure(partial)
             _fsync(partial)
             self._verify_snapshot(partial)
             if keep is None:
@@ -210,6 +212,15 @@ class BackupManager:
                 conn.set_progress_handler(None)
         if progress is not None:
             progress(_size(partial), _size(partial))
+
+    def _finish_erasure(self, partial: Path) -> None:
+        """A snapshot taken after a forget but before the close that rewrites the keyword
+        index would still hold the forgotten terms: rewrite the snapshot's index now."""
+        conn = connect(str(partial), self.store.options)
+        try:
+            erase_pending(conn)
+        finally:
+            conn.close()
 
     def _verify_snapshot(self, path: Path) -> None:
         conn = connect_snapshot(path, self.store.options.key)
@@ -458,7 +469,8 @@ class BackupManager:
 
     @_storage_errors("maintaining", writes=True)
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
-        """Checkpoint and truncate the WAL, refresh planner statistics, optionally VACUUM.
+        """Finish pending erasures, checkpoint and truncate the WAL, refresh planner
+        statistics, optionally VACUUM.
 
         Also deletes what interrupted backups and restores left (:meth:`remove_leftovers`).
         """
@@ -466,6 +478,7 @@ class BackupManager:
         path = self.store.path
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
+            erase_pending(conn)  # the forgotten terms leave the keyword index now
             conn.pragma("optimize")
             if vacuum:
                 conn.execute("VACUUM")

@@ -34,6 +34,7 @@ from persistence.errors import (
 )
 from persistence.records import Synchronous
 from persistence.sqlite.encryption import apply_key, check_file_for_key, wrong_key
+from persistence.sqlite.erasure import connection_secure_delete
 from persistence.sqlite.translate import read_only_storage, storage_errors
 from persistence.validation import require_choice, require_int
 
@@ -180,6 +181,7 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
             connection_synchronous(conn, options.synchronous)
             connection_wal_autocheckpoint(conn, options.wal_autocheckpoint)
             connection_temp_store(conn)
+            connection_secure_delete(conn)
             connection_sqlite_vec(conn)
         return conn
 

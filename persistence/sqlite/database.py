@@ -46,6 +46,7 @@ from persistence.sqlite.connection import (
     read_snapshot,
     tidy_wal_files,
 )
+from persistence.sqlite.erasure import erase_at_close
 from persistence.sqlite.tracing import StatementTracer, TraceCallback
 from persistence.sqlite.translate import _from_sqlite, result_code, storage_errors
 from persistence.sqlite.watcher import ChangeWatcher
@@ -258,6 +259,10 @@ class Database:
                 try:
                     if not self.read_only:
                         connection_optimize(writer, self.options, at_open=False)
+                        if not self.is_memory:
+                            erase_at_close(
+                                writer
+                            )  # no forgotten term in the index, no page in the WAL
                 finally:
                     writer.close()
                     if not self._in_memory:

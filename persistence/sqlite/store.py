@@ -66,6 +66,12 @@ from persistence.sqlite.connection import (
 )
 from persistence.sqlite.database import RESET_AFTER_CHANGES, Database
 from persistence.sqlite.encryption import key_bytes, require_cipher
+from persistence.sqlite.erasure import (
+    cache_erasure_triggers,
+    erase_pending,
+    fts_secure_delete,
+    pending_triggers,
+)
 from persistence.sqlite.index_store import IndexStore, VectorCandidates
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
@@ -295,6 +301,10 @@ class SQLiteStore(_IndexSearches):
         if self.embedding_dim is not None:
             _check_configured_dim(conn, self.embedding_dim)
         if not self.read_only:
+            fts_secure_delete(conn)
+            cache_erasure_triggers(conn)
+            pending_triggers(conn)
+            erase_pending(conn)  # what a crash before the last close left
             connection_optimize(conn, self.options, at_open=True)
 
     @property

@@ -6,6 +6,7 @@ commands (``check``, ``salvage``). Importing this package registers them all.
 """
 
 from tiered_memory.cli import commands as _commands  # noqa: F401 - registers the commands
+from tiered_memory.cli import erasure as _erasure  # noqa: F401 - registers `forget`
 from tiered_memory.cli import graph as _graph  # noqa: F401 - registers `graph` and `entities`
 from tiered_memory.cli import notes as _notes  # noqa: F401 - registers `notes ...`
 from tiered_memory.cli import repair as _repair  # noqa: F401 - registers `check` and `salvage`

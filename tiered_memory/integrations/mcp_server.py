@@ -2,7 +2,9 @@
 
 ``pip install 'tiered-memory[mcp]'``; run ``tiered-memory mcp agent.db``. Tools:
 ``remember``, ``recall`` (hits with their explanation), ``get``, ``forget``, ``promote``,
-``start_session``, ``end_session``, ``append_transcript``, ``statistics``. Read-only
+``start_session``, ``end_session``, ``append_transcript``, ``statistics``; on a writable
+server also ``forget_session`` and ``forget_agent`` (erasure: see the README's "Forget
+means forgotten"). Read-only
 resources: ``memory://{memory_id}`` (a memory as JSON) and
 ``session://{session_id}/transcript`` (a session's transcript as JSON).
 
@@ -72,6 +74,24 @@ async def _tool(call: Awaitable[T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
+def _erasure_tools(server: MCPServer[Any], memory: AsyncAgentMemoryManager) -> None:
+    """The bulk erasure tools, offered only where the server can write."""
+
+    @server.tool()
+    async def forget_session(
+        session_id: str, reason: str = "forgotten on request"
+    ) -> dict[str, Any]:
+        """Forget every memory of a session and delete it with its transcript, for good:
+        no byte of the content stays in the file. Returns the ids forgotten."""
+        return (await _tool(memory.forget_session(session_id, reason))).to_dict()
+
+    @server.tool()
+    async def forget_agent(agent_id: str, reason: str = "forgotten on request") -> dict[str, Any]:
+        """Forget every memory of an agent for good (on a server scoped to that agent,
+        also its sessions and transcripts). Returns the ids forgotten."""
+        return (await _tool(memory.forget_agent(agent_id, reason))).to_dict()
+
+
 def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
     """An MCP server whose tools and resources call ``memory`` (not yet running)."""
     server: MCPServer[Any] = MCPServer(
@@ -132,6 +152,9 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
     async def forget(memory_id: str, reason: str = "forgotten on request") -> dict[str, Any]:
         """Delete a memory (an audit row keeps that it was forgotten, and why)."""
         return {"forgotten": await _tool(memory.forget(memory_id, reason))}
+
+    if not memory.read_only:
+        _erasure_tools(server, memory)
 
     @server.tool()
     async def promote(memory_id: str, to_tier: str, reason: str | None = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -28,14 +29,24 @@ from persistence import (
     EmbeddingModelMismatchError,
     InvalidInputError,
     MemoryStorage,
+    Progress,
     Retry,
     Tier,
     Worker,
     content_hash,
 )
-from tiered_memory.embedding.embedders import Embedder, EmbedderError, OnnxEmbedder
+from tiered_memory.embedding.embedders import (
+    DEFAULT_MODEL_ID,
+    Embedder,
+    EmbedderError,
+    OnnxEmbedder,
+)
 
 BATCH_SIZE = 64
+CATCH_UP_SECONDS = 0.25
+"""How long ``recall()`` embeds pending memories before it searches without them."""
+CATCH_UP_BATCH = 16
+"""Batch size while recall catches up: small, so the deadline is kept closely."""
 RETRY_SECONDS: Retry = (1.0, 60.0)
 """The default ``retry_seconds``: the first and the longest pause after a failure."""
 _IDLE_SECONDS = 2.0
@@ -97,7 +108,7 @@ class EmbeddingQueue:
         """
         if self._embedder is None and self._configured is not None:
             configured = self._configured
-            self._embedder = OnnxEmbedder() if configured == "default" else configured  # type: ignore[assignment]
+            self._embedder = self._default() if configured == "default" else configured  # type: ignore[assignment]
         embedder = self._embedder
         if embedder is None or self._checked:
             return embedder
@@ -132,6 +143,14 @@ class EmbeddingQueue:
             self._checked = True
         return embedder
 
+    def _default(self) -> Embedder:
+        """The default model for this file: the compact MiniLM, except for a file the
+        previous default (MiniLM, ``DEFAULT_MODEL_ID``) embedded, which keeps its model
+        unless ``reembed`` converts it (vectors of two models never share one index)."""
+        if not self._reembed and self.store.get_meta(EMBEDDING_MODEL_KEY) == DEFAULT_MODEL_ID:
+            return OnnxEmbedder()
+        return OnnxEmbedder.compact()
+
     @contextmanager
     def _working(self) -> Iterator[None]:
         """The right to embed. Never waited for inside a store transaction: the
@@ -163,20 +182,64 @@ class EmbeddingQueue:
             self._queries[text] = vector
         return vector
 
-    def flush(self, batch_size: int = BATCH_SIZE, *, report: bool = True) -> int:
+    def flush(
+        self,
+        batch_size: int = BATCH_SIZE,
+        *,
+        report: bool = True,
+        progress: Progress | None = None,
+    ) -> int:
         """Embed every pending memory now; returns how many were embedded.
 
         With ``report``, first raises (once) the error the background thread's last
-        attempt failed with, if it has not succeeded since.
+        attempt failed with, if it has not succeeded since. ``progress(done, total)`` is
+        called after each batch (``total``: what was pending when it started, plus what
+        arrived meanwhile).
         """
         if report:
             self.raise_background_error()
-        return self._work(batch_size, self._never)
+        if progress is None:
+            return self._work(batch_size, self._never)
+        total = self.store.unembedded_count() if self.embedder() is not None else 0
+        progress(0, total)
+
+        def step(done: int) -> None:
+            progress(done, max(total, done))
+
+        return self._work(batch_size, self._never, step)
+
+    def catch_up(self, seconds: float = CATCH_UP_SECONDS) -> int:
+        """Embed pending memories for at most about ``seconds``, then stop; returns how
+        many still wait (what a vector search cannot see yet; 0 without a model).
+
+        Recall calls this: it never waits for a whole backlog. Batches are small, the
+        next one starts only if the last one's pace says it fits, and the right to embed
+        is waited for only until the deadline (the background thread may be embedding).
+        """
+        if self.embedder() is None:
+            return 0
+        deadline = time.monotonic() + seconds
+        if self.store.in_transaction:
+            acquired = True  # _working() does not take the lock inside a transaction
+        else:
+            acquired = self._work_lock.acquire(timeout=max(seconds, 0.0))
+        if acquired:
+            try:
+                self._work(CATCH_UP_BATCH, _Deadline(deadline))
+            finally:
+                if not self.store.in_transaction:
+                    self._work_lock.release()
+        return self.store.unembedded_count()
 
     def _never(self) -> bool:
         return False
 
-    def _work(self, batch_size: int, stop: Callable[[], bool]) -> int:
+    def _work(
+        self,
+        batch_size: int,
+        stop: Callable[[], bool],
+        step: Callable[[int], None] | None = None,
+    ) -> int:
         embedder = self.embedder()
         if embedder is None:
             return 0
@@ -185,6 +248,8 @@ class EmbeddingQueue:
             while not stop() and (batch := self.store.unembedded(batch_size)):
                 self._embed_batch(embedder, batch)
                 done += len(batch)
+                if step is not None:
+                    step(done)
         return done
 
     def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
@@ -280,6 +345,22 @@ class EmbeddingQueue:
             self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
         except Exception as record_exc:  # the file is busy, full, closing: the log has it
             _log.warning("could not count the embedding failure in the file: %s", record_exc)
+
+
+class _Deadline:
+    """A ``stop`` test for :meth:`EmbeddingQueue._work`: true once the next batch would
+    end after ``deadline`` (judged by the longest batch so far)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self._last = time.monotonic()
+        self._longest = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        self._longest = max(self._longest, now - self._last)
+        self._last = now
+        return now + self._longest > self.deadline
 
 
 def _idle_seconds() -> float:

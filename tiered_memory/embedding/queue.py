@@ -45,8 +45,10 @@ from tiered_memory.embedding.embedders import (
 BATCH_SIZE = 64
 CATCH_UP_SECONDS = 0.25
 """How long ``recall()`` embeds pending memories before it searches without them."""
-CATCH_UP_BATCH = 16
-"""Batch size while recall catches up: small, so the deadline is kept closely."""
+CATCH_UP_FIRST = 4
+"""Recall's first batch when it catches up: small, as its pace is not known yet."""
+CATCH_UP_BATCH = 64
+"""Recall's largest batch when it catches up (the others are sized by the pace)."""
 RETRY_SECONDS: Retry = (1.0, 60.0)
 """The default ``retry_seconds``: the first and the longest pause after a failure."""
 _IDLE_SECONDS = 2.0
@@ -84,6 +86,7 @@ class EmbeddingQueue:
         self._embedder: Embedder | None = None
         self._checked = False
         self._work_lock = threading.RLock()
+        self._making = threading.Lock()
         self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
         self._queries_lock = threading.Lock()
         self._worker = Worker(
@@ -107,10 +110,15 @@ class EmbeddingQueue:
         many threads ask at the same time.
         """
         if self._embedder is None and self._configured is not None:
-            configured = self._configured
-            self._embedder = self._default() if configured == "default" else configured  # type: ignore[assignment]
+            with self._making:  # one model per queue, however many threads ask first
+                if self._embedder is None:
+                    configured = self._configured
+                    self._embedder = self._default() if configured == "default" else configured  # type: ignore[assignment]
         embedder = self._embedder
         if embedder is None or self._checked:
+            return embedder
+        if self.store.get_meta(EMBEDDING_MODEL_KEY) == embedder.model_id:
+            self._checked = True  # the common case needs no lock (nothing to write)
             return embedder
         with self._working():
             if self._checked:
@@ -162,6 +170,20 @@ class EmbeddingQueue:
         with self._work_lock:
             yield
 
+    @contextmanager
+    def _working_until(self, deadline: float) -> Iterator[bool]:
+        """:meth:`_working`, waited for until ``deadline`` at most: yields whether it
+        was obtained."""
+        if self.store.in_transaction:
+            yield True
+            return
+        acquired = self._work_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0))
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                self._work_lock.release()
+
     def recheck(self) -> None:
         """Check the file's recorded model again on next use (its content was replaced)."""
         self._checked = False
@@ -212,23 +234,29 @@ class EmbeddingQueue:
         """Embed pending memories for at most about ``seconds``, then stop; returns how
         many still wait (what a vector search cannot see yet; 0 without a model).
 
-        Recall calls this: it never waits for a whole backlog. Batches are small, the
-        next one starts only if the last one's pace says it fits, and the right to embed
-        is waited for only until the deadline (the background thread may be embedding).
+        Recall calls this: it never waits for a whole backlog. The first batch is small;
+        each next one is sized by the pace measured so far to end before the deadline.
+        The right to embed is waited for only until the deadline (the background thread
+        may be on a batch; then the search goes on without the rest).
         """
-        if self.embedder() is None:
+        embedder = self.embedder()
+        if embedder is None:
             return 0
         deadline = time.monotonic() + seconds
-        if self.store.in_transaction:
-            acquired = True  # _working() does not take the lock inside a transaction
-        else:
-            acquired = self._work_lock.acquire(timeout=max(seconds, 0.0))
-        if acquired:
-            try:
-                self._work(CATCH_UP_BATCH, _Deadline(deadline))
-            finally:
-                if not self.store.in_transaction:
-                    self._work_lock.release()
+        size, per_text = CATCH_UP_FIRST, 0.0
+        while True:
+            with self._working_until(deadline) as acquired:
+                left = deadline - time.monotonic()
+                if per_text:
+                    size = min(CATCH_UP_BATCH, int(0.8 * left / per_text))  # a margin
+                if not acquired or left <= 0 or size < 1:
+                    break
+                batch = self.store.unembedded(size)
+                if not batch:
+                    return 0
+                started = time.monotonic()
+                self._embed_batch(embedder, batch)
+                per_text = max((time.monotonic() - started) / len(batch), 1e-6)
         return self.store.unembedded_count()
 
     def _never(self) -> bool:
@@ -244,12 +272,15 @@ class EmbeddingQueue:
         if embedder is None:
             return 0
         done = 0
-        with self._working():
-            while not stop() and (batch := self.store.unembedded(batch_size)):
+        while not stop():
+            with self._working():  # per batch: recall may take a turn between them
+                batch = self.store.unembedded(batch_size)
+                if not batch:
+                    break
                 self._embed_batch(embedder, batch)
-                done += len(batch)
-                if step is not None:
-                    step(done)
+            done += len(batch)
+            if step is not None:
+                step(done)
         return done
 
     def _embed_batch(self, embedder: Embedder, batch: list[tuple[str, Tier, str]]) -> None:
@@ -345,22 +376,6 @@ class EmbeddingQueue:
             self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
         except Exception as record_exc:  # the file is busy, full, closing: the log has it
             _log.warning("could not count the embedding failure in the file: %s", record_exc)
-
-
-class _Deadline:
-    """A ``stop`` test for :meth:`EmbeddingQueue._work`: true once the next batch would
-    end after ``deadline`` (judged by the longest batch so far)."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self._last = time.monotonic()
-        self._longest = 0.0
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        self._longest = max(self._longest, now - self._last)
-        self._last = now
-        return now + self._longest > self.deadline
 
 
 def _idle_seconds() -> float:

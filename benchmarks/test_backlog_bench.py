@@ -32,6 +32,7 @@ from tiered_memory import AgentMemoryManager, OnnxEmbedder
 from tiered_memory.embedding import compact_model
 
 BACKLOG = size(3_000, 30)
+ROUNDS = size(2, 1)
 WORDS = [
     "the",
     "we",
@@ -167,8 +168,8 @@ def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> No
     path = tmp_path / "backlog.db"
     with AgentMemoryManager.open(path, embedder=None) as memory:
         memory.remember_many(texts)
-    copy = tmp_path / "copy.db"
-    shutil.copyfile(path, copy)
+    pristine = tmp_path / "pristine.db"
+    shutil.copyfile(path, pristine)
 
     model = OnnxEmbedder.compact()  # the default for a new file
     assert model.dim == 384  # loaded (and built once) before any clock starts
@@ -181,17 +182,25 @@ def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> No
         memory.recall("charity race for the dog shelter", k=5)
         second = time.perf_counter() - started
 
-    with AgentMemoryManager.open(copy, embedder=model, embed_in_background=False) as memory:
-        started = time.perf_counter()
-        embedded = memory.flush()
-        library = embedded / (time.perf_counter() - started)
-        assert memory.statistics().vector_pending == 0
-    raw = _raw_rate(compact_model.build(), texts)
+    # Library and raw alternate, best of ROUNDS each: the load of a shared VM moves.
+    libraries, raws = [], []
+    for n in range(ROUNDS):
+        copy = tmp_path / f"copy{n}.db"
+        shutil.copyfile(pristine, copy)
+        with AgentMemoryManager.open(copy, embedder=model, embed_in_background=False) as memory:
+            started = time.perf_counter()
+            embedded = memory.flush()
+            libraries.append(embedded / (time.perf_counter() - started))
+            assert embedded == BACKLOG and memory.statistics().vector_pending == 0
+        raws.append(_raw_rate(compact_model.build(), texts))
+    library, raw = max(libraries), max(raws)
 
     print(
         f"\nbacklog of {BACKLOG:,} memories, default (compact) model:"
         f"\n  first recall {first * 1000:.0f} ms (vector search could not see {unseen:,} yet),"
         f" second {second * 1000:.0f} ms"
         f"\n  backlog embedding: library flush() {library:,.0f} texts/s, raw onnxruntime "
-        f"batch loop {raw:,.0f} texts/s: {library / raw:.0%} of raw"
+        f"batch loop {raw:,.0f} texts/s: {library / raw:.0%} of raw (best of {ROUNDS}; "
+        f"library {', '.join(f'{r:,.0f}' for r in libraries)}, "
+        f"raw {', '.join(f'{r:,.0f}' for r in raws)})"
     )

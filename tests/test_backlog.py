@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class SlowEmbedder:
-    """A deterministic 8-d model that takes ``PER_TEXT`` seconds a text and counts them."""
+    """A deterministic 384-d model (random unit vectors: near-orthogonal, so keywords
+    decide) that takes ``PER_TEXT`` seconds a text and counts them."""
 
-    dim = 8
+    dim = 384
     model_id = "test-slow"
 
     def __init__(self) -> None:

@@ -495,7 +495,7 @@ class AgentMemoryManager:
         """
         return self.embeddings.embedder()
 
-    def flush(self, batch_size: int = 64, *, progress: Progress | None = None) -> int:
+    def flush(self, batch_size: int = 256, *, progress: Progress | None = None) -> int:
         """Embed every memory still waiting for a vector, extract the entities of every
         memory waiting for extraction, and write pending recall reviews.
 

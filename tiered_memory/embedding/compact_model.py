@@ -14,8 +14,9 @@ model id, and LoCoMo recall is unchanged (README).
 Built once into the cache directory (the quality profile's, see
 :func:`tiered_memory.embedding.quality_model.cache_dir`), published whole (written beside, then
 renamed) and checked before it is published: on probe sentences its vectors must agree
-with the source model's. Needs the ``onnx`` package (extra ``compact``); nothing is
-downloaded.
+with the source model's. Needs the ``onnx`` package (a core dependency); nothing is
+downloaded. A cache directory that cannot be written raises ``ModelCacheError`` before
+anything is written.
 """
 
 from __future__ import annotations

@@ -42,7 +42,12 @@ from tiered_memory.embedding.embedders import (
     OnnxEmbedder,
 )
 
-BATCH_SIZE = 64
+BATCH_SIZE = 256
+"""Memories per batch of flush() and the background thread: the model sorts a batch by
+length before cutting it into its own small batches, so a bigger one pads less (a
+3,000-memory backlog: 126-179 texts/s at 512 against 110-118 at 64, one loaded VM)."""
+REBUILD_BATCH = 64
+"""Memories per committed step of a re-embedding (each step survives a crash)."""
 CATCH_UP_SECONDS = 0.25
 """How long ``recall()`` embeds pending memories before it searches without them."""
 CATCH_UP_FIRST = 4
@@ -117,8 +122,13 @@ class EmbeddingQueue:
         embedder = self._embedder
         if embedder is None or self._checked:
             return embedder
-        if self.store.get_meta(EMBEDDING_MODEL_KEY) == embedder.model_id:
-            self._checked = True  # the common case needs no lock (nothing to write)
+        recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
+        if recorded is None and not self.store.read_only:
+            self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
+            recorded = embedder.model_id
+        if recorded in (None, embedder.model_id):
+            # The common cases take no lock: recall never queues behind a batch for this.
+            self._checked = True
             return embedder
         with self._working():
             if self._checked:
@@ -318,7 +328,7 @@ class EmbeddingQueue:
         in committed batches (resumable after a crash), then swap them in with ONE
         transaction. False if :meth:`stop` interrupted it (the staged work is kept)."""
         self.store.begin_rebuild(embedder.model_id, embedder.dim)
-        while batch := self.store.unstaged_for_rebuild(BATCH_SIZE):
+        while batch := self.store.unstaged_for_rebuild(REBUILD_BATCH):
             if self._worker.stopping:
                 return False
             vectors = self._vectors(embedder, [content for _, content in batch])

@@ -67,10 +67,15 @@ class TieredMemoryAdapter:
         """``--opt name=value`` overrides one ``RecallSettings`` field (experiments only);
         ``--opt reranker=context`` reranks with :class:`SessionContextReranker`;
         ``--opt backend=postgres`` stores each conversation in its own database on a
-        server started for the run (default ``sqlite``: a file each)."""
+        server started for the run (default ``sqlite``: a file each); ``--opt
+        model=minilm`` embeds with the previous default model (``OnnxEmbedder()``)
+        instead of the default for new files (the compact MiniLM)."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
+        model = opts.pop("model", "default")
+        if model not in ("default", "minilm"):
+            raise ValueError(f"--opt model={model}: default or minilm")
         chosen = "backend" in opts
         backend = opts.pop("backend", "sqlite")
         if backend not in ("sqlite", "postgres"):
@@ -85,7 +90,9 @@ class TieredMemoryAdapter:
             raise ValueError(f"--opt reranker={reranker}: only 'context' is known")
         self._settings = RecallSettings(**overrides)
         self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
-        self._embedder = OnnxEmbedder()
+        # One model for every conversation: what a new file gets by default, or the
+        # previous default.
+        self._embedder = OnnxEmbedder.compact() if model == "default" else OnnxEmbedder()
         self._managers: dict[str, AgentMemoryManager] = {}
         self._dia_ids: dict[str, str] = {}
 

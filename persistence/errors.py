@@ -196,6 +196,12 @@ class EmbedderError(TieredMemoryError):
     shape); nothing was written."""
 
 
+class ModelCacheError(EmbedderError):
+    """A model that is built once (the default compact MiniLM, the quality profile)
+    could not be written to its cache directory (not writable, full); nothing was
+    written there or to the memory file."""
+
+
 class EmbeddingModelMismatchError(TieredMemoryError):
     """The file's vectors come from another embedding model than the one configured."""
 

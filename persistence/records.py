@@ -491,6 +491,12 @@ class MemoryStatistics:
         return self.storage.embedding_errors
 
     @property
+    def vector_pending(self) -> int:
+        """Memories waiting for an embedding: vector search cannot see them yet
+        (keywords can); ``flush()`` or ``tiered-memory embed`` embeds them."""
+        return self.storage.unembedded_count
+
+    @property
     def last_embedding_error(self) -> str | None:
         """When and why background embedding last failed, or ``None``."""
         return self.storage.last_embedding_error

@@ -377,6 +377,9 @@ class RecallIndex(Protocol):
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         """Memories waiting for an embedding: ``(id, tier, content)``."""
 
+    def unembedded_count(self) -> int:
+        """How many memories wait for an embedding (what vector search cannot see yet)."""
+
     def set_embeddings(
         self,
         rows: Sequence[tuple[Tier, str, object]],

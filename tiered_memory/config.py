@@ -49,10 +49,13 @@ class MemoryConfig:
       beside the database when unset).
     - ``external_change_check_ms``: how often reads look for commits by other
       processes (which make the cache and scratchpad reload); writes always look.
-    - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need),
-      any :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
+    - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need:
+      the compact profile for a new file, the previous default ``OnnxEmbedder()`` for a
+      file it embedded unless ``reembed``), any
+      :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
     - ``embed_in_background``: a daemon thread embeds new memories soon after they are
-      remembered (``False``: only ``flush()`` and ``recall()`` embed).
+      remembered (``False``: only ``flush()`` and, for about 250 ms at most each,
+      ``recall()`` embed).
     - ``embedding_cache_size``: how many embeddings the file keeps by (model, content
       hash) so identical text is embedded once (``0``: no cache); least recently used
       are evicted.

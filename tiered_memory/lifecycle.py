@@ -8,7 +8,7 @@ background work now instead.
 
 from __future__ import annotations
 
-from persistence import Backend, InvalidInputError, require_int
+from persistence import Backend, InvalidInputError, Progress, require_int
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
@@ -63,13 +63,13 @@ class Lifecycle:
             self.store.close()
             self._memories.cache.clear()
 
-    def flush(self, batch_size: int) -> int:
+    def flush(self, batch_size: int, progress: Progress | None = None) -> int:
         """Write pending recall reviews, embed what waits for a vector, extract what waits
         for extraction; returns how many memories were embedded."""
         self._memories.require_open()
         require_int(batch_size, "batch_size", minimum=1)
         self.store.require_writable()
         self._recaller.apply_reviews()
-        embedded = self._embeddings.flush(batch_size)
+        embedded = self._embeddings.flush(batch_size, progress=progress)
         self._extraction.flush()  # and the knowledge graph catches up
         return embedded

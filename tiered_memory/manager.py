@@ -540,16 +540,19 @@ class AgentMemoryManager(RecallCalls):
         """
         return self.embeddings.embedder()
 
-    def flush(self, batch_size: int = 64) -> int:
+    def flush(self, batch_size: int = 256, *, progress: Progress | None = None) -> int:
         """Embed every memory still waiting for a vector, extract the entities of every
         memory waiting for extraction, and write pending recall reviews.
 
         ``remember()`` returns before its memory is embedded (keyword search finds it at
         once; a background thread embeds it soon after unless ``embed_in_background`` is
-        off); ``recall()`` flushes first, so results are always complete. Returns how
-        many memories this call embedded.
+        off). ``recall()`` embeds what is pending for at most about 250 ms, then searches
+        without the rest (keywords still find it; each hit's
+        ``explanation.vector_pending`` says how many the vector search could not see):
+        call this to wait for all of it. ``progress(done, total)`` follows the
+        embedding. Returns how many memories this call embedded.
         """
-        return self._lifecycle.flush(batch_size)
+        return self._lifecycle.flush(batch_size, progress)
 
     def remember_many(
         self,

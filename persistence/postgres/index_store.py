@@ -201,6 +201,11 @@ class PgIndexStore:
         with self._read() as conn:
             return vector_sql.unembedded(conn, limit)
 
+    def unembedded_count(self) -> int:
+        """How many memories wait for a vector."""
+        with self._read() as conn:
+            return vector_sql.unembedded_count(conn)
+
     def set_embeddings(
         self,
         rows: Sequence[tuple[Tier, str, object]],

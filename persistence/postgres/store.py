@@ -537,6 +537,9 @@ class PostgresStore:
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         return self.indexes.unembedded(limit)
 
+    def unembedded_count(self) -> int:
+        return self.indexes.unembedded_count()
+
     def set_embeddings(
         self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None,
         *, model_id: str | None = None,

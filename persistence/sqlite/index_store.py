@@ -234,6 +234,11 @@ class IndexStore:
         with self._reading() as conn:
             return index_sql.unembedded(conn, limit)
 
+    def unembedded_count(self) -> int:
+        """How many memories wait for an embedding."""
+        with self._reading() as conn:
+            return index_sql.unembedded_count(conn)
+
     def set_embeddings(
         self,
         rows: Sequence[tuple[Tier, str, object]],

@@ -172,10 +172,8 @@ class SQLiteStore(_IndexSearches):
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
     how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
-    statement run (:mod:`~persistence.sqlite.tracing`).
-
-    The engine is :attr:`db`; :meth:`transaction`, the hooks and the connections are
-    its, offered here too.
+    statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`db`;
+    :meth:`transaction`, the hooks and the connections are its, offered here too.
     """
 
     clock = _Shared[Callable[[], int]]()
@@ -342,11 +340,9 @@ class SQLiteStore(_IndexSearches):
 
     def close(self) -> None:
         """Refresh planner statistics, then close every connection; twice is harmless.
-
         Waits for writes and reads under way in other threads; refused inside this
         thread's own :meth:`transaction` (finish it first). A read-only store changes
-        nothing (it removes the empty -wal and -shm files its open created, if it can).
-        """
+        nothing (it removes the empty -wal and -shm files its open created, if it can)."""
         self.db.close()
 
     def __enter__(self) -> SQLiteStore:
@@ -590,6 +586,9 @@ class SQLiteStore(_IndexSearches):
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         return self.indexes.unembedded(limit)
+
+    def unembedded_count(self) -> int:
+        return self.indexes.unembedded_count()
 
     def set_embeddings(
         self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None,

@@ -205,6 +205,21 @@ def copy(src: str, dst: str, as_json: bool) -> None:
 
 @main.command()
 @db_argument
+@json_option
+def embed(db: str, as_json: bool) -> None:
+    """Embed every memory still waiting for a vector (a progress bar on a terminal)."""
+    with _open(db, write=True) as memory, _progress("embed", as_json) as progress:
+        embedded = memory.flush(progress=progress)
+        pending = memory.statistics().vector_pending
+    _emit(
+        as_json,
+        {"embedded": embedded, "pending": pending},
+        lambda: click.echo(f"embedded {embedded} memories, {pending} still pending"),
+    )
+
+
+@main.command()
+@db_argument
 @click.option("--vacuum", is_flag=True, help="Also rebuild the file to reclaim space.")
 @json_option
 def maintain(db: str, vacuum: bool, as_json: bool) -> None:

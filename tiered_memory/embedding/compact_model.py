@@ -14,8 +14,9 @@ model id, and LoCoMo recall is unchanged (README).
 Built once into the cache directory (the quality profile's, see
 :func:`tiered_memory.embedding.quality_model.cache_dir`), published whole (written beside, then
 renamed) and checked before it is published: on probe sentences its vectors must agree
-with the source model's. Needs the ``onnx`` package (extra ``compact``); nothing is
-downloaded.
+with the source model's. Needs the ``onnx`` package (a core dependency); nothing is
+downloaded. A cache directory that cannot be written raises ``ModelCacheError`` before
+anything is written.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from persistence import EmbedderError
+from persistence import EmbedderError, ModelCacheError
 from tiered_memory.embedding.captured_logs import root_records_to
 from tiered_memory.embedding.onnx_encoder import OnnxEncoder
 from tiered_memory.embedding.quality_model import _sha256, cache_dir
@@ -111,19 +112,34 @@ def build(target: Path | None = None) -> Path:
         )
     source, tokenizer = OnnxEncoder()._paths()
     logger.info("building the compact MiniLM into %s", folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
-        work = Path(tmp)
-        try:
-            built = _quantize(source, work)
-        except Exception as exc:  # onnx / onnxruntime raise their own types
-            raise EmbedderError(f"cannot requantize {source}: {exc}") from exc
-        shutil.copyfile(tokenizer, work / "tokenizer.json")
-        lowest = _check(built)
-        (work / DIGEST_FILE).write_text(_sha256(built) + "\n")
-        # Whole or absent: the digest goes last, so a half-published folder is rebuilt.
-        for name in ("tokenizer.json", "model.onnx", DIGEST_FILE):
-            os.chmod(work / name, 0o644)
-            os.replace(work / name, folder / name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+            lowest = _build_in(Path(tmp), source, tokenizer, folder)
+    except OSError as exc:
+        raise ModelCacheError(
+            f"cannot build the compact model in {folder}: {exc.strerror or exc}. Set "
+            "TIERED_MEMORY_CACHE to a writable folder (or build it once where the cache "
+            "is writable); nothing was published"
+        ) from exc
     logger.info("compact MiniLM built (lowest probe cosine %.4f)", lowest)
     return folder
+
+
+def _build_in(work: Path, source: Path, tokenizer: Path, folder: Path) -> float:
+    """Build, check and publish the model from ``work`` into ``folder``; returns the
+    lowest probe cosine."""
+    try:
+        built = _quantize(source, work)
+    except OSError:
+        raise
+    except Exception as exc:  # onnx / onnxruntime raise their own types
+        raise EmbedderError(f"cannot requantize {source}: {exc}") from exc
+    shutil.copyfile(tokenizer, work / "tokenizer.json")
+    lowest = _check(built)
+    (work / DIGEST_FILE).write_text(_sha256(built) + "\n")
+    # Whole or absent: the digest goes last, so a half-published folder is rebuilt.
+    for name in ("tokenizer.json", "model.onnx", DIGEST_FILE):
+        os.chmod(work / name, 0o644)
+        os.replace(work / name, folder / name)
+    return lowest

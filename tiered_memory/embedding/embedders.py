@@ -3,8 +3,9 @@
 :class:`OnnxEmbedder` is :class:`~tiered_memory.embedding.onnx_encoder.OnnxEncoder` (the
 model runner: tokenizer, onnxruntime session, pooling) with the shipped profiles as
 constructors: :meth:`OnnxEmbedder.quality` and :meth:`OnnxEmbedder.compact` (the default
-MiniLM is ``OnnxEmbedder()``). The profiles' build modules check their output with the
-encoder, so they import no module that imports them.
+for new files; ``OnnxEmbedder()`` is the previous default, kept by files it embedded).
+The profiles' build modules check their output with the encoder, so they import no
+module that imports them.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class OnnxEmbedder(OnnxEncoder):
     ) -> OnnxEmbedder:
         """The compact profile: the default MiniLM requantized for onnxruntime's integer
         kernels (see :mod:`tiered_memory.embedding.compact_model`): about half the RAM and twice
-        the speed, the same LoCoMo recall, its own model id. Built once (a few seconds)
-        from the packaged model into the cache directory; needs the ``compact`` extra."""
+        the speed, the same LoCoMo recall, its own model id; the default for new files.
+        Built once (a few seconds) from the packaged model into the cache directory
+        (``ModelCacheError`` if it cannot be written)."""
         folder = compact_model.build(None if cache is None else Path(cache))
         return cls(folder, threads=threads, model_id=compact_model.MODEL_ID)

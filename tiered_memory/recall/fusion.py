@@ -86,9 +86,12 @@ def explain(
     settings: RecallSettings,
     filters: tuple[str, ...],
     notes: tuple[str, ...] = (),
+    *,
+    vector_pending: int = 0,
 ) -> RecallHit:
     """Score one candidate and say why (``notes``: anything else the reader should know,
-    such as a memory that has no vector yet)."""
+    such as a memory that has no vector yet; ``vector_pending``: memories the vector
+    search could not see)."""
     fused = sum(s.contribution for s in signals)
     importance_factor = 1.0 + settings.importance_weight * (memory.importance - 0.5)
     retention_factor = settings.retention_floor + (1 - settings.retention_floor) * memory.retention
@@ -107,6 +110,7 @@ def explain(
         filters=filters,
         score=score,
         notes=notes,
+        vector_pending=vector_pending,
     )
     return RecallHit(memory, score, explanation)
 

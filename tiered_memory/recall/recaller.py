@@ -133,11 +133,15 @@ class Recaller:
         if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
-        if not store.read_only and not self.reviews.paused():
+        # At most ~250 ms for a backlog; what still waits is found by its keywords.
+        if store.read_only or self.reviews.paused():
+            unseen = store.unembedded_count() if self._embeddings.embedder() else 0
+        else:
             try:
-                self._embeddings.flush(report=False)
+                unseen = self._embeddings.catch_up()
             except DatabaseBusyError:  # other writers: the pending rank by keywords this time
                 self.reviews.note_deferred()
+                unseen = store.unembedded_count() if self._embeddings.embedder() else 0
 
         def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
             vector = self._embeddings.embed_query(query)
@@ -177,7 +181,7 @@ class Recaller:
                         filtered=bool(described))  # fmt: skip
         if paths is not None:
             fused = with_paths(fused, paths)
-        top = self._explained(fused, k, described, now, vectors=found is not None)
+        top = self._explained(fused, k, described, now, unseen if found is not None else 0)
         floor = settings.min_score if min_score is None else min_score
         share = settings.relative_cut if relative_cut is None else relative_cut
         top = top[: cut([hit.score for hit in top], floor, share)]
@@ -228,8 +232,7 @@ class Recaller:
         k: int,
         described: tuple[str, ...],
         now: int,
-        *,
-        vectors: bool,
+        unseen: int,
     ) -> list[RecallHit]:
         """Fetch and explain candidates strongest first, a batch at a time, until none
         left can reach the top ``k`` (early stop)."""
@@ -244,8 +247,11 @@ class Recaller:
             for memory_id in chunk:
                 memory = memories.get(memory_id)
                 if memory is not None:  # forgotten meanwhile
-                    notes = _NO_VECTOR if vectors and memory.embedding is None else ()
-                    hits.append(explain(memory, fused[memory_id], now, settings, described, notes))
+                    notes: tuple[str, ...] = ()
+                    if unseen and memory.embedding is None:
+                        notes = _NO_VECTOR
+                    hits.append(explain(memory, fused[memory_id], now, settings, described,
+                                        notes, vector_pending=unseen))  # fmt: skip
             hits.sort(key=lambda h: (-h.score, h.memory.id))
             rest = order[start + batch : start + batch + 1]
             if (

@@ -78,6 +78,9 @@ class Explanation:
     filters: tuple[str, ...]
     score: float
     notes: tuple[str, ...] = ()
+    vector_pending: int = 0
+    """Memories still waiting for an embedding when this recall ran: its vector search
+    could not see them (keywords could). 0 once the backlog is embedded."""
 
     def __str__(self) -> str:
         """One line, e.g. ``keyword #1: bm25 100% of best +0.0952 (67%), vector #3:
@@ -89,6 +92,11 @@ class Explanation:
         )
         filters = f" [{', '.join(self.filters)}]" if self.filters else ""
         notes = f" ({'; '.join(self.notes)})" if self.notes else ""
+        if self.vector_pending:
+            notes += (
+                f" [vector search could not see {self.vector_pending} memories yet: "
+                "embedding pending]"
+            )
         return (
             f"{found} -> fused {self.fused:.4f} x importance {self.importance_factor:.3f} "
             f"x retention {self.retention_factor:.3f} x recency {self.recency_factor:.3f} "

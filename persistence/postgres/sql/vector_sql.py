@@ -133,6 +133,12 @@ def unembedded(conn: psycopg.Connection[Any], limit: int) -> list[tuple[str, Tie
     return [(r[0], Tier(r[1]), r[2]) for r in rows]
 
 
+def unembedded_count(conn: psycopg.Connection[Any]) -> int:
+    """How many memories wait in ``tm_unembedded`` for a vector."""
+    row = conn.execute("SELECT count(*) FROM tm_unembedded").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 def set_embeddings(
     conn: psycopg.Connection[Any], rows: Sequence[tuple[Tier, str, np.ndarray, str | None]]
 ) -> None:

@@ -454,6 +454,14 @@ def unembedded(conn: apsw.Connection, limit: int) -> list[tuple[str, Tier, str]]
     return found
 
 
+def unembedded_count(conn: apsw.Connection) -> int:
+    """How many memories have no embedding (the partial ``idx_*_unembedded`` indexes)."""
+    return sum(
+        int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]} WHERE embedding IS NULL"))
+        for tier in Tier
+    )
+
+
 def set_embeddings(
     conn: apsw.Connection, rows: Sequence[tuple[Tier, str, bytes, str | None]]
 ) -> None:

@@ -70,7 +70,7 @@ def store(location: str) -> Iterator[TieredMemoryStore]:
 
 
 def test_score_is_the_best_fields_cosine_similarity(store: TieredMemoryStore) -> None:
-    docs = {
+    docs: dict[str, Any] = {
         "exact": {"title": "zebra crossing", "notes": ["unrelated words here"]},
         "second_field": {"title": "qqqq", "notes": ["nothing", "zebra crossings"]},
         "far": {"title": "mmm ppp", "notes": ["kkk"]},
@@ -94,6 +94,7 @@ def test_score_is_the_best_fields_cosine_similarity(store: TieredMemoryStore) ->
     assert expected["second_field"] > joined
     assert all(r.score is not None and r.score <= 1.0 + 1e-12 for r in results)
     top = results[0]
+    assert isinstance(top, TieredSearchItem)
     assert top.fused_score is not None and top.explanation is not None  # recall's view
 
 
@@ -115,7 +116,8 @@ def test_an_embedder_of_the_wrong_size_changes_nothing(location: str) -> None:
             store.batch([PutOp(("n",), "a", {"t": "x"}), PutOp(("n",), "b", {"t": "y"})])
         assert store.search(("n",)) == []
     with pytest.raises(InvalidInputError, match="dims"):
-        TieredMemoryStore.open(location, index={"dims": 0, "embed": letters}, embedder=None)
+        zero: Any = {"dims": 0, "embed": letters}
+        TieredMemoryStore.open(location, index=zero, embedder=None)
 
 
 def test_dotted_filter_keys_are_nested_paths(store: TieredMemoryStore) -> None:

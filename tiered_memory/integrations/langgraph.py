@@ -56,7 +56,7 @@ from tiered_memory.aio import settled
 from tiered_memory.integrations.langgraph_index import (
     FieldIndex,
     FieldVectors,
-    best_similarity,
+    best_similarities,
     field_texts,
 )
 from tiered_memory.integrations.langgraph_ttl import (
@@ -406,9 +406,14 @@ class TieredMemoryStore(BaseStore):
     ) -> list[Memory]:
         """Items under the prefix, most recently updated first, that ``keep`` accepts,
         read a page at a time until ``want`` are found (all with ``None``)."""
+        if want is None:  # all of them: one read (pages would re-read each tier's head)
+            every = self.memory.query(
+                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at", limit=None
+            )
+            return [m for m in every if keep(m)]
         kept: list[Memory] = []
         offset = 0
-        while want is None or len(kept) < want:
+        while len(kept) < want:
             page = self.memory.query(
                 None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at",
                 limit=_PAGE, offset=offset,
@@ -426,8 +431,9 @@ class TieredMemoryStore(BaseStore):
         query = self._fields.embed_query(op.query)
         scored: list[tuple[float, Memory]] = []
         unscored: list[Memory] = []
-        for memory in self._scan(prefix_tag, lambda m: _keep(m, op, now), None):
-            score = best_similarity(query, memory.metadata.get("vectors") or [])
+        found = self._scan(prefix_tag, lambda m: _keep(m, op, now), None)
+        similarities = best_similarities(query, [m.metadata.get("vectors") or [] for m in found])
+        for memory, score in zip(found, similarities, strict=True):
             if score is None:
                 unscored.append(memory)
             else:
@@ -470,16 +476,8 @@ class TieredMemoryStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp, now: int) -> list[tuple[str, ...]]:
         _check_page(op.limit, op.offset)
-        seen: set[tuple[str, ...]] = set()
-        offset = 0
-        while True:
-            page = self.memory.query(
-                None, tags=(_NS_TAG,), category=CATEGORY, limit=_PAGE, offset=offset
-            )
-            seen |= {tuple(m.metadata["namespace"]) for m in page if not expired(m.metadata, now)}
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
+        every = self.memory.query(None, tags=(_NS_TAG,), category=CATEGORY, limit=None)
+        seen = {tuple(m.metadata["namespace"]) for m in every if not expired(m.metadata, now)}
         conditions = op.match_conditions or ()
         chosen = [ns for ns in seen if all(namespace_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:

@@ -64,14 +64,21 @@ def field_texts(value: Mapping[str, Any], fields: Sequence[str]) -> list[str]:
     return texts
 
 
-def best_similarity(query: Sequence[float], vectors: FieldVectors) -> float | None:
-    """The largest cosine similarity of ``query`` to any of ``vectors`` (0 for a zero
-    vector, as LangGraph computes it); ``None`` when the item has no vector."""
-    if not vectors:
-        return None
+def best_similarities(query: Sequence[float], items: Sequence[FieldVectors]) -> list[float | None]:
+    """For each item, the largest cosine similarity of ``query`` to any of its vectors
+    (0 for a zero vector, as LangGraph computes it); ``None`` for an item without one.
+    One matrix product for all the items."""
+    owners = [n for n, vectors in enumerate(items) for _ in vectors]
+    best: list[float | None] = [None] * len(items)
+    if not owners:
+        return best
     q = np.asarray(query, dtype=np.float64)
-    m = np.asarray(vectors, dtype=np.float64)
+    m = np.asarray([v for vectors in items for v in vectors], dtype=np.float64)
     norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
-    safe = np.where(norms > 0, norms, 1.0)
-    similarities = np.where(norms > 0, m @ q / safe, 0.0)
-    return float(similarities.max())
+    similarities = np.where(norms > 0, (m @ q) / np.where(norms > 0, norms, 1.0), 0.0)
+    top = np.full(len(items), -np.inf)
+    np.maximum.at(top, np.asarray(owners), similarities)
+    for n, vectors in enumerate(items):
+        if vectors:
+            best[n] = float(top[n])
+    return best

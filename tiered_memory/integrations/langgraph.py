@@ -20,7 +20,8 @@ and explanation ride along (:class:`TieredSearchItem`). Without it, ``search(que
 is :meth:`AgentMemoryManager.recall` and ``score`` is recall's fused score. Without a
 query items come back most recently updated first. TTLs (``ttl=`` minutes, ``TTLConfig``)
 are deadlines kept with the item: never returned after it, forgotten by a sweep
-(:mod:`.langgraph_ttl`). Only the manager's public API is used.
+(:mod:`.langgraph_ttl`). Listing namespaces reads every item (a scan). Only the
+manager's public API is used.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ namespace, and searches with a ``query`` over the namespace root; p50 of each ca
 printed. Both files use WAL and ``synchronous=NORMAL``. Query search: TieredMemoryStore
 runs recall with keywords only (``embedder=None``); LangGraph's stores get an index
 with a cheap hash embedding (32 dimensions), so their vector search cost shows without
-a model's (no store here loads a real embedding model).
+a model's (no store here loads a real embedding model). "Tiered (index)" is
+TieredMemoryStore with the same LangGraph index: ``score`` is the best field's cosine
+similarity, computed over every item under the prefix (no vector index for it yet).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def _workload(store: BaseStore, *, query: bool = True, seed: int = 7) -> dict[st
     result["search (filter)"] = _p50_ms(
         [lambda p=p: store.search(p[0], filter={"n": p[2]["n"]}, limit=10) for p in picks]
     )
+    result["list_namespaces"] = _p50_ms([lambda: store.list_namespaces(limit=100)] * 20)
     if not query:
         return result
     queries = [" ".join(p[2]["text"].split()[:2]) for p in picks]
@@ -84,6 +87,12 @@ def test_peer_stores(tmp_path: Path) -> None:
         tmp_path / "tiered.db", embedder=None, embed_in_background=False
     ) as tiered:
         rows["TieredMemoryStore"] = _workload(tiered)
+    index_config: Any = {"dims": DIMS, "embed": _embed, "fields": ["text"]}
+    with TieredMemoryStore.open(
+        tmp_path / "tiered-index.db", index=index_config, embedder=None,
+        embed_in_background=False,
+    ) as tiered_index:  # fmt: skip
+        rows["Tiered (index)"] = _workload(tiered_index)
     conn = sqlite3.connect(tmp_path / "langgraph.db", check_same_thread=False,
                            isolation_level=None)  # fmt: skip
     conn.execute("PRAGMA journal_mode=WAL")
@@ -115,7 +124,7 @@ def test_peer_stores(tmp_path: Path) -> None:
     for name in rows:
         lines.append(f"{name:<20}" + "".join(f"{cell(name, op):>24}" for op in ops))
     print("\n".join(lines))
-    assert set(rows["TieredMemoryStore"]) == set(ops)
+    assert set(rows["TieredMemoryStore"]) == set(rows["Tiered (index)"]) == set(ops)
 
 
 def _loadable(conn: sqlite3.Connection) -> bool:

@@ -175,8 +175,8 @@ def test_a_batch_is_one_transaction(any_location: str) -> None:
         store.put(("ns",), "kept", {"v": 1})
         with pytest.raises(InvalidNamespaceError):
             store.batch([PutOp(("ns",), "new", {"v": 2}), PutOp(("bad.label",), "x", {"v": 3})])
-        with pytest.raises(NotImplementedError, match="TTL"):
-            store.batch([PutOp(("ns",), "new", {"v": 2}), PutOp(("ns",), "t", {"v": 3}, ttl=5)])
+        with pytest.raises(InvalidInputError, match="ttl"):
+            store.batch([PutOp(("ns",), "new", {"v": 2}), PutOp(("ns",), "t", {"v": 3}, ttl=-5)])
         unserialisable = [PutOp(("ns",), "new", {"v": 2}), PutOp(("ns",), "y", {"v": {1, 2}})]
         with pytest.raises(Exception) as raised:
             store.batch(unserialisable)  # the second write fails after the first wrote

@@ -11,43 +11,70 @@ content, which recall searches by keywords and embeddings. The namespace and key
 tags: one naming the item, one per namespace prefix, so a get and a prefix search use
 the tag index. A batch's writes are one transaction, applied after its reads (reads see
 the store as it was before the batch; of several writes to one item the last wins, as
-in ``InMemoryStore``). ``search(query=...)`` is :meth:`AgentMemoryManager.recall`
-filtered to the namespace prefix: the items come back best first, each with its score
-and the recall explanation (:class:`TieredSearchItem`); without a query they come back
-most recently updated first. Listing namespaces reads every item's namespace (a scan).
-TTLs are not supported (``supports_ttl`` is false: a put with a ``ttl`` is refused).
-Only the manager's public API is used.
+in ``InMemoryStore``).
+
+With LangGraph's ``index`` config (``dims``, ``embed``, ``fields``) each indexed field
+gets its own vector, and ``search(query=...)`` ranks items by their best field's cosine
+similarity: ``score`` is that similarity, as in LangGraph's stores; recall's fused score
+and explanation ride along (:class:`TieredSearchItem`). Without it, ``search(query=...)``
+is :meth:`AgentMemoryManager.recall` and ``score`` is recall's fused score. Without a
+query items come back most recently updated first. TTLs (``ttl=`` minutes, ``TTLConfig``)
+are deadlines kept with the item: never returned after it, forgotten by a sweep
+(:mod:`.langgraph_ttl`). Listing namespaces reads every item (a scan). Only the
+manager's public API is used.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import orjson
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
     SearchItem,
     SearchOp,
-    get_text_at_path,
-    tokenize_path,
+    TTLConfig,
 )
 
 from persistence import InvalidInputError, Memory, Tier
 from tiered_memory.aio import settled
+from tiered_memory.integrations.langgraph_index import (
+    FieldIndex,
+    FieldVectors,
+    best_similarities,
+    field_texts,
+)
+from tiered_memory.integrations.langgraph_ttl import (
+    TTL_KEY,
+    TTL_TAG,
+    Sweeper,
+    check_ttl,
+    expired,
+    refreshable,
+    ttl_entries,
+)
+from tiered_memory.integrations.langgraph_values import (
+    matches,
+    namespace_matches,
+    read_value,
+    stored_value,
+)
 from tiered_memory.manager import AgentMemoryManager
 from tiered_memory.recall.types import Explanation
 
@@ -64,10 +91,12 @@ _PAGE = 500
 
 
 class TieredSearchItem(SearchItem):
-    """A search result; ``explanation`` says why recall returned it (``None`` without a
-    query: a listing has no ranking to explain)."""
+    """A search result. ``score`` means what it means in LangGraph's stores (cosine
+    similarity with an index configured); ``fused_score`` and ``explanation`` are
+    recall's ranking of the item for the query (``None`` when recall did not return it
+    in its top hits, or without a query: a listing has no ranking to explain)."""
 
-    __slots__ = ("explanation", "memory_id")
+    __slots__ = ("explanation", "fused_score", "memory_id")
 
     def __init__(
         self,
@@ -79,27 +108,44 @@ class TieredSearchItem(SearchItem):
         score: float | None = None,
         explanation: Explanation | None = None,
         memory_id: str = "",
+        fused_score: float | None = None,
     ) -> None:
         super().__init__(namespace, key, value, created_at, updated_at, score)
         self.explanation = explanation
         self.memory_id = memory_id
+        self.fused_score = fused_score
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A put checked and prepared before the batch's transaction opens (embedding and
+    encoding fail there, changing nothing)."""
+
+    op: PutOp
+    content: str
+    stored: dict[str, Any]
+    vectors: FieldVectors | None
+    ttl: float | None
 
 
 class TieredMemoryStore(BaseStore):
     """A LangGraph ``BaseStore`` whose items are memories in a tiered-memory file.
 
     Wrap an open :class:`AgentMemoryManager` (the caller keeps closing it), or use
-    :meth:`open` for a store that owns its manager (``close()`` or ``with`` shuts it).
-    ``index_fields`` are the fields whose text is searched (default ``["$"]``: the
-    whole value); ``tier`` is where new items go.
+    :meth:`open` for a store that owns its manager (``close()``, ``with`` or ``async
+    with`` shuts it). ``index`` is LangGraph's ``IndexConfig``; ``ttl`` its
+    ``TTLConfig``; ``index_fields`` the fields whose text recall searches without an
+    ``index`` (default ``["$"]``: the whole value); ``tier`` is where new items go.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
         memory: AgentMemoryManager,
         *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         index_fields: Sequence[str] = ("$",),
         tier: Tier | str = Tier.SEMANTIC,
     ) -> None:
@@ -109,34 +155,60 @@ class TieredMemoryStore(BaseStore):
             )
         if isinstance(index_fields, str) or not all(isinstance(f, str) for f in index_fields):
             raise InvalidInputError("index_fields must be a sequence of field paths (str)")
+        if ttl is not None and not isinstance(ttl, Mapping):
+            raise InvalidInputError("ttl must be LangGraph's TTLConfig (a dict) or None")
         self.memory = memory
         self.tier = Tier(tier)
-        self.index_fields = tuple(index_fields)
+        self._fields = None if index is None else FieldIndex.from_config(index)
+        self.index_config = None if self._fields is None else self._fields.config
+        self.index_fields = tuple(index_fields) if self._fields is None else self._fields.fields
+        self.ttl_config = ttl
+        check_ttl((ttl or {}).get("default_ttl"))
         self._owned = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-langgraph")
+        self._sweeper: Sweeper | None = None
+        self._sweeping: Future[None] | None = None
 
     @classmethod
     def open(
         cls,
         path: str | os.PathLike[str],
         *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         index_fields: Sequence[str] = ("$",),
         tier: Tier | str = Tier.SEMANTIC,
         **config: Any,
     ) -> Self:
-        """A store on ``path`` (created or migrated) owning its manager; ``config`` goes
-        to :meth:`AgentMemoryManager.open`."""
-        memory = AgentMemoryManager.open(path, **config)
+        """A store on ``path`` (created or migrated; ``":memory:"`` for one in RAM)
+        owning its manager; ``config`` goes to :meth:`AgentMemoryManager.open`."""
+        in_ram = isinstance(path, str) and path == ":memory:"
+        memory = (
+            AgentMemoryManager.in_memory(**config)
+            if in_ram
+            else AgentMemoryManager.open(path, **config)
+        )
         try:
-            opened = cls(memory, index_fields=index_fields, tier=tier)
+            opened = cls(memory, index=index, ttl=ttl, index_fields=index_fields, tier=tier)
         except BaseException:
             memory.shutdown()
             raise
         opened._owned = True
         return opened
 
+    @property
+    def embeddings(self) -> Any:
+        """The index's LangChain ``Embeddings`` (``None`` without an index), as on
+        LangGraph's stores."""
+        return None if self._fields is None else self._fields.embeddings
+
+    def setup(self) -> None:
+        """Nothing to do (LangGraph's SQL stores create their tables here; the file was
+        created or migrated when it was opened): kept so code calling it runs unchanged."""
+
     def close(self) -> None:
-        """Stop the async worker; shut the manager down if this store opened it."""
+        """Stop the sweeper and the async worker; shut the manager down if owned."""
+        self.stop_ttl_sweeper()
         self._executor.shutdown(wait=True)
         if self._owned:
             self.memory.shutdown()
@@ -147,38 +219,58 @@ class TieredMemoryStore(BaseStore):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.close)
+
     # --- BaseStore ------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the ops: reads first, then the writes in one transaction."""
+        """Run the ops: reads first, then the writes (and TTL refreshes) in one
+        transaction. Raw ``PutOp``s may write under ``("langgraph", ...)``: LangGraph
+        refuses that root only in the public :meth:`put`, its own writes use batches."""
         ops = list(ops)
-        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        writes: dict[tuple[tuple[str, ...], str], _Write] = {}
         for op in ops:
             _check_labels(op)
             if isinstance(op, PutOp):
-                _check_put(op)
-                if op.value is not None and op.index is not False:
-                    self._require_text(op)
                 address = (tuple(op.namespace), op.key)
                 writes.pop(address, None)  # written in the order of their last put
-                writes[address] = op
-        grouped: AbstractContextManager[Any] = (
-            self.memory.transaction() if writes else nullcontext()
-        )
+                writes[address] = self._prepare(op)
         results: list[Result] = []
-        with grouped:
+        refresh: dict[str, Memory] = {}
+        now = self.memory.clock()
+        with self.memory.transaction() if writes else nullcontext():
             for op in ops:
                 if isinstance(op, GetOp):
-                    found = self._find(tuple(op.namespace), op.key)
+                    found = self._live(tuple(op.namespace), op.key, now)
                     results.append(None if found is None else _item(found))
+                    if found is not None and self._refreshes(op) and refreshable(found.metadata):
+                        refresh[found.id] = found
                 elif isinstance(op, SearchOp):
-                    results.append(self._search(op))
+                    hits = self._search(op, now)
+                    results.append([item for item, _ in hits])
+                    if self._refreshes(op):
+                        refresh |= {m.id: m for _, m in hits if refreshable(m.metadata)}
                 elif isinstance(op, ListNamespacesOp):
-                    results.append(self._list_namespaces(op))
+                    results.append(self._list_namespaces(op, now))
                 else:
                     results.append(None)
-            for (namespace, key), put in writes.items():
-                self._write(namespace, key, put)
+            refreshed = [
+                m
+                for m in refresh.values()
+                if (tuple(m.metadata["namespace"]), m.metadata["key"]) not in writes
+            ]
+            grouped: AbstractContextManager[Any] = (
+                self.memory.transaction() if refreshed and not writes else nullcontext()
+            )
+            with grouped:
+                for memory in refreshed:
+                    self._refresh(memory, now)
+                for (namespace, key), write in writes.items():
+                    self._write(namespace, key, write, now)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -186,11 +278,63 @@ class TieredMemoryStore(BaseStore):
         (its transaction commits or rolls back whole) before the cancellation is raised."""
         return await settled(self._executor, self.batch, list(ops))
 
+    # --- TTL ------------------------------------------------------------------------------
+
+    def _refreshes(self, op: GetOp | SearchOp) -> bool:
+        """Whether a read moves its items' deadlines: as in LangGraph's SqliteStore, when
+        the TTLConfig's ``refresh_on_read`` is true and the read does not pass
+        ``refresh_ttl=False``."""
+        return bool(op.refresh_ttl and (self.ttl_config or {}).get("refresh_on_read"))
+
+    def sweep_ttl(self) -> int:
+        """Forget every expired item (with ``forget()``: logged and audited as any
+        forgotten memory); returns how many."""
+        now = self.memory.clock()
+        count = 0
+        with self.memory.transaction():
+            for memory in self.memory.query(None, tags=(TTL_TAG,), category=CATEGORY, limit=None):
+                if expired(memory.metadata, now):
+                    minutes = memory.metadata.get(TTL_KEY)
+                    reason = f"expired: its LangGraph TTL of {minutes} min passed"
+                    count += bool(self.memory.forget(memory.id, reason=reason))
+        return count
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl` in the store's worker thread."""
+        return await settled(self._executor, self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTLConfig's
+        ``sweep_interval_minutes``) until :meth:`stop_ttl_sweeper`; the future
+        completes when the sweeper stops."""
+        if self._sweeping is not None:
+            return self._sweeping
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+        future: Future[None] = Future()
+        if not minutes:
+            log.info("no sweep interval configured: the TTL sweeper does not start")
+            future.set_result(None)
+            return future
+        self._sweeper = Sweeper(self.sweep_ttl, float(minutes) * 60)
+        self._sweeping = future
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; True when it has stopped (or none was running)."""
+        sweeper, future = self._sweeper, self._sweeping
+        if sweeper is None or future is None:
+            return True
+        stopped = sweeper.stop(timeout)
+        if stopped:
+            self._sweeper = self._sweeping = None
+            future.set_result(None)
+        return stopped
+
     # --- the mapping ----------------------------------------------------------------------
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
-        """The item's memory: looked up in the store's tier first, then in every tier (a
-        memory may have been promoted since)."""
+        """The item's memory, expired or not: looked up in the store's tier first, then
+        in every tier (a memory may have been promoted since)."""
         tag = (_item_tag(namespace, key),)
         for tier in (self.tier, None):
             found = self.memory.query(tier, tags=tag, category=CATEGORY, limit=1)
@@ -198,85 +342,134 @@ class TieredMemoryStore(BaseStore):
                 return found[0]
         return None
 
-    def _write(self, namespace: tuple[str, ...], key: str, op: PutOp) -> None:
-        existing = self._find(namespace, key)
+    def _live(self, namespace: tuple[str, ...], key: str, now: int) -> Memory | None:
+        found = self._find(namespace, key)
+        return None if found is None or expired(found.metadata, now) else found
+
+    def _prepare(self, op: PutOp) -> _Write:
+        _check_put(op)
         if op.value is None:
-            if existing is not None:
-                self.memory.forget(existing.id, reason="deleted through the LangGraph store")
-            return
+            return _Write(op, "", {}, None, None)
         value = dict(op.value)
-        content = self._text(value, op.index)
+        stored = stored_value(value)
+        ttl = check_ttl(op.ttl)
+        if op.index is False:
+            texts: list[str] = []
+            content = UNINDEXED_CONTENT  # a memory's text is never empty
+        else:
+            fields = self.index_fields if op.index is None else op.index
+            texts = field_texts(value, fields)
+            content = "\n".join(texts)
+            if not content.strip():
+                raise InvalidInputError(
+                    f"value of {op.key!r} has no text in its indexed fields {list(fields)}: "
+                    "put it with index=False to store it unsearchable, or index other "
+                    "fields (nothing was written)"
+                )
+        vectors = None if self._fields is None else self._fields.embed(texts)
+        return _Write(op, content, stored, vectors, ttl)
+
+    def _write(self, namespace: tuple[str, ...], key: str, write: _Write, now: int) -> None:
+        existing = self._find(namespace, key)
+        op = write.op
+        if existing is not None and (op.value is None or expired(existing.metadata, now)):
+            reason = "deleted through the LangGraph store" if op.value is None else "expired"
+            self.memory.forget(existing.id, reason=reason)
+            existing = None
+        if op.value is None:
+            return
         metadata = {
             "namespace": list(namespace),
             "key": key,
-            "value": value,
+            **write.stored,
             "index": op.index if op.index is not None else list(self.index_fields),
+            **ttl_entries(write.ttl, now),
         }
+        if write.vectors is not None:
+            metadata["vectors"] = write.vectors
+        tags = [_item_tag(namespace, key), *_prefix_tags(namespace)]
+        tags += [TTL_TAG] if write.ttl is not None else []
         if existing is None:
-            tags = [_item_tag(namespace, key), *_prefix_tags(namespace)]
             self.memory.remember(
-                content,
-                self.tier,
-                tags=tags,
-                metadata=metadata,
-                category=CATEGORY,
+                write.content, self.tier, tags=tags, metadata=metadata, category=CATEGORY,
                 dedup=False,  # items with the same value under other keys stay apart
-            )
+            )  # fmt: skip
         else:
-            changed = content if content != existing.content else None
-            self.memory.update(existing.id, content=changed, metadata=metadata)
+            changed = write.content if write.content != existing.content else None
+            self.memory.update(existing.id, content=changed, metadata=metadata, tags=tags)
 
-    def _require_text(self, op: PutOp) -> None:
-        """Refuse an indexed put whose indexed fields hold no text (nothing is written):
-        it would be an item no search finds; ``index=False`` stores one on purpose."""
-        assert op.value is not None
-        if not self._text(dict(op.value), op.index).strip():
-            fields = op.index if op.index is not None else list(self.index_fields)
-            raise InvalidInputError(
-                f"value of {op.key!r} has no text in its indexed fields {fields}: put it "
-                "with index=False to store it unsearchable, or index other fields "
-                "(nothing was written)"
-            )
+    def _refresh(self, memory: Memory, now: int) -> None:
+        """Move an item's deadline to ``now + ttl`` (its value and text unchanged)."""
+        metadata = {**memory.metadata, **ttl_entries(memory.metadata[TTL_KEY], now)}
+        self.memory.update(memory.id, metadata=metadata)
 
-    def _text(self, value: dict[str, Any], index: Literal[False] | list[str] | None) -> str:
-        """The searchable text of a value: its indexed fields' text, one per line (an
-        unindexed item's is a fixed stand-in: a memory's text is never empty, and
-        searches skip unindexed items)."""
-        if index is False:
-            return UNINDEXED_CONTENT
-        fields = self.index_fields if index is None else index
-        texts: list[str] = []
-        for field in fields:
-            path: str | list[str] = field if field == "$" else tokenize_path(field)
-            texts += get_text_at_path(value, path)
-        return "\n".join(texts)
-
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp, now: int) -> list[tuple[SearchItem, Memory]]:
         _check_page(op.limit, op.offset)
         prefix_tag = _NS_TAG + ".".join(op.namespace_prefix)
         want = op.offset + op.limit
+        if op.query and self._fields is not None:
+            return self._similar(op, prefix_tag, now)
         if op.query:
-            return self._recall(op, prefix_tag, want)
-        if not op.filter:
-            found = self.memory.query(
-                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at",
-                limit=op.limit, offset=op.offset,
-            )  # fmt: skip
-            return [_search_item(m) for m in found]
-        matched: list[SearchItem] = []
+            return self._recall(op, prefix_tag, want, now)
+        found = self._scan(prefix_tag, lambda m: _keep(m, op, now), want)
+        return [(_search_item(m), m) for m in found[op.offset : want]]
+
+    def _scan(
+        self, prefix_tag: str, keep: Callable[[Memory], bool], want: int | None
+    ) -> list[Memory]:
+        """Items under the prefix, most recently updated first, that ``keep`` accepts,
+        read a page at a time until ``want`` are found (all with ``None``)."""
+        if want is None:  # all of them: one read (pages would re-read each tier's head)
+            every = self.memory.query(
+                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at", limit=None
+            )
+            return [m for m in every if keep(m)]
+        kept: list[Memory] = []
         offset = 0
-        while len(matched) < want:
+        while len(kept) < want:
             page = self.memory.query(
                 None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at",
                 limit=_PAGE, offset=offset,
             )  # fmt: skip
-            matched += [_search_item(m) for m in page if _matches(_value(m), op.filter)]
+            kept += [m for m in page if keep(m)]
             if len(page) < _PAGE:
                 break
             offset += _PAGE
-        return matched[op.offset : want]
+        return kept
 
-    def _recall(self, op: SearchOp, prefix_tag: str, want: int) -> list[SearchItem]:
+    def _similar(self, op: SearchOp, prefix_tag: str, now: int) -> list[tuple[SearchItem, Memory]]:
+        """Items ranked by their best field's cosine similarity to the query, as
+        LangGraph's stores rank them; unembedded items fill up after the scored ones."""
+        assert op.query is not None and self._fields is not None
+        query = self._fields.embed_query(op.query)
+        scored: list[tuple[float, Memory]] = []
+        unscored: list[Memory] = []
+        found = self._scan(prefix_tag, lambda m: _keep(m, op, now), None)
+        similarities = best_similarities(query, [m.metadata.get("vectors") or [] for m in found])
+        for memory, score in zip(found, similarities, strict=True):
+            if score is None:
+                unscored.append(memory)
+            else:
+                scored.append((score, memory))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        page: list[tuple[float | None, Memory]] = list(scored[op.offset : op.offset + op.limit])
+        page += [(None, m) for m in unscored[: op.limit - len(page)]]
+        fused = self._fused(op.query, prefix_tag, min(max(op.offset + op.limit, 1), _MAX_K))
+        results: list[tuple[SearchItem, Memory]] = []
+        for score, memory in page:
+            hit = fused.get(memory.id)
+            item = _search_item(
+                memory, score, hit.explanation if hit else None, hit.score if hit else None
+            )
+            results.append((item, memory))
+        return results
+
+    def _fused(self, query: str, prefix_tag: str, k: int) -> dict[str, Any]:
+        return {h.memory.id: h for h in self.memory.recall(query, k=k, tags=(prefix_tag,))}
+
+    def _recall(
+        self, op: SearchOp, prefix_tag: str, want: int, now: int
+    ) -> list[tuple[SearchItem, Memory]]:
         assert op.query is not None
         k = min(max(want, 1), _MAX_K)
         while True:
@@ -284,38 +477,36 @@ class TieredMemoryStore(BaseStore):
             kept = [
                 h
                 for h in hits
-                if h.memory.category == CATEGORY
-                and h.memory.metadata.get("index") is not False
-                and (not op.filter or _matches(_value(h.memory), op.filter))
+                if h.memory.metadata.get("index") is not False and _keep(h.memory, op, now)
             ]
             if len(kept) >= want or len(hits) < k or k == _MAX_K:
                 break
             k = min(k * 4, _MAX_K)
         return [
-            _search_item(h.memory, score=h.score, explanation=h.explanation)
+            (_search_item(h.memory, h.score, h.explanation, h.score), h.memory)
             for h in kept[op.offset : want]
         ]
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, op: ListNamespacesOp, now: int) -> list[tuple[str, ...]]:
         _check_page(op.limit, op.offset)
-        seen: set[tuple[str, ...]] = set()
-        offset = 0
-        while True:
-            page = self.memory.query(
-                None, tags=(_NS_TAG,), category=CATEGORY, limit=_PAGE, offset=offset
-            )
-            seen |= {tuple(m.metadata["namespace"]) for m in page}
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
+        every = self.memory.query(None, tags=(_NS_TAG,), category=CATEGORY, limit=None)
+        seen = {tuple(m.metadata["namespace"]) for m in every if not expired(m.metadata, now)}
         conditions = op.match_conditions or ()
-        chosen = [ns for ns in seen if all(_namespace_matches(c, ns) for c in conditions)]
+        chosen = [ns for ns in seen if all(namespace_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:
             chosen = list({ns[: op.max_depth] for ns in chosen})
         return sorted(chosen)[op.offset : op.offset + op.limit]
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _keep(memory: Memory, op: SearchOp, now: int) -> bool:
+    return (
+        memory.category == CATEGORY
+        and not expired(memory.metadata, now)
+        and (not op.filter or matches(read_value(memory.metadata), op.filter))
+    )
 
 
 def _item_tag(namespace: tuple[str, ...], key: str) -> str:
@@ -350,38 +541,16 @@ def _check_labels(op: Op) -> None:
 def _check_put(op: PutOp) -> None:
     if not op.namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if op.namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {op.namespace}'
-        )
     if not isinstance(op.key, str) or not op.key:
         raise InvalidInputError(f"key must be a non-empty str, got {op.key!r}")
     if op.value is not None and not isinstance(op.value, Mapping):
         raise InvalidInputError(f"value must be a mapping or None, got {type(op.value).__name__}")
-    if op.value is not None:
-        try:
-            orjson.dumps(op.value)
-        except TypeError as exc:
-            raise InvalidInputError(
-                f"value of {op.key!r} is not JSON ({exc}); use dict, list, str, int, float, "
-                "bool and None"
-            ) from None
-    if op.ttl is not None:
-        raise NotImplementedError(
-            "TTL is not supported by TieredMemoryStore: forget items with delete(), or let "
-            "decay() forget episodic ones (tier=Tier.EPISODIC)"
-        )
 
 
 def _check_page(limit: int, offset: int) -> None:
     for name, number in (("limit", limit), ("offset", offset)):
         if isinstance(number, bool) or not isinstance(number, int) or number < 0:
             raise InvalidInputError(f"{name} must be an int >= 0, got {number!r}")
-
-
-def _value(memory: Memory) -> dict[str, Any]:
-    value = memory.metadata.get("value")
-    return value if isinstance(value, dict) else {}
 
 
 def _when(ms: int) -> datetime:
@@ -391,7 +560,7 @@ def _when(ms: int) -> datetime:
 def _item(memory: Memory) -> Item:
     meta = memory.metadata
     return Item(
-        value=_value(memory),
+        value=read_value(meta),
         key=str(meta["key"]),
         namespace=tuple(meta["namespace"]),
         created_at=_when(memory.created_at),
@@ -400,69 +569,23 @@ def _item(memory: Memory) -> Item:
 
 
 def _search_item(
-    memory: Memory, score: float | None = None, explanation: Explanation | None = None
+    memory: Memory,
+    score: float | None = None,
+    explanation: Explanation | None = None,
+    fused_score: float | None = None,
 ) -> TieredSearchItem:
     meta = memory.metadata
     return TieredSearchItem(
         tuple(meta["namespace"]),
         str(meta["key"]),
-        _value(memory),
+        read_value(meta),
         _when(memory.created_at),
         _when(memory.updated_at or memory.created_at),
         score,
         explanation,
         memory.id,
+        fused_score,
     )
-
-
-def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    else:
-        raise InvalidInputError(f"unknown namespace match type {condition.match_type!r}")
-    return all(want == "*" or have == want for have, want in pairs)
-
-
-_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
-
-
-def _matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    """LangGraph's filter rules: exact match, nested objects, ``$eq``/``$ne``/``$gt``/
-    ``$gte``/``$lt``/``$lte`` (numeric comparisons)."""
-    return all(_compare(value.get(key), wanted) for key, wanted in filter.items())
-
-
-def _compare(have: Any, wanted: Any) -> bool:
-    if isinstance(wanted, dict):
-        if any(str(k).startswith("$") for k in wanted):
-            return all(_operator(have, op, operand) for op, operand in wanted.items())
-        return isinstance(have, dict) and all(_compare(have.get(k), v) for k, v in wanted.items())
-    if isinstance(wanted, list | tuple):
-        return (
-            isinstance(have, list | tuple)
-            and len(have) == len(wanted)
-            and all(_compare(h, w) for h, w in zip(have, wanted, strict=True))
-        )
-    return bool(have == wanted)
-
-
-def _operator(have: Any, op: str, operand: Any) -> bool:
-    if op == "$eq":
-        return bool(have == operand)
-    if op == "$ne":
-        return bool(have != operand)
-    if op not in _OPERATORS:
-        raise InvalidInputError(f"unsupported filter operator {op!r}; use one of {_OPERATORS}")
-    try:
-        a, b = float(have), float(operand)
-    except (TypeError, ValueError):
-        return False  # not comparable as numbers: no match
-    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
 
 
 __all__ = ["TieredMemoryStore", "TieredSearchItem"]

@@ -1,11 +1,13 @@
 """The ``tiered-memory`` command line (entry point :func:`main`).
 
 ``app`` holds the command group and what commands share; ``commands`` the memory and file
-commands; ``graph`` the knowledge graph's. Importing this package registers them all.
+commands; ``graph`` the knowledge graph's; ``serve`` the inspector (a local web page).
+Importing this package registers them all.
 """
 
 from tiered_memory.cli import commands as _commands  # noqa: F401 - registers the commands
 from tiered_memory.cli import graph as _graph  # noqa: F401 - registers `graph` and `entities`
+from tiered_memory.cli import serve as _serve  # noqa: F401 - registers `serve`
 from tiered_memory.cli.app import main
 
 __all__ = ["main"]

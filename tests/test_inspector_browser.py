@@ -22,7 +22,7 @@ from tests.inspector_server import serving
 from tiered_memory import AgentMemoryManager
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [pytest.mark.subprocess]
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]  # a browser and servers: ~10 s
 
 
 class Watched:

@@ -274,6 +274,7 @@ def _digest(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.subprocess
+@pytest.mark.slow
 def test_browsing_a_served_file_leaves_its_bytes_unchanged(
     tmp_path: Path, built: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -296,6 +297,7 @@ def test_browsing_a_served_file_leaves_its_bytes_unchanged(
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_every_page_answers_on_postgresql(pg_url: str) -> None:
     ids = build(pg_url, hub_relations=40)
     with _open(pg_url) as memory:

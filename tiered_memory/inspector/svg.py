@@ -68,7 +68,10 @@ class _Frame:
 def _fmt(v: float) -> str:
     if v == 0:
         return "0"
-    if abs(v) >= 1000 or abs(v) < 0.01:
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= size:
+            return f"{v / size:.3g}{suffix}"
+    if abs(v) < 0.01:
         return f"{v:.2g}"
     return f"{v:.3g}"
 
@@ -80,7 +83,9 @@ def _short(text: str, most: int) -> str:
 def _ticks(lo: float, hi: float, log: bool) -> list[float]:
     if log:
         first, last = math.floor(math.log10(max(lo, 1e-12))), math.ceil(math.log10(max(hi, 1e-12)))
-        return [10.0**e for e in range(first, last + 1) if lo <= 10.0**e <= hi] or [lo, hi]
+        steps = (1,) if last - first > 3 else (1, 2, 5)
+        found = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+        return [t for t in found if lo <= t <= hi] or [lo, hi]
     if hi == lo:
         return [lo]
     step = 10 ** math.floor(math.log10((hi - lo) / 4))
@@ -122,10 +127,16 @@ def line_chart(
     if log_y:
         ys = [y for y in ys if y > 0] or [1.0]
     lo_y, hi_y = y_range if y_range else (min(ys), max(ys))
-    if not log_y and y_range is None:
+    if y_range is None and log_y:
+        lo_y, hi_y = lo_y / 1.6, hi_y * 1.6
+    elif y_range is None:
         lo_y = min(lo_y, 0.0)
         hi_y = hi_y * 1.05 if hi_y > 0 else 1.0
-    f = _Frame(width, height, (min(xs), max(xs)), (lo_y, hi_y), log_x, log_y)
+    lo_x, hi_x = min(xs), max(xs)
+    if log_x and lo_x > 0:
+        lo_x, hi_x = lo_x / 1.3, hi_x * 1.3
+    legend_rows = len(series) if len(series) > 1 else 0
+    f = _Frame(width, height, (lo_x, hi_x), (lo_y, hi_y), log_x, log_y, top=14 + 14 * legend_rows)
     out = [_open_svg(width, height, title), f'<g {FONT} fill="#374151">']
     plot_bottom, plot_right = height - f.bottom, width - f.right
     for t in _ticks(lo_y, hi_y, log_y):
@@ -156,10 +167,9 @@ def line_chart(
             f'<text x="{plot_right - 4}" y="{y - 4:.1f}" text-anchor="end" fill="#dc2626">'
             f"{escape(label)}</text>"
         )
-    legend_rows = len(series) if len(series) > 1 else 0
     for n, m in enumerate(markers):
         x = f.x(m.x)
-        y = f.top + 12 + 14 * (legend_rows + n)
+        y = f.top + 12 + 14 * n
         anchor, dx = ("end", -3) if x > plot_right - 80 else ("start", 3)
         out.append(
             f'<line class="marker" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top}" y2="{plot_bottom}" '
@@ -183,7 +193,7 @@ def line_chart(
     legend_x = f.left + 8
     for i, s in enumerate(series if legend_rows else ()):
         color = s.color or PALETTE[i % len(PALETTE)]
-        y = f.top + 12 + 14 * i
+        y = 12 + 14 * i
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         out.append(
             f'<line x1="{legend_x}" x2="{legend_x + 18}" y1="{y - 4}" y2="{y - 4}" '
@@ -194,11 +204,28 @@ def line_chart(
     return "".join(out)
 
 
+def grid(parts: Sequence[str], *, width: int, height: int, columns: int, title: str) -> str:
+    """Several charts (each an ``<svg>`` of ``width`` x ``height``) in one picture."""
+    rows = -(-len(parts) // columns)
+    out = [_open_svg(width * columns, height * rows, title)]
+    for n, part in enumerate(parts):
+        x, y = (n % columns) * width, (n // columns) * height
+        out.append(part.replace("<svg ", f'<svg x="{x}" y="{y}" ', 1))
+    out.append("</svg>")
+    return "".join(out)
+
+
 def bars(
-    items: Sequence[tuple[str, float]], *, title: str, width: int = 640, unit: str = ""
+    items: Sequence[tuple[str, float]],
+    *,
+    title: str,
+    width: int = 640,
+    unit: str = "",
+    colors: Sequence[str] = PALETTE,
+    signed: bool = True,
 ) -> str:
     """Horizontal bars, one per ``(label, value)``, scaled to the largest absolute value
-    (negative values drawn red, left of the axis)."""
+    (negative values drawn red, left of the axis); bar ``i`` takes ``colors[i % len]``."""
     row, label_w = 18, 290
     height = row * max(len(items), 1) + 8
     top = max((abs(v) for _, v in items), default=0.0) or 1.0
@@ -211,14 +238,15 @@ def bars(
         y = 4 + i * row
         w = abs(value) * scale
         x = zero - w if value < 0 else zero
-        color = "#dc2626" if value < 0 else PALETTE[i % len(PALETTE)]
+        color = "#dc2626" if value < 0 else colors[i % len(colors)]
+        shown = f"{value:+.4f}" if signed else f"{value:.3f}"
         out.append(
             f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{escape(_short(label, 48))}'
             "</text>"
             f'<rect class="bar" x="{x:.1f}" y="{y + 2}" width="{max(w, 0.5):.1f}" '
             f'height="{row - 6}" fill="{color}"><title>{escape(label)}: {value:.4f}</title></rect>'
             f'<text x="{x + w + 4 if value >= 0 else zero + 4:.1f}" y="{y + 12}">'
-            f"{value:+.4f}{escape(unit)}</text>"
+            f"{shown}{escape(unit)}</text>"
         )
     out.append("</g></svg>")
     return "".join(out)

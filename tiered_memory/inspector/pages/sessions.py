@@ -7,11 +7,12 @@ metadata (``turn`` or ``turn_number``), else to the last turn written at or befo
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 
 from starlette.requests import Request
 from starlette.routing import BaseRoute
 
-from persistence import Memory
+from persistence import Memory, SessionState, TranscriptEntry
 from tiered_memory.inspector.context import (
     Inspector,
     NavItem,
@@ -37,7 +38,7 @@ def session_list(inspector: Inspector, request: Request) -> tuple[str, PageData]
     return "sessions.html", {"sessions": [_session_row(s) for s in found]}
 
 
-def _session_row(s: object) -> PageData:
+def _session_row(s: SessionState) -> PageData:
     return {
         name: getattr(s, name)
         for name in ("session_id", "started_at", "last_active_at", "turn_number", "is_active",
@@ -68,7 +69,9 @@ def session_page(inspector: Inspector, request: Request) -> tuple[str, PageData]
     return "session.html", data
 
 
-def place(transcript: list, memories: list[Memory]) -> tuple[dict[int, list[Memory]], list[Memory]]:  # type: ignore[type-arg]
+def place(
+    transcript: Sequence[TranscriptEntry], memories: list[Memory]
+) -> tuple[dict[int, list[Memory]], list[Memory]]:
     """Which transcript entry (by index) produced each memory; memories older than the
     first entry are returned apart."""
     by_turn: dict[int, list[Memory]] = {}

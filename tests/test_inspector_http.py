@@ -9,6 +9,9 @@ import hashlib
 import math
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +22,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.inspector_data import SCRIPT, build
-from tests.inspector_server import serving
+from tests.inspector_server import CLI, free_port, serving
 from tiered_memory import AgentMemoryManager
 from tiered_memory.inspector.app import create_app
 
@@ -311,3 +314,34 @@ def test_every_page_answers_on_postgresql(pg_url: str) -> None:
         found = client.get("/memories.json?q=dark+mode").json()["memories"]
         assert found[0]["id"] == ids["prefs"]
         assert re.search(r"postgresql://", client.get("/").text)
+
+
+@pytest.mark.subprocess
+def test_serving_another_host_prints_an_address_with_a_token(
+    built: tuple[Path, dict[str, Any]],
+) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLI, "serve", str(built[0]), "--host", "127.0.0.2",
+         "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    found = re.search(rf"http://127\.0\.0\.2:{port}/\?token=([\w-]{{20,}})", line)
+    assert found is not None, line
+    assert "read-only" in line
+
+
+@pytest.mark.subprocess
+def test_serve_refuses_a_missing_file(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "serve", str(tmp_path / "missing.db")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1 and result.stderr.startswith("error: ")
+    assert not (tmp_path / "missing.db").exists()

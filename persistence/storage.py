@@ -596,6 +596,12 @@ class GraphStorage(Protocol):
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """Entities (of one type, or all), in id order."""
 
+    def asserting_memories(self, relation_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Ids of the memories that assert each relation, by id (unasserted ones left out)."""
+
+    def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
+        """The entities and relations one memory asserts (its graph provenance)."""
+
     def pending(self, now: int, limit: int) -> list[tuple[str, str, int]]:
         """Memories waiting for extraction now: ``(id, content, attempts)``."""
 

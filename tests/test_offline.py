@@ -11,10 +11,20 @@ from tiered_memory import AgentMemoryManager
 
 
 def test_the_network_guard_refuses_connections_and_lookups() -> None:
+    # 192.0.2.1 is TEST-NET-1: the hook refuses it before any packet could leave.
     with pytest.raises(NetworkAccessError):
-        socket.create_connection(("127.0.0.1", 9), timeout=1)
+        socket.create_connection(("192.0.2.1", 9), timeout=1)
     with pytest.raises(NetworkAccessError):
         socket.getaddrinfo("example.com", 443)
+    with pytest.raises(NetworkAccessError):
+        socket.getaddrinfo("localhost", 443)  # a name to look up, even this one
+
+
+def test_the_network_guard_lets_a_loopback_server_of_the_test_through() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
 
 
 def test_recall_with_the_default_model_needs_no_network() -> None:

@@ -154,6 +154,19 @@ class AgentFilteredGraph:
         self._visible(ref)
         return self._owned(self._inner.memory_ids_about(ref, _ALL))[:limit]
 
+    def asserting_memories(self, relation_ids: Sequence[str]) -> dict[str, list[str]]:
+        """This agent's memories asserting each relation."""
+        found: dict[str, list[str]] = self._inner.asserting_memories(relation_ids)
+        kept = {rid: self._owned(ids) for rid, ids in found.items()}
+        return {rid: ids for rid, ids in kept.items() if ids}
+
+    def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
+        """What the memory asserts, if it is this agent's (else nothing)."""
+        if not self._owned([memory_id]):
+            return [], []
+        facts: tuple[list[Entity], list[Relation]] = self._inner.facts_of(memory_id)
+        return facts
+
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """The entities this agent's memories name."""
         entities = self._view()[0]

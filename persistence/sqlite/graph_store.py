@@ -377,6 +377,18 @@ class GraphStore:
         with self.reading() as conn:
             return graph_sql.walk(conn, entity_id, depth, at, fanout, cap)
 
+    def asserting_memories(self, relation_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Ids of the memories that assert each relation (unasserted ones left out)."""
+        with self.reading() as conn:
+            return graph_sql.asserting_memories(conn, relation_ids)
+
+    def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
+        """The entities and relations one memory asserts (its graph provenance)."""
+        with self.reading() as conn:
+            entity_ids, relations = graph_sql.facts_of(conn, memory_id)
+            found = graph_sql.fetch_entities(conn, entity_ids)
+        return [found[e] for e in entity_ids if e in found], relations
+
     def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
         """The entities with these ids (missing ones left out)."""
         with self.reading() as conn:

@@ -2,7 +2,8 @@
 
 ``app`` holds the command group and what commands share; ``commands`` the memory and file
 commands; ``graph`` the knowledge graph's; ``notes`` the notes'; ``repair`` the damage
-commands (``check``, ``salvage``). Importing this package registers them all.
+commands (``check``, ``salvage``); ``serve`` the inspector (a local web page). Importing
+this package registers them all.
 """
 
 from tiered_memory.cli import commands as _commands  # noqa: F401 - registers the commands
@@ -10,6 +11,7 @@ from tiered_memory.cli import erasure as _erasure  # noqa: F401 - registers `for
 from tiered_memory.cli import graph as _graph  # noqa: F401 - registers `graph` and `entities`
 from tiered_memory.cli import notes as _notes  # noqa: F401 - registers `notes ...`
 from tiered_memory.cli import repair as _repair  # noqa: F401 - registers `check` and `salvage`
+from tiered_memory.cli import serve as _serve  # noqa: F401 - registers `serve`
 from tiered_memory.cli.app import main
 
 __all__ = ["main"]

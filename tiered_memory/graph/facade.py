@@ -35,6 +35,7 @@ from persistence import (
     require_int,
     require_number,
     require_str,
+    require_str_tuple,
 )
 
 __all__ = [
@@ -227,6 +228,22 @@ class KnowledgeGraph:
         memories = [found[i] for i in ids if i in found]
         memories.sort(key=lambda m: (-m.created_at, m.id))
         return memories
+
+    def asserted_by(self, relations: Sequence[str | Relation]) -> dict[str, list[str]]:
+        """Provenance: the ids of the memories asserting each relation, by relation id
+        (a relation only added directly has none and is left out)."""
+        self._require_open()
+        if isinstance(relations, str | Relation) or not isinstance(relations, Sequence):
+            raise InvalidTypeError("relations must be a list of relation ids or Relations")
+        ids = [r.id if isinstance(r, Relation) else r for r in relations]
+        require_str_tuple(ids, "relations")
+        return self.records.asserting_memories(ids)
+
+    def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
+        """The entities and relations the memory asserts (none for an unknown id)."""
+        self._require_open()
+        require_str(memory_id, "memory_id")
+        return self.records.facts_of(memory_id)
 
     def entities(self, type: str | None = None, limit: int = 1000) -> list[Entity]:  # noqa: A002
         """Entities (of one type, or all), in id order."""

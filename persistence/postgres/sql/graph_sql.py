@@ -242,6 +242,34 @@ def relations_of(conn: Connection, eid: str) -> list[Relation]:
     return [relation(r) for r in _all(conn, _RELATIONS_OF, {"e": eid})]
 
 
+_ASSERTING = (
+    "SELECT DISTINCT relation_id, memory_id FROM tm_memory_relations "
+    "WHERE relation_id = ANY(%s::text[]) ORDER BY 1, 2"
+)
+_FACT_ENTITIES = "SELECT DISTINCT entity_id FROM tm_memory_entities WHERE memory_id = %s ORDER BY 1"
+_FACT_RELATIONS = (
+    f"{_RELATION} WHERE id IN (SELECT relation_id FROM tm_memory_relations "
+    "WHERE memory_id = %s) ORDER BY 1"
+)
+
+
+def asserting_memories(conn: Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Ids of the memories that assert each relation (by memory id); relations no memory
+    asserts are left out."""
+    if not relation_ids:
+        return {}
+    found: dict[str, list[str]] = {}
+    for rid, mid in _all(conn, _ASSERTING, (_ids(relation_ids),)):
+        found.setdefault(str(rid), []).append(str(mid))
+    return found
+
+
+def facts_of(conn: Connection, memory_id: str) -> tuple[list[str], list[Relation]]:
+    """The entity ids and the relations (by id) that one memory asserts."""
+    entities = [str(r[0]) for r in _all(conn, _FACT_ENTITIES, (memory_id,))]
+    return entities, [relation(r) for r in _all(conn, _FACT_RELATIONS, (memory_id,))]
+
+
 def ensure_relation(
     conn: Connection,
     subject: str,

@@ -261,6 +261,39 @@ def relations_of(conn: apsw.Connection, eid: str) -> list[Relation]:
     return [_relation(r) for r in rows]
 
 
+def asserting_memories(conn: apsw.Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Ids of the memories that assert each relation (by memory id); relations no memory
+    asserts are left out."""
+    if not relation_ids:
+        return {}
+    rows = query_all(
+        conn,
+        "SELECT DISTINCT relation_id, memory_id FROM memory_relations "
+        "WHERE relation_id IN (SELECT value FROM json_each(?)) ORDER BY 1, 2",
+        (_ids(relation_ids),),
+    )
+    found: dict[str, list[str]] = {}
+    for rid, mid in rows:
+        found.setdefault(rid, []).append(mid)
+    return found
+
+
+def facts_of(conn: apsw.Connection, memory_id: str) -> tuple[list[str], list[Relation]]:
+    """The entity ids and the relations (by id) that one memory asserts."""
+    entities = query_all(
+        conn,
+        "SELECT DISTINCT entity_id FROM memory_entities WHERE memory_id = ? ORDER BY 1",
+        (memory_id,),
+    )
+    relations = query_all(
+        conn,
+        f"{_RELATION} WHERE id IN (SELECT relation_id FROM memory_relations "
+        "WHERE memory_id = ?) ORDER BY 1",
+        (memory_id,),
+    )
+    return [r[0] for r in entities], [_relation(r) for r in relations]
+
+
 def ensure_relation(
     conn: apsw.Connection,
     subject: str,

@@ -1,0 +1,112 @@
+"""A small memory file with a bit of everything the inspector shows: a conversation whose
+turns produced memories, promotions, reviews, graph facts asserted by memories, a hub
+entity with many relations, and a memory holding a script tag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tiered_memory import AgentMemoryManager, Tier
+
+DAY = 86_400_000
+START = 1_767_000_000_000
+SCRIPT = (
+    '<script>window.__pwned = 1; document.title = "pwned"</script>'
+    '<img src=x onerror="window.__pwned = 2">'
+)
+
+TURNS = [
+    (
+        "user",
+        "Caroline",
+        "I went to the adoption agency on Tuesday, it was emotional.",
+        "Caroline visited the adoption agency on Tuesday",
+        [("Caroline", "visited", "adoption agency")],
+        ["family", "adoption"],
+    ),
+    ("assistant", None, "That sounds like a big step. How did it go?", None, [], []),
+    (
+        "user",
+        "Caroline",
+        "Good! Melanie came with me, she paints landscapes in her free time.",
+        "Melanie paints landscapes as a hobby",
+        [("Melanie", "paints", "landscapes"), ("Melanie", "friend_of", "Caroline")],
+        ["hobby"],
+    ),
+    (
+        "user",
+        "Caroline",
+        "Also my sister moved to Lisbon last month for work.",
+        "Caroline's sister moved to Lisbon for work",
+        [("Caroline", "sister_lives_in", "Lisbon")],
+        ["family"],
+    ),
+]
+
+
+class Clock:
+    """A clock the builder moves forward by hand."""
+
+    def __init__(self, start: int) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def build(
+    path: Path | str, *, start: int = START, hub_relations: int = 300, **config: Any
+) -> dict[str, Any]:
+    """Write the file (or server database) at ``path``; return the ids tests look for."""
+    clock = Clock(start)
+    with AgentMemoryManager.open(path, clock=clock, embed_in_background=False, **config) as memory:
+        return fill(memory, clock, hub_relations=hub_relations)
+
+
+def fill(memory: AgentMemoryManager, clock: Clock, *, hub_relations: int = 300) -> dict[str, Any]:
+    """Write the data through ``memory`` (whose clock is ``clock``); return the ids."""
+    ids: dict[str, Any] = {}
+    session = memory.start_session(metadata={"user": "caroline"})
+    ids["session"] = session.session_id
+    for n, (role, speaker, said, fact, relations, tags) in enumerate(TURNS):
+        clock.now += 60_000
+        memory.append_transcript(session.session_id, role, said, speaker=speaker)
+        if fact is not None:
+            clock.now += 1000
+            m = memory.remember(
+                fact, session_id=session.session_id, speaker=speaker, tags=tags,
+                importance=0.6 + 0.1 * (n % 3), relations=relations,
+                metadata={"turn_text": said[:20]},
+            )  # fmt: skip
+            ids.setdefault("facts", []).append(m.id)
+    again = memory.remember(
+        "Caroline went to the adoption agency again with her partner",
+        relations=[("Caroline", "visited", "adoption agency")],
+        tags=["adoption"],
+    )
+    ids["again"] = again.id
+    prefs = memory.remember(
+        "The user prefers dark mode in every editor", Tier.EPISODIC,
+        importance=0.9, tags=["preference", "ui"], category="preference",
+    )  # fmt: skip
+    ids["prefs"] = prefs.id
+    clock.now += 2 * DAY
+    memory.review(prefs.id, 5)
+    memory.promote(prefs.id, Tier.SEMANTIC, reason="stated twice, stable preference")
+    ids["script"] = memory.remember(SCRIPT, tags=["<b>odd</b>"], speaker="mallory").id
+    ids["weak"] = memory.remember("A passing remark about the weather", importance=0.0).id
+    for i in range(12):
+        memory.remember(f"Filler note {i} about project Atlas milestone {i}",
+                        tags=["atlas", f"m{i % 3}"], importance=(i % 5) / 5)  # fmt: skip
+    hub = memory.remember(
+        "Atlas depends on many services",
+        relations=[("Atlas", "depends_on", f"service-{i:03d}") for i in range(hub_relations)],
+    )
+    ids["hub_memory"] = hub.id
+    memory.scratchpad.put("goal", "Ship the inspector by Friday")
+    clock.now += 3 * DAY
+    memory.flush()
+    ids["caroline"] = memory.graph.entity("Caroline").id  # type: ignore[union-attr]
+    ids["atlas"] = memory.graph.entity("Atlas").id  # type: ignore[union-attr]
+    return ids

@@ -1,0 +1,57 @@
+"""serving(): run ``tiered-memory serve`` as a real process on a free loopback port, wait
+until it answers, and stop it (SIGINT, as Ctrl-C would) when the block ends."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = "from tiered_memory.cli import main; main()"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(db: Path | str, *args: str, timeout: float = 60.0) -> Iterator[str]:
+    """The base URL (``http://127.0.0.1:PORT``) of a server of ``db`` started with
+    ``args``; its stderr is kept in the exception if it never answers."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLI, "serve", str(db), "--port", str(port), *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"serve exited {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(f"{base}/index.json", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -281,7 +281,7 @@ def test_an_indexed_put_without_text_is_refused_and_writes_nothing(
 ) -> None:
     store.put(("n",), "kept", {"text": "something to find"})
     before = len(store.memory.query(None, limit=100))
-    for value, index in (({"text": "   \n"}, ["text"]), ({"title": "x"}, ["text"])):
+    for value, index in (({"text": "   \n"}, ["text"]), ({"text": "", "t": " "}, ["text", "t"])):
         with pytest.raises(InvalidInputError, match="no text in its indexed fields"):
             store.put(("n",), "blank", value, index=index)
     with pytest.raises(InvalidInputError):  # a batch with one blank put writes none of it
@@ -292,3 +292,7 @@ def test_an_indexed_put_without_text_is_refused_and_writes_nothing(
     assert len(store.memory.query(None, limit=100)) == before
     store.put(("n",), "hidden", {"text": ""}, index=False)  # unsearchable on purpose
     assert store.get(("n",), "hidden").value == {"text": ""}  # type: ignore[union-attr]
+    # none of the indexed fields present: kept (as LangGraph's stores keep it), unsearchable
+    store.put(("n",), "fieldless", {"title": "x"}, index=["text"])
+    assert store.get(("n",), "fieldless").value == {"title": "x"}  # type: ignore[union-attr]
+    assert all(i.key != "fieldless" for i in store.search(("n",), query="title x"))

@@ -360,12 +360,14 @@ class TieredMemoryStore(BaseStore):
             fields = self.index_fields if op.index is None else op.index
             texts = field_texts(value, fields)
             content = "\n".join(texts)
-            if not content.strip():
+            if texts and not content.strip():  # blank text refused, as remember() does
                 raise InvalidInputError(
                     f"value of {op.key!r} has no text in its indexed fields {list(fields)}: "
                     "put it with index=False to store it unsearchable, or index other "
                     "fields (nothing was written)"
                 )
+            if not texts:  # none of the fields is there: kept, unsearchable (as LangGraph)
+                content = UNINDEXED_CONTENT
         vectors = None if self._fields is None else self._fields.embed(texts)
         return _Write(op, content, stored, vectors, ttl)
 

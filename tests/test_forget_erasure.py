@@ -94,8 +94,9 @@ def test_update_forgets_the_old_content(tmp_path: Path) -> None:
         old = memory.remember(SECRET)
         memory.remember(KEEP)
         memory.flush()
-        memory.update(old.id, content="the patient is well")
+        memory.update(old.id, content="the patient is well", keep_history=False)
         memory.flush()
+        assert memory.history(old.id) == []  # nothing kept (the default keeps both)
     assert_forgotten(db, SECRET_WORDS, [*KEEP_WORDS, "patient"], 12, [SECRET])
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from persistence import DatabaseBusyError, ReadOnlyError, StorageFullError, Tier
+from persistence import ReadOnlyError, StorageFullError, Tier
 from tests.test_cli import run
 from tests.test_read_only import fingerprint, leave_a_wal
 from tiered_memory import AgentMemoryManager
@@ -195,8 +195,7 @@ def test_a_failed_last_write_still_closes_the_file(tmp_path: Path) -> None:
     other = apsw.Connection(str(db))
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
-        with pytest.raises(DatabaseBusyError):
-            memory.shutdown()
+        memory.shutdown()  # the review it cannot write is dropped (issue 28), not raised
         assert not memory.store.is_open
     finally:
         other.execute("ROLLBACK")

@@ -11,6 +11,7 @@ permissions bind that user and no switch is needed.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from persistence import Tier
 from persistence.sqlite import SQLiteStore
 from tests.test_cli_read_only import pending_db, read_commands  # noqa: F401 - fixture
 from tests.test_read_only import fingerprint
+from tiered_memory.embedding import OnnxEmbedder
 
 pytestmark = [pytest.mark.subprocess]
 
@@ -52,11 +54,29 @@ else:
 """.replace("NOBODY", str(NOBODY))
 
 
-def as_another_user(*args: str) -> subprocess.CompletedProcess[str]:
+def as_another_user(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI (or an open) as ``nobody``; ``cache``: a model cache it can read (root's
+    own, under /root, is closed to other users, as another user's home would be)."""
+    env = dict(os.environ)
+    if cache is not None:
+        env["TIERED_MEMORY_CACHE"] = str(cache)
     return subprocess.run(
         [sys.executable, "-c", AS_ANOTHER_USER, *args],
-        capture_output=True, text=True, timeout=300, cwd="/",
+        capture_output=True, text=True, timeout=300, cwd="/", env=env,
     )  # fmt: skip
+
+
+def readable_model_cache(tmp_path: Path) -> Path:
+    """A copy of this user's built models that ``nobody`` can read (built here if needed)."""
+    from tiered_memory.embedding.quality_model import cache_dir
+
+    OnnxEmbedder.compact()  # the default model, built into this user's cache once
+    copy = tmp_path / "model-cache"
+    shutil.copytree(cache_dir(), copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    open_to_all(copy, 0o755)
+    return copy
 
 
 def open_to_all(path: Path, mode: int) -> None:
@@ -84,6 +104,7 @@ def test_read_commands_work_in_a_folder_this_user_cannot_write(
 ) -> None:
     with SQLiteStore(pending_db, read_only=True) as store:
         memory_id = store.page(Tier.SEMANTIC)[0].id
+    cache = readable_model_cache(tmp_path) if command == "search" else None
     out = tmp_path / "out"
     out.mkdir()
     open_to_all(out, 0o777)
@@ -91,7 +112,9 @@ def test_read_commands_work_in_a_folder_this_user_cannot_write(
     open_to_all(pending_db.parent, 0o555)
     try:
         before, files = fingerprint(pending_db), listing(pending_db.parent)
-        result = as_another_user(*read_commands(pending_db, out, memory_id)[command], "--json")
+        result = as_another_user(
+            *read_commands(pending_db, out, memory_id)[command], "--json", cache=cache
+        )
         assert result.returncode == 0, result.stderr
         assert "error" not in result.stderr
         assert fingerprint(pending_db) == before
@@ -104,7 +127,6 @@ def test_read_commands_work_in_a_folder_this_user_cannot_write(
         pending_db.parent.chmod(0o755)
 
 
-@pytest.mark.slow
 def test_a_read_only_open_of_a_0444_file_leaves_no_wal_or_shm(
     pending_db: Path,  # noqa: F811 - the fixture
 ) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-from persistence.validation import require_str, require_str_tuple
+from persistence import require_str, require_str_tuple
 
-if TYPE_CHECKING:
-    from tiered_memory.manager import AgentMemoryManager
+AgentMemoryManager = Any
+"""The manager these erase through (typed loosely: the manager imports this module)."""
 
 DEFAULT_REASON = "forgotten on request"
 

@@ -8,7 +8,7 @@ background work now instead.
 
 from __future__ import annotations
 
-from persistence import Backend, InvalidInputError, Progress, require_int
+from persistence import Backend, InvalidInputError, Progress, require_callable, require_int
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
@@ -68,6 +68,7 @@ class Lifecycle:
         for extraction; returns how many memories were embedded."""
         self._memories.require_open()
         require_int(batch_size, "batch_size", minimum=1)
+        require_callable(progress, "progress", allow_none=True)
         self.store.require_writable()
         self._recaller.apply_reviews()
         embedded = self._embeddings.flush(batch_size, progress=progress)

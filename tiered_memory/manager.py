@@ -313,10 +313,13 @@ class AgentMemoryManager(RecallCalls):
         tags: Sequence[str] | None = None,
         importance: float | None = None,
         author: str | None = None,
+        keep_history: bool = True,
     ) -> Memory:
         """Change a memory's content, metadata, tags or importance; bumps ``updated_at``.
         A changed content is kept in the memory's history (:meth:`history`), as written
-        by ``author``."""
+        by ``author``. ``keep_history=False`` keeps neither the new nor the replaced
+        content there: with the manager closed, no byte of the replaced content stays in
+        the file (versions kept earlier stay until the memory is forgotten)."""
         return self._writer.update(
             memory_id,
             content=content,
@@ -324,6 +327,7 @@ class AgentMemoryManager(RecallCalls):
             tags=tags,
             importance=importance,
             author=author,
+            keep_history=keep_history,
         )
 
     def history(self, memory_id: str) -> list[MemoryVersion]:

@@ -233,16 +233,18 @@ class MemoryWriter:
         tags: Sequence[str] | None,
         importance: float | None,
         author: str | None = None,
+        keep_history: bool = True,
     ) -> Memory:
         """``AgentMemoryManager.update``: the changes checked, then one transaction. A
         new content is kept in the memory's history (with the one it replaces, the first
-        time), written by ``author``."""
+        time), written by ``author``; ``keep_history=False`` keeps neither."""
         self._memories.require_open()
         require_str(memory_id, "memory_id")
         if content is not None:
             require_content(content)
         check_new_fields(importance=importance, tags=tags, metadata=metadata, updating=True)
         require_str(author, "author", allow_none=True)
+        require_bool(keep_history, "keep_history")
         content, tags, metadata, redacted = redact_fields(
             self._redactor, content, tags, metadata, record=False
         )
@@ -271,7 +273,8 @@ class MemoryWriter:
                 if content != memory.content:  # re-extracted: the old findings go now
                     self.records.drop_extracted(memory_id)
                     self.store.after_commit(self._extraction.notify)
-                    self._keep_version(memory, content, author)
+                    if keep_history:
+                        self._keep_version(memory, content, author)
             updated = self._memories.rewrite(
                 replace(memory, updated_at=touched(memory, self._clock()), **changes)
             )

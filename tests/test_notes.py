@@ -92,7 +92,7 @@ def test_links_to_memories_and_entities(memory: AgentMemoryManager) -> None:
     other = memory.notes.create("Other", "nothing linked")
     assert memory.notes.link(other.id, memory=fact.id) is True
     assert memory.notes.link(other.id, memory=fact.id) is False
-    assert [n.id for n in memory.notes.about(memory=fact.id)] == [note.id, other.id]
+    assert sorted(n.id for n in memory.notes.about(memory=fact.id)) == sorted([note.id, other.id])
     assert memory.notes.unlink(other.id, memory=fact.id) is True
     assert memory.notes.get(other.id).links == ()  # type: ignore[union-attr]
     with pytest.raises(MemoryNotFoundError):

@@ -317,18 +317,12 @@ class AgentMemoryManager(RecallCalls):
     ) -> Memory:
         """Change a memory's content, metadata, tags or importance; bumps ``updated_at``.
         A changed content is kept in the memory's history (:meth:`history`), as written
-        by ``author``. ``keep_history=False`` keeps neither the new nor the replaced
-        content there: with the manager closed, no byte of the replaced content stays in
-        the file (versions kept earlier stay until the memory is forgotten)."""
+        by ``author``; ``keep_history=False`` keeps no version (the replaced content is
+        erased at close; versions kept earlier stay until the memory is forgotten)."""
         return self._writer.update(
-            memory_id,
-            content=content,
-            metadata=metadata,
-            tags=tags,
-            importance=importance,
-            author=author,
-            keep_history=keep_history,
-        )
+            memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
+            author=author, keep_history=keep_history,
+        )  # fmt: skip
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """The contents a memory had, oldest first (version 1: as remembered), each with

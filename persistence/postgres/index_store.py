@@ -28,6 +28,7 @@ from persistence.errors import (
     InvalidInputError,
     InvalidTypeError,
 )
+from persistence.index_searches import Turn
 from persistence.meta_keys import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_ERRORS_KEY,
@@ -185,7 +186,7 @@ class PgIndexStore:
 
     def conversation_turns(
         self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, conversation_sql.Turn]:
+    ) -> dict[str, Turn]:
         """Memory id -> (speaker, asks something, id before it (``None`` unless
         ``before``) and after it in its session and tier), for those that exist."""
         for memory_id in memory_ids:

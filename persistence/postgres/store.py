@@ -28,6 +28,7 @@ from persistence.errors import (
     SchemaTooNewError,
     UnsupportedOperationError,
 )
+from persistence.index_searches import IndexSearches
 from persistence.meta_keys import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_ERRORS_KEY,
@@ -43,9 +44,7 @@ from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
     ForgettingRecord,
-    KeywordParts,
     Memory,
-    MemoryFilter,
     PersistenceStatistics,
     PoolSettings,
     PromotionRecord,
@@ -83,7 +82,7 @@ KEYWORD_INDEX_BLOCKED = (
 )
 
 
-class PostgresStore:
+class PostgresStore(IndexSearches):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -95,6 +94,8 @@ class PostgresStore:
     (``synchronous_commit = off``: a server crash may lose the last fraction of a second of
     acknowledged commits), ``"FULL"`` waits for it.
     """
+
+    indexes: PgIndexStore
 
     def __init__(
         self,
@@ -505,34 +506,7 @@ class PostgresStore:
     def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
         return self.schedules.get_forgetting_log(memory_id)
 
-    # recall's indexes and embeddings (PgIndexStore)
-
-    def keyword_search(
-        self, words: Sequence[str], limit: int, tier: Tier | None = None,
-        context_weight: float = 0.5, after_weight: float = 0.5, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
-                                           where=where)  # fmt: skip
-
-    def keyword_parts(
-        self, words: Sequence[str], memory_ids: Sequence[str]
-    ) -> dict[str, KeywordParts]:
-        return self.indexes.keyword_parts(words, memory_ids)
-
-    def vector_search(
-        self, vector: object, limit: int, tier: Tier | None = None, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.vector_search(vector, limit, tier, where=where)
-
-    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
-        return self.indexes.vector_distances(vector, memory_ids)
-
-    def conversation_turns(
-        self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, tuple[str | None, bool, str | None, str | None]]:
-        return self.indexes.conversation_turns(memory_ids, before=before)
+    # recall's embeddings (PgIndexStore; its searches: IndexSearches)
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         return self.indexes.unembedded(limit)

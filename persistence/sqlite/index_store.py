@@ -20,6 +20,7 @@ import numpy as np
 
 from persistence.codecs import encode_embedding
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
+from persistence.index_searches import Turn
 from persistence.records import KeywordParts, MemoryFilter, Tier, content_hash
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.database import Database
@@ -217,7 +218,7 @@ class IndexStore:
 
     def conversation_turns(
         self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, conversation_sql.Turn]:
+    ) -> dict[str, Turn]:
         """Memory id -> (speaker, asks something, id before it (``None`` unless
         ``before``) and after it in its session), for those of ``memory_ids`` that
         exist (recall's conversation signals and reranking)."""

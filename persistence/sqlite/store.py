@@ -40,12 +40,11 @@ from persistence.errors import (
     SchemaTooNewError,
     StorageFullError,
 )
+from persistence.index_searches import IndexSearches
 from persistence.records import (
     ForgettingRecord,
     Key,
-    KeywordParts,
     Memory,
-    MemoryFilter,
     PersistenceStatistics,
     PromotionRecord,
     QueryOptions,
@@ -79,7 +78,6 @@ from persistence.sqlite.memory_store import MemoryStore
 from persistence.sqlite.schedule_store import ScheduleStore
 from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.sql import memory_sql, stats_sql
-from persistence.sqlite.sql.conversation_sql import Turn
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     add_to_counter,
@@ -119,41 +117,7 @@ class _Shared(Generic[T]):
                 setattr(part, self.name, value)
 
 
-class _IndexSearches:
-    """The store's searches for recall, each the index store's (:attr:`indexes`): apart
-    from :class:`SQLiteStore` only to keep that class readable."""
-
-    indexes: IndexStore
-
-    def keyword_search(
-        self, words: Sequence[str], limit: int, tier: Tier | None = None,
-        context_weight: float = 0.5, after_weight: float = 0.5, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.keyword_search(words, limit, tier, context_weight, after_weight,
-                                           where=where)  # fmt: skip
-
-    def keyword_parts(
-        self, words: Sequence[str], memory_ids: Sequence[str]
-    ) -> dict[str, KeywordParts]:
-        return self.indexes.keyword_parts(words, memory_ids)
-
-    def vector_search(
-        self, vector: object, limit: int, tier: Tier | None = None, *,
-        where: MemoryFilter | None = None,
-    ) -> list[tuple[str, float]]:  # fmt: skip
-        return self.indexes.vector_search(vector, limit, tier, where=where)
-
-    def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
-        return self.indexes.vector_distances(vector, memory_ids)
-
-    def conversation_turns(
-        self, memory_ids: Sequence[str], *, before: bool = False
-    ) -> dict[str, Turn]:
-        return self.indexes.conversation_turns(memory_ids, before=before)
-
-
-class SQLiteStore(_IndexSearches):
+class SQLiteStore(IndexSearches):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -175,6 +139,8 @@ class SQLiteStore(_IndexSearches):
     statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`db`;
     :meth:`transaction`, the hooks and the connections are its, offered here too.
     """
+
+    indexes: IndexStore
 
     clock = _Shared[Callable[[], int]]()
     max_content_bytes = _Shared[int]()

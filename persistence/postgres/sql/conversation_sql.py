@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 
+from persistence.index_searches import Turn
+
 
 def _near(compare: str, order: str) -> str:
     return (
@@ -26,9 +28,6 @@ _TURNS = {
     )
     for before in (False, True)
 }
-
-Turn = tuple[str | None, bool, str | None, str | None]
-"""(speaker, holds a question mark, id before it in its session, id after it)."""
 
 
 def turns(

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import apsw
 
 from persistence.codecs import encode_json
+from persistence.index_searches import Turn
 from persistence.sqlite.connection import query_all
 
 TIERS = ("scratchpad", "episodic", "semantic")
@@ -29,9 +30,6 @@ def _turns_sql(tier: str, before: bool) -> str:
 
 
 _TURNS = {b: " UNION ALL ".join(_turns_sql(tier, b) for tier in TIERS) for b in (False, True)}
-
-Turn = tuple[str | None, bool, str | None, str | None]
-"""(speaker, holds a question mark, id before it in its session, id after it)."""
 
 
 def turns(

@@ -8,6 +8,8 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -209,20 +211,29 @@ def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) ->
 @pytest.mark.subprocess
 def test_restore_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     snapshot = full.backup()
-    # The writer goes on until told: it is still writing when the restore returns (a
-    # fixed count could all be written before a slow restore ended).
+    # The writer goes on until told, and a thread drains its ids as they come: a writer
+    # blocked on a full pipe during a slow restore would write nothing after it.
     writer = subprocess.Popen([sys.executable, WORKER, "write-until-told", str(db_path), "busy"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert writer.stdin is not None and writer.stdout is not None
     assert writer.stdout.readline().strip() == "READY"
+    ids: list[str] = []
+    drain = threading.Thread(target=lambda: ids.extend(line.strip() for line in writer.stdout))  # type: ignore[union-attr]
+    drain.start()
     full.restore(snapshot)
-    ids = [writer.stdout.readline().strip() for _ in range(50)]  # some after the restore
-    out, _ = writer.communicate("stop\n", timeout=60)
-    ids += out.split()
+    deadline = time.monotonic() + 60
+    while not any(full.get(i) is not None for i in ids[-20:]) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until a write made after the restore shows in the restored file
+    writer.stdin.write("stop\n")
+    writer.stdin.close()
+    writer.wait(timeout=60)
+    drain.join(timeout=60)
     assert writer.returncode == 0
     assert full.check_integrity().ok
-    present = sum(full.get(i) is not None for i in ids)
-    assert 0 < present <= len(ids)  # writes after the restore landed in the restored database
+    present = [full.get(i) is not None for i in ids]
+    assert any(present), "no write made after the restore is in the restored database"
+    first = present.index(True)  # writes before the restore are gone, every later one kept
+    assert all(present[first:])
 
 
 # --- JSON -------------------------------------------------------------------------------------

@@ -224,9 +224,8 @@ def _judge_one(run: Run, index: int, db: Path, verdict: Verdict) -> None:
 
 def _creation_outcome(db: Path) -> str:
     """What opening a store cut while it was being created gives: a usable (empty) store
-    or which error (a :class:`TieredMemoryError` is fine: nothing was acknowledged)."""
-    if not db.exists():
-        return "no file"
+    or which error (a :class:`TieredMemoryError`: nothing was acknowledged, but the file
+    is then left for the user to deal with)."""
     try:
         with AgentMemoryManager.open(db, **CONFIG) as memory:
             ok = memory.check_integrity().ok and not read_state(memory)

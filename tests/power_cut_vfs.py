@@ -69,16 +69,21 @@ class Recording:
         points = [i for i, e in enumerate(self.events) if e.kind == SYNC]
         return [*points, len(self.events)]
 
-    def cuts(self, wanted: set[int] | None = None) -> Iterator[tuple[int, dict[str, bytes]]]:
+    def cuts(
+        self, wanted: set[int] | None = None, tear: str = "alternate"
+    ) -> Iterator[tuple[int, dict[str, bytes]]]:
         """``(index, {path: bytes})`` for each sync point (or each one in ``wanted``): the
-        files as a power cut just before that event would leave them (see module doc)."""
+        files as a power cut just before that event would leave them (see module doc).
+        ``tear``: which half of a torn write reached the disk (``"front"``, ``"back"``,
+        or ``"alternate"`` from one cut to the next)."""
         durable: dict[str, bytearray] = {}
         pending: dict[str, list[Event]] = {}
         number = 0
         for index, event in enumerate([*self.events, Event(SYNC, "")]):
             if event.kind == SYNC:
                 if wanted is None or index in wanted:
-                    yield index, _cut(durable, pending, torn_front=number % 2 == 0)
+                    front = number % 2 == 0 if tear == "alternate" else tear == "front"
+                    yield index, _cut(durable, pending, torn_front=front)
                 number += 1
                 if event.path in durable:
                     for write in pending.pop(event.path, []):

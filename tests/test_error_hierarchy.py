@@ -112,3 +112,35 @@ def test_a_busy_postgres_write_carries_its_sqlstate(pg_url: str) -> None:
         assert isinstance(raised.value, DatabaseBusyError)
         assert raised.value.sqlstate == "55P03"  # lock_not_available
         assert memory.get(held.id).content == "a row another connection holds"  # type: ignore[union-attr]
+
+
+def test_an_open_that_fails_after_the_store_opened_leaves_no_connection(tmp_path: Path) -> None:
+    """A damaged scratchpad table fails the open after the store's connections exist
+    (found by benchmarks/fuzz.py): the error is ours, every connection is closed, and
+    the same path opens again once the file is good (a leaked connection made every
+    later open of the path in the process fail with a disk I/O error)."""
+    path = tmp_path / "scratch.db"
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        for n in range(40):
+            memory.remember(f"a note on the scratchpad {n} " + "s" * 200, "scratchpad")
+        notes = len(memory.query("scratchpad", limit=None))
+        memory.maintain()
+    good = path.read_bytes()
+    conn = apsw.Connection(str(path))
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'scratchpad'").get
+    conn.close()
+    page = int.from_bytes(good[16:18], "big")
+    damaged = bytearray(good)
+    damaged[(root - 1) * page + 8 : root * page] = b"\xa5" * (page - 8)  # its cells
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(bytes(damaged))
+    before = apsw.connections()
+    with pytest.raises(CorruptDatabaseError):
+        AgentMemoryManager.open(path, **NO_MODEL)
+    assert apsw.connections() == before
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(good)
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        assert len(memory.query("scratchpad", limit=None)) == notes > 0

@@ -171,7 +171,7 @@ class SQLiteStore(IndexSearches):
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
         self.max_content_bytes = max_content_bytes
         raw = os.fspath(path)
-        self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
+        self.path = raw if raw == MEMORY_PATH else str(_expanded(Path(raw)).absolute())
         require_bool(read_only, "read_only")
         self.read_only = read_only
         self.options = ConnectionOptions(
@@ -705,3 +705,12 @@ def _share_docstrings(store: type, parts: Sequence[type]) -> None:
 
 
 _share_docstrings(SQLiteStore, (MemoryStore, SessionStore, ScheduleStore, IndexStore))
+
+
+def _expanded(path: Path) -> Path:
+    """``~`` and ``~user`` expanded; a ``~name`` of no known user stays as written (as a
+    shell leaves it), so opening it says which folder is missing."""
+    try:
+        return path.expanduser()
+    except RuntimeError:  # Python: "Could not determine home directory"
+        return path

@@ -144,3 +144,46 @@ def test_an_open_that_fails_after_the_store_opened_leaves_no_connection(tmp_path
     path.write_bytes(good)
     with AgentMemoryManager.open(path, **NO_MODEL) as memory:
         assert len(memory.query("scratchpad", limit=None)) == notes > 0
+
+
+def _damage_table(path: Path, table: str) -> None:
+    """Overwrite ``table``'s root page with a pattern SQLite reads as damage."""
+    conn = apsw.Connection(str(path))
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (table,)).get
+    conn.close()
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[(root - 1) * page : root * page] = b"\xa5" * page
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(bytes(data))
+
+
+def test_damage_found_by_the_stores_last_open_step_leaves_no_connection(tmp_path: Path) -> None:
+    """The keyword index's catch-up check reads graph_dirty after the connections are
+    made (found by benchmarks/fuzz.py): the error is ours and nothing stays open."""
+    path = tmp_path / "graph.db"
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        memory.remember("something")
+        memory.maintain()
+    _damage_table(path, "graph_dirty")
+    before = apsw.connections()
+    with pytest.raises(CorruptDatabaseError):
+        AgentMemoryManager.open(path, **NO_MODEL)
+    assert apsw.connections() == before
+
+
+def test_a_text_value_that_is_not_utf8_is_damage_not_a_decode_error(tmp_path: Path) -> None:
+    """A damaged page can leave bytes that are not UTF-8 in a TEXT column; reading it
+    raised Python's UnicodeDecodeError (found by benchmarks/fuzz.py)."""
+    path = tmp_path / "text.db"
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        stored = memory.remember("a lighthouse by the sea")
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE episodic SET content = CAST(x'6c69676874686f757365ff' AS TEXT)")
+    conn.close()
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        with pytest.raises(CorruptDatabaseError, match="not UTF-8"):
+            memory.get(stored.id)
+        with pytest.raises(CorruptDatabaseError, match="not UTF-8"):
+            memory.query("episodic", limit=None)

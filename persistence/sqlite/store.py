@@ -11,6 +11,7 @@ of a part is offered on the store too (one call; the docstring is the part's).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -91,6 +92,8 @@ from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
 T = TypeVar("T")
+
+logger = logging.getLogger("tiered_memory")
 
 
 class _Shared(Generic[T]):
@@ -249,11 +252,24 @@ class SQLiteStore(IndexSearches):
             if not opened or self.read_only:
                 return self
             conn = self.db.require_open()
-            self.indexes.opened(conn)
-            if self.keywords.opened(conn):
-                with self.transaction():  # written without the store: caught up on commit
-                    pass
+            try:
+                self.indexes.opened(conn)
+                if self.keywords.opened(conn):
+                    with self.transaction():  # written without the store: caught up on commit
+                        pass
+            except BaseException:
+                self._close_after_failed_open()
+                raise
             return self
+
+    def _close_after_failed_open(self) -> None:
+        """Close the connections an open made before it failed (a damaged table, say): the
+        caller gets no store to close, and an open connection to the path would fail every
+        later open of it in this process."""
+        try:
+            self.db.close()
+        except Exception as exc:  # the open's error is the one to report
+            logger.debug("closing %s after a failed open: %s", self.path, exc)
 
     def _prepare(self, conn: apsw.Connection) -> None:
         """Check (and, read-write, migrate) a new connection's file before it is used."""

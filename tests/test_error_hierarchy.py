@@ -187,3 +187,23 @@ def test_a_text_value_that_is_not_utf8_is_damage_not_a_decode_error(tmp_path: Pa
             memory.get(stored.id)
         with pytest.raises(CorruptDatabaseError, match="not UTF-8"):
             memory.query("episodic", limit=None)
+
+
+def test_a_json_column_that_is_not_json_is_damage_not_a_decode_error(tmp_path: Path) -> None:
+    """Damaged bytes in a JSON column (linked memories, a session's agents) raised
+    orjson's JSONDecodeError (found by benchmarks/fuzz.py)."""
+    path = tmp_path / "json.db"
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        stored = memory.remember("a lighthouse by the sea")
+        session = memory.start_session(session_id="s1")
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE episodic SET linked_memories = '[\\x01'")
+    conn.execute("UPDATE sessions SET active_agents = '{'")
+    conn.close()
+    with AgentMemoryManager.open(path, **NO_MODEL) as memory:
+        with pytest.raises(CorruptDatabaseError, match="not valid JSON"):
+            memory.get(stored.id)
+        with pytest.raises(CorruptDatabaseError, match="not valid JSON"):
+            memory.query("episodic", limit=None)
+        with pytest.raises(CorruptDatabaseError, match="not valid JSON"):
+            memory.get_session(session.session_id)

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
+
 import apsw
 import orjson
 
@@ -430,7 +432,8 @@ class Campaign:
         if problems or (self.strict and remaining):
             keep = self.failures / f"round-{number:06d}"
             keep.mkdir(exist_ok=True)
-            shutil.copy(journal, keep)
+            if journal.exists():  # a worker killed before it started has none
+                shutil.copy(journal, keep)
             for suffix in ("", "-wal"):
                 if Path(f"{self.db}{suffix}").exists():
                     shutil.copy(f"{self.db}{suffix}", keep)
@@ -657,9 +660,20 @@ def run_record(t: Tally, args: argparse.Namespace, elapsed: float, failed: bool)
     counts = {k: getattr(t, k) for k in LEDGER_SUMS if hasattr(t, k)}
     return {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seed": args.seed,
             "seconds": round(elapsed), "load": [round(x, 2) for x in os.getloadavg()],
-            "command": " ".join(sys.argv), "runs": 1, **counts,
+            "command": " ".join(sys.argv), "code": _code_version(), "runs": 1, **counts,
             "raw_exceptions": sum(t.raw.values()), "errors": dict(t.errors + t.raw),
             "failed_runs": int(failed)}  # fmt: skip
+
+
+def _code_version() -> str:
+    """The commit of the checkout whose code ran (``+`` when it has changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        command = ["git", "-C", str(root), "describe", "--always", "--dirty=+"]
+        head = subprocess.run(command, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        head = ""
+    return head or "unknown"
 
 
 def append_ledger(path: Path, record: dict[str, Any]) -> dict[str, int]:

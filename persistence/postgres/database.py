@@ -25,12 +25,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import pq, sql
+from psycopg.abc import Params
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from persistence.errors import (
@@ -50,6 +51,9 @@ log = logging.getLogger("tiered_memory.postgres")
 
 Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
+Row = tuple[Any, ...]
+Statement = tuple[str, Params | None]
+"""A statement for :meth:`PgDatabase.write_in_one_trip`: its text and parameters."""
 _IDLE = pq.TransactionStatus.IDLE
 _INERROR = pq.TransactionStatus.INERROR
 CHANNEL = "tm_changes"
@@ -59,6 +63,15 @@ CLIENT_CHECK_MS = 500
 """How often a backend working on a statement checks that its client is still there
 (``client_connection_check_interval``): a killed client's statement stops, its transaction
 rolls back and its agent's writer lock is free within this, not when the statement ends."""
+
+
+def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
+    """The first row of a statement's answer (``None``: it returned none)."""
+    result = cur.pgresult
+    if result is None or result.ntuples == 0:
+        return None
+    row: Row | None = cur.fetchone()
+    return row
 
 
 def _check_client(conn: Connection) -> None:
@@ -119,6 +132,12 @@ class PgDatabase:
             "AND pg_current_xact_id_if_assigned() IS NOT NULL RETURNING v; COMMIT"
         )
         self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
+        # the same two steps as separate statements, for a pipeline (one each)
+        self._lock_sql = sql.SQL(self._begin_sql.split("; ", 1)[1]).format(**self._literals)
+        self._one_trip_bump = (  # the scope a parameter: its text may hold a %
+            "UPDATE tm_version SET v = v + 1 WHERE scope = %s "
+            "AND pg_current_xact_id_if_assigned() IS NOT NULL AND ({wrote}) RETURNING v"
+        )
 
     # --- opening and closing ----------------------------------------------------------
 
@@ -301,6 +320,70 @@ class PgDatabase:
             finally:
                 self._tx = None
                 pool.putconn(conn)
+
+    def write_in_one_trip(
+        self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]
+    ) -> list[Row | None]:
+        """Run ``statements`` as one transaction in ONE round trip, and return the first
+        row of each (``None`` for a statement that returned none). ``wrote`` is an SQL
+        condition (and its parameters) true when the statements changed data: the
+        scope's version moves only then (a statement that wrote nothing may still have
+        taken a transaction id, through a statement trigger).
+
+        psycopg's pipeline mode sends ``BEGIN``, the scope's writer lock and version
+        read, the statements, the version bump and ``COMMIT`` together and reads the
+        answers together: the same transaction as :meth:`transaction` runs (writers of one
+        agent queue at the lock, other processes learn of it the same way), without a
+        round trip per step. Durable when it returns. Outside a transaction only (inside
+        one, the caller writes through :meth:`transaction`). A failed statement rolls the
+        whole transaction back (nothing written) and raises its translated error; a
+        connection lost on the way raises :class:`ConnectionLostError` saying the
+        outcome is unknown (the ``COMMIT`` may have run)."""
+        with self.lock:
+            if self._depth:
+                raise RuntimeError("write_in_one_trip() runs outside a transaction only")
+            self.require_writable()
+            pool = self._require_pool()
+            try:
+                conn = pool.getconn()
+            except PoolTimeout:
+                raise self._pool_timeout() from None
+            except psycopg.Error as exc:
+                raise call_error(exc, self._url) from None
+            try:
+                return self._one_trip(conn, statements, wrote)
+            finally:
+                pool.putconn(conn)
+
+    def _one_trip(
+        self, conn: Connection, statements: Sequence[Statement], wrote: tuple[str, Sequence[Any]]
+    ) -> list[Row | None]:
+        condition, condition_params = wrote
+        bump_sql = self._one_trip_bump.format(wrote=condition)
+        try:
+            with conn.pipeline():
+                conn.execute(b"BEGIN")
+                head = conn.execute(self._lock_sql)
+                cursors = [conn.execute(query, params) for query, params in statements]
+                bump = conn.execute(bump_sql, (self.scope, *condition_params))
+                conn.execute(b"COMMIT")
+        except psycopg.Error as exc:
+            lost = conn.closed or conn.broken
+            self._rollback_quietly(conn)
+            raise call_error(exc, self._url, committing=lost) from None
+        rows = [_first_row(cur) for cur in cursors]
+        read = _first_row(head)
+        version = None if read is None or read[1] is None else int(read[1])
+        try:
+            self._drain()  # what the version check covers is noticed once
+        except psycopg.Error:
+            self._drop_listener()
+        changed = self._seen_version is not None and version != self._seen_version
+        bumped = _first_row(bump)
+        self._seen_version = version if bumped is None else int(bumped[0])
+        if changed:
+            self._tell_listeners()
+        return rows
 
     def _outer(self, conn: Connection, join: bool) -> Iterator[Connection]:
         try:

@@ -138,6 +138,7 @@ class PgMemoryStore:
             self._insert_one(stored[0], rows[0], vectors, schedules)
             return stored
         with self._writing() as conn:
+            memory_sql.bulk_keyword_entries(conn)
             for dim in sorted({len(v) for _, v in vectors}):
                 self._check_dimension(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)

@@ -153,6 +153,13 @@ def upsert(conn: Connection, row: tuple[Any, ...], vector: np.ndarray | None) ->
         conn.execute(_PUT_VECTOR, (memory_id, vector))
 
 
+def bulk_keyword_entries(conn: Connection) -> None:
+    """Let this transaction's new keyword entries wait in the GIN pending list up to
+    PostgreSQL's default 4 MB (the connections keep it small for searches): a batch's
+    entries are merged into the index in a few large steps, not many small ones."""
+    conn.execute("SELECT set_config('gin_pending_list_limit', '4096', true)")
+
+
 def insert_many(
     conn: Connection, rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
 ) -> None:

@@ -61,41 +61,45 @@ _HEAD_ALL = _HEAD.replace(
 it: document frequencies come from all of them, the accepted ones are ranked."""
 
 _DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
-    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
-    FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
-         (SELECT count(*) AS df FROM cand c WHERE c.kw @@ l.lq) d
+    SELECT h.lex, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+    FROM hits h CROSS JOIN stats s GROUP BY h.lex, s.n
 )"""
 """Unfiltered, one token per word: every memory holding a query lexeme is a candidate,
-so the candidates give each lexeme's document frequency exactly."""
+so the candidates' hits give each lexeme's document frequency exactly."""
 
 _DF_FROM_INDEX = """, idf AS MATERIALIZED (
-    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
+    SELECT l.lex, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
          (SELECT count(*) AS df FROM tm_keywords WHERE kw @@ l.lq) d
 )"""
 """Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
 
 _TF = (
-    "round(1.0 / (1.64493406685 * greatest(1 - ts_rank('{{WEIGHTS}}', c.kw, i.lq)::float8, "
+    "round(1.0 / (1.64493406685 * greatest(1 - ts_rank('{{WEIGHTS}}', c.kw, l.lq)::float8, "
     "1e-7)) - 0.5)"
 )
 """How many positions of a lexeme the window's parts picked by ``WEIGHTS`` (``D,C,B,A``,
 1 = picked) hold, read from ``ts_rank`` (see the module docstring). Braces doubled: the
-text is formatted again with ``accepted``."""
+text is formatted again."""
 
-_SCORE = f""", hits AS MATERIALIZED (
-    SELECT c.memory_id, c.seq, c.kw_len, i.idf,
-           {_TF.replace("WEIGHTS", "0,0,0,1")} AS fa,
-           {_TF.replace("WEIGHTS", "0,0,1,1")} AS fab,
-           {_TF.replace("WEIGHTS", "0,1,1,1")} AS fabc
-    FROM cand c CROSS JOIN idf i WHERE {{accepted}}c.kw @@ i.lq
-), tf AS (
-    SELECT h.memory_id, h.seq, h.kw_len, h.idf,
+_HITS = f""", hits AS MATERIALIZED (
+    SELECT c.memory_id, c.seq, c.kw_len, l.lex, {{ok}} AS ok,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,0,1")} END AS fa,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,1,1")} END AS fab,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,1,1,1")} END AS fabc
+    FROM cand c CROSS JOIN lexemes l WHERE c.kw @@ l.lq
+)"""
+"""Each (candidate, query lexeme) it holds, with the lexeme's term frequency in each part
+of the window for the accepted ones (``ok``): one ``@@`` per pair, whose hits give the
+unfiltered document frequencies too."""
+
+_SCORE = """, tf AS (
+    SELECT h.memory_id, h.seq, h.kw_len, i.idf,
            h.fa + %(cw)s * (h.fab - h.fa) + %(aw)s * (h.fabc - h.fab) AS f
-    FROM hits h
+    FROM hits h JOIN idf i ON i.lex = h.lex WHERE h.ok
 )
 SELECT t.memory_id,
-       -sum(t.idf * (t.f * 2.2) / (t.f + 1.2 * (0.25 + 0.75 * t.kw_len / s.avgdl))) AS score
+       -sum(t.idf * (t.f * 2.2) / (t.f + 1.2 * (0.25 + 0.75 * t.kw_len::float8 / s.avgdl))) AS score
 FROM tf t CROSS JOIN stats s
 GROUP BY t.memory_id, t.seq ORDER BY score, t.seq LIMIT %(limit)s
 """
@@ -135,13 +139,13 @@ def search(
     own_columns = _on_keyword_rows(where)
     if own_columns and _single_tokens(words):
         cond, params = recall_filter_sql.condition(where, "k")
-        head, df, accepted = _HEAD_ALL.format(join="", cond=cond), _DF_FROM_CANDIDATES, "c.ok AND "
+        head, df, ok = _HEAD_ALL.format(join="", cond=cond), _DF_FROM_CANDIDATES, "c.ok"
     else:
         join = "" if own_columns else "JOIN tm_memories m ON m.id = k.memory_id"
         cond, params = recall_filter_sql.condition(where, "k" if own_columns else "m")
-        head, df, accepted = _HEAD.format(join=join, cond=cond), _DF_FROM_INDEX, ""
+        head, df, ok = _HEAD.format(join=join, cond=cond), _DF_FROM_INDEX, "true"
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
-    sql = head + df + _SCORE.format(accepted=accepted)
+    sql = head + _HITS.format(ok=ok) + df + _SCORE
     return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
 
 

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,20 +43,19 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.locations import redact
+from persistence.postgres.change_watch import Hook, PgChangeWatch
 from persistence.postgres.translate import call_error, connect_error
 from persistence.postgres.write_count import CountingConnection, writes
 from persistence.records import PoolSettings, Synchronous
 
 log = logging.getLogger("tiered_memory.postgres")
 
-Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
 Row = tuple[Any, ...]
 Statement = tuple[str, Params | None]
 """A statement for :meth:`PgDatabase.write_in_one_trip`: its text and parameters."""
 _IDLE = pq.TransactionStatus.IDLE
 _INERROR = pq.TransactionStatus.INERROR
-CHANNEL = "tm_changes"
 
 
 CLIENT_CHECK_MS = 500
@@ -92,7 +91,7 @@ def _check_client(conn: Connection) -> None:
         )
 
 
-class PgDatabase:
+class PgDatabase(PgChangeWatch):
     """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
     module docstring). ``url`` may hold a password: it is kept here only, never printed."""
 
@@ -230,11 +229,6 @@ class PgDatabase:
         self._seen_version = self._read_version()
         self._listen()
 
-    def _listen(self) -> None:
-        listener = self.connect()
-        listener.execute(f"LISTEN {CHANNEL}")
-        self._listener = listener
-
     def close(self) -> None:
         """Close the pool and the listener; twice is harmless."""
         with self.lock:
@@ -294,13 +288,6 @@ class PgDatabase:
             f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
         )
 
-    def _read_version(self) -> int | None:
-        with self.reading() as conn:
-            row = conn.execute(
-                "SELECT v FROM tm_version WHERE scope = %s", (self.scope,)
-            ).fetchone()
-            return None if row is None else int(row[0])
-
     # --- transactions ---------------------------------------------------------------------
 
     def require_writable(self) -> None:
@@ -347,8 +334,9 @@ class PgDatabase:
         round trip per step. Durable when it returns. Outside a transaction only (inside
         one, the caller writes through :meth:`transaction`). A failed statement rolls the
         whole transaction back (nothing written) and raises its translated error; a
-        connection lost on the way raises :class:`ConnectionLostError` saying the
-        outcome is unknown (the ``COMMIT`` may have run)."""
+        connection lost on the way raises :class:`ConnectionLostError`, saying nothing
+        was written when another connection shows ``wrote`` false once the agent's
+        writer lock is free, else that the outcome is unknown."""
         with self.lock:
             if self._depth:
                 raise RuntimeError("write_in_one_trip() runs outside a transaction only")
@@ -380,7 +368,8 @@ class PgDatabase:
         except psycopg.Error as exc:
             lost = conn.closed or conn.broken
             self._rollback_quietly(conn)
-            raise call_error(exc, self._url, committing=lost) from None
+            unknown = lost and self._committed(wrote) is not False
+            raise call_error(exc, self._url, committing=unknown) from None
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
         version = None if read is None or read[1] is None else int(read[1])
@@ -394,6 +383,19 @@ class PgDatabase:
         if changed:
             self._tell_listeners()
         return rows
+
+    def _committed(self, wrote: tuple[str, Sequence[Any]]) -> bool | None:
+        """After a connection broke during a one-trip write: whether it committed, read on
+        another connection once the scope's writer lock is free (a transaction still
+        running on the server ends first); ``None`` if that cannot be read either."""
+        condition, params = wrote
+        try:
+            with self._require_pool().connection() as conn, conn.transaction():
+                conn.execute(self._lock_sql)
+                row = conn.execute(f"SELECT {condition}", params).fetchone()
+                return bool(row and row[0])
+        except (psycopg.Error, PoolTimeout, TieredMemoryError):
+            return None
 
     def _outer(self, conn: Connection, join: bool) -> Iterator[Connection]:
         try:
@@ -552,100 +554,3 @@ class PgDatabase:
         """Run ``callback`` if the current transaction (or nested block) rolls back."""
         if self.in_transaction:
             self._hooks[-1][1].append(callback)
-
-    # --- other processes' commits -----------------------------------------------------------
-
-    def on_external_change(self, callback: Hook) -> None:
-        self._change_listeners.append(callback)
-
-    def _tell_listeners(self) -> None:
-        for callback in self._change_listeners:
-            callback()
-
-    def _drain(self) -> bool:
-        """True if another writer's commit of a scope this handle sees was announced."""
-        listener = self._listener
-        if listener is None:
-            return False
-        # libpq straight (1.4 us; psycopg's notifies() generator costs 10 us): read what
-        # the socket holds without waiting, then take every queued notification.
-        pgconn = listener.pgconn
-        pgconn.consume_input()
-        other = False
-        while (note := pgconn.notifies()) is not None:
-            writer, _, scope = note.extra.decode().partition(" ")
-            if writer != self.writer_id and (not self.scope or scope in ("", self.scope)):
-                other = True
-        return other
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other processes' commits and call the listeners if there were any:
-        the listener's announcements at every call (non-blocking), and the version row
-        itself at most every ``change_check_interval_s`` (an announcement travels
-        asynchronously: the row makes the look exact, as SQLite's ``data_version``). A
-        lost listener is reopened and the listeners called (changes may have been
-        missed). ``False`` when another thread's transaction held the handle ``wait_s``
-        seconds: RAM copies may be stale then (read the store)."""
-        if self._pool is None or self.in_transaction:
-            return True
-        lock = self.lock
-        if not lock.acquire(False) and not lock.acquire(timeout=wait_s):
-            return False
-        try:
-            if self._pool is not None:
-                self._look()
-            return True
-        finally:
-            lock.release()
-
-    def _look(self) -> None:
-        """:meth:`check_external_changes` under the lock."""
-        changed = lost = False
-        if self._listener is not None:
-            try:
-                changed = self._drain()
-            except psycopg.Error:
-                changed = lost = True
-                self._drop_listener()
-        if self._listener is None:  # announcements may have been missed: read the row
-            lost = True
-            self._reopen_listener()
-        now = time.monotonic()
-        if not (changed or lost) and now < self._next_check:
-            return
-        self._next_check = now + self.change_check_interval_s
-        if not lost and not self._alive():  # a restarted server's listener reads as quiet
-            changed = True
-            self._reopen_listener()
-        try:
-            version = self._read_version()
-        except TieredMemoryError:
-            version = None  # the server is away: look again next time
-        changed = changed or version is None or version != self._seen_version
-        self._seen_version = version
-        if changed:
-            self._tell_listeners()
-
-    def _alive(self) -> bool:
-        """True if the listener still answers (a round trip, so at most once a look)."""
-        listener = self._listener
-        if listener is None:
-            return False
-        try:
-            listener.execute("SELECT 1")
-        except psycopg.Error:
-            return False
-        return True
-
-    def _drop_listener(self) -> None:
-        """Forget a broken listener (the next look reopens it)."""
-        old, self._listener = self._listener, None
-        if old is not None:
-            old.close()
-
-    def _reopen_listener(self) -> None:
-        self._drop_listener()
-        try:
-            self._listen()
-        except TieredMemoryError:
-            log.warning("cannot listen for other processes' changes at %s yet", self.location)

@@ -16,10 +16,10 @@ search in the tsvector: three calls cost less than one ``array_position`` in ``k
 (measured: 1,200 memories x 4 lexemes, 0.6 ms against 14 ms), so no first stage is needed
 to keep the exact scoring to a few hundred memories. Searches of single-token words
 unfiltered or filtered by the keyword row's own columns (tier, agent, time range;
-migration v006) read every match once: the matches give each lexeme's document frequency
-exactly (they hold every memory with it) and the accepted ones are ranked. Others (a
-session, tags, retention, phrases) join the memories and count document frequencies with
-the index.
+migration v006) take each lexeme's matches straight from the GIN index: the matches give
+each lexeme's document frequency exactly (they hold every memory with it) and the
+accepted ones are ranked. Others (a session, tags, retention, phrases) match the query
+once, join the memories and count document frequencies with the index.
 """
 
 from __future__ import annotations

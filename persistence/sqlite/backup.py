@@ -45,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import agent_export, json_io
+from persistence.sqlite import agent_export, code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
@@ -479,6 +479,8 @@ class BackupManager:
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
+            with conn:
+                code_sync.sync(conn, rebuild=True)  # later opens load codes, not vectors
             conn.pragma("optimize")
             if vacuum:
                 conn.execute("VACUUM")

@@ -45,5 +45,5 @@ def test_the_vector_table_and_its_triggers_are_the_current_ddl(file_store: SQLit
             strict=True,
         )
     }
-    kept = {k: v for k, v in triggers.items() if "_vector_log_" not in k and "_vector_code_" not in k}
+    kept = {k: v for k, v in triggers.items() if not ("_vector_log_" in k or "_vector_code_" in k)}
     assert kept == expected

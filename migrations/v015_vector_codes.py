@@ -1,4 +1,4 @@
-"""Version 14: the vector copy's 3-bit codes, kept in the file.
+"""Version 15: the vector copy's 3-bit codes, kept in the file.
 
 - ``vector_codes``: one code per embedded memory, as ``persistence.sqlite.vector_codes``
   makes them (its first byte the memory's tier). Derived data: written by the library
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import apsw
 
-VERSION = 14
+VERSION = 15
 DESCRIPTION = "the vector copy's codes kept in the file"
 
 TIERS = ("scratchpad", "episodic", "semantic")

@@ -20,13 +20,15 @@ and explanation ride along (:class:`TieredSearchItem`). Without it, ``search(que
 is :meth:`AgentMemoryManager.recall` and ``score`` is recall's fused score. Without a
 query items come back most recently updated first. TTLs (``ttl=`` minutes, ``TTLConfig``)
 are deadlines kept with the item: never returned after it, forgotten by a sweep
-(:mod:`.langgraph_ttl`). Listing namespaces reads every item (a scan). Only the
+(:mod:`.langgraph_ttl`). Listing namespaces reads the counts of the items' namespace
+tags, kept in step by the store (:mod:`.langgraph_namespaces`), not the items. Only the
 manager's public API is used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,6 +62,12 @@ from tiered_memory.integrations.langgraph_index import (
     best_similarities,
     field_texts,
 )
+from tiered_memory.integrations.langgraph_namespaces import (
+    TTL_NS_TAG,
+    fixed_prefix,
+    list_namespaces,
+    ns_tag,
+)
 from tiered_memory.integrations.langgraph_ttl import (
     TTL_KEY,
     TTL_TAG,
@@ -71,7 +79,6 @@ from tiered_memory.integrations.langgraph_ttl import (
 )
 from tiered_memory.integrations.langgraph_values import (
     matches,
-    namespace_matches,
     read_value,
     stored_value,
 )
@@ -85,7 +92,6 @@ UNINDEXED_CONTENT = "(an item stored with index=False)"
 
 CATEGORY = "langgraph"
 _ITEM_TAG = "langgraph:item:"
-_NS_TAG = "langgraph:ns:"
 _MAX_K = 1000  # recall's largest k
 _PAGE = 500
 
@@ -390,7 +396,7 @@ class TieredMemoryStore(BaseStore):
         if write.vectors is not None:
             metadata["vectors"] = write.vectors
         tags = [_item_tag(namespace, key), *_prefix_tags(namespace)]
-        tags += [TTL_TAG] if write.ttl is not None else []
+        tags += [TTL_TAG, ns_tag(namespace, TTL_NS_TAG)] if write.ttl is not None else []
         if existing is None:
             self.memory.remember(
                 write.content, self.tier, tags=tags, metadata=metadata, category=CATEGORY,
@@ -407,7 +413,7 @@ class TieredMemoryStore(BaseStore):
 
     def _search(self, op: SearchOp, now: int) -> list[tuple[SearchItem, Memory]]:
         _check_page(op.limit, op.offset)
-        prefix_tag = _NS_TAG + ".".join(op.namespace_prefix)
+        prefix_tag = ns_tag(op.namespace_prefix)
         want = op.offset + op.limit
         if op.query and self._fields is not None:
             return self._similar(op, prefix_tag, now)
@@ -490,14 +496,27 @@ class TieredMemoryStore(BaseStore):
         ]
 
     def _list_namespaces(self, op: ListNamespacesOp, now: int) -> list[tuple[str, ...]]:
+        """From the namespace tags' counts (:mod:`.langgraph_namespaces`), not the items."""
         _check_page(op.limit, op.offset)
-        every = self.memory.query(None, tags=(_NS_TAG,), category=CATEGORY, limit=None)
-        seen = {tuple(m.metadata["namespace"]) for m in every if not expired(m.metadata, now)}
         conditions = op.match_conditions or ()
-        chosen = [ns for ns in seen if all(namespace_matches(c, ns) for c in conditions)]
-        if op.max_depth is not None:
-            chosen = list({ns[: op.max_depth] for ns in chosen})
-        return sorted(chosen)[op.offset : op.offset + op.limit]
+        under = fixed_prefix(conditions)
+        counts = self.memory.tag_counts(ns_tag(under))
+        expiring = self.memory.tag_counts(ns_tag(under, TTL_NS_TAG))
+
+        def live(namespace: tuple[str, ...]) -> bool:
+            tags = (ns_tag(namespace, TTL_NS_TAG),)
+            for offset in itertools.count(0, _PAGE):
+                page = self.memory.query(
+                    None, tags=tags, category=CATEGORY, limit=_PAGE, offset=offset
+                )
+                if any(not expired(m.metadata, now) for m in page):
+                    return True
+                if len(page) < _PAGE:
+                    return False
+            raise AssertionError("unreachable")
+
+        chosen = list_namespaces(counts, expiring, conditions, op.max_depth, live)
+        return chosen[op.offset : op.offset + op.limit]
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -516,8 +535,8 @@ def _item_tag(namespace: tuple[str, ...], key: str) -> str:
 
 
 def _prefix_tags(namespace: tuple[str, ...]) -> list[str]:
-    """One tag per prefix (labels hold no '.', LangGraph refuses them), the root included."""
-    return [_NS_TAG + ".".join(namespace[:n]) for n in range(len(namespace) + 1)]
+    """One tag per prefix, the root included (counted: see :mod:`.langgraph_namespaces`)."""
+    return [ns_tag(namespace[:n]) for n in range(len(namespace) + 1)]
 
 
 def _check_labels(op: Op) -> None:

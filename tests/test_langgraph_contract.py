@@ -57,10 +57,10 @@ class Clock:
         self.now += round(seconds * 1000)
 
 
-@pytest.fixture(params=["memory", "stored"])
-def location(request: pytest.FixtureRequest, any_location: str) -> str:
-    """``":memory:"`` (a store in RAM) or the test's file / PostgreSQL database."""
-    return ":memory:" if request.param == "memory" else any_location
+@pytest.fixture
+def location(any_store: str) -> str:
+    """``":memory:"`` (a store in RAM), the test's file or its PostgreSQL database."""
+    return any_store
 
 
 @pytest.fixture

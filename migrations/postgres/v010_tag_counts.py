@@ -7,7 +7,7 @@ per scope and namespace tag, how many memories carry it (byte order, ``COLLATE "
 in SQLite, so a prefix is a range). A row trigger on ``tm_memories`` keeps it exact in the
 transaction of every insert, delete and change of tags or scope; a count that falls to
 zero loses its row. Existing databases are filled here. Row-level security as on every
-table of agent data (version 4): a scoped handle counts its own agent's memories.
+table of agent data (version 8's form): a scoped handle counts its own agent's memories.
 """
 
 VERSION = 10
@@ -56,5 +56,6 @@ STATEMENTS: tuple[str, ...] = (
         EXECUTE FUNCTION tm_tag_counts_follow()""",
     "ALTER TABLE tm_tag_counts ENABLE ROW LEVEL SECURITY",
     "ALTER TABLE tm_tag_counts FORCE ROW LEVEL SECURITY",
-    f"CREATE POLICY tm_scope_rows ON tm_tag_counts USING ({_RULE}) WITH CHECK ({_RULE})",
+    "CREATE POLICY tm_scope_rows ON tm_tag_counts USING (scope LIKE tm_scope_pattern()) "
+    f"WITH CHECK ({_RULE})",
 )

@@ -32,7 +32,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +56,7 @@ from langgraph.store.base import (
 
 from persistence import InvalidInputError, Memory, Tier
 from tiered_memory.aio import settled
+from tiered_memory.integrations.langgraph_awaitable import Done, Stopped, SweeperFuture, Swept
 from tiered_memory.integrations.langgraph_index import (
     FieldIndex,
     FieldVectors,
@@ -173,7 +174,7 @@ class TieredMemoryStore(BaseStore):
         self._owned = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-langgraph")
         self._sweeper: Sweeper | None = None
-        self._sweeping: Future[None] | None = None
+        self._sweeping: SweeperFuture | None = None
 
     @classmethod
     def open(
@@ -208,9 +209,11 @@ class TieredMemoryStore(BaseStore):
         LangGraph's stores."""
         return None if self._fields is None else self._fields.embeddings
 
-    def setup(self) -> None:
+    def setup(self) -> Done:
         """Nothing to do (LangGraph's SQL stores create their tables here; the file was
-        created or migrated when it was opened): kept so code calling it runs unchanged."""
+        created or migrated when it was opened): kept so code calling it runs unchanged,
+        ``await store.setup()`` (AsyncSqliteStore's form) included."""
+        return Done()
 
     def close(self) -> None:
         """Stop the sweeper and the async worker; shut the manager down if owned."""
@@ -292,9 +295,9 @@ class TieredMemoryStore(BaseStore):
         ``refresh_ttl=False``."""
         return bool(op.refresh_ttl and (self.ttl_config or {}).get("refresh_on_read"))
 
-    def sweep_ttl(self) -> int:
+    def sweep_ttl(self) -> Swept:
         """Forget every expired item (with ``forget()``: logged and audited as any
-        forgotten memory); returns how many."""
+        forgotten memory); returns how many (``await`` gives the same number)."""
         now = self.memory.clock()
         count = 0
         with self.memory.transaction():
@@ -303,20 +306,21 @@ class TieredMemoryStore(BaseStore):
                     minutes = memory.metadata.get(TTL_KEY)
                     reason = f"expired: its LangGraph TTL of {minutes} min passed"
                     count += bool(self.memory.forget(memory.id, reason=reason))
-        return count
+        return Swept(count)
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` in the store's worker thread."""
         return await settled(self._executor, self.sweep_ttl)
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Sweep every ``sweep_interval_minutes`` (default: the TTLConfig's
         ``sweep_interval_minutes``) until :meth:`stop_ttl_sweeper`; the future
-        completes when the sweeper stops."""
+        completes when the sweeper stops (``await`` gives it at once, as
+        AsyncSqliteStore's coroutine gives its task)."""
         if self._sweeping is not None:
             return self._sweeping
         minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
-        future: Future[None] = Future()
+        future = SweeperFuture()
         if not minutes:
             log.info("no sweep interval configured: the TTL sweeper does not start")
             future.set_result(None)
@@ -325,16 +329,17 @@ class TieredMemoryStore(BaseStore):
         self._sweeping = future
         return future
 
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; True when it has stopped (or none was running)."""
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Stopped:
+        """Stop the sweeper; true when it has stopped (or none was running); ``await``
+        gives that bool (AsyncSqliteStore's form)."""
         sweeper, future = self._sweeper, self._sweeping
         if sweeper is None or future is None:
-            return True
+            return Stopped(True)
         stopped = sweeper.stop(timeout)
         if stopped:
             self._sweeper = self._sweeping = None
             future.set_result(None)
-        return stopped
+        return Stopped(stopped)
 
     # --- the mapping ----------------------------------------------------------------------
 

@@ -301,8 +301,8 @@ class TieredMemoryStore(BaseStore):
         now = self.memory.clock()
         count = 0
         with self.memory.transaction():
-            for memory in self.memory.query(None, tags=(TTL_TAG,), category=CATEGORY, limit=None):
-                if expired(memory.metadata, now):
+            for memory in self.memory.query(None, tags=(TTL_TAG,), limit=None):
+                if memory.category == CATEGORY and expired(memory.metadata, now):
                     minutes = memory.metadata.get(TTL_KEY)
                     reason = f"expired: its LangGraph TTL of {minutes} min passed"
                     count += bool(self.memory.forget(memory.id, reason=reason))
@@ -345,12 +345,15 @@ class TieredMemoryStore(BaseStore):
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
         """The item's memory, expired or not: looked up in the store's tier first, then
-        in every tier (a memory may have been promoted since)."""
+        in every tier (a memory may have been promoted since). By its tag alone, the
+        category checked here: with the category in the query SQLite's planner walks
+        every item of the category (34 ms a lookup at 35k items, against 0.1 ms)."""
         tag = (_item_tag(namespace, key),)
         for tier in (self.tier, None):
-            found = self.memory.query(tier, tags=tag, category=CATEGORY, limit=1)
-            if found:
-                return found[0]
+            found = self.memory.query(tier, tags=tag, limit=None)
+            for memory in found:
+                if memory.category == CATEGORY:
+                    return memory
         return None
 
     def _live(self, namespace: tuple[str, ...], key: str, now: int) -> Memory | None:
@@ -433,15 +436,13 @@ class TieredMemoryStore(BaseStore):
         """Items under the prefix, most recently updated first, that ``keep`` accepts,
         read a page at a time until ``want`` are found (all with ``None``)."""
         if want is None:  # all of them: one read (pages would re-read each tier's head)
-            every = self.memory.query(
-                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at", limit=None
-            )
+            every = self.memory.query(None, tags=(prefix_tag,), order_by="updated_at", limit=None)
             return [m for m in every if keep(m)]
         kept: list[Memory] = []
         offset = 0
         while len(kept) < want:
             page = self.memory.query(
-                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at",
+                None, tags=(prefix_tag,), order_by="updated_at",
                 limit=_PAGE, offset=offset,
             )  # fmt: skip
             kept += [m for m in page if keep(m)]
@@ -511,10 +512,8 @@ class TieredMemoryStore(BaseStore):
         def live(namespace: tuple[str, ...]) -> bool:
             tags = (ns_tag(namespace, TTL_NS_TAG),)
             for offset in itertools.count(0, _PAGE):
-                page = self.memory.query(
-                    None, tags=tags, category=CATEGORY, limit=_PAGE, offset=offset
-                )
-                if any(not expired(m.metadata, now) for m in page):
+                page = self.memory.query(None, tags=tags, limit=_PAGE, offset=offset)
+                if any(m.category == CATEGORY and not expired(m.metadata, now) for m in page):
                     return True
                 if len(page) < _PAGE:
                     return False

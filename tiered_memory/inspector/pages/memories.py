@@ -1,5 +1,6 @@
 """Memories: the list (facets, sorting, paging, keyword search) and one memory's page
-(content, metadata, links, promotion audit, schedule, forgetting curve, graph facts)."""
+(content, metadata, links, promotion audit, schedule, forgetting curve, graph facts, the
+notes linked to it)."""
 
 from __future__ import annotations
 
@@ -147,6 +148,7 @@ def memory_page(inspector: Inspector, request: Request) -> tuple[str, PageData]:
              "asserted_by": asserted.get(r.id, [])}
             for r in relations
         ],
+        "notes": [{"id": n.id, "title": n.title} for n in memory.notes.about(memory=memory_id)],
     }  # fmt: skip
     return "memory.html", data
 

@@ -114,7 +114,8 @@ def note_page(inspector: Inspector, request: Request) -> tuple[str, PageData]:
 
 def version_row(version: NoteVersion, before: NoteVersion | None) -> PageData:
     """One version: who wrote it, when, which fields it changed and how (the title and
-    tags before and after, the content as a unified diff against the version before)."""
+    tags before and after, the content as the hunks of a unified diff against the version
+    before)."""
     row: PageData = {
         "version": version.version, "author": version.author, "at": version.at,
         "changed": list(version.changed), "title": version.title, "tags": list(version.tags),
@@ -131,9 +132,8 @@ def version_row(version: NoteVersion, before: NoteVersion | None) -> PageData:
                         "removed": [t for t in before.tags if t not in version.tags]}  # fmt: skip
     if "content" in version.changed:
         lines = difflib.unified_diff(
-            before.content.splitlines(), version.content.splitlines(),
-            f"version {before.version}", f"version {version.version}", lineterm="", n=2,
-        )  # fmt: skip
-        diff["content"] = list(lines)
+            before.content.splitlines(), version.content.splitlines(), lineterm="", n=2
+        )
+        diff["content"] = list(lines)[2:]  # the hunks, without the two file-name lines
     row["diff"] = diff
     return row

@@ -97,6 +97,8 @@ def fill(memory: AgentMemoryManager, clock: Clock, *, hub_relations: int = 300) 
     memory.promote(prefs.id, Tier.SEMANTIC, reason="stated twice, stable preference")
     ids["script"] = memory.remember(SCRIPT, tags=["<b>odd</b>"], speaker="mallory").id
     ids["weak"] = memory.remember("A passing remark about the weather", importance=0.0).id
+    clock.now += 1000
+    memory.update(ids["weak"], content="A passing remark about the rainy weather", author="ana")
     for i in range(12):
         memory.remember(f"Filler note {i} about project Atlas milestone {i}",
                         tags=["atlas", f"m{i % 3}"], importance=(i % 5) / 5)  # fmt: skip

@@ -128,6 +128,22 @@ def test_notes_show_on_the_overview_and_on_memory_and_entity_pages(
     assert f'href="/notes/{ids["notes"]["adoption"]}"' in entity_page
 
 
+def test_a_memory_page_shows_the_contents_update_replaced(
+    client: TestClient, built: tuple[Path, dict[str, Any]]
+) -> None:
+    weak = built[1]["weak"]
+    versions = client.get(f"/memories/{weak}.json").json()["versions"]
+    assert [(v["version"], v["author"], v["content"]) for v in versions] == [
+        (1, None, "A passing remark about the weather"),
+        (2, "ana", "A passing remark about the rainy weather"),
+    ]
+    assert versions[1]["at"] > versions[0]["at"]
+    html = client.get(f"/memories/{weak}").text
+    assert html.count('class="version"') == 2 and 'by <span class="author">ana</span>' in html
+    assert client.get(f"/memories/{built[1]['prefs']}.json").json()["versions"] == []
+    assert 'id="memory-versions"' not in client.get(f"/memories/{built[1]['prefs']}").text
+
+
 def test_the_recall_playground_shows_notes_as_their_own_kind_of_hit(
     client: TestClient, built: tuple[Path, dict[str, Any]]
 ) -> None:

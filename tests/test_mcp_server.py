@@ -199,14 +199,15 @@ def test_notes_tools_over_stdio(tmp_path: Path, any_location: str) -> None:
             assert "written on purpose" in hits[0]["explanation"]
             memories_only = (await call(session, "recall", query="flat river"))["hits"]
             assert all(h["kind"] == "memory" for h in memories_only)
-            for tool, arguments, same_call in [
+            bad: list[tuple[str, dict[str, Any], Any]] = [
                 ("create_note", {"title": "  "}, lambda m: m.notes.create("  ")),
                 ("update_note", {"note_id": "missing", "title": "x"},
                  lambda m: m.notes.update("missing", title="x")),
                 ("create_note", {"title": "t", "memories": ["no-such-memory"]},
                  lambda m: m.notes.create("t", memories=["no-such-memory"])),
                 ("note_history", {"note_id": "missing"}, lambda m: m.notes.history("missing")),
-            ]:  # fmt: skip
+            ]  # fmt: skip
+            for tool, arguments, same_call in bad:
                 text = await refused(session, tool, **arguments)
                 assert python_message(same_call) in text, (tool, text)
             assert (await call(session, "delete_note", note_id=other["id"]))["deleted"] is True

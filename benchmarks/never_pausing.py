@@ -10,9 +10,10 @@ keyword table definition (read from the library's file) and the library's keywor
 ``after``): one commit per memory holding a table row and its FTS5 row, with the rows of
 the previous ``WINDOW`` turns of its session deleted and inserted again with their new
 ``after``, in rowid order; SQLite settings as the library's writer has them (WAL,
-``synchronous=NORMAL``, 32 MiB page cache, temporary store in RAM) and, like the library,
-WAL checkpoints on a thread of its own. The two sides take turns, one write each, so both
-see the same machine load; the ratios are what to read.
+``synchronous=NORMAL``, 32 MiB page cache, temporary store in RAM) and WAL checkpoints
+done as the library's checkpointer does them (a thread of its own, and a restart of the WAL
+by the writer once it is eight times the threshold). The two sides take turns, one write
+each, so both see the same machine load; the ratios are what to read.
 
 Texts: 25-35 words per memory drawn Zipf-like from a 20,000-word vocabulary (the shared
 floor's), generated per chunk of 10,000 from a fixed seed, so a resumed run writes the
@@ -38,6 +39,7 @@ then 100 ms pauses).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -186,8 +188,13 @@ class Floor:
 
 
 class RawCheckpoints:
-    """The floor's WAL checkpoints, on a thread of their own with their own connection,
-    as the library's are (so neither side's commits pay for copying the WAL back)."""
+    """The floor's WAL checkpoints as the library's checkpointer does them, in raw APSW:
+    ``PASSIVE`` on a thread of its own with its own connection once the WAL holds
+    ``pages`` pages (so commits do not pay for copying it back), and once it holds
+    ``RESTART_FACTOR`` times that, one by the writer between two commits so that the WAL
+    starts over (a writer that never pauses would otherwise grow it without end)."""
+
+    RESTART_FACTOR = 8
 
     def __init__(self, path: str, pages: int = 1000) -> None:
         self.path = path
@@ -198,18 +205,23 @@ class RawCheckpoints:
         self.thread.start()
 
     def wal_hook(self, conn: apsw.Connection, name: str, pages: int) -> int:
-        if pages >= self.pages:
+        if pages >= self.pages * self.RESTART_FACTOR:
+            with contextlib.suppress(apsw.BusyError):  # the thread copies: the next commit
+                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        elif pages >= self.pages:
             self.wake.set()
         return apsw.SQLITE_OK
 
     def _run(self) -> None:
         conn = apsw.Connection(self.path)
-        conn.set_busy_timeout(5000)
+        conn.pragma("synchronous", "NORMAL")
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()  # opens the WAL
         while not self.stopping:
             self.wake.wait()
             self.wake.clear()
             if not self.stopping:
-                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                with contextlib.suppress(apsw.BusyError):
+                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
         conn.close()
 
     def stop(self) -> None:

@@ -43,7 +43,6 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -107,14 +106,14 @@ class Library:
         self.memory.remember(text, session_id=f"s{session_of(n, self.sessions)}")
 
     def table_sql(self) -> str:
-        conn = self.memory.store.db.writer
-        assert conn is not None
-        row = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'memory_fts'").fetchone()
+        query = "SELECT sql FROM sqlite_schema WHERE name = 'memory_fts'"
+        row: Any = self.connection().execute(query).fetchone()
         return str(row[0])
 
     def connection(self) -> apsw.Connection:
-        conn = self.memory.store.db.writer
-        assert conn is not None
+        """The library's writer connection (SQLite store internals: a benchmark's look)."""
+        store: Any = self.memory.store
+        conn: apsw.Connection = store.db.writer
         return conn
 
     def close(self) -> None:
@@ -151,7 +150,8 @@ class Floor:
             self.last[s] = [(int(r), str(c)) for r, c in reversed(rows)]
 
     def count(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM m").fetchone()[0])
+        row: Any = self.conn.execute("SELECT count(*) FROM m").fetchone()
+        return int(row[0])
 
     @staticmethod
     def _side(turns: list[tuple[int, str]]) -> str:
@@ -269,9 +269,9 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def _timed(call: Callable[[], None]) -> float:
+def _timed(side: Library | Floor, n: int, text: str) -> float:
     begin = time.perf_counter()
-    call()
+    side.write(n, text)
     return time.perf_counter() - begin
 
 
@@ -307,10 +307,14 @@ def run(args: argparse.Namespace, out: Callable[[str], None]) -> list[dict[str, 
     started = time.perf_counter()
     window_start = at
     for n, text in zip(range(at, args.to), texts(at, args.to), strict=True):
-        lib_ms.append(_timed(lambda n=n, text=text: library.write(n, text)))
-        raw_ms.append(_timed(lambda n=n, text=text: floor.write(n, text)))
+        lib_ms.append(_timed(library, n, text))
+        raw_ms.append(_timed(floor, n, text))
         if n + 1 == FIRST and window_start == 0 and args.window != FIRST:
-            first = {"first": FIRST, "library": summary(lib_ms), "floor": summary(raw_ms)}
+            first: dict[str, Any] = {
+                "first": FIRST,
+                "library": summary(lib_ms),
+                "floor": summary(raw_ms),
+            }
             with log.open("a") as f:
                 f.write(json.dumps(first) + "\n")
             out(f"first {FIRST:,}: library p99 {first['library']['p99']:.2f} ms")
@@ -347,11 +351,11 @@ def paced(library: Library, floor: Floor, at: int, count: int,
     lib_ms: list[float] = []
     raw_ms: list[float] = []
     for k, (n, text) in enumerate(zip(range(at, at + count), texts(at, at + count), strict=True)):
-        lib_ms.append(_timed(lambda n=n, text=text: library.write(n, text)))
-        raw_ms.append(_timed(lambda n=n, text=text: floor.write(n, text)))
+        lib_ms.append(_timed(library, n, text))
+        raw_ms.append(_timed(floor, n, text))
         if k % 10 == 9:
             time.sleep(0.1)
-    row = {"paced": count, "library": summary(lib_ms), "floor": summary(raw_ms)}
+    row: dict[str, Any] = {"paced": count, "library": summary(lib_ms), "floor": summary(raw_ms)}
     lib, raw = row["library"], row["floor"]
     out(
         f"paced (10 then 100 ms) {count} at {at:,}: library mean {lib['mean']:.2f} "
@@ -415,4 +419,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -77,7 +77,9 @@ def fix_shadow_statistics(conn: apsw.Connection) -> bool:
         return False
     wanted = wanted_statistics(conn)
     stat4 = conn.execute(_EXISTING, ("sqlite_stat4",)).fetchone() is not None
-    with conn:
+    # Statements, not ``with conn``: the SQL tracer hears every statement as a cursor's.
+    conn.execute("SAVEPOINT tm_shadow_statistics")
+    try:
         for table, rows in wanted.items():
             conn.execute("DELETE FROM main.sqlite_stat1 WHERE tbl = ?", (table,))
             if stat4:
@@ -86,4 +88,9 @@ def fix_shadow_statistics(conn: apsw.Connection) -> bool:
                 "INSERT INTO main.sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", rows
             )
         conn.execute("ANALYZE sqlite_schema")
+    except BaseException:
+        conn.execute("ROLLBACK TO tm_shadow_statistics")
+        conn.execute("RELEASE tm_shadow_statistics")
+        raise
+    conn.execute("RELEASE tm_shadow_statistics")
     return True

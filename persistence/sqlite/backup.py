@@ -50,6 +50,7 @@ from persistence.sqlite.connection import connect, connect_snapshot, query_one, 
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
 from persistence.sqlite.sql import integrity_sql, memory_sql
+from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
 from persistence.transfer.json_export import ExportSource, export_document
@@ -482,6 +483,7 @@ class BackupManager:
             with conn:
                 code_sync.sync(conn, rebuild=True)  # later opens load codes, not vectors
             conn.pragma("optimize")
+            fix_shadow_statistics(conn)  # FTS5's statements plan right without them
             if vacuum:
                 conn.execute("VACUUM")
             checkpoint = query_one(conn, "PRAGMA wal_checkpoint(TRUNCATE)")

@@ -480,8 +480,7 @@ class BackupManager:
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
-            with conn:
-                code_sync.sync(conn, rebuild=True)  # later opens load codes, not vectors
+            code_sync.sync_alone(conn)  # later opens load codes, not every vector
             conn.pragma("optimize")
             fix_shadow_statistics(conn)  # FTS5's statements plan right without them
             if vacuum:

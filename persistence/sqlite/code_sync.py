@@ -88,6 +88,20 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
     return _rebuild(conn, dim, head_seq, head_id)
 
 
+def sync_alone(conn: apsw.Connection) -> int:
+    """:func:`sync` with ``rebuild=True`` in a transaction of its own on ``conn`` (which
+    has none open), as ``maintain()`` runs it."""
+    # Statements, not ``with conn``: the SQL tracer hears every statement as a cursor's.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        written = sync(conn, rebuild=True)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return written
+
+
 def _normalised(blobs: list[bytes], dim: int) -> np.ndarray:
     vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
     norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)

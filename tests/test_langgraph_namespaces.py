@@ -112,9 +112,15 @@ def test_a_file_from_before_the_counts_gets_them_when_opened(tmp_path: Path) -> 
     with TieredMemoryStore.open(db, embedder=None) as store:
         fill(store)
     conn = apsw.Connection(db)  # back to version 13: the same rows, no counts
+    later = [  # what versions after 14 made, so the file is a plain version 13
+        f"DROP TRIGGER {tier}_vector_code_{event}"
+        for tier in ("scratchpad", "episodic", "semantic")
+        for event in ("delete", "update")
+    ] + ["DROP TABLE vector_codes", "DROP TABLE vector_fit"]
     conn.execute(
         "BEGIN; DROP TRIGGER memory_tags_count_insert; DROP TRIGGER memory_tags_count_delete; "
-        "DROP TABLE tag_counts; DELETE FROM schema_version WHERE version = 14; COMMIT"
+        f"DROP TABLE tag_counts; {'; '.join(later)}; "
+        "DELETE FROM schema_version WHERE version >= 14; COMMIT"
     )
     conn.close()
     with TieredMemoryStore.open(db, embedder=None) as store:

@@ -45,7 +45,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import agent_export, json_io
+from persistence.sqlite import agent_export, code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
@@ -480,6 +480,7 @@ class BackupManager:
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
+            code_sync.sync_alone(conn)  # later opens load codes, not every vector
             conn.pragma("optimize")
             fix_shadow_statistics(conn)  # FTS5's statements plan right without them
             if vacuum:

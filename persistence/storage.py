@@ -197,6 +197,11 @@ class MemoryRecords(Protocol):
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
 
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """How many memories carry each namespace tag (``family:ns:a.b``, see
+        :mod:`persistence.tag_counts`) that starts with ``prefix``: read from counts kept
+        in the transaction of every write, not from the memories."""
+
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
 

@@ -34,7 +34,7 @@ from persistence.errors import (
 )
 from persistence.postgres.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, vector_sql
+from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql, vector_sql
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
@@ -293,6 +293,13 @@ class PgMemoryStore:
         tier = parse_tier(tier, "tier")
         with self.db.reading() as conn:
             return memory_sql.count(conn, tier)
+
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """How many memories carry each namespace tag starting with ``prefix`` (of the
+        scopes this handle sees)."""
+        require_str(prefix, "prefix", allow_empty=True)
+        with self.db.reading() as conn:
+            return tag_counts_sql.counts(conn, prefix)
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order (byte-wise,

@@ -387,6 +387,9 @@ class PostgresStore(IndexSearches):
     def count(self, tier: Tier) -> int:
         return self.memories.count(tier)
 
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        return self.memories.tag_counts(prefix)
+
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         return self.memories.page(tier, after_id, limit)
 

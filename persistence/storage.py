@@ -488,6 +488,28 @@ class StoreFiles(Protocol):
 
 
 @runtime_checkable
+class OneTripWrites(Protocol):
+    """What a store whose every round trip costs (a server) may add, and the domain uses
+    when it is there: ``remember()``'s write of a new memory in one round trip. A store
+    in-process (SQLite) leaves it out: its step-by-step path costs microseconds."""
+
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """Write a new episodic or semantic ``memory`` (its vector, schedule and content
+        key) and move its session's activity time to ``touch_at``, in one transaction,
+        if the session it names (if any) exists and is active and, with ``dedup``, no
+        memory with the same normalised content, agent and session is stored; return it
+        as stored (durable). Else write nothing and return ``None``: the caller takes
+        the step-by-step path, which raises or reinforces. Outside a transaction only."""
+
+
+@runtime_checkable
 class MemoryStorage(
     StoreControl, MemoryRecords, SessionRecords, ScheduleRecords, RecallIndex, Protocol
 ):

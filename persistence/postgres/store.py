@@ -365,6 +365,16 @@ class PostgresStore(IndexSearches):
     ) -> list[Memory]:
         return self.memories.insert_memories(memories, schedules)
 
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        return self.memories.remember_new(memory, schedule, touch_at=touch_at, dedup=dedup)
+
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.memories.get_memory(memory_id)
 

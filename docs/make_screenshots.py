@@ -15,13 +15,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import ViewportSize, sync_playwright  # noqa: E402
 
 from tests.inspector_data import DAY, build  # noqa: E402
 from tests.inspector_server import serving  # noqa: E402
 
 OUT = ROOT / "docs" / "inspector"
-VIEWPORT = {"width": 1100, "height": 720}
+VIEWPORT: ViewportSize = {"width": 1100, "height": 720}
 
 
 def main() -> None:
@@ -39,6 +39,9 @@ def main() -> None:
                 "recall": "/recall?q=who+went+to+the+adoption+agency&k=3",
                 "session": f"/sessions/{ids['session']}",
                 "graph": f"/graph/{ids['caroline']}",
+                "notes": "/notes",
+                "note": f"/notes/{ids['notes']['lisbon']}",
+                "recall_notes": "/recall?q=when+to+call+the+adoption+agency&k=3&notes=1",
             }
             for name, path in shots.items():
                 page.goto(base + path)

@@ -197,6 +197,11 @@ class MemoryRecords(Protocol):
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
 
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """How many memories carry each namespace tag (``family:ns:a.b``, see
+        :mod:`persistence.tag_counts`) that starts with ``prefix``: read from counts kept
+        in the transaction of every write, not from the memories."""
+
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""
 
@@ -480,6 +485,28 @@ class StoreFiles(Protocol):
     def import_sink(self) -> AbstractContextManager[ImportSink]:
         """One write transaction and the sink that writes in it: leaving the block
         commits, an exception rolls everything back (what a copy writes to)."""
+
+
+@runtime_checkable
+class OneTripWrites(Protocol):
+    """What a store whose every round trip costs (a server) may add, and the domain uses
+    when it is there: ``remember()``'s write of a new memory in one round trip. A store
+    in-process (SQLite) leaves it out: its step-by-step path costs microseconds."""
+
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """Write a new episodic or semantic ``memory`` (its vector, schedule and content
+        key) and move its session's activity time to ``touch_at``, in one transaction,
+        if the session it names (if any) exists and is active and, with ``dedup``, no
+        memory with the same normalised content, agent and session is stored; return it
+        as stored (durable). Else write nothing and return ``None``: the caller takes
+        the step-by-step path, which raises or reinforces. Outside a transaction only."""
 
 
 @runtime_checkable

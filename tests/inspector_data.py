@@ -1,6 +1,7 @@
 """A small memory file with a bit of everything the inspector shows: a conversation whose
 turns produced memories, promotions, reviews, graph facts asserted by memories, a hub
-entity with many relations, and a memory holding a script tag."""
+entity with many relations, a memory holding a script tag, and notes (one edited by two
+people, linked to a memory and an entity; one holding a script tag; a few to page)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,8 @@ def fill(memory: AgentMemoryManager, clock: Clock, *, hub_relations: int = 300) 
     memory.promote(prefs.id, Tier.SEMANTIC, reason="stated twice, stable preference")
     ids["script"] = memory.remember(SCRIPT, tags=["<b>odd</b>"], speaker="mallory").id
     ids["weak"] = memory.remember("A passing remark about the weather", importance=0.0).id
+    clock.now += 1000
+    memory.update(ids["weak"], content="A passing remark about the rainy weather", author="ana")
     for i in range(12):
         memory.remember(f"Filler note {i} about project Atlas milestone {i}",
                         tags=["atlas", f"m{i % 3}"], importance=(i % 5) / 5)  # fmt: skip
@@ -105,8 +108,37 @@ def fill(memory: AgentMemoryManager, clock: Clock, *, hub_relations: int = 300) 
     )
     ids["hub_memory"] = hub.id
     memory.scratchpad.put("goal", "Ship the inspector by Friday")
+    ids["notes"] = write_notes(memory, clock, ids)
     clock.now += 3 * DAY
     memory.flush()
     ids["caroline"] = memory.graph.entity("Caroline").id  # type: ignore[union-attr]
     ids["atlas"] = memory.graph.entity("Atlas").id  # type: ignore[union-attr]
     return ids
+
+
+ATLAS_NOTES = 6
+
+
+def write_notes(memory: AgentMemoryManager, clock: Clock, ids: dict[str, Any]) -> dict[str, str]:
+    """The sample notes; returns their ids by name."""
+    notes = memory.notes
+    clock.now += 60_000
+    lisbon = notes.create(
+        "Lisbon move checklist", "Find a flat near the office\nBook the movers",
+        tags=["move", "family"], author="ana", memories=[ids["facts"][2]], entities=["Lisbon"],
+    )  # fmt: skip
+    clock.now += 60_000
+    notes.update(lisbon.id, content="Find a flat near the river\nBook the movers\nNew bank",
+                 tags=["move", "family", "urgent"], author="bo")  # fmt: skip
+    clock.now += 60_000
+    adoption = notes.create(
+        "Adoption agency follow-up", "Call the adoption agency on Monday",
+        tags=["adoption"], author="caroline", entities=["Caroline"],
+    )  # fmt: skip
+    clock.now += 60_000
+    script = notes.create(SCRIPT, f"pwned note {SCRIPT}", tags=["<b>odd</b>"], author="mallory")
+    for i in range(ATLAS_NOTES):
+        clock.now += 1000
+        notes.create(f"Atlas standup {i}", f"Standup notes for project Atlas, day {i}",
+                     tags=["atlas"])  # fmt: skip
+    return {"lisbon": lisbon.id, "adoption": adoption.id, "script": script.id}

@@ -59,7 +59,7 @@ INSTALL_HINT = (
 TEMPLATE = "tm_template"
 PG_FIXTURES = frozenset({"pg_server", "pg_url"})
 # Fixtures whose ``postgres`` parameter reaches pg_url through request.getfixturevalue.
-PG_PARAMETRIZED = ("any_location", "make_memory", "new_location")
+PG_PARAMETRIZED = ("any_location", "any_store", "make_memory", "new_location")
 
 
 def _need(module: str, package: str) -> ModuleType:
@@ -231,6 +231,18 @@ def pg_url(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]
 def any_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where ``AgentMemoryManager.open`` should make a store: a new file, or a new
     PostgreSQL database (the server starts only for the ``postgres`` case)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "agent.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """:func:`any_location`, or ``":memory:"`` (a store in RAM, for ``open()`` methods
+    that take it): every form a store can be opened in."""
+    if request.param == "memory":
+        return ":memory:"
     if request.param == "sqlite":
         return str(tmp_path / "agent.db")
     url: str = request.getfixturevalue("pg_url")

@@ -34,10 +34,14 @@ class Watched:
         self.outbound: list[str] = []
         self.dialogs: list[str] = []
         self.page = browser.new_page(viewport={"width": 1200, "height": 900})
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("dialog", self._dialog)
         self.page.route("**/*", self._route)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(dialog.message)
@@ -94,10 +98,12 @@ def test_each_page_renders_without_errors_or_outbound_requests(
         ("/recall?q=dark+mode", "Recall playground"), ("/sessions", "Sessions"),
         (f"/sessions/{ids['session']}", "Session"), ("/graph", "Knowledge graph"),
         (f"/graph/{ids['caroline']}", "Caroline"), (f"/graph/{ids['atlas']}", "Atlas"),
+        ("/notes", "Notes"), (f"/notes/{ids['notes']['lisbon']}", "Note: Lisbon move"),
+        ("/recall?q=adoption+agency+monday&notes=1", "Recall playground"),
     ]:  # fmt: skip
         page = tab.goto(path)
         assert page.locator("h1").inner_text().startswith(heading), path
-        assert page.locator("nav a").count() == 5
+        assert page.locator("nav a").count() == 6
         twin = page.locator("#json-twin").get_attribute("href")
         assert twin is not None and ".json" in twin
 
@@ -127,6 +133,38 @@ def test_a_recall_shows_the_expected_hits_with_their_bars(tab: Watched) -> None:
     assert "keyword" in hits.first.locator(".why").inner_text()
 
 
+def test_a_note_search_and_a_note_page_show_the_note_and_its_versions(
+    tab: Watched, built: tuple[Path, dict[str, Any]]
+) -> None:
+    page = tab.goto("/notes")
+    page.fill("#note-search", "flat river")
+    page.press("#note-search", "Enter")
+    page.wait_for_url("**/notes?q=flat+river*")
+    rows = page.locator("tr.note-row")
+    assert rows.count() == 1 and rows.first.locator("a.note-title").inner_text() == (
+        "Lisbon move checklist"
+    )
+    page.click("tr.note-row a.note-title")
+    page.wait_for_url(f"**/notes/{built[1]['notes']['lisbon']}")
+    versions = page.locator("#note-history li.version")
+    assert versions.count() == 2
+    newest = versions.first.inner_text()
+    assert "v2" in newest and "by bo" in newest and "changed content, tags" in newest
+    assert "+New bank" in newest and "+urgent" in newest
+    assert "Caroline's sister moved to Lisbon" in page.locator("#note-memories").inner_text()
+    assert page.locator("#note-entities").inner_text().startswith("Lisbon")
+    assert page.locator("#update-note-form").count() == 0  # read-only: no forms
+    page = tab.goto("/recall")
+    page.fill("#recall-query", "adoption agency monday")
+    page.check("#recall-notes")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/recall?q=adoption+agency+monday*notes=1*")
+    note_hits = page.locator("li.note-hit")
+    assert note_hits.count() == 1
+    assert note_hits.first.locator(".hit-head a").inner_text() == "Adoption agency follow-up"
+    assert note_hits.first.locator("rect.bar").count() >= 4
+
+
 def test_a_memory_page_draws_its_forgetting_curve(
     tab: Watched, built: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -142,9 +180,12 @@ def test_a_memory_page_draws_its_forgetting_curve(
     assert "next review" in (curve.text_content() or "")
 
 
-def test_a_script_in_a_memory_never_runs(tab: Watched, built: tuple[Path, dict[str, Any]]) -> None:
+def test_a_script_in_a_memory_or_a_note_never_runs(
+    tab: Watched, built: tuple[Path, dict[str, Any]]
+) -> None:
     for path in (f"/memories/{built[1]['script']}", "/memories?per_page=100",
-                 "/recall?q=window+pwned+document+title"):  # fmt: skip
+                 "/recall?q=window+pwned+document+title", f"/notes/{built[1]['notes']['script']}",
+                 "/notes", "/recall?q=pwned+note&notes=1"):  # fmt: skip
         page = tab.goto(path)
         assert page.evaluate("window.__pwned") is None, path
         assert page.title() != "pwned"
@@ -183,3 +224,52 @@ def test_an_edit_through_the_page_is_in_the_file_afterwards(
         assert memory.forgetting_log(ids["weak"])[-1].reason == "wrong, said the user"
         assert memory.promotion_history(ids["again"])[-1].reason == "promoted <b>by hand</b>"
         assert memory.get(ids["again"]).tier.value == "semantic"  # type: ignore[union-attr]
+
+
+def test_note_edits_through_the_page_are_in_the_file_afterwards(
+    browser: Any, tmp_path: Path, built: tuple[Path, dict[str, Any]]
+) -> None:
+    path = tmp_path / "notes.db"
+    shutil.copy(built[0], path)
+    ids = built[1]
+    with serving(path, "--allow-edits") as url:
+        tab = Watched(browser, url)
+        page = tab.goto("/notes")
+        form = "#create-note-form"
+        page.fill(f"{form} input[name=title]", "Trip <to> Porto")
+        page.fill(f"{form} textarea[name=content]", "Train on Friday\nHotel near the river")
+        page.fill(f"{form} input[name=tags]", "travel, porto")
+        page.fill(f"{form} input[name=author]", "ana")
+        page.click(f"{form} button")
+        page.wait_for_url("**/notes/*")
+        created = page.url.rsplit("/", 1)[1]
+        assert page.locator("#note-title").inner_text() == "Trip <to> Porto"
+        form = "#update-note-form"
+        content = page.locator(f"{form} textarea[name=content]").input_value()
+        assert content == "Train on Friday\nHotel near the river"  # as written, line breaks too
+        page.fill(f"{form} textarea[name=content]", content + "\nBook the museum")
+        page.fill(f"{form} input[name=author]", "bo")
+        page.click(f"{form} button")
+        page.wait_for_url(f"**/notes/{created}")
+        assert page.locator("#note-history li.version").count() == 2
+        page.select_option("#link-note-form select[name=kind]", "memory")
+        page.fill("#link-note-form input[name=target]", ids["prefs"])
+        page.click("#link-note-form button")
+        page.wait_for_url(f"**/notes/{created}")
+        assert "dark mode" in page.locator("#note-memories").inner_text()
+        page = tab.goto(f"/notes/{ids['notes']['adoption']}")
+        page.click("#delete-note-form button")
+        page.wait_for_url("**/notes")
+        assert tab.dialogs and "Delete this note" in tab.dialogs[0]  # asked first
+        assert tab.errors == [] and tab.outbound == []
+        tab.page.close()
+    with AgentMemoryManager.open(path, read_only=True, embed_in_background=False) as memory:
+        note = memory.notes.get(created)
+        assert note is not None and note.tags == ("travel", "porto")
+        assert note.content == "Train on Friday\nHotel near the river\nBook the museum"
+        history = memory.notes.history(created)
+        assert [(v.author, v.changed) for v in history] == [
+            ("ana", ("title", "content", "tags")), ("bo", ("content",))
+        ]  # fmt: skip
+        assert [n.id for n in memory.notes.about(memory=ids["prefs"])] == [created]
+        assert memory.notes.get(ids["notes"]["adoption"]) is None

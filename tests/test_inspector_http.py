@@ -53,7 +53,9 @@ def pages(ids: dict[str, Any]) -> list[str]:
     return [
         "/", "/memories", "/memories?q=adoption&tag=adoption", f"/memories/{ids['prefs']}",
         "/recall?q=adoption+agency", "/sessions", f"/sessions/{ids['session']}", "/graph",
-        f"/graph/{ids['caroline']}", f"/graph/{ids['atlas']}",
+        f"/graph/{ids['caroline']}", f"/graph/{ids['atlas']}", "/notes",
+        "/notes?q=flat&tag=move&sort=title", f"/notes/{ids['notes']['lisbon']}",
+        f"/notes/{ids['notes']['script']}", "/recall?q=adoption+agency&notes=1",
     ]  # fmt: skip
 
 
@@ -292,10 +294,13 @@ def test_browsing_a_served_file_leaves_its_bytes_unchanged(
             for address in (page, twin(page)):
                 with urllib.request.urlopen(base + address) as answer:
                     assert answer.status == 200
-        form = urllib.parse.urlencode({"csrf": "x"}).encode()
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"{base}/memories/{built[1]['weak']}/forget", data=form)
-        assert refused.value.code == 403
+        form = urllib.parse.urlencode({"csrf": "x", "title": "t", "content": "c"}).encode()
+        lisbon = built[1]["notes"]["lisbon"]
+        for action in (f"/memories/{built[1]['weak']}/forget", "/notes",
+                       f"/notes/{lisbon}/update", f"/notes/{lisbon}/delete"):  # fmt: skip
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(base + action, data=form)
+            assert refused.value.code == 403, action
     assert _digest(path) == before
 
 

@@ -57,10 +57,10 @@ class Clock:
         self.now += round(seconds * 1000)
 
 
-@pytest.fixture(params=["memory", "stored"])
-def location(request: pytest.FixtureRequest, any_location: str) -> str:
-    """``":memory:"`` (a store in RAM) or the test's file / PostgreSQL database."""
-    return ":memory:" if request.param == "memory" else any_location
+@pytest.fixture
+def location(any_store: str) -> str:
+    """``":memory:"`` (a store in RAM), the test's file or its PostgreSQL database."""
+    return any_store
 
 
 @pytest.fixture
@@ -241,6 +241,35 @@ def test_async_with_open_and_the_async_api(location: str) -> None:
     store = asyncio.run(run())
     with pytest.raises(Exception, match="clos|shut"):
         store.get(("a",), "k")  # the store opened by open() was closed on exit
+
+
+def test_lifecycle_calls_work_plain_and_awaited(location: str) -> None:
+    """SqliteStore's calls are plain, AsyncSqliteStore's the same names awaited: one
+    store answers both (``await`` gives what the async store's coroutine gives)."""
+    clock = Clock()
+    ttl: Any = {"sweep_interval_minutes": 60}
+    with TieredMemoryStore.open(location, ttl=ttl, embedder=None, clock=clock) as store:
+        store.setup()
+        store.put(("t",), "k", {"v": 1}, ttl=1.0)
+        clock.advance(61)
+        swept = store.sweep_ttl()
+        assert swept == 1 and isinstance(swept, int) and store.get(("t",), "k") is None
+        running = store.start_ttl_sweeper()
+        assert store.start_ttl_sweeper() is running and not running.done()
+        assert store.stop_ttl_sweeper(timeout=5) and running.done()
+
+        async def awaited() -> None:
+            assert await store.setup() is None
+            store.put(("t",), "k2", {"v": 2}, ttl=1.0)
+            clock.advance(61)
+            assert await store.sweep_ttl() == 1
+            task = await store.start_ttl_sweeper()  # at once, as AsyncSqliteStore's task
+            assert not task.done()
+            assert await store.stop_ttl_sweeper(timeout=5) is True
+            assert task.done()
+
+        asyncio.run(awaited())
+        assert store.memory.query(None, limit=None) == []
 
 
 def test_batched_reads_and_searches_see_the_batch_before_its_writes(

@@ -57,8 +57,9 @@ class Reference(InMemoryStore):
 
 
 @pytest.fixture
-def store() -> Iterator[TieredMemoryStore]:
-    with AgentMemoryManager.in_memory(embedder=None) as memory, TieredMemoryStore(memory) as opened:
+def store(any_store: str) -> Iterator[TieredMemoryStore]:
+    """A store in RAM, on a file, on a PostgreSQL database."""
+    with TieredMemoryStore.open(any_store, embedder=None) as opened:
         yield opened
 
 
@@ -108,15 +109,34 @@ def _triple(item: Any) -> tuple[tuple[str, ...], str, dict[str, Any]] | None:
     return None if item is None else (tuple(item.namespace), item.key, item.value)
 
 
+def _emptied(location: str) -> AgentMemoryManager:
+    """A manager on ``location`` holding no memory (one PostgreSQL database serves every
+    example of a property test: what an earlier example left is forgotten first)."""
+    if location == ":memory:":
+        return AgentMemoryManager.in_memory(embedder=None, clock=TickingClock())
+    memory = AgentMemoryManager.open(location, embedder=None, clock=TickingClock())
+    left = [m.id for m in memory.query(None, limit=None)]
+    if left:
+        memory.forget_many(left)
+    return memory
+
+
 @pytest.mark.slow
 @pytest.mark.property
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=20))
-def test_same_results_as_langgraphs_in_memory_store(batches: list[list[tuple[str, Op]]]) -> None:
+@pytest.mark.parametrize("any_store", ["memory", "postgres"], indirect=True)
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(batches=st.lists(st.lists(OPS, min_size=1, max_size=3), min_size=1, max_size=20))
+def test_same_results_as_langgraphs_in_memory_store(
+    any_store: str, batches: list[list[tuple[str, Op]]]
+) -> None:
     reference = Reference()
     written: dict[tuple[tuple[str, ...], str], int] = {}  # item -> when last written
     clock = itertools.count()
-    with AgentMemoryManager.in_memory(embedder=None, clock=TickingClock()) as memory:
+    with _emptied(any_store) as memory:
         store = TieredMemoryStore(memory)
         for batch in batches:
             ops = [op for _, op in batch]
@@ -187,9 +207,9 @@ def test_a_batch_is_one_transaction(any_location: str) -> None:
         assert len(memory.query(Tier.SEMANTIC, limit=None)) == 1
 
 
-def test_async_api_and_updates_keep_created_at(any_location: str) -> None:
+def test_async_api_and_updates_keep_created_at(any_store: str) -> None:
     async def main() -> None:
-        with TieredMemoryStore.open(any_location, embedder=None) as store:
+        with TieredMemoryStore.open(any_store, embedder=None) as store:
             await store.aput(("u",), "k", {"v": 1})
             first = await store.aget(("u",), "k")
             await store.aput(("u",), "k", {"v": 2})
@@ -262,11 +282,11 @@ def test_a_state_graph_in_a_second_process_sees_the_first_ones_memories(
     assert run("lives in Oslo") == "['likes tea', 'lives in Oslo']"
 
 
-def test_items_with_the_same_value_under_other_keys_stay_apart(any_location: str) -> None:
+def test_items_with_the_same_value_under_other_keys_stay_apart(any_store: str) -> None:
     """The manager deduplicates identical text by default; a store item is more than its
     text (namespace and key), so deleting one must not take another with it."""
     value = {"color": "red", "n": 0}
-    with TieredMemoryStore.open(any_location, embedder=None) as store:
+    with TieredMemoryStore.open(any_store, embedder=None) as store:
         store.put(("a",), "k1", value)
         store.put(("a", "a"), "k1", value)
         store.put(("b",), "k2", value)

@@ -24,19 +24,27 @@ from tiered_memory import AgentMemoryManager, Tier
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.both_backends]
 
-READ_ONLY_SERVER_TOOLS = {"remember", "recall", "get", "forget", "promote", "start_session",
-                          "end_session", "append_transcript", "statistics"}  # fmt: skip
+NOTE_TOOLS = {"create_note", "get_note", "list_notes", "update_note", "note_history",
+              "delete_note"}  # fmt: skip
+READ_ONLY_SERVER_TOOLS = NOTE_TOOLS | {
+    "remember", "recall", "get", "forget", "promote", "start_session", "end_session",
+    "append_transcript", "statistics",
+}  # fmt: skip
 TOOLS = READ_ONLY_SERVER_TOOLS | {
     "forget_session",
     "forget_agent",
 }  # only where the server can write
-COMMAND = str(Path(sys.executable).parent / "tiered-memory")
+COMMAND = sys.executable
+CLI = ["-c", "from tiered_memory.cli import main; main()"]
+"""The command line of this checkout (run from its root), not whichever ``tiered-memory``
+the environment installed."""
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.asynccontextmanager
 async def connected(db: Path | str, errlog: Path, *options: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=COMMAND, args=["mcp", str(db), "--keywords-only", *options]
+        command=COMMAND, args=[*CLI, "mcp", str(db), "--keywords-only", *options], cwd=ROOT
     )
     with errlog.open("a") as err:
         async with (
@@ -156,6 +164,65 @@ def test_bad_arguments_are_tool_errors_with_the_librarys_message(
     asyncio.run(main())
 
 
+@pytest.mark.slow
+def test_notes_tools_over_stdio(tmp_path: Path, any_location: str) -> None:
+    db = any_location
+    with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
+        fact = memory.remember("The Lisbon office opens in June", relations=[
+            ("Lisbon office", "opens_in", "June")])  # fmt: skip
+
+    async def main() -> tuple[str, str]:
+        async with connected(db, tmp_path / "server.log") as session:
+            made = await call(
+                session, "create_note", title="Move checklist", tags=["move"], author="ana",
+                content="Find a flat near the office", memories=[fact.id],
+                entities=["Lisbon office"],
+            )  # fmt: skip
+            assert (made["version"], made["created_by"], made["tags"]) == (1, "ana", ["move"])
+            assert {link["kind"] for link in made["links"]} == {"memory", "entity"}
+            other = await call(session, "create_note", title="Groceries", content="bread")
+            edited = await call(session, "update_note", note_id=made["id"],
+                                content="Find a flat near the river", author="bo")  # fmt: skip
+            assert (edited["version"], edited["updated_by"]) == (2, "bo")
+            history = (await call(session, "note_history", note_id=made["id"]))["versions"]
+            assert [(v["version"], v["author"], v["changed"]) for v in history] == [
+                (1, "ana", ["title", "content", "tags"]), (2, "bo", ["content"])
+            ]  # fmt: skip
+            got = await call(session, "get_note", note_id=made["id"])
+            assert got["found"] and got["note"]["content"] == "Find a flat near the river"
+            listed = (await call(session, "list_notes", tag="move"))["notes"]
+            assert [n["id"] for n in listed] == [made["id"]]
+            every = (await call(session, "list_notes"))["notes"]
+            assert {n["id"] for n in every} == {made["id"], other["id"]}
+            hits = (await call(session, "recall", query="flat near the river", notes=True))["hits"]
+            assert hits[0]["kind"] == "note" and hits[0]["note"]["id"] == made["id"]
+            assert "written on purpose" in hits[0]["explanation"]
+            memories_only = (await call(session, "recall", query="flat river"))["hits"]
+            assert all(h["kind"] == "memory" for h in memories_only)
+            bad: list[tuple[str, dict[str, Any], Any]] = [
+                ("create_note", {"title": "  "}, lambda m: m.notes.create("  ")),
+                ("update_note", {"note_id": "missing", "title": "x"},
+                 lambda m: m.notes.update("missing", title="x")),
+                ("create_note", {"title": "t", "memories": ["no-such-memory"]},
+                 lambda m: m.notes.create("t", memories=["no-such-memory"])),
+                ("note_history", {"note_id": "missing"}, lambda m: m.notes.history("missing")),
+            ]  # fmt: skip
+            for tool, arguments, same_call in bad:
+                text = await refused(session, tool, **arguments)
+                assert python_message(same_call) in text, (tool, text)
+            assert (await call(session, "delete_note", note_id=other["id"]))["deleted"] is True
+            assert (await call(session, "delete_note", note_id=other["id"]))["deleted"] is False
+            assert (await call(session, "get_note", note_id=other["id"]))["found"] is False
+            return made["id"], other["id"]
+
+    kept, deleted = asyncio.run(main())
+    with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
+        assert memory.notes.count() == 1 and memory.notes.get(deleted) is None
+        note = memory.notes.get(kept)
+        assert note is not None and note.version == 2
+        assert [n.id for n in memory.notes.about(memory=fact.id)] == [kept]
+
+
 def _server_pid(db: Path) -> int:
     """The server process: a child of this one serving ``db``."""
     for entry in Path("/proc").iterdir():
@@ -196,6 +263,8 @@ def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> N
             assert hits[0]["memory"]["content"] == "fact number 7"
             text = await refused(session, "remember", content="not written")
             assert "read-only" in text.lower()
+            text = await refused(session, "create_note", title="not written")
+            assert "read-only" in text.lower()
             assert {t.name for t in (await session.list_tools()).tools} == READ_ONLY_SERVER_TOOLS
 
     before = file_digest(db)
@@ -210,7 +279,8 @@ def test_an_encrypted_file_is_served_with_the_key_file(tmp_path: Path) -> None:
         memory.remember("The vault code is kept in the blue folder")
     params = StdioServerParameters(
         command=COMMAND,
-        args=["--key-file", str(key_file), "mcp", str(db), "--keywords-only", "--read-only"],
+        args=[*CLI, "--key-file", str(key_file), "mcp", str(db), "--keywords-only", "--read-only"],
+        cwd=ROOT,
     )
 
     async def main() -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from tests.test_read_only import fingerprint as file_digest
@@ -63,3 +64,30 @@ def test_bad_note_input_exits_1_and_writes_nothing(tmp_path: Path) -> None:
     assert code == 1 and "no memory" in err
     with AgentMemoryManager.open(db, embedder=None, read_only=True) as memory:
         assert memory.notes.count() == 0
+
+
+def test_search_with_notes_shows_notes_as_their_own_kind_of_hit(tmp_path: Path) -> None:
+    db = tmp_path / "agent.db"
+    with AgentMemoryManager.open(db, embedder=None) as memory:
+        fact = memory.remember("The Lisbon office opens in June")
+        note = memory.notes.create("Flat hunting", "Find a flat in Lisbon near the river")
+    before = file_digest(db)
+    code, out, _ = _run("search", str(db), "flat Lisbon river", "--notes", "--keywords-only",
+                        "--json")  # fmt: skip
+    assert code == 0
+    hits = orjson.loads(out)
+    with AgentMemoryManager.open(db, embedder=None, read_only=True) as memory:
+        same = memory.recall("flat Lisbon river", notes=True)
+    assert [h["kind"] for h in hits] == [h.kind for h in same]
+    # (recency moves with the clock between the two calls)
+    assert [h["score"] for h in hits] == pytest.approx([h.score for h in same], rel=1e-6)
+    assert sorted(h["kind"] for h in hits) == ["memory", "note"]
+    [found] = [h for h in hits if h["kind"] == "note"]
+    assert found["note"]["id"] == note.id and found["note"]["title"] == "Flat hunting"
+    assert "written on purpose" in found["explanation"]
+    assert [h["memory"]["id"] for h in hits if h["kind"] == "memory"] == [fact.id]
+    code, out, _ = _run("search", str(db), "flat Lisbon river", "--notes", "--keywords-only")
+    assert code == 0 and f"{note.id}  [note]  Flat hunting" in out
+    code, out, _ = _run("search", str(db), "flat Lisbon river", "--keywords-only", "--json")
+    assert [h["kind"] for h in orjson.loads(out)] == ["memory"]  # without --notes: memories
+    assert file_digest(db) == before  # searching writes nothing

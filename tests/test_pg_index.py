@@ -5,6 +5,7 @@ embedding queue and cache, and the staged re-embedding. Rows are written with pl
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 
@@ -169,22 +170,60 @@ def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> No
     assert pg.keyword_search([], 10) == []
 
 
-def test_both_stages_and_both_frequency_counts_give_the_exact_order(
-    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+def _bm25_from_rows(
+    store: PostgresStore, words: list[str], context_weight: float, after_weight: float
+) -> list[tuple[str, float]]:
+    """FTS5's bm25 of every memory, computed here from the keyword rows' per-part term
+    frequency arrays (``kw_lex``, ``kw_fa/fb/fc``), best first, ties by ``seq``."""
+    with store.db.reading() as conn:
+        lexemes = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT u.lexeme FROM unnest(%s::text[]) w, unnest(tm_tsv(w)) u",
+                (words,),
+            )
+        ]
+        n, tokens = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
+        rows = conn.execute(
+            "SELECT memory_id, seq, kw_len, kw_lex, kw_fa, kw_fb, kw_fc FROM tm_keywords"
+        ).fetchall()
+    n, avgdl = int(n), float(tokens) / int(n)
+    df = {lex: sum(lex in r[3] for r in rows) for lex in lexemes}
+    scored = []
+    for memory_id, seq, length, lex, fa, fb, fc in rows:
+        score, matched = 0.0, False
+        for word in lexemes:
+            if word not in lex:
+                continue
+            matched = True
+            i = lex.index(word)
+            f = fa[i] + context_weight * fb[i] + after_weight * fc[i]
+            idf = max(math.log((n - df[word] + 0.5) / (df[word] + 0.5)), 1e-6)
+            score -= idf * (f * 2.2) / (f + 1.2 * (0.25 + 0.75 * length / avgdl))
+        if matched:  # a match only where the weight is 0 scores 0, and is found
+            scored.append((score, seq, memory_id))
+    return [(m, s) for s, _, m in sorted(scored)]
+
+
+def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
+    pg: PostgresStore,
 ) -> None:
+    """Term frequencies per part of the window come from ``ts_rank`` of the window's
+    tsvector (keyword_sql): they give the scores the per-row arrays give, for every
+    memory that matches, whichever way document frequencies are counted."""
     rng = random.Random(5)
     vocabulary = [f"w{i}" for i in range(60)]
-    add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 9))),
+    add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 30))),
                    session_id=f"s{i % 9}") for i in range(240)])  # fmt: skip
     everything = MemoryFilter(min_retention=0.0)  # counts frequencies with the index
-    for words in (["w1"], ["w2", "w3", "w4"], ["W5!", "w6"]):
-        exact = pg.keyword_search(words, 200)
-        assert pg.keyword_search(words, 200, where=everything) == exact
-        monkeypatch.setattr(keyword_sql, "FIRST", 20)  # 3 x limit: the first stage picks 30
-        top = pg.keyword_search(words, 10)
-        monkeypatch.undo()
-        assert top[:5] == exact[:5]  # the first stage is approximate: its tail may differ
-        assert len({m for m, _ in top} & {m for m, _ in exact[:10]}) >= 9
+    for words, cw, aw in ((["w1"], 0.5, 0.5), (["w2", "w3", "w4"], 0.3, 0.8),
+                          (["W5!", "w6"], 1.0, 0.0)):  # fmt: skip
+        expected = _bm25_from_rows(pg, words, cw, aw)
+        assert len(expected) > 40
+        for where in (None, everything):
+            found = pg.keyword_search(words, 500, None, cw, aw, where=where)
+            assert [m for m, _ in found] == [m for m, _ in expected]
+            assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-9)
 
 
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:

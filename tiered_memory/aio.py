@@ -179,6 +179,7 @@ class AsyncAgentMemoryManager:
         return await self.run(lambda m: m.query(tier, **filters))
 
     remember = _coroutine(AgentMemoryManager.remember)
+    tag_counts = _coroutine(AgentMemoryManager.tag_counts)
     get = _coroutine(AgentMemoryManager.get)
     update = _coroutine(AgentMemoryManager.update)
     forget = _coroutine(AgentMemoryManager.forget)

@@ -74,12 +74,13 @@ from tiered_memory.redaction import total_in_file
 from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
+from tiered_memory.tag_counts import TagCounts
 from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(RecallCalls):
+class AgentMemoryManager(RecallCalls, TagCounts):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or

@@ -130,6 +130,14 @@ class Memories:
         end = None if options.limit is None else options.offset + options.limit
         return merged[options.offset : end]
 
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """Memories per namespace tag starting with ``prefix`` (see
+        :meth:`AgentMemoryManager.tag_counts`)."""
+        self.require_open()
+        require_str(prefix, "prefix")
+        self.store.check_external_changes()
+        return self.store.tag_counts(prefix)
+
     def embedded(self, rows: Sequence[tuple[str, Tier]]) -> None:
         """Inside the transaction that stored new embeddings: RAM copies follow it."""
         self.scratchpad.refresh([memory_id for memory_id, tier in rows if tier is Tier.SCRATCHPAD])

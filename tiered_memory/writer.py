@@ -18,6 +18,7 @@ from persistence import (
     Memory,
     MemoryVersion,
     NoteStorage,
+    OneTripWrites,
     RepetitionSchedule,
     Tier,
     graph_records,
@@ -70,6 +71,8 @@ class MemoryWriter:
         self._embeddings = embeddings
         self._extraction = extraction
         self._drafter = Drafter(memories.store, redactor, config.token_counter)
+        self._one_trip = memories.store if isinstance(memories.store, OneTripWrites) else None
+        """The store, when it can write a new memory in one round trip (a server)."""
         self.notebook: NoteStorage | None = None
         """Where memories' content history is kept (set by the manager)."""
 
@@ -116,12 +119,33 @@ class MemoryWriter:
             "tags": tags, "metadata": metadata, "source": source, "category": category,
             "embedding": embedding, "speaker": speaker,
         }  # fmt: skip
+        deduplicate = self._config.dedup if dedup is None else dedup
+        if (
+            self._one_trip is not None
+            and tier is not Tier.SCRATCHPAD
+            and no_facts
+            and not redacted
+            and not self.store.in_transaction
+        ):
+            memory = self._new_memory(content, tier, now, chosen)
+            stored = self._one_trip.remember_new(
+                memory,
+                self._curve.schedule_for(memory.id, memory.importance, now),
+                touch_at=now if session_id is not None else None,
+                dedup=deduplicate,
+            )
+            if stored is not None:
+                self._memories.cache.set(stored.id, stored)
+                self._extraction.notify()
+                if stored.embedding is None:
+                    self._embeddings.notify()
+                return stored
+            # a check failed (or the store cannot tell): the step-by-step path says which
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True):
             if session_id is not None:
                 self._sessions.check_active(session_id)
             count_in_file(self.store, redacted)
-            deduplicate = self._config.dedup if dedup is None else dedup
             if deduplicate and tier is not Tier.SCRATCHPAD:
                 twin = duplicates.find_twin(
                     self.store, content, tier, agent_id, session_id, self._memories.get_many
@@ -131,14 +155,7 @@ class MemoryWriter:
             if tier is Tier.SCRATCHPAD:
                 stored = self._memories.scratchpad.put(key or new_id(), content, **chosen)
             else:
-                chosen["metadata"] = dict(metadata) if metadata is not None else {}
-                memory = Memory.create(
-                    content,
-                    tier,
-                    now=now,
-                    token_count=self._config.token_counter.count(content),
-                    **chosen,
-                )
+                memory = self._new_memory(content, tier, now, chosen)
                 schedule = self._curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._memories.cache.set(stored.id, stored)
@@ -157,6 +174,16 @@ class MemoryWriter:
             if stored.embedding is None:
                 self.store.after_commit(self._embeddings.notify)
         return stored
+
+    def _new_memory(self, content: str, tier: Tier, now: int, chosen: dict[str, Any]) -> Memory:
+        """A new episodic or semantic memory of ``remember()``'s checked fields."""
+        fields = dict(chosen)
+        metadata = fields["metadata"]
+        fields["metadata"] = dict(metadata) if metadata is not None else {}
+        return Memory.create(
+            content, tier, now=now, token_count=self._config.token_counter.count(content),
+            **fields,
+        )  # fmt: skip
 
     def _reinforce(
         self,

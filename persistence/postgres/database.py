@@ -25,12 +25,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import pq, sql
+from psycopg.abc import Params
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from persistence.errors import (
@@ -42,23 +43,42 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.locations import redact
+from persistence.postgres.change_watch import Hook, PgChangeWatch
 from persistence.postgres.translate import call_error, connect_error
 from persistence.postgres.write_count import CountingConnection, writes
 from persistence.records import PoolSettings, Synchronous
 
 log = logging.getLogger("tiered_memory.postgres")
 
-Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
+Row = tuple[Any, ...]
+Statement = tuple[str, Params | None]
+"""A statement for :meth:`PgDatabase.write_in_one_trip`: its text and parameters."""
 _IDLE = pq.TransactionStatus.IDLE
 _INERROR = pq.TransactionStatus.INERROR
-CHANNEL = "tm_changes"
 
 
 CLIENT_CHECK_MS = 500
 """How often a backend working on a statement checks that its client is still there
 (``client_connection_check_interval``): a killed client's statement stops, its transaction
 rolls back and its agent's writer lock is free within this, not when the statement ends."""
+
+
+GIN_PENDING_LIST_KB = 128
+"""``gin_pending_list_limit`` of the library's connections (PostgreSQL's default: 4 MB).
+New keyword entries wait in the GIN index's pending list, which every keyword search
+reads through: after a bulk load and 200 single writes (650 kB pending) a 100k-memory
+search took 68 ms instead of 40 ms (loaded machine). The writer that fills it past this
+merges it (about one ``remember()`` in 40 pays a few ms), so searches read at most 128 kB."""
+
+
+def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
+    """The first row of a statement's answer (``None``: it returned none)."""
+    result = cur.pgresult
+    if result is None or result.ntuples == 0:
+        return None
+    row: Row | None = cur.fetchone()
+    return row
 
 
 def _check_client(conn: Connection) -> None:
@@ -71,7 +91,7 @@ def _check_client(conn: Connection) -> None:
         )
 
 
-class PgDatabase:
+class PgDatabase(PgChangeWatch):
     """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
     module docstring). ``url`` may hold a password: it is kept here only, never printed."""
 
@@ -119,6 +139,12 @@ class PgDatabase:
             "AND pg_current_xact_id_if_assigned() IS NOT NULL RETURNING v; COMMIT"
         )
         self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
+        # the same two steps as separate statements, for a pipeline (one each)
+        self._lock_sql = sql.SQL(self._begin_sql.split("; ", 1)[1]).format(**self._literals)
+        self._one_trip_bump = (  # the scope a parameter: its text may hold a %
+            "UPDATE tm_version SET v = v + 1 WHERE scope = %s "
+            "AND pg_current_xact_id_if_assigned() IS NOT NULL AND ({wrote}) RETURNING v"
+        )
 
     # --- opening and closing ----------------------------------------------------------
 
@@ -154,9 +180,11 @@ class PgDatabase:
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
             "set_config('lock_timeout', %s, false), "
             "set_config('default_transaction_read_only', %s, false), "
-            "set_config('synchronous_commit', %s, false)",
+            "set_config('synchronous_commit', %s, false), "
+            "set_config('gin_pending_list_limit', %s, false)",
             (self.scope, self.writer_id, f"{int(self.settings.lock_timeout_s * 1000)}ms",
-             "on" if self.read_only else "off", self._synchronous_commit),
+             "on" if self.read_only else "off", self._synchronous_commit,
+             str(GIN_PENDING_LIST_KB)),
         )  # fmt: skip
         _check_client(conn)
         register_vector(conn)
@@ -200,11 +228,6 @@ class PgDatabase:
                 )
         self._seen_version = self._read_version()
         self._listen()
-
-    def _listen(self) -> None:
-        listener = self.connect()
-        listener.execute(f"LISTEN {CHANNEL}")
-        self._listener = listener
 
     def close(self) -> None:
         """Close the pool and the listener; twice is harmless."""
@@ -265,13 +288,6 @@ class PgDatabase:
             f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
         )
 
-    def _read_version(self) -> int | None:
-        with self.reading() as conn:
-            row = conn.execute(
-                "SELECT v FROM tm_version WHERE scope = %s", (self.scope,)
-            ).fetchone()
-            return None if row is None else int(row[0])
-
     # --- transactions ---------------------------------------------------------------------
 
     def require_writable(self) -> None:
@@ -301,6 +317,85 @@ class PgDatabase:
             finally:
                 self._tx = None
                 pool.putconn(conn)
+
+    def write_in_one_trip(
+        self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]
+    ) -> list[Row | None]:
+        """Run ``statements`` as one transaction in ONE round trip, and return the first
+        row of each (``None`` for a statement that returned none). ``wrote`` is an SQL
+        condition (and its parameters) true when the statements changed data: the
+        scope's version moves only then (a statement that wrote nothing may still have
+        taken a transaction id, through a statement trigger).
+
+        psycopg's pipeline mode sends ``BEGIN``, the scope's writer lock and version
+        read, the statements, the version bump and ``COMMIT`` together and reads the
+        answers together: the same transaction as :meth:`transaction` runs (writers of one
+        agent queue at the lock, other processes learn of it the same way), without a
+        round trip per step. Durable when it returns. Outside a transaction only (inside
+        one, the caller writes through :meth:`transaction`). A failed statement rolls the
+        whole transaction back (nothing written) and raises its translated error; a
+        connection lost on the way raises :class:`ConnectionLostError`, saying nothing
+        was written when another connection shows ``wrote`` false once the agent's
+        writer lock is free, else that the outcome is unknown."""
+        with self.lock:
+            if self._depth:
+                raise RuntimeError("write_in_one_trip() runs outside a transaction only")
+            self.require_writable()
+            pool = self._require_pool()
+            try:
+                conn = pool.getconn()
+            except PoolTimeout:
+                raise self._pool_timeout() from None
+            except psycopg.Error as exc:
+                raise call_error(exc, self._url) from None
+            try:
+                return self._one_trip(conn, statements, wrote)
+            finally:
+                pool.putconn(conn)
+
+    def _one_trip(
+        self, conn: Connection, statements: Sequence[Statement], wrote: tuple[str, Sequence[Any]]
+    ) -> list[Row | None]:
+        condition, condition_params = wrote
+        bump_sql = self._one_trip_bump.format(wrote=condition)
+        try:
+            with conn.pipeline():
+                conn.execute(b"BEGIN")
+                head = conn.execute(self._lock_sql)
+                cursors = [conn.execute(query, params) for query, params in statements]
+                bump = conn.execute(bump_sql, (self.scope, *condition_params))
+                conn.execute(b"COMMIT")
+        except psycopg.Error as exc:
+            lost = conn.closed or conn.broken
+            self._rollback_quietly(conn)
+            unknown = lost and self._committed(wrote) is not False
+            raise call_error(exc, self._url, committing=unknown) from None
+        rows = [_first_row(cur) for cur in cursors]
+        read = _first_row(head)
+        version = None if read is None or read[1] is None else int(read[1])
+        try:
+            self._drain()  # what the version check covers is noticed once
+        except psycopg.Error:
+            self._drop_listener()
+        changed = self._seen_version is not None and version != self._seen_version
+        bumped = _first_row(bump)
+        self._seen_version = version if bumped is None else int(bumped[0])
+        if changed:
+            self._tell_listeners()
+        return rows
+
+    def _committed(self, wrote: tuple[str, Sequence[Any]]) -> bool | None:
+        """After a connection broke during a one-trip write: whether it committed, read on
+        another connection once the scope's writer lock is free (a transaction still
+        running on the server ends first); ``None`` if that cannot be read either."""
+        condition, params = wrote
+        try:
+            with self._require_pool().connection() as conn, conn.transaction():
+                conn.execute(self._lock_sql)
+                row = conn.execute(f"SELECT {condition}", params).fetchone()
+                return bool(row and row[0])
+        except (psycopg.Error, PoolTimeout, TieredMemoryError):
+            return None
 
     def _outer(self, conn: Connection, join: bool) -> Iterator[Connection]:
         try:
@@ -459,100 +554,3 @@ class PgDatabase:
         """Run ``callback`` if the current transaction (or nested block) rolls back."""
         if self.in_transaction:
             self._hooks[-1][1].append(callback)
-
-    # --- other processes' commits -----------------------------------------------------------
-
-    def on_external_change(self, callback: Hook) -> None:
-        self._change_listeners.append(callback)
-
-    def _tell_listeners(self) -> None:
-        for callback in self._change_listeners:
-            callback()
-
-    def _drain(self) -> bool:
-        """True if another writer's commit of a scope this handle sees was announced."""
-        listener = self._listener
-        if listener is None:
-            return False
-        # libpq straight (1.4 us; psycopg's notifies() generator costs 10 us): read what
-        # the socket holds without waiting, then take every queued notification.
-        pgconn = listener.pgconn
-        pgconn.consume_input()
-        other = False
-        while (note := pgconn.notifies()) is not None:
-            writer, _, scope = note.extra.decode().partition(" ")
-            if writer != self.writer_id and (not self.scope or scope in ("", self.scope)):
-                other = True
-        return other
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other processes' commits and call the listeners if there were any:
-        the listener's announcements at every call (non-blocking), and the version row
-        itself at most every ``change_check_interval_s`` (an announcement travels
-        asynchronously: the row makes the look exact, as SQLite's ``data_version``). A
-        lost listener is reopened and the listeners called (changes may have been
-        missed). ``False`` when another thread's transaction held the handle ``wait_s``
-        seconds: RAM copies may be stale then (read the store)."""
-        if self._pool is None or self.in_transaction:
-            return True
-        lock = self.lock
-        if not lock.acquire(False) and not lock.acquire(timeout=wait_s):
-            return False
-        try:
-            if self._pool is not None:
-                self._look()
-            return True
-        finally:
-            lock.release()
-
-    def _look(self) -> None:
-        """:meth:`check_external_changes` under the lock."""
-        changed = lost = False
-        if self._listener is not None:
-            try:
-                changed = self._drain()
-            except psycopg.Error:
-                changed = lost = True
-                self._drop_listener()
-        if self._listener is None:  # announcements may have been missed: read the row
-            lost = True
-            self._reopen_listener()
-        now = time.monotonic()
-        if not (changed or lost) and now < self._next_check:
-            return
-        self._next_check = now + self.change_check_interval_s
-        if not lost and not self._alive():  # a restarted server's listener reads as quiet
-            changed = True
-            self._reopen_listener()
-        try:
-            version = self._read_version()
-        except TieredMemoryError:
-            version = None  # the server is away: look again next time
-        changed = changed or version is None or version != self._seen_version
-        self._seen_version = version
-        if changed:
-            self._tell_listeners()
-
-    def _alive(self) -> bool:
-        """True if the listener still answers (a round trip, so at most once a look)."""
-        listener = self._listener
-        if listener is None:
-            return False
-        try:
-            listener.execute("SELECT 1")
-        except psycopg.Error:
-            return False
-        return True
-
-    def _drop_listener(self) -> None:
-        """Forget a broken listener (the next look reopens it)."""
-        old, self._listener = self._listener, None
-        if old is not None:
-            old.close()
-
-    def _reopen_listener(self) -> None:
-        self._drop_listener()
-        try:
-            self._listen()
-        except TieredMemoryError:
-            log.warning("cannot listen for other processes' changes at %s yet", self.location)

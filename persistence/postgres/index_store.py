@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -57,6 +57,7 @@ from persistence.validation import (
 )
 
 Connection = psycopg.Connection[Any]
+T = TypeVar("T")
 
 EXACT_SCAN_MAX = 2000
 """A filter an index serves that accepts at most this many memories is searched exactly."""
@@ -72,6 +73,43 @@ class PgIndexStore:
         self.config = config
         self.exact_scan_max = EXACT_SCAN_MAX
         self._ef: dict[int, int] = {}  # id(pooled connection) -> its hnsw.ef_search
+        self._dim: int | None = None  # the stored dimension as last read (searches only)
+        db.on_external_change(self.forget_dimension)
+
+    def forget_dimension(self) -> None:
+        """Read the stored dimension again at the next search."""
+        self._dim = None
+
+    def _search_dimension(self, conn: Connection) -> int | None:
+        """The store's vector dimension for a search (``None`` before any embedding).
+        Outside a transaction the value last read is used without a round trip: the
+        search itself fails on a stale one (the column refuses another size), which
+        :meth:`_searching` answers by reading it again."""
+        if self._dim is not None and not self.db.in_transaction:
+            return self._dim
+        stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+        dim = None if stored is None else int(stored)
+        if not self.db.in_transaction:
+            self._dim = dim
+        return dim
+
+    def _searching(self, search: Callable[[Connection, int], T], empty: T) -> T:
+        """``search(conn, dim)`` at the store's dimension (``empty`` before any
+        embedding); a search refused because the dimension changed since it was last
+        read (another process re-embedded) is redone once with the new one."""
+        for attempt in (1, 2):
+            cached = self._dim is not None and not self.db.in_transaction
+            with self._read() as conn:
+                dim = self._search_dimension(conn)
+                if dim is None:
+                    return empty
+                try:
+                    return search(conn, dim)
+                except (psycopg.errors.DataException, EmbeddingDimensionError):
+                    if not cached or attempt == 2:
+                        raise
+            self.forget_dimension()
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -144,11 +182,9 @@ class PgIndexStore:
         """
         require_int(limit, "limit", minimum=1)
         accepted = _filter(tier, where)
-        with self._read() as conn:
-            dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-            if dim is None:
-                return []
-            query = _vector(vector, int(dim))
+
+        def search(conn: Connection, dim: int) -> list[tuple[str, float]]:
+            query = _vector(vector, dim)
             if (
                 accepted.narrows
                 and recall_filter_sql.index_backed(accepted)
@@ -160,6 +196,8 @@ class PgIndexStore:
             if len(found) < limit and accepted != MemoryFilter():
                 found = vector_sql.nearest(conn, query, limit, accepted, exact=True)
             return found
+
+        return self._searching(search, [])
 
     def _ef_search(self, conn: Connection, ef: int) -> None:
         """Set ``hnsw.ef_search`` on ``conn`` (once per pooled connection and value;
@@ -177,12 +215,12 @@ class PgIndexStore:
             require_str(memory_id, "memory_id")
         if not memory_ids:
             return {}
-        with self._read() as conn:
-            dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-            if dim is None:
-                return {}
-            query = _vector(vector, int(dim))
-            return vector_sql.distances(conn, query, list(dict.fromkeys(memory_ids)))
+        ids = list(dict.fromkeys(memory_ids))
+
+        def distances(conn: Connection, dim: int) -> dict[str, float]:
+            return vector_sql.distances(conn, _vector(vector, dim), ids)
+
+        return self._searching(distances, {})
 
     def conversation_turns(
         self, memory_ids: Sequence[str], *, before: bool = False

@@ -29,11 +29,12 @@ from persistence.errors import (
     InvalidInputError,
     InvalidPromotionError,
     MemoryNotFoundError,
+    StorageError,
     TieredMemoryError,
 )
 from persistence.postgres.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, vector_sql
+from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql, vector_sql
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
@@ -48,6 +49,7 @@ from persistence.validation import (
 
 _EXPECTED_DIM = re.compile(r"expected (\d+) dimensions")
 """pgvector's refusal of a vector of another size than the column's."""
+_UNIQUE_VIOLATION = "23505"
 
 
 def _vector(embedding: Any) -> np.ndarray | None:
@@ -136,6 +138,7 @@ class PgMemoryStore:
             self._insert_one(stored[0], rows[0], vectors, schedules)
             return stored
         with self._writing() as conn:
+            memory_sql.bulk_keyword_entries(conn)
             for dim in sorted({len(v) for _, v in vectors}):
                 self._check_dimension(conn, dim)
             taken = memory_sql.existing_ids(conn, ids)
@@ -192,6 +195,63 @@ class PgMemoryStore:
                     f"memory id {memory.id} is already used (1 in the batch); nothing was written"
                 )
 
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """``remember()``'s write of a new episodic or semantic memory in ONE round trip
+        (:meth:`PgDatabase.write_in_one_trip`): the memory, its vector, content key and
+        schedule, and its session's activity time (``touch_at``), if the session named
+        is there and active and (``dedup``) no memory with the same content key is; else
+        nothing is written and ``None`` returned (the caller takes the step-by-step
+        path, which raises or reinforces). ``None`` too when the store's vector
+        dimension is not known yet, or a vector of another size is refused. Returns the
+        memory as stored; durable when it returns."""
+        validate_memory(memory, max_content_bytes=self.config.max_content_bytes)
+        validate_schedule(schedule)
+        if memory.tier is Tier.SCRATCHPAD:
+            raise InvalidInputError("remember_new() takes an episodic or semantic memory")
+        if schedule.memory_id != memory.id:
+            raise InvalidInputError("remember_new(): the schedule is another memory's")
+        vector = _vector(memory.embedding)
+        if vector is not None and self._dim != len(vector):
+            return None  # the first embedding, or another size: the checked path
+        normal = replace(memory, tags=tuple(dict.fromkeys(memory.tags)))
+        row = memory_sql.encode_row(normal)
+        key = content_key(memory.content, memory.agent_id, memory.session_id)
+        s = schedule
+        timing = (
+            s.next_review_at, s.interval_ms, s.review_count,
+            float(s.ease_factor), float(s.stability_days), s.last_reviewed_at,
+        )  # fmt: skip
+        statement = memory_sql.remember_statement(
+            row, vector, key, timing, touch_at=touch_at, dedup=dedup
+        )
+        try:
+            (answer,) = self.db.write_in_one_trip(
+                [statement], wrote=memory_sql.inserted_condition(memory.id)
+            )
+        except StorageError as exc:
+            if exc.sqlstate == _UNIQUE_VIOLATION:  # another agent's memory has the id
+                raise DuplicateMemoryError(
+                    f"memory id {memory.id} is already used; nothing was written"
+                ) from None
+            if vector is not None and _EXPECTED_DIM.search(str(exc)):  # the size changed
+                self.forget_dimension()
+                return None  # the checked path reads it again and says so
+            raise
+        if answer is None or not answer[0]:
+            return None
+        if answer[1] is None:
+            raise DuplicateMemoryError(
+                f"memory id {memory.id} is already used (1 in the batch); nothing was written"
+            )
+        return memory_sql.as_stored(normal, row, vector)
+
     def _check_dimension(self, conn: Connection, dim: int) -> None:
         """Check (and on the first embedding fix) the store's dimension and its vector
         index. Once the vector column is typed with it, the dimension is remembered (after
@@ -233,6 +293,13 @@ class PgMemoryStore:
         tier = parse_tier(tier, "tier")
         with self.db.reading() as conn:
             return memory_sql.count(conn, tier)
+
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """How many memories carry each namespace tag starting with ``prefix`` (of the
+        scopes this handle sees)."""
+        require_str(prefix, "prefix", allow_empty=True)
+        with self.db.reading() as conn:
+            return tag_counts_sql.counts(conn, prefix)
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order (byte-wise,

@@ -365,6 +365,16 @@ class PostgresStore(IndexSearches):
     ) -> list[Memory]:
         return self.memories.insert_memories(memories, schedules)
 
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        return self.memories.remember_new(memory, schedule, touch_at=touch_at, dedup=dedup)
+
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.memories.get_memory(memory_id)
 
@@ -376,6 +386,9 @@ class PostgresStore(IndexSearches):
 
     def count(self, tier: Tier) -> int:
         return self.memories.count(tier)
+
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        return self.memories.tag_counts(prefix)
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         return self.memories.page(tier, after_id, limit)

@@ -98,6 +98,10 @@ class AgentFilteredStore:
         """How many of this agent's memories ``tier`` holds."""
         return len(self.query(tier, QueryOptions(limit=None)))
 
+    def tag_counts(self, prefix: str) -> dict[str, int]:
+        """Namespace tag counts over this agent's memories."""
+        return dict(self._inner.tag_counts(prefix, agent_id=self.agent_id))
+
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` of this agent's memories of ``tier`` after ``after_id``."""
         return self._walk(lambda after: self._inner.page(tier, after, limit), after_id, limit)

@@ -45,11 +45,12 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import agent_export, json_io
+from persistence.sqlite import agent_export, code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
 from persistence.sqlite.sql import integrity_sql, memory_sql
+from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
 from persistence.transfer.json_export import ExportSource, export_document
@@ -479,7 +480,9 @@ class BackupManager:
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
+            code_sync.sync_alone(conn)  # later opens load codes, not every vector
             conn.pragma("optimize")
+            fix_shadow_statistics(conn)  # FTS5's statements plan right without them
             if vacuum:
                 conn.execute("VACUUM")
             checkpoint = query_one(conn, "PRAGMA wal_checkpoint(TRUNCATE)")

@@ -18,7 +18,7 @@ import apsw
 
 from persistence.records import Tier
 from persistence.sqlite.connection import query_all
-from persistence.sqlite.sql import index_sql
+from persistence.sqlite.sql import index_sql, vector_codes_sql
 from persistence.sqlite.sql.memory_sql import TABLE
 
 
@@ -45,6 +45,7 @@ def triggers_suspended(conn: apsw.Connection) -> Iterator[None]:
             f"INSERT INTO vector_changes (memory_id) SELECT id FROM {table} "
             "WHERE embedding IS NOT NULL"
         )
+    vector_codes_sql.drop_all(conn)  # rows went without their triggers: codes may be stale
     for _, sql in saved:
         conn.execute(sql)
     index_sql.ensure_vector_index(conn)

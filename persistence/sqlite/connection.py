@@ -35,6 +35,7 @@ from persistence.errors import (
 from persistence.records import Synchronous
 from persistence.sqlite.encryption import apply_key, check_file_for_key, wrong_key
 from persistence.sqlite.erasure import connection_secure_delete
+from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.translate import read_only_storage, storage_errors
 from persistence.validation import require_choice, require_int
 
@@ -129,7 +130,9 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
     several times slower. At open, 0x10002 is the cheap form APSW recommends. It never
     waits for another writer: opening or closing next to a busy process must not stall.
     A damaged index is left for ``check_integrity`` to report: the file must still open
-    so that it can be checked, exported or restored.
+    so that it can be checked, exported or restored. FTS5's shadow tables keep no
+    statistics (see :mod:`persistence.sqlite.sql.planner_sql`): a file that has some
+    loses them here, at its next writable open.
     """
     conn.set_busy_timeout(0)
     try:
@@ -137,6 +140,7 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
             conn.pragma("optimize", 0x10002)
         else:
             conn.pragma("optimize")
+        fix_shadow_statistics(conn)  # FTS5's statements plan right without statistics
     except (apsw.BusyError, apsw.LockedError, apsw.CorruptError, apsw.FullError,
             apsw.ReadOnlyError, apsw.IOError) as exc:  # fmt: skip
         logger.debug("pragma optimize skipped: %s", exc)

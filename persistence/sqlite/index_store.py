@@ -22,11 +22,18 @@ from persistence.codecs import encode_embedding
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
 from persistence.index_searches import Turn
 from persistence.records import KeywordParts, MemoryFilter, Tier, content_hash
+from persistence.sqlite import code_sync
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.database import Database
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.memory_store import check_dimension
-from persistence.sqlite.sql import conversation_sql, embedding_cache_sql, index_sql, rebuild_sql
+from persistence.sqlite.sql import (
+    conversation_sql,
+    embedding_cache_sql,
+    index_sql,
+    rebuild_sql,
+    vector_codes_sql,
+)
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
@@ -270,6 +277,7 @@ class IndexStore:
             for _, _, blob, _ in encoded:
                 check_dimension(conn, len(blob) // 4, self.embedding_dim)
             index_sql.set_embeddings(conn, encoded)
+            code_sync.sync(conn)  # new processes load these codes instead of encoding
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Embeddings cached for ``model_id`` by content hash
@@ -340,6 +348,7 @@ class IndexStore:
                 staged = [(i, c, v) for (i, c), v in zip(missing, vectors, strict=True)]  # type: ignore[call-overload]
                 rebuild_sql.stage(conn, _staged(conn, staged))
             self.db.after_commit(self.vectors.reset)
+            vector_codes_sql.drop_all(conn)  # made for the old model's vectors
             return rebuild_sql.swap(conn, *under_way)
 
 

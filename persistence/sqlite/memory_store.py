@@ -33,7 +33,14 @@ from persistence.records import (
     Tier,
 )
 from persistence.sqlite.database import Database
-from persistence.sqlite.sql import dedup_sql, forgetting_sql, index_sql, memory_sql, schedule_sql
+from persistence.sqlite.sql import (
+    dedup_sql,
+    forgetting_sql,
+    index_sql,
+    memory_sql,
+    schedule_sql,
+    tag_counts_sql,
+)
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
 from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite
 from persistence.validation import (
@@ -203,6 +210,15 @@ class MemoryStore:
         """How many memories ``tier`` holds."""
         with self._reading() as conn:
             return memory_sql.count(conn, parse_tier(tier, "tier"))
+
+    def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
+        """How many memories carry each namespace tag starting with ``prefix`` (with
+        ``agent_id``: of that agent's memories only, from the tag index)."""
+        require_str(prefix, "prefix", allow_empty=True)
+        with self._reading() as conn:
+            if agent_id is None:
+                return tag_counts_sql.counts(conn, prefix)
+            return tag_counts_sql.agent_counts(conn, prefix, agent_id)
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order."""

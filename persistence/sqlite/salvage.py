@@ -157,6 +157,10 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
     return conn
 
 
+_DERIVED = frozenset({"vector_codes", "vector_fit"})
+"""Tables made again from the others (a reader without them encodes the vectors)."""
+
+
 def _read_into(src: apsw.Connection, scratch: apsw.Connection, path: Path
                ) -> tuple[tuple[str, ...], tuple[TableSalvage, ...], tuple[str, ...]]:  # fmt: skip
     """Copy the readable rows of every table of ``src`` into ``scratch`` (created with
@@ -176,7 +180,8 @@ def _read_into(src: apsw.Connection, scratch: apsw.Connection, path: Path
     scratch.execute("BEGIN")
     for name, sql in tables:
         scratch.execute(sql)
-        results[name] = _copy_table(src, scratch, name)
+        if name not in _DERIVED:
+            results[name] = _copy_table(src, scratch, name)
     if not query_value(scratch, "SELECT count(*) FROM schema_version"):
         scratch.execute(
             "INSERT INTO schema_version (version, applied_at, description) VALUES (?, ?, ?)",

@@ -418,6 +418,9 @@ class SQLiteStore(IndexSearches):
     def count(self, tier: Tier) -> int:
         return self.memories.count(tier)
 
+    def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
+        return self.memories.tag_counts(prefix, agent_id)
+
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         return self.memories.page(tier, after_id, limit)
 

@@ -7,13 +7,14 @@ Why: sqlite-vec 0.1.9's KNN cost grows with ``k`` (bit KNN over 100k rows here: 
 k=10, 89 ms at k=400), and fusion wants a few hundred candidates.
 
 Each normalised vector is centred on the per-dimension mean and quantised per dimension
-to 3 bits (8 steps of ``_STEP`` standard deviations): the top bit is the sign of the
+to 3 bits (8 steps of ``STEP`` standard deviations; the code math is in
+:mod:`persistence.sqlite.vector_codes`): the top bit is the sign of the
 centred component, kept as a column-major bit matrix; the low two bits sit row-major
 beside it. A search runs in two stages: (1) every vector is scored by the float query
 against its sign bits (asymmetric: the query keeps 4 bits of precision per dimension,
 weighted by what a sign bit is worth in that dimension; a popcount per query bit plane),
 and the best ``first_stage_depth`` survive, a depth measured on the file when the copy
-loads (``VectorMirror._calibrate``); (2) those are scored on their full 3-bit codes and
+is fitted (``CodeFit.calibrated``); (2) those are scored on their full 3-bit codes and
 the best ``count`` go to the caller, which re-ranks them exactly from the float vectors
 in the file. Plain sign bits compared by Hamming distance (the previous design) found
 0.64 of the true 10 nearest among 256 candidates on random 384-d vectors at 10k, and
@@ -21,8 +22,10 @@ almost none for vectors whose components are all positive; centring fixes the la
 the float query and the second stage the former (recall@10 >= 0.95 on both at 100k,
 see benchmarks/test_vector_recall_bench.py).
 
-The centre and scales are fitted on the first ``_FIT_ROWS`` vectors met while loading;
+The centre and scales are fitted on the first ``FIT_ROWS`` vectors met while loading;
 a copy fitted on fewer reloads (and refits) once the file holds four times as many.
+Files keep their codes and fit (:mod:`persistence.sqlite.code_sync`): a copy loads those
+(0.5 s -> well under 0.1 s at 100k memories here) and encodes only what changed since.
 
 RAM per memory: the codes (144 bytes at 384-d), the id as fixed-width bytes in a numpy
 array (33 bytes for the default 32-character ids) and one tier byte; no Python object
@@ -30,7 +33,8 @@ per memory. Ids are found by binary search: slots up to ``_sorted`` are kept in 
 (sorted at load and when compacting), later ones sit in a small dict until the next
 compaction.
 
-The file stays the source of truth. The copy loads from the tier tables on first use,
+The file stays the source of truth. The copy loads on first use (the stored codes, or
+every vector from the tier tables),
 then catches up from ``vector_changes`` (written by triggers in the same transactions as
 the embeddings) before every search, so commits of other processes are seen too. When
 the log no longer reaches back to where the copy stands (trimmed, or the file was
@@ -41,7 +45,6 @@ exact cosine on the float vectors read from the file.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Iterable
 from itertools import islice
@@ -50,61 +53,37 @@ import apsw
 import numpy as np
 
 from persistence.records import Tier
-from persistence.sqlite.sql import index_sql
+from persistence.sqlite import code_sync
+from persistence.sqlite.sql import index_sql, vector_codes_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.vector_codes import (
+    CAL_ROWS,
+    EXACT_BELOW,
+    FIRST_STAGE_SQRT,
+    FIT_ROWS,
+    TIER_BYTE,
+    CodeFit,
+    first_stage_depth,
+    sign_bits,
+    split_codes,
+    words_for,
+)
 
 _TIERS = tuple(Tier)
-_CODE = {tier: code for code, tier in enumerate(_TIERS)}
+_CODE = TIER_BYTE  # a slot's tier byte, as stored codes keep it
+assert [_CODE[t] for t in _TIERS] == list(range(len(_TIERS)))  # _TIERS[byte] is its tier
 _DEAD = 255
 _CHUNK = 4_096
 RESORT_AFTER = 65_536
 """The default ``resort_after``: ids appended since the last sort; more, and the copy
 re-sorts (compacts) at its next catch-up."""
-_END = b"\xff"  # ends every stored id (never in UTF-8), so numpy keeps trailing NULs
-EXACT_BELOW = 128  # fewer dimensions: codes say too little; keep (normalised) floats
-_FIT_ROWS = 4_096  # vectors the centre and scales are fitted on
-_STEP = 0.586  # quantisation step in standard deviations (optimal uniform 3-bit, Gaussian)
-_QUERY_BITS = 4  # precision of the query in the first stage
+_END = b"\x01"  # ends every stored id, so numpy keeps trailing NULs (and ids sort as in SQL)
 _BLOCK = 1_024  # candidates scored at once in the second stage (temporaries stay in cache)
 _MOVE_BLOCK = 65_536  # slots copied at once when the arrays are resized or compacted
-FIRST_STAGE_FACTOR = 4
-FIRST_STAGE_SQRT = 20.0
-"""The first stage keeps ``FIRST_STAGE_FACTOR`` times the number asked for, at least
-``sqrt_factor * sqrt(size)``: the true neighbours' scores stand out from the rest by a
-margin that grows with the copy (extreme values), so the share needed shrinks. The
-factor is measured when the copy loads (see ``VectorMirror._calibrate``), clamped to
-``[CALIBRATED_MIN, CALIBRATED_MAX]``; ``FIRST_STAGE_SQRT`` until then."""
-CALIBRATED_MIN = 10.0
-CALIBRATED_MAX = 80.0
-_CAL_ROWS = 8_192  # vectors kept aside while loading to calibrate on
-_CAL_QUERIES = 32
-_CAL_MIN_ROWS = 1_024  # fewer: keep the default factor
-_CAL_SAFETY = 2.0  # the depth found to hold 9 in 10 sample queries' top 10, doubled
-_CAL_K = 10
 
 log = logging.getLogger("tiered_memory")
 
-
-def first_stage_depth(count: int, size: int, sqrt_factor: float = FIRST_STAGE_SQRT) -> int:
-    """How many vectors the first stage keeps when ``count`` are asked of ``size``."""
-    return max(count * FIRST_STAGE_FACTOR, int(sqrt_factor * math.sqrt(size)))
-
-
-def pack_words(mask: np.ndarray, words: int) -> np.ndarray:
-    """``[n, dim]`` booleans -> ``[words, n]`` uint64, bit i of a vector at bit i % 64 of
-    word i // 64 (least significant bit first), padded with zeros."""
-    packed = np.packbits(mask, axis=1, bitorder="little")
-    padded = np.zeros((len(mask), words * 8), dtype=np.uint8)
-    padded[:, : packed.shape[1]] = packed
-    return np.ascontiguousarray(padded.view("<u8").T)
-
-
-def sign_bits(vectors: np.ndarray, words: int) -> np.ndarray:
-    """``[n, dim]`` floats -> ``[words, n]`` uint64: bit i set where component i > 0.
-
-    Same bit order as sqlite-vec's ``vec_quantize_binary`` (least significant bit first).
-    """
-    return pack_words(vectors > 0, words)
+__all__ = ["EXACT_BELOW", "RESORT_AFTER", "VectorMirror", "first_stage_depth", "sign_bits"]
 
 
 class VectorMirror:
@@ -130,14 +109,10 @@ class VectorMirror:
         self._tier = np.zeros(0, dtype=np.uint8)
         self._bits = np.zeros((0, 0), dtype=np.uint64)
         self._low = np.zeros((0, 0), dtype=np.uint8)
-        self._centre = np.zeros(0, dtype=np.float32)
-        self._spread = np.zeros(0, dtype=np.float32)
-        self._step = np.zeros(0, dtype=np.float32)
-        self._fitted = 0
+        self._fit: CodeFit | None = None
         self._sqrt_factor = FIRST_STAGE_SQRT
         self._sample_every = 0  # while loading: keep every n-th vector to calibrate on
         self._sample = np.zeros((0, 0), dtype=np.float32)  # the kept vectors, in one array
-        self._sample_slots = np.zeros(0, dtype=np.int64)
         self._sampled = 0
         self._floats = np.zeros((0, 0), dtype=np.float32)
         self._exact = False
@@ -221,48 +196,19 @@ class VectorMirror:
         eligible = n - int(np.count_nonzero(excluded))
         if take >= eligible:
             return np.flatnonzero(~excluded)  # the caller re-ranks them all anyway
-        padded = np.zeros(self._words * 64, dtype=np.float32)
-        padded[: len(query)] = query
+        assert self._fit is not None  # codes exist only with a fit
+        first, second = self._fit.query_weights(query)
         depth = first_stage_depth(take, self._live, self._sqrt_factor)
         if depth < eligible:
-            score = self._first_stage(padded * self._spread, self._bits[:, :n])
+            score = self._fit.first_stage(first, self._bits[:, :n])
             score[excluded] = -1
             chosen = np.argpartition(-score, depth - 1)[:depth]
         else:
             chosen = np.flatnonzero(~excluded)
-        closeness = self._second_stage(padded * self._step, chosen)
+        closeness = self._second_stage(second, chosen)
         best = np.argpartition(-closeness, take - 1)[:take]
         best = best[np.argsort(-closeness[best], kind="stable")]
         return chosen[best]
-
-    def _first_stage(self, weights: np.ndarray, bits: np.ndarray) -> np.ndarray:
-        """Score of every slot: ``weights`` (the query scaled per dimension) dotted with
-        each vector's signs, the weights rounded to ``_QUERY_BITS`` bits. A sign is +1 or
-        -1, so ``w . s = sum(|w| where the sign agrees with w's) * 2 - sum(|w|)``; a sign
-        bit (1: positive) agrees where it differs from w's "negative" bit: one popcount of
-        (bits xor negative) and each bit plane of ``|w|`` per word."""
-        negative = pack_words(weights[None, :] < 0, self._words)[:, 0]
-        magnitude = np.abs(weights)
-        top = float(magnitude.max())
-        n = bits.shape[1]
-        levels = (1 << _QUERY_BITS) - 1
-        rounded = np.rint(magnitude * (levels / top) if top > 0 else magnitude).astype(np.uint8)
-        planes = pack_words((rounded[None, :] >> np.arange(_QUERY_BITS)[:, None]) & 1 > 0,
-                            self._words)  # fmt: skip
-        counts = np.zeros((_QUERY_BITS, n), dtype=np.uint16)  # per plane of |w|
-        agree = np.empty(n, dtype=np.uint64)
-        scratch = np.empty(n, dtype=np.uint64)
-        ones = np.empty(n, dtype=np.uint8)
-        for word in range(self._words):
-            np.bitwise_xor(bits[word], negative[word], out=agree)  # 1: they agree
-            for plane in range(_QUERY_BITS):
-                np.bitwise_and(agree, planes[word, plane], out=scratch)
-                np.bitwise_count(scratch, out=ones)
-                np.add(counts[plane], ones, out=counts[plane])
-        score: np.ndarray = counts[0].astype(np.int32)
-        for plane in range(1, _QUERY_BITS):
-            score += counts[plane].astype(np.int32) << plane
-        return score
 
     def _second_stage(self, weights: np.ndarray, chosen: np.ndarray) -> np.ndarray:
         """``weights`` (the query scaled by each dimension's step) dotted with the 3-bit
@@ -309,63 +255,113 @@ class VectorMirror:
         dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
         dim = None if dim_text is None else int(dim_text)
         (head_seq, head_id), changed = self._changes(conn, dim)
-        refit = (
-            not self._exact and self._fitted < _FIT_ROWS and self._live >= 4 * max(self._fitted, 1)
-        )
+        fitted = self._fit.fitted if self._fit is not None else 0
+        refit = not self._exact and fitted < FIT_ROWS and self._live >= 4 * max(fitted, 1)
         if changed is None or len(changed) > max(self._live // 4, _CHUNK) or refit:
             self._load(conn, dim, head_seq, head_id)
             return
-        if not changed:
-            return
-        for start in range(0, len(changed), _CHUNK):
-            chunk = changed[start : start + _CHUNK]
-            for memory_id in chunk:
-                self._remove(memory_id)
-            self._add(index_sql.embeddings_of(conn, chunk))
+        self._apply(conn, changed)
         self._seq, self._seq_id = head_seq, head_id
         if len(self._recent) > self.resort_after or (
             self._dead >= 1_024 and self._dead * 2 >= self._used
         ):
             self._compact()
 
+    def _apply(self, conn: apsw.Connection, changed: list[str]) -> None:
+        """Take in the current vectors of ``changed`` memories (gone ones leave)."""
+        for start in range(0, len(changed), _CHUNK):
+            chunk = changed[start : start + _CHUNK]
+            for memory_id in chunk:
+                self._remove(memory_id)
+            self._add(index_sql.embeddings_of(conn, chunk))
+
     def _load(self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None) -> None:
+        """Load the copy: from the codes the file keeps (:mod:`persistence.sqlite.code_sync`)
+        plus what changed since they were written, else by encoding every vector."""
+        if self._load_codes(conn, dim):
+            changed = self._changes(conn, dim)[1]
+            if changed is not None and len(changed) <= max(self._live // 4, _CHUNK):
+                self._apply(conn, changed)
+                self._seq, self._seq_id = seq, seq_id
+                return
+        self._load_vectors(conn, dim, seq, seq_id)
+
+    def _load_codes(self, conn: apsw.Connection, dim: int | None) -> bool:
+        """Load the stored codes if the file has usable ones (a fit for ``dim`` whose log
+        position is still in the change log); the copy then stands at that position."""
+        if dim is None or dim < EXACT_BELOW:
+            return False
+        stored = code_sync.stored_fit(conn, dim)
+        if stored is None:
+            return False
+        fit, seq, seq_id = stored
+        self._clear()
+        self._dim, self._words, self._fit = dim, fit.words, fit
+        self._sqrt_factor = fit.sqrt_factor
+        self._bits = np.zeros((self._words, 0), dtype=np.uint64)
+        self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
+        self._reserve(index_sql.memory_count(conn), 1, exact=True)  # (every memory: enough)
+        rows, width = vector_codes_sql.keyed_rows(conn, _END), fit.code_bytes
+        while batch := list(islice(rows, _CHUNK)):
+            keys, codes = zip(*batch, strict=True)
+            if set(map(len, codes)) != {width}:  # some are not this fit's: leave them
+                batch = [row for row in batch if len(row[1]) == width]
+                if not batch:
+                    continue
+                keys, codes = zip(*batch, strict=True)
+            start, end = self._used, self._used + len(batch)
+            self._reserve(end, max(map(len, keys)))
+            tiers, self._bits[:, start:end], self._low[start:end] = split_codes(
+                list(codes), self._words
+            )
+            self._tier[start:end] = np.where(tiers < len(_TIERS), tiers, _DEAD)
+            self._ids[start:end] = keys
+            self._used = end
+            self._live += len(batch)
+        self._compact(ordered=True)
+        self._seq, self._seq_id = seq, seq_id
+        self._loaded = True
+        return True
+
+    def _load_vectors(
+        self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None
+    ) -> None:
+        """Load the copy by encoding every vector of the file (fitting on the first
+        ``FIT_ROWS``, calibrating on a sample)."""
         self._clear()
         self._dim = dim
         self._exact = dim is not None and dim < EXACT_BELOW
-        self._words = 0 if dim is None or self._exact else (dim + 63) // 64
+        self._words = 0 if dim is None or self._exact else words_for(dim)
         self._bits = np.zeros((self._words, 0), dtype=np.uint64)
         self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
         self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
             total = index_sql.memory_count(conn)
             self._reserve(total, 1, exact=True)  # no regrowth while loading
-            self._sample_every = 0 if self._exact else max(total // _CAL_ROWS, 1)
+            self._sample_every = 0 if self._exact else max(total // CAL_ROWS, 1)
             if self._sample_every:  # one array, not one small array per kept vector
-                room = total // self._sample_every + 1
-                self._sample = np.empty((room, dim), dtype=np.float32)
-                self._sample_slots = np.empty(room, dtype=np.int64)
+                self._sample = np.empty((total // self._sample_every + 1, dim), dtype=np.float32)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on
             for tier in Tier:
                 rows_of_tier = index_sql.embedded_rows(conn, tier)
                 while rows := list(islice(rows_of_tier, _CHUNK)):
                     batch = [(memory_id, tier, blob) for memory_id, blob in rows]
-                    if self._fitted or self._exact:
+                    if self._fit is not None or self._exact:
                         self._add(batch, loading=True)
                         continue
                     waiting += batch
-                    if len(waiting) >= _FIT_ROWS:
+                    if len(waiting) >= FIT_ROWS:
                         self._add(waiting, loading=True)
                         waiting = []
             self._add(waiting, loading=True)
             self._sample_every = 0
-            moved = self._compact()
-            if self._sampled:
-                new_slot = np.empty(len(moved) and int(moved.max()) + 1, dtype=np.int64)
-                new_slot[moved] = np.arange(len(moved))
-                slots = new_slot[self._sample_slots[: self._sampled]]
-                self._calibrate(self._sample[: self._sampled], slots)
+            self._compact()
+            if self._fit is not None:
+                self._fit = self._fit.calibrated(self._sample[: self._sampled])
+                self._sqrt_factor = self._fit.sqrt_factor
+                log.debug("vector copy calibrated: first stage %.1f * sqrt(size)",
+                          self._sqrt_factor)  # fmt: skip
             self._sample = np.zeros((0, 0), dtype=np.float32)  # not a view: frees the array
-            self._sample_slots = np.zeros(0, dtype=np.int64)
             self._sampled = 0
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
@@ -386,13 +382,15 @@ class VectorMirror:
         if self._exact:
             self._floats[start:end] = vectors / norms
         else:
-            self._bits[:, start:end], self._low[start:end] = self._encode(vectors / norms)
+            if self._fit is None:
+                self._fit = CodeFit.of(vectors / norms)
+            self._bits[:, start:end], self._low[start:end] = self._fit.encode(vectors / norms)
             if self._sample_every:
                 kept = np.flatnonzero(np.arange(start, end) % self._sample_every == 0)
                 kept = kept[: len(self._sample) - self._sampled]
-                at = slice(self._sampled, self._sampled + len(kept))
-                self._sample[at] = vectors[kept] / norms[kept]
-                self._sample_slots[at] = start + kept
+                self._sample[self._sampled : self._sampled + len(kept)] = (
+                    vectors[kept] / norms[kept]
+                )
                 self._sampled += len(kept)
         self._ids[start:end] = keys
         self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
@@ -400,34 +398,6 @@ class VectorMirror:
             self._recent.update(zip(keys, range(start, end), strict=True))
         self._used = end
         self._live += len(batch)
-
-    def _fit(self, vectors: np.ndarray) -> None:
-        """Centre and scales from these (normalised) vectors, for all codes until reload."""
-        padded = np.zeros((len(vectors), self._words * 64), dtype=np.float32)
-        padded[:, : vectors.shape[1]] = vectors
-        self._centre = padded.mean(axis=0)
-        centred = padded - self._centre
-        above = centred >= 0  # the sign bit; its two halves' means differ when skewed
-        high = (centred * above).sum(axis=0) / np.maximum(above.sum(axis=0), 1)
-        low = (centred * ~above).sum(axis=0) / np.maximum((~above).sum(axis=0), 1)
-        self._spread = (high - low).astype(np.float32)  # what a sign bit is worth
-        deviation = centred.std(axis=0)
-        floor = max(float(deviation.max()), 1e-6) * 1e-3  # a constant dimension: any step
-        self._step = (_STEP * np.maximum(deviation, floor)).astype(np.float32)
-        self._fitted = len(vectors)
-
-    def _encode(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Normalised ``[n, dim]`` vectors -> their sign bits ``[words, n]`` (the top bit
-        of each code) and the low two bits of each code, four dimensions to a byte."""
-        if not self._fitted:
-            self._fit(vectors)
-        padded = np.zeros((len(vectors), self._words * 64), dtype=np.float32)
-        padded[:, : vectors.shape[1]] = vectors
-        codes = np.floor((padded - self._centre) / self._step) + 4
-        codes = np.clip(codes, 0, 7).astype(np.uint8)
-        low = (codes & 3).reshape(len(vectors), -1, 4)
-        packed = low[:, :, 0] | (low[:, :, 1] << 2) | (low[:, :, 2] << 4) | (low[:, :, 3] << 6)
-        return pack_words(codes >= 4, self._words), packed
 
     def _remove(self, memory_id: str) -> None:
         key = memory_id.encode() + _END
@@ -477,38 +447,23 @@ class VectorMirror:
             floats = np.zeros((capacity, self._floats.shape[1]), np.float32)
             self._floats = moved(self._floats, floats)
 
-    def _calibrate(self, vectors: np.ndarray, slots: np.ndarray) -> None:
-        """Measure how deep the first stage must go on this file: queries near
-        ``_CAL_QUERIES`` of the sample ``vectors`` (at ``slots``), the rank their exact
-        10 nearest among the sample get from the first stage, scaled to the whole copy
-        (``sqrt``, see ``FIRST_STAGE_SQRT``) and doubled."""
-        if len(vectors) < _CAL_MIN_ROWS:
-            return
-        rng = np.random.default_rng(len(vectors))
-        noise = rng.standard_normal((_CAL_QUERIES, vectors.shape[1])).astype(np.float32)
-        noise *= 0.5 / np.linalg.norm(noise, axis=1, keepdims=True)
-        queries = vectors[rng.choice(len(vectors), _CAL_QUERIES, replace=False)] + noise
-        exact = vectors @ queries.T
-        bits = np.ascontiguousarray(self._bits[:, slots])
-        needed = []
-        for column, query in enumerate(queries):
-            padded = np.zeros(self._words * 64, dtype=np.float32)
-            padded[: len(query)] = query
-            score = self._first_stage(padded * self._spread, bits)
-            truth = np.argpartition(-exact[:, column], _CAL_K - 1)[:_CAL_K]
-            needed.append(max(int(np.count_nonzero(score >= score[t])) for t in truth))
-        depth = float(np.quantile(needed, 0.9)) * _CAL_SAFETY
-        factor = depth / math.sqrt(len(vectors))
-        self._sqrt_factor = min(max(factor, CALIBRATED_MIN), CALIBRATED_MAX)
-        log.debug("vector copy calibrated: first stage %.1f * sqrt(size)", self._sqrt_factor)
-
-    def _compact(self) -> np.ndarray:
+    def _compact(self, *, ordered: bool = False) -> None:
         """Drop dead slots and sort all live ones by id (emptying the recent dict), with
-        room to grow by an eighth before the next copy; the old slot of each new one."""
-        live = np.flatnonzero(self._tier[: self._used] != _DEAD)
+        room to grow by an eighth before the next copy. ``ordered``: the slots may
+        already be in id order (as stored codes come); then, if they are, nothing moves."""
+        used = self._used
+        live = np.flatnonzero(self._tier[:used] != _DEAD)
+        if (
+            ordered
+            and len(live) == used
+            and bool(np.all(self._ids[1:used] >= self._ids[: used - 1]))
+        ):
+            self._sorted = self._live = used
+            self._recent = {}
+            self._dead = 0
+            return
         live = live[np.argsort(self._ids[live], kind="stable")]
         self._resize(len(live) + len(live) // 8 + 1_024, order=live)
         self._used = self._sorted = self._live = len(live)
         self._recent = {}
         self._dead = 0
-        return live

@@ -45,9 +45,11 @@ from tiered_memory.cli.app import (
     main,
     read_key_file,
 )
+from tiered_memory.cli.notes import note_row
 from tiered_memory.config import MemoryConfig
 from tiered_memory.copying import copy_memory
 from tiered_memory.embedding.embedders import EmbedderError
+from tiered_memory.recall import NoteHit
 
 
 @main.command()
@@ -313,6 +315,7 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 @click.option("--tier", type=click.Choice([t.value for t in Tier]), help="Only this tier.")
 @click.option("--session", "session_id", help="Only memories of this session.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@click.option("--notes", is_flag=True, help="Notes compete too, as hits of their own kind.")
 @click.option(
     "--reinforce",
     is_flag=True,
@@ -327,7 +330,7 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 )
 @json_option
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
-           tags: tuple[str, ...], reinforce: bool, keywords_only: bool,
+           tags: tuple[str, ...], notes: bool, reinforce: bool, keywords_only: bool,
            as_json: bool) -> None:  # fmt: skip
     """Recall the K memories that best answer QUERY, each with why it came back.
 
@@ -342,20 +345,27 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
     model = {"embedder": None} if keywords_only else {}
     try:
         with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
-            hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags)
+            hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags,
+                                 notes=notes)  # fmt: skip
             if reinforce:
                 memory.flush()  # the reviews now, so that a failure is reported
     except (EmbeddingModelMismatchError, EmbedderError) as exc:
         raise type(exc)(f"{exc} (or search with --keywords-only)") from exc
     rows = [
-        {"score": h.score, "explanation": str(h.explanation), "signals": h.explanation.signals,
-         "memory": _memory_row(h.memory)}
+        {"kind": h.kind, "score": h.score, "explanation": str(h.explanation),
+         "signals": h.explanation.signals,
+         **({"note": note_row(h.note)} if isinstance(h, NoteHit)
+            else {"memory": _memory_row(h.memory)})}
         for h in hits
     ]  # fmt: skip
 
     def human() -> None:
         for h in hits:
-            click.echo(f"{h.score:.4f}  {h.memory.id}  [{h.memory.tier.value}]  {h.memory.content}")
+            if isinstance(h, NoteHit):
+                click.echo(f"{h.score:.4f}  {h.note.id}  [note]  {h.note.title}")
+            else:
+                click.echo(f"{h.score:.4f}  {h.memory.id}  [{h.memory.tier.value}]  "
+                           f"{h.memory.content}")  # fmt: skip
             click.echo(f"        why: {h.explanation}")
 
     _emit(as_json, rows, human)
@@ -410,7 +420,8 @@ def mcp(db: str, read_only: bool, keywords_only: bool) -> None:
     Like the library, it creates DB if missing and migrates an older one (unless
     --read-only); an encrypted DB takes its key from --key-file or the environment.
     Tools: remember, recall, get, forget, promote, start_session,
-    end_session, append_transcript, statistics; resources memory://ID and
+    end_session, append_transcript, statistics, and the notes' create_note, get_note,
+    list_notes, update_note, note_history, delete_note; resources memory://ID and
     session://ID/transcript.
     """
     try:

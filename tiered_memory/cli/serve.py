@@ -23,15 +23,16 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 @click.option(
     "--allow-edits",
     is_flag=True,
-    help="Allow forget, promote and review from the page (POSTs with a CSRF token).",
+    help="Allow forget, promote and review, and editing notes, from the page (POSTs with "
+    "a CSRF token).",
 )
 @click.option(
     "--keywords-only", is_flag=True, help="Recall by keywords alone: no embedding model is loaded."
 )
 def serve(db: str, port: int, host: str, token: str | None, allow_edits: bool,
           keywords_only: bool) -> None:  # fmt: skip
-    """Serve the inspector for DB: overview, memories, recall, sessions, graph, each page
-    with a .json twin. Read-only (no byte of DB changes) unless --allow-edits."""
+    """Serve the inspector for DB: overview, memories, notes, recall, sessions, graph, each
+    page with a .json twin. Read-only (no byte of DB changes) unless --allow-edits."""
     try:
         import uvicorn
 

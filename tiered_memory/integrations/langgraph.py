@@ -20,17 +20,19 @@ and explanation ride along (:class:`TieredSearchItem`). Without it, ``search(que
 is :meth:`AgentMemoryManager.recall` and ``score`` is recall's fused score. Without a
 query items come back most recently updated first. TTLs (``ttl=`` minutes, ``TTLConfig``)
 are deadlines kept with the item: never returned after it, forgotten by a sweep
-(:mod:`.langgraph_ttl`). Listing namespaces reads every item (a scan). Only the
+(:mod:`.langgraph_ttl`). Listing namespaces reads the counts of the items' namespace
+tags, kept in step by the store (:mod:`.langgraph_namespaces`), not the items. Only the
 manager's public API is used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,11 +56,18 @@ from langgraph.store.base import (
 
 from persistence import InvalidInputError, Memory, Tier
 from tiered_memory.aio import settled
+from tiered_memory.integrations.langgraph_awaitable import Done, Stopped, SweeperFuture, Swept
 from tiered_memory.integrations.langgraph_index import (
     FieldIndex,
     FieldVectors,
     best_similarities,
     field_texts,
+)
+from tiered_memory.integrations.langgraph_namespaces import (
+    TTL_NS_TAG,
+    fixed_prefix,
+    list_namespaces,
+    ns_tag,
 )
 from tiered_memory.integrations.langgraph_ttl import (
     TTL_KEY,
@@ -71,7 +80,6 @@ from tiered_memory.integrations.langgraph_ttl import (
 )
 from tiered_memory.integrations.langgraph_values import (
     matches,
-    namespace_matches,
     read_value,
     stored_value,
 )
@@ -85,7 +93,6 @@ UNINDEXED_CONTENT = "(an item stored with index=False)"
 
 CATEGORY = "langgraph"
 _ITEM_TAG = "langgraph:item:"
-_NS_TAG = "langgraph:ns:"
 _MAX_K = 1000  # recall's largest k
 _PAGE = 500
 
@@ -167,7 +174,7 @@ class TieredMemoryStore(BaseStore):
         self._owned = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="tiered-memory-langgraph")
         self._sweeper: Sweeper | None = None
-        self._sweeping: Future[None] | None = None
+        self._sweeping: SweeperFuture | None = None
 
     @classmethod
     def open(
@@ -202,9 +209,11 @@ class TieredMemoryStore(BaseStore):
         LangGraph's stores."""
         return None if self._fields is None else self._fields.embeddings
 
-    def setup(self) -> None:
+    def setup(self) -> Done:
         """Nothing to do (LangGraph's SQL stores create their tables here; the file was
-        created or migrated when it was opened): kept so code calling it runs unchanged."""
+        created or migrated when it was opened): kept so code calling it runs unchanged,
+        ``await store.setup()`` (AsyncSqliteStore's form) included."""
+        return Done()
 
     def close(self) -> None:
         """Stop the sweeper and the async worker; shut the manager down if owned."""
@@ -286,31 +295,32 @@ class TieredMemoryStore(BaseStore):
         ``refresh_ttl=False``."""
         return bool(op.refresh_ttl and (self.ttl_config or {}).get("refresh_on_read"))
 
-    def sweep_ttl(self) -> int:
+    def sweep_ttl(self) -> Swept:
         """Forget every expired item (with ``forget()``: logged and audited as any
-        forgotten memory); returns how many."""
+        forgotten memory); returns how many (``await`` gives the same number)."""
         now = self.memory.clock()
         count = 0
         with self.memory.transaction():
-            for memory in self.memory.query(None, tags=(TTL_TAG,), category=CATEGORY, limit=None):
-                if expired(memory.metadata, now):
+            for memory in self.memory.query(None, tags=(TTL_TAG,), limit=None):
+                if memory.category == CATEGORY and expired(memory.metadata, now):
                     minutes = memory.metadata.get(TTL_KEY)
                     reason = f"expired: its LangGraph TTL of {minutes} min passed"
                     count += bool(self.memory.forget(memory.id, reason=reason))
-        return count
+        return Swept(count)
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl` in the store's worker thread."""
         return await settled(self._executor, self.sweep_ttl)
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Sweep every ``sweep_interval_minutes`` (default: the TTLConfig's
         ``sweep_interval_minutes``) until :meth:`stop_ttl_sweeper`; the future
-        completes when the sweeper stops."""
+        completes when the sweeper stops (``await`` gives it at once, as
+        AsyncSqliteStore's coroutine gives its task)."""
         if self._sweeping is not None:
             return self._sweeping
         minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
-        future: Future[None] = Future()
+        future = SweeperFuture()
         if not minutes:
             log.info("no sweep interval configured: the TTL sweeper does not start")
             future.set_result(None)
@@ -319,27 +329,31 @@ class TieredMemoryStore(BaseStore):
         self._sweeping = future
         return future
 
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; True when it has stopped (or none was running)."""
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Stopped:
+        """Stop the sweeper; true when it has stopped (or none was running); ``await``
+        gives that bool (AsyncSqliteStore's form)."""
         sweeper, future = self._sweeper, self._sweeping
         if sweeper is None or future is None:
-            return True
+            return Stopped(True)
         stopped = sweeper.stop(timeout)
         if stopped:
             self._sweeper = self._sweeping = None
             future.set_result(None)
-        return stopped
+        return Stopped(stopped)
 
     # --- the mapping ----------------------------------------------------------------------
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
         """The item's memory, expired or not: looked up in the store's tier first, then
-        in every tier (a memory may have been promoted since)."""
+        in every tier (a memory may have been promoted since). By its tag alone, the
+        category checked here: with the category in the query SQLite's planner walks
+        every item of the category (34 ms a lookup at 35k items, against 0.1 ms)."""
         tag = (_item_tag(namespace, key),)
         for tier in (self.tier, None):
-            found = self.memory.query(tier, tags=tag, category=CATEGORY, limit=1)
-            if found:
-                return found[0]
+            found = self.memory.query(tier, tags=tag, limit=None)
+            for memory in found:
+                if memory.category == CATEGORY:
+                    return memory
         return None
 
     def _live(self, namespace: tuple[str, ...], key: str, now: int) -> Memory | None:
@@ -390,7 +404,7 @@ class TieredMemoryStore(BaseStore):
         if write.vectors is not None:
             metadata["vectors"] = write.vectors
         tags = [_item_tag(namespace, key), *_prefix_tags(namespace)]
-        tags += [TTL_TAG] if write.ttl is not None else []
+        tags += [TTL_TAG, ns_tag(namespace, TTL_NS_TAG)] if write.ttl is not None else []
         if existing is None:
             self.memory.remember(
                 write.content, self.tier, tags=tags, metadata=metadata, category=CATEGORY,
@@ -407,7 +421,7 @@ class TieredMemoryStore(BaseStore):
 
     def _search(self, op: SearchOp, now: int) -> list[tuple[SearchItem, Memory]]:
         _check_page(op.limit, op.offset)
-        prefix_tag = _NS_TAG + ".".join(op.namespace_prefix)
+        prefix_tag = ns_tag(op.namespace_prefix)
         want = op.offset + op.limit
         if op.query and self._fields is not None:
             return self._similar(op, prefix_tag, now)
@@ -422,15 +436,13 @@ class TieredMemoryStore(BaseStore):
         """Items under the prefix, most recently updated first, that ``keep`` accepts,
         read a page at a time until ``want`` are found (all with ``None``)."""
         if want is None:  # all of them: one read (pages would re-read each tier's head)
-            every = self.memory.query(
-                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at", limit=None
-            )
+            every = self.memory.query(None, tags=(prefix_tag,), order_by="updated_at", limit=None)
             return [m for m in every if keep(m)]
         kept: list[Memory] = []
         offset = 0
         while len(kept) < want:
             page = self.memory.query(
-                None, tags=(prefix_tag,), category=CATEGORY, order_by="updated_at",
+                None, tags=(prefix_tag,), order_by="updated_at",
                 limit=_PAGE, offset=offset,
             )  # fmt: skip
             kept += [m for m in page if keep(m)]
@@ -490,14 +502,25 @@ class TieredMemoryStore(BaseStore):
         ]
 
     def _list_namespaces(self, op: ListNamespacesOp, now: int) -> list[tuple[str, ...]]:
+        """From the namespace tags' counts (:mod:`.langgraph_namespaces`), not the items."""
         _check_page(op.limit, op.offset)
-        every = self.memory.query(None, tags=(_NS_TAG,), category=CATEGORY, limit=None)
-        seen = {tuple(m.metadata["namespace"]) for m in every if not expired(m.metadata, now)}
         conditions = op.match_conditions or ()
-        chosen = [ns for ns in seen if all(namespace_matches(c, ns) for c in conditions)]
-        if op.max_depth is not None:
-            chosen = list({ns[: op.max_depth] for ns in chosen})
-        return sorted(chosen)[op.offset : op.offset + op.limit]
+        under = fixed_prefix(conditions)
+        counts = self.memory.tag_counts(ns_tag(under))
+        expiring = self.memory.tag_counts(ns_tag(under, TTL_NS_TAG))
+
+        def live(namespace: tuple[str, ...]) -> bool:
+            tags = (ns_tag(namespace, TTL_NS_TAG),)
+            for offset in itertools.count(0, _PAGE):
+                page = self.memory.query(None, tags=tags, limit=_PAGE, offset=offset)
+                if any(m.category == CATEGORY and not expired(m.metadata, now) for m in page):
+                    return True
+                if len(page) < _PAGE:
+                    return False
+            raise AssertionError("unreachable")
+
+        chosen = list_namespaces(counts, expiring, conditions, op.max_depth, live)
+        return chosen[op.offset : op.offset + op.limit]
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -516,8 +539,8 @@ def _item_tag(namespace: tuple[str, ...], key: str) -> str:
 
 
 def _prefix_tags(namespace: tuple[str, ...]) -> list[str]:
-    """One tag per prefix (labels hold no '.', LangGraph refuses them), the root included."""
-    return [_NS_TAG + ".".join(namespace[:n]) for n in range(len(namespace) + 1)]
+    """One tag per prefix, the root included (counted: see :mod:`.langgraph_namespaces`)."""
+    return [ns_tag(namespace[:n]) for n in range(len(namespace) + 1)]
 
 
 def _check_labels(op: Op) -> None:

@@ -2,7 +2,9 @@
 
 ``pip install 'tiered-memory[mcp]'``; run ``tiered-memory mcp agent.db``. Tools:
 ``remember``, ``recall`` (hits with their explanation), ``get``, ``forget``, ``promote``,
-``start_session``, ``end_session``, ``append_transcript``, ``statistics``; on a writable
+``start_session``, ``end_session``, ``append_transcript``, ``statistics``, the notes'
+(``create_note``, ``get_note``, ``list_notes``, ``update_note``, ``note_history``,
+``delete_note``: :mod:`~tiered_memory.integrations.mcp_notes`); on a writable
 server also ``forget_session`` and ``forget_agent`` (erasure: see the README's "Forget
 means forgotten"). Read-only
 resources: ``memory://{memory_id}`` (a memory as JSON) and
@@ -20,22 +22,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from persistence import Memory, TieredMemoryError, memory_to_json
 from tiered_memory import __version__
 from tiered_memory.aio import AsyncAgentMemoryManager
-from tiered_memory.recall.types import RecallHit
+from tiered_memory.integrations.mcp_notes import add_note_tools, note_json
+from tiered_memory.integrations.mcp_values import plain as _plain
+from tiered_memory.integrations.mcp_values import tool_call as _tool
+from tiered_memory.recall import NoteHit, RecallHit
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 INSTRUCTIONS = (
     "A durable three-tier memory (scratchpad, episodic, semantic) in one SQLite file. "
@@ -45,11 +48,6 @@ INSTRUCTIONS = (
 )
 
 
-def _plain(value: Any) -> Any:
-    """Records (dataclasses, enums, numpy arrays) as plain JSON values."""
-    return orjson.loads(orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY))
-
-
 def _memory(memory: Memory) -> dict[str, Any]:
     row: dict[str, Any] = {"tier": memory.tier.value, **_plain(memory_to_json(memory))}
     del row["embedding"]  # 1.5 kB of base64 no model wants to read
@@ -57,21 +55,18 @@ def _memory(memory: Memory) -> dict[str, Any]:
     return row
 
 
-def _hit(hit: RecallHit) -> dict[str, Any]:
-    return {
+def _hit(hit: RecallHit | NoteHit) -> dict[str, Any]:
+    row = {
+        "kind": hit.kind,
         "score": hit.score,
         "explanation": str(hit.explanation),
         "signals": _plain(hit.explanation.signals),
-        "memory": _memory(hit.memory),
     }
-
-
-async def _tool(call: Awaitable[T]) -> T:
-    """Await a library call; its errors become tool errors with the same message."""
-    try:
-        return await call
-    except TieredMemoryError as exc:
-        raise ToolError(str(exc)) from exc
+    if isinstance(hit, NoteHit):
+        row["note"] = note_json(hit.note)
+    else:
+        row["memory"] = _memory(hit.memory)
+    return row
 
 
 def _erasure_tools(server: MCPServer[Any], memory: AsyncAgentMemoryManager) -> None:
@@ -131,14 +126,17 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
         tags: list[str] | None = None,
         min_score: float | None = None,
         relative_cut: float | None = None,
+        notes: bool = False,
     ) -> dict[str, Any]:
         """The k memories that best answer the query, best first, each with its score and
         an explanation of which signals (keywords, meaning) matched and how much, and
         whether a keyword match came from the turns around a memory. min_score drops hits
-        scoring below it, relative_cut (0-1) those under that share of the best score."""
+        scoring below it, relative_cut (0-1) those under that share of the best score.
+        notes: notes compete too, as hits of kind "note" (memories' hits: "memory")."""
         hits = await _tool(
             memory.recall(query, k, tier=tier, session_id=session_id, agent_id=agent_id,
-                          tags=tags or (), min_score=min_score, relative_cut=relative_cut)
+                          tags=tags or (), min_score=min_score, relative_cut=relative_cut,
+                          notes=notes)
         )  # fmt: skip
         return {"hits": [_hit(h) for h in hits]}
 
@@ -155,6 +153,7 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
 
     if not memory.read_only:
         _erasure_tools(server, memory)
+    add_note_tools(server, memory)
 
     @server.tool()
     async def promote(memory_id: str, to_tier: str, reason: str | None = None) -> dict[str, Any]:

@@ -4,18 +4,22 @@ The score is FTS5's formula (k1 = 1.2, b = 0.75), negated (lower is better, <= 0
 for each lexeme of the query, idf = ln((N - df + 0.5) / (df + 0.5)) (at least 1e-6),
 tf = hits in the memory's own words + ``context_weight`` x hits in the two memories
 before it + ``after_weight`` x hits in the two after it, |D| = the row's tokens, avgdl
-from ``tm_kw_stats``. The per-row arrays (``kw_lex``, ``kw_fa/fb/fc``) give tf without
-unnesting every matched tsvector. Ties go in insertion order (``seq``), as FTS5's rowid.
+from ``tm_kw_stats``. Ties go in insertion order (``seq``), as FTS5's rowid.
 
-Two stages: the GIN index finds the memories matching any query word; when more than
-``FIRST`` (or 3 x limit) match, the sum over lexemes of idf x ``ts_rank`` (the window's
-weights, no length normalisation) picks that many and the exact bm25 orders them; fewer
-are all scored exactly. Searches of single-token words unfiltered or filtered by the
-keyword row's own columns (tier, agent, time range; migration v006) read every match
-once: the matches give each lexeme's document frequency exactly (they hold every memory
-with it) and the accepted ones are ranked. Others (a session, tags, retention, phrases)
-join the memories and count document frequencies with the index. The arrays are decompressed once
-per candidate (``|| '{}'``), not once per lexeme.
+Every memory the GIN index finds is scored exactly, in one pass. The per-part term
+frequencies come from the window's tsvector itself: its own words carry weight A, the
+memories before B, after C, and their positions follow in that order, so for a one-lexeme
+query ``ts_rank`` with weight 1 on a prefix of the parts (A; A and B; A, B and C) and 0
+elsewhere is sum(1/j^2, j = 1..n)/(pi^2/6) for the n positions those parts hold, which
+rounds back to n (exact to the 256 positions a lexeme keeps). ``ts_rank`` is a binary
+search in the tsvector: three calls cost less than one ``array_position`` in ``kw_lex``
+(measured: 1,200 memories x 4 lexemes, 0.6 ms against 14 ms), so no first stage is needed
+to keep the exact scoring to a few hundred memories. Searches of single-token words
+unfiltered or filtered by the keyword row's own columns (tier, agent, time range;
+migration v006) take each lexeme's matches straight from the GIN index: the matches give
+each lexeme's document frequency exactly (they hold every memory with it) and the
+accepted ones are ranked. Others (a session, tags, retention, phrases) match the query
+once, join the memories and count document frequencies with the index.
 """
 
 from __future__ import annotations
@@ -35,9 +39,6 @@ CATCH_UP = "SET CONSTRAINTS tm_kw_work IMMEDIATE"
 """Runs this transaction's pending keyword work now (a search inside it sees its writes)."""
 DEFER = "SET CONSTRAINTS tm_kw_work DEFERRED"
 
-FIRST = 300
-"""Candidates the exact bm25 orders when more memories match (see the module docstring)."""
-
 _HEAD = """
 WITH stats AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n,
@@ -48,52 +49,64 @@ WITH stats AS MATERIALIZED (
     FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
 ), q AS MATERIALIZED (SELECT to_tsquery('tm_english', %(q)s) AS q
 ), cand AS MATERIALIZED (
-    SELECT k.memory_id, k.seq, k.kw FROM tm_keywords k {join} CROSS JOIN q
+    SELECT k.memory_id, k.seq, k.kw, k.kw_len FROM tm_keywords k {join} CROSS JOIN q
     WHERE k.kw @@ q.q AND {cond}
 )"""
 
-_HEAD_ALL = _HEAD.replace(
-    "SELECT k.memory_id, k.seq, k.kw FROM", "SELECT k.memory_id, k.seq, k.kw, {cond} AS ok FROM"
-).replace("WHERE k.kw @@ q.q AND {cond}", "WHERE k.kw @@ q.q")
-"""Every match, each marked whether the filter (on the keyword row's own columns) accepts
-it: document frequencies come from all of them, the accepted ones are ranked."""
+_LEXEMES = _HEAD.split("), q AS MATERIALIZED")[0] + ")"
+"""The statistics and the query's lexemes alone (the search by lexeme below)."""
 
 _DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
-    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
-    FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
-         (SELECT count(*) AS df FROM cand c WHERE c.kw @@ l.lq) d
+    SELECT h.lex, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+    FROM hits h CROSS JOIN stats s GROUP BY h.lex, s.n
 )"""
 """Unfiltered, one token per word: every memory holding a query lexeme is a candidate,
-so the candidates give each lexeme's document frequency exactly."""
+so the candidates' hits give each lexeme's document frequency exactly."""
 
 _DF_FROM_INDEX = """, idf AS MATERIALIZED (
-    SELECT l.lex, l.lq, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
+    SELECT l.lex, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
     FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
          (SELECT count(*) AS df FROM tm_keywords WHERE kw @@ l.lq) d
 )"""
 """Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
 
-_SCORE = """, first AS MATERIALIZED (
-    SELECT c.memory_id, c.seq FROM cand c CROSS JOIN idf i {accepted}
-    GROUP BY c.memory_id, c.seq
-    ORDER BY sum(i.idf * ts_rank(ARRAY[0, %(aw)s, %(cw)s, 1]::float4[], c.kw, i.lq)) DESC, c.seq
-    LIMIT %(first)s
-), rows AS MATERIALIZED (
-    SELECT f.memory_id, f.seq, k.kw_len, k.kw_lex || '{{}}'::text[] AS kw_lex,
-           k.kw_fa || '{{}}'::real[] AS kw_fa, k.kw_fb || '{{}}'::real[] AS kw_fb,
-           k.kw_fc || '{{}}'::real[] AS kw_fc
-    FROM first f JOIN tm_keywords k ON k.memory_id = f.memory_id
-), hits AS MATERIALIZED (
-    SELECT r.memory_id, r.seq, r.kw_len, i.idf,
-           r.kw_fa[p.p] + %(cw)s * r.kw_fb[p.p] + %(aw)s * r.kw_fc[p.p] AS f
-    FROM rows r CROSS JOIN idf i
-    CROSS JOIN LATERAL (SELECT array_position(r.kw_lex, i.lex) AS p) p
-    WHERE p.p IS NOT NULL
+_TF = (
+    "round(1.0 / (1.64493406685 * greatest(1 - ts_rank('{{WEIGHTS}}', c.kw, l.lq)::float8, "
+    "1e-7)) - 0.5)"
 )
-SELECT h.memory_id,
-       -sum(h.idf * (h.f * 2.2) / (h.f + 1.2 * (0.25 + 0.75 * h.kw_len / s.avgdl))) AS score
-FROM hits h CROSS JOIN stats s
-GROUP BY h.memory_id, h.seq ORDER BY score, h.seq LIMIT %(limit)s
+"""How many positions of a lexeme the window's parts picked by ``WEIGHTS`` (``D,C,B,A``,
+1 = picked) hold, read from ``ts_rank`` (see the module docstring). Braces doubled: the
+text is formatted again."""
+
+_HITS = f""", hits AS MATERIALIZED (
+    SELECT c.memory_id, c.seq, c.kw_len, l.lex, {{ok}} AS ok,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,0,1")} END AS fa,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,1,1")} END AS fab,
+           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,1,1,1")} END AS fabc
+    FROM cand c CROSS JOIN lexemes l WHERE c.kw @@ l.lq
+)"""
+"""Each (candidate, query lexeme) it holds, with the lexeme's term frequency in each part
+of the window for the accepted ones (``ok``): one ``@@`` per pair, whose hits give the
+unfiltered document frequencies too."""
+
+_HITS_BY_LEXEME = _HITS.replace(
+    "FROM cand c CROSS JOIN lexemes l WHERE c.kw @@ l.lq",
+    "FROM lexemes l JOIN tm_keywords c ON c.kw @@ l.lq",
+).replace("{ok}", "({cond})")
+"""Single-token words, a filter on the keyword row's own columns: each lexeme's matches
+straight from the index (one bitmap scan per lexeme, no list of candidates matched
+again per lexeme: 25% less time at 100k, the same results), each marked whether the
+filter accepts it. Every match counts towards its lexeme's document frequency."""
+
+_SCORE = """, tf AS (
+    SELECT h.memory_id, h.seq, h.kw_len, i.idf,
+           h.fa + %(cw)s * (h.fab - h.fa) + %(aw)s * (h.fabc - h.fab) AS f
+    FROM hits h JOIN idf i ON i.lex = h.lex WHERE h.ok
+)
+SELECT t.memory_id,
+       -sum(t.idf * (t.f * 2.2) / (t.f + 1.2 * (0.25 + 0.75 * t.kw_len::float8 / s.avgdl))) AS score
+FROM tf t CROSS JOIN stats s
+GROUP BY t.memory_id, t.seq ORDER BY score, t.seq LIMIT %(limit)s
 """
 
 
@@ -130,15 +143,14 @@ def search(
         return []
     own_columns = _on_keyword_rows(where)
     if own_columns and _single_tokens(words):
-        cond, params = recall_filter_sql.condition(where, "k")
-        head, df, accepted = _HEAD_ALL.format(join="", cond=cond), _DF_FROM_CANDIDATES, "WHERE c.ok"
+        cond, params = recall_filter_sql.condition(where, "c")
+        sql = _LEXEMES + _HITS_BY_LEXEME.format(cond=cond) + _DF_FROM_CANDIDATES + _SCORE
     else:
         join = "" if own_columns else "JOIN tm_memories m ON m.id = k.memory_id"
         cond, params = recall_filter_sql.condition(where, "k" if own_columns else "m")
-        head, df, accepted = _HEAD.format(join=join, cond=cond), _DF_FROM_INDEX, ""
+        sql = _HEAD.format(join=join, cond=cond) + _HITS.format(ok="true") + _DF_FROM_INDEX
+        sql += _SCORE
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
-    params["first"] = max(FIRST, 3 * limit)
-    sql = head + df + _SCORE.format(accepted=accepted)
     return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
 
 

@@ -153,6 +153,13 @@ def upsert(conn: Connection, row: tuple[Any, ...], vector: np.ndarray | None) ->
         conn.execute(_PUT_VECTOR, (memory_id, vector))
 
 
+def bulk_keyword_entries(conn: Connection) -> None:
+    """Let this transaction's new keyword entries wait in the GIN pending list up to
+    PostgreSQL's default 4 MB (the connections keep it small for searches): a batch's
+    entries are merged into the index in a few large steps, not many small ones."""
+    conn.execute("SELECT set_config('gin_pending_list_limit', '4096', true)")
+
+
 def insert_many(
     conn: Connection, rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
 ) -> None:
@@ -224,6 +231,71 @@ def insert_one(
         params.update((f"s{i}", value) for i, value in enumerate(schedule))
     sql = _INSERT_ONE[vector is not None, schedule is not None]
     return conn.execute(sql, params).fetchone() is not None
+
+
+def _remember_sql(vector: bool, session: bool, dedup: bool) -> str:
+    """:func:`_insert_one_sql` with ``remember()``'s checks in the same statement: the
+    row goes in only if its session (if any) is there and active and (with ``dedup``) no
+    memory this handle sees has the same content key; the session's activity time moves
+    forward with it. Returns one row: whether the checks passed, the id if inserted."""
+    body = _insert_one_sql(vector, True).replace(
+        "    WHERE NOT EXISTS (SELECT 1 FROM tm_memories WHERE id = %(id)s)",
+        "    FROM ok WHERE ok.go AND NOT EXISTS (SELECT 1 FROM tm_memories WHERE id = %(id)s)",
+    )
+    checks = ["true"]
+    if session:
+        checks.append(
+            "EXISTS (SELECT 1 FROM tm_sessions WHERE session_id = %(session_id)s AND is_active)"
+        )
+    if dedup:
+        checks.append("NOT EXISTS (SELECT 1 FROM tm_content_keys WHERE key = %(ckey)s)")
+    head = f"WITH ok AS (SELECT {' AND '.join(checks)} AS go), "
+    body = head + body.removeprefix("WITH ")
+    touch = (
+        ", touch AS (UPDATE tm_sessions SET last_active_at = greatest(last_active_at, %(at)s) "
+        "WHERE session_id = %(session_id)s AND last_active_at < %(at)s "
+        "AND EXISTS (SELECT 1 FROM ins))\n"
+        if session
+        else ""
+    )
+    return body.replace(
+        "SELECT id FROM ins", f"{touch}SELECT (SELECT go FROM ok), (SELECT id FROM ins)"
+    )
+
+
+_REMEMBER = {
+    (v, s, d): _remember_sql(v, s, d) for v in (False, True) for s in (False, True)
+    for d in (False, True)
+}  # fmt: skip
+
+
+def remember_statement(
+    row: tuple[Any, ...],
+    vector: np.ndarray | None,
+    content_key: bytes,
+    schedule: tuple[Any, ...],
+    *,
+    touch_at: int | None,
+    dedup: bool,
+) -> tuple[str, dict[str, Any]]:
+    """The statement (text, parameters) of :func:`_remember_sql` for one new memory (a
+    :func:`insert_one` row and schedule); ``touch_at`` is the session's new activity time
+    (the row's ``session_id`` names the session). Not run here: the caller sends it with
+    its transaction in one round trip. Its row is ``(checks passed, id or None)``."""
+    params: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
+    params["ckey"] = content_key
+    params["at"] = touch_at
+    if vector is not None:
+        params["vec"] = vector
+    params.update((f"s{i}", value) for i, value in enumerate(schedule))
+    session = params["session_id"] is not None
+    return _REMEMBER[vector is not None, session, dedup], params
+
+
+def inserted_condition(memory_id: str) -> tuple[str, tuple[str]]:
+    """An SQL condition (and its parameter) true once the memory's row is there: the
+    :func:`remember_statement` wrote (its ids are new)."""
+    return "EXISTS (SELECT 1 FROM tm_memories WHERE id = %s)", (memory_id,)
 
 
 def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:

@@ -1,6 +1,7 @@
 """The edits ``--allow-edits`` turns on: forget, promote and review a memory, each a POST
 carrying the page's CSRF token and run as one transaction. Without ``--allow-edits`` the
-manager is read-only and these answer 403."""
+manager is read-only and these answer 403. :func:`action` is how every edit (the notes'
+too, :mod:`~tiered_memory.inspector.pages.note_edits`) is guarded and run."""
 
 from __future__ import annotations
 
@@ -20,16 +21,21 @@ NAV = None
 
 def routes(inspector: Inspector) -> list[BaseRoute]:
     return [
-        Route("/memories/{memory_id}/forget", _action(inspector, _forget), methods=["POST"]),
-        Route("/memories/{memory_id}/promote", _action(inspector, _promote), methods=["POST"]),
-        Route("/memories/{memory_id}/review", _action(inspector, _review), methods=["POST"]),
+        Route("/memories/{memory_id}/forget", action(inspector, _forget), methods=["POST"]),
+        Route("/memories/{memory_id}/promote", action(inspector, _promote), methods=["POST"]),
+        Route("/memories/{memory_id}/review", action(inspector, _review), methods=["POST"]),
     ]
 
 
 Edit = Callable[[Inspector, str, Any], str]
+"""An edit: ``(inspector, the id in the path, the form)`` -> where to go afterwards."""
 
 
-def _action(inspector: Inspector, edit: Edit) -> Callable[[Request], Any]:
+def action(inspector: Inspector, edit: Edit, param: str = "memory_id") -> Callable[[Request], Any]:
+    """The POST endpoint running ``edit`` on the path parameter ``param`` (``""`` when the
+    path has none): refused (403) without ``--allow-edits`` or without the page's CSRF
+    token, run in one transaction, answered with a redirect (303) or a 400 page."""
+
     async def answer(request: Request) -> Response:
         if not inspector.allow_edits:
             message = "read-only: start the server with --allow-edits to edit"
@@ -37,11 +43,11 @@ def _action(inspector: Inspector, edit: Edit) -> Callable[[Request], Any]:
         form = await request.form()
         if not inspector.csrf_ok(form.get("csrf")):
             return error_response(inspector, request, 403, "missing or wrong CSRF token", False)
-        memory_id = request.path_params["memory_id"]
+        target_id = str(request.path_params.get(param, ""))
 
         def run() -> str:
             with inspector.lock, inspector.memory.transaction():
-                return edit(inspector, memory_id, form)
+                return edit(inspector, target_id, form)
 
         try:
             target = await run_in_threadpool(run)

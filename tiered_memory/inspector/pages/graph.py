@@ -1,5 +1,6 @@
 """The knowledge graph: entities, and an entity's page with its aliases, its relations
-(validity, confidence, the memories that assert them) and its neighbourhood drawn.
+(validity, confidence, the memories that assert them), its neighbourhood drawn and the
+notes linked to it.
 
 An entity with hundreds of relations costs a handful of queries: its relations, the
 names at their other ends, and their provenance, each read in one batch."""
@@ -94,5 +95,6 @@ def entity_page(inspector: Inspector, request: Request) -> tuple[str, PageData]:
         "neighbours": [{"id": n.entity.id, "name": n.entity.name, "depth": n.depth,
                         "via": [v.predicate for v in n.via]} for n in near],
         "drawing": {"nodes": drawn, "more": len(ends - {entity.id} - {n.entity.id for n in near})},
+        "notes": [{"id": n.id, "title": n.title} for n in memory.notes.about(entity=entity.id)],
     }  # fmt: skip
     return "entity.html", data

@@ -1,5 +1,6 @@
 """Memories: the list (facets, sorting, paging, keyword search) and one memory's page
-(content, metadata, links, promotion audit, schedule, forgetting curve, graph facts)."""
+(content, metadata, links, promotion audit, schedule, forgetting curve, graph facts, the
+contents it had before ``update()`` changed it, the notes linked to it)."""
 
 from __future__ import annotations
 
@@ -147,6 +148,9 @@ def memory_page(inspector: Inspector, request: Request) -> tuple[str, PageData]:
              "asserted_by": asserted.get(r.id, [])}
             for r in relations
         ],
+        "versions": [{"version": v.version, "content": v.content, "author": v.author,
+                      "at": v.at} for v in memory.history(memory_id)],
+        "notes": [{"id": n.id, "title": n.title} for n in memory.notes.about(memory=memory_id)],
     }  # fmt: skip
     return "memory.html", data
 

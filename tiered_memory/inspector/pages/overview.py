@@ -1,5 +1,5 @@
 """Overview: tiers with counts, sessions, file size, the embedding backlog, what
-``decay()`` would forget next, recent promotions."""
+``decay()`` would forget next, recent promotions, the notes edited last."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tiered_memory.inspector.context import Inspector, NavItem, PageData, memory
 NAV = NavItem("Overview", "/")
 NEXT_FORGOTTEN = 10
 RECENT_PROMOTIONS = 10
+RECENT_NOTES = 5
 PROMOTION_SCAN = 200
 
 
@@ -46,6 +47,10 @@ def overview(inspector: Inspector, request: Request) -> tuple[str, PageData]:
                   "current_relations": stats.graph.current_relations},
         "next_forgotten": next_forgotten(inspector),
         "recent_promotions": recent_promotions(inspector),
+        "notes": {"total": memory.notes.count(),
+                  "recent": [{"id": n.id, "title": n.title, "updated_at": n.updated_at,
+                              "updated_by": n.updated_by, "version": n.version}
+                             for n in memory.notes.list(limit=RECENT_NOTES)]},
     }  # fmt: skip
     return "overview.html", data
 

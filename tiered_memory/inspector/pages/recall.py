@@ -1,5 +1,6 @@
 """The recall playground: a query box; each hit with its per-signal contributions drawn as
-bars and its explanation in words, the same figures ``recall()`` returns. The served
+bars and its explanation in words, the same figures ``recall()`` returns; with ``notes``
+ticked, notes compete as hits of their own kind (``recall(..., notes=True)``). The served
 manager counts no recall as a review, so playing here changes nothing."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from tiered_memory.inspector.context import (
     memory_row,
     page_routes,
 )
-from tiered_memory.recall import RecallHit
+from tiered_memory.inspector.pages.notes import note_row
+from tiered_memory.recall import NoteHit, RecallHit
 
 NAV = NavItem("Recall", "/recall")
 
@@ -34,18 +36,23 @@ def playground(inspector: Inspector, request: Request) -> tuple[str, PageData]:
     if tier is not None and tier not in {t.value for t in Tier}:
         raise PageError(400, f"tier must be one of {[t.value for t in Tier]}, got {tier!r}")
     session = params.get("session") or None
-    hits = inspector.memory.recall(query, k=k, tier=tier, session_id=session) if query else []
-    rows = [_hit(h) for h in hits]
+    notes = params.get("notes") not in (None, "", "0")
+    hits = (
+        inspector.memory.recall(query, k=k, tier=tier, session_id=session, notes=notes)
+        if query
+        else []
+    )
     data: PageData = {
-        "query": query or None, "k": k, "tier": tier, "session": session,
-        "hits": rows,
+        "query": query or None, "k": k, "tier": tier, "session": session, "notes": notes,
+        "hits": [_hit(h) for h in hits],
     }  # fmt: skip
     return "recall.html", data
 
 
-def _hit(h: RecallHit) -> PageData:
-    """A hit with every figure of its explanation, and ``bars``: each signal's
-    contribution to the fused score, then each factor's change (factor - 1)."""
+def _hit(h: RecallHit | NoteHit) -> PageData:
+    """A hit (``kind``: memory or note) with every figure of its explanation, and
+    ``bars``: each signal's contribution to the fused score, then each factor's change
+    (factor - 1)."""
     e = h.explanation
     signals = [
         {"signal": s.signal, "rank": s.rank, "raw": s.raw, "raw_name": s.raw_name,
@@ -58,9 +65,14 @@ def _hit(h: RecallHit) -> PageData:
     bars = [(f"{s.signal}{f' #{s.rank}' if s.rank else ''} · {s.measure}", s.contribution)
             for s in e.signals]  # fmt: skip
     bars += [(f"× {name} {value:.3f}", value - 1.0) for name, value in factors.items()]
-    return {
-        "score": h.score, "explanation": str(e), "signals": signals, "fused": e.fused,
-        "factors": factors, "importance": e.importance, "retention": e.retention,
-        "age_days": e.age_days, "filters": list(e.filters), "notes": list(e.notes),
-        "bars": bars, "memory": memory_row(h.memory),
+    row: PageData = {
+        "kind": h.kind, "score": h.score, "explanation": str(e), "signals": signals,
+        "fused": e.fused, "factors": factors, "importance": e.importance,
+        "retention": e.retention, "age_days": e.age_days, "filters": list(e.filters),
+        "notes": list(e.notes), "bars": bars,
     }  # fmt: skip
+    if isinstance(h, NoteHit):
+        row["note"] = note_row(h.note)
+    else:
+        row["memory"] = memory_row(h.memory)
+    return row

@@ -34,6 +34,7 @@ exits 1 when any check failed. A failing round's journal and database are kept.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import random
 import shutil
@@ -47,6 +48,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
 
 import apsw
 import orjson
@@ -429,7 +432,8 @@ class Campaign:
         if problems or (self.strict and remaining):
             keep = self.failures / f"round-{number:06d}"
             keep.mkdir(exist_ok=True)
-            shutil.copy(journal, keep)
+            if journal.exists():  # a worker killed before it started has none
+                shutil.copy(journal, keep)
             for suffix in ("", "-wal"):
                 if Path(f"{self.db}{suffix}").exists():
                     shutil.copy(f"{self.db}{suffix}", keep)
@@ -592,6 +596,9 @@ def main() -> int:
     parser.add_argument("--strict-leftovers", action="store_true",
                         help="fail when temporary files survive the next open")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary files")
+    parser.add_argument("--ledger", type=Path,
+                        help="append this run's totals (one JSON line) and print the sum of all "
+                        "runs in the file, e.g. benchmarks/results/kill_ledger.jsonl")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("--journal", "--exports", "--bias", "--round"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -636,7 +643,51 @@ def main() -> int:
         f"raw exceptions {sum(t.raw.values())}, leftovers {t.leftovers_after_open} "
         f"(most after any open {t.most_leftovers_after_open})"
     )
+    if args.ledger is not None:
+        totals = append_ledger(args.ledger, run_record(t, args, elapsed, failed))
+        print(f"kill_campaign ledger {args.ledger}: " + ", ".join(
+            f"{k} {v}" for k, v in totals.items()))  # fmt: skip
     return 1 if failed else 0
+
+
+LEDGER_SUMS = ("runs", "kills", "ops_verified", "lost", "phantoms", "wrong_tier",
+               "partial_restores", "partial_imports", "partial_batches", "integrity_failures",
+               "bad_snapshots", "raw_exceptions", "failed_runs")  # fmt: skip
+
+
+def run_record(t: Tally, args: argparse.Namespace, elapsed: float, failed: bool) -> dict[str, Any]:
+    """One run's totals for the ledger, with its command and the machine load."""
+    counts = {k: getattr(t, k) for k in LEDGER_SUMS if hasattr(t, k)}
+    return {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seed": args.seed,
+            "seconds": round(elapsed), "load": [round(x, 2) for x in os.getloadavg()],
+            "command": " ".join(sys.argv), "code": _code_version(), "runs": 1, **counts,
+            "raw_exceptions": sum(t.raw.values()), "errors": dict(t.errors + t.raw),
+            "failed_runs": int(failed)}  # fmt: skip
+
+
+def _code_version() -> str:
+    """The commit of the checkout whose code ran (``+`` when it has changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        command = ["git", "-C", str(root), "describe", "--always", "--dirty=+"]
+        head = subprocess.run(command, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        head = ""
+    return head or "unknown"
+
+
+def append_ledger(path: Path, record: dict[str, Any]) -> dict[str, int]:
+    """Append ``record`` as one JSON line; return the sums over every line of the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as f:
+        f.write(orjson.dumps(record) + b"\n")
+    totals = dict.fromkeys(LEDGER_SUMS, 0)
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            row = orjson.loads(line)
+            for k in LEDGER_SUMS:
+                totals[k] += int(row.get(k, 0))
+    return totals
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
+
 import apsw
 import numpy as np
 import orjson

@@ -309,3 +309,17 @@ def _async_methods() -> list[str]:
 _MANAGER_DELEGATES = frozenset(vars(AgentMemoryManager)) - {"open", "in_memory", "query"}
 """Coroutines made from the manager's methods take ``**kwargs`` and pass them on: the
 manager refuses an unknown one (``query`` takes filters as keywords)."""
+
+
+def test_a_path_under_an_unknown_users_home_is_a_missing_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``~nosuchuser/m.db``: Python's expanduser raises RuntimeError (found by
+    benchmarks/fuzz.py through `tiered-memory salvage`); the path stays as written, as a
+    shell leaves it, and the open names the missing folder, creating nothing."""
+    from persistence import MissingDirectoryError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MissingDirectoryError, match="~no-such-user-here"):
+        AgentMemoryManager.open("~no-such-user-here/m.db", embedder=None)
+    assert list(tmp_path.iterdir()) == []

@@ -8,12 +8,16 @@ background work now instead.
 
 from __future__ import annotations
 
+import logging
+
 from persistence import Backend, InvalidInputError, Progress, require_callable, require_int
 from tiered_memory.config import MemoryConfig
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
 from tiered_memory.memories import Memories
 from tiered_memory.recall.recaller import Recaller
+
+logger = logging.getLogger("tiered_memory")
 
 
 class Lifecycle:
@@ -38,8 +42,10 @@ class Lifecycle:
 
     def open(self) -> None:
         """Open the store and start what runs beside it; a second call does nothing."""
-        if not self.store.is_open:
-            self.store.open()
+        if self.store.is_open:
+            return
+        self.store.open()
+        try:
             self._backups.remove_leftovers()
             self._memories.scratchpad.load()
             if self._config.embed_in_background and not self.store.read_only:
@@ -48,6 +54,14 @@ class Lifecycle:
             if self._config.extracts_in_background and not self.store.read_only:
                 self._extraction.start()
                 self._extraction.notify()  # an old file's memories, or an earlier run's
+        except BaseException:
+            # A damaged table, say: close what was opened (the caller never gets a
+            # manager to close), so no connection to the file outlives the error.
+            try:
+                self.close()
+            except Exception as exc:  # the first error is the one to report
+                logger.debug("closing after a failed open: %s", exc)
+            raise
 
     def close(self) -> None:
         """Stop the background threads, write pending recall reviews, close the store."""

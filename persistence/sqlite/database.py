@@ -48,7 +48,7 @@ from persistence.sqlite.connection import (
 )
 from persistence.sqlite.erasure import erase_at_close
 from persistence.sqlite.tracing import StatementTracer, TraceCallback
-from persistence.sqlite.translate import _from_sqlite, result_code, storage_errors
+from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite, result_code, storage_errors
 from persistence.sqlite.watcher import ChangeWatcher
 from persistence.validation import require_int
 
@@ -485,7 +485,7 @@ class Database:
                 self.require_open()
             row = conn.execute(sql, params).fetchone()
             return row
-        except apsw.Error as exc:
+        except SQLITE_ERRORS as exc:
             raise _from_sqlite(exc, self._read_label, self.path) from exc
         finally:
             reads.pop()

@@ -28,7 +28,7 @@ from persistence.records import Key
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
-FileKind = Literal["missing", "empty", "plain", "encrypted", "foreign"]
+FileKind = Literal["missing", "empty", "plain", "encrypted", "foreign", "interrupted"]
 
 
 def key_bytes(key: Key | None) -> bytes | None:
@@ -85,8 +85,17 @@ def rekey(conn: apsw.Connection, new_key: bytes) -> None:
         raise EncryptionKeyError(f"SQLite could not change the key ({kind})") from None
 
 
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+"""The first bytes of a SQLite rollback journal's header."""
+
+
 def file_kind(path: Path) -> FileKind:
-    """What the first bytes of ``path`` say it is (see :func:`looks_encrypted`)."""
+    """What the first bytes of ``path`` say it is (see :func:`looks_encrypted`).
+
+    ``"interrupted"``: first bytes of neither kind, but a rollback journal of this file
+    beside it. A power cut while SQLite wrote the first page (creating the file, say)
+    leaves that; SQLite's next open rolls the journal back and repairs it.
+    """
     try:
         with path.open("rb") as handle:
             header = handle.read(24)
@@ -96,7 +105,17 @@ def file_kind(path: Path) -> FileKind:
         return "empty"
     if header[:16] == SQLITE_HEADER:
         return "plain"
-    return "encrypted" if looks_encrypted(header) else "foreign"
+    if looks_encrypted(header):
+        return "encrypted"
+    return "interrupted" if _has_hot_journal(path) else "foreign"
+
+
+def _has_hot_journal(path: Path) -> bool:
+    try:
+        with open(f"{path}-journal", "rb") as handle:
+            return handle.read(8) == JOURNAL_MAGIC
+    except OSError:
+        return False
 
 
 def looks_encrypted(header: bytes) -> bool:
@@ -124,7 +143,8 @@ def check_file_for_key(path: Path, key: bytes | None, *, doing: str = "opened") 
 
     A key for a plain SQLite file, or no key for an encrypted one, raises
     :class:`EncryptionKeyError`; a file that is neither raises :class:`NotADatabaseError`.
-    A missing or empty file passes (a key makes a new file encrypted).
+    A missing or empty file passes (a key makes a new file encrypted), and so does an
+    interrupted one (SQLite rolls its journal back; it then says what it found).
     """
     kind = file_kind(path)
     if kind == "foreign":

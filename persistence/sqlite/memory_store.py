@@ -42,6 +42,7 @@ from persistence.sqlite.sql import (
     tag_counts_sql,
 )
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
+from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite
 from persistence.validation import (
     parse_tier,
     require_content_size,
@@ -184,7 +185,11 @@ class MemoryStore:
         """The memory with that id in whichever tier holds it, or ``None``."""
         if type(memory_id) is not str:
             require_str(memory_id, "memory_id")
-        return _any_tier_memory(self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id)))
+        row = self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id))
+        try:
+            return _any_tier_memory(row)
+        except SQLITE_ERRORS as exc:  # a damaged value (read_row translated the read's)
+            raise _from_sqlite(exc, f"reading {self.db.path}", self.db.path) from exc
 
     def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """Several memories by id in one query per tier (missing ids are left out)."""

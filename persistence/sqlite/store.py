@@ -11,6 +11,7 @@ of a part is offered on the store too (one call; the docstring is the part's).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -92,6 +93,8 @@ from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, requ
 
 T = TypeVar("T")
 
+logger = logging.getLogger("tiered_memory")
+
 
 class _Shared(Generic[T]):
     """A setting of the store that its parts read too: set on the store (also after it
@@ -171,7 +174,7 @@ class SQLiteStore(IndexSearches):
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
         self.max_content_bytes = max_content_bytes
         raw = os.fspath(path)
-        self.path = raw if raw == MEMORY_PATH else str(Path(raw).expanduser().absolute())
+        self.path = raw if raw == MEMORY_PATH else str(_expanded(Path(raw)).absolute())
         require_bool(read_only, "read_only")
         self.read_only = read_only
         self.options = ConnectionOptions(
@@ -249,11 +252,24 @@ class SQLiteStore(IndexSearches):
             if not opened or self.read_only:
                 return self
             conn = self.db.require_open()
-            self.indexes.opened(conn)
-            if self.keywords.opened(conn):
-                with self.transaction():  # written without the store: caught up on commit
-                    pass
+            try:
+                self.indexes.opened(conn)
+                if self.keywords.opened(conn):
+                    with self.transaction():  # written without the store: caught up on commit
+                        pass
+            except BaseException:
+                self._close_after_failed_open()
+                raise
             return self
+
+    def _close_after_failed_open(self) -> None:
+        """Close the connections an open made before it failed (a damaged table, say): the
+        caller gets no store to close, and an open connection to the path would fail every
+        later open of it in this process."""
+        try:
+            self.db.close()
+        except Exception as exc:  # the open's error is the one to report
+            logger.debug("closing %s after a failed open: %s", self.path, exc)
 
     def _prepare(self, conn: apsw.Connection) -> None:
         """Check (and, read-write, migrate) a new connection's file before it is used."""
@@ -708,3 +724,12 @@ def _share_docstrings(store: type, parts: Sequence[type]) -> None:
 
 
 _share_docstrings(SQLiteStore, (MemoryStore, SessionStore, ScheduleStore, IndexStore))
+
+
+def _expanded(path: Path) -> Path:
+    """``~`` and ``~user`` expanded; a ``~name`` of no known user stays as written (as a
+    shell leaves it), so opening it says which folder is missing."""
+    try:
+        return path.expanduser()
+    except RuntimeError:  # Python: "Could not determine home directory"
+        return path

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from contextvars import ContextVar, Token
 from pathlib import Path
@@ -64,7 +65,7 @@ class storage_errors:  # noqa: N801 - a context manager used like a function
         _translating.reset(token)
         if exc is None or isinstance(exc, TieredMemoryError):
             return
-        if isinstance(exc, apsw.Error):
+        if isinstance(exc, SQLITE_ERRORS):
             raise _from_sqlite(exc, self.doing, self.place, self.opening) from exc
         if self.os_errors and isinstance(exc, OSError):
             raise _from_os(exc, self.doing, self.place) from exc
@@ -77,9 +78,25 @@ _READ_ONLY_ADVICE = (
 )
 
 
+SQLITE_ERRORS = (apsw.Error, UnicodeDecodeError, json.JSONDecodeError)
+"""What reading or writing through APSW raises: SQLite's errors, and a value that does
+not decode: TEXT that is not UTF-8, a JSON column that is not JSON (only a damaged page
+leaves either: the library writes str and valid JSON)."""
+
+
 def _from_sqlite(
-    exc: apsw.Error, doing: str, place: str | os.PathLike[str] | None, opening: bool = False
+    exc: apsw.Error | UnicodeDecodeError | json.JSONDecodeError,
+    doing: str,
+    place: str | os.PathLike[str] | None,
+    opening: bool = False,
 ) -> Exception:
+    damaged = CorruptDatabaseOpenError if opening else CorruptDatabaseError
+    if isinstance(exc, UnicodeDecodeError | json.JSONDecodeError):
+        what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+        return damaged(
+            f"{doing} failed: a value in the file is {what}, so the file is damaged; run "
+            "`tiered-memory check`"
+        )
     code = result_code(exc)
     if isinstance(exc, apsw.FullError) or (isinstance(exc, apsw.IOError) and disk_full(place)):
         return StorageFullError(
@@ -104,7 +121,6 @@ def _from_sqlite(
             "it is damaged; reopen it with its current key, or run `tiered-memory check`"
         )
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
-        damaged = CorruptDatabaseOpenError if opening else CorruptDatabaseError
         return damaged(
             f"{doing} failed: SQLite reports damage ({exc}); run `tiered-memory check`",
             result_code=code,

@@ -120,11 +120,15 @@ class Library:
         self.memory.close()
 
 
+BUSY_MS = 10_000  # the floor's connections wait for each other, as the library's do
+
+
 class Floor:
     """Raw APSW + FTS5, the library's keyword table and window, one commit per memory."""
 
     def __init__(self, path: Path, table_sql: str, sessions: int) -> None:
         self.conn = apsw.Connection(str(path))
+        self.conn.set_busy_timeout(BUSY_MS)  # the checkpoint thread opens the WAL beside it
         # One pragma a call: a multi-statement execute() stops at journal_mode's result row.
         self.conn.pragma("journal_mode", "wal")
         self.conn.pragma("synchronous", "NORMAL")
@@ -214,6 +218,7 @@ class RawCheckpoints:
 
     def _run(self) -> None:
         conn = apsw.Connection(self.path)
+        conn.set_busy_timeout(BUSY_MS)
         conn.pragma("synchronous", "NORMAL")
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()  # opens the WAL
         while not self.stopping:

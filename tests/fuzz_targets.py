@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import hashlib
 import random
 import shutil
 import string
@@ -31,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from tests.data_checks import open_raw
+from tests import data_checks
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 CONFIG: dict[str, Any] = {"embedder": None}
@@ -73,22 +72,9 @@ WEIRD_STRINGS = ["", " ", "\n\t", "\x00", "a\x00b", "é" * 3, "🦜", "\ud800".e
 
 
 def data_checksum(path: Path) -> str:
-    """sha256 over every row of every table but FTS5's segment tables, whose layout the
-    keyword index's background merges change without changing what it holds."""
-    conn = open_raw(path, readonly=True)
-    try:
-        digest = hashlib.sha256()
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE "
-            "'sqlite_stat%' AND name NOT LIKE '%fts_data' AND name NOT LIKE '%fts_idx' "
-            "ORDER BY name")]  # fmt: skip
-        for table in tables:
-            digest.update(table.encode())
-            for row in sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"')):
-                digest.update(row.encode())
-        return digest.hexdigest()
-    finally:
-        conn.close()
+    """The data checksum without FTS5's segment tables, whose layout the keyword index's
+    background merges change without changing what it holds."""
+    return data_checks.data_checksum(path, fts_segments=False)
 
 
 def random_text(rng: random.Random) -> str:

@@ -56,6 +56,15 @@ class Clock:
         return self.now
 
 
+def open_inspected(location: str | Path, **config: Any) -> AgentMemoryManager:
+    """A manager as the inspector's tests open one: read-only unless told, embedding and
+    recall's reviews off."""
+    config.setdefault("read_only", True)
+    return AgentMemoryManager.open(
+        location, embed_in_background=False, recall_review_quality=None, **config
+    )
+
+
 def build(
     path: Path | str, *, start: int = START, hub_relations: int = 300, **config: Any
 ) -> dict[str, Any]:

@@ -22,8 +22,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.inspector_data import SCRIPT, build
+from tests.inspector_data import open_inspected as _open
 from tests.inspector_server import CLI, free_port, serving
-from tiered_memory import AgentMemoryManager
 from tiered_memory.inspector.app import create_app
 
 BASE = "http://127.0.0.1"
@@ -33,13 +33,6 @@ BASE = "http://127.0.0.1"
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     path = tmp_path_factory.mktemp("inspector") / "agent.db"
     return path, build(path)
-
-
-def _open(location: str | Path, **config: Any) -> AgentMemoryManager:
-    config.setdefault("read_only", True)
-    return AgentMemoryManager.open(
-        location, embed_in_background=False, recall_review_quality=None, **config
-    )
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.inspector_data import ATLAS_NOTES, SCRIPT, build
+from tests.inspector_data import open_inspected as _open
 from tiered_memory import AgentMemoryManager
 from tiered_memory.inspector.app import create_app
 
@@ -28,13 +29,6 @@ EDITS = ("", "/x/update", "/x/delete", "/x/link", "/x/unlink")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     path = tmp_path_factory.mktemp("inspector-notes") / "agent.db"
     return path, build(path, hub_relations=20)
-
-
-def _open(location: str | Path, **config: Any) -> AgentMemoryManager:
-    config.setdefault("read_only", True)
-    return AgentMemoryManager.open(
-        location, embed_in_background=False, recall_review_quality=None, **config
-    )
 
 
 @pytest.fixture(scope="module")

@@ -305,18 +305,23 @@ class PgDatabase(PgChangeWatch):
                     yield from self._savepoint()
                 return
             self.require_writable()
-            pool = self._require_pool()
-            try:
-                conn = pool.getconn()
-            except PoolTimeout:
-                raise self._pool_timeout() from None
-            except psycopg.Error as exc:
-                raise call_error(exc, self._url) from None
+            pool, conn = self._checkout()
             try:
                 yield from self._outer(conn, join)
             finally:
                 self._tx = None
                 pool.putconn(conn)
+
+    def _checkout(self) -> tuple[ConnectionPool[Connection], Connection]:
+        """The pool and a connection taken from it (given back by the caller), the
+        pool's failures translated."""
+        pool = self._require_pool()
+        try:
+            return pool, pool.getconn()
+        except PoolTimeout:
+            raise self._pool_timeout() from None
+        except psycopg.Error as exc:
+            raise call_error(exc, self._url) from None
 
     def write_in_one_trip(
         self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]
@@ -341,13 +346,7 @@ class PgDatabase(PgChangeWatch):
             if self._depth:
                 raise RuntimeError("write_in_one_trip() runs outside a transaction only")
             self.require_writable()
-            pool = self._require_pool()
-            try:
-                conn = pool.getconn()
-            except PoolTimeout:
-                raise self._pool_timeout() from None
-            except psycopg.Error as exc:
-                raise call_error(exc, self._url) from None
+            pool, conn = self._checkout()
             try:
                 return self._one_trip(conn, statements, wrote)
             finally:

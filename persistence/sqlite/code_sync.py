@@ -78,7 +78,10 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
         written = _write(conn, fit, changed)
         vector_codes_sql.move_to(conn, head_seq, head_id)
         return written
-    embedded = index_sql.memory_count(conn) - index_sql.unembedded_count(conn)
+    unembedded = index_sql.unembedded_count(conn)
+    # Counted only as far as the rule needs: a sync runs with every embedding batch.
+    bound = None if rebuild else FIRST_FIT_MAX + unembedded + 1
+    embedded = index_sql.memory_count(conn, at_most=bound) - unembedded
     if embedded > FIRST_FIT_MAX and not rebuild:
         return 0
     if embedded < FIT_ROWS:

@@ -421,10 +421,14 @@ def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, byte
     )
 
 
-def memory_count(conn: apsw.Connection) -> int:
+def memory_count(conn: apsw.Connection, *, at_most: int | None = None) -> int:
     """How many memories the file holds (all tiers, embedded or not), from the small
-    keyword id table rather than a scan of the tier tables."""
-    return int(query_value(conn, "SELECT count(*) FROM memory_index") or 0)
+    keyword id table rather than a scan of the tier tables; with ``at_most``, counted
+    no further than that."""
+    if at_most is None:
+        return int(query_value(conn, "SELECT count(*) FROM memory_index") or 0)
+    sql = "SELECT count(*) FROM (SELECT 1 FROM memory_index LIMIT ?)"
+    return int(query_value(conn, sql, (at_most,)) or 0)
 
 
 def change_at(conn: apsw.Connection, seq: int) -> str | None:

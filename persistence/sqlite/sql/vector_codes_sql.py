@@ -21,7 +21,6 @@ _WRITE_FIT = (
 )
 _MOVE = "UPDATE vector_fit SET seq = ?, seq_id = ? WHERE only = 1"
 _PUT = "INSERT OR REPLACE INTO vector_codes (id, code) VALUES (?, ?)"
-_ROWS = "SELECT id, code FROM vector_codes"
 
 
 def read_fit(conn: apsw.Connection) -> FitRow | None:
@@ -57,11 +56,6 @@ def drop(conn: apsw.Connection, memory_ids: Sequence[str]) -> None:
 def put(conn: apsw.Connection, rows: Sequence[tuple[str, bytes]]) -> None:
     """Store ``(id, code)`` rows."""
     conn.executemany(_PUT, rows)
-
-
-def rows(conn: apsw.Connection) -> Iterator[tuple[str, bytes]]:
-    """Every stored ``(id, code)``, streamed (in id order)."""
-    return iter(conn.execute(_ROWS))
 
 
 def keyed_rows(conn: apsw.Connection, end: bytes) -> Iterator[tuple[bytes, bytes]]:

@@ -16,6 +16,7 @@ background thread embedding each new memory would share the CPU with what is mea
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from persistence.sqlite.connection import ConnectionOptions, connect, connection
 from persistence.sqlite.sql import memory_sql, schema_sql
 from tiered_memory import AgentMemoryManager
 
-PREFILL = size(10_000, 1_200)  # more than the cache (1,000) holds: uncached gets miss
+PREFILL = size(int(os.environ.get("TM_BENCH_PREFILL", "10000")), 1_200)
+"""Memories in both files first (more than the cache of 1,000 holds: uncached gets miss);
+``TM_BENCH_PREFILL=100000`` for the write floor at 100k (issue 32)."""
 DECAY_ROWS = size(5_000, 200)
 DAY = 86_400_000
 

@@ -10,6 +10,7 @@ the same FTS5 + KNN SQL without fusion, records or explanations.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -531,3 +532,66 @@ def test_recall_latency_with_the_quality_models_dimension(
         for manager in managers.values():
             manager.shutdown()
     print("\n".join(lines))
+
+
+TAIL_QUERIES = size(1000, 20)
+
+
+def _tail(memory: AgentMemoryManager, queries: list[str]) -> dict[str, float]:
+    """Wall and CPU (this process's, all threads) p50 / p99 of ``recall(q, k=10)`` over
+    ``queries``, and how many full (generation 2) garbage collections ran meanwhile."""
+    full = [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        full[0] += phase == "start" and info["generation"] == 2
+
+    wall, cpu = [], []
+    gc.callbacks.append(count)
+    try:
+        for q in queries:
+            c, t = time.process_time(), time.perf_counter()
+            memory.recall(q, k=10)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+    finally:
+        gc.callbacks.remove(count)
+    w, c = np.array(wall) * 1000, np.array(cpu) * 1000
+    return {
+        "p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
+        "cpu50": float(np.percentile(c, 50)), "cpu99": float(np.percentile(c, 99)),
+        "full_gc": full[0],
+    }  # fmt: skip
+
+
+def test_recall_tail(corpus: Any) -> None:
+    """recall() p99 against its p50 over ``TAIL_QUERIES`` new queries (each text unseen:
+    its keyword and vector legs run), goal at 100k: p99 <= 3x p50. Printed: wall time,
+    the process's CPU time (what the library does, without the machine's scheduling
+    delays), and the full garbage collections that ran; then the same with the objects
+    alive after start-up frozen (``gc.freeze()``, an application's choice: a full
+    collection then skips the ~45k objects of the imported modules)."""
+    count, memory, _, vectors = corpus
+    rng = np.random.default_rng(11)
+    embedder = memory.embedder()
+    texts = []
+    for q in range(2 * TAIL_QUERIES + 20):
+        text = " ".join(rng.choice(WORDS, 4)) + f" tail{q}"
+        noisy = vectors[rng.integers(count)] + 0.5 * _unit(rng, 1)[0]
+        embedder.vectors[text] = noisy / np.linalg.norm(noisy)
+        texts.append(text)
+    for q in texts[:20]:
+        memory.recall(q, k=10)  # warm
+    plain = _tail(memory, texts[20 : 20 + TAIL_QUERIES])
+    gc.freeze()
+    try:
+        frozen = _tail(memory, texts[20 + TAIL_QUERIES :])
+    finally:
+        gc.unfreeze()
+    for name, r in (("as is", plain), ("gc.freeze()", frozen)):
+        print(
+            f"\n{count:>7} memories, {TAIL_QUERIES} recalls ({name}): p50 {r['p50']:.2f} ms "
+            f"p99 {r['p99']:.2f} ms, p99/p50 {r['p99'] / r['p50']:.2f} (goal <= 3); CPU p50 "
+            f"{r['cpu50']:.2f} ms p99 {r['cpu99']:.2f} ms, {r['cpu99'] / r['cpu50']:.2f}; "
+            f"{r['full_gc']} full GCs; load {os.getloadavg()[0]:.1f}",
+            end="",
+        )

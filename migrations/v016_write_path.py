@@ -6,6 +6,11 @@
   kept in ``vector_codes`` (v015), and re-ranks from the tier tables' floats. A file
   with 100k 384-d memories loses the table's pages (about 10 MB) and every embedded
   write its b-tree updates.
+- The agent and category indexes of the episodic and semantic tables become partial
+  (``WHERE agent_id IS NOT NULL`` / ``WHERE category IS NOT NULL``): most memories have
+  neither, and each such write updated two index b-trees for a NULL key no query looks
+  up. Every query that uses them compares the column with ``=`` (which implies ``IS NOT
+  NULL``), so SQLite still uses them (tests/test_vector_table_dropped.py checks the plans).
 
 The table is a ``vec0`` virtual table: dropping it normally needs the sqlite-vec
 extension loaded, which the library no longer does. Without it, its shadow tables (plain
@@ -18,7 +23,7 @@ from __future__ import annotations
 import apsw
 
 VERSION = 16
-DESCRIPTION = "drop the unread sqlite-vec table memory_vec and its triggers"
+DESCRIPTION = "drop the unread sqlite-vec table memory_vec; partial agent and category indexes"
 
 TIERS = ("scratchpad", "episodic", "semantic")
 VECTOR_EVENTS = ("insert", "delete", "update", "unset")
@@ -55,6 +60,18 @@ def drop_vector_table(conn: apsw.Connection) -> None:
         conn.execute("PRAGMA writable_schema = RESET")
 
 
+PARTIAL_INDEXES = tuple(
+    (f"idx_{tier}_{name}", tier, column)
+    for tier in ("episodic", "semantic")
+    for name, column in (("agent", "agent_id"), ("category", "category"))
+)
+"""``(index, table, column)`` of the indexes made partial here."""
+
+
 def up(conn: apsw.Connection) -> None:
-    """Drop the vector table and its triggers."""
+    """Drop the vector table and its triggers; make the agent and category indexes
+    partial."""
     drop_vector_table(conn)
+    for index, table, column in PARTIAL_INDEXES:
+        conn.execute(f"DROP INDEX IF EXISTS {index}")
+        conn.execute(f"CREATE INDEX {index} ON {table}({column}) WHERE {column} IS NOT NULL")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 import migrations
 from benchmarks.raw_sql import load_sqlite_vec
 from migrations import v016_write_path
-from persistence import Memory, Tier
+from persistence import Memory, QueryOptions, Tier
 from persistence.sqlite import SQLiteStore
 
 TIERS = ("scratchpad", "episodic", "semantic")
@@ -136,3 +137,66 @@ def test_the_library_runs_without_sqlite_vec(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")
+
+
+# --- partial agent and category indexes (schema 16) -------------------------------------
+
+
+def _plans(store: SQLiteStore, run: Any) -> list[str]:
+    """The query plans of the statements ``run(store)`` executes on the read connection."""
+    seen: list[tuple[str, Any]] = []
+
+    def trace(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        if sql.lstrip().upper().startswith("SELECT"):
+            seen.append((sql, bindings))
+        return True
+
+    with store.read_connection() as conn:
+        conn.set_exec_trace(trace)
+        try:
+            run(store)
+        finally:
+            conn.set_exec_trace(None)
+        return [
+            " ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings))
+            for sql, bindings in seen
+        ]
+
+
+def test_agent_and_category_indexes_are_partial_and_still_used(db_path: Path) -> None:
+    """Memories without an agent or category write no row into those indexes, and the
+    queries that filter by them still find their rows through them."""
+    with SQLiteStore(db_path) as store:
+        for tier in (Tier.EPISODIC, Tier.SEMANTIC):
+            store.insert_memories([
+                Memory.create(f"{tier.value} {i}", tier, agent_id="a" if i % 50 == 0 else None,
+                              category="c" if i % 40 == 0 else None)
+                for i in range(2000)
+            ])  # fmt: skip
+        with store.read_connection() as conn:
+            conn.execute("ANALYZE")
+        for tier in (Tier.EPISODIC, Tier.SEMANTIC):
+            for index, column, value, expected in (
+                (f"idx_{tier.value}_agent", "agent_id", "a", 40),
+                (f"idx_{tier.value}_category", "category", "c", 50),
+            ):
+                with store.read_connection() as conn:
+                    (sql,) = conn.execute(
+                        "SELECT sql FROM sqlite_schema WHERE name = ?", (index,)
+                    ).fetchone()
+                    (entries,) = conn.execute(  # an index b-tree's cells are its entries
+                        "SELECT sum(ncell) FROM dbstat WHERE name = ?", (index,)
+                    ).fetchone()
+                assert sql.endswith(f"WHERE {column} IS NOT NULL")
+                assert entries == expected  # NULLs are not in the index
+                options = QueryOptions(**{column: value}, limit=None)  # type: ignore[arg-type]
+                found: list[list[Any]] = []
+                plans = _plans(store, lambda s, o=options, t=tier, out=found: out.append(
+                    s.query(t, o)))  # fmt: skip
+                assert len(found[0]) == expected
+                assert any(f"INDEX {index}" in plan for plan in plans), plans
+        # The agent's own listing (agent-scoped handles) uses it too.
+        with store.read_connection() as conn:
+            sql = "EXPLAIN QUERY PLAN SELECT id FROM episodic WHERE agent_id = ?"
+            plan = " ".join(str(r[3]) for r in conn.execute(sql, ("a",)))
+        assert "INDEX idx_episodic_agent" in plan

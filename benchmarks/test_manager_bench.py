@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,32 @@ def test_remember_raw(benchmark: Any, record: Any, setup: Any) -> None:
     n = itertools.count()
     benchmark(lambda: _raw_insert(raw, Memory.create(f"new memory {next(n)}", tags=("bench",))))
     record("remember", "raw")
+
+
+INTERLEAVED = size(2_000, 20)
+
+
+def test_remember_interleaved_with_its_floor(setup: Any) -> None:
+    """``remember()`` and its raw floor taking turns, one call each (as
+    ``benchmarks/never_pausing.py`` does): on a loaded machine both see the same load, so
+    the ratio of medians is what to read (issue 32 goal at 100k: <= 2x)."""
+    memory, raw, _ = setup
+    library: list[float] = []
+    floor: list[float] = []
+    for n in range(INTERLEAVED):
+        start = time.perf_counter()
+        memory.remember(f"turns memory {n}", tags=["bench"])
+        library.append(time.perf_counter() - start)
+        row = Memory.create(f"turns memory {n}", tags=("bench",))
+        start = time.perf_counter()
+        _raw_insert(raw, row)
+        floor.append(time.perf_counter() - start)
+    lib, low = statistics.median(library) * 1e6, statistics.median(floor) * 1e6
+    print(
+        f"\nremember() interleaved with its floor, {INTERLEAVED} calls each into "
+        f"{PREFILL:,} memories: median {lib:.0f} µs vs {low:.0f} µs, {lib / low:.2f}x "
+        f"(load {os.getloadavg()[0]:.1f})"
+    )
 
 
 def test_get_cached_library(benchmark: Any, record: Any, setup: Any) -> None:

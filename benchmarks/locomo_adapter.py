@@ -74,6 +74,10 @@ class TieredMemoryAdapter:
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
         model = opts.pop("model", "default")
+        sessions = opts.pop("sessions", "locomo")
+        if sessions not in ("locomo", "one"):
+            raise ValueError(f"--opt sessions={sessions}: locomo or one")
+        self._one_session = sessions == "one"
         if model not in ("default", "minilm"):
             raise ValueError(f"--opt model={model}: default or minilm")
         chosen = "backend" in opts
@@ -101,11 +105,17 @@ class TieredMemoryAdapter:
         if self._server is not None:
             path = self._server.location(conv_id)
         memory = AgentMemoryManager.open(path, embedder=self._embedder, recall=self._settings)
-        session = memory.start_session(conv_id)
+        started: dict[object, str] = {}
         with memory.transaction():
             for turn in memories:
+                # One session per LoCoMo session (a conversation's chats on different
+                # days), or the whole conversation as one (``--opt sessions=one``).
+                part = None if self._one_session else getattr(turn, "session", None)
+                if part not in started:
+                    name = conv_id if part is None else f"{conv_id}-s{part}"
+                    started[part] = memory.start_session(name).session_id
                 speaker = getattr(turn, "speaker", None) or None  # passed when the data has it
-                stored = memory.remember(turn.content, session_id=session.session_id,
+                stored = memory.remember(turn.content, session_id=started[part],
                                          metadata={"dia_id": turn.id}, speaker=speaker)  # fmt: skip
                 self._dia_ids[stored.id] = turn.id
         memory.flush()

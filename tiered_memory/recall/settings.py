@@ -104,6 +104,13 @@ class RecallSettings:
     graph_hop_decay: float = 0.5
     min_score: float | None = None
     relative_cut: float | None = None
+    session_weight: float = 0.0
+    session_top: int = 3
+    session_turns: int = 2
+    feedback_share: float = 0.0
+    feedback_hits: int = 3
+    feedback_confidence: float = 0.8
+    feedback_beta: float = 1.0
 
     @property
     def graph_on(self) -> bool:
@@ -111,7 +118,8 @@ class RecallSettings:
         return (self.graph_weight if self.fusion == "rrf" else self.graph_share) > 0
 
     def __post_init__(self) -> None:
-        for name in ("depth", "vector_depth", "rerank_depth"):
+        for name in ("depth", "vector_depth", "rerank_depth", "session_top", "session_turns",
+                     "feedback_hits"):  # fmt: skip
             require_int(getattr(self, name), f"RecallSettings.{name}", minimum=1, maximum=10_000)
         require_choice(self.fusion, "RecallSettings.fusion", FUSIONS)
         ranges = {
@@ -130,6 +138,10 @@ class RecallSettings:
             "graph_weight": (0.0, math.inf),
             "graph_share": (0.0, 1.0),
             "graph_hop_decay": (0.0, 1.0),
+            "session_weight": (0.0, 1.0),
+            "feedback_share": (0.0, 1.0),
+            "feedback_confidence": (0.0, 1.0),
+            "feedback_beta": (0.0, 10.0),
         }
         for name, (low, high) in ranges.items():
             require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)

@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
-from tiered_memory import AgentMemoryManager
-from tiered_memory.embedding.embedders import OnnxEmbedder
-from tiered_memory.recall.rerank import SessionContextReranker
-from tiered_memory.recall.settings import RecallSettings
+# The checkout this file belongs to, not whichever copy the environment installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tiered_memory import AgentMemoryManager  # noqa: E402
+from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
+from tiered_memory.recall.rerank import SessionContextReranker  # noqa: E402
+from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
+RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05"}
 
 
 class PgServerLocations:
@@ -161,3 +166,25 @@ class QualityAdapter(TieredMemoryAdapter):
     def __init__(self, **opts: Any) -> None:
         super().__init__(**opts)
         self._embedder = OnnxEmbedder.quality()
+
+
+class RecallV2Adapter(TieredMemoryAdapter):
+    """Recall v2 as it was measured: the defaults before session lift and speaker boost
+    0.1, each conversation stored as one session (``--opt sessions=one``); for the
+    old-against-new comparison in one run (``--retriever ...:RecallV2Adapter,...:
+    TieredMemoryAdapter --halves conv-26,conv-30,conv-41``)."""
+
+    name = "tiered-memory (recall v2 defaults)"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{**RECALL_V2, **opts})
+
+
+class FeedbackAdapter(TieredMemoryAdapter):
+    """The adapter with Rocchio feedback on the vector signal (``feedback_share=0.1``;
+    off by default: it measured no gain)."""
+
+    name = "tiered-memory + feedback"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{"feedback_share": "0.1", **opts})

@@ -67,13 +67,14 @@ def _fill(memory: AgentMemoryManager) -> tuple[str, str, str]:
 
 QUERY = "Dolomites hike mountain huts"
 PLAIN = {"adjacency_weight": 0.0, "speaker_boost": 0.0, "graph_share": 0.0}
+OFF = {**PLAIN, "session_weight": 0.0}
 
 
 @pytest.mark.both_backends
 def test_recall_lifts_the_turns_of_the_best_session_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
-    settings = RecallSettings(session_weight=0.1, session_top=1, **PLAIN)
+    settings = RecallSettings(**{**PLAIN, "session_weight": 0.1, "session_top": 1})
     memory = make_memory(embedder=EMBEDDER, recall=settings)
     trip, quiet, loose = _fill(memory)
     hits = {h.memory.id: h for h in memory.recall(QUERY, k=10)}
@@ -84,8 +85,8 @@ def test_recall_lifts_the_turns_of_the_best_session_and_says_why(
     )
     assert all("session" not in _signals(h) for h in hits.values() if h.memory.session_id != trip)
     assert "session" not in _signals(hits[loose])
-    # Turned off (the default), no hit carries the signal and the quiet turn has less.
-    with AgentMemoryManager.in_memory(embedder=EMBEDDER, recall=RecallSettings(**PLAIN)) as plain:
+    # Turned off, no hit carries the signal and the quiet turn has less.
+    with AgentMemoryManager.in_memory(embedder=EMBEDDER, recall=RecallSettings(**OFF)) as plain:
         _, plain_quiet, _ = _fill(plain)
         plain_hits = {h.memory.id: h for h in plain.recall(QUERY, k=10)}
         assert all("session" not in _signals(h) for h in plain_hits.values())

@@ -77,11 +77,12 @@ class RecallSettings:
 
     Sessions as units (:mod:`tiered_memory.recall.session_units`): each session among
     the candidates is scored by the mean of its best ``session_turns`` fused values; the
-    ``session_top`` best lift their candidates by up to ``session_weight`` (0.05; 0 turns
-    it off). Pseudo-relevance feedback (:mod:`tiered_memory.recall.feedback`, off:
-    ``feedback_share=0``): the query vector moves (``feedback_beta``) towards the mean of
-    the ``feedback_hits`` best first-pass candidates within ``feedback_confidence`` of
-    the best, and a second vector search adds ``feedback_share`` of the cosine with it.
+    ``session_top`` best lift their candidates by up to ``session_weight`` (off by
+    default: it did not help the tuning half; 0.05 turns it on). Pseudo-relevance
+    feedback (:mod:`tiered_memory.recall.feedback`, off: ``feedback_share=0``): the
+    query vector moves (``feedback_beta``) towards the mean of the ``feedback_hits``
+    best first-pass candidates within ``feedback_confidence`` of the best, and a second
+    vector search adds ``feedback_share`` of the cosine with it.
 
     ``min_score`` drops hits scoring below it, ``relative_cut`` those below that share
     of the best hit's score (0.5: half the best); recall's arguments of the same names
@@ -112,7 +113,7 @@ class RecallSettings:
     graph_hop_decay: float = 0.5
     min_score: float | None = None
     relative_cut: float | None = None
-    session_weight: float = 0.05
+    session_weight: float = 0.0
     session_top: int = 3
     session_turns: int = 2
     feedback_share: float = 0.0

@@ -18,7 +18,7 @@ from persistence.errors import (
     InvalidInputError,
 )
 from persistence.postgres import PostgresStore
-from persistence.postgres.sql import keyword_sql
+from persistence.postgres.sql import keyword_sql, vector_sql
 from persistence.records import Memory, MemoryFilter, Tier, content_hash
 
 _INSERT = (
@@ -406,13 +406,21 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    "EXPLAIN SELECT memory_id FROM tm_vectors "
-                    "ORDER BY embedding <=> '[1,0,0,0]' LIMIT 5"
+                    "EXPLAIN SELECT memory_id FROM tm_vectors v "  # the search's own order
+                    f"ORDER BY {vector_sql._index_order(4)} LIMIT 5",
+                    {"v": np.ones(4, np.float32)},
                 )
             )
         finally:
             conn.execute("RESET enable_seqscan")
     assert "tm_vectors_hnsw" in plan
+    with pg.db.reading() as conn:  # half precision in the index (v011), float32 in the table
+        definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)").fetchone()
+        typed = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                             "WHERE attrelid = 'tm_vectors'::regclass AND attname = 'embedding'"
+                             ).fetchone()  # fmt: skip
+    assert "halfvec(4)" in definition[0] and "halfvec_cosine_ops" in definition[0]
+    assert typed[0] == "vector(4)"
 
 
 def test_set_embeddings_skips_changed_content_and_kept_vectors(pg: PostgresStore) -> None:

@@ -5,8 +5,9 @@ have changed.
 
 The version is the one :class:`~persistence.postgres.change_watch.PgChangeWatch` keeps:
 it moves with every commit of this handle that wrote and with other processes' commits
-as soon as the change watch sees them (the announcements at every call, the row itself
-every ``change_check_interval_s``), the same freshness as the manager's RAM copies.
+as soon as the change watch sees them; the cache asks it to look before it answers (the
+announcements at every call, the row itself every ``change_check_interval_s``), the same
+freshness as the manager's RAM copies.
 Inside a transaction nothing is cached (its own writes are not counted yet).
 """
 
@@ -24,6 +25,8 @@ class VersionSource(Protocol):
     @property
     def in_transaction(self) -> bool: ...
 
+    def check_external_changes(self, wait_s: float = 0.05) -> bool: ...
+
 
 class EmptyAtVersion:
     """Whether a read last came back empty at the handle's current version."""
@@ -35,9 +38,12 @@ class EmptyAtVersion:
         self._at: int | None = None
 
     def known_empty(self) -> bool:
-        """True when the read found nothing at the version the handle still sees."""
+        """True when the read found nothing at the version the handle still sees (the
+        change watch looks first: announcements always, the row when it is due)."""
         if self._db.in_transaction or self._at is None:
             return False
+        if not self._db.check_external_changes():
+            return False  # another thread holds the handle: read instead
         return self._at == self._db.seen_version
 
     def version(self) -> int | None:

@@ -56,6 +56,7 @@ COLUMNS = (
     "raw psycopg floor",
 )  # fmt: skip
 TM_SQLITE, TM_PG, LANGGRAPH, FLOOR = COLUMNS
+HNSW_INSERT = "raw INSERT under HNSW p50 / p99"
 FLOOR_EF_SEARCH = 100
 """``hnsw.ef_search`` of the floor's raw HNSW query: tiered-memory's own (``MIN_EF_SEARCH``)."""
 HOW = {
@@ -72,12 +73,15 @@ HOW = {
     "opened with synchronous='FULL' (PostgreSQL: synchronous_commit on, the server's "
     "default); PostgresStore always commits so (the row above, measured again); floor: "
     "the raw INSERT with synchronous_commit on",
+    HNSW_INSERT: "floor only: the raw INSERT (synchronous_commit off) of a vector into a "
+    "copy of tiered-memory's N vectors under the same HNSW index (halfvec, cosine): what "
+    "the vector index alone costs a write on this server",
     "get uncached p50": "ms per get of an id never read by this handle (a newly opened "
     "manager: its cache is empty) / PostgresStore.get (it has no cache)",
     "recall() p50": "ms per recall(query, k=10) (keywords + vectors fused; reviews off) / "
     "search(('memories',), query=, limit=10); floor: one raw pgvector HNSW top-10 query "
-    f"(ORDER BY embedding <=> q LIMIT 10, ef_search {FLOOR_EF_SEARCH}) over tiered-memory's "
-    "vectors of the same run",
+    f"(ORDER BY the index's expression LIMIT 10, ef_search {FLOOR_EF_SEARCH}) over "
+    "tiered-memory's vectors and index of the same run",
     "recall() by agent p50": "the same, filtered to the target's agent (1 in 10 memories): "
     "recall(agent_id=) / search(('memories', agent), query=)",
     "recall() by session p50": "the same, filtered to the target's session (50 memories): "
@@ -412,6 +416,8 @@ def measure_floor(url: str, corpus: Corpus, settings: Settings) -> tuple[dict[st
     import psycopg
     from pgvector.psycopg import register_vector
 
+    from persistence.postgres.sql import vector_sql
+
     cells: dict[str, str] = {}
     rng = np.random.default_rng(11)
     records, n = corpus.records, len(corpus.records)
@@ -436,11 +442,32 @@ def measure_floor(url: str, corpus: Corpus, settings: Settings) -> tuple[dict[st
             samples = _times(lambda row: conn.execute(insert, row), rows)
             cells[label] = f"{_ms(samples)} / {_ms(samples, 99)}"
         conn.execute("DROP TABLE bench_floor")
+        # the same single-row INSERT into a table of the N vectors under an HNSW index as
+        # tiered-memory's (half precision, cosine): what a vector index costs a write here
+        conn.execute(
+            "CREATE TABLE bench_floor AS SELECT memory_id AS id, embedding FROM tm_vectors"
+        )
+        conn.execute("ALTER TABLE bench_floor ADD PRIMARY KEY (id)")
+        conn.execute(
+            "CREATE INDEX ON bench_floor USING hnsw "
+            f"((embedding::halfvec({DIM})) halfvec_cosine_ops)"
+        )
+        conn.execute("SELECT set_config('synchronous_commit', 'off', false)")
+        vectors = [
+            (f"hnsw{j}", corpus.embedder.vector(f"floorhnsw{j}")) for j in range(len(writes))
+        ]
+        samples = _times(
+            lambda row: conn.execute("INSERT INTO bench_floor VALUES (%s, %b)", row), vectors
+        )
+        cells[HNSW_INSERT] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        conn.execute("DROP TABLE bench_floor")
         conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(FLOOR_EF_SEARCH),))
-        nearest = "SELECT memory_id FROM tm_vectors ORDER BY embedding <=> %b LIMIT 10"
-        conn.execute(nearest, (corpus.query_vectors[0],)).fetchall()  # warm
+        nearest = (
+            f"SELECT memory_id FROM tm_vectors v ORDER BY {vector_sql.index_order(DIM)} LIMIT 10"
+        )
+        conn.execute(nearest, {"v": corpus.query_vectors[0]}).fetchall()  # warm
         cells["recall() p50"] = _ms(
-            _times(lambda v: conn.execute(nearest, (v,)).fetchall(), corpus.query_vectors)
+            _times(lambda v: conn.execute(nearest, {"v": v}).fetchall(), corpus.query_vectors)
         )
         content_row = {_key(r["content"]): i for i, r in enumerate(records)}
         stored: dict[str, str] = dict(
@@ -448,7 +475,7 @@ def measure_floor(url: str, corpus: Corpus, settings: Settings) -> tuple[dict[st
         )
         row_of = {m: content_row.get(_key(text), -1) for m, text in stored.items()}
         found = [
-            {row_of.get(r[0], -1) for r in conn.execute(nearest, (v,)).fetchall()}
+            {row_of.get(r[0], -1) for r in conn.execute(nearest, {"v": v}).fetchall()}
             for v in corpus.query_vectors
         ]
     cells["vector recall@10"] = _overlap(found, corpus.exact)
@@ -634,7 +661,8 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
             lg_url = _new_database(server, f"bench_lg_{count}")
             by_column[LANGGRAPH] = measure_langgraph(lg_url, corpus, settings)
             out(f"[{count}] done in {time.perf_counter() - started:.0f} s")
-            for name in sorted(by_column[TM_SQLITE], key=_row_order):
+            names = {*by_column[TM_SQLITE], *by_column.get(FLOOR, {})}
+            for name in sorted(names, key=_row_order):
                 rows.append((
                     f"{name} @ {count:,}",
                     {c: by_column.get(c, {}).get(name, "–") for c in COLUMNS},

@@ -407,7 +407,7 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
                 r[0]
                 for r in conn.execute(
                     "EXPLAIN SELECT memory_id FROM tm_vectors v "  # the search's own order
-                    f"ORDER BY {vector_sql._index_order(4)} LIMIT 5",
+                    f"ORDER BY {vector_sql.index_order(4)} LIMIT 5",
                     {"v": np.ones(4, np.float32)},
                 )
             )
@@ -419,6 +419,7 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
         typed = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                              "WHERE attrelid = 'tm_vectors'::regclass AND attname = 'embedding'"
                              ).fetchone()  # fmt: skip
+    assert definition is not None and typed is not None
     assert "halfvec(4)" in definition[0] and "halfvec_cosine_ops" in definition[0]
     assert typed[0] == "vector(4)"
 
@@ -557,11 +558,10 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
     store = PostgresStore(pg_url).open()  # migrates to v11
     try:
         with store.db.reading() as conn:
-            definition = conn.execute(
-                "SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)"
-            ).fetchone()[0]
-            version = conn.execute("SELECT max(version) FROM tm_schema_version").fetchone()[0]
-        assert "halfvec(8)" in definition and version == 11
+            definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
+            version = conn.execute("SELECT max(version) FROM tm_schema_version")
+            (text,), (latest,) = definition.fetchall(), version.fetchall()
+        assert "halfvec(8)" in text and latest == 11
         after = store.vector_search(query, 10)
         exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]
         assert [m for m, _ in after] == [f"m{i}" for i in exact]  # the exact top 10

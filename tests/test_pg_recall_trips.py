@@ -5,6 +5,9 @@ handle or another process writes. Counted through the round-trip proxy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from persistence import PoolSettings
@@ -24,12 +27,12 @@ STEADY = PoolSettings(min_size=2, max_size=2, ping_after_s=3600)
 
 
 @pytest.fixture
-def proxy(pg_url: str):
+def proxy(pg_url: str) -> Iterator[RoundTripProxy]:
     with RoundTripProxy(_socket(pg_url)) as relay:
         yield relay
 
 
-def _open(url: str, **config: object) -> AgentMemoryManager:
+def _open(url: str, **config: Any) -> AgentMemoryManager:
     return AgentMemoryManager.open(
         url, embedder=HashEmbedder("trips", 3), embed_in_background=False, extractor=None,
         recall=GRAPH_ON, recall_review_quality=None, **config,

@@ -70,7 +70,7 @@ SELECT id, d FROM (
 distance exact (float32), the answer ordered by that."""
 
 
-def _index_order(dim: int) -> str:
+def index_order(dim: int) -> str:
     """The ORDER BY that the HNSW index serves at ``dim`` (see migration v011)."""
     if dim > HALFVEC_INDEX_MAX_DIM:
         return "v.embedding <=> %(v)b"
@@ -113,12 +113,12 @@ def nearest(
         text = _NEAREST_EXACT.format(cond=cond)
     elif where == MemoryFilter():
         cond, params = "true", {}
-        text = _NEAREST_INDEXED.format(join="", cond=cond, order=_index_order(query.size))
+        text = _NEAREST_INDEXED.format(join="", cond=cond, order=index_order(query.size))
     else:
         cond, params = recall_filter_sql.condition(where, "m")
         text = _NEAREST_INDEXED.format(
             join="JOIN tm_memories m ON m.id = v.memory_id", cond=cond,
-            order=_index_order(query.size),
+            order=index_order(query.size),
         )  # fmt: skip
     params.update(v=query, limit=limit)
     return [(r[0], float(r[1])) for r in conn.execute(text, params, prepare=False)]

@@ -560,7 +560,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
         with store.db.reading() as conn:
             definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
             version = conn.execute("SELECT max(version) FROM tm_schema_version")
-            (text,), (latest,) = definition.fetchall(), version.fetchall()
+            [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()
         assert "halfvec(8)" in text and latest == 11
         after = store.vector_search(query, 10)
         exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]

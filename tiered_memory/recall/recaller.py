@@ -37,6 +37,7 @@ from persistence import (
     MemoryFilter,
     MemoryStorage,
     NoteStorage,
+    OneTripWrites,
     StoreClosedError,
     Tier,
     parse_tier,
@@ -60,6 +61,9 @@ from tiered_memory.recall.window import with_windows
 # --- orchestration ----------------------------------------------------------------------
 
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
+SERVER_BATCH = 60
+"""Candidates fetched per batch while explaining, on a store whose round trips cost (a
+server): the early stop needed about three batches of 20 at 100k memories (k=10)."""
 
 
 GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
@@ -280,6 +284,8 @@ class Recaller:
         order = sorted(strength, key=lambda m: (-strength[m], m))
         hits: list[RecallHit] = []
         batch = max(2 * k, 20)
+        if isinstance(self._store, OneTripWrites):  # a round trip costs more than rows
+            batch = max(6 * k, SERVER_BATCH)
         for start in range(0, len(order), batch):
             chunk = order[start : start + batch]
             memories = self._get_many(chunk)

@@ -7,7 +7,7 @@ Without ``--db`` it builds a file of ``--count`` memories (384-d clustered vecto
 ``benchmarks/test_recall_bench.py`` does), runs ``maintain()`` (which writes the vector
 codes) and measures it; with ``--db`` it measures that file. Families: the memories'
 rows (of which their float vectors), the keyword index, the vector codes, sqlite-vec's
-``memory_vec`` table, secondary indexes, and the rest.
+``memory_vec`` table (files before schema 16 only), secondary indexes, and the rest.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from persistence.sqlite.connection import connection_sqlite_vec
+from benchmarks.raw_sql import load_sqlite_vec
 
 _FAMILIES = (
     ("keyword index", ("memory_fts", "memory_index", "keyword_")),
@@ -56,7 +56,7 @@ def measure(path: Path) -> tuple[dict[str, int], int, int]:
 def raw_sqlite_vec(path: Path, vectors: np.ndarray, texts: list[str]) -> int:
     """Bytes of a file holding only what a raw sqlite-vec store keeps: id, text, vector."""
     conn = apsw.Connection(str(path))
-    connection_sqlite_vec(conn)
+    load_sqlite_vec(conn)
     dim = vectors.shape[1]
     conn.execute(
         f"CREATE VIRTUAL TABLE v USING vec0(id TEXT PRIMARY KEY, embedding float[{dim}], "

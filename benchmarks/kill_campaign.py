@@ -54,7 +54,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import apsw
 import orjson
 
-from persistence.sqlite.connection import connection_sqlite_vec
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 State = dict[str, tuple[str, str]]  # memory id -> (content, tier)
@@ -191,7 +190,6 @@ def read_file(path: Path, live: bool = True) -> tuple[State, dict[str, int], lis
     """
     flags = apsw.SQLITE_OPEN_READWRITE if live else apsw.SQLITE_OPEN_READONLY
     conn = apsw.Connection(str(path), flags=flags)
-    connection_sqlite_vec(conn)
     try:
         damage = [r[0] for r in conn.execute("PRAGMA integrity_check")]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import apsw
 
 from persistence.sqlite.sql import memory_sql
@@ -47,3 +49,49 @@ def raw_vec0_knn(conn: apsw.Connection, vector: bytes, k: int) -> list[tuple[str
         "WHERE embedding_bits MATCH vec_quantize_binary(?) AND k = ?",
         (vector, k),
     ).fetchall()
+
+
+def load_sqlite_vec(conn: apsw.Connection) -> None:
+    """Load the sqlite-vec extension (a dev/bench dependency since schema 16: the library
+    keeps no sqlite-vec table; the raw baselines build their own)."""
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    try:
+        conn.load_extension(sqlite_vec.loadable_path())
+    finally:
+        conn.enable_load_extension(False)
+
+
+def build_raw_vec0(library: Path, target: Path) -> Path:
+    """A file beside ``library`` holding raw sqlite-vec's bit index of its vectors (the
+    table ``memory_vec`` the library kept before schema 16), for :func:`raw_vec0_knn`
+    through :func:`attach_raw_vec0`."""
+    conn = apsw.Connection(str(target))
+    load_sqlite_vec(conn)
+    conn.execute("ATTACH DATABASE ? AS lib", (str(library),))
+    row = conn.execute("SELECT value FROM lib.store_meta WHERE key = 'embedding_dim'").fetchone()
+    assert row is not None, f"{library} records no embedding dimension"
+    dim = int(row[0])
+    conn.execute(
+        "CREATE VIRTUAL TABLE memory_vec USING vec0(memory_id text primary key, tier text, "
+        f"embedding_bits bit[{dim}])"
+    )
+    with conn:
+        for table in memory_sql.TABLE.values():
+            conn.execute(
+                "INSERT INTO memory_vec (memory_id, tier, embedding_bits) SELECT id, ?, "
+                f"vec_quantize_binary(embedding) FROM lib.{table} WHERE embedding IS NOT NULL",
+                (table,),
+            )
+    conn.execute("DETACH DATABASE lib")
+    conn.close()
+    return target
+
+
+def attach_raw_vec0(conn: apsw.Connection, vec_file: Path) -> apsw.Connection:
+    """Load sqlite-vec into ``conn`` and attach ``vec_file`` (:func:`build_raw_vec0`):
+    :func:`raw_vec0_knn` then runs on ``conn``."""
+    load_sqlite_vec(conn)
+    conn.execute("ATTACH DATABASE ? AS rawvec", (str(vec_file),))
+    return conn

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
+from benchmarks.raw_sql import attach_raw_vec0, build_raw_vec0, raw_keyword, raw_vec0_knn
 from persistence import Memory
 from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
 from persistence.sqlite.sql import memory_sql
@@ -138,6 +138,7 @@ def measure_floor(path: Path, asked: list[str], calls: int,
 
     conn = connect(str(path), ConnectionOptions())
     connection_wal(conn)
+    attach_raw_vec0(conn, path.with_suffix(".vec0.db"))  # raw sqlite-vec's own bit index
     try:
         ids = [r[0] for r in conn.execute("SELECT id FROM episodic LIMIT ?", (calls,))]
         sql = memory_sql._SELECT_ANY_TIER
@@ -228,9 +229,10 @@ if side == "library":
         for q in asked:
             memory.recall(q, k=10)
 elif side == "floor":
-    from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
+    from pathlib import Path
+    from benchmarks.raw_sql import attach_raw_vec0, raw_keyword, raw_vec0_knn
     from persistence.sqlite.connection import ConnectionOptions, connect
-    conn = connect(path, ConnectionOptions())
+    conn = attach_raw_vec0(connect(path, ConnectionOptions()), Path(path).with_suffix(".vec0.db"))
     for q in asked:
         raw_keyword(conn, " OR ".join(f'"{w}"' for w in q.split()), 50)
         raw_vec0_knn(conn, embedder.vector(q).tobytes(), 50)
@@ -277,6 +279,7 @@ def measure(sizes: Sequence[int], *, calls: int = 200, queries: int = 50, rss: b
             out(f"[{count}] {LIBRARY} ...")
             library = measure_library(lib, texts, vectors, asked, calls, embedder)
             shutil.copy(lib, raw)
+            build_raw_vec0(raw, raw.with_suffix(".vec0.db"))
             out(f"[{count}] {FLOOR} ...")
             floor = measure_floor(raw, asked, calls, embedder)
             out(f"[{count}] {peer} ...")

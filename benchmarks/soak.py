@@ -46,7 +46,6 @@ import apsw
 import numpy as np
 import orjson
 
-from persistence.sqlite.connection import connection_sqlite_vec
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 WORDS = ("garden", "apple", "river", "window", "coffee", "piano", "winter", "letter", "ticket",
@@ -287,7 +286,6 @@ def verify(db: Path, run: str, journals: list[Path], embed: bool) -> Verdict:
     written, forgotten, contents = read_journals(journals)
     verdict = Verdict(acknowledged=len(written) + len(forgotten))
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
-    connection_sqlite_vec(conn)
     try:
         rows = [(tier.value, memory_id, content)
                 for tier in Tier

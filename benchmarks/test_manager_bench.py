@@ -16,6 +16,9 @@ background thread embedding each new memory would share the CPU with what is mea
 from __future__ import annotations
 
 import itertools
+import os
+import statistics
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,9 @@ from persistence.sqlite.connection import ConnectionOptions, connect, connection
 from persistence.sqlite.sql import memory_sql, schema_sql
 from tiered_memory import AgentMemoryManager
 
-PREFILL = size(10_000, 1_200)  # more than the cache (1,000) holds: uncached gets miss
+PREFILL = size(int(os.environ.get("TM_BENCH_PREFILL", "10000")), 1_200)
+"""Memories in both files first (more than the cache of 1,000 holds: uncached gets miss);
+``TM_BENCH_PREFILL=100000`` for the write floor at 100k (issue 32)."""
 DECAY_ROWS = size(5_000, 200)
 DAY = 86_400_000
 
@@ -101,6 +106,32 @@ def test_remember_raw(benchmark: Any, record: Any, setup: Any) -> None:
     n = itertools.count()
     benchmark(lambda: _raw_insert(raw, Memory.create(f"new memory {next(n)}", tags=("bench",))))
     record("remember", "raw")
+
+
+INTERLEAVED = size(2_000, 20)
+
+
+def test_remember_interleaved_with_its_floor(setup: Any) -> None:
+    """``remember()`` and its raw floor taking turns, one call each (as
+    ``benchmarks/never_pausing.py`` does): on a loaded machine both see the same load, so
+    the ratio of medians is what to read (issue 32 goal at 100k: <= 2x)."""
+    memory, raw, _ = setup
+    library: list[float] = []
+    floor: list[float] = []
+    for n in range(INTERLEAVED):
+        start = time.perf_counter()
+        memory.remember(f"turns memory {n}", tags=["bench"])
+        library.append(time.perf_counter() - start)
+        row = Memory.create(f"turns memory {n}", tags=("bench",))
+        start = time.perf_counter()
+        _raw_insert(raw, row)
+        floor.append(time.perf_counter() - start)
+    lib, low = statistics.median(library) * 1e6, statistics.median(floor) * 1e6
+    print(
+        f"\nremember() interleaved with its floor, {INTERLEAVED} calls each into "
+        f"{PREFILL:,} memories: median {lib:.0f} µs vs {low:.0f} µs, {lib / low:.2f}x "
+        f"(load {os.getloadavg()[0]:.1f})"
+    )
 
 
 def test_get_cached_library(benchmark: Any, record: Any, setup: Any) -> None:

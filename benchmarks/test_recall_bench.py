@@ -10,6 +10,7 @@ the same FTS5 + KNN SQL without fusion, records or explanations.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -22,11 +23,10 @@ import apsw
 import numpy as np
 import pytest
 
-from benchmarks.raw_sql import raw_keyword, raw_vec0_knn
+from benchmarks.raw_sql import attach_raw_vec0, build_raw_vec0, raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, Tier
 from persistence.sqlite import SQLiteStore, bulk_index, vector_mirror
-from persistence.sqlite.connection import connection_sqlite_vec
 from persistence.sqlite.sql import index_sql, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding import compact_model, quality_model
@@ -132,8 +132,26 @@ def corpus(
         queries.append(text)
     memory = AgentMemoryManager.open(path, embedder=embedder, recall_review_quality=None)
     memory.maintain()
+    RAW_VEC[os.path.abspath(path)] = build_raw_vec0(path, path.with_name("raw-vec0.db"))
     yield count, memory, queries, vectors
     memory.shutdown()
+    if os.path.abspath(path) in RAW:
+        RAW.pop(os.path.abspath(path)).close()
+
+
+RAW_VEC: dict[str, Path] = {}
+"""Each corpus file's raw sqlite-vec bit index (a file beside it: the library keeps none)."""
+RAW: dict[str, apsw.Connection] = {}
+
+
+def _raw(path: str | Path) -> apsw.Connection:
+    """The raw floor's connection to ``path``: read-only, sqlite-vec loaded, its raw
+    vector index attached."""
+    key = os.path.abspath(path)
+    if key not in RAW:
+        conn = apsw.Connection(key, flags=apsw.SQLITE_OPEN_READONLY)
+        RAW[key] = attach_raw_vec0(conn, RAW_VEC[key])
+    return RAW[key]
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -160,11 +178,11 @@ def _settings_table(
             hits = manager.recall(q, k=10)
             timings[name].append(time.perf_counter() - start)
             assert len(hits) == 10
-        with store.read_connection() as conn:
-            start = time.perf_counter()
-            raw_keyword(conn, index_sql.fts5_match(keywords(q)), 100)
-            raw_vec0_knn(conn, vectors[q].astype(np.float32).tobytes(), 400)
-            timings["raw"].append(time.perf_counter() - start)
+        conn = _raw(store.path)
+        start = time.perf_counter()
+        raw_keyword(conn, index_sql.fts5_match(keywords(q)), 100)
+        raw_vec0_knn(conn, vectors[q].astype(np.float32).tobytes(), 400)
+        timings["raw"].append(time.perf_counter() - start)
     raw50, raw95 = _percentiles(timings["raw"])
     lines = [title]
     for name in managers:
@@ -197,11 +215,11 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         memory.store.vector_search(embedded[q], settings.vector_depth)
         vector_only.append(time.perf_counter() - start)
     for q in queries:
-        with memory.store.read_connection() as conn:
-            start = time.perf_counter()
-            raw_keyword(conn, index_sql.fts5_match(keywords(q)), settings.depth)
-            raw_vec0_knn(conn, embedded[q].tobytes(), settings.vector_depth * 4)
-            sqlite_vec.append(time.perf_counter() - start)
+        conn = _raw(memory.store.path)
+        start = time.perf_counter()
+        raw_keyword(conn, index_sql.fts5_match(keywords(q)), settings.depth)
+        raw_vec0_knn(conn, embedded[q].tobytes(), settings.vector_depth * 4)
+        sqlite_vec.append(time.perf_counter() - start)
     for q in queries:
         start = time.perf_counter()
         np.argpartition(-(vectors @ embedded[q]), settings.vector_depth)
@@ -262,7 +280,7 @@ def test_open_and_first_recall(corpus: Any, monkeypatch: pytest.MonkeyPatch) -> 
     for q in queries[:3]:
         start = time.perf_counter()
         conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-        connection_sqlite_vec(conn)
+        attach_raw_vec0(conn, RAW_VEC[os.path.abspath(path)])
         raw_vec0_knn(conn, embedder.vectors[q].astype(np.float32).tobytes(), 10)
         raw.append(time.perf_counter() - start)
         conn.close()
@@ -514,3 +532,66 @@ def test_recall_latency_with_the_quality_models_dimension(
         for manager in managers.values():
             manager.shutdown()
     print("\n".join(lines))
+
+
+TAIL_QUERIES = size(1000, 20)
+
+
+def _tail(memory: AgentMemoryManager, queries: list[str]) -> dict[str, float]:
+    """Wall and CPU (this process's, all threads) p50 / p99 of ``recall(q, k=10)`` over
+    ``queries``, and how many full (generation 2) garbage collections ran meanwhile."""
+    full = [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        full[0] += phase == "start" and info["generation"] == 2
+
+    wall, cpu = [], []
+    gc.callbacks.append(count)
+    try:
+        for q in queries:
+            c, t = time.process_time(), time.perf_counter()
+            memory.recall(q, k=10)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+    finally:
+        gc.callbacks.remove(count)
+    w, c = np.array(wall) * 1000, np.array(cpu) * 1000
+    return {
+        "p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
+        "cpu50": float(np.percentile(c, 50)), "cpu99": float(np.percentile(c, 99)),
+        "full_gc": full[0],
+    }  # fmt: skip
+
+
+def test_recall_tail(corpus: Any) -> None:
+    """recall() p99 against its p50 over ``TAIL_QUERIES`` new queries (each text unseen:
+    its keyword and vector legs run), goal at 100k: p99 <= 3x p50. Printed: wall time,
+    the process's CPU time (what the library does, without the machine's scheduling
+    delays), and the full garbage collections that ran; then the same with the objects
+    alive after start-up frozen (``gc.freeze()``, an application's choice: a full
+    collection then skips the ~45k objects of the imported modules)."""
+    count, memory, _, vectors = corpus
+    rng = np.random.default_rng(11)
+    embedder = memory.embedder()
+    texts = []
+    for q in range(2 * TAIL_QUERIES + 20):
+        text = " ".join(rng.choice(WORDS, 4)) + f" tail{q}"
+        noisy = vectors[rng.integers(count)] + 0.5 * _unit(rng, 1)[0]
+        embedder.vectors[text] = noisy / np.linalg.norm(noisy)
+        texts.append(text)
+    for q in texts[:20]:
+        memory.recall(q, k=10)  # warm
+    plain = _tail(memory, texts[20 : 20 + TAIL_QUERIES])
+    gc.freeze()
+    try:
+        frozen = _tail(memory, texts[20 + TAIL_QUERIES :])
+    finally:
+        gc.unfreeze()
+    for name, r in (("as is", plain), ("gc.freeze()", frozen)):
+        print(
+            f"\n{count:>7} memories, {TAIL_QUERIES} recalls ({name}): p50 {r['p50']:.2f} ms "
+            f"p99 {r['p99']:.2f} ms, p99/p50 {r['p99'] / r['p50']:.2f} (goal <= 3); CPU p50 "
+            f"{r['cpu50']:.2f} ms p99 {r['cpu99']:.2f} ms, {r['cpu99'] / r['cpu50']:.2f}; "
+            f"{r['full_gc']} full GCs; load {os.getloadavg()[0]:.1f}",
+            end="",
+        )

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import apsw
 
-from persistence.sqlite.connection import connection_sqlite_vec
-
 
 def open_raw(path: Path, readonly: bool = False) -> apsw.Connection:
-    """A plain APSW connection (no library policy) that can read the vector table."""
+    """A plain APSW connection (no library policy)."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     conn = apsw.Connection(str(path), flags=flags)
-    connection_sqlite_vec(conn)
     return conn
 
 

@@ -320,8 +320,8 @@ def test_check_integrity_lists_each_broken_invariant(
     with full.store.transaction() as conn:
         for trigger in (
             "episodic_keyword_insert",
-            "episodic_vector_insert",
-            "episodic_vector_update",
+            "episodic_vector_code_delete",
+            "episodic_vector_code_update",
         ):
             conn.execute(f"DROP TRIGGER {trigger}")  # damage done by an outside tool
         conn.execute("INSERT INTO episodic SELECT * FROM semantic WHERE id = ?", (semantic_id,))

@@ -10,9 +10,9 @@ import apsw
 import numpy as np
 import pytest
 
+from benchmarks.raw_sql import load_sqlite_vec
 from persistence import Memory, Tier
 from persistence.sqlite import SQLiteStore, vector_mirror
-from persistence.sqlite.connection import connection_sqlite_vec
 from persistence.sqlite.vector_mirror import sign_bits
 from tests.conftest import FakeClock
 from tests.data_checks import open_raw
@@ -70,7 +70,7 @@ def nearest(
 def test_sign_bits_match_sqlite_vec_quantize_binary(dim: int) -> None:
     vectors = unit(np.random.default_rng(dim), 5, dim)
     conn = apsw.Connection(":memory:")
-    connection_sqlite_vec(conn)
+    load_sqlite_vec(conn)
     ours = sign_bits(vectors, (dim + 63) // 64).T.copy().view(np.uint8)[:, : dim // 8]
     for row, vector in zip(ours, vectors, strict=True):
         (theirs,) = conn.execute("SELECT vec_quantize_binary(?)", (vector.tobytes(),)).fetchone()

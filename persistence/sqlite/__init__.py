@@ -1,8 +1,9 @@
-"""The SQLite engine: one WAL-mode file driven by APSW (with sqlite-vec for vectors).
+"""The SQLite engine: one WAL-mode file driven by APSW (FTS5 for keywords; vectors are
+searched in RAM, :mod:`~persistence.sqlite.vector_mirror`).
 
-The only room of the project (with ``migrations``) that imports ``apsw`` or
-``sqlite_vec``. The engine: :mod:`~persistence.sqlite.database` (connections,
-transactions, hooks), :mod:`~persistence.sqlite.watcher` (other processes' commits),
+The only room of the project (with ``migrations``) that imports ``apsw``. The engine:
+:mod:`~persistence.sqlite.database` (connections, transactions, hooks),
+:mod:`~persistence.sqlite.watcher` (other processes' commits),
 :mod:`~persistence.sqlite.connection` (one function per pragma),
 :mod:`~persistence.sqlite.background` (the threads beside the writer: the WAL
 :mod:`~persistence.sqlite.checkpointer`, registered jobs),

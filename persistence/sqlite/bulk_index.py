@@ -1,8 +1,8 @@
 """Bulk writes: the tier tables' index triggers off while many memories are written,
 then every index rebuilt from the tier tables with a few set-based statements.
 
-Row-by-row triggers keep the keyword index (with each memory's context), the vector
-table and the vector change log exact on every write, and cost about half the time of
+Row-by-row triggers keep the keyword index (with each memory's context) and the
+vector change log exact on every write, and cost about half the time of
 an import. For a write that replaces most of the file, rebuilding them afterwards is
 cheaper. Everything happens inside the caller's transaction: other connections never
 see the file without its triggers, and a failure rolls all of it back. (The keyword
@@ -28,7 +28,6 @@ def triggers_suspended(conn: apsw.Connection) -> Iterator[None]:
     index is rebuilt and the triggers are back. ``conn`` must be in a transaction."""
     if not conn.in_transaction:
         raise RuntimeError("triggers_suspended() needs an open transaction")
-    index_sql.drop_vector_index(conn)
     tables = [TABLE[tier] for tier in Tier]
     marks = ", ".join("?" for _ in tables)
     saved = query_all(
@@ -48,4 +47,3 @@ def triggers_suspended(conn: apsw.Connection) -> Iterator[None]:
     vector_codes_sql.drop_all(conn)  # rows went without their triggers: codes may be stale
     for _, sql in saved:
         conn.execute(sql)
-    index_sql.ensure_vector_index(conn)

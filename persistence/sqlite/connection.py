@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import sqlite_vec
 
 from persistence.errors import (
     CorruptDatabaseOpenError,
@@ -114,15 +113,6 @@ def connection_wal_autocheckpoint(conn: apsw.Connection, pages: int) -> None:
     conn.pragma("wal_autocheckpoint", pages)
 
 
-def connection_sqlite_vec(conn: apsw.Connection) -> None:
-    """Load the sqlite-vec extension, then close the door to further extensions."""
-    conn.enable_load_extension(True)
-    try:
-        conn.load_extension(sqlite_vec.loadable_path())
-    finally:
-        conn.enable_load_extension(False)
-
-
 def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_open: bool) -> None:
     """Refresh the query planner's statistics where they are stale, if the lock is free.
 
@@ -186,7 +176,6 @@ def connect(path: str, options: ConnectionOptions) -> apsw.Connection:
             connection_wal_autocheckpoint(conn, options.wal_autocheckpoint)
             connection_temp_store(conn)
             connection_secure_delete(conn)
-            connection_sqlite_vec(conn)
         return conn
 
 
@@ -269,7 +258,6 @@ def connect_read_only(path: str, options: ConnectionOptions) -> apsw.Connection:
             connection_busy_timeout(conn, options.busy_timeout_ms)
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
             connection_foreign_keys(conn)
-            connection_sqlite_vec(conn)
         return conn
 
 

@@ -14,8 +14,8 @@ are merged. Three measures remove them as the delete commits:
 - Temporary triggers on the writer that drop the embedding cache's entry of a deleted
   or rewritten memory's content (the cache is keyed by the content's SHA-256).
 
-sqlite-vec (0.1.9) already zeroes a deleted row's vector in its chunk; with secure
-delete, the freed cells of its shadow tables are zeroed too.
+A memory's vector lives only in its tier row and its code row (``vector_codes``), both
+plain tables that secure delete covers.
 """
 
 from __future__ import annotations

@@ -90,13 +90,6 @@ class IndexStore:
         self._reading = db.reading
         self._transaction = db.transaction
 
-    def opened(self, conn: apsw.Connection) -> None:
-        """As a read-write store opens the file: one with embeddings but no vector index
-        gets one (the keyword index's own checks are :meth:`KeywordIndex.opened`)."""
-        if read_meta(conn, EMBEDDING_DIM_KEY) and not index_sql.has_vector_index(conn):
-            with self._transaction() as tx:
-                index_sql.ensure_vector_index(tx)
-
     # --- searching --------------------------------------------------------------------------
 
     def keyword_search(

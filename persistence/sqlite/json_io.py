@@ -194,12 +194,9 @@ class SQLiteImportSink:
             memory_sql.delete_all(conn)
             session_sql.delete_all(conn)
             json_io_sql.clear_schedules_and_forgetting_log(conn)
-            if stored_dim != _dim_text(doc.embedding_dim):
-                index_sql.drop_vector_index(conn)
             write_meta(conn, EMBEDDING_DIM_KEY, _dim_text(doc.embedding_dim))
         elif stored_dim is None and doc.embedding_dim is not None:
             write_meta(conn, EMBEDDING_DIM_KEY, str(doc.embedding_dim))
-        index_sql.ensure_vector_index(conn)
 
         written = self._write_memories(doc, mode, count)
         self._write_sessions(doc, mode, count)

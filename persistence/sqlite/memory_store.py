@@ -36,7 +36,6 @@ from persistence.sqlite.database import Database
 from persistence.sqlite.sql import (
     dedup_sql,
     forgetting_sql,
-    index_sql,
     memory_sql,
     schedule_sql,
     tag_counts_sql,
@@ -65,7 +64,6 @@ def check_dimension(conn: apsw.Connection, dim: int, configured: int | None) -> 
         raise EmbeddingDimensionError(dim, expected)
     if stored is None:
         write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
-        index_sql.ensure_vector_index(conn)
 
 
 def forget(

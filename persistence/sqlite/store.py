@@ -253,7 +253,6 @@ class SQLiteStore(IndexSearches):
                 return self
             conn = self.db.require_open()
             try:
-                self.indexes.opened(conn)
                 if self.keywords.opened(conn):
                     with self.transaction():  # written without the store: caught up on commit
                         pass

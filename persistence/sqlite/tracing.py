@@ -6,7 +6,7 @@ attached to a connection hears APSW's execution tracer (the statement's text and
 bindings, as it starts) and SQLite's profile event (as it finished: its rows read, its
 work done), and reports each top-level statement once as a :class:`TracedStatement`,
 timed from start to finish with ``time.perf_counter_ns``. Statements that
-SQLite runs inside another one (FTS5's shadow tables, sqlite-vec's, triggers) are part of
+SQLite runs inside another one (FTS5's shadow tables, triggers) are part of
 their parent's time and are not reported on their own. Nothing is traced unless a
 callback is given, so an untraced store pays nothing.
 

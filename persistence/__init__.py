@@ -133,6 +133,7 @@ from persistence.records import (
     now_ms,
 )
 from persistence.storage import (
+    EntityPresence,
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
@@ -189,6 +190,7 @@ __all__ = [
     "MemoryRecords",
     "MemoryStorage",
     "OneTripWrites",
+    "EntityPresence",
     "RecallIndex",
     "ScheduleRecords",
     "SessionRecords",

@@ -510,6 +510,17 @@ class OneTripWrites(Protocol):
 
 
 @runtime_checkable
+class EntityPresence(Protocol):
+    """What a graph store whose every round trip costs (a server) may add, and recall's
+    graph signal asks first when it is there: whether any entity can be named at all.
+    A store in-process (SQLite) leaves it out."""
+
+    def may_name_entities(self) -> bool:
+        """False when no entity alias is stored (the graph signal then finds nothing);
+        True otherwise (or when unsure)."""
+
+
+@runtime_checkable
 class MemoryStorage(
     StoreControl, MemoryRecords, SessionRecords, ScheduleRecords, RecallIndex, Protocol
 ):

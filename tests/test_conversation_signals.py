@@ -62,7 +62,9 @@ def test_the_answer_to_a_matching_question_gains_a_share_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
     weight = 0.2
-    memory = make_memory(embedder=EMBEDDER, recall=RecallSettings(adjacency_weight=weight))
+    memory = make_memory(
+        embedder=EMBEDDER, recall=RecallSettings(adjacency_weight=weight, session_weight=0.0)
+    )
     question, answer = _chat(memory)
     hits = {h.memory.id: h for h in memory.recall("summer holiday travel", k=10)}
     gained = _signals(hits[answer])
@@ -72,7 +74,7 @@ def test_the_answer_to_a_matching_question_gains_a_share_and_says_why(
     assert "answer to a matching question +" in str(hits[answer].explanation)
     assert "adjacency" not in _signals(hits[question])  # it follows a filler, no question
     # Without the signal the answer's fused value is its own alone.
-    settings = RecallSettings(adjacency_weight=0.0)
+    settings = RecallSettings(adjacency_weight=0.0, session_weight=0.0)
     with AgentMemoryManager.in_memory(embedder=EMBEDDER, recall=settings) as plain:
         _, a2 = _chat(plain)
         hit = {h.memory.id: h for h in plain.recall("summer holiday travel", k=10)}[a2]
@@ -87,7 +89,7 @@ def test_a_question_pulls_in_its_answer_unless_filters_apply(
     """With one candidate per signal only the question is found; its answer joins with
     its computed cosine and the bonus. Under a filter an answer outside the candidates
     may not pass it, so none joins."""
-    settings = RecallSettings(depth=1, vector_depth=1)
+    settings = RecallSettings(depth=1, vector_depth=1, session_weight=0.0)
     memory = make_memory(embedder=EMBEDDER, recall=settings)
     question, answer = _chat(memory)
     hits = {h.memory.id: h for h in memory.recall("Where did you travel for the summer?", k=5)}

@@ -18,7 +18,7 @@ from persistence.errors import (
     InvalidInputError,
 )
 from persistence.postgres import PostgresStore
-from persistence.postgres.sql import keyword_sql
+from persistence.postgres.sql import keyword_sql, vector_sql
 from persistence.records import Memory, MemoryFilter, Tier, content_hash
 
 _INSERT = (
@@ -406,13 +406,22 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    "EXPLAIN SELECT memory_id FROM tm_vectors "
-                    "ORDER BY embedding <=> '[1,0,0,0]' LIMIT 5"
+                    "EXPLAIN SELECT memory_id FROM tm_vectors v "  # the search's own order
+                    f"ORDER BY {vector_sql.index_order(4)} LIMIT 5",
+                    {"v": np.ones(4, np.float32)},
                 )
             )
         finally:
             conn.execute("RESET enable_seqscan")
     assert "tm_vectors_hnsw" in plan
+    with pg.db.reading() as conn:  # half precision in the index (v011), float32 in the table
+        definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)").fetchone()
+        typed = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                             "WHERE attrelid = 'tm_vectors'::regclass AND attname = 'embedding'"
+                             ).fetchone()  # fmt: skip
+    assert definition is not None and typed is not None
+    assert "halfvec(4)" in definition[0] and "halfvec_cosine_ops" in definition[0]
+    assert typed[0] == "vector(4)"
 
 
 def test_set_embeddings_skips_changed_content_and_kept_vectors(pg: PostgresStore) -> None:
@@ -526,3 +535,37 @@ def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
             "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq"
         ).fetchall()
     assert [m for m, _, _ in pg.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]
+
+
+def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: str) -> None:
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    store = PostgresStore(pg_url).open()
+    try:
+        store.insert_memories([
+            Memory(id=f"m{i}", content=f"memory {i}", tier=Tier.EPISODIC, embedding=v)
+            for i, v in enumerate(vectors)
+        ])  # fmt: skip
+        with store.db.transaction() as conn:  # the database as version 10 left it
+            conn.execute("DROP INDEX tm_vectors_hnsw")
+            conn.execute("CREATE INDEX tm_vectors_hnsw ON tm_vectors "
+                         "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
+            conn.execute("DELETE FROM tm_schema_version WHERE version = 11")
+        query = rng.standard_normal(8).astype(np.float32)
+        before = store.vector_search(query, 10)
+    finally:
+        store.close()
+    store = PostgresStore(pg_url).open()  # migrates to v11
+    try:
+        with store.db.reading() as conn:
+            definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
+            version = conn.execute("SELECT max(version) FROM tm_schema_version")
+            [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()
+        assert "halfvec(8)" in text and latest == 11
+        after = store.vector_search(query, 10)
+        exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]
+        assert [m for m, _ in after] == [f"m{i}" for i in exact]  # the exact top 10
+        assert [m for m, _ in after] == [m for m, _ in before]
+        assert [d for _, d in after] == pytest.approx([d for _, d in before], abs=1e-6)
+    finally:
+        store.close()

@@ -23,6 +23,7 @@ log = logging.getLogger("tiered_memory.postgres")
 Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
 CHANNEL = "tm_changes"
+_VERSION = "SELECT v FROM tm_version WHERE scope = %s"
 
 
 class PgChangeWatch:
@@ -48,6 +49,12 @@ class PgChangeWatch:
     def reading(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    @property
+    def seen_version(self) -> int | None:
+        """The scope's version as this handle last saw it (its own commits and the
+        change watch move it); ``None`` before the first look."""
+        return self._seen_version
+
     def _listen(self) -> None:
         listener = self.connect()
         listener.execute(f"LISTEN {CHANNEL}")
@@ -55,9 +62,7 @@ class PgChangeWatch:
 
     def _read_version(self) -> int | None:
         with self.reading() as conn:
-            row = conn.execute(
-                "SELECT v FROM tm_version WHERE scope = %s", (self.scope,)
-            ).fetchone()
+            row = conn.execute(_VERSION, (self.scope,)).fetchone()
             return None if row is None else int(row[0])
 
     def on_external_change(self, callback: Hook) -> None:
@@ -119,28 +124,32 @@ class PgChangeWatch:
         if not (changed or lost) and now < self._next_check:
             return
         self._next_check = now + self.change_check_interval_s
-        if not lost and not self._alive():  # a restarted server's listener reads as quiet
-            changed = True
-            self._reopen_listener()
-        try:
-            version = self._read_version()
-        except TieredMemoryError:
-            version = None  # the server is away: look again next time
+        version: int | None = None
+        if not lost:  # one round trip: the row, read on the listener, which proves it alive
+            try:
+                version = self._listener_version()
+            except psycopg.Error:  # a restarted server's listener reads as quiet
+                changed = True
+                self._reopen_listener()
+        if version is None:
+            try:
+                version = self._read_version()
+            except TieredMemoryError:
+                version = None  # the server is away: look again next time
         changed = changed or version is None or version != self._seen_version
         self._seen_version = version
         if changed:
             self._tell_listeners()
 
-    def _alive(self) -> bool:
-        """True if the listener still answers (a round trip, so at most once a look)."""
+    def _listener_version(self) -> int | None:
+        """The scope's version row read on the listener (``tm_version`` has no row-level
+        security: every handle reads its own scope's row), or ``None`` without a
+        listener; a dead listener raises :class:`psycopg.Error`."""
         listener = self._listener
         if listener is None:
-            return False
-        try:
-            listener.execute("SELECT 1")
-        except psycopg.Error:
-            return False
-        return True
+            return None
+        row = listener.execute(_VERSION, (self.scope,)).fetchone()
+        return None if row is None else int(row[0])
 
     def _drop_listener(self) -> None:
         """Forget a broken listener (the next look reopens it)."""

@@ -29,6 +29,7 @@ from persistence.graph_records import (
 )
 from persistence.meta_keys import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY
 from persistence.postgres.database import Connection
+from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.graph_walk import walk
 from persistence.postgres.sql import graph_sql, meta_sql
 from persistence.postgres.store import PostgresStore
@@ -47,6 +48,7 @@ class PgGraphStore:
         self.store = store
         self.db = store.db
         self._local = threading.local()
+        self._no_aliases = EmptyAtVersion(self.db)  # recall asks at every call
 
     # --- connections ----------------------------------------------------------------------
 
@@ -380,6 +382,18 @@ class PgGraphStore:
     def has_graph(self) -> bool:
         """Always True: every PostgreSQL schema has the graph."""
         return True
+
+    def may_name_entities(self) -> bool:
+        """False when no entity can be named: this handle sees no alias. Read once per
+        version of the store (see :mod:`~persistence.postgres.empty_cache`), so recall's
+        graph signal costs no round trip on a memory without a graph."""
+        if self._no_aliases.known_empty():
+            return False
+        version = self._no_aliases.version()
+        with self._reading() as conn:
+            some = graph_sql.any_alias(conn)
+        self._no_aliases.found(not some, version)
+        return some
 
     def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
         """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""

@@ -36,7 +36,8 @@ from persistence.meta_keys import (
     LAST_EMBEDDING_ERROR_KEY,
 )
 from persistence.postgres.config import StoreConfig
-from persistence.postgres.database import PgDatabase
+from persistence.postgres.database import DEFAULT_EF_SEARCH, PgDatabase
+from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import (
     conversation_sql,
     embedding_cache_sql,
@@ -61,8 +62,9 @@ T = TypeVar("T")
 
 EXACT_SCAN_MAX = 2000
 """A filter an index serves that accepts at most this many memories is searched exactly."""
-MIN_EF_SEARCH = 100
-"""``hnsw.ef_search`` is at least this (and at least the limit): recall@10 >= 0.95."""
+MIN_EF_SEARCH = DEFAULT_EF_SEARCH
+"""``hnsw.ef_search`` is at least this (and at least the limit): recall@10 >= 0.95. Every
+pooled connection starts with it (``PgDatabase``), so the usual search sets nothing."""
 
 
 class PgIndexStore:
@@ -74,6 +76,7 @@ class PgIndexStore:
         self.exact_scan_max = EXACT_SCAN_MAX
         self._ef: dict[int, int] = {}  # id(pooled connection) -> its hnsw.ef_search
         self._dim: int | None = None  # the stored dimension as last read (searches only)
+        self._queue_empty = EmptyAtVersion(db)  # recall asks at every call
         db.on_external_change(self.forget_dimension)
 
     def forget_dimension(self) -> None:
@@ -200,11 +203,15 @@ class PgIndexStore:
         return self._searching(search, [])
 
     def _ef_search(self, conn: Connection, ef: int) -> None:
-        """Set ``hnsw.ef_search`` on ``conn`` (once per pooled connection and value;
-        inside a transaction for that transaction only: a rollback would undo it)."""
+        """Set ``hnsw.ef_search`` on ``conn`` unless its session value is ``ef`` already
+        (every pooled connection opens with ``DEFAULT_EF_SEARCH``; a value set outside a
+        transaction is remembered per connection); inside a transaction for that
+        transaction only (a rollback would undo it)."""
+        if self._ef.get(id(conn), DEFAULT_EF_SEARCH) == ef:
+            return
         if self.db.in_transaction:
             vector_sql.set_ef_search(conn, ef, local=True)
-        elif self._ef.get(id(conn)) != ef:
+        else:
             vector_sql.set_ef_search(conn, ef, local=False)
             self._ef[id(conn)] = ef
 
@@ -235,15 +242,27 @@ class PgIndexStore:
     # --- the embedding queue and cache ------------------------------------------------------
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
-        """Memories still waiting for an embedding: ``(id, tier, content)``."""
+        """Memories still waiting for an embedding: ``(id, tier, content)`` (no round
+        trip while the queue was last seen empty and nothing changed since)."""
         require_int(limit, "limit", minimum=1)
+        if self._queue_empty.known_empty():
+            return []
+        version = self._queue_empty.version()
         with self._read() as conn:
-            return vector_sql.unembedded(conn, limit)
+            found = vector_sql.unembedded(conn, limit)
+        self._queue_empty.found(not found, version)
+        return found
 
     def unembedded_count(self) -> int:
-        """How many memories wait for a vector."""
+        """How many memories wait for a vector (no round trip while the queue was last
+        seen empty and nothing changed since: see :mod:`~persistence.postgres.empty_cache`)."""
+        if self._queue_empty.known_empty():
+            return 0
+        version = self._queue_empty.version()
         with self._read() as conn:
-            return vector_sql.unembedded_count(conn)
+            count = vector_sql.unembedded_count(conn)
+        self._queue_empty.found(count == 0, version)
+        return count
 
     def set_embeddings(
         self,

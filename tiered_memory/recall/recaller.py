@@ -37,6 +37,7 @@ from persistence import (
     MemoryFilter,
     MemoryStorage,
     NoteStorage,
+    OneTripWrites,
     StoreClosedError,
     Tier,
     parse_tier,
@@ -47,10 +48,12 @@ from persistence import (
 )
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.conversation import add_conversation_signals
+from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
 from tiered_memory.recall.reviews import ReviewQueue
+from tiered_memory.recall.session_units import add_session_lift
 from tiered_memory.recall.settings import RecallSettings, check_cuts, cut, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch
 from tiered_memory.recall.window import with_windows
@@ -58,6 +61,9 @@ from tiered_memory.recall.window import with_windows
 # --- orchestration ----------------------------------------------------------------------
 
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
+SERVER_BATCH = 60
+"""Candidates fetched per batch while explaining, on a store whose round trips cost (a
+server): the early stop needed about three batches of 20 at 100k memories (k=10)."""
 
 
 GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
@@ -173,12 +179,18 @@ class Recaller:
                           if m not in distances]  # fmt: skip
                 distances.update(store.vector_distances(found[0], list(dict.fromkeys(others))))
             fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share)
+            if found is not None and settings.feedback_share > 0:
+                self._feedback(fused, found[0], settings, where)
         else:
             weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight,
                        "graph": settings.graph_weight}  # fmt: skip
             fused = fuse(ranked, weights, settings.rrf_k)
         self._structure(fused, query, settings, found[0] if found is not None else None,
                         filtered=bool(described))  # fmt: skip
+        if settings.session_weight > 0:
+            sessions = {m: memory.session_id for m, memory in self._get_many(list(fused)).items()}
+            add_session_lift(fused, sessions, settings.session_weight, settings.session_top,
+                             settings.session_turns)  # fmt: skip
         if paths is not None:
             fused = with_paths(fused, paths)
         top = self._explained(fused, k, described, now, unseen if found is not None else 0)
@@ -201,6 +213,37 @@ class Recaller:
         merged = merged[: cut([hit.score for hit in merged], floor, share)]
         self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
         return merged
+
+    def _feedback(
+        self,
+        fused: dict[str, list[SignalMatch]],
+        query_vector: np.ndarray,
+        settings: RecallSettings,
+        where: MemoryFilter,
+    ) -> None:
+        """Second pass (:mod:`tiered_memory.recall.feedback`): move the query vector
+        towards the confident first hits, search again, add the ``feedback`` signal."""
+        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        chosen = confident_hits(strength, settings.feedback_hits, settings.feedback_confidence)
+        memories = self._get_many(chosen)
+        vectors = [
+            v for m in chosen if (v := getattr(memories.get(m), "embedding", None)) is not None
+        ]
+        moved = moved_query(query_vector, vectors, settings.feedback_beta)
+        if moved is None:
+            return
+        store = self._store
+        second = store.vector_search(moved, settings.vector_depth, where=where)
+        distances = dict(second)
+        others = [m for m in fused if m not in distances]
+        distances.update(store.vector_distances(moved, others))
+        ranks = {m: rank for rank, (m, _) in enumerate(second, start=1)}
+        share = 1.0 - settings.keyword_share  # new candidates enter with their own vector share
+        new = [m for m, _ in second if m not in fused]
+        for m, distance in store.vector_distances(query_vector, new).items():
+            own = SignalMatch("vector", 0, distance, "cosine distance", share * (1.0 - distance))
+            fused[m] = [own]
+        add_feedback(fused, distances, ranks, settings.feedback_share, len(vectors))
 
     def _structure(
         self,
@@ -241,6 +284,8 @@ class Recaller:
         order = sorted(strength, key=lambda m: (-strength[m], m))
         hits: list[RecallHit] = []
         batch = max(2 * k, 20)
+        if isinstance(self._store, OneTripWrites):  # a round trip costs more than rows
+            batch = max(6 * k, SERVER_BATCH)
         for start in range(0, len(order), batch):
             chunk = order[start : start + batch]
             memories = self._get_many(chunk)

@@ -75,6 +75,15 @@ class RecallSettings:
     its score. The defaults were chosen on LoCoMo conv-26/30/41 and checked on
     conv-42/43 (README).
 
+    Sessions as units (:mod:`tiered_memory.recall.session_units`): each session among
+    the candidates is scored by the mean of its best ``session_turns`` fused values; the
+    ``session_top`` best lift their candidates by up to ``session_weight`` (off by
+    default: it did not help the tuning half; 0.05 turns it on). Pseudo-relevance
+    feedback (:mod:`tiered_memory.recall.feedback`, off: ``feedback_share=0``): the
+    query vector moves (``feedback_beta``) towards the mean of the ``feedback_hits``
+    best first-pass candidates within ``feedback_confidence`` of the best, and a second
+    vector search adds ``feedback_share`` of the cosine with it.
+
     ``min_score`` drops hits scoring below it, ``relative_cut`` those below that share
     of the best hit's score (0.5: half the best); recall's arguments of the same names
     override them for one call. Both off by default: recall returns ``k`` hits whenever
@@ -94,7 +103,7 @@ class RecallSettings:
     recency_weight: float = 0.1
     recency_days: float = 30.0
     adjacency_weight: float = 0.2
-    speaker_boost: float = 0.05
+    speaker_boost: float = 0.1
     reranker: Reranker | None = field(default=None, compare=False)
     rerank_depth: int = 50
     rerank_weight: float = 0.4
@@ -104,6 +113,13 @@ class RecallSettings:
     graph_hop_decay: float = 0.5
     min_score: float | None = None
     relative_cut: float | None = None
+    session_weight: float = 0.0
+    session_top: int = 3
+    session_turns: int = 2
+    feedback_share: float = 0.0
+    feedback_hits: int = 3
+    feedback_confidence: float = 0.8
+    feedback_beta: float = 1.0
 
     @property
     def graph_on(self) -> bool:
@@ -111,7 +127,8 @@ class RecallSettings:
         return (self.graph_weight if self.fusion == "rrf" else self.graph_share) > 0
 
     def __post_init__(self) -> None:
-        for name in ("depth", "vector_depth", "rerank_depth"):
+        for name in ("depth", "vector_depth", "rerank_depth", "session_top", "session_turns",
+                     "feedback_hits"):  # fmt: skip
             require_int(getattr(self, name), f"RecallSettings.{name}", minimum=1, maximum=10_000)
         require_choice(self.fusion, "RecallSettings.fusion", FUSIONS)
         ranges = {
@@ -130,6 +147,10 @@ class RecallSettings:
             "graph_weight": (0.0, math.inf),
             "graph_share": (0.0, 1.0),
             "graph_hop_decay": (0.0, 1.0),
+            "session_weight": (0.0, 1.0),
+            "feedback_share": (0.0, 1.0),
+            "feedback_confidence": (0.0, 1.0),
+            "feedback_beta": (0.0, 10.0),
         }
         for name, (low, high) in ranges.items():
             require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)

@@ -519,6 +519,12 @@ def hops(
 _NAMED_IN = "SELECT entity_id, alias FROM tm_entity_aliases WHERE tokens && %s::text[] LIMIT %s"
 
 
+def any_alias(conn: Connection) -> bool:
+    """True if the handle sees any entity alias (row-level security applies)."""
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM tm_entity_aliases)").fetchone()
+    return bool(row and row[0])
+
+
 def entities_named_in(conn: Connection, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
     """``(entity id, alias)`` of aliases holding any of ``words`` (normalised words; the
     caller checks that the whole alias occurs in the text)."""

@@ -18,6 +18,8 @@ from persistence.postgres.sql import recall_filter_sql
 from persistence.records import MemoryFilter, Tier
 
 INDEX_NAME = "tm_vectors_hnsw"
+HALFVEC_INDEX_MAX_DIM = 4000
+"""HNSW over ``halfvec`` takes at most this many dimensions; above it, no index."""
 
 _TYPMOD = (
     "SELECT atttypmod FROM pg_attribute "
@@ -34,17 +36,20 @@ def column_dimension(conn: psycopg.Connection[Any]) -> int | None:
 
 def ensure_vector_index(conn: psycopg.Connection[Any], dim: int) -> None:
     """Type the vector column ``vector(dim)`` if it is untyped and create the HNSW index
-    (cosine) if missing; idempotent, in the caller's transaction."""
+    (cosine, over the vectors in half precision: migration v011) if missing and ``dim``
+    allows one; idempotent, in the caller's transaction."""
     if column_dimension(conn) is None:
         conn.execute(
             sql.SQL("ALTER TABLE tm_vectors ALTER COLUMN embedding TYPE vector({})").format(
                 sql.Literal(int(dim))
             )
         )
-    if not conn.execute(_HAS_INDEX).fetchone()[0]:  # type: ignore[index]
+    if dim <= HALFVEC_INDEX_MAX_DIM and not conn.execute(_HAS_INDEX).fetchone()[0]:  # type: ignore[index]
         conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON tm_vectors "
-            "USING hnsw (embedding vector_cosine_ops)"
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON tm_vectors "
+                "USING hnsw ((embedding::halfvec({})) halfvec_cosine_ops)"
+            ).format(sql.Identifier(INDEX_NAME), sql.Literal(int(dim)))
         )
 
 
@@ -58,9 +63,19 @@ _NEAREST_INDEXED = """
 SELECT id, d FROM (
     SELECT v.memory_id AS id, v.embedding <=> %(v)b AS d
     FROM tm_vectors v {join} WHERE {cond}
-    ORDER BY v.embedding <=> %(v)b LIMIT %(limit)s
+    ORDER BY {order} LIMIT %(limit)s
 ) AS near ORDER BY d, id
 """
+"""The HNSW scan: ordered by the index's expression (half precision), each found vector's
+distance exact (float32), the answer ordered by that."""
+
+
+def index_order(dim: int) -> str:
+    """The ORDER BY that the HNSW index serves at ``dim`` (see migration v011)."""
+    if dim > HALFVEC_INDEX_MAX_DIM:
+        return "v.embedding <=> %(v)b"
+    return f"v.embedding::halfvec({int(dim)}) <=> %(v)b::halfvec({int(dim)})"
+
 
 _NEAREST_EXACT = """
 WITH c AS MATERIALIZED (
@@ -98,10 +113,13 @@ def nearest(
         text = _NEAREST_EXACT.format(cond=cond)
     elif where == MemoryFilter():
         cond, params = "true", {}
-        text = _NEAREST_INDEXED.format(join="", cond=cond)
+        text = _NEAREST_INDEXED.format(join="", cond=cond, order=index_order(query.size))
     else:
         cond, params = recall_filter_sql.condition(where, "m")
-        text = _NEAREST_INDEXED.format(join="JOIN tm_memories m ON m.id = v.memory_id", cond=cond)
+        text = _NEAREST_INDEXED.format(
+            join="JOIN tm_memories m ON m.id = v.memory_id", cond=cond,
+            order=index_order(query.size),
+        )  # fmt: skip
     params.update(v=query, limit=limit)
     return [(r[0], float(r[1])) for r in conn.execute(text, params, prepare=False)]
 

@@ -25,7 +25,7 @@ PARTS = ("graph", "notes", "scratchpad")
 WRONG = st.one_of(
     st.builds(object),
     st.binary(min_size=1, max_size=3),
-    st.floats(allow_nan=True),
+    st.complex_numbers(min_magnitude=1, allow_nan=False, allow_infinity=False),
     st.lists(st.builds(object), min_size=1, max_size=2),
     st.dictionaries(st.integers(), st.builds(object), min_size=1, max_size=2),
 )

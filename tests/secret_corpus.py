@@ -126,6 +126,12 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
     for _ in range(3):
         ssn = f"{rng.randint(1, 665):03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
         inside("us-ssn", f"SSN {ssn}", ssn)
+    for written, sep in (("SSN: {}", ""), ("my social security number is {}.", " "),
+                         ("Social Security No. {}", "-"), ("ssn#{}", "")):  # fmt: skip
+        ssn = (
+            f"{rng.randint(1, 665):03d}{sep}{rng.randint(10, 99):02d}{sep}{rng.randint(1000, 9999)}"
+        )
+        inside("us-ssn", written.format(ssn), ssn)
     for written in (
         "Server=tcp:acme.database.windows.net,1433;Database=prod;User ID=sa;Password={};",
         "Driver={{PostgreSQL}};Server=db;Uid=app;Pwd={};",
@@ -223,6 +229,9 @@ def decoys(seed: int = 23) -> list[str]:
         "order 1795723950230 shipped",  # an epoch-millisecond timestamp
         "employee id 123456789",
         "the ticket is 000-12-3456",  # never an SSN (area 000)
+        "the SSN form has 3 pages and 123456789 boxes",  # named, but not next to it
+        "ssn 000123456 is a test value",  # area 000: never an SSN
+        "social security office hours 9-17, room 123456789",
         "https://example.com/docs/passwords#reset",
         "postgres://db.internal:5432/prod",
         "TOKEN_URL = https://auth.example.com/token",

@@ -283,6 +283,66 @@ def test_cli_forget_by_id_with_json(tmp_path: Path) -> None:
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
 
 
+@pytest.mark.parametrize("scope", ["--session", "--agent"])
+def test_cli_forget_a_session_or_an_agent_with_json(tmp_path: Path, scope: str) -> None:
+    """``tiered-memory forget DB --session S`` / ``--agent A --json``: the report, and no
+    byte of what they held (memories, the agent's session and its transcript) once the
+    command returns."""
+    db = tmp_path / "m.db"
+    with open_manager(db, agent_id="bot") as memory:  # the agent's session, its memory
+        session = memory.start_session(session_id="s-erase").session_id
+        secret = memory.remember(SECRET, session_id=session)
+        memory.append_transcript(session, "user", "quellwort transcript line")
+        memory.flush()
+    with open_manager(db) as memory:
+        memory.remember(KEEP)
+    target = session if scope == "--session" else "bot"
+    command = [*CLI, "forget", str(db), scope, target, "--json"]
+    done = subprocess.run(command, capture_output=True, check=False, timeout=120, env=ENV)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report == {"memories": [secret.id], "sessions": [session], "missing": []}
+    assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+    with open_manager(db) as memory:
+        assert memory.get(secret.id) is None
+        assert [r.memory_id for r in memory.forgetting_log()] == [secret.id]
+
+
+@pytest.mark.subprocess
+def test_mcp_forget_agent_over_stdio(tmp_path: Path) -> None:
+    """The writable MCP server's ``forget_agent``: after the server exits, nothing of the
+    agent's memories (another agent's stay)."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from tests.test_mcp_server import call
+
+    db = tmp_path / "m.db"
+    with open_manager(db) as memory:
+        secret = memory.remember(SECRET, agent_id="bot")
+        memory.remember(KEEP, agent_id="other")
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=[*CLI[1:], "mcp", str(db), "--keywords-only"], env=ENV
+        )
+        with (tmp_path / "server.log").open("a") as err:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                report = await call(client, "forget_agent", agent_id="bot", reason="erasure 9")
+                assert report["memories"] == [secret.id]
+
+    asyncio.run(main())
+    (tmp_path / "server.log").unlink()
+    assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
+    assert b"erasure 9" in folder_bytes(db)
+
+
 @pytest.mark.both_backends
 def test_bulk_erasure_api_on_every_backend(memory: AgentMemoryManager) -> None:
     session = memory.start_session().session_id

@@ -168,10 +168,14 @@ def test_every_memory_field_is_filled_from_its_own_column() -> None:
     assert sorted(read) == sorted(set(MEMORY_FIELDS) - {"tier"}) and len(read) == len(set(read))
     json_columns = {"metadata": '{"field": "metadata"}', "linked_memories": '["linked"]',
                     "tags": '["tags"]', "embedding": struct.pack("<f", 0.5)}  # fmt: skip
-    row = tuple(json_columns.get(name, f"value of {name}") for name in read)
+    # each column its own value, of the column's type (the decoder checks the types)
+    numbers = {"token_count": 11, "access_count": 12, "last_accessed_at": 13, "created_at": 14,
+               "updated_at": 15, "importance": 0.25, "retention": 0.75}  # fmt: skip
+    values = {name: numbers.get(name, f"value of {name}") for name in read}
+    row = tuple(json_columns.get(name, values[name]) for name in read)
     memory = memory_sql.any_tier_memory((*row, "semantic"))
     assert memory is not None
-    expected = {name: f"value of {name}" for name in read}
+    expected = dict(values)
     expected |= {"tier": Tier.SEMANTIC, "metadata": {"field": "metadata"},
                  "linked_memories": ("linked",), "tags": ("tags",)}  # fmt: skip
     for name in MEMORY_FIELDS:  # reading a field left unfilled raises AttributeError

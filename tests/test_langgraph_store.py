@@ -8,7 +8,7 @@ import itertools
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from persistence import InvalidInputError, Tier
+from persistence import InvalidInputError, InvalidTypeError, Tier
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore, TieredSearchItem
 
@@ -316,3 +316,42 @@ def test_an_indexed_put_without_text_is_refused_and_writes_nothing(
     store.put(("n",), "fieldless", {"title": "x"}, index=["text"])
     assert store.get(("n",), "fieldless").value == {"title": "x"}  # type: ignore[union-attr]
     assert all(i.key != "fieldless" for i in store.search(("n",), query="title x"))
+
+
+def test_a_namespace_of_the_wrong_type_or_an_unknown_keyword_is_a_typed_error(
+    store: TieredMemoryStore,
+) -> None:
+    """LangGraph's ``BaseStore`` iterates a namespace first: ``None`` or a number raised
+    Python's TypeError (a dict: KeyError). Each is an InvalidTypeError, sync and async,
+    and nothing is written."""
+    store.put(("n",), "kept", {"text": "kept"})
+    before = len(store.memory.query(None, limit=100))
+    calls: list[Callable[[Any], object]] = [
+        lambda b: store.put(b, "k", {"text": "x"}),
+        lambda b: store.get(b, "kept"),
+        lambda b: store.search(b),
+        lambda b: store.delete(b, "kept"),
+        lambda b: store.list_namespaces(prefix=b if b is not None else 1),
+        lambda b: asyncio.run(store.aput(b, "k", {"text": "x"})),
+        lambda b: asyncio.run(store.aget(b, "kept")),
+        lambda b: asyncio.run(store.asearch(b)),
+        lambda b: asyncio.run(store.adelete(b, "kept")),
+        lambda b: asyncio.run(store.alist_namespaces(suffix=b if b is not None else 1)),
+    ]
+    for bad in (None, 12, 1.5, object(), {"a": 1}):
+        for call in calls:
+            with pytest.raises(InvalidTypeError):
+                call(bad)
+    loose: Any = store  # calls no signature allows
+    unknowns: list[Callable[[], object]] = [
+        lambda: loose.put(("n",), "k", {"text": "x"}, nope=1),
+        lambda: loose.search(("n",), nope=1),
+        lambda: loose.batch([], nope=1),
+        lambda: loose.get(("n",), "kept", "surplus"),
+        lambda: asyncio.run(loose.asearch(("n",), nope=1)),
+    ]
+    for unknown in unknowns:
+        with pytest.raises(InvalidTypeError):
+            unknown()
+    assert len(store.memory.query(None, limit=100)) == before
+    assert store.get(("n",), "kept") is not None  # valid calls still work

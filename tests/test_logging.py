@@ -162,3 +162,38 @@ def test_building_the_compact_model_logs_nothing_on_the_root_logger(tmp_path: Pa
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert (result.returncode, result.stdout, result.stderr) == (0, "done\n", "")
+
+
+_OPEN_DAMAGED = """
+import sys
+from tiered_memory import AgentMemoryManager, TieredMemoryError
+try:
+    AgentMemoryManager.open(sys.argv[1], embedder=None)
+except TieredMemoryError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.subprocess
+def test_a_schema_that_is_not_utf8_prints_no_traceback(tmp_path: Path) -> None:
+    """SQLite quotes a damaged schema's text in its log; APSW could not decode it and
+    printed a traceback per message on stderr (14 for one ``tiered-memory check``, found
+    by ``benchmarks/fuzz.py``'s damaged pages). The call's own error is unchanged."""
+    db = tmp_path / "schema.db"
+    with AgentMemoryManager.open(db, embedder=None) as memory:
+        memory.remember("hello")
+    data = bytearray(db.read_bytes())
+    at = data.index(b"CREATE TABLE schema_version")
+    data[at + 20] = 0xCE  # not UTF-8
+    db.write_bytes(bytes(data))
+    root = Path(__file__).resolve().parents[1]
+    for args in (["-c", _OPEN_DAMAGED, str(db)], ["-m", "tiered_memory", "check", str(db)],
+                 ["-m", "tiered_memory", "check", str(db), "--json"]):  # fmt: skip
+        result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                timeout=120, cwd=root)  # fmt: skip
+        assert "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert "UnicodeDecodeError" not in result.stderr
+        if args[0] == "-c":
+            assert result.stdout.strip() == "CorruptDatabaseOpenError"
+        else:
+            assert result.returncode == 1 and "damaged" in result.stdout + result.stderr

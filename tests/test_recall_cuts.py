@@ -3,8 +3,12 @@ match came from the turns around a memory rather than its own words; on both bac
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import orjson
 import pytest
 
 from persistence import InvalidInputError, KeywordParts
@@ -105,3 +109,34 @@ def test_bad_cuts_are_refused() -> None:
     for bad in ({"min_score": "x"}, {"relative_cut": 2}):
         with pytest.raises(InvalidInputError):
             RecallSettings(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.subprocess
+def test_the_cli_search_takes_the_cuts(tmp_path: Path) -> None:
+    """``tiered-memory search --min-score`` / ``--relative-cut`` cut as recall does."""
+    db = tmp_path / "cuts.db"
+    with AgentMemoryManager.open(db, embedder=None, extractor=None) as memory:
+        _conversation(memory)
+        scores = [h.score for h in memory.recall("lighthouse trip", k=10)]
+    root = Path(__file__).resolve().parents[1]
+
+    def search(*options: str) -> list[float]:
+        result = subprocess.run(
+            [sys.executable, "-m", "tiered_memory", "search", str(db), "lighthouse trip",
+             "-k", "10", "--keywords-only", "--json", *options],
+            capture_output=True, text=True, timeout=120, cwd=root,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return [row["score"] for row in orjson.loads(result.stdout)]
+
+    assert search() == pytest.approx(scores, rel=1e-3)
+    middle = (scores[1] + scores[2]) / 2  # (recency moves scores a little between runs)
+    assert search("--min-score", repr(middle)) == pytest.approx(scores[:2], rel=1e-3)
+    half = search("--relative-cut", "0.5")
+    assert half == pytest.approx([s for s in scores if s >= 0.5 * scores[0]], rel=1e-3)
+    assert len(half) < len(scores)
+    bad = subprocess.run(
+        [sys.executable, "-m", "tiered_memory", "search", str(db), "x", "--relative-cut", "2"],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -128,7 +128,8 @@ def test_the_cli_rekey_refuses_with_one_clear_line(encrypted_db: Path, tmp_path:
         result = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
         assert result.returncode == 1
         assert "needs" in result.stderr and "to itself" in result.stderr
-        assert "damage" not in result.stderr and "Traceback" not in result.stderr
+        said = result.stderr.replace(str(encrypted_db), "DB")  # (a folder may say "damage")
+        assert "damage" not in said and "Traceback" not in said
         assert agent.work("two").startswith("OK")
     result = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -157,3 +157,32 @@ def test_a_write_there_is_refused_with_the_advice(
     finally:
         pending_db.parent.chmod(0o755)
     assert os.access(pending_db.parent, os.W_OK)
+
+
+def test_a_read_only_open_of_a_0444_file_by_its_owner_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    """The same as the file's owner (root ignores the mode, so SQLite may make the
+    ``-shm`` while it reads): once the manager closes, and once a read command exits,
+    the folder holds the file alone, byte for byte as before."""
+    from tiered_memory import AgentMemoryManager
+
+    db = tmp_path / "agent.db"
+    with AgentMemoryManager.open(db, embedder=None) as memory:
+        for i in range(30):
+            memory.remember(f"memory {i} about the lighthouse")
+    db.chmod(0o444)
+    before = fingerprint(db)
+    with AgentMemoryManager.open(db, read_only=True, embedder=None) as memory:
+        assert len(memory.recall("lighthouse", k=5)) == 5
+        assert sum(memory.statistics().tier_counts.values()) == 30
+    assert listing(tmp_path) == ["agent.db"]
+    for command in (["stats", str(db), "--json"], ["search", str(db), "lighthouse",
+                                                   "--keywords-only", "--json"]):  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "tiered_memory", *command],
+            capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert listing(tmp_path) == ["agent.db"]
+    assert fingerprint(db) == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.notes import Notes
 
 P = ParamSpec("P")
@@ -29,6 +30,7 @@ def _coroutine(
     return call
 
 
+@typed_arguments
 class AsyncNotes:
     """A manager's notes for asyncio: each method is a coroutine of the same name."""
 

@@ -33,6 +33,7 @@ from persistence import (
     require_int,
     require_str,
 )
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.redaction import Redactor, count_in_file, redact_text
 
 MAX_TAG_CHARS = 200
@@ -74,6 +75,7 @@ def _author(author: object) -> str | None:
     return author
 
 
+@typed_arguments
 class Notes:
     """The notes of one manager (``memory.notes``).
 

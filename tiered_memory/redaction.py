@@ -212,6 +212,13 @@ _PATTERNS: tuple[_Pattern, ...] = (
        lower=True),
     _p("card-number", tuple("23456"), r"(?<![\w.\-/])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w\-/])",
        accept=_card_like),
+    # named as one (``SSN: 123456789``, ``social security number is 123 45 6789``): any
+    # separator, or none; unnamed, only the dashed form (nine digits are too common)
+    _p("us-ssn", ("ssn", "social security"),
+       r"\b(?i:ssn|social[\s-]+security(?:[\s-]+(?:number|no\.?|#))?)\b",
+       r"(?:\s*(?:#|:|=|\b(?i:is|was)\b))*\s*",
+       r"((?!000|666|9\d\d)\d{3}([ -]?)(?!00)\d{2}\2(?!0000)\d{4})(?![\d-])", group=1,
+       lower=True),
     _p("us-ssn", "-", r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])"),
     _p("password", ("password", "passphrase", "passcode"),
        r"\b(?i:my|the|our|your|his|her|their|new|wifi|wi-fi)\s+(?:\w+\s+)?",

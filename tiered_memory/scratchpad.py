@@ -26,6 +26,7 @@ from typing import Any
 
 from persistence import (
     InvalidInputError,
+    InvalidTypeError,
     Memory,
     MemoryStorage,
     PromotionRecord,
@@ -35,6 +36,7 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
+from tiered_memory.arguments import typed_arguments
 from tiered_memory.redaction import Redactor, count_in_file, redact_fields
 from tiered_memory.tokens import TokenCounter
 
@@ -66,6 +68,7 @@ class _Entries:
         return sum(memory.token_count for memory in self.by_key.values())
 
 
+@typed_arguments
 class Scratchpad:
     """Keyed working memory; reach it as ``manager.scratchpad``."""
 
@@ -98,6 +101,8 @@ class Scratchpad:
     def refresh(self, memory_ids: Sequence[str] | None) -> None:
         """Re-read these entries (``None``: all) from the store, in a transaction, keeping
         their recency: for changes made below the scratchpad's API (new embeddings)."""
+        if memory_ids is not None:
+            require_str_tuple(memory_ids, "memory_ids")
         if memory_ids is not None and not memory_ids:
             return
         with self._change() as entries:
@@ -180,6 +185,8 @@ class Scratchpad:
         one view (single lookups, never an iteration), which is never changed once it is
         committed but for recency.
         """
+        if type(memory_id) is not str:
+            require_str(memory_id, "memory_id")
         pending = self._pending  # self._view(), inlined
         in_transaction = pending is not None and self._store.in_transaction
         entries = pending if in_transaction and pending is not None else self._committed
@@ -292,6 +299,8 @@ class Scratchpad:
 
     def rewrite(self, memory: Memory) -> Memory:
         """Store a changed entry (same id and key) in place, within the token budget."""
+        if not isinstance(memory, Memory):
+            raise InvalidTypeError(f"memory must be a Memory, got {type(memory).__name__}")
         key = memory.key or ""
         self._fits(key, memory.content)
         with self._change() as entries:
@@ -303,6 +312,8 @@ class Scratchpad:
 
     def forget(self, memory_id: str, reason: str) -> bool:
         """Delete an entry with an audit row; False if no entry has that id."""
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_empty=False)
         with self._change() as entries:
             if memory_id not in entries.key_of:
                 return False

@@ -317,6 +317,18 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
 @click.option("--notes", is_flag=True, help="Notes compete too, as hits of their own kind.")
 @click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Drop hits scoring below this (the scale of each hit's score).",
+)
+@click.option(
+    "--relative-cut",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Drop hits under this share of the best hit's score (0.5: half).",
+)
+@click.option(
     "--reinforce",
     is_flag=True,
     help="Write to DB as an agent's recall does: each hit that is due for review counts as "
@@ -330,7 +342,8 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 )
 @json_option
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
-           tags: tuple[str, ...], notes: bool, reinforce: bool, keywords_only: bool,
+           tags: tuple[str, ...], notes: bool, min_score: float | None,
+           relative_cut: float | None, reinforce: bool, keywords_only: bool,
            as_json: bool) -> None:  # fmt: skip
     """Recall the K memories that best answer QUERY, each with why it came back.
 
@@ -346,7 +359,8 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
     try:
         with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
             hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags,
-                                 notes=notes)  # fmt: skip
+                                 notes=notes, min_score=min_score,
+                                 relative_cut=relative_cut)  # fmt: skip
             if reinforce:
                 memory.flush()  # the reviews now, so that a failure is reported
     except (EmbeddingModelMismatchError, EmbedderError) as exc:

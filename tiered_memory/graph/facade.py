@@ -37,6 +37,7 @@ from persistence import (
     require_str,
     require_str_tuple,
 )
+from tiered_memory.arguments import typed_arguments
 
 __all__ = [
     "Entity", "EntityFact", "EntityNotFoundError", "ExtractorError", "GraphPath",
@@ -51,6 +52,7 @@ DEFAULT_FANOUT = 50
 EntityRef = str | Entity
 
 
+@typed_arguments
 class KnowledgeGraph:
     """Entities and relations of one manager's file (``memory.graph``).
 

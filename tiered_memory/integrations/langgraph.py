@@ -40,7 +40,6 @@ from typing import Any, Self
 
 import orjson
 from langgraph.store.base import (
-    BaseStore,
     GetOp,
     IndexConfig,
     InvalidNamespaceError,
@@ -56,6 +55,8 @@ from langgraph.store.base import (
 
 from persistence import InvalidInputError, Memory, Tier
 from tiered_memory.aio import settled
+from tiered_memory.arguments import typed_arguments
+from tiered_memory.integrations.langgraph_arguments import CheckedCalls
 from tiered_memory.integrations.langgraph_awaitable import Done, Stopped, SweeperFuture, Swept
 from tiered_memory.integrations.langgraph_index import (
     FieldIndex,
@@ -135,7 +136,8 @@ class _Write:
     ttl: float | None
 
 
-class TieredMemoryStore(BaseStore):
+@typed_arguments
+class TieredMemoryStore(CheckedCalls):
     """A LangGraph ``BaseStore`` whose items are memories in a tiered-memory file.
 
     Wrap an open :class:`AgentMemoryManager` (the caller keeps closing it), or use

@@ -3,17 +3,45 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 
 from persistence.records import ForgettingRecord, RetentionInput, Tier
 from persistence.sqlite.connection import query_all, query_one
+from persistence.sqlite.row_checks import (
+    INT,
+    NULL_INT,
+    NULL_REAL,
+    REAL,
+    TEXT,
+    check_row,
+    tier_named,
+)
 from persistence.sqlite.sql.memory_sql import TABLE
 
 _INPUT_COLUMNS = (
     "t.id, t.importance, t.retention, t.created_at, s.stability_days, s.last_reviewed_at, "
     "coalesce(s.review_count, 0)"
 )
+
+
+_INPUT_NAMES = (
+    "id", "importance", "retention", "created_at", "repetition_schedules.stability_days",
+    "repetition_schedules.last_reviewed_at", "repetition_schedules.review_count",
+)  # fmt: skip
+_INPUT_KINDS = (TEXT, REAL, REAL, INT, NULL_REAL, NULL_INT, INT)
+_LOG_NAMES = ("memory_id", "tier", "forgotten_at", "retention", "reason")
+_LOG_KINDS = (TEXT, TEXT, INT, NULL_REAL, TEXT)
+
+
+def _record(row: Sequence[Any]) -> ForgettingRecord:
+    """The audit record a row holds (damage if a column's type is not its own)."""
+    memory_id, tier, forgotten_at, retention, reason = check_row(
+        "forgetting_log", _LOG_NAMES, _LOG_KINDS, row
+    )
+    return ForgettingRecord(memory_id, tier_named("forgetting_log", "tier", tier), forgotten_at,
+                            retention, reason)  # fmt: skip
 
 
 def retention_batch(
@@ -27,7 +55,9 @@ def retention_batch(
         "WHERE t.id > ? AND coalesce(s.review_count, 0) >= ? ORDER BY t.id LIMIT ?",
         (after_id, min_reviews, limit),
     )
-    return [RetentionInput(*row) for row in rows]
+    return [
+        RetentionInput(*check_row(TABLE[tier], _INPUT_NAMES, _INPUT_KINDS, row)) for row in rows
+    ]
 
 
 def set_retention(conn: apsw.Connection, tier: Tier, updates: Sequence[tuple[str, float]]) -> None:
@@ -78,7 +108,7 @@ def forgetting_log(
         sql += " AND agent_id = ?"
         params = (*params, agent_id)
     rows = query_all(conn, sql + " ORDER BY id", params)
-    return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]
+    return [_record(r) for r in rows]
 
 
 def _scoped(params: tuple[object, ...], agent_id: str | None) -> tuple[object, ...]:
@@ -98,7 +128,7 @@ def page(
         f"WHERE id > ?{owner} ORDER BY id LIMIT ?",
         params,
     )
-    return [(r[0], ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
+    return [(r[0], _record(r[1:])) for r in rows]
 
 
 def insert(conn: apsw.Connection, row_id: int | None, record: ForgettingRecord) -> None:

@@ -25,6 +25,16 @@ from persistence.graph_records import (
     normalise,
 )
 from persistence.sqlite.connection import query_all, query_one, query_value
+from persistence.sqlite.row_checks import (
+    INT,
+    NULL_INT,
+    NULL_TEXT,
+    REAL,
+    TEXT,
+    check_row,
+    damaged_row,
+    texts,
+)
 
 
 def has_graph(conn: apsw.Connection) -> bool:
@@ -57,7 +67,13 @@ def _ids(values: Iterable[str]) -> str:
 _ENTITY = "SELECT id, name, type, description, direct, created_at, updated_at FROM entities"
 
 
+_ENTITY_NAMES = ("id", "name", "type", "description", "direct", "created_at", "updated_at")
+_ENTITY_KINDS = (TEXT, TEXT, TEXT, NULL_TEXT, INT, INT, INT)
+
+
 def _entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
+    """The entity a row holds (damage if a column's type is not its own)."""
+    check_row("entities", _ENTITY_NAMES, _ENTITY_KINDS, row)
     return Entity(
         id=row[0], name=row[1], type=row[2], description=row[3], aliases=aliases,
         direct=bool(row[4]), created_at=row[5], updated_at=row[6],
@@ -75,6 +91,7 @@ def aliases_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[str
     )
     for eid, alias in rows:
         found.setdefault(eid, []).append(alias)
+    texts("entity_aliases", "alias", (alias for _, alias in rows))
     return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
 
 
@@ -92,7 +109,7 @@ def fetch_entities(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Entit
     rows = query_all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
     aliases: dict[str, list[str]] = {}
     for r in rows:
-        names = aliases.setdefault(r[0], [])
+        names = aliases.setdefault(check_row("entities", _ENTITY_NAMES, _ENTITY_KINDS, r)[0], [])
         if r[7] is not None:
             names.append(r[7])
     return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
@@ -200,7 +217,7 @@ def memory_ids_about(conn: apsw.Connection, eid: str, limit: int) -> list[str]:
         "ORDER BY memory_id LIMIT ?",
         (eid, limit),
     )
-    return [r[0] for r in rows]
+    return texts("memory_entities", "memory_id", (r[0] for r in rows))
 
 
 def capped_memory_count(conn: apsw.Connection, eid: str, cap: int) -> int:
@@ -233,7 +250,21 @@ _RELATION = (
 )
 
 
+_RELATION_NAMES = (
+    "id", "subject_id", "predicate", "object_id", "confidence", "weight", "valid_from",
+    "valid_to", "direct", "created_at",
+)  # fmt: skip
+_RELATION_KINDS = (TEXT, TEXT, TEXT, TEXT, REAL, REAL, NULL_INT, NULL_INT, INT, INT)
+
+
+def _checked_relation(row: Sequence[Any]) -> Sequence[Any]:
+    """A relations row, if each column holds its type (else damage)."""
+    return check_row("relations", _RELATION_NAMES, _RELATION_KINDS, row)
+
+
 def _relation(row: Sequence[Any]) -> Relation:
+    """The relation a row holds (damage if a column's type is not its own)."""
+    _checked_relation(row)
     return Relation(
         id=row[0], subject_id=row[1], predicate=row[2], object_id=row[3], confidence=row[4],
         weight=row[5], valid_from=row[6], valid_to=row[7], direct=bool(row[8]),
@@ -274,6 +305,9 @@ def asserting_memories(conn: apsw.Connection, relation_ids: Sequence[str]) -> di
     )
     found: dict[str, list[str]] = {}
     for rid, mid in rows:
+        if type(rid) is not str or type(mid) is not str:
+            raise damaged_row("memory_relations", ("relation_id", "memory_id"), (TEXT, TEXT),
+                              (rid, mid))  # fmt: skip
         found.setdefault(rid, []).append(mid)
     return found
 
@@ -291,7 +325,9 @@ def facts_of(conn: apsw.Connection, memory_id: str) -> tuple[list[str], list[Rel
         "WHERE memory_id = ?) ORDER BY 1",
         (memory_id,),
     )
-    return [r[0] for r in entities], [_relation(r) for r in relations]
+    return texts("memory_entities", "entity_id", (r[0] for r in entities)), [
+        _relation(r) for r in relations
+    ]
 
 
 def ensure_relation(
@@ -397,8 +433,12 @@ def drop_provenance(
     params: tuple[Any, ...] = (ids,) if origin is None else (ids, origin)
     drop_entities = f"DELETE FROM memory_entities WHERE {where} RETURNING entity_id"
     drop_relations = f"DELETE FROM memory_relations WHERE {where} RETURNING relation_id"
-    entities = [r[0] for r in query_all(conn, drop_entities, params)]
-    relations = [r[0] for r in query_all(conn, drop_relations, params)]
+    entities = texts(
+        "memory_entities", "entity_id", (r[0] for r in query_all(conn, drop_entities, params))
+    )
+    relations = texts(
+        "memory_relations", "relation_id", (r[0] for r in query_all(conn, drop_relations, params))
+    )
     return sorted(set(entities)), sorted(set(relations))
 
 
@@ -414,7 +454,7 @@ def collect(conn: apsw.Connection, entity_ids: Sequence[str], relation_ids: Sequ
             "WHERE m.relation_id = relations.id) RETURNING subject_id, object_id",
             (_ids(relation_ids),),
         )
-        ends = [e for row in rows for e in row]
+        ends = texts("relations", "subject_id or object_id", (e for row in rows for e in row))
         reweigh(conn, relation_ids)
     candidates = set(entity_ids) | set(ends)
     if candidates:
@@ -439,7 +479,11 @@ def collect_garbage(conn: apsw.Connection) -> bool:
         "EXISTS (SELECT 1 FROM episodic WHERE id = graph_dirty.memory_id) OR "
         "EXISTS (SELECT 1 FROM semantic WHERE id = graph_dirty.memory_id)"
     )
-    gone = [r[0] for r in query_all(conn, "DELETE FROM graph_dirty RETURNING memory_id")]
+    gone = texts(
+        "graph_dirty",
+        "memory_id",
+        (r[0] for r in query_all(conn, "DELETE FROM graph_dirty RETURNING memory_id")),
+    )
     if gone:
         entities, relations = drop_provenance(conn, gone)
         kept = query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'memory_versions'")
@@ -598,6 +642,7 @@ def walk(
             base = reached[node][1]
             params["node"] = node
             for row in conn.execute(sql, params):
+                _checked_relation(row)
                 read += 1
                 other = row[3] if row[1] == node else row[1]
                 if other in reached:
@@ -665,7 +710,10 @@ def pending(conn: apsw.Connection, now: int, limit: int) -> list[tuple[str, str,
         "WHERE q.not_before <= ? ORDER BY q.not_before, q.memory_id LIMIT ?",
         (now, limit),
     )
-    return [(str(r[0]), r[1], int(r[2])) for r in rows]
+    names, kinds = ("memory_id", "content", "attempts"), (TEXT, NULL_TEXT, INT)
+    for r in rows:
+        check_row("graph_queue", names, kinds, r)
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def dequeue(conn: apsw.Connection, memory_id: str) -> None:

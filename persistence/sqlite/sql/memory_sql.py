@@ -43,6 +43,19 @@ from persistence.records import (  # with the slot setters, for straight-line co
     _set_updated_at,
 )
 from persistence.sqlite.connection import query_all, query_one, query_value
+from persistence.sqlite.row_checks import (
+    INT,
+    NULL_BLOB,
+    NULL_INT,
+    NULL_TEXT,
+    REAL,
+    TEXT,
+    check_row,
+    damaged_row,
+    json_object,
+    json_texts,
+    tier_named,
+)
 from persistence.validation import (
     require_bool,
     require_int,
@@ -102,8 +115,20 @@ _loads = orjson.loads  # codecs.decode_json without its call: every uncached rea
 _NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: one for all
 
 
+_ROW_COLUMNS = (*_COLUMNS, "key", "tags")
+_KINDS = (
+    TEXT, TEXT, INT, TEXT, NULL_BLOB, TEXT, NULL_TEXT, NULL_TEXT, NULL_TEXT, NULL_TEXT, REAL,
+    REAL, INT, NULL_INT, INT, INT, NULL_TEXT,
+)  # fmt: skip
+_ROW_KINDS = {
+    tier.value: (*_KINDS, TEXT if tier is Tier.SCRATCHPAD else NULL_TEXT, TEXT) for tier in Tier
+}
+
+
 def _to_memory(row: Sequence[Any]) -> Memory:
-    """The memory a ``_select`` row holds (written after validation, so not checked).
+    """The memory a ``_select`` row holds. Written after validation, so only the types
+    are checked (a damaged page can leave NULL or another type in a column: a
+    :class:`CorruptDatabaseError` naming the column, not a ``TypeError`` later).
 
     Fills the frozen dataclass's slots one by one, in straight-line code: its
     ``__init__`` sets each field with ``object.__setattr__`` (twice the cost), and a loop
@@ -114,6 +139,22 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
      speaker, key, tags, tier) = row  # fmt: skip
+    if (
+        type(id_) is not str or type(content) is not str or type(created_at) is not int
+        or type(updated_at) is not int or type(importance) is not float
+        or type(retention) is not float or type(token_count) is not int
+        or type(access_count) is not int or type(metadata) is not str
+        or type(linked) is not str or type(tags) is not str
+        or (embedding is not None and type(embedding) is not bytes)
+        or (session_id is not None and type(session_id) is not str)
+        or (agent_id is not None and type(agent_id) is not str)
+        or (category is not None and type(category) is not str)
+        or (source is not None and type(source) is not str)
+        or (speaker is not None and type(speaker) is not str)
+        or (last_accessed_at is not None and type(last_accessed_at) is not int)
+        or (type(key) is not str and (key is not None or tier == "scratchpad"))
+    ):  # fmt: skip
+        raise damaged_row(tier, _ROW_COLUMNS, _ROW_KINDS[tier], row)
     memory: Memory = _new(Memory)
     _set_id(memory, id_)
     _set_content(memory, content)
@@ -122,13 +163,20 @@ def _to_memory(row: Sequence[Any]) -> Memory:
     _set_session_id(memory, session_id)
     _set_agent_id(memory, agent_id)
     _set_category(memory, category)
-    _set_tags(memory, () if tags == "[]" else tuple(_loads(tags)))
+    _set_tags(memory, () if tags == "[]" else json_texts("memory_tags", "tag", _loads(tags)))
     _set_importance(memory, importance)
     _set_retention(memory, retention)
     _set_token_count(memory, token_count)
     _set_source(memory, source)
-    _set_metadata(memory, _NO_METADATA if metadata == "{}" else MappingProxyType(_loads(metadata)))
-    _set_linked(memory, () if linked == "[]" else tuple(_loads(linked)))
+    _set_metadata(
+        memory,
+        _NO_METADATA
+        if metadata == "{}"
+        else MappingProxyType(json_object(tier, "metadata", _loads(metadata))),
+    )
+    _set_linked(
+        memory, () if linked == "[]" else json_texts(tier, "linked_memories", _loads(linked))
+    )
     _set_embedding(memory, None if embedding is None else decode_embedding(embedding))
     _set_access_count(memory, access_count)
     _set_last_accessed_at(memory, last_accessed_at)
@@ -498,6 +546,20 @@ def log_promotion(
     )
 
 
+_PROMOTION_NAMES = ("id", "memory_id", "from_tier", "to_tier", "promoted_at", "reason")
+_PROMOTION_KINDS = (INT, TEXT, TEXT, TEXT, INT, NULL_TEXT)
+
+
+def _promotion(row: Sequence[Any]) -> PromotionRecord:
+    """The promotion-log record a row holds (damage if a column's type is not its own)."""
+    id_, memory_id, source, target, promoted_at, reason = check_row(
+        "promotion_log", _PROMOTION_NAMES, _PROMOTION_KINDS, row
+    )
+    return PromotionRecord(id_, memory_id, tier_named("promotion_log", "from_tier", source),
+                           tier_named("promotion_log", "to_tier", target), promoted_at,
+                           reason)  # fmt: skip
+
+
 def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRecord]:
     """Every logged promotion of ``memory_id``, oldest first."""
     rows = query_all(
@@ -506,7 +568,7 @@ def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRe
         "WHERE memory_id = ? ORDER BY id",
         (memory_id,),
     )
-    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+    return [_promotion(r) for r in rows]
 
 
 def promotion_page(conn: apsw.Connection, after_id: int, limit: int) -> list[PromotionRecord]:
@@ -517,7 +579,7 @@ def promotion_page(conn: apsw.Connection, after_id: int, limit: int) -> list[Pro
         "WHERE id > ? ORDER BY id LIMIT ?",
         (after_id, limit),
     )
-    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+    return [_promotion(r) for r in rows]
 
 
 def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bool) -> None:

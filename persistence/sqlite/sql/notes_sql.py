@@ -15,6 +15,7 @@ import apsw
 from persistence.codecs import decode_json, encode_json
 from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.sqlite.connection import query_all, query_one, query_value
+from persistence.sqlite.row_checks import INT, NULL_TEXT, TEXT, check_row, json_texts
 
 _COLUMNS = (
     "id, title, content, tags, version, created_at, updated_at, created_by, updated_by, agent_id"
@@ -56,14 +57,35 @@ def _tags_text(tags: Sequence[str]) -> str:
     return encode_json(list(tags), "tags")
 
 
+_KINDS = {
+    "notes": (TEXT, TEXT, TEXT, TEXT, INT, INT, INT, NULL_TEXT, NULL_TEXT, NULL_TEXT),
+    "note_versions": (TEXT, INT, TEXT, TEXT, TEXT, NULL_TEXT, INT, TEXT),
+    "note_links": (TEXT, TEXT),
+    "memory_versions": (TEXT, INT, TEXT, NULL_TEXT, INT),
+}
+"""Each table's column types, in :data:`NOTE_TABLE_COLUMNS`' order (``note_links``: the
+two columns a note's links are read from)."""
+
+
+def _checked(table: str, row: Sequence[Any]) -> Sequence[Any]:
+    columns = ("kind", "target") if table == "note_links" else NOTE_TABLE_COLUMNS[table]
+    return check_row(table, columns, _KINDS[table], row)
+
+
 def _to_note(row: Sequence[Any], links: tuple[NoteLink, ...] = ()) -> Note:
-    return Note(row[0], row[1], row[2], tuple(decode_json(row[3])), row[4], row[5], row[6],
-                row[7], row[8], row[9], links)  # fmt: skip
+    """The note a row holds (damage if a column's type is not its own)."""
+    _checked("notes", row)
+    tags = json_texts("notes", "tags", decode_json(row[3]))
+    return Note(row[0], row[1], row[2], tags, row[4], row[5], row[6], row[7], row[8], row[9],
+                links)  # fmt: skip
 
 
 def _to_version(row: Sequence[Any]) -> NoteVersion:
-    return NoteVersion(row[0], row[1], row[2], row[3], tuple(decode_json(row[4])), row[5],
-                       row[6], tuple(decode_json(row[7])))  # fmt: skip
+    """The note version a row holds (damage if a column's type is not its own)."""
+    _checked("note_versions", row)
+    tags = json_texts("note_versions", "tags", decode_json(row[4]))
+    changed = json_texts("note_versions", "changed", decode_json(row[7]))
+    return NoteVersion(row[0], row[1], row[2], row[3], tags, row[5], row[6], changed)
 
 
 def _links(conn: apsw.Connection, note_id: str) -> tuple[NoteLink, ...]:
@@ -73,7 +95,7 @@ def _links(conn: apsw.Connection, note_id: str) -> tuple[NoteLink, ...]:
         "ORDER BY made_at, kind, target",
         (note_id,),
     )
-    return tuple(NoteLink(kind, target) for kind, target in rows)
+    return tuple(NoteLink(*_checked("note_links", row)) for row in rows)
 
 
 def fetch(conn: apsw.Connection, note_id: str, agent: str | None) -> Note | None:
@@ -214,7 +236,7 @@ def memory_versions(conn: apsw.Connection, memory_id: str) -> list[MemoryVersion
         "WHERE memory_id = ? ORDER BY version",
         (memory_id,),
     )
-    return [MemoryVersion(*r) for r in rows]
+    return [MemoryVersion(*_checked("memory_versions", r)) for r in rows]
 
 
 def add_memory_version(conn: apsw.Connection, version: MemoryVersion) -> None:

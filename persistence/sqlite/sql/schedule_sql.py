@@ -9,6 +9,7 @@ import apsw
 
 from persistence.records import RepetitionSchedule
 from persistence.sqlite.connection import query_all, query_one
+from persistence.sqlite.row_checks import INT, NULL_INT, REAL, TEXT, damaged_row
 
 _COLUMNS = (
     "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
@@ -16,7 +17,20 @@ _COLUMNS = (
 )
 
 
+_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_KINDS = (TEXT, INT, INT, INT, REAL, REAL, NULL_INT)
+
+
 def _to_schedule(row: Sequence[Any]) -> RepetitionSchedule:
+    """The schedule a row holds (damage if a column's type is not its own)."""
+    memory_id, next_review_at, interval_ms, review_count, ease, stability, reviewed_at = row
+    if (
+        type(memory_id) is not str or type(next_review_at) is not int
+        or type(interval_ms) is not int or type(review_count) is not int
+        or type(ease) is not float or type(stability) is not float
+        or (reviewed_at is not None and type(reviewed_at) is not int)
+    ):  # fmt: skip
+        raise damaged_row("repetition_schedules", _NAMES, _KINDS, row)
     return RepetitionSchedule(*row)
 
 

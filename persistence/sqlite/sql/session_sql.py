@@ -10,11 +10,26 @@ import apsw
 from persistence.codecs import decode_json, encode_json
 from persistence.records import SessionState, TranscriptEntry
 from persistence.sqlite.connection import query_all, query_one
+from persistence.sqlite.row_checks import (
+    INT,
+    NULL_INT,
+    NULL_TEXT,
+    TEXT,
+    check_row,
+    json_object,
+    json_texts,
+)
 
 _COLUMNS = (
     "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
     "metadata, is_active, pending_compaction, ended_at"
 )
+
+
+def _to_entry(row: Sequence[Any]) -> TranscriptEntry:
+    """The transcript line a row holds (damage if a column's type is not its own)."""
+    return TranscriptEntry(*check_row("session_transcripts", _TRANSCRIPT_NAMES,
+                                      _TRANSCRIPT_KINDS, row))  # fmt: skip
 
 
 def _mine(agent_id: str | None, column: str = "agent_id") -> str:
@@ -27,15 +42,23 @@ def _with(params: tuple[Any, ...], agent_id: str | None) -> tuple[Any, ...]:
     return params if agent_id is None else (*params, agent_id)
 
 
+_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_KINDS = (TEXT, INT, INT, INT, TEXT, TEXT, TEXT, INT, INT, NULL_INT)
+_TRANSCRIPT_NAMES = ("id", "session_id", "turn_number", "role", "content", "timestamp", "speaker")
+_TRANSCRIPT_KINDS = (TEXT, TEXT, INT, TEXT, TEXT, INT, NULL_TEXT)
+
+
 def _to_session(row: Sequence[Any]) -> SessionState:
+    """The session a row holds (damage if a column's type is not its own)."""
+    check_row("sessions", _NAMES, _KINDS, row)
     return SessionState(
         session_id=row[0],
         started_at=row[1],
         last_active_at=row[2],
         turn_number=row[3],
-        active_agents=tuple(decode_json(row[4])),
-        scratchpad_state=tuple(decode_json(row[5])),
-        metadata=decode_json(row[6]),
+        active_agents=json_texts("sessions", "active_agents", decode_json(row[4])),
+        scratchpad_state=json_texts("sessions", "scratchpad_state", decode_json(row[5])),
+        metadata=json_object("sessions", "metadata", decode_json(row[6])),
         is_active=bool(row[7]),
         pending_compaction=bool(row[8]),
         ended_at=row[9],
@@ -190,7 +213,7 @@ def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]
         "FROM session_transcripts WHERE session_id = ? ORDER BY turn_number, rowid",
         (session_id,),
     )
-    return [TranscriptEntry(*row) for row in rows]
+    return [_to_entry(row) for row in rows]
 
 
 def page(
@@ -222,7 +245,7 @@ def transcript_page(
         f"FROM session_transcripts WHERE rowid > ?{owner} ORDER BY rowid LIMIT ?",
         (*_with((after_rowid,), agent_id), limit),
     )
-    return [(row[0], TranscriptEntry(*row[1:])) for row in rows]
+    return [(row[0], _to_entry(row[1:])) for row in rows]
 
 
 def transcript_ids(conn: apsw.Connection) -> set[str]:

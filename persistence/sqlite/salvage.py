@@ -139,8 +139,8 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
         if key is not None and isinstance(exc, apsw.NotADBError):
             raise wrong_key(path, "salvaged") from None
         raise CorruptDatabaseError(
-            f"{path}: SQLite cannot read even its schema ({exc}): nothing can be salvaged; "
-            "restore a backup"
+            f"{path} is damaged: SQLite cannot read even its schema ({exc}): nothing can be "
+            "salvaged; restore a backup"
         ) from exc
     except BaseException:
         conn.close()

@@ -508,6 +508,7 @@ def test_recall_latency_with_the_quality_models_dimension(
     count = max(SIZES)
     path = tmp_path_factory.mktemp(f"quality{count}") / "bench.db"
     vectors = _build(path, count, 768)
+    RAW_VEC[os.path.abspath(path)] = build_raw_vec0(path, path.with_name("raw-vec0.db"))
     embedder = QualityDimEmbedder()
     rng = np.random.default_rng(11)
     queries = []

@@ -223,6 +223,20 @@ def _open_tiered(location: str, embedder: LookupEmbedder, **config: Any) -> Any:
     )  # fmt: skip
 
 
+def _remember_times(
+    memory: Any, corpus: Corpus, writes: list[dict[str, Any]], tag: str
+) -> list[float]:
+    """One ``remember()`` per record of ``writes`` (new content and vector, ``tag`` apart
+    from other rows), timed."""
+    return _times(
+        lambda jr: memory.remember(
+            f"{jr[1]['content']} {tag}{jr[0]}", agent_id=jr[1]["agent_id"],
+            session_id=jr[1]["session_id"], embedding=corpus.embedder.vector(f"{tag}{jr[0]}"),
+        ),
+        enumerate(writes),
+    )  # fmt: skip
+
+
 def measure_tiered(location: str, corpus: Corpus, settings: Settings) -> dict[str, str]:
     from tiered_memory import RecallSettings
 
@@ -244,26 +258,14 @@ def measure_tiered(location: str, corpus: Corpus, settings: Settings) -> dict[st
             ids += [m.id for m in memory.remember_many(chunk)]
         cells["load (bulk)"] = f"{n / (time.perf_counter() - start):,.0f} /s"
         writes = [records[int(i)] for i in rng.integers(n, size=settings.writes)]
-        samples = _times(
-            lambda jr: memory.remember(
-                f"{jr[1]['content']} single{jr[0]}", agent_id=jr[1]["agent_id"],
-                session_id=jr[1]["session_id"], embedding=corpus.embedder.vector(f"s{jr[0]}"),
-            ),
-            enumerate(writes),
-        )  # fmt: skip
+        samples = _remember_times(memory, corpus, writes, "single")
         cells["remember() p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
         cells.update(_recall_cells(memory, corpus))
     finally:
         memory.shutdown()
     durable = _open_tiered(location, corpus.embedder, synchronous="FULL")
     try:
-        samples = _times(
-            lambda jr: durable.remember(
-                f"{jr[1]['content']} durable{jr[0]}", agent_id=jr[1]["agent_id"],
-                session_id=jr[1]["session_id"], embedding=corpus.embedder.vector(f"d{jr[0]}"),
-            ),
-            enumerate(writes),
-        )  # fmt: skip
+        samples = _remember_times(durable, corpus, writes, "durable")
         cells["remember() durable p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
     finally:
         durable.shutdown()

@@ -237,9 +237,9 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
 
 
-@pytest.mark.subprocess
-def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
-    """The MCP server's erasure tool: after the server exits, nothing of the session."""
+def _mcp_tool(tmp_path: Path, db: Path, tool: str, **arguments: Any) -> Any:
+    """Call one tool of a writable MCP server on ``db`` over stdio; its report, once the
+    server has exited."""
     import asyncio
 
     from mcp import ClientSession, StdioServerParameters
@@ -247,13 +247,7 @@ def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
 
     from tests.test_mcp_server import call
 
-    db = tmp_path / "m.db"
-    with open_manager(db) as memory:
-        session = memory.start_session().session_id
-        memory.remember(SECRET, session_id=session)
-        memory.remember(KEEP)
-
-    async def main() -> None:
+    async def main() -> Any:
         params = StdioServerParameters(
             command=sys.executable, args=[*CLI[1:], "mcp", str(db), "--keywords-only"], env=ENV
         )
@@ -263,11 +257,23 @@ def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
                 ClientSession(read, write) as client,
             ):
                 await client.initialize()
-                report = await call(client, "forget_session", session_id=session)
-                assert len(report["memories"]) == 1 and report["sessions"] == [session]
+                return await call(client, tool, **arguments)
 
-    asyncio.run(main())
+    report = asyncio.run(main())
     (tmp_path / "server.log").unlink()
+    return report
+
+
+@pytest.mark.subprocess
+def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
+    """The MCP server's erasure tool: after the server exits, nothing of the session."""
+    db = tmp_path / "m.db"
+    with open_manager(db) as memory:
+        session = memory.start_session().session_id
+        memory.remember(SECRET, session_id=session)
+        memory.remember(KEEP)
+    report = _mcp_tool(tmp_path, db, "forget_session", session_id=session)
+    assert len(report["memories"]) == 1 and report["sessions"] == [session]
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
 
 
@@ -312,33 +318,12 @@ def test_cli_forget_a_session_or_an_agent_with_json(tmp_path: Path, scope: str) 
 def test_mcp_forget_agent_over_stdio(tmp_path: Path) -> None:
     """The writable MCP server's ``forget_agent``: after the server exits, nothing of the
     agent's memories (another agent's stay)."""
-    import asyncio
-
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    from tests.test_mcp_server import call
-
     db = tmp_path / "m.db"
     with open_manager(db) as memory:
         secret = memory.remember(SECRET, agent_id="bot")
         memory.remember(KEEP, agent_id="other")
-
-    async def main() -> None:
-        params = StdioServerParameters(
-            command=sys.executable, args=[*CLI[1:], "mcp", str(db), "--keywords-only"], env=ENV
-        )
-        with (tmp_path / "server.log").open("a") as err:
-            async with (
-                stdio_client(params, errlog=err) as (read, write),
-                ClientSession(read, write) as client,
-            ):
-                await client.initialize()
-                report = await call(client, "forget_agent", agent_id="bot", reason="erasure 9")
-                assert report["memories"] == [secret.id]
-
-    asyncio.run(main())
-    (tmp_path / "server.log").unlink()
+    report = _mcp_tool(tmp_path, db, "forget_agent", agent_id="bot", reason="erasure 9")
+    assert report["memories"] == [secret.id]
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
     assert b"erasure 9" in folder_bytes(db)
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tiered_memory.recall.types import SignalMatch
+from tiered_memory.recall.types import SignalMatch, fused_values
 
 if TYPE_CHECKING:
     from tiered_memory.recall.settings import RecallSettings
@@ -96,7 +96,7 @@ def add_conversation_signals(
         return
     facts = dict(turns(list(fused)))
     if settings.adjacency_weight > 0:
-        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        strength = fused_values(fused)
         answers = {m: t[3] for m, t in facts.items() if t[1] and t[3] is not None}
         bonus = answer_bonus(strength, answers, settings.adjacency_weight)
         new = [m for m in bonus if m not in fused]

@@ -55,7 +55,7 @@ from tiered_memory.recall.rerank import rerank_candidates
 from tiered_memory.recall.reviews import ReviewQueue
 from tiered_memory.recall.session_units import add_session_lift
 from tiered_memory.recall.settings import RecallSettings, check_cuts, cut, keywords
-from tiered_memory.recall.types import RecallHit, SignalMatch
+from tiered_memory.recall.types import RecallHit, SignalMatch, fused_values
 from tiered_memory.recall.window import with_windows
 
 # --- orchestration ----------------------------------------------------------------------
@@ -223,7 +223,7 @@ class Recaller:
     ) -> None:
         """Second pass (:mod:`tiered_memory.recall.feedback`): move the query vector
         towards the confident first hits, search again, add the ``feedback`` signal."""
-        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        strength = fused_values(fused)
         chosen = confident_hits(strength, settings.feedback_hits, settings.feedback_confidence)
         memories = self._get_many(chosen)
         vectors = [
@@ -280,7 +280,7 @@ class Recaller:
         """Fetch and explain candidates strongest first, a batch at a time, until none
         left can reach the top ``k`` (early stop)."""
         settings = self.settings
-        strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+        strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
         hits: list[RecallHit] = []
         batch = max(2 * k, 20)

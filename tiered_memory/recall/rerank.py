@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from persistence import EmbedderError, InvalidInputError, Memory
-from tiered_memory.recall.types import RerankCandidate, Reranker, SignalMatch, Vector
+from tiered_memory.recall.types import (
+    RerankCandidate,
+    Reranker,
+    SignalMatch,
+    Vector,
+    fused_values,
+)
 
 if TYPE_CHECKING:
     from tiered_memory.recall.conversation import Turn
@@ -170,7 +176,7 @@ def rerank_candidates(
     reranker = settings.reranker
     if reranker is None or not fused:
         return
-    strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+    strength = fused_values(fused)
     head = sorted(strength, key=lambda m: (-strength[m], m))[: settings.rerank_depth]
     facts = turns(head)
     near = {n for m in head if m in facts for n in facts[m][2:] if n is not None}

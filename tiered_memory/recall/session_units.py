@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tiered_memory.recall.types import SignalMatch
+from tiered_memory.recall.types import SignalMatch, fused_values
 
 SESSION = "session"
 
@@ -51,7 +51,7 @@ def add_session_lift(
     """Add the ``session`` signal to the candidates of the ``top`` best sessions."""
     if weight <= 0 or top <= 0 or not fused:
         return
-    strength = {m: sum(s.contribution for s in signals) for m, signals in fused.items()}
+    strength = fused_values(fused)
     scores = session_scores(strength, session_of, best_turns)
     if not scores:
         return

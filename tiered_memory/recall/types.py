@@ -4,7 +4,7 @@ given and must be (:class:`RerankCandidate`, the :class:`Reranker` protocol)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -138,3 +138,8 @@ class Reranker(Protocol):
     def score(
         self, query: str, query_vector: Vector | None, candidates: Sequence[RerankCandidate]
     ) -> Sequence[float]: ...
+
+
+def fused_values(fused: Mapping[str, Sequence[SignalMatch]]) -> dict[str, float]:
+    """Each candidate's fused value so far: the sum of its signals' contributions."""
+    return {m: sum(s.contribution for s in signals) for m, signals in fused.items()}

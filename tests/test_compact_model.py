@@ -101,3 +101,17 @@ def test_a_file_embedded_by_the_default_model_refuses_the_compact_one(
         hits = memory.recall("which theme does the user like?", k=1)
         assert [h.memory.content for h in hits] == ["The user prefers dark mode"]
         assert any(s.signal == "vector" for s in hits[0].explanation.signals)
+
+
+@pytest.mark.slow
+def test_a_text_embeds_the_same_alone_and_among_others(cache: Path) -> None:
+    """The integer kernels quantize activations per run: batched, a text's vector
+    depended on its neighbours; the profile embeds one text per run, so it does not."""
+    embedder = OnnxEmbedder.compact(cache=cache)
+    other = "A much longer turn about the garden, the dog, the move and the new job. " * 4
+    alone = np.vstack([embedder.embed([text]) for text in SENTENCES])
+    assert np.array_equal(embedder.embed(SENTENCES), alone)
+    assert np.array_equal(embedder.embed([other, *SENTENCES])[1:], alone)
+    # The same model run on a batch: the extra text changes the others' vectors.
+    batched = OnnxEmbedder(cache / compact_model.FOLDER, batch_size=32)
+    assert not np.array_equal(batched.embed([other, *SENTENCES])[1:], batched.embed(SENTENCES))

@@ -40,6 +40,10 @@ logger = logging.getLogger("tiered_memory.compact_model")
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-dynamic"
 FOLDER = "all-MiniLM-L6-v2-onnx-int8-dynamic"
 DIGEST_FILE = "model.sha256"
+BATCH_SIZE = 1
+"""Texts per model run: activations are quantized with one scale per run, so only a
+text embedded alone gets a vector that does not depend on the others (see
+:meth:`~tiered_memory.embedding.embedders.OnnxEmbedder.compact`)."""
 MIN_COSINE = 0.95
 """The lowest cosine a probe sentence's vector may have against the source model's."""
 PROBES = (

@@ -32,6 +32,7 @@ from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
 RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05"}
+RECALL_V3 = {"neighbour_weight": "0"}
 
 
 class PgServerLocations:
@@ -178,6 +179,16 @@ class RecallV2Adapter(TieredMemoryAdapter):
 
     def __init__(self, **opts: Any) -> None:
         super().__init__(**{**RECALL_V2, **opts})
+
+
+class RecallV3Adapter(TieredMemoryAdapter):
+    """Recall v3 as merged: the defaults before neighbour evidence
+    (``neighbour_weight=0``); for the before-and-after comparison in one run."""
+
+    name = "tiered-memory (recall v3 defaults)"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{**RECALL_V3, **opts})
 
 
 class FeedbackAdapter(TieredMemoryAdapter):

@@ -89,7 +89,7 @@ def test_a_question_pulls_in_its_answer_unless_filters_apply(
     """With one candidate per signal only the question is found; its answer joins with
     its computed cosine and the bonus. Under a filter an answer outside the candidates
     may not pass it, so none joins."""
-    settings = RecallSettings(depth=1, vector_depth=1, session_weight=0.0)
+    settings = RecallSettings(depth=1, vector_depth=1, session_weight=0.0, neighbour_weight=0.0)
     memory = make_memory(embedder=EMBEDDER, recall=settings)
     question, answer = _chat(memory)
     hits = {h.memory.id: h for h in memory.recall("Where did you travel for the summer?", k=5)}

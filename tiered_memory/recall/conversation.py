@@ -76,6 +76,24 @@ def named_speaker(query: str, speakers: Iterable[str]) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+def cached_turns(
+    lookup: Callable[[Sequence[str]], Mapping[str, Turn]],
+) -> Callable[[Sequence[str]], dict[str, Turn]]:
+    """``lookup`` that asks the store only for ids it has not asked about yet (one
+    recall's conversation signals, neighbour evidence and reranker share the rows)."""
+    known: dict[str, Turn] = {}
+    asked: set[str] = set()
+
+    def turns(memory_ids: Sequence[str]) -> dict[str, Turn]:
+        missing = [m for m in dict.fromkeys(memory_ids) if m not in asked]
+        if missing:
+            known.update(lookup(missing))
+            asked.update(missing)
+        return {m: known[m] for m in memory_ids if m in known}
+
+    return turns
+
+
 def add_conversation_signals(
     fused: dict[str, list[SignalMatch]],
     query: str,

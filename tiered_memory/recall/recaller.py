@@ -47,9 +47,10 @@ from persistence import (
     validate_filter,
 )
 from tiered_memory.embedding.queue import EmbeddingQueue
-from tiered_memory.recall.conversation import add_conversation_signals
+from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
+from tiered_memory.recall.neighbours import add_neighbour_evidence
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
 from tiered_memory.recall.reviews import ReviewQueue
@@ -254,8 +255,9 @@ class Recaller:
         *,
         filtered: bool,
     ) -> None:
-        """Add the conversation signals and the reranker's score to ``fused``
-        (:mod:`tiered_memory.recall.conversation`, :mod:`tiered_memory.recall.rerank`)."""
+        """Add the conversation signals, the neighbour evidence and the reranker's score
+        to ``fused`` (:mod:`tiered_memory.recall.conversation`,
+        :mod:`tiered_memory.recall.neighbours`, :mod:`tiered_memory.recall.rerank`)."""
         store = self._store
         distances = None
         if query_vector is not None and settings.fusion == "score":
@@ -264,10 +266,14 @@ class Recaller:
             def distances(ids: Sequence[str]) -> dict[str, float]:
                 return store.vector_distances(vector, ids)
 
-        add_conversation_signals(fused, query, settings, store.conversation_turns, distances,
+        # One look-up of the candidates' turns (with the turn before) serves all three.
+        turns = cached_turns(partial(store.conversation_turns, before=True))
+        add_conversation_signals(fused, query, settings, turns, distances,
                                  may_add=not filtered)  # fmt: skip
-        rerank_candidates(fused, query, query_vector, settings, self._get_many,
-                          partial(store.conversation_turns, before=True))  # fmt: skip
+        if distances is not None and settings.neighbour_weight > 0:
+            add_neighbour_evidence(fused, settings.neighbour_weight, settings.neighbour_depth,
+                                   turns, distances)  # fmt: skip
+        rerank_candidates(fused, query, query_vector, settings, self._get_many, turns)
 
     def _explained(
         self,

@@ -84,6 +84,12 @@ class RecallSettings:
     best first-pass candidates within ``feedback_confidence`` of the best, and a second
     vector search adds ``feedback_share`` of the cosine with it.
 
+    Neighbour evidence (:mod:`tiered_memory.recall.neighbours`, score fusion): each of
+    the ``neighbour_depth`` strongest candidates whose turn before or after in its
+    session is closer to the query vector than it is gains ``neighbour_weight`` times
+    the difference of the two cosines (recall@5 up on both LoCoMo halves; 0 turns it
+    off).
+
     ``min_score`` drops hits scoring below it, ``relative_cut`` those below that share
     of the best hit's score (0.5: half the best); recall's arguments of the same names
     override them for one call. Both off by default: recall returns ``k`` hits whenever
@@ -120,6 +126,8 @@ class RecallSettings:
     feedback_hits: int = 3
     feedback_confidence: float = 0.8
     feedback_beta: float = 1.0
+    neighbour_weight: float = 0.3
+    neighbour_depth: int = 50
 
     @property
     def graph_on(self) -> bool:
@@ -128,7 +136,7 @@ class RecallSettings:
 
     def __post_init__(self) -> None:
         for name in ("depth", "vector_depth", "rerank_depth", "session_top", "session_turns",
-                     "feedback_hits"):  # fmt: skip
+                     "feedback_hits", "neighbour_depth"):  # fmt: skip
             require_int(getattr(self, name), f"RecallSettings.{name}", minimum=1, maximum=10_000)
         require_choice(self.fusion, "RecallSettings.fusion", FUSIONS)
         ranges = {
@@ -151,6 +159,7 @@ class RecallSettings:
             "feedback_share": (0.0, 1.0),
             "feedback_confidence": (0.0, 1.0),
             "feedback_beta": (0.0, 10.0),
+            "neighbour_weight": (0.0, 1.0),
         }
         for name, (low, high) in ranges.items():
             require_number(getattr(self, name), f"RecallSettings.{name}", minimum=low, maximum=high)

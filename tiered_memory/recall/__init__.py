@@ -5,8 +5,8 @@
 :mod:`~tiered_memory.recall.fusion` (score and rank fusion, explanation),
 :mod:`~tiered_memory.recall.recaller` (the orchestration: search, fuse, early stop,
 reinforcement), and the signals beyond keywords and vectors:
-:mod:`~tiered_memory.recall.conversation`, :mod:`~tiered_memory.recall.rerank` and
-:mod:`~tiered_memory.recall.graph_signal`.
+:mod:`~tiered_memory.recall.conversation`, :mod:`~tiered_memory.recall.neighbours`,
+:mod:`~tiered_memory.recall.rerank` and :mod:`~tiered_memory.recall.graph_signal`.
 """
 
 from tiered_memory.recall.note_hits import NoteHit

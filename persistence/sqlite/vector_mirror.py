@@ -318,37 +318,37 @@ class VectorMirror:
         is gone; the log position the copy then stands at. ``None`` (nothing taken) if
         there are no usable packs, or they stand more than a few thousand changes behind
         the log (the code rows are nearer then)."""
-        packs = vector_codes_sql.packs(conn)
-        if not packs:
+        heads = vector_codes_sql.pack_heads(conn)
+        if not heads:
             return None
-        head = packs[0]
+        _, chunks, _, _, _, seq, seq_id, _, _ = heads[0]
         width = fit.code_bytes
         if any(
-            (p.seq, p.seq_id, p.chunks) != (head.seq, head.seq_id, head.chunks)
-            or len(p.ids) % p.width
-            or len(p.codes) != width * (len(p.ids) // p.width)
-            for p in packs
+            (h[1], h[5], h[6]) != (chunks, seq, seq_id)
+            or h[7] % h[4]
+            or h[8] != width * (h[7] // h[4])
+            for h in heads
         ):
             return None  # not one consistent set for this fit: damaged
-        if not code_sync.position_kept(conn, head.seq, head.seq_id):
+        if not code_sync.position_kept(conn, seq, seq_id):
             return None
-        if index_sql.change_head(conn)[0] - head.seq > _CHUNK:
+        if index_sql.change_head(conn)[0] - seq > _CHUNK:
             return None
-        present = {p.chunk: p for p in packs}
-        for p in packs:
-            keys = np.frombuffer(p.ids, dtype=f"S{p.width}")
-            self._take(keys, split_packed_codes(p.codes, len(keys), self._words))
+        present = {h[0]: h for h in heads}
+        for chunk, ids, codes in vector_codes_sql.pack_blobs(conn):
+            keys = np.frombuffer(ids, dtype=f"S{present[chunk][4]}")
+            self._take(keys, split_packed_codes(codes, len(keys), self._words))
         chunk = 0
-        while chunk < head.chunks:  # each run of gone packs: its ids' code rows
+        while chunk < chunks:  # each run of gone packs: its ids' code rows
             if chunk in present:
                 chunk += 1
                 continue
-            after = present[chunk - 1].last_id if chunk else None
-            while chunk < head.chunks and chunk not in present:
+            after = present[chunk - 1][3] if chunk else None
+            while chunk < chunks and chunk not in present:
                 chunk += 1
-            before = present[chunk].first_id if chunk < head.chunks else None
+            before = present[chunk][2] if chunk < chunks else None
             self._take_rows(vector_codes_sql.keyed_rows_between(conn, _END, after, before), width)
-        return head.seq, head.seq_id
+        return seq, seq_id
 
     def _take_rows(self, rows: Iterable[tuple[bytes, bytes]], width: int) -> None:
         """Append stored ``(key, code)`` rows; codes not ``width`` bytes (not this fit's)

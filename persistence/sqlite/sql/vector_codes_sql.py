@@ -108,10 +108,15 @@ class Pack:
     codes: bytes
 
 
-_PACKS = (
-    "SELECT chunk, chunks, first_id, last_id, width, seq, seq_id, ids, codes "
+PackHead = tuple[int, int, str, str, int, int, str | None, int, int]
+"""A pack row without its blobs: ``(chunk, chunks, first_id, last_id, width, seq, seq_id,
+bytes of ids, bytes of codes)``."""
+
+_PACK_HEADS = (
+    "SELECT chunk, chunks, first_id, last_id, width, seq, seq_id, length(ids), length(codes) "
     "FROM vector_code_packs ORDER BY chunk"
 )
+_PACK_BLOBS = "SELECT chunk, ids, codes FROM vector_code_packs ORDER BY chunk"
 _PUT_PACK = (
     "INSERT INTO vector_code_packs (chunk, chunks, first_id, last_id, width, seq, seq_id, "
     "ids, codes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -122,12 +127,18 @@ _PACK_STATE = (
 )
 
 
-def packs(conn: apsw.Connection) -> list[Pack]:
-    """Every pack row, in chunk order."""
+def pack_heads(conn: apsw.Connection) -> list[PackHead]:
+    """Every pack row's columns but its blobs (their lengths instead), in chunk order."""
     return [
-        Pack(int(c), int(n), str(a), str(b), int(w), int(s), i, bytes(ids), bytes(codes))
-        for c, n, a, b, w, s, i, ids, codes in query_all(conn, _PACKS)
+        (int(c), int(n), str(a), str(b), int(w), int(s), i, int(li), int(lc))
+        for c, n, a, b, w, s, i, li, lc in query_all(conn, _PACK_HEADS)
     ]
+
+
+def pack_blobs(conn: apsw.Connection) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(chunk, ids, codes)`` of every pack row, streamed in chunk order (a million
+    memories' packs are ~150 MB: never all in RAM at once)."""
+    return iter(conn.execute(_PACK_BLOBS))
 
 
 def packs_complete_at(conn: apsw.Connection, seq: int, seq_id: str | None) -> bool:

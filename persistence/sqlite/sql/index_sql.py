@@ -235,27 +235,28 @@ def coordinated(
     million memories the best bm25 rows of a several-word query hold two or more of its
     words (the 100 best of a 4-word query over 46,000 matches all did), and ranking only
     those costs a fifth. Words that match nothing are left out; 2 to
-    :data:`PAIRED_WORDS` words that match must remain, else ``None``."""
-    if len(words) < 2 or _matches(conn, fts5_match(words), cap) <= cap:
+    :data:`PAIRED_WORDS` words that match must remain, else ``None``. Each word's rows
+    are counted up to ``cap // 4 + 1``, the plain ``OR``'s up to ``cap + 1``, and only
+    when some word is common."""
+    if len(words) < 2:
         return None
-    counts = {w: _matches(conn, _quoted(w), cap) for w in words}
+    alone_cap = cap // 4
+    counts = {w: _matches(conn, _quoted(w), alone_cap) for w in words}
     live = sorted((w for w in words if counts[w]), key=lambda w: counts[w])
     if not 2 <= len(live) <= PAIRED_WORDS:
         return None
     alone, total = 0, 0
-    while alone < len(live) and total + counts[live[alone]] <= cap // 4:
+    while alone < len(live) and total + counts[live[alone]] <= alone_cap:
         total += counts[live[alone]]
         alone += 1
     common = [w for w in words if w in live[alone:]]  # in the query's order
-    if not common:
+    if not common or _matches(conn, fts5_match(live), cap) <= cap:
         return None
-    most = max(counts[w] for w in common)
     named = ", ".join(f"'{w}'" for w in common)
-    each = f"over {cap:,}" if most > cap else f"up to {most:,}"
     skipped = (
         f"keyword search: the query's words match over {cap:,} memories, so {named} "
-        f"(the commonest, in {each} memories each) counted only in memories holding "
-        "another query word (bm25 over the word pairs)"
+        f"(the commonest of them) counted only in memories holding another query word "
+        "(bm25 over the word pairs)"
     )
     return word_pairs([w for w in words if w in live], common), skipped
 

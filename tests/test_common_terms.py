@@ -20,14 +20,14 @@ RARE = 120  # rows 0-59 hold "common" and "rare", rows 60-119 only "rare"
 CAP = 500  # "rare" (120 rows) is under CAP // 4, "common" (540) over CAP
 
 
-def _fill(store: SQLiteStore) -> None:
+def _fill(store: SQLiteStore, agent_id: str | None = None) -> None:
     """``ROWS`` memories (no sessions: no keyword window): every one but rows 60-119
     holds "common", rows 0-119 hold "rare", none holds "absent"."""
     for i in range(ROWS):
         words = ["common"] if not RARE // 2 <= i < RARE else []
         words += ["rare"] if i < RARE else []
         text = " ".join([*words, f"filler{i}"])
-        store.put_memory(Memory.create(text, Tier.EPISODIC, id=f"m{i:03d}"))
+        store.put_memory(Memory.create(text, Tier.EPISODIC, id=f"m{i:03d}", agent_id=agent_id))
 
 
 @pytest.fixture
@@ -106,3 +106,16 @@ def test_recall_explains_the_common_words_it_set_aside(
         (note,) = hit.explanation.notes
         assert "'common'" in note and "another query word" in note
         assert note in str(hit.explanation)
+
+
+def test_an_agent_scoped_recall_says_so_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent filter passes the keyword search's note on (it wraps the store)."""
+    path = tmp_path / "m.db"
+    with SQLiteStore(path) as store:
+        _fill(store, agent_id="ann")
+    monkeypatch.setattr(index_sql, "RANK_CAP", CAP)
+    with AgentMemoryManager.open(path, embedder=None, agent_id="ann") as memory:
+        hits = memory.recall("common rare", k=5)
+    assert hits and all("'common'" in " ".join(h.explanation.notes) for h in hits)

@@ -221,6 +221,12 @@ def _matches(conn: apsw.Connection, match: str, cap: int) -> int:
     return int(query_value(conn, sql, [match, cap + 1]))
 
 
+def _rowids_at_most(conn: apsw.Connection, cap: int) -> bool:
+    """True if no keyword row has a rowid over ``cap``: the file then holds at most
+    ``cap`` memories and no query can match more (one b-tree seek)."""
+    return int(query_value(conn, "SELECT coalesce(max(rowid), 0) FROM memory_index")) <= cap
+
+
 def coordinated(
     conn: apsw.Connection, words: Sequence[str], cap: int = RANK_CAP
 ) -> tuple[str, str] | None:
@@ -237,8 +243,9 @@ def coordinated(
     those costs a fifth. Words that match nothing are left out; 2 to
     :data:`PAIRED_WORDS` words that match must remain, else ``None``. Each word's rows
     are counted up to ``cap // 4 + 1``, the plain ``OR``'s up to ``cap + 1``, and only
-    when some word is common."""
-    if len(words) < 2:
+    when some word is common; nothing is counted in a file whose keyword rowids stay
+    within ``cap``."""
+    if len(words) < 2 or _rowids_at_most(conn, cap):
         return None
     alone_cap = cap // 4
     counts = {w: _matches(conn, _quoted(w), alone_cap) for w in words}

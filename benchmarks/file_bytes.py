@@ -24,7 +24,10 @@ from benchmarks.raw_sql import load_sqlite_vec
 
 _FAMILIES = (
     ("keyword index", ("memory_fts", "memory_index", "keyword_")),
-    ("vector codes (RAM copy's, kept in the file)", ("vector_codes", "vector_fit")),
+    (
+        "vector codes (RAM copy's, kept in the file)",
+        ("vector_codes", "vector_code_packs", "vector_fit"),
+    ),
     ("sqlite-vec memory_vec", ("memory_vec",)),
     ("change log", ("vector_changes",)),
     ("secondary indexes", ("idx_", "sqlite_autoindex_")),

@@ -16,7 +16,9 @@ background thread embedding each new memory would share the CPU with what is mea
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import shutil
 import statistics
 import time
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ import apsw
 import pytest
 
 from benchmarks.raw_sql import raw_promote
-from benchmarks.smoke import size
+from benchmarks.smoke import size, smoke
 from persistence import Memory, Tier
 from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
 from persistence.sqlite.sql import memory_sql, schema_sql
@@ -36,6 +38,9 @@ from tiered_memory import AgentMemoryManager
 PREFILL = size(int(os.environ.get("TM_BENCH_PREFILL", "10000")), 1_200)
 """Memories in both files first (more than the cache of 1,000 holds: uncached gets miss);
 ``TM_BENCH_PREFILL=100000`` for the write floor at 100k (issue 32)."""
+PREFILL_DIR = os.environ.get("TM_BENCH_PREFILL_DIR")
+"""Where the two prefilled files are kept between runs (built there once per size, then
+copied for each run): three runs at 1M then pay the ~10 minute prefill once."""
 DECAY_ROWS = size(5_000, 200)
 DAY = 86_400_000
 
@@ -63,8 +68,23 @@ def setup(
     root: Path = tmp_path_factory.mktemp("manager-bench")
     # Both files hold the same PREFILL memories: SQLite's and FTS5's work grows with the
     # file, so an empty raw file would flatter the floor.
-    _prefill(root / "raw.db")[0].shutdown()
-    memory, ids = _prefill(root / "lib.db")
+    if PREFILL_DIR and not smoke():
+        kept = Path(PREFILL_DIR) / f"prefill-{PREFILL}"
+        if not (kept / "ids.json").exists():
+            kept.mkdir(parents=True, exist_ok=True)
+            _prefill(kept / "raw.db")[0].shutdown()
+            built, ids = _prefill(kept / "lib.db")
+            built.shutdown()
+            (kept / "ids.json").write_text(json.dumps(ids))
+        for name in ("raw.db", "lib.db", "raw.db-wal", "lib.db-wal"):
+            if (kept / name).exists():
+                shutil.copyfile(kept / name, root / name)
+        ids = json.loads((kept / "ids.json").read_text())
+        memory = AgentMemoryManager.open(root / "lib.db", clock=Clock(), cache_size=1000,
+                                         embedder=None)  # fmt: skip
+    else:
+        _prefill(root / "raw.db")[0].shutdown()
+        memory, ids = _prefill(root / "lib.db")
     raw = connect(str(root / "raw.db"), ConnectionOptions())
     connection_wal(raw)
     yield memory, raw, ids

@@ -327,6 +327,19 @@ class KeywordParts:
         return not self.own and (self.before or self.after)
 
 
+class KeywordHits(list[tuple[str, float]]):
+    """A keyword search's ``(memory_id, score)`` list, best first, and what the search
+    left out to stay fast (``skipped``: a sentence for recall's explanation, ``None``
+    when every memory holding a query word was ranked). A backend that never leaves
+    anything out may return a plain list."""
+
+    __slots__ = ("skipped",)
+
+    def __init__(self, hits: Iterable[tuple[str, float]] = (), skipped: str | None = None) -> None:
+        super().__init__(hits)
+        self.skipped = skipped
+
+
 class FrozenDict(dict[str, int]):
     """A dict that cannot be changed after it is made, and hashes by its items: a
     record's mapping field (:attr:`PersistenceStatistics.backend_details`). Equal to a

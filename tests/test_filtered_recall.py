@@ -212,7 +212,7 @@ def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: 
         ]
         with memory.store.db.reading() as conn:  # type: ignore[attr-defined]
             for where in filters:
-                for query in ('"apple" OR "river"', '"stone"', '"lamp" OR "pie" OR "cloud"'):
+                for query in (("apple", "river"), ("stone",), ("lamp", "pie", "cloud")):
                     assert index_sql.narrow_rowids(conn, where, 1000) is not None
                     narrow = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5)
                     wide = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5, narrow_cap=0)

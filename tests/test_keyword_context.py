@@ -138,7 +138,7 @@ def _scores_and_size(conn: apsw.Connection, words: Iterable[str]) -> tuple[dict[
     scores = {
         w: sorted(
             (m, round(s, 9))
-            for m, s in index_sql.keyword_search(conn, f'"{w}"', 1000, MemoryFilter(), 0.3, 0.7)
+            for m, s in index_sql.keyword_search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
         )
         for w in words
     }

@@ -46,10 +46,13 @@ def test_keyword_search_takes_words_and_builds_the_same_fts5_expression(
     assert index_sql.fts5_match(words) == '"user" OR "like" OR "dark" OR "mode"'
     found = store.keyword_search(words, 10)
     with store.read_connection() as conn:
-        expected = index_sql.keyword_search(
-            conn, '"user" OR "like" OR "dark" OR "mode"', 10, MemoryFilter(), 0.5, 0.5
-        )
-    assert found == expected and len(found) == 4  # bit-identical to the old expression
+        expected = conn.execute(
+            "SELECT i.memory_id, bm25(memory_fts, 1.0, 0.5, 0.5) AS s FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid WHERE memory_fts MATCH ? "
+            "ORDER BY s, memory_fts.rowid LIMIT 10",
+            ['"user" OR "like" OR "dark" OR "mode"'],
+        ).fetchall()
+    assert found == expected and len(found) == 4  # bit-identical to the plain expression
     assert all(score <= 0 for _, score in found)  # the score contract: <= 0, lower is better
     assert [s for _, s in found] == sorted(s for _, s in found)
 

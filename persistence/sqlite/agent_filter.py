@@ -28,6 +28,7 @@ from persistence.errors import InvalidInputError, UnsupportedOperationError
 from persistence.records import (
     ForgettingRecord,
     IntegrityResult,
+    KeywordHits,
     KeywordParts,
     MaintenanceResult,
     Memory,
@@ -270,11 +271,10 @@ class AgentFilteredStore:
         scoped = self._where(where)
         if scoped is None:
             return []
-        return list(
-            self._inner.keyword_search(
-                words, limit, tier, context_weight, after_weight, where=scoped
-            )
+        found = self._inner.keyword_search(
+            words, limit, tier, context_weight, after_weight, where=scoped
         )
+        return found if isinstance(found, KeywordHits) else list(found)
 
     def keyword_parts(
         self, words: Sequence[str], memory_ids: Sequence[str]

@@ -17,6 +17,7 @@ finds none, or finds them behind a trimmed log, encodes the vectors as before.
 from __future__ import annotations
 
 import logging
+from itertools import islice
 
 import apsw
 import numpy as np
@@ -24,7 +25,14 @@ import numpy as np
 from persistence.records import Tier
 from persistence.sqlite.sql import index_sql, vector_codes_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
-from persistence.sqlite.vector_codes import CAL_ROWS, EXACT_BELOW, FIT_ROWS, CodeFit, code_blobs
+from persistence.sqlite.vector_codes import (
+    CAL_ROWS,
+    EXACT_BELOW,
+    FIT_ROWS,
+    ID_END,
+    CodeFit,
+    code_blobs,
+)
 
 log = logging.getLogger("tiered_memory")
 
@@ -34,6 +42,9 @@ INCREMENTAL_MAX = 16_384
 FIRST_FIT_MAX = 4 * FIT_ROWS
 """A file with at most this many embedded memories gets its first fit in any sync."""
 _CHUNK = 4_096
+PACK_ROWS = 1_024
+"""Codes per pack row (migration v017): a forget rewrites one pack's ~150 KB of pages,
+and a million memories are a thousand rows."""
 
 
 def stored_fit(conn: apsw.Connection, dim: int) -> tuple[CodeFit, int, str | None] | None:
@@ -44,13 +55,18 @@ def stored_fit(conn: apsw.Connection, dim: int) -> tuple[CodeFit, int, str | Non
         return None
     fit_dim, fitted, factor, blob, seq, seq_id = row
     fit = CodeFit.from_row(fit_dim, fitted, factor, blob)
-    if fit is None or fit_dim != dim:
+    if fit is None or fit_dim != dim or not position_kept(conn, seq, seq_id):
         return None
-    if index_sql.change_floor(conn) > seq + 1:
-        return None  # changes after ``seq`` were trimmed from the log
-    if seq and index_sql.change_at(conn, seq) != seq_id:
-        return None  # the log is not the one the codes followed (the file was replaced)
     return fit, seq, seq_id
+
+
+def position_kept(conn: apsw.Connection, seq: int, seq_id: str | None) -> bool:
+    """True if every change logged after position ``(seq, seq_id)`` is still in the log,
+    and it is the log that position was taken from."""
+    if index_sql.change_floor(conn) > seq + 1:
+        return False  # changes after ``seq`` were trimmed from the log
+    # A different id at ``seq``: not the log the codes followed (the file was replaced).
+    return not seq or index_sql.change_at(conn, seq) == seq_id
 
 
 def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
@@ -98,11 +114,41 @@ def sync_alone(conn: apsw.Connection) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         written = sync(conn, rebuild=True)
+        repack(conn)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
     return written
+
+
+def repack(conn: apsw.Connection) -> int:
+    """Write the packs (migration v017) again from the code rows, in the caller's write
+    transaction, unless all of them are there at the codes' position; the number of
+    pack rows written. Without codes there are no packs."""
+    row = vector_codes_sql.read_fit(conn)
+    fit = None if row is None else CodeFit.from_row(*row[:4])
+    if row is None or fit is None:
+        vector_codes_sql.drop_packs(conn)
+        return 0
+    seq, seq_id = row[4], row[5]
+    if vector_codes_sql.packs_complete_at(conn, seq, seq_id):
+        return 0
+    vector_codes_sql.drop_packs(conn)
+    width = fit.code_bytes
+    count = vector_codes_sql.count_of_width(conn, width)
+    chunks = -(-count // PACK_ROWS)
+    rows = vector_codes_sql.keyed_rows_of_width(conn, ID_END, width)
+    for chunk in range(chunks):
+        batch = list(islice(rows, PACK_ROWS))
+        keys = np.array([key for key, _ in batch])
+        pack = vector_codes_sql.Pack(
+            chunk, chunks, batch[0][0][:-1].decode(), batch[-1][0][:-1].decode(),
+            keys.itemsize, seq, seq_id, keys.tobytes(), b"".join(code for _, code in batch),
+        )  # fmt: skip
+        vector_codes_sql.put_packs(conn, [pack])
+    log.info("vector codes packed: %d codes in %d rows", count, chunks)
+    return chunks
 
 
 def _normalised(blobs: list[bytes], dim: int) -> np.ndarray:

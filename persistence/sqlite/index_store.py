@@ -116,12 +116,11 @@ class IndexStore:
         accepted = _filter(tier, where)
         if not words:
             return []
-        match = index_sql.fts5_match(words)
         with self._reading() as conn:
             if self.db.in_transaction:  # this transaction's writes are not indexed yet
                 self.keywords.catch_up(conn)
             return index_sql.keyword_search(
-                conn, match, limit, accepted, context_weight, after_weight
+                conn, words, limit, accepted, context_weight, after_weight
             )
 
     def keyword_parts(

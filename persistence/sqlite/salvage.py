@@ -157,7 +157,7 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
     return conn
 
 
-_DERIVED = frozenset({"vector_codes", "vector_fit"})
+_DERIVED = frozenset({"vector_codes", "vector_code_packs", "vector_fit"})
 """Tables made again from the others (a reader without them encodes the vectors)."""
 
 

@@ -201,6 +201,11 @@ class CodeFit:
         return cls(dim, parts[0], parts[1], parts[2], fitted, float(sqrt_factor))
 
 
+ID_END = b"\x01"
+"""Ends every id as the vector copy keys its slots (and as packs store them): numpy's
+fixed-width bytes drop trailing NULs, and ids with the end byte sort as in SQL."""
+
+
 def code_blobs(tiers: list[Tier], bits: np.ndarray, low: np.ndarray) -> list[bytes]:
     """Stored codes of memories of ``tiers`` with ``[words, n]`` sign bits and
     ``[n, words * 16]`` low bits."""
@@ -212,6 +217,13 @@ def code_blobs(tiers: list[Tier], bits: np.ndarray, low: np.ndarray) -> list[byt
 def split_codes(blobs: list[bytes], words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stored codes -> tier bytes ``[n]``, sign bits ``[words, n]`` and low bits
     ``[n, words * 16]``."""
-    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), 1 + words * 24)
+    return split_packed_codes(b"".join(blobs), len(blobs), words)
+
+
+def split_packed_codes(
+    packed: bytes, count: int, words: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`split_codes` of ``count`` stored codes laid end to end in ``packed``."""
+    raw = np.frombuffer(packed, dtype=np.uint8).reshape(count, 1 + words * 24)
     bits = np.ascontiguousarray(raw[:, 1 : 1 + words * 8]).view("<u8").astype(np.uint64)
     return raw[:, 0], np.ascontiguousarray(bits.T), raw[:, 1 + words * 8 :]

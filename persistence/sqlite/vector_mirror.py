@@ -61,11 +61,13 @@ from persistence.sqlite.vector_codes import (
     EXACT_BELOW,
     FIRST_STAGE_SQRT,
     FIT_ROWS,
+    ID_END,
     TIER_BYTE,
     CodeFit,
     first_stage_depth,
     sign_bits,
     split_codes,
+    split_packed_codes,
     words_for,
 )
 
@@ -77,7 +79,7 @@ _CHUNK = 4_096
 RESORT_AFTER = 65_536
 """The default ``resort_after``: ids appended since the last sort; more, and the copy
 re-sorts (compacts) at its next catch-up."""
-_END = b"\x01"  # ends every stored id, so numpy keeps trailing NULs (and ids sort as in SQL)
+_END = ID_END  # ends every stored id, so numpy keeps trailing NULs (and ids sort as in SQL)
 _BLOCK = 1_024  # candidates scored at once in the second stage (temporaries stay in cache)
 _MOVE_BLOCK = 65_536  # slots copied at once when the arrays are resized or compacted
 
@@ -301,27 +303,75 @@ class VectorMirror:
         self._bits = np.zeros((self._words, 0), dtype=np.uint64)
         self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
         self._reserve(index_sql.memory_count(conn), 1, exact=True)  # (every memory: enough)
-        rows, width = vector_codes_sql.keyed_rows(conn, _END), fit.code_bytes
-        while batch := list(islice(rows, _CHUNK)):
-            keys, codes = zip(*batch, strict=True)
-            if set(map(len, codes)) != {width}:  # some are not this fit's: leave them
-                batch = [row for row in batch if len(row[1]) == width]
-                if not batch:
-                    continue
-                keys, codes = zip(*batch, strict=True)
-            start, end = self._used, self._used + len(batch)
-            self._reserve(end, max(map(len, keys)))
-            tiers, self._bits[:, start:end], self._low[start:end] = split_codes(
-                list(codes), self._words
-            )
-            self._tier[start:end] = np.where(tiers < len(_TIERS), tiers, _DEAD)
-            self._ids[start:end] = keys
-            self._used = end
-            self._live += len(batch)
+        packed = self._load_packs(conn, fit)
+        if packed is None:
+            self._take_rows(vector_codes_sql.keyed_rows(conn, _END), fit.code_bytes)
+        else:
+            seq, seq_id = packed
         self._compact(ordered=True)
         self._seq, self._seq_id = seq, seq_id
         self._loaded = True
         return True
+
+    def _load_packs(self, conn: apsw.Connection, fit: CodeFit) -> tuple[int, str | None] | None:
+        """Take in the packed codes (migration v017), and the code rows of any pack that
+        is gone; the log position the copy then stands at. ``None`` (nothing taken) if
+        there are no usable packs, or they stand more than a few thousand changes behind
+        the log (the code rows are nearer then)."""
+        heads = vector_codes_sql.pack_heads(conn)
+        if not heads:
+            return None
+        _, chunks, _, _, _, seq, seq_id, _, _ = heads[0]
+        width = fit.code_bytes
+        if any(
+            (h[1], h[5], h[6]) != (chunks, seq, seq_id)
+            or h[7] % h[4]
+            or h[8] != width * (h[7] // h[4])
+            for h in heads
+        ):
+            return None  # not one consistent set for this fit: damaged
+        if not code_sync.position_kept(conn, seq, seq_id):
+            return None
+        if index_sql.change_head(conn)[0] - seq > _CHUNK:
+            return None
+        present = {h[0]: h for h in heads}
+        for chunk, ids, codes in vector_codes_sql.pack_blobs(conn):
+            keys = np.frombuffer(ids, dtype=f"S{present[chunk][4]}")
+            self._take(keys, split_packed_codes(codes, len(keys), self._words))
+        chunk = 0
+        while chunk < chunks:  # each run of gone packs: its ids' code rows
+            if chunk in present:
+                chunk += 1
+                continue
+            after = present[chunk - 1][3] if chunk else None
+            while chunk < chunks and chunk not in present:
+                chunk += 1
+            before = present[chunk][2] if chunk < chunks else None
+            self._take_rows(vector_codes_sql.keyed_rows_between(conn, _END, after, before), width)
+        return seq, seq_id
+
+    def _take_rows(self, rows: Iterable[tuple[bytes, bytes]], width: int) -> None:
+        """Append stored ``(key, code)`` rows; codes not ``width`` bytes (not this fit's)
+        are left out."""
+        rows = iter(rows)
+        while batch := list(islice(rows, _CHUNK)):
+            if {len(code) for _, code in batch} != {width}:
+                batch = [row for row in batch if len(row[1]) == width]
+                if not batch:
+                    continue
+            keys, codes = zip(*batch, strict=True)
+            self._take(np.array(keys), split_codes(list(codes), self._words))
+
+    def _take(self, keys: np.ndarray, split: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Append slots for ``keys`` (fixed-width ids with the end byte) and their codes,
+        as :func:`split_codes` returns them."""
+        start, end = self._used, self._used + len(keys)
+        self._reserve(end, keys.itemsize)
+        tiers, self._bits[:, start:end], self._low[start:end] = split
+        self._tier[start:end] = np.where(tiers < len(_TIERS), tiers, _DEAD)
+        self._ids[start:end] = keys
+        self._used = end
+        self._live += len(keys)
 
     def _load_vectors(
         self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None

@@ -194,7 +194,9 @@ class Recaller:
                              settings.session_turns)  # fmt: skip
         if paths is not None:
             fused = with_paths(fused, paths)
-        top = self._explained(fused, k, described, now, unseen if found is not None else 0)
+        skipped = getattr(ranked["keyword"], "skipped", None)  # a backend's KeywordHits
+        top = self._explained(fused, k, described, now, unseen if found is not None else 0,
+                              (skipped,) if skipped else ())  # fmt: skip
         floor = settings.min_score if min_score is None else min_score
         share = settings.relative_cut if relative_cut is None else relative_cut
         top = top[: cut([hit.score for hit in top], floor, share)]
@@ -282,9 +284,11 @@ class Recaller:
         described: tuple[str, ...],
         now: int,
         unseen: int,
+        skipped: tuple[str, ...] = (),
     ) -> list[RecallHit]:
         """Fetch and explain candidates strongest first, a batch at a time, until none
-        left can reach the top ``k`` (early stop)."""
+        left can reach the top ``k`` (early stop). ``skipped``: what the keyword search
+        left out (every hit's explanation says it)."""
         settings = self.settings
         strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
@@ -298,9 +302,9 @@ class Recaller:
             for memory_id in chunk:
                 memory = memories.get(memory_id)
                 if memory is not None:  # forgotten meanwhile
-                    notes: tuple[str, ...] = ()
+                    notes = skipped
                     if unseen and memory.embedding is None:
-                        notes = _NO_VECTOR
+                        notes = _NO_VECTOR + skipped
                     hits.append(explain(memory, fused[memory_id], now, settings, described,
                                         notes, vector_pending=unseen))  # fmt: skip
             hits.sort(key=lambda h: (-h.score, h.memory.id))

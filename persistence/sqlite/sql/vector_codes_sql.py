@@ -1,13 +1,14 @@
-"""SQL for ``vector_codes`` and ``vector_fit``: the vector copy's codes kept in the file
-(see :mod:`persistence.sqlite.code_sync`)."""
+"""SQL for ``vector_codes``, ``vector_code_packs`` and ``vector_fit``: the vector copy's
+codes kept in the file (see :mod:`persistence.sqlite.code_sync`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import apsw
 
-from persistence.sqlite.connection import query_one
+from persistence.sqlite.connection import query_all, query_one
 
 FitRow = tuple[int, int, float, bytes, int, str | None]
 """``(dim, fitted, sqrt_factor, fit blob, seq, seq_id)``."""
@@ -43,8 +44,9 @@ def move_to(conn: apsw.Connection, seq: int, seq_id: str | None) -> None:
 
 
 def drop_all(conn: apsw.Connection) -> None:
-    """No codes and no fit: a reader encodes the vectors itself."""
+    """No codes, no packs and no fit: a reader encodes the vectors itself."""
     conn.execute("DELETE FROM vector_codes")
+    conn.execute("DELETE FROM vector_code_packs")
     conn.execute("DELETE FROM vector_fit")
 
 
@@ -63,3 +65,101 @@ def keyed_rows(conn: apsw.Connection, end: bytes) -> Iterator[tuple[bytes, bytes
     vector copy keys them, made by SQLite rather than one Python call per row."""
     sql = "SELECT CAST(id || ? AS BLOB), code FROM vector_codes"
     return iter(conn.execute(sql, (end.decode(),)))
+
+
+def count_of_width(conn: apsw.Connection, width: int) -> int:
+    """How many stored codes are ``width`` bytes long (made with the stored fit)."""
+    row = query_one(conn, "SELECT count(*) FROM vector_codes WHERE length(code) = ?", (width,))
+    return int(row[0]) if row else 0
+
+
+def keyed_rows_of_width(
+    conn: apsw.Connection, end: bytes, width: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """:func:`keyed_rows` of the codes ``width`` bytes long, in id order."""
+    sql = "SELECT CAST(id || ? AS BLOB), code FROM vector_codes WHERE length(code) = ? ORDER BY id"
+    return iter(conn.execute(sql, (end.decode(), width)))
+
+
+def keyed_rows_between(
+    conn: apsw.Connection, end: bytes, after: str | None, before: str | None
+) -> Iterator[tuple[bytes, bytes]]:
+    """:func:`keyed_rows` of the ids strictly between ``after`` and ``before`` (``None``:
+    no bound on that side)."""
+    sql = (
+        "SELECT CAST(id || ? AS BLOB), code FROM vector_codes "
+        "WHERE (?2 IS NULL OR id > ?2) AND (?3 IS NULL OR id < ?3) ORDER BY id"
+    )
+    return iter(conn.execute(sql, (end.decode(), after, before)))
+
+
+@dataclass(frozen=True, slots=True)
+class Pack:
+    """One row of ``vector_code_packs`` (migration v017 says what each column holds)."""
+
+    chunk: int
+    chunks: int
+    first_id: str
+    last_id: str
+    width: int
+    seq: int
+    seq_id: str | None
+    ids: bytes
+    codes: bytes
+
+
+PackHead = tuple[int, int, str, str, int, int, str | None, int, int]
+"""A pack row without its blobs: ``(chunk, chunks, first_id, last_id, width, seq, seq_id,
+bytes of ids, bytes of codes)``."""
+
+_PACK_HEADS = (
+    "SELECT chunk, chunks, first_id, last_id, width, seq, seq_id, length(ids), length(codes) "
+    "FROM vector_code_packs ORDER BY chunk"
+)
+_PACK_BLOBS = "SELECT chunk, ids, codes FROM vector_code_packs ORDER BY chunk"
+_PUT_PACK = (
+    "INSERT INTO vector_code_packs (chunk, chunks, first_id, last_id, width, seq, seq_id, "
+    "ids, codes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PACK_STATE = (
+    "SELECT count(*), min(chunks), max(chunks), total(seq = ? AND seq_id IS ?) "
+    "FROM vector_code_packs"
+)
+
+
+def pack_heads(conn: apsw.Connection) -> list[PackHead]:
+    """Every pack row's columns but its blobs (their lengths instead), in chunk order."""
+    return [
+        (int(c), int(n), str(a), str(b), int(w), int(s), i, int(li), int(lc))
+        for c, n, a, b, w, s, i, li, lc in query_all(conn, _PACK_HEADS)
+    ]
+
+
+def pack_blobs(conn: apsw.Connection) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(chunk, ids, codes)`` of every pack row, streamed in chunk order (a million
+    memories' packs are ~150 MB: never all in RAM at once)."""
+    return iter(conn.execute(_PACK_BLOBS))
+
+
+def packs_complete_at(conn: apsw.Connection, seq: int, seq_id: str | None) -> bool:
+    """True if every pack written is still there and they stand at log position
+    ``(seq, seq_id)``."""
+    row = query_one(conn, _PACK_STATE, (seq, seq_id))
+    if row is None or not row[0]:
+        return False
+    count, fewest, most, current = row
+    return bool(fewest == most == count == int(current))
+
+
+def drop_packs(conn: apsw.Connection) -> None:
+    """Delete every pack row."""
+    conn.execute("DELETE FROM vector_code_packs")
+
+
+def put_packs(conn: apsw.Connection, rows: Sequence[Pack]) -> None:
+    """Store pack rows."""
+    conn.executemany(
+        _PUT_PACK,
+        [(p.chunk, p.chunks, p.first_id, p.last_id, p.width, p.seq, p.seq_id, p.ids, p.codes)
+         for p in rows],
+    )  # fmt: skip

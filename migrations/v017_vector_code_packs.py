@@ -48,9 +48,10 @@ def triggers(tier: str) -> list[str]:
 
 
 def up(conn: apsw.Connection) -> None:
-    """Create the pack table and its index; replace v015's triggers."""
+    """Create the pack table and its index; replace v015's triggers. Idempotent: a file
+    whose version rows were rolled back past 17 runs it again."""
     conn.execute(
-        """CREATE TABLE vector_code_packs (
+        """CREATE TABLE IF NOT EXISTS vector_code_packs (
             chunk INTEGER PRIMARY KEY,
             chunks INTEGER NOT NULL,
             first_id TEXT NOT NULL,
@@ -62,7 +63,9 @@ def up(conn: apsw.Connection) -> None:
             codes BLOB NOT NULL
         )"""
     )
-    conn.execute("CREATE INDEX idx_vector_code_packs_last ON vector_code_packs(last_id)")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_vector_code_packs_last ON vector_code_packs(last_id)"
+    )
     for tier in TIERS:
         conn.execute(f"DROP TRIGGER IF EXISTS {tier}_vector_code_delete")
         conn.execute(f"DROP TRIGGER IF EXISTS {tier}_vector_code_update")

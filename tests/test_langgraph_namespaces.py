@@ -116,7 +116,7 @@ def test_a_file_from_before_the_counts_gets_them_when_opened(tmp_path: Path) -> 
         f"DROP TRIGGER {tier}_vector_code_{event}"
         for tier in ("scratchpad", "episodic", "semantic")
         for event in ("delete", "update")
-    ] + ["DROP TABLE vector_codes", "DROP TABLE vector_fit"]
+    ] + ["DROP TABLE vector_codes", "DROP TABLE vector_fit", "DROP TABLE vector_code_packs"]
     conn.execute(
         "BEGIN; DROP TRIGGER memory_tags_count_insert; DROP TRIGGER memory_tags_count_delete; "
         f"DROP TABLE tag_counts; {'; '.join(later)}; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -25,18 +26,23 @@ class NetworkAccessError(RuntimeError):
     """Raised when code under test reaches for the network."""
 
 
-LOOPBACK = ("127.0.0.1", "::1")
-"""Literal loopback addresses stay allowed: the inspector's tests talk to a server they
-started on this machine (never a name to look up, never another address)."""
+def _loopback(host: object) -> bool:
+    """True for a literal loopback address (127.0.0.0/8, ::1): the inspector's tests talk
+    to a server they started on this machine (never a name to look up, never another
+    address)."""
+    try:
+        return isinstance(host, str) and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _no_network(event: str, args: tuple[Any, ...]) -> None:
     """Audit hook: the suite runs offline, so any internet lookup or connection fails it."""
     lookups = ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex")
-    if event in lookups and args[0] not in LOOPBACK:
+    if event in lookups and not _loopback(args[0]):
         raise NetworkAccessError(f"network access in a test: {event}{args[:2]}")
     sends = ("socket.connect", "socket.sendto")
-    if event in sends and isinstance(args[1], tuple) and args[1][0] not in LOOPBACK:
+    if event in sends and isinstance(args[1], tuple) and not _loopback(args[1][0]):
         raise NetworkAccessError(f"network access in a test: {event} {args[1]}")
 
 

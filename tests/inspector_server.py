@@ -24,6 +24,23 @@ def free_port() -> int:
         return port
 
 
+def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
+    """Return once ``host:port`` accepts a connection (a server is listening, so its
+    Ctrl-C handler is in place); raise ``TimeoutError`` after ``timeout`` seconds.
+
+    A child started from a shell's background job inherits SIGINT ignored, and a SIGINT
+    that lands before the server installs its handler is then lost: stop it after this."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host}:{port}") from None
+            time.sleep(0.05)
+
+
 @contextmanager
 def serving(db: Path | str, *args: str, timeout: float = 60.0) -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT``) of a server of ``db`` started with

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from tests.inspector_data import SCRIPT, build
 from tests.inspector_data import open_inspected as _open
-from tests.inspector_server import CLI, free_port, serving
+from tests.inspector_server import CLI, free_port, serving, wait_for_port
 from tiered_memory.inspector.app import create_app
 
 BASE = "http://127.0.0.1"
@@ -327,6 +327,7 @@ def test_serving_another_host_prints_an_address_with_a_token(
     try:
         assert process.stderr is not None
         line = process.stderr.readline()
+        wait_for_port("127.0.0.2", port)
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)

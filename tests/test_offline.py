@@ -20,10 +20,11 @@ def test_the_network_guard_refuses_connections_and_lookups() -> None:
         socket.getaddrinfo("localhost", 443)  # a name to look up, even this one
 
 
-def test_the_network_guard_lets_a_loopback_server_of_the_test_through() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])  # all of 127.0.0.0/8 is loopback
+def test_the_network_guard_lets_a_loopback_server_of_the_test_through(host: str) -> None:
+    with socket.create_server((host, 0)) as server:
         port = server.getsockname()[1]
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
+        with socket.create_connection((host, port), timeout=1):
             pass
 
 

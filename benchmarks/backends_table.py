@@ -337,6 +337,18 @@ def _value(record: dict[str, Any]) -> dict[str, Any]:
     return {"text": record["content"], "agent_id": record["agent_id"]}
 
 
+def _put_times(store: Any, writes: list[dict[str, Any]], tag: str) -> list[float]:
+    """One ``put()`` per record of ``writes`` (new key and text, ``tag`` apart from other
+    items), timed: PostgresStore's counterpart of :func:`_remember_times`."""
+    return _times(
+        lambda jr: store.put(
+            _namespace(jr[1]), f"{tag}{jr[0]}",
+            {**_value(jr[1]), "text": f"{jr[1]['content']} {tag}{jr[0]}"},
+        ),
+        enumerate(writes),
+    )  # fmt: skip
+
+
 def measure_langgraph(url: str, corpus: Corpus, settings: Settings) -> dict[str, str]:
     from langgraph.store.base import PutOp
 
@@ -353,21 +365,9 @@ def measure_langgraph(url: str, corpus: Corpus, settings: Settings) -> dict[str,
             ])  # fmt: skip
         cells["load (bulk)"] = f"{n / (time.perf_counter() - start):,.0f} /s"
         writes = [records[int(i)] for i in rng.integers(n, size=settings.writes)]
-        samples = _times(
-            lambda jr: store.put(
-                _namespace(jr[1]), f"single{jr[0]}",
-                {**_value(jr[1]), "text": f"{jr[1]['content']} single{jr[0]}"},
-            ),
-            enumerate(writes),
-        )  # fmt: skip
+        samples = _put_times(store, writes, "single")
         cells["remember() p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
-        samples = _times(
-            lambda jr: store.put(
-                _namespace(jr[1]), f"durable{jr[0]}",
-                {**_value(jr[1]), "text": f"{jr[1]['content']} durable{jr[0]}"},
-            ),
-            enumerate(writes),
-        )  # fmt: skip
+        samples = _put_times(store, writes, "durable")
         cells["remember() durable p50 / p99"] = f"{_ms(samples)} / {_ms(samples, 99)}"
         picks = rng.choice(n, size=min(settings.gets, n), replace=False)
         cells["get uncached p50"] = _ms(

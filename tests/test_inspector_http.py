@@ -330,7 +330,12 @@ def test_serving_another_host_prints_an_address_with_a_token(
         wait_for_port("127.0.0.2", port)
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()  # never leave the server running past the test
+            process.wait()
+            raise
     found = re.search(rf"http://127\.0\.0\.2:{port}/\?token=([\w-]{{20,}})", line)
     assert found is not None, line
     assert "read-only" in line

@@ -1,5 +1,6 @@
-"""benchmarks/never_pausing.py: its raw floor writes the keyword rows the library writes
-(so the ratio compares the same work), and a second run continues the files of the first."""
+"""benchmarks/never_pausing.py: its raw floors write the keyword rows the library writes,
+the write floor also the same rows in every other table (so the ratios compare the same
+work), and a second run continues the files of the first."""
 
 from __future__ import annotations
 
@@ -23,6 +24,25 @@ def _docsizes(path: Path) -> list[bytes]:
         conn.close()
 
 
+_ROWS = (
+    "SELECT (SELECT count(*) FROM episodic), (SELECT count(*) FROM memory_index), "
+    "(SELECT count(*) FROM content_keys), (SELECT count(*) FROM repetition_schedules), "
+    "(SELECT count(*) FROM graph_queue), (SELECT count(*) FROM keyword_dirty), "
+    "(SELECT group_concat(session_id || ':' || (last_active_at > 0), ',') FROM "
+    "(SELECT * FROM sessions ORDER BY session_id))"
+)
+
+
+def _rows(path: Path) -> tuple[object, ...]:
+    """How many rows each table the write path touches holds, and which sessions were
+    touched."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return tuple(conn.execute(_ROWS).fetchone() or ())
+    finally:
+        conn.close()
+
+
 def test_the_floor_indexes_the_librarys_window_and_a_rerun_continues(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     never_pausing.main(["--to", "120", "--window", "60", "--sessions", "7", "--dir", str(folder)])
@@ -30,8 +50,24 @@ def test_the_floor_indexes_the_librarys_window_and_a_rerun_continues(tmp_path: P
     assert [(w["from"], w["to"]) for w in windows] == [(0, 60), (60, 120)]
     library, floor = _docsizes(folder / "library.db"), _docsizes(folder / "floor.db")
     assert len(library) == 120 and library == floor  # same rows, same windows
+    assert _docsizes(folder / "write_floor.db") == library
+    assert _rows(folder / "write_floor.db") == _rows(folder / "library.db")
+    assert _rows(folder / "library.db")[:6] == (120, 120, 120, 120, 120, 0)
+    assert set(windows[0]) >= {"library", "floor", "write_floor"}
     never_pausing.main(["--to", "150", "--window", "60", "--sessions", "7", "--dir", str(folder)])
     windows = [json.loads(line) for line in (folder / "windows.jsonl").read_text().splitlines()]
     assert (windows[-1]["from"], windows[-1]["to"]) == (120, 150)
     library, floor = _docsizes(folder / "library.db"), _docsizes(folder / "floor.db")
     assert len(library) == 150 and library == floor
+    assert _docsizes(folder / "write_floor.db") == library
+
+
+def test_a_folder_from_before_the_write_floor_gets_one(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    never_pausing.main(["--to", "40", "--window", "20", "--sessions", "3", "--dir", str(folder)])
+    (folder / "write_floor.db").unlink()  # as a run of the two-sided benchmark left it
+    for extra in ("-wal", "-shm"):
+        (folder / f"write_floor.db{extra}").unlink(missing_ok=True)
+    never_pausing.main(["--to", "60", "--window", "20", "--sessions", "3", "--dir", str(folder)])
+    assert _docsizes(folder / "write_floor.db") == _docsizes(folder / "library.db")
+    assert _rows(folder / "write_floor.db")[0] == 60

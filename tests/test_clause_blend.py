@@ -23,7 +23,7 @@ BURIED = (
     "I won a regional chess tournament last Saturday."
 )
 QUERY = "Which tournament did Nate win?"
-# The vector signal alone decides the order (no keywords in common with the query).
+# The vector signal alone decides the order (keyword share 0, no other signal).
 VECTOR_ONLY = RecallSettings(keyword_share=0.0, graph_share=0.0, speaker_boost=0.0,
                              adjacency_weight=0.0, neighbour_weight=0.0)  # fmt: skip
 

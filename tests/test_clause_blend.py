@@ -13,7 +13,7 @@ import pytest
 from persistence import InvalidInputError
 from tiered_memory import AgentMemoryManager, RecallSettings
 from tiered_memory.embedding import ClauseBlendEmbedder
-from tiered_memory.embedding.clause_blend import sentences
+from tiered_memory.embedding.clause_blend import blended_note, sentences
 from tiered_memory.embedding.embedders import OnnxEmbedder
 
 BASE = OnnxEmbedder.compact()  # one model load for the module
@@ -62,6 +62,14 @@ def test_a_text_of_several_sentences_blends_its_whole_and_its_sentences_mean() -
     batch = BLEND.embed(["I like turtles.", BURIED, "Hi there, Nate. How was the game?"])
     assert np.allclose(batch[1], BLEND.embed([BURIED])[0], atol=1e-6)
     assert np.array_equal(batch[0], BASE.embed(["I like turtles."])[0])
+
+
+def test_the_note_names_the_blend_only_where_there_is_one() -> None:
+    assert blended_note(BURIED, 0.6) == (
+        "vector: the whole text blended with its 3 sentences (clause blend 0.6)",
+    )
+    assert blended_note(BURIED, 1.0) == ()  # alpha 1 keeps the whole text's vector
+    assert blended_note("Nate: I like turtles.", 0.6) == ()
 
 
 def test_the_blend_has_its_own_model_id_and_checks_alpha() -> None:

@@ -53,8 +53,9 @@ def sentences(text: str) -> list[str]:
 
 
 def blended_note(content: str, alpha: float) -> tuple[str, ...]:
-    """A recall hit's note when its memory's vector was blended (empty when not)."""
-    count = len(sentences(content))
+    """A recall hit's note when its memory's vector was blended (empty when not: one
+    sentence, or ``alpha`` 1, which keeps the whole text's vector)."""
+    count = len(sentences(content)) if alpha < 1 else 0
     if not count:
         return ()
     return (f"vector: the whole text blended with its {count} sentences (clause blend {alpha:g})",)

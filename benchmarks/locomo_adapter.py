@@ -26,13 +26,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tiered_memory import AgentMemoryManager  # noqa: E402
+from tiered_memory.embedding import ClauseBlendEmbedder  # noqa: E402
 from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
 from tiered_memory.recall.rerank import SessionContextReranker  # noqa: E402
 from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
-RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05"}
-RECALL_V3 = {"neighbour_weight": "0"}
+RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05", "model": "compact"}
+RECALL_V3 = {"neighbour_weight": "0", "model": "compact"}
 
 
 class PgServerLocations:
@@ -74,18 +75,21 @@ class TieredMemoryAdapter:
         ``--opt reranker=context`` reranks with :class:`SessionContextReranker`;
         ``--opt backend=postgres`` stores each conversation in its own database on a
         server started for the run (default ``sqlite``: a file each); ``--opt
-        model=minilm`` embeds with the previous default model (``OnnxEmbedder()``)
-        instead of the default for new files (the compact MiniLM)."""
+        model=compact`` embeds with the plain compact MiniLM (the default before
+        clause-blended vectors), ``--opt model=minilm`` with the default before that
+        (``OnnxEmbedder()``), instead of the default for new files (the compact MiniLM
+        with clause-blended vectors; ``--opt alpha=A`` sets its blend)."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
         kinds = {"int": int, "float": float, "str": str}
         reranker = opts.pop("reranker", None)
         model = opts.pop("model", "default")
+        alpha = float(opts.pop("alpha", 0.6))
         sessions = opts.pop("sessions", "locomo")
         if sessions not in ("locomo", "one"):
             raise ValueError(f"--opt sessions={sessions}: locomo or one")
         self._one_session = sessions == "one"
-        if model not in ("default", "minilm"):
-            raise ValueError(f"--opt model={model}: default or minilm")
+        if model not in ("default", "compact", "minilm"):
+            raise ValueError(f"--opt model={model}: default, compact or minilm")
         chosen = "backend" in opts
         backend = opts.pop("backend", "sqlite")
         if backend not in ("sqlite", "postgres"):
@@ -100,9 +104,11 @@ class TieredMemoryAdapter:
             raise ValueError(f"--opt reranker={reranker}: only 'context' is known")
         self._settings = RecallSettings(**overrides)
         self._dir = tempfile.TemporaryDirectory(prefix="locomo-")
-        # One model for every conversation: what a new file gets by default, or the
+        # One model for every conversation: what a new file gets by default, or a
         # previous default.
-        self._embedder = OnnxEmbedder.compact() if model == "default" else OnnxEmbedder()
+        self._embedder: Any = OnnxEmbedder() if model == "minilm" else OnnxEmbedder.compact()
+        if model == "default":
+            self._embedder = ClauseBlendEmbedder(self._embedder, alpha)
         self._managers: dict[str, AgentMemoryManager] = {}
         self._dia_ids: dict[str, str] = {}
 
@@ -179,6 +185,16 @@ class RecallV2Adapter(TieredMemoryAdapter):
 
     def __init__(self, **opts: Any) -> None:
         super().__init__(**{**RECALL_V2, **opts})
+
+
+class PlainVectorsAdapter(TieredMemoryAdapter):
+    """The defaults before clause-blended vectors: the plain compact MiniLM
+    (``--opt model=compact``); for the before-and-after comparison in one run."""
+
+    name = "tiered-memory (plain vectors: previous defaults)"
+
+    def __init__(self, **opts: Any) -> None:
+        super().__init__(**{"model": "compact", **opts})
 
 
 class RecallV3Adapter(TieredMemoryAdapter):

@@ -4,8 +4,9 @@ backlog's embedding rate against a raw onnxruntime batch loop, in one run.
 Run: ``.venv/bin/python -m pytest benchmarks/test_backlog_bench.py -s`` (a minute or two).
 
 ``BACKLOG`` memories (conversation-like texts of 4 to 60 words) are written with
-``embedder=None`` and the file is reopened with the default model (the compact MiniLM,
-loaded before the clock starts). Printed:
+``embedder=None`` and the file is reopened with the compact MiniLM (loaded before the
+clock starts; the default for new files wraps it in clause blending, which embeds a
+memory's sentences too, so the plain model is what a raw loop can be held against). Printed:
 
 - the first ``recall()``'s latency with the background thread working the backlog off
   beside it, and how many memories its vector search could not see yet (the issue's
@@ -171,7 +172,7 @@ def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> No
     pristine = tmp_path / "pristine.db"
     shutil.copyfile(path, pristine)
 
-    model = OnnxEmbedder.compact()  # the default for a new file
+    model = OnnxEmbedder.compact()  # what the default for a new file wraps (plain: vs raw)
     assert model.dim == 384  # loaded (and built once) before any clock starts
     with AgentMemoryManager.open(path, embedder=model) as memory:
         started = time.perf_counter()

@@ -1,7 +1,8 @@
-"""The default model for new files is the compact MiniLM; a file the previous default
-(MiniLM, ``DEFAULT_MODEL_ID``) embedded keeps that model until ``reembed=True`` converts
-it; a cache directory that cannot be written gives ``ModelCacheError`` and writes
-nothing (checked on a read-only mount: root writes through mode bits)."""
+"""The default model for new files is the compact MiniLM with clause-blended vectors; a
+file an earlier default (MiniLM, ``DEFAULT_MODEL_ID``, or the plain compact MiniLM)
+embedded keeps that model until ``reembed=True`` converts it; a cache directory that
+cannot be written gives ``ModelCacheError`` and writes nothing (checked on a read-only
+mount: root writes through mode bits)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from persistence import EMBEDDING_MODEL_KEY, ModelCacheError
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embedding import compact_model
+from tiered_memory.embedding import ClauseBlendEmbedder, compact_model
 from tiered_memory.embedding.embedders import DEFAULT_MODEL_ID, OnnxEmbedder
 
 FACTS = [
@@ -27,6 +28,12 @@ FACTS = [
     "The build failed because the lock file was out of date.",
 ]
 ROOT = Path(__file__).resolve().parent.parent
+LONG = "Thanks for asking! The move went well. We finally painted the kitchen yellow."
+
+
+def new_default() -> str:
+    """The model id a new file records: the compact MiniLM, clause-blended."""
+    return ClauseBlendEmbedder(OnnxEmbedder.compact()).model_id
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +60,46 @@ def vectors(memory: AgentMemoryManager) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_a_new_file_gets_the_compact_model(db_path: Path, in_cache: Path) -> None:
+def test_a_new_file_gets_the_clause_blended_compact_model(db_path: Path, in_cache: Path) -> None:
     with AgentMemoryManager.open(db_path, embed_in_background=False) as memory:
-        memory.remember_many(FACTS)
-        assert model_of(memory) == compact_model.MODEL_ID
-        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == compact_model.MODEL_ID
+        memory.remember_many([*FACTS, LONG])
+        assert model_of(memory) == new_default() == f"{compact_model.MODEL_ID}+clauses0.6"
+        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == new_default()
         hit = memory.recall("where are we having the anniversary dinner", k=1)[0]
         assert "anniversary" in hit.memory.content
         assert "vector" in [s.signal for s in hit.explanation.signals]
-    expected = OnnxEmbedder.compact().embed(FACTS)
+    blend = ClauseBlendEmbedder(OnnxEmbedder.compact())
+    expected = blend.embed([*FACTS, LONG])
     with AgentMemoryManager.open(db_path, embedder=None, read_only=True) as memory:
         stored = {m.content: m.embedding for m in memory.query()}
-    for text, vector in zip(FACTS, expected, strict=True):
+    for text, vector in zip([*FACTS, LONG], expected, strict=True):
         assert np.allclose(np.asarray(stored[text]), vector, atol=1e-6)
+    # One-sentence facts embed as the compact model does; the long one is blended.
+    plain = OnnxEmbedder.compact().embed([FACTS[0], LONG])
+    assert np.allclose(np.asarray(stored[FACTS[0]]), plain[0], atol=1e-6)
+    assert not np.allclose(np.asarray(stored[LONG]), plain[1], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_a_file_of_the_plain_compact_model_keeps_it_until_reembedded(
+    db_path: Path, in_cache: Path
+) -> None:
+    plain = OnnxEmbedder.compact()
+    with AgentMemoryManager.open(db_path, embedder=plain, embed_in_background=False) as memory:
+        memory.remember_many([*FACTS, LONG])
+        before = vectors(memory)
+    with AgentMemoryManager.open(db_path, embed_in_background=False) as memory:
+        assert model_of(memory) == compact_model.MODEL_ID
+        assert "kitchen" in memory.recall("what colour is the kitchen", k=1)[0].memory.content
+        assert vectors(memory) == before
+    with AgentMemoryManager.open(db_path, reembed=True, embed_in_background=False) as memory:
+        assert model_of(memory) == new_default()
+        memory.flush()
+        after = vectors(memory)
+        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == new_default()
+    one, long = (np.frombuffer(after[t], "<f4") for t in (FACTS[0], LONG))
+    assert np.allclose(one, np.frombuffer(before[FACTS[0]], "<f4"), atol=1e-6)  # one sentence
+    assert not np.allclose(long, np.frombuffer(before[LONG], "<f4"), atol=1e-3)  # blended
 
 
 @pytest.mark.slow
@@ -95,28 +129,29 @@ def test_a_file_of_the_previous_default_keeps_its_model_until_reembedded(
     assert np.allclose(dentist, old, atol=1e-6) and not np.allclose(dentist, new, atol=1e-4)
     # reembed=True converts it to the default for new files.
     with AgentMemoryManager.open(db_path, reembed=True, embed_in_background=False) as memory:
-        assert model_of(memory) == compact_model.MODEL_ID
+        assert model_of(memory) == new_default()
         hit = memory.recall("which pets did my sister adopt", k=1)[0]
         assert "cats" in hit.memory.content
         converted = vectors(memory)
-        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == compact_model.MODEL_ID
-    # Every vector was replaced by the compact model's (dynamic quantization scales
+        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == new_default()
+    # Every vector was replaced by the new default's (dynamic quantization scales
     # activations per batch, so a vector matches its text embedded alone closely, not
     # bit for bit).
-    compact = OnnxEmbedder.compact()
+    compact = ClauseBlendEmbedder(OnnxEmbedder.compact())
     for text, blob in converted.items():
         vector = np.frombuffer(blob, "<f4")
         assert float(vector @ compact.embed([text])[0]) > 0.98
         assert blob != after[text]
-    # Converted, it stays converted: the defaults now open it with the compact model.
+    # Converted, it stays converted: the defaults now open it with the new default.
     with AgentMemoryManager.open(db_path, embed_in_background=False) as memory:
-        assert model_of(memory) == compact_model.MODEL_ID
+        assert model_of(memory) == new_default()
 
 
 CHILD = """
 import json, os, sys
 from pathlib import Path
 from tiered_memory import AgentMemoryManager
+from tiered_memory.embedding import ClauseBlendEmbedder
 from tiered_memory.embedding import compact_model
 from persistence import EMBEDDING_MODEL_KEY, ModelCacheError
 assert not os.access(os.environ["TIERED_MEMORY_CACHE"], os.W_OK)

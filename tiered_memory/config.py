@@ -50,8 +50,9 @@ class MemoryConfig:
     - ``external_change_check_ms``: how often reads look for commits by other
       processes (which make the cache and scratchpad reload); writes always look.
     - ``embedder``: ``"default"`` (local MiniLM via onnxruntime, loaded on first need:
-      the compact profile for a new file, the previous default ``OnnxEmbedder()`` for a
-      file it embedded unless ``reembed``), any
+      the compact profile with clause-blended vectors, ``ClauseBlendEmbedder(
+      OnnxEmbedder.compact())``, for a new file; an earlier default, ``OnnxEmbedder()``
+      or ``OnnxEmbedder.compact()``, for a file it embedded unless ``reembed``), any
       :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
     - ``embed_in_background``: a daemon thread embeds new memories soon after they are
       remembered (``False``: only ``flush()`` and, for about 250 ms at most each,

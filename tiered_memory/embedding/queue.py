@@ -35,6 +35,8 @@ from persistence import (
     Worker,
     content_hash,
 )
+from tiered_memory.embedding import compact_model
+from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder
 from tiered_memory.embedding.embedders import (
     DEFAULT_MODEL_ID,
     Embedder,
@@ -108,6 +110,10 @@ class EmbeddingQueue:
         )
         self._error: BaseException | None = None
 
+    def loaded_embedder(self) -> Embedder | None:
+        """The embedder if it is loaded already (never loads or checks it)."""
+        return self._embedder
+
     def embedder(self) -> Embedder | None:
         """The embedder (loaded on first need), checked against the model the file records.
 
@@ -162,12 +168,18 @@ class EmbeddingQueue:
         return embedder
 
     def _default(self) -> Embedder:
-        """The default model for this file: the compact MiniLM, except for a file the
-        previous default (MiniLM, ``DEFAULT_MODEL_ID``) embedded, which keeps its model
-        unless ``reembed`` converts it (vectors of two models never share one index)."""
-        if not self._reembed and self.store.get_meta(EMBEDDING_MODEL_KEY) == DEFAULT_MODEL_ID:
-            return OnnxEmbedder()
-        return OnnxEmbedder.compact()
+        """The default model for this file: the compact MiniLM with clause-blended
+        vectors (:mod:`~tiered_memory.embedding.clause_blend`), except for a file an
+        earlier default embedded (MiniLM, ``DEFAULT_MODEL_ID``, or the plain compact
+        MiniLM), which keeps its model unless ``reembed`` converts it (vectors of two
+        models never share one index)."""
+        if not self._reembed:
+            recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
+            if recorded == DEFAULT_MODEL_ID:
+                return OnnxEmbedder()
+            if recorded == compact_model.MODEL_ID:
+                return OnnxEmbedder.compact()
+        return ClauseBlendEmbedder(OnnxEmbedder.compact())
 
     @contextmanager
     def _working(self) -> Iterator[None]:

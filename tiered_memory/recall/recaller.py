@@ -46,6 +46,7 @@ from persistence import (
     require_str_tuple,
     validate_filter,
 )
+from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder, blended_note
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
@@ -296,6 +297,8 @@ class Recaller:
         batch = max(2 * k, 20)
         if isinstance(self._store, OneTripWrites):  # a round trip costs more than rows
             batch = max(6 * k, SERVER_BATCH)
+        embedder = self._embeddings.loaded_embedder()
+        blend = embedder if isinstance(embedder, ClauseBlendEmbedder) else None
         for start in range(0, len(order), batch):
             chunk = order[start : start + batch]
             memories = self._get_many(chunk)
@@ -305,6 +308,8 @@ class Recaller:
                     notes = skipped
                     if unseen and memory.embedding is None:
                         notes = _NO_VECTOR + skipped
+                    elif blend is not None and memory.embedding is not None:
+                        notes = blended_note(memory.content, blend.alpha) + skipped
                     hits.append(explain(memory, fused[memory_id], now, settings, described,
                                         notes, vector_pending=unseen))  # fmt: skip
             hits.sort(key=lambda h: (-h.score, h.memory.id))

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.smoke import size
-from tiered_memory import AgentMemoryManager, OnnxEmbedder
+from tiered_memory import AgentMemoryManager, Embedder, OnnxEmbedder
 from tiered_memory.embedding import ClauseBlendEmbedder, compact_model
 from tiered_memory.embedding.clause_blend import sentences
 
@@ -190,6 +190,26 @@ def _raw_rate(folder: Path, texts: list[str], per: int | None = None) -> float:
     return (per if per is not None else len(texts)) / (time.perf_counter() - started)
 
 
+def _rates(
+    backlog: Path, model: Embedder, pieces: list[str], folder: Path, per: int | None = None
+) -> tuple[list[float], list[float]]:
+    """``flush()``'s rate on copies of ``backlog`` embedded by ``model``, and the raw
+    loop's over ``pieces`` (what ``model`` runs the network on), taking turns ROUNDS
+    times; memories per second."""
+    folder.mkdir()
+    libraries, raws = [], []
+    for n in range(ROUNDS):
+        copy = folder / f"copy{n}.db"
+        shutil.copyfile(backlog, copy)
+        with AgentMemoryManager.open(copy, embedder=model, embed_in_background=False) as memory:
+            started = time.perf_counter()
+            embedded = memory.flush()
+            libraries.append(embedded / (time.perf_counter() - started))
+            assert embedded == BACKLOG and memory.statistics().vector_pending == 0
+        raws.append(_raw_rate(compact_model.build(), pieces, per=per))
+    return libraries, raws
+
+
 def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> None:
     texts = _texts(BACKLOG)
     path = tmp_path / "backlog.db"
@@ -210,35 +230,18 @@ def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> No
         second = time.perf_counter() - started
 
     # Library and raw alternate, best of ROUNDS each: the load of a shared VM moves.
-    libraries, raws = [], []
-    for n in range(ROUNDS):
-        copy = tmp_path / f"copy{n}.db"
-        shutil.copyfile(pristine, copy)
-        with AgentMemoryManager.open(copy, embedder=model, embed_in_background=False) as memory:
-            started = time.perf_counter()
-            embedded = memory.flush()
-            libraries.append(embedded / (time.perf_counter() - started))
-            assert embedded == BACKLOG and memory.statistics().vector_pending == 0
-        raws.append(_raw_rate(compact_model.build(), texts))
+    libraries, raws = _rates(pristine, model, texts, tmp_path / "plain")
     library, raw = max(libraries), max(raws)
 
     # The default of new files: the clause blend, on texts of several sentences.
     cut = _in_sentences(texts)
-    blend = ClauseBlendEmbedder(model)
     pieces = [p for text in cut for p in (text, *sentences(text))]
     blended_path = tmp_path / "blended.db"
     with AgentMemoryManager.open(blended_path, embedder=None) as memory:
         memory.remember_many(cut)
-    blended, blended_raw = [], []
-    for n in range(ROUNDS):
-        copy = tmp_path / f"blended{n}.db"
-        shutil.copyfile(blended_path, copy)
-        with AgentMemoryManager.open(copy, embedder=blend, embed_in_background=False) as memory:
-            started = time.perf_counter()
-            embedded = memory.flush()
-            blended.append(embedded / (time.perf_counter() - started))
-            assert embedded == BACKLOG
-        blended_raw.append(_raw_rate(compact_model.build(), pieces, per=len(cut)))
+    blended, blended_raw = _rates(
+        blended_path, ClauseBlendEmbedder(model), pieces, tmp_path / "blend", per=len(cut)
+    )
 
     print(
         f"\nbacklog of {BACKLOG:,} memories, default (compact) model:"

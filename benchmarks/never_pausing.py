@@ -53,7 +53,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import numpy as np
@@ -64,6 +64,8 @@ from persistence.sqlite.connection import ConnectionOptions, connect, connection
 from persistence.sqlite.sql import memory_sql, schema_sql
 from persistence.sqlite.sql.schema_sql import WINDOW
 from tiered_memory import AgentMemoryManager
+from tiered_memory.forgetting import ForgettingCurve, initial_stability
+from tiered_memory.tokens import EstimatedTokenCounter
 
 VOCAB = np.array([f"w{i}" for i in range(20000)])
 WEIGHTS = 1 / np.arange(1, len(VOCAB) + 1)
@@ -218,11 +220,15 @@ class WriteFloor:
     SCHEDULE = (
         "INSERT INTO repetition_schedules (memory_id, next_review_at, interval_ms, "
         "review_count, ease_factor, stability_days, last_reviewed_at) "
-        "VALUES (?, ?, ?, 0, 2.5, 1.0, NULL)"
+        "VALUES (?, ?, ?, 0, 2.5, ?, NULL)"
     )
     DAY_MS = 86_400_000
 
     def __init__(self, path: Path, sessions: int) -> None:
+        # The values remember() gives a new memory's row and schedule, worked out as it
+        # does: its token count, and the first stability of a memory of default importance.
+        self.tokens = EstimatedTokenCounter()
+        self.stability = initial_stability(0.5, ForgettingCurve())
         if not path.exists():
             made = AgentMemoryManager.open(path, embedder=None, recall_review_quality=None)
             for s in range(sessions):
@@ -243,7 +249,7 @@ class WriteFloor:
 
     def write(self, n: int, text: str) -> None:
         session = f"s{session_of(n, self.sessions)}"
-        memory = Memory.create(text, session_id=session)
+        memory = Memory.create(text, session_id=session, token_count=self.tokens.count(text))
         conn = self.conn
         conn.pragma("data_version")
         conn.execute("BEGIN IMMEDIATE")
@@ -258,7 +264,7 @@ class WriteFloor:
                 (memory.id, key),
             )
             due = memory.created_at + self.DAY_MS
-            conn.execute(self.SCHEDULE, (memory.id, due, self.DAY_MS))
+            conn.execute(self.SCHEDULE, (memory.id, due, self.DAY_MS, self.stability))
             conn.execute(
                 "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
                 (memory.created_at, session),
@@ -410,8 +416,7 @@ def run(args: argparse.Namespace, out: Callable[[str], None]) -> list[dict[str, 
     at = sides["library"].count()
     if at:
         out(f"resuming at {at:,} memories")
-    library = sides["library"]
-    assert isinstance(library, Library)
+    library = cast(Library, sides["library"])
     profile = Profile(library.connection()) if args.profile else None
     log = folder / "windows.jsonl"
     rows: list[dict[str, Any]] = []

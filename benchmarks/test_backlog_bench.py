@@ -244,7 +244,7 @@ def test_first_recall_after_a_backlog_and_the_backlog_rate(tmp_path: Path) -> No
     )
 
     print(
-        f"\nbacklog of {BACKLOG:,} memories, default (compact) model:"
+        f"\nbacklog of {BACKLOG:,} memories, plain compact model:"
         f"\n  first recall {first * 1000:.0f} ms (vector search could not see {unseen:,} yet),"
         f" second {second * 1000:.0f} ms"
         f"\n  backlog embedding: library flush() {library:,.0f} texts/s, raw onnxruntime "

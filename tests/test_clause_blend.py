@@ -10,10 +10,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from persistence import InvalidInputError
+from persistence import EmbedderError, InvalidInputError
 from tiered_memory import AgentMemoryManager, RecallSettings
 from tiered_memory.embedding import ClauseBlendEmbedder
-from tiered_memory.embedding.clause_blend import blended_note, sentences
+from tiered_memory.embedding.clause_blend import MAX_SENTENCES, blended_note, sentences
 from tiered_memory.embedding.embedders import OnnxEmbedder
 
 BASE = OnnxEmbedder.compact()  # one model load for the module
@@ -64,6 +64,58 @@ def test_a_text_of_several_sentences_blends_its_whole_and_its_sentences_mean() -
     assert np.array_equal(batch[0], BASE.embed(["I like turtles."])[0])
 
 
+def test_only_a_short_name_is_a_speaker_label() -> None:
+    # Text before a colon that is no name is not repeated before each sentence.
+    assert sentences("The reason is simple: we left early. We came back late at night.") == [
+        "The reason is simple: we left early.",
+        "We came back late at night.",
+    ]
+    assert sentences("Yes, of course. Remember this: the key is under the mat.")[1] == (
+        "Remember this: the key is under the mat."
+    )
+    assert sentences("Élodie Durand: je suis partie tôt. Nous sommes revenus tard.")[1] == (
+        "Élodie Durand: Nous sommes revenus tard."
+    )
+    assert sentences("私は家に帰りました。 それからとても長く寝ました。") == []  # one "word" each
+
+
+class _Counting:
+    """A base embedder that counts the texts it is given (vectors of the real model)."""
+
+    def __init__(self) -> None:
+        self.texts = 0
+        self.dim = BASE.dim
+        self.model_id = BASE.model_id
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return BASE.embed(texts)
+
+
+def test_a_huge_memory_embeds_at_most_max_sentences_more_pieces() -> None:
+    huge = " ".join(f"Sentence number {i} says one more thing." for i in range(5_000))
+    counting = _Counting()
+    vector = ClauseBlendEmbedder(counting).embed([huge])[0]  # type: ignore[arg-type]
+    assert counting.texts == 1 + MAX_SENTENCES
+    assert float(np.linalg.norm(vector)) == pytest.approx(1.0, abs=1e-5)
+    counting.texts = 0
+    ClauseBlendEmbedder(counting, 1.0).embed([huge, BURIED])  # type: ignore[arg-type]
+    assert counting.texts == 2  # alpha 1: the sentences would weigh nothing, none embedded
+
+
+def test_bad_input_and_a_bad_base_get_specific_errors() -> None:
+    for bad in ("one string", [None], [b"bytes"]):
+        with pytest.raises(InvalidInputError, match="sequence of str"):
+            BLEND.embed(bad)  # type: ignore[arg-type]
+
+    class Short(_Counting):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return BASE.embed(texts[:1])
+
+    with pytest.raises(EmbedderError, match="returned shape"):
+        ClauseBlendEmbedder(Short()).embed([BURIED])  # type: ignore[arg-type]
+
+
 def test_the_note_names_the_blend_only_where_there_is_one() -> None:
     assert blended_note(BURIED, 0.6) == (
         "vector: the whole text blended with its 3 sentences (clause blend 0.6)",
@@ -79,6 +131,10 @@ def test_the_blend_has_its_own_model_id_and_checks_alpha() -> None:
     for bad in (0, 0.0, -0.5, 1.5, True, "0.6", None):
         with pytest.raises(InvalidInputError, match="alpha"):
             ClauseBlendEmbedder(BASE, bad)  # type: ignore[arg-type]
+    # One id, one scheme: an alpha the id cannot tell apart is the same alpha.
+    near = ClauseBlendEmbedder(BASE, 0.6000001)
+    assert near.model_id == BLEND.model_id and near.alpha == BLEND.alpha
+    assert ClauseBlendEmbedder(BASE, np.float32(0.5)).alpha == 0.5  # type: ignore[arg-type]
 
 
 def _vector_cosine(memory: AgentMemoryManager, content: str) -> tuple[float, tuple[str, ...]]:

@@ -151,7 +151,6 @@ CHILD = """
 import json, os, sys
 from pathlib import Path
 from tiered_memory import AgentMemoryManager
-from tiered_memory.embedding import ClauseBlendEmbedder
 from tiered_memory.embedding import compact_model
 from persistence import EMBEDDING_MODEL_KEY, ModelCacheError
 assert not os.access(os.environ["TIERED_MEMORY_CACHE"], os.W_OK)

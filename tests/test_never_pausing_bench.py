@@ -33,6 +33,23 @@ _ROWS = (
 )
 
 
+_VALUES = (
+    "SELECT e.content, e.token_count, e.session_id, e.importance, e.access_count, "
+    "s.interval_ms, s.review_count, s.ease_factor, s.stability_days, "
+    "s.next_review_at - e.created_at FROM episodic AS e "
+    "JOIN repetition_schedules AS s ON s.memory_id = e.id ORDER BY e.rowid"
+)
+
+
+def _values(path: Path) -> list[tuple[object, ...]]:
+    """What each memory's row and schedule hold (ids and times aside)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [tuple(row) for row in conn.execute(_VALUES)]
+    finally:
+        conn.close()
+
+
 def _rows(path: Path) -> tuple[object, ...]:
     """How many rows each table the write path touches holds, and which sessions were
     touched."""
@@ -52,6 +69,7 @@ def test_the_floor_indexes_the_librarys_window_and_a_rerun_continues(tmp_path: P
     assert len(library) == 120 and library == floor  # same rows, same windows
     assert _docsizes(folder / "write_floor.db") == library
     assert _rows(folder / "write_floor.db") == _rows(folder / "library.db")
+    assert _values(folder / "write_floor.db") == _values(folder / "library.db")
     assert _rows(folder / "library.db")[:6] == (120, 120, 120, 120, 120, 0)
     assert set(windows[0]) >= {"library", "floor", "write_floor"}
     never_pausing.main(["--to", "150", "--window", "60", "--sessions", "7", "--dir", str(folder)])

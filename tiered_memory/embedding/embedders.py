@@ -2,8 +2,10 @@
 
 :class:`OnnxEmbedder` is :class:`~tiered_memory.embedding.onnx_encoder.OnnxEncoder` (the
 model runner: tokenizer, onnxruntime session, pooling) with the shipped profiles as
-constructors: :meth:`OnnxEmbedder.quality` and :meth:`OnnxEmbedder.compact` (the default
-for new files; ``OnnxEmbedder()`` is the previous default, kept by files it embedded).
+constructors: :meth:`OnnxEmbedder.quality` and :meth:`OnnxEmbedder.compact` (what the
+default for new files, :class:`~tiered_memory.embedding.clause_blend.ClauseBlendEmbedder`,
+runs; the plain compact model and ``OnnxEmbedder()``, earlier defaults, are kept by files
+they embedded).
 The profiles' build modules check their output with the encoder, so they import no
 module that imports them.
 """

@@ -308,7 +308,9 @@ class Recaller:
                     notes = skipped
                     if unseen and memory.embedding is None:
                         notes = _NO_VECTOR + skipped
-                    elif blend is not None and memory.embedding is not None:
+                    elif blend is not None and any(
+                        s.signal == "vector" for s in fused[memory_id]
+                    ):  # found by its blended vector: say so
                         notes = blended_note(memory.content, blend.alpha) + skipped
                     hits.append(explain(memory, fused[memory_id], now, settings, described,
                                         notes, vector_pending=unseen))  # fmt: skip

@@ -77,7 +77,7 @@ def capture(out: Path, data: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="/work/tmp-recall5/capture.pkl")
+    ap.add_argument("--out", required=True, help="the pickle to write (locomo_rules.py reads it)")
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     args = ap.parse_args()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -138,14 +138,10 @@ class Floor:
 
     def __init__(self, path: Path, table_sql: str, sessions: int) -> None:
         self.conn = apsw.Connection(str(path))
-        self.conn.set_busy_timeout(BUSY_MS)  # the checkpoint thread opens the WAL beside it
         # One pragma a call: a multi-statement execute() stops at journal_mode's result row.
         self.conn.pragma("journal_mode", "wal")
         self.conn.pragma("synchronous", "NORMAL")
-        self.conn.pragma("temp_store", "MEMORY")
-        self.conn.pragma("cache_size", -CACHE_KIB)
-        self.checkpoints = RawCheckpoints(str(path))
-        self.conn.set_wal_hook(self.checkpoints.wal_hook)  # autocheckpoint off: the thread
+        self.checkpoints = RawCheckpoints.writing(self.conn, path)
         self.sessions = sessions
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS m (id INTEGER PRIMARY KEY, session INT, content TEXT)"
@@ -235,12 +231,8 @@ class WriteFloor:
                 made.start_session(f"s{s}")
             made.close()
         self.conn = connect(str(path), ConnectionOptions())
-        self.conn.set_busy_timeout(BUSY_MS)
         connection_wal(self.conn)
-        self.conn.pragma("temp_store", "MEMORY")
-        self.conn.pragma("cache_size", -CACHE_KIB)
-        self.checkpoints = RawCheckpoints(str(path))
-        self.conn.set_wal_hook(self.checkpoints.wal_hook)
+        self.checkpoints = RawCheckpoints.writing(self.conn, path)
         self.sessions = sessions
 
     def count(self) -> int:
@@ -288,6 +280,18 @@ class RawCheckpoints:
     starts over (a writer that never pauses would otherwise grow it without end)."""
 
     RESTART_FACTOR = 8
+
+    @classmethod
+    def writing(cls, conn: apsw.Connection, path: Path) -> RawCheckpoints:
+        """A floor's writer settings as the library's writer has them (temporary store in
+        RAM, its page cache, waiting for the checkpoint thread that opens the WAL beside
+        it) and its checkpoints (the WAL hook: automatic checkpoints off)."""
+        conn.set_busy_timeout(BUSY_MS)
+        conn.pragma("temp_store", "MEMORY")
+        conn.pragma("cache_size", -CACHE_KIB)
+        checkpoints = cls(str(path))
+        conn.set_wal_hook(checkpoints.wal_hook)
+        return checkpoints
 
     def __init__(self, path: str, pages: int = 1000) -> None:
         self.path = path

@@ -6,22 +6,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import apsw
+from typing import cast
 
 from benchmarks import never_pausing
+from tests.data_checks import open_raw
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """The rows of ``sql`` on the file at ``path``, opened read-only."""
+    conn = open_raw(path, readonly=True)
+    try:
+        return [tuple(row) for row in conn.execute(sql)]
+    finally:
+        conn.close()
 
 
 def _docsizes(path: Path) -> list[bytes]:
     """Each keyword row's token counts per column (content, context, after), in rowid
     order: what FTS5 indexed for it."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return [
-            bytes(row[0]) for row in conn.execute("SELECT sz FROM memory_fts_docsize ORDER BY id")
-        ]
-    finally:
-        conn.close()
+    rows = _query(path, "SELECT sz FROM memory_fts_docsize ORDER BY id")
+    return [cast(bytes, row[0]) for row in rows]
 
 
 _ROWS = (
@@ -31,7 +35,8 @@ _ROWS = (
     "(SELECT group_concat(session_id || ':' || (last_active_at > 0), ',') FROM "
     "(SELECT * FROM sessions ORDER BY session_id))"
 )
-
+"""How many rows each table the write path touches holds, and which sessions were
+touched."""
 
 _VALUES = (
     "SELECT e.content, e.token_count, e.session_id, e.importance, e.access_count, "
@@ -39,25 +44,15 @@ _VALUES = (
     "s.next_review_at - e.created_at FROM episodic AS e "
     "JOIN repetition_schedules AS s ON s.memory_id = e.id ORDER BY e.rowid"
 )
-
-
-def _values(path: Path) -> list[tuple[object, ...]]:
-    """What each memory's row and schedule hold (ids and times aside)."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return [tuple(row) for row in conn.execute(_VALUES)]
-    finally:
-        conn.close()
+"""What each memory's row and schedule hold (ids and times aside)."""
 
 
 def _rows(path: Path) -> tuple[object, ...]:
-    """How many rows each table the write path touches holds, and which sessions were
-    touched."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return tuple(conn.execute(_ROWS).fetchone() or ())
-    finally:
-        conn.close()
+    return _query(path, _ROWS)[0]
+
+
+def _values(path: Path) -> list[tuple[object, ...]]:
+    return _query(path, _VALUES)
 
 
 def test_the_floor_indexes_the_librarys_window_and_a_rerun_continues(tmp_path: Path) -> None:

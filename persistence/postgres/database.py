@@ -119,6 +119,7 @@ class PgDatabase(PgChangeWatch):
         self.settings = settings or PoolSettings()
         self.writer_id = uuid.uuid4().hex
         self.lock = threading.RLock()
+        self._snapshots = threading.local()  # .conn: this thread's open snapshot()
         self._pool: ConnectionPool[Connection] | None = None
         self._listener: Connection | None = None
         self._tx: Connection | None = None  # the connection of the open transaction
@@ -269,6 +270,13 @@ class PgDatabase(PgChangeWatch):
                 self._aborted = True
                 raise call_error(exc, self._url) from None
             return
+        held: Connection | None = getattr(self._snapshots, "conn", None)
+        if held is not None:
+            try:
+                yield held
+            except psycopg.Error as exc:
+                raise call_error(exc, self._url) from None
+            return
         pool = self._require_pool()
         try:
             with pool.connection() as conn:
@@ -279,6 +287,26 @@ class PgDatabase(PgChangeWatch):
             raise call_error(exc, self._url) from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A connection whose reads see one snapshot until the block ends: ``REPEATABLE
+        READ READ ONLY`` on a pooled connection, which :meth:`reading` hands out in this
+        thread until the block ends (nested blocks share it; inside this thread's
+        transaction, the transaction's view)."""
+        if self.in_transaction or getattr(self._snapshots, "conn", None) is not None:
+            with self.reading() as conn:
+                yield conn
+            return
+        with self.reading() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._snapshots.conn = conn
+            try:
+                yield conn
+            finally:
+                self._snapshots.conn = None
+                if not conn.closed:
+                    conn.execute("ROLLBACK")
 
     def _pool_timeout(self) -> TieredMemoryError:
         """The error of a wait for a pool connection that timed out: the server's own

@@ -294,22 +294,11 @@ class PostgresStore(IndexSearches):
         """A connection for reads (the transaction's inside one)."""
         return self.db.reading()
 
-    @contextmanager
-    def snapshot(self) -> Iterator[Connection]:
+    def snapshot(self) -> AbstractContextManager[Connection]:
         """Reads inside the block see one consistent snapshot (``REPEATABLE READ READ
         ONLY`` on a connection of its own; inside this thread's transaction, that
-        transaction's view)."""
-        if self.db.in_transaction:
-            with self.db.reading() as conn:
-                yield conn
-            return
-        with self.db.reading() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                yield conn
-            finally:
-                if not conn.closed:
-                    conn.execute("ROLLBACK")
+        transaction's view): :meth:`PgDatabase.snapshot`."""
+        return self.db.snapshot()
 
     # --- facts about the store ----------------------------------------------------------------
 

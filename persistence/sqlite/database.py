@@ -463,6 +463,13 @@ class Database:
         self.require_open()
         return _Reading(self)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[apsw.Connection]:
+        """A connection whose reads see one snapshot until the block ends (nested blocks
+        share it; inside this thread's transaction, the transaction's view)."""
+        with self.reading() as conn, read_snapshot(conn):
+            yield conn
+
     def read_row(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
         """The first row of a one-statement read: :meth:`reading` without its context
         manager, for the read every uncached ``get`` makes (same connection, same wait

@@ -88,9 +88,9 @@ def build_backend(
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
     ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the engine's
     tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
-    statement the store runs (:class:`~persistence.TracedStatement`). ``scope`` names the
-    agent a scoped handle is for (``''``: the whole store): row-level security on a server,
-    :mod:`persistence.sqlite.agent_filter` on a file."""
+    statement the store runs on either engine (:class:`~persistence.TracedStatement`).
+    ``scope`` names the agent a scoped handle is for (``''``: the whole store): row-level
+    security on a server, :mod:`persistence.sqlite.agent_filter` on a file."""
     if is_server_url(location):
         if key is not None:
             from persistence.postgres.files import NO_KEYS
@@ -99,7 +99,7 @@ def build_backend(
         return _server_backend(
             str(location), clock=clock, read_only=read_only, max_content_bytes=max_content_bytes,
             backup_dir=backup_dir, pool=pool, scope=scope, synchronous=synchronous,
-            change_check_interval_ms=change_check_interval_ms,
+            change_check_interval_ms=change_check_interval_ms, trace=trace,
         )  # fmt: skip
     store = SQLiteStore(
         location,
@@ -175,13 +175,14 @@ def _server_backend(
     scope: str,
     change_check_interval_ms: int,
     synchronous: Synchronous,
+    trace: Callable[[TracedStatement], None] | None,
 ) -> Backend:
     """The PostgreSQL parts for ``url`` (not yet opened)."""
     pg = _postgres()
     store = pg.PostgresStore(url, scope=scope, read_only=read_only, clock=clock,
                              max_content_bytes=max_content_bytes, pool=pool,
                              change_check_interval_ms=change_check_interval_ms,
-                             synchronous=synchronous)  # fmt: skip
+                             synchronous=synchronous, trace=trace)  # fmt: skip
     return Backend(
         store,
         pg.PgGraphStore(store),

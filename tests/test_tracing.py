@@ -111,3 +111,57 @@ def test_a_key_is_never_handed_to_the_trace(tmp_path: Path) -> None:
     assert "key" not in {s.sql.split("(")[0].split()[-1].strip('"').lower() for s in seen}
     with AgentMemoryManager.open(path, key="NEW-SECRET-KEY", embedder=None) as memory:
         assert len(memory.query()) == 2
+
+
+def test_both_engines_report_each_statement_with_its_parameters_and_time(
+    any_location: str,
+) -> None:
+    seen: list[TracedStatement] = []
+    with AgentMemoryManager.open(any_location, trace=seen.append, embedder=None) as memory:
+        seen.clear()  # opening ran its own statements
+        m = memory.remember("the lighthouse keeper waves")
+        with memory.transaction():
+            memory.remember("a second one, in a transaction")
+        assert memory.recall("lighthouse", k=1)
+    texts = [s.sql.lstrip().upper() for s in seen]
+    assert any(t.startswith("INSERT") or "INSERT INTO" in t for t in texts), texts
+    assert any("COMMIT" in t for t in texts), texts
+    assert all(s.nanoseconds > 0 for s in seen)
+    marks = "?" if any_location.endswith(".db") else "%s"
+    # statements with one kind of mark and no quoted text: one parameter per mark
+    plain = [s for s in seen if marks in s.sql and not re.search(r"'|\?\d|[:@$]\w|%\(", s.sql)]
+    assert plain and all(s.parameters == s.sql.count(marks) for s in plain)
+    with AgentMemoryManager.open(any_location, trace=seen.append, embedder=None) as memory:
+        seen.clear()
+        assert memory.get(m.id) is not None
+    assert any(s.sql.lstrip().upper().startswith("SELECT") and s.parameters >= 1 for s in seen)
+
+
+def test_a_traced_server_store_reports_a_broken_callback_once(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(statement: TracedStatement) -> None:
+        raise RuntimeError("tracer bug")
+
+    with (
+        caplog.at_level(logging.ERROR, logger="tiered_memory.trace"),
+        AgentMemoryManager.open(pg_url, trace=broken, embedder=None) as memory,
+    ):
+        m = memory.remember("still stored")
+        assert memory.get(m.id) is not None
+    assert len([r for r in caplog.records if "trace callback failed" in r.message]) == 1
+
+
+def test_an_untraced_server_store_uses_plain_connections(pg_url: str) -> None:
+    from persistence.postgres.tracing import TracedConnection
+
+    with (
+        AgentMemoryManager.open(pg_url, embedder=None) as memory,
+        memory.store.db.reading() as conn,
+    ):
+        assert not isinstance(conn, TracedConnection)
+    with (
+        AgentMemoryManager.open(pg_url, trace=lambda s: None, embedder=None) as traced,
+        traced.store.db.reading() as conn,
+    ):
+        assert isinstance(conn, TracedConnection) and conn.tracer is not None

@@ -12,6 +12,8 @@ on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.databa
   advisory lock (writers of one agent queue, as at SQLite's ``BEGIN IMMEDIATE``; writers
   of different agents do not) and reads the scope's version row; a transaction that
   wrote bumps it in the same round trip as ``COMMIT``.
+- **Tracing** (``trace=``): every statement of the store's connections is reported
+  (:mod:`persistence.postgres.tracing`); without it the connections pay nothing.
 - **Other processes' commits** arrive as ``NOTIFY tm_changes`` on a listening connection
   (:meth:`check_external_changes`) and are confirmed exactly by the version row at every
   ``BEGIN``; either calls the :meth:`on_external_change` callbacks.
@@ -44,9 +46,11 @@ from persistence.errors import (
 )
 from persistence.locations import redact
 from persistence.postgres.change_watch import Hook, PgChangeWatch
+from persistence.postgres.tracing import connection_class, traced_by
 from persistence.postgres.translate import call_error, connect_error
 from persistence.postgres.write_count import CountingConnection, writes
 from persistence.records import PoolSettings, Synchronous
+from persistence.trace_report import TraceCallback, TraceReporter
 
 log = logging.getLogger("tiered_memory.postgres")
 
@@ -107,8 +111,10 @@ class PgDatabase(PgChangeWatch):
         settings: PoolSettings | None = None,
         change_check_interval_s: float = 0.05,
         synchronous: Synchronous = "NORMAL",
+        trace: TraceCallback | None = None,
     ) -> None:
         self._url = url
+        self._tracer = None if trace is None else TraceReporter(trace)
         # NORMAL: a commit returns before its WAL reaches the disk (a client crash loses
         # nothing acknowledged; a server crash or power loss may lose the last fraction of a
         # second of commits, never half of one); FULL: it waits for the flush (~4 ms here).
@@ -160,13 +166,14 @@ class PgDatabase(PgChangeWatch):
         """One connection outside the pool (migrations, the listener), set up like the
         pool's; errors are translated."""
         try:
-            conn: Connection = psycopg.connect(
+            conn: Connection = connection_class(self._tracer, psycopg.Connection).connect(
                 self._url,
                 autocommit=True,
                 connect_timeout=max(1, round(self.settings.connect_timeout_s)),
             )
         except psycopg.Error as exc:
             raise connect_error(exc, self._url) from None
+        traced_by(conn, self._tracer)
         try:
             _check_client(conn)
         except psycopg.Error as exc:
@@ -179,6 +186,7 @@ class PgDatabase(PgChangeWatch):
         soon a backend notices its client is gone)."""
         from pgvector.psycopg import register_vector
 
+        traced_by(conn, self._tracer)
         conn.execute(
             "SELECT set_config('tm.scope', %s, false), set_config('tm.writer', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
@@ -213,7 +221,7 @@ class PgDatabase(PgChangeWatch):
             kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout_s))},
             configure=self._configure,
             check=self._check,
-            connection_class=CountingConnection,
+            connection_class=connection_class(self._tracer, CountingConnection),
             open=False,
             name="tiered-memory",
         )

@@ -57,6 +57,7 @@ from persistence.records import (
     TranscriptEntry,
     now_ms,
 )
+from persistence.trace_report import TraceCallback
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     require_bool,
@@ -92,7 +93,8 @@ class PostgresStore(IndexSearches):
     commits against the version row (announcements usually arrive sooner).
     ``synchronous="NORMAL"`` commits without waiting for the WAL flush
     (``synchronous_commit = off``: a server crash may lose the last fraction of a second of
-    acknowledged commits), ``"FULL"`` waits for it.
+    acknowledged commits), ``"FULL"`` waits for it. ``trace`` is told of every statement
+    run (:mod:`~persistence.postgres.tracing`).
     """
 
     indexes: PgIndexStore
@@ -109,6 +111,7 @@ class PostgresStore(IndexSearches):
         pool: PoolSettings | None = None,
         change_check_interval_ms: int = 50,
         synchronous: Synchronous = "NORMAL",
+        trace: TraceCallback | None = None,
     ) -> None:
         require_str(url, "url")
         require_str(scope, "scope")
@@ -119,7 +122,7 @@ class PostgresStore(IndexSearches):
         require_choice(synchronous, "synchronous", ("NORMAL", "FULL"))
         self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
                              change_check_interval_s=change_check_interval_ms / 1000,
-                             synchronous=synchronous)  # fmt: skip
+                             synchronous=synchronous, trace=trace)  # fmt: skip
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
         self.memories = PgMemoryStore(self.db, self.config)
         self.sessions = PgSessionStore(self.db, self.config)

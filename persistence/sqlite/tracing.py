@@ -13,28 +13,23 @@ callback is given, so an untraced store pays nothing.
 A statement that sets an encryption key (``PRAGMA key``/``rekey``, their ``hex`` forms)
 holds the key in its text and is never reported; parameters are counted, never shown. A
 callback that raises is logged (logger ``tiered_memory.trace``) and never fails the call
-being traced.
+being traced (:mod:`persistence.trace_report`, shared with PostgreSQL).
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
 from persistence.records import TracedStatement
-from persistence.validation import require_callable
+from persistence.trace_report import TraceCallback, TraceReporter, parameter_count
 
 __all__ = ["StatementTracer", "TraceCallback", "TracedStatement"]
 
-TraceCallback = Callable[[TracedStatement], None]
-_log = logging.getLogger("tiered_memory.trace")
 _KEY_PRAGMA = re.compile(
     r"""\s*pragma\s+(?:["'`\[]?\w+["'`\]]?\.)?["'`\[]?(?:hex)?(?:re)?key\b""", re.I
 )
@@ -50,17 +45,14 @@ class _Pending:
     started: int  # time.perf_counter_ns() as it began
 
 
-class StatementTracer:
+class StatementTracer(TraceReporter):
     """Reports each statement run on the connections it is attached to."""
 
-    __slots__ = ("callback", "_pending", "_lock", "_errors")
+    __slots__ = ("_pending",)
 
     def __init__(self, callback: TraceCallback) -> None:
-        require_callable(callback, "trace")
-        self.callback = callback
+        super().__init__(callback)
         self._pending: dict[int, _Pending] = {}  # id(connection) -> statement under way
-        self._lock = threading.Lock()
-        self._errors = 0
 
     def attach(self, conn: apsw.Connection) -> None:
         """Trace ``conn`` from now on (until it is closed)."""
@@ -71,8 +63,8 @@ class StatementTracer:
         if _KEY_PRAGMA.match(sql):
             self._pending.pop(id(cursor.connection), None)
             return True  # run it, untraced: its text holds a key
-        count = len(bindings) if isinstance(bindings, tuple | list | Mapping) else 0
-        self._pending[id(cursor.connection)] = _Pending(sql, count, time.perf_counter_ns())
+        started = time.perf_counter_ns()
+        self._pending[id(cursor.connection)] = _Pending(sql, parameter_count(bindings), started)
         return True  # go ahead and run it
 
     def _profiled(self, event: dict[str, Any]) -> None:
@@ -84,17 +76,4 @@ class StatementTracer:
         # SQLite's own figure (event["nanoseconds"]) comes from a millisecond clock on
         # most systems, 0 for most statements: the time is measured here instead.
         elapsed = max(time.perf_counter_ns() - pending.started, event["nanoseconds"], 1)
-        statement = TracedStatement(event["sql"], pending.parameters, elapsed)
-        try:
-            self.callback(statement)
-        except Exception:  # a broken callback must not break the traced call
-            with self._lock:
-                self._errors += 1
-                first = self._errors == 1
-            if first:
-                _log.exception("the trace callback failed (later failures are not logged)")
-
-    @property
-    def errors(self) -> int:
-        """How many times the callback raised."""
-        return self._errors
+        self.report(event["sql"], pending.parameters, elapsed)

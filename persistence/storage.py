@@ -58,7 +58,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -93,9 +93,11 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.transfer.json_export import ExportSource
-from persistence.transfer.json_import import ImportSink
-from persistence.transfer.json_read import ImportDocument
+
+if TYPE_CHECKING:  # named in signatures only: the contract loads no file format
+    from persistence.transfer.json_export import ExportSource
+    from persistence.transfer.json_import import ImportSink
+    from persistence.transfer.json_read import ImportDocument
 
 
 @runtime_checkable

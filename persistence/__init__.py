@@ -140,12 +140,10 @@ from persistence.records import (
     now_ms,
 )
 from persistence.storage import (
-    EntityPresence,
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
     NoteStorage,
-    OneTripWrites,
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
@@ -212,8 +210,6 @@ __all__ = [
     "NoteStorage",
     "MemoryRecords",
     "MemoryStorage",
-    "OneTripWrites",
-    "EntityPresence",
     "RecallIndex",
     "ScheduleRecords",
     "SessionRecords",

@@ -30,6 +30,7 @@ from persistence.backend import (
 )
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.codecs import require_embedding
+from persistence.dedup_key import normalised as normalised_content
 from persistence.errors import (
     AuthenticationError,
     BackupError,
@@ -248,6 +249,7 @@ __all__ = [
     "MEMORY_FIELDS",
     "NEW_MEMORY_FIELDS",
     "content_hash",
+    "normalised_content",
     "new_id",
     "now_ms",
     # the knowledge graph's records

@@ -5,9 +5,15 @@ the records (:mod:`persistence.records`, :mod:`persistence.graph_records`), the 
 Protocols (:mod:`persistence.storage`), the errors, validation, the write-through cache,
 the JSON formats (:mod:`persistence.transfer`), the background :class:`Worker` and
 :func:`build_backend`, the one place that picks an engine. Each engine has a room of
-its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW). Imports
-``migrations``; never imports ``tiered_memory``.
+its own: :mod:`persistence.sqlite` (one WAL-mode file through APSW) and
+:mod:`persistence.postgres` (a server through psycopg). Never imports ``tiered_memory``.
+
+The ground floor: importing this package loads no engine, no driver and no file format.
+:func:`build_backend` imports an engine when a location asks for it, and the JSON
+formats' names (:data:`_TRANSFER`) are imported on first use.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from persistence import (
     graph_records,  # the graph's rules (names, types, limits)
@@ -24,6 +30,7 @@ from persistence.backend import (
 )
 from persistence.cache_layer import CacheLayer, TransactionHooks
 from persistence.codecs import require_embedding
+from persistence.dedup_key import normalised as normalised_content
 from persistence.errors import (
     AuthenticationError,
     BackupError,
@@ -134,19 +141,16 @@ from persistence.records import (
     now_ms,
 )
 from persistence.storage import (
-    EntityPresence,
     GraphStorage,
     MemoryRecords,
     MemoryStorage,
     NoteStorage,
-    OneTripWrites,
     RecallIndex,
     ScheduleRecords,
     SessionRecords,
     StoreControl,
     StoreFiles,
 )
-from persistence.transfer import CopyResult, ImportDocument, copy_store, memory_to_json
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
@@ -164,6 +168,23 @@ from persistence.validation import (
     validate_filter,
 )
 from persistence.worker import Retry, Worker
+
+if TYPE_CHECKING:
+    from persistence.transfer import CopyResult, ImportDocument, copy_store, memory_to_json
+
+_TRANSFER = frozenset({"CopyResult", "ImportDocument", "copy_store", "memory_to_json"})
+"""Names of :mod:`persistence.transfer` this package hands out, imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """The JSON formats' names, imported when first asked for (see the module docstring)."""
+    if name in _TRANSFER:
+        from persistence import transfer
+
+        value = getattr(transfer, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'persistence' has no attribute {name!r}")
 
 __all__ = [
     "display",
@@ -190,8 +211,6 @@ __all__ = [
     "NoteStorage",
     "MemoryRecords",
     "MemoryStorage",
-    "OneTripWrites",
-    "EntityPresence",
     "RecallIndex",
     "ScheduleRecords",
     "SessionRecords",
@@ -230,6 +249,7 @@ __all__ = [
     "MEMORY_FIELDS",
     "NEW_MEMORY_FIELDS",
     "content_hash",
+    "normalised_content",
     "new_id",
     "now_ms",
     # the knowledge graph's records

@@ -11,6 +11,10 @@ backend (PostgreSQL + pgvector, say) is one more branch here, picked by the loca
 ``postgresql://`` URL), and the domain does not change. :func:`migrate` and
 :func:`check_current` are the operator's two file commands, picked the same way;
 :func:`salvage` and :func:`inspect_damage` work on files only.
+
+Nothing here imports an engine at import time: each engine's package is imported inside
+the function that serves a location of its kind, so a PostgreSQL user's process never
+loads the SQLite engine (nor apsw), and a file user's never loads psycopg.
 """
 
 from __future__ import annotations
@@ -24,17 +28,6 @@ from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
 from persistence.locations import is_server_url
 from persistence.records import Key, PoolSettings, SalvageResult, Synchronous, TracedStatement
-from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
-from persistence.sqlite.agent_graph import AgentFilteredGraph
-from persistence.sqlite.backup import BackupManager
-from persistence.sqlite.database import RESET_AFTER_CHANGES
-from persistence.sqlite.graph_store import GraphStore
-from persistence.sqlite.note_store import NoteStore
-from persistence.sqlite.salvage import inspect_damage as inspect_file
-from persistence.sqlite.salvage import salvage_file
-from persistence.sqlite.session_store import SessionStore
-from persistence.sqlite.store import SQLiteStore
-from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.storage import (
     GraphStorage,
     MemoryRecords,
@@ -79,16 +72,17 @@ def build_backend(
     key: Key | None = None,
     backup_dir: str | os.PathLike[str] | None = None,
     idle_merge_s: float | None = None,
-    reset_after_changes: int = RESET_AFTER_CHANGES,
-    vector_resort_after: int = RESORT_AFTER,
+    reset_after_changes: int | None = None,
+    vector_resort_after: int | None = None,
     trace: Callable[[TracedStatement], None] | None = None,
     pool: PoolSettings | None = None,
     scope: str = "",
 ) -> Backend:
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
-    ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the engine's
-    tunables (see :class:`~persistence.sqlite.SQLiteStore`); ``trace`` is told of every
-    statement the store runs on either engine (:class:`~persistence.TracedStatement`).
+    ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the file
+    engine's tunables (``None``: its defaults, see :class:`~persistence.sqlite.SQLiteStore`);
+    ``trace`` is told of every statement the store runs on either engine
+    (:class:`~persistence.TracedStatement`).
     ``scope`` names the agent a scoped handle is for (``''``: the whole store): row-level
     security on a server, :mod:`persistence.sqlite.agent_filter` on a file."""
     if is_server_url(location):
@@ -101,6 +95,13 @@ def build_backend(
             backup_dir=backup_dir, pool=pool, scope=scope, synchronous=synchronous,
             change_check_interval_ms=change_check_interval_ms, trace=trace,
         )  # fmt: skip
+    from persistence.sqlite.backup import BackupManager
+    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.note_store import NoteStore
+    from persistence.sqlite.store import SQLiteStore
+
+    tunables = {"reset_after_changes": reset_after_changes,
+                "vector_resort_after": vector_resort_after}  # fmt: skip
     store = SQLiteStore(
         location,
         synchronous=synchronous,
@@ -110,9 +111,8 @@ def build_backend(
         key=key,
         max_content_bytes=max_content_bytes,
         idle_merge_s=idle_merge_s,
-        reset_after_changes=reset_after_changes,
-        vector_resort_after=vector_resort_after,
         trace=trace,
+        **{name: value for name, value in tunables.items() if value is not None},
     )
     if scope:
         return _agent_filtered(store, scope, backup_dir)
@@ -131,10 +131,17 @@ def build_backend(
 
 
 def _agent_filtered(
-    store: SQLiteStore, agent_id: str, backup_dir: str | os.PathLike[str] | None
+    store: Any, agent_id: str, backup_dir: str | os.PathLike[str] | None
 ) -> Backend:
     """A file's parts as agent ``agent_id`` sees them (see
     :mod:`persistence.sqlite.agent_filter` and :mod:`persistence.sqlite.agent_graph`)."""
+    from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
+    from persistence.sqlite.agent_graph import AgentFilteredGraph
+    from persistence.sqlite.backup import BackupManager
+    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.note_store import NoteStore
+    from persistence.sqlite.session_store import SessionStore
+
     sessions = SessionStore(store.db, store.clock, agent_id)
     view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
     files = BackupManager(store, backup_dir, agent_id=agent_id)
@@ -201,6 +208,8 @@ def migrate(location: str | os.PathLike[str], *, key: Key | None = None) -> tupl
     Nothing is created: a missing, empty or foreign database is refused as it was."""
     if is_server_url(location):
         return _postgres().PostgresStore.migrate(str(location))  # type: ignore[no-any-return]
+    from persistence.sqlite.store import SQLiteStore
+
     return SQLiteStore.migrate(location, key)
 
 
@@ -211,6 +220,8 @@ def check_current(location: str | os.PathLike[str], *, key: Key | None = None) -
     if is_server_url(location):
         _postgres().PostgresStore(str(location), read_only=True).open().close()
         return
+    from persistence.sqlite.store import SQLiteStore
+
     SQLiteStore(location, read_only=True, key=key).open().close()
 
 
@@ -221,12 +232,16 @@ def salvage(
     (:mod:`persistence.sqlite.salvage`). Files only."""
     _file_only(source, "salvage")
     _file_only(target, "salvage")
+    from persistence.sqlite.salvage import salvage_file
+
     return salvage_file(source, target, key)
 
 
 def inspect_damage(location: str | os.PathLike[str], *, key: Key | None = None) -> SalvageResult:
     """What :func:`salvage` would save of a damaged file, writing nothing. Files only."""
     _file_only(location, "inspecting a damaged file")
+    from persistence.sqlite.salvage import inspect_damage as inspect_file
+
     return inspect_file(location, key)
 
 

@@ -58,7 +58,7 @@ import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -93,9 +93,11 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.transfer.json_export import ExportSource
-from persistence.transfer.json_import import ImportSink
-from persistence.transfer.json_read import ImportDocument
+
+if TYPE_CHECKING:  # named in signatures only: the contract loads no file format
+    from persistence.transfer.json_export import ExportSource
+    from persistence.transfer.json_import import ImportSink
+    from persistence.transfer.json_read import ImportDocument
 
 
 @runtime_checkable
@@ -128,6 +130,12 @@ class StoreControl(Protocol):
     @property
     def in_transaction(self) -> bool:
         """True when the calling thread is inside :meth:`transaction`."""
+
+    @property
+    def rows_per_trip(self) -> int:
+        """How many rows one read by id is worth asking for at least: a few where a read
+        costs microseconds (a file in-process), more where each round trip costs more
+        than its rows (a server). Recall fetches its candidates in batches sized by it."""
 
     def open(self) -> MemoryStorage:
         """Open (creating or migrating the schema); a second call does nothing."""
@@ -230,6 +238,24 @@ class MemoryRecords(Protocol):
         """Ids of live memories of ``tier`` noted with the same normalised content, agent
         and session (oldest first, at most 8); a note may be stale after an edit, so the
         caller compares the content itself."""
+
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """``remember()``'s quick write of a new episodic or semantic ``memory`` (its
+        vector, schedule and content key) moving its session's activity time to
+        ``touch_at``, in one transaction, if the session it names (if any) exists and is
+        active and, with ``dedup``, no memory with the same normalised content, agent and
+        session is stored; return it as stored (durable). Else write nothing and return
+        ``None``: the caller takes the step-by-step path, which raises or reinforces.
+        Outside a transaction only. A store where a round trip costs (a server) does it in
+        one; one in-process (SQLite) may always answer ``None``, its step-by-step path
+        costing microseconds."""
 
     # --- scratchpad ----------------------------------------------------------------------
 
@@ -488,39 +514,6 @@ class StoreFiles(Protocol):
 
 
 @runtime_checkable
-class OneTripWrites(Protocol):
-    """What a store whose every round trip costs (a server) may add, and the domain uses
-    when it is there: ``remember()``'s write of a new memory in one round trip. A store
-    in-process (SQLite) leaves it out: its step-by-step path costs microseconds."""
-
-    def remember_new(
-        self,
-        memory: Memory,
-        schedule: RepetitionSchedule,
-        *,
-        touch_at: int | None,
-        dedup: bool,
-    ) -> Memory | None:
-        """Write a new episodic or semantic ``memory`` (its vector, schedule and content
-        key) and move its session's activity time to ``touch_at``, in one transaction,
-        if the session it names (if any) exists and is active and, with ``dedup``, no
-        memory with the same normalised content, agent and session is stored; return it
-        as stored (durable). Else write nothing and return ``None``: the caller takes
-        the step-by-step path, which raises or reinforces. Outside a transaction only."""
-
-
-@runtime_checkable
-class EntityPresence(Protocol):
-    """What a graph store whose every round trip costs (a server) may add, and recall's
-    graph signal asks first when it is there: whether any entity can be named at all.
-    A store in-process (SQLite) leaves it out."""
-
-    def may_name_entities(self) -> bool:
-        """False when no entity alias is stored (the graph signal then finds nothing);
-        True otherwise (or when unsure)."""
-
-
-@runtime_checkable
 class MemoryStorage(
     StoreControl, MemoryRecords, SessionRecords, ScheduleRecords, RecallIndex, Protocol
 ):
@@ -650,6 +643,11 @@ class GraphStorage(Protocol):
 
     def has_graph(self) -> bool:
         """True if the store has the graph (an old file opened read-only may not)."""
+
+    def may_name_entities(self) -> bool:
+        """False when no entity alias is stored (the graph signal then finds nothing and
+        opens no snapshot); True otherwise, or when unsure (a store whose look-ups cost
+        microseconds may always answer True)."""
 
     def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
         """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""

@@ -113,3 +113,16 @@ def test_dedup_false_on_one_call_adds_a_second_memory(any_location: str) -> None
         assert again.id == first.id and apart.id != first.id
         with pytest.raises(InvalidTypeError):
             memory.remember("The office is in Berlin", dedup="no")  # type: ignore[arg-type]
+
+
+def test_the_rule_is_stated_once_for_the_keys_and_the_comparison() -> None:
+    """The engines' content keys and the domain's comparison normalise alike: texts the
+    domain calls the same get the same key, for the same agent and session only."""
+    from persistence.dedup_key import content_key
+    from tiered_memory.dedup import normalised
+
+    same = ("Ｔｈｅ  Cat\tSAT", "the cat sat")  # NFKC, case and whitespace
+    assert normalised(same[0]) == normalised(same[1])
+    assert content_key(same[0], "a", "s") == content_key(same[1], "a", "s")
+    assert content_key(same[0], "a", "s") != content_key(same[1], "b", "s")
+    assert content_key(same[0], "a", "s") != content_key(same[1], "a", None)

@@ -13,18 +13,20 @@ from typing import Generic, Protocol
 import pytest
 
 from persistence import (
-    EntityPresence,
     GraphStorage,
+    Memory,
     MemoryRecords,
     MemoryStorage,
     RecallIndex,
+    RepetitionSchedule,
     ScheduleRecords,
     SessionRecords,
     StoreControl,
     StoreFiles,
+    Tier,
     build_backend,
 )
-from persistence.postgres import PostgresStore
+from persistence.postgres import PgGraphStore, PostgresStore
 from persistence.sqlite import (
     BackupManager,
     GraphStore,
@@ -172,8 +174,7 @@ def test_the_domain_calls_only_what_the_protocol_lists() -> None:
 
 
 def test_the_domain_calls_only_what_the_graph_protocol_lists() -> None:
-    # and the optional capability the recall signal checks with isinstance first
-    allowed = set(_members(GraphStorage)) | set(_members(EntityPresence))
+    allowed = set(_members(GraphStorage))
     outside = {
         f"{path.name}: {name}"
         for path in _domain_modules()
@@ -192,3 +193,48 @@ def test_the_check_sees_a_call_outside_the_protocol() -> None:
     source = "def f(self):\n    with self.store.read_connection() as c:\n        c.execute('x')\n"
     assert _store_attributes(source) == {"read_connection"}
     assert "read_connection" not in _members()
+
+
+def test_the_domain_never_asks_which_engine_it_runs_on() -> None:
+    """No isinstance/hasattr on a store's or graph's capability in the domain: where an
+    engine is quicker (one round trip, a cached "no alias"), that is its implementation
+    of the same Protocol call (issue 41, item 4)."""
+    import persistence.storage as storage
+
+    protocols = {
+        name for name, value in vars(storage).items()
+        if isinstance(value, type) and value.__module__ == storage.__name__
+    }  # fmt: skip
+    asked = []
+    for path in _domain_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            if node.func.id == "isinstance" and len(node.args) == 2:
+                kinds = node.args[1]
+                named = [kinds, *getattr(kinds, "elts", [])]
+                asked += [f"{path.name}: isinstance {n.id}" for n in named
+                          if isinstance(n, ast.Name) and n.id in protocols]  # fmt: skip
+            elif node.func.id == "hasattr" and len(node.args) == 2:
+                holder = node.args[0]
+                held = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", None)
+                if held in STORE_NAMES | GRAPH_NAMES | {"graph"}:
+                    asked.append(f"{path.name}: hasattr {held}")
+    assert asked == []
+
+
+def test_both_engines_have_what_once_only_the_server_had() -> None:
+    """``rows_per_trip`` and ``remember_new`` (SQLite: always ``None``, its
+    step-by-step path is the quick one) on every store, ``may_name_entities`` on every
+    graph store: the domain calls them without asking."""
+    file, server = SQLiteStore(":memory:"), PostgresStore("postgresql://nobody@localhost/none")
+    assert (file.rows_per_trip, server.rows_per_trip) == (20, 60)
+    for graph in (GraphStore(file), PgGraphStore(server)):
+        assert isinstance(graph, GraphStorage)
+        assert _signature_problems(GraphStorage, graph, type(graph)) == []
+    with file.open():
+        assert GraphStore(file).may_name_entities() is True
+        memory = Memory.create("a fact", Tier.EPISODIC, now=1)
+        schedule = RepetitionSchedule(memory.id, 2, 1)
+        assert file.memories.remember_new(memory, schedule, touch_at=None, dedup=True) is None
+        assert file.memories.count(Tier.EPISODIC) == 0  # nothing written

@@ -16,7 +16,6 @@ the memory it was merged into.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,6 +27,7 @@ from persistence import (
     MemoryFilter,
     MemoryStorage,
     Tier,
+    normalised_content,
 )
 from tiered_memory.memories import Memories
 
@@ -35,8 +35,9 @@ PAGE = 200
 
 
 def normalised(content: str) -> str:
-    """Content as deduplication compares it."""
-    return " ".join(unicodedata.normalize("NFKC", content).casefold().split())
+    """Content as deduplication compares it (the rule, stated once for the engines'
+    keys and this comparison: :func:`persistence.normalised_content`)."""
+    return normalised_content(content)
 
 
 def find_twin(

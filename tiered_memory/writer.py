@@ -18,7 +18,6 @@ from persistence import (
     Memory,
     MemoryVersion,
     NoteStorage,
-    OneTripWrites,
     RepetitionSchedule,
     Tier,
     graph_records,
@@ -71,8 +70,6 @@ class MemoryWriter:
         self._embeddings = embeddings
         self._extraction = extraction
         self._drafter = Drafter(memories.store, redactor, config.token_counter)
-        self._one_trip = memories.store if isinstance(memories.store, OneTripWrites) else None
-        """The store, when it can write a new memory in one round trip (a server)."""
         self.notebook: NoteStorage | None = None
         """Where memories' content history is kept (set by the manager)."""
 
@@ -120,27 +117,21 @@ class MemoryWriter:
             "embedding": embedding, "speaker": speaker,
         }  # fmt: skip
         deduplicate = self._config.dedup if dedup is None else dedup
-        if (
-            self._one_trip is not None
-            and tier is not Tier.SCRATCHPAD
-            and no_facts
-            and not redacted
-            and not self.store.in_transaction
-        ):
+        if tier is not Tier.SCRATCHPAD:
             memory = self._new_memory(content, tier, now, chosen)
-            stored = self._one_trip.remember_new(
-                memory,
-                self._curve.schedule_for(memory.id, memory.importance, now),
-                touch_at=now if session_id is not None else None,
-                dedup=deduplicate,
-            )
-            if stored is not None:
-                self._memories.cache.set(stored.id, stored)
-                self._extraction.notify()
-                if stored.embedding is None:
-                    self._embeddings.notify()
-                return stored
-            # a check failed (or the store cannot tell): the step-by-step path says which
+            schedule = self._curve.schedule_for(memory.id, memory.importance, now)
+            if no_facts and not redacted and not self.store.in_transaction:
+                stored = self.store.remember_new(  # the store's quick path, if it has one
+                    memory, schedule, touch_at=now if session_id is not None else None,
+                    dedup=deduplicate,
+                )  # fmt: skip
+                if stored is not None:
+                    self._memories.cache.set(stored.id, stored)
+                    self._extraction.notify()
+                    if stored.embedding is None:
+                        self._embeddings.notify()
+                    return stored
+            # else (or a check failed): the step-by-step path, which raises or reinforces
         # Joined: no savepoints (see SQLiteStore.transaction); checks before writes.
         with self.store.transaction(join=True):
             if session_id is not None:
@@ -155,8 +146,6 @@ class MemoryWriter:
             if tier is Tier.SCRATCHPAD:
                 stored = self._memories.scratchpad.put(key or new_id(), content, **chosen)
             else:
-                memory = self._new_memory(content, tier, now, chosen)
-                schedule = self._curve.schedule_for(memory.id, memory.importance, now)
                 (stored,) = self.store.insert_memories([memory], [schedule])
                 self._memories.cache.set(stored.id, stored)
             if (

@@ -356,6 +356,11 @@ class GraphStore:
         with self.reading() as conn:
             return graph_sql.has_graph(conn)
 
+    def may_name_entities(self) -> bool:
+        """Always True: on a file the graph signal's alias look-up costs microseconds,
+        so it is not worth a check of its own."""
+        return True
+
     def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
         """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""
         with self.reading() as conn:

@@ -305,6 +305,18 @@ class MemoryStore:
         with self._reading() as conn:
             return dedup_sql.find(conn, key, tier)
 
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """Always ``None``: on a file in-process, ``remember()``'s step-by-step path (a
+        few statements of microseconds each) is the quick one; nothing is written."""
+        return None
+
     # --- the scratchpad ---------------------------------------------------------------------
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:

@@ -76,6 +76,7 @@ from persistence.sqlite.index_store import IndexStore, VectorCandidates
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import MemoryStore
+from persistence.sqlite.quick_paths import QuickPaths
 from persistence.sqlite.schedule_store import ScheduleStore
 from persistence.sqlite.session_store import SessionStore
 from persistence.sqlite.sql import memory_sql, stats_sql
@@ -120,7 +121,7 @@ class _Shared(Generic[T]):
                 setattr(part, self.name, value)
 
 
-class SQLiteStore(IndexSearches):
+class SQLiteStore(IndexSearches, QuickPaths):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from persistence import EntityPresence, GraphStorage, Memory, MemoryFilter, graph_records
+from persistence import GraphStorage, Memory, MemoryFilter, graph_records
 from tiered_memory.recall.settings import STOPWORDS, RecallSettings
 
 HUB_MEMORIES = 200
@@ -59,7 +59,7 @@ def graph_candidates(
     probe = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
     if not probe:
         return GraphCandidates([], {})
-    if isinstance(records, EntityPresence) and not records.may_name_entities():
+    if not records.may_name_entities():
         return GraphCandidates([], {})  # no entity at all: no snapshot, no round trip
     scores: dict[str, float] = {}
     paths: dict[str, tuple[float, str]] = {}

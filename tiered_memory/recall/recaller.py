@@ -37,7 +37,6 @@ from persistence import (
     MemoryFilter,
     MemoryStorage,
     NoteStorage,
-    OneTripWrites,
     StoreClosedError,
     Tier,
     parse_tier,
@@ -63,9 +62,6 @@ from tiered_memory.recall.window import with_windows
 # --- orchestration ----------------------------------------------------------------------
 
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
-SERVER_BATCH = 60
-"""Candidates fetched per batch while explaining, on a store whose round trips cost (a
-server): the early stop needed about three batches of 20 at 100k memories (k=10)."""
 
 
 GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
@@ -294,9 +290,8 @@ class Recaller:
         strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
         hits: list[RecallHit] = []
-        batch = max(2 * k, 20)
-        if isinstance(self._store, OneTripWrites):  # a round trip costs more than rows
-            batch = max(6 * k, SERVER_BATCH)
+        trip = self._store.rows_per_trip  # a tenth of it per hit wanted, and at least it
+        batch = max(k * trip // 10, trip)
         embedder = self._embeddings.loaded_embedder()
         blend = embedder if isinstance(embedder, ClauseBlendEmbedder) else None
         for start in range(0, len(order), batch):

@@ -1,5 +1,5 @@
 """SQL of deduplication notes: ``tm_content_keys`` maps each memory to the key of its
-normalised content, agent and session (:func:`persistence.dedup_key.content_key`)."""
+normalised content, agent and session (the rule and the key: :mod:`persistence.dedup_key`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from persistence.dedup_key import content_key
+from persistence.dedup_key import content_key_rows
 from persistence.records import Memory, Tier
 
 _RECORD = (
@@ -24,7 +24,7 @@ _FIND = (
 
 def record(conn: psycopg.Connection[Any], memories: Sequence[Memory]) -> None:
     """Note the content keys of these memories (replacing older notes)."""
-    rows = [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories]
+    rows = content_key_rows(memories)
     if len(rows) == 1:
         conn.execute(_RECORD, rows[0])
     elif rows:

@@ -1,5 +1,6 @@
 """SQL for deduplication: ``content_keys`` (schema version 10) maps each memory to a
-hash of its normalised content, agent and session (:func:`content_key`)."""
+hash of its normalised content, agent and session (the rule and the key:
+:mod:`persistence.dedup_key`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 import apsw
 import orjson
 
-from persistence.dedup_key import content_key  # both backends' key (cached there)
+from persistence.dedup_key import content_key, content_key_rows  # both backends' key
 from persistence.records import Memory, Tier
 from persistence.sqlite.connection import query_all
 from persistence.sqlite.sql.memory_sql import TABLE
@@ -21,13 +22,11 @@ _RECORD = "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)"
 
 def record(conn: apsw.Connection, memories: Sequence[Memory]) -> None:
     """Remember the content keys of these memories (replacing older ones)."""
-    if len(memories) == 1:  # remember(): execute is cheaper than executemany for one row
-        (m,) = memories
-        conn.execute(_RECORD, (m.id, content_key(m.content, m.agent_id, m.session_id)))
-        return
-    conn.executemany(
-        _RECORD, [(m.id, content_key(m.content, m.agent_id, m.session_id)) for m in memories]
-    )
+    rows = content_key_rows(memories)
+    if len(rows) == 1:  # remember(): execute is cheaper than executemany for one row
+        conn.execute(_RECORD, rows[0])
+    elif rows:
+        conn.executemany(_RECORD, rows)
 
 
 ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"

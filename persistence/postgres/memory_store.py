@@ -26,7 +26,7 @@ from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_co
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
 from persistence.stores.config import StoreConfig
-from persistence.stores.memories import Encoded, MemoryStore
+from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
 _EXPECTED_DIM = re.compile(r"expected (\d+) dimensions")
 """pgvector's refusal of a vector of another size than the column's."""
@@ -92,10 +92,7 @@ class ServerMemories:
         ids = [e.memory.id for e in batch]
         taken = memory_sql.existing_ids(conn, ids)
         if taken:
-            raise DuplicateMemoryError(
-                f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
-                "nothing was written"
-            )
+            raise ids_taken(taken)
         vectors = [(e.memory.id, e.row[1]) for e in batch if e.row[1] is not None]
         try:
             memory_sql.insert_many(conn, [e.row[0] for e in batch], vectors)

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 
 from persistence.codecs import encode_embedding
-from persistence.errors import DuplicateMemoryError, EmbeddingDimensionError
+from persistence.errors import EmbeddingDimensionError
 from persistence.records import Memory, RepetitionSchedule, Tier
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import (
@@ -30,7 +30,7 @@ from persistence.sqlite.sql import (
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
 from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite
 from persistence.stores.config import StoreConfig
-from persistence.stores.memories import Encoded, MemoryStore
+from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
 __all__ = ["FileMemories", "MemoryStore", "check_dimension"]  # MemoryStore: for sqlite/__init__
 
@@ -78,10 +78,7 @@ class FileMemories:
     ) -> None:
         taken = memory_sql.existing_ids(conn, [e.memory.id for e in batch])
         if taken:
-            raise DuplicateMemoryError(
-                f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
-                "nothing was written"
-            )
+            raise ids_taken(taken)
         memory_sql.insert_many(conn, [(e.memory, e.row) for e in batch])
         dedup_sql.record(conn, [e.memory for e in batch])
         schedule_sql.insert_many(conn, schedules)

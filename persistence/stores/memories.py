@@ -47,6 +47,14 @@ class Encoded:
     dim: int | None
 
 
+def ids_taken(taken: set[str]) -> DuplicateMemoryError:
+    """The error of a batch some of whose ids ``taken`` are already used."""
+    return DuplicateMemoryError(
+        f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
+        "nothing was written"
+    )
+
+
 class MemoryEngine(Protocol):
     """What an engine does its own way for memories (see the module docstring)."""
 

@@ -27,15 +27,10 @@ from persistence import (
     build_backend,
 )
 from persistence.postgres import PgGraphStore, PostgresStore
-from persistence.sqlite import (
-    BackupManager,
-    GraphStore,
-    IndexStore,
-    MemoryStore,
-    ScheduleStore,
-    SessionStore,
-    SQLiteStore,
-)
+from persistence.sqlite import BackupManager, GraphStore, IndexStore, SQLiteStore
+from persistence.stores.memories import MemoryStore
+from persistence.stores.schedules import ScheduleStore
+from persistence.stores.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store

@@ -336,21 +336,25 @@ class PgDatabase(PgChangeWatch):
 
     @contextmanager
     def transaction(self, *, join: bool = False) -> Iterator[Connection]:
-        """All or nothing (see the module docstring); yields the transaction's connection."""
+        """All or nothing (see the module docstring); yields the transaction's connection.
+        A server error raised in the block leaves as a :class:`TieredMemoryError`."""
         with self.lock:
-            if self._depth and self.in_transaction:
-                if join or self._joined:
-                    yield from self._joined_block()
-                else:
-                    yield from self._savepoint()
-                return
-            self.require_writable()
-            pool, conn = self._checkout()
             try:
-                yield from self._outer(conn, join)
-            finally:
-                self._tx = None
-                pool.putconn(conn)
+                if self._depth and self.in_transaction:
+                    if join or self._joined:
+                        yield from self._joined_block()
+                    else:
+                        yield from self._savepoint()
+                    return
+                self.require_writable()
+                pool, conn = self._checkout()
+                try:
+                    yield from self._outer(conn, join)
+                finally:
+                    self._tx = None
+                    pool.putconn(conn)
+            except psycopg.Error as exc:
+                raise call_error(exc, self._url) from None
 
     def _checkout(self) -> tuple[ConnectionPool[Connection], Connection]:
         """The pool and a connection taken from it (given back by the caller), the

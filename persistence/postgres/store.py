@@ -34,12 +34,12 @@ from persistence.meta_keys import (
     EMBEDDING_ERRORS_KEY,
     LAST_EMBEDDING_ERROR_KEY,
 )
-from persistence.postgres.config import StoreConfig
+from persistence.stores.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.index_store import PgIndexStore
-from persistence.postgres.memory_store import PgMemoryStore
-from persistence.postgres.schedule_store import PgScheduleStore
-from persistence.postgres.session_store import PgSessionStore
+from persistence.postgres.memory_store import server_memory_store
+from persistence.postgres.schedule_store import server_schedule_store
+from persistence.postgres.session_store import server_session_store
 from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
@@ -124,9 +124,9 @@ class PostgresStore(IndexSearches):
                              change_check_interval_s=change_check_interval_ms / 1000,
                              synchronous=synchronous, trace=trace)  # fmt: skip
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
-        self.memories = PgMemoryStore(self.db, self.config)
-        self.sessions = PgSessionStore(self.db, self.config)
-        self.schedules = PgScheduleStore(self.db, self.config)
+        self.memories = server_memory_store(self.db, self.config)
+        self.sessions = server_session_store(self.db, self.config)
+        self.schedules = server_schedule_store(self.db, self.config)
         self.indexes = PgIndexStore(self.db, self.config)
         self._reading = self.db.reading
 

@@ -1,80 +1,70 @@
-"""NoteStore: notes, their versions and links, and memories' content history in a file.
+"""The SQLite half of the note store: a file's notes SQL for one agent or all.
 
-A part over a :class:`~persistence.sqlite.store.SQLiteStore`'s engine (same
-connections, same transactions: a note written in a memory transaction commits with
-it); the SQL is :mod:`~persistence.sqlite.sql.notes_sql`. With ``agent_id`` (an
-agent-scoped handle) it reads and writes only that agent's notes. Deleting a note runs
-with SQLite's ``secure_delete`` on, so the pages it freed hold none of its text.
+The shared :class:`~persistence.stores.notes.NoteStore` runs over :class:`AgentNotes`:
+:mod:`~persistence.sqlite.sql.notes_sql` with the handle's agent filled in (an
+agent-scoped handle reads and writes only that agent's notes), search words made an
+FTS5 query, and a delete run with SQLite's ``secure_delete`` on, so the pages it freed
+hold none of the note's text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from persistence.note_records import MemoryVersion, Note, NoteVersion
+import apsw
+
+from persistence.note_records import Note, NoteVersion
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import notes_sql
 from persistence.sqlite.sql.index_sql import fts5_match
+from persistence.stores import notes
 
 
-class NoteStore:
-    """The :class:`~persistence.NoteStorage` of one file (``agent_id``: one agent's)."""
+class AgentNotes:
+    """:mod:`~persistence.sqlite.sql.notes_sql` as the shared store calls it, scoped to
+    ``agent_id`` (``None``: every note)."""
 
-    def __init__(self, db: Database, agent_id: str | None = None) -> None:
-        self.db = db
+    save = staticmethod(notes_sql.save)
+    link = staticmethod(notes_sql.link)
+    unlink = staticmethod(notes_sql.unlink)
+    memory_versions = staticmethod(notes_sql.memory_versions)
+    add_memory_version = staticmethod(notes_sql.add_memory_version)
+
+    def __init__(self, agent_id: str | None = None) -> None:
         self.agent_id = agent_id
 
-    def save_note(self, note: Note, version: NoteVersion) -> None:
-        with self.db.transaction() as conn:
-            notes_sql.save(conn, note, version)
+    def fetch(self, conn: apsw.Connection, note_id: str) -> Note | None:
+        return notes_sql.fetch(conn, note_id, self.agent_id)
 
-    def get_note(self, note_id: str) -> Note | None:
-        with self.db.reading() as conn:
-            return notes_sql.fetch(conn, note_id, self.agent_id)
+    def versions(self, conn: apsw.Connection, note_id: str) -> list[NoteVersion]:
+        return notes_sql.versions(conn, note_id, self.agent_id)
 
-    def note_versions(self, note_id: str) -> list[NoteVersion]:
-        with self.db.reading() as conn:
-            return notes_sql.versions(conn, note_id, self.agent_id)
+    def recent(self, conn: apsw.Connection, tag: str | None, limit: int | None) -> list[Note]:
+        return notes_sql.recent(conn, self.agent_id, tag, limit)
 
-    def list_notes(self, tag: str | None = None, limit: int | None = None) -> list[Note]:
-        with self.db.reading() as conn:
-            return notes_sql.recent(conn, self.agent_id, tag, limit)
+    def delete(self, conn: apsw.Connection, note_id: str) -> bool:
+        before = conn.pragma("secure_delete")
+        conn.pragma("secure_delete", 1)
+        try:
+            return notes_sql.delete(conn, note_id, self.agent_id)
+        finally:
+            conn.pragma("secure_delete", before)
 
-    def delete_note(self, note_id: str) -> bool:
-        with self.db.transaction() as conn:
-            before = conn.pragma("secure_delete")
-            conn.pragma("secure_delete", 1)
-            try:
-                return notes_sql.delete(conn, note_id, self.agent_id)
-            finally:
-                conn.pragma("secure_delete", before)
+    def linked_to(self, conn: apsw.Connection, kind: str, target: str) -> list[str]:
+        return notes_sql.linked_to(conn, kind, target, self.agent_id)
 
-    def link_note(self, note_id: str, kind: str, target: str, at: int) -> bool:
-        with self.db.transaction() as conn:
-            return notes_sql.link(conn, note_id, kind, target, at)
+    def search(
+        self, conn: apsw.Connection, words: Sequence[str], limit: int
+    ) -> list[tuple[str, float]]:
+        return notes_sql.search(conn, fts5_match(words), limit, self.agent_id)
 
-    def unlink_note(self, note_id: str, kind: str, target: str) -> bool:
-        with self.db.transaction() as conn:
-            return notes_sql.unlink(conn, note_id, kind, target)
+    def count(self, conn: apsw.Connection) -> int:
+        return notes_sql.count(conn, self.agent_id)
 
-    def notes_linked_to(self, kind: str, target: str) -> list[str]:
-        with self.db.reading() as conn:
-            return notes_sql.linked_to(conn, kind, target, self.agent_id)
 
-    def search_notes(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        if not words:
-            return []
-        with self.db.reading() as conn:
-            return notes_sql.search(conn, fts5_match(words), limit, self.agent_id)
+class NoteStore(notes.NoteStore):
+    """The notes of one file (``agent_id``: one agent's), built as the backend builds it."""
 
-    def note_count(self) -> int:
-        with self.db.reading() as conn:
-            return notes_sql.count(conn, self.agent_id)
-
-    def memory_versions(self, memory_id: str) -> list[MemoryVersion]:
-        with self.db.reading() as conn:
-            return notes_sql.memory_versions(conn, memory_id)
-
-    def add_memory_version(self, version: MemoryVersion) -> None:
-        with self.db.transaction() as conn:
-            notes_sql.add_memory_version(conn, version)
+    def __init__(self, db: Database, agent_id: str | None = None) -> None:
+        super().__init__(db, AgentNotes(agent_id))
+        self.agent_id = agent_id

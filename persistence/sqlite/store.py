@@ -75,10 +75,10 @@ from persistence.sqlite.erasure import (
 from persistence.sqlite.index_store import IndexStore, VectorCandidates
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
-from persistence.sqlite.memory_store import MemoryStore
+from persistence.sqlite.memory_store import file_memory_store
 from persistence.sqlite.quick_paths import QuickPaths
-from persistence.sqlite.schedule_store import ScheduleStore
-from persistence.sqlite.session_store import SessionStore
+from persistence.sqlite.schedule_store import file_schedule_store
+from persistence.sqlite.session_store import AgentSessions
 from persistence.sqlite.sql import memory_sql, stats_sql
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -90,6 +90,10 @@ from persistence.sqlite.sql.meta_sql import (
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
+from persistence.stores.config import StoreConfig
+from persistence.stores.memories import MemoryStore
+from persistence.stores.schedules import ScheduleStore
+from persistence.stores.sessions import SessionStore
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
 T = TypeVar("T")
@@ -98,11 +102,13 @@ logger = logging.getLogger("tiered_memory")
 
 
 class _Shared(Generic[T]):
-    """A setting of the store that its parts read too: set on the store (also after it
-    is built, as a test sets ``clock``), it is set on each part that has it."""
+    """A setting of the store, kept in its :class:`StoreConfig` (``store.config``), which
+    the shared parts hold and read live: set on the store (also after it is built, as a
+    test sets ``clock``), they see it. A part that keeps its own copy (the index store)
+    is set too."""
 
     def __set_name__(self, owner: type[object], name: str) -> None:
-        self.name, self.slot = name, f"_{name}"
+        self.name = name
 
     @overload
     def __get__(self, store: None, owner: type[object]) -> _Shared[T]: ...
@@ -111,11 +117,11 @@ class _Shared(Generic[T]):
     def __get__(self, store: object | None, owner: type[object]) -> T | _Shared[T]:
         if store is None:
             return self
-        value: T = getattr(store, self.slot)
+        value: T = getattr(store.config, self.name)  # type: ignore[attr-defined]
         return value
 
     def __set__(self, store: object, value: T) -> None:
-        setattr(store, self.slot, value)
+        setattr(store.config, self.name, value)  # type: ignore[attr-defined]
         for part in getattr(store, "_parts", ()):
             if hasattr(part, self.name):
                 setattr(part, self.name, value)
@@ -173,7 +179,7 @@ class SQLiteStore(IndexSearches, QuickPaths):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
-        self.max_content_bytes = max_content_bytes
+        self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(_expanded(Path(raw)).absolute())
         require_bool(read_only, "read_only")
@@ -188,12 +194,10 @@ class SQLiteStore(IndexSearches, QuickPaths):
         self.db = Database(self.path, self.options, read_only=read_only, trace=trace,
                            change_check_interval_ms=change_check_interval_ms,
                            reset_after_changes=reset_after_changes)  # fmt: skip
-        self.embedding_dim = embedding_dim
-        self.clock = clock or now_ms
         self._migrations = list(migrations) if migrations is not None else None
-        self.memories = MemoryStore(self.db, self.clock, embedding_dim, max_content_bytes)
-        self.sessions = SessionStore(self.db, self.clock)
-        self.schedules = ScheduleStore(self.db, self.clock)
+        self.memories = file_memory_store(self.db, self.config)
+        self.sessions = SessionStore(self.db, AgentSessions(), self.config)
+        self.schedules = file_schedule_store(self.db, self.config)
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
         self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim,

@@ -1,6 +1,6 @@
 """SQL of the forgetting curve's batch work: retention inputs, new retentions in one
 statement, and the audit log (``tm_forgetting_log``). Forgetting itself (delete and log)
-is :func:`persistence.postgres.sql.memory_sql.forget_rows`."""
+is :func:`persistence.postgres.sql.memory_sql.forget_rows` (:func:`forget_many`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 
+from persistence.errors import InvalidInputError
+from persistence.postgres.sql import memory_sql
 from persistence.records import ForgettingRecord, RetentionInput, Tier
 
 _BATCH = (
@@ -43,8 +45,34 @@ def set_retention(
         conn.execute(_SET_RETENTION, (ids, values, tier.value))
 
 
-def forgetting_log(conn: psycopg.Connection[Any], memory_id: str | None) -> list[ForgettingRecord]:
-    """Audit rows, oldest first, for one memory or for all."""
+def forget_many(
+    conn: psycopg.Connection[Any],
+    tier: Tier,
+    forgotten: Sequence[tuple[str, float]],
+    reason: str,
+    at: int,
+) -> None:
+    """Forget each ``(id, retention)`` of ``tier`` with an audit row (one statement)."""
+    memory_sql.forget_rows(
+        conn,
+        [memory_id for memory_id, _ in forgotten],
+        [float(retention) for _, retention in forgotten],
+        tier,
+        reason,
+        at,
+    )
+
+
+def forgetting_log(
+    conn: psycopg.Connection[Any], memory_id: str | None, agent_id: str | None = None
+) -> list[ForgettingRecord]:
+    """Audit rows, oldest first, for one memory or for all. The log names no agent
+    (a scoped handle sees its own rows): ``agent_id`` is refused."""
+    if agent_id is not None:
+        raise InvalidInputError(
+            "the PostgreSQL forgetting log is kept per scope, not per agent: "
+            "read it through a handle scoped to the agent"
+        )
     if memory_id is None:
         rows = conn.execute(_LOG + " ORDER BY id").fetchall()
     else:

@@ -18,7 +18,6 @@ import psycopg
 from pgvector import Vector
 
 from persistence.codecs import encode_json
-from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import (
     SLOT_SETTERS,
     Memory,
@@ -27,7 +26,7 @@ from persistence.records import (
     QueryOptions,
     Tier,
 )
-from persistence.validation import require_bool, require_int, require_str, require_str_tuple
+from persistence.stores.rows import filter_fields, query_filters, validate_query
 
 Connection = psycopg.Connection[Any]
 
@@ -402,24 +401,6 @@ def clear(conn: Connection, tier: Tier) -> int:
     return len(forget_rows(conn, ids, None, tier, None, None)) if ids else 0
 
 
-def validate_query(options: QueryOptions) -> None:
-    """Refuse options the query cannot honour, before anything runs (as SQLite does)."""
-    if not isinstance(options, QueryOptions):
-        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
-    if options.order_by not in ORDER_COLUMNS:
-        raise InvalidInputError(
-            f"order_by must be one of {sorted(ORDER_COLUMNS)}, got {options.order_by!r}"
-        )
-    for name in ("session_id", "agent_id", "category"):
-        require_str(getattr(options, name), name, allow_none=True)
-    require_str_tuple(options.tags, "tags")
-    for name in ("created_after", "created_before"):
-        require_int(getattr(options, name), name, allow_none=True)
-    require_int(options.limit, "limit", allow_none=True, minimum=0)
-    require_int(options.offset, "offset", minimum=0)
-    require_bool(options.descending, "descending")
-
-
 def conditions(
     *,
     session_id: str | None = None,
@@ -457,14 +438,7 @@ def conditions(
 
 def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
     """:func:`conditions` of a :class:`MemoryFilter`, its tier included."""
-    found, params = conditions(
-        session_id=where.session_id,
-        agent_id=where.agent_id,
-        tags=where.tags,
-        created_after=where.created_after,
-        created_before=where.created_before,
-        min_retention=where.min_retention,
-    )
+    found, params = conditions(**filter_fields(where))
     if where.tier is not None:
         found.insert(0, "t.tier = %s")
         params.insert(0, where.tier.value)
@@ -474,15 +448,8 @@ def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
 def query(conn: Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
     """Memories of ``tier`` matching every filter ``options`` sets, ordered as SQLite
     orders them (a missing ``last_accessed_at`` sorts lowest)."""
-    validate_query(options)
-    where, params = conditions(
-        session_id=options.session_id,
-        agent_id=options.agent_id,
-        category=options.category,
-        tags=options.tags,
-        created_after=options.created_after,
-        created_before=options.created_before,
-    )
+    validate_query(options, ORDER_COLUMNS)
+    where, params = conditions(**query_filters(options))
     direction = "DESC NULLS LAST" if options.descending else "ASC NULLS FIRST"
     id_direction = "DESC" if options.descending else "ASC"
     sql = (

@@ -13,9 +13,10 @@ from typing import Any
 
 import psycopg
 
-from persistence.codecs import decode_json, encode_json
+from persistence.codecs import decode_json
 from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.postgres.sql.keyword_sql import tsquery_text
+from persistence.stores.rows import note_row, note_version_row
 
 Connection = psycopg.Connection[Any]
 
@@ -46,10 +47,6 @@ _VERSION_COLUMNS = ", ".join(NOTE_TABLE_COLUMNS["note_versions"])
 
 _LIVE = "(kind <> 'memory' OR EXISTS (SELECT 1 FROM tm_memories WHERE id = target))"
 """A link counts while its memory exists (see the file's ``notes_sql``)."""
-
-
-def _tags_text(tags: Sequence[str]) -> str:
-    return encode_json(list(tags), "tags")
 
 
 def _to_note(row: Sequence[Any], links: tuple[NoteLink, ...] = ()) -> Note:
@@ -84,16 +81,13 @@ def save(conn: Connection, note: Note, version: NoteVersion) -> None:
         "ON CONFLICT (id) DO UPDATE SET title = excluded.title, content = excluded.content, "
         "tags = excluded.tags, version = excluded.version, updated_at = excluded.updated_at, "
         "updated_by = excluded.updated_by",
-        (note.id, note.title, note.content, _tags_text(note.tags), note.version,
-         note.created_at, note.updated_at, note.created_by, note.updated_by, note.agent_id),
-    )  # fmt: skip
+        note_row(note),
+    )
     conn.execute(
         f"INSERT INTO tm_note_versions ({_VERSION_COLUMNS}) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-        (version.note_id, version.version, version.title, version.content,
-         _tags_text(version.tags), version.author, version.at,
-         encode_json(list(version.changed), "changed")),
-    )  # fmt: skip
+        note_version_row(version),
+    )
 
 
 def versions(conn: Connection, note_id: str) -> list[NoteVersion]:

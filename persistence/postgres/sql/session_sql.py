@@ -7,8 +7,9 @@ from typing import Any
 
 import psycopg
 
-from persistence.codecs import decode_json, encode_json
+from persistence.codecs import decode_json
 from persistence.records import SessionState, TranscriptEntry
+from persistence.stores.rows import session_of, session_row
 
 Connection = psycopg.Connection[Any]
 
@@ -31,39 +32,21 @@ _TRANSCRIPT_COLUMNS = "id, session_id, turn_number, role, content, timestamp, sp
 
 def to_session(row: Sequence[Any]) -> SessionState:
     """The session a row of the session columns holds."""
-    return SessionState(
-        session_id=row[0],
-        started_at=row[1],
-        last_active_at=row[2],
-        turn_number=row[3],
-        active_agents=tuple(decode_json(row[4])),
-        scratchpad_state=tuple(decode_json(row[5])),
-        metadata=decode_json(row[6]),
-        is_active=bool(row[7]),
-        pending_compaction=bool(row[8]),
-        ended_at=row[9],
+    return session_of(
+        row, tuple(decode_json(row[4])), tuple(decode_json(row[5])), decode_json(row[6])
     )
 
 
 def encode_row(session: SessionState) -> tuple[Any, ...]:
     """Column values of ``session`` (validated) in insert order; JSON as SQLite writes it."""
-    return (
-        session.session_id,
-        session.started_at,
-        session.last_active_at,
-        session.turn_number,
-        encode_json(list(session.active_agents), "active_agents"),
-        encode_json(list(session.scratchpad_state), "scratchpad_state"),
-        encode_json(dict(session.metadata), "metadata"),
-        bool(session.is_active),
-        bool(session.pending_compaction),
-        session.ended_at,
-    )
+    return session_row(session)
 
 
-def upsert(conn: Connection, row: tuple[Any, ...]) -> None:
-    """Insert or update a session (its transcript is kept)."""
+def upsert(conn: Connection, row: tuple[Any, ...]) -> bool:
+    """Insert or update a session (its transcript is kept); True (row-level security, not
+    this statement, keeps another agent's session out of reach)."""
     conn.execute(_UPSERT, row)
+    return True
 
 
 def fetch(conn: Connection, session_id: str) -> SessionState | None:

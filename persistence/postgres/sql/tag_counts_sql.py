@@ -17,8 +17,24 @@ _BOUNDED = "SELECT tag, sum(memories) FROM tm_tag_counts WHERE tag >= %s AND tag
 _OPEN = "SELECT tag, sum(memories) FROM tm_tag_counts WHERE tag >= %s GROUP BY tag"
 
 
-def counts(conn: psycopg.Connection[Any], prefix: str) -> dict[str, int]:
-    """Memories per namespace tag starting with ``prefix``."""
+_AGENT = (
+    "SELECT tag, count(*) FROM tm_memories AS t, unnest(t.tags) AS tag "
+    "WHERE t.agent_id = %s AND strpos(tag, ':ns:') > 0 AND tag COLLATE \"C\" >= %s"
+)
+"""One agent's counts, from its memories' tags (the namespace tags the totals count)."""
+
+
+def counts(
+    conn: psycopg.Connection[Any], prefix: str, agent_id: str | None = None
+) -> dict[str, int]:
+    """Memories per namespace tag starting with ``prefix`` (of agent ``agent_id`` only, if
+    given: counted from the memories' tags, not the running totals)."""
     low, high = tag_range(prefix)
+    if agent_id is not None:
+        sql, params = _AGENT, [agent_id, low]
+        if high is not None:
+            sql, params = sql + ' AND tag COLLATE "C" < %s', [*params, high]
+        rows = conn.execute(sql + " GROUP BY tag", params).fetchall()
+        return {str(tag): int(n) for tag, n in rows if n > 0}
     rows = conn.execute(_OPEN, (low,)) if high is None else conn.execute(_BOUNDED, (low, high))
     return {str(tag): int(n) for tag, n in rows.fetchall() if n > 0}

@@ -18,6 +18,7 @@ from persistence.sqlite.row_checks import (
     check_row,
     tier_named,
 )
+from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.sql.memory_sql import TABLE
 
 _INPUT_COLUMNS = (
@@ -92,6 +93,36 @@ def log_forgotten(
             "agent_id) VALUES (?, ?, ?, ?, ?, ?)",
             (*values, agent_id),
         )
+
+
+def forget(
+    conn: apsw.Connection,
+    tier: Tier,
+    memory_id: str,
+    retention: float | None,
+    reason: str | None,
+    at: int,
+) -> bool:
+    """Delete a memory of ``tier`` (tags, schedule) and, with a ``reason``, log why,
+    stamped ``at``; False if there was none."""
+    agent_id = agent_of(conn, tier, memory_id) if reason is not None else None
+    if not memory_sql.delete(conn, tier, memory_id):
+        return False
+    if reason is not None:
+        log_forgotten(conn, ForgettingRecord(memory_id, tier, at, retention, reason), agent_id)
+    return True
+
+
+def forget_many(
+    conn: apsw.Connection,
+    tier: Tier,
+    forgotten: Sequence[tuple[str, float]],
+    reason: str,
+    at: int,
+) -> None:
+    """:func:`forget` each ``(id, retention)`` of ``tier``, logged with ``reason``."""
+    for memory_id, retention in forgotten:
+        forget(conn, tier, memory_id, retention, reason, at)
 
 
 def forgetting_log(

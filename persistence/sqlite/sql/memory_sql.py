@@ -14,7 +14,6 @@ import apsw
 import orjson
 
 from persistence.codecs import decode_embedding, encode_json
-from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.records import (  # with the slot setters, for straight-line code
     Memory,
     MemoryFilter,
@@ -56,12 +55,7 @@ from persistence.sqlite.row_checks import (
     json_texts,
     tier_named,
 )
-from persistence.validation import (
-    require_bool,
-    require_int,
-    require_str,
-    require_str_tuple,
-)
+from persistence.stores.rows import filter_fields, query_filters, validate_query
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
 
@@ -350,12 +344,13 @@ def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
     return [_to_memory(row) for row in rows]
 
 
-def content_of(conn: apsw.Connection, memory_id: str) -> str | None:
-    """The stored content of ``memory_id`` in whichever tier holds it, or ``None``."""
-    for tier in Tier:
+
+def content_and_tier(conn: apsw.Connection, memory_id: str) -> tuple[str, Tier] | None:
+    """The stored content and tier of ``memory_id``, or ``None``."""
+    for tier in _TIERS:
         row = query_one(conn, f"SELECT content FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
         if row is not None:
-            return str(row[0])
+            return str(row[0]), tier
     return None
 
 
@@ -391,24 +386,6 @@ def clear(conn: apsw.Connection, tier: Tier) -> int:
     for memory_id in ids:
         delete(conn, tier, memory_id)
     return len(ids)
-
-
-def validate_query(options: QueryOptions) -> None:
-    """Refuse options the query cannot honour, before anything runs."""
-    if not isinstance(options, QueryOptions):
-        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
-    if options.order_by not in _ORDER_COLUMNS:
-        raise InvalidInputError(
-            f"order_by must be one of {sorted(_ORDER_COLUMNS)}, got {options.order_by!r}"
-        )
-    for name in ("session_id", "agent_id", "category"):
-        require_str(getattr(options, name), name, allow_none=True)
-    require_str_tuple(options.tags, "tags")
-    for name in ("created_after", "created_before"):
-        require_int(getattr(options, name), name, allow_none=True)
-    require_int(options.limit, "limit", allow_none=True, minimum=0)
-    require_int(options.offset, "offset", minimum=0)
-    require_bool(options.descending, "descending")
 
 
 def conditions(
@@ -455,15 +432,7 @@ def conditions(
 
 def filter_conditions(where: MemoryFilter, probe_tags: bool = False) -> tuple[list[str], list[Any]]:
     """:func:`conditions` for a :class:`MemoryFilter` (its tier aside)."""
-    return conditions(
-        session_id=where.session_id,
-        agent_id=where.agent_id,
-        tags=where.tags,
-        created_after=where.created_after,
-        created_before=where.created_before,
-        min_retention=where.min_retention,
-        probe_tags=probe_tags,
-    )
+    return conditions(**filter_fields(where), probe_tags=probe_tags)
 
 
 def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[Any]]:
@@ -482,15 +451,8 @@ def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[A
 
 def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
     """Memories of ``tier`` matching every filter that ``options`` sets."""
-    validate_query(options)
-    where, params = conditions(
-        session_id=options.session_id,
-        agent_id=options.agent_id,
-        category=options.category,
-        tags=options.tags,
-        created_after=options.created_after,
-        created_before=options.created_before,
-    )
+    validate_query(options, _ORDER_COLUMNS)
+    where, params = conditions(**query_filters(options))
     sql = _SELECT[tier]
     if where:
         sql += " WHERE " + " AND ".join(where)

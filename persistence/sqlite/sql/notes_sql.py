@@ -12,10 +12,11 @@ from typing import Any
 
 import apsw
 
-from persistence.codecs import decode_json, encode_json
+from persistence.codecs import decode_json
 from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.row_checks import INT, NULL_TEXT, TEXT, check_row, json_texts
+from persistence.stores.rows import note_row, note_version_row
 
 _COLUMNS = (
     "id, title, content, tags, version, created_at, updated_at, created_by, updated_by, agent_id"
@@ -51,10 +52,6 @@ def _mine(agent: str | None, column: str = "agent_id") -> str:
 
 def _with(params: tuple[Any, ...], agent: str | None) -> tuple[Any, ...]:
     return params if agent is None else (*params, agent)
-
-
-def _tags_text(tags: Sequence[str]) -> str:
-    return encode_json(list(tags), "tags")
 
 
 _KINDS = {
@@ -116,22 +113,23 @@ def _index(conn: apsw.Connection, note: Note) -> None:
     )
 
 
+_SAVE_NOTE = (
+    "ON CONFLICT (id) DO UPDATE SET title = excluded.title, content = excluded.content, "
+    "tags = excluded.tags, version = excluded.version, updated_at = excluded.updated_at, "
+    "updated_by = excluded.updated_by"
+)
+
+
 def save(conn: apsw.Connection, note: Note, version: NoteVersion) -> None:
     """Write ``note`` as it is now and its new ``version`` (and refresh its keywords)."""
     conn.execute(
-        f"INSERT INTO notes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (id) DO UPDATE SET title = excluded.title, content = excluded.content, "
-        "tags = excluded.tags, version = excluded.version, updated_at = excluded.updated_at, "
-        "updated_by = excluded.updated_by",
-        (note.id, note.title, note.content, _tags_text(note.tags), note.version,
-         note.created_at, note.updated_at, note.created_by, note.updated_by, note.agent_id),
-    )  # fmt: skip
+        f"INSERT INTO notes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_SAVE_NOTE}",
+        note_row(note),
+    )
     conn.execute(
         f"INSERT INTO note_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (version.note_id, version.version, version.title, version.content,
-         _tags_text(version.tags), version.author, version.at,
-         encode_json(list(version.changed), "changed")),
-    )  # fmt: skip
+        note_version_row(version),
+    )
     _index(conn, note)
 
 

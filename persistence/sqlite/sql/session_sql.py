@@ -7,7 +7,7 @@ from typing import Any
 
 import apsw
 
-from persistence.codecs import decode_json, encode_json
+from persistence.codecs import decode_json
 from persistence.records import SessionState, TranscriptEntry
 from persistence.sqlite.connection import query_all, query_one
 from persistence.sqlite.row_checks import (
@@ -19,6 +19,7 @@ from persistence.sqlite.row_checks import (
     json_object,
     json_texts,
 )
+from persistence.stores.rows import session_of, session_row
 
 _COLUMNS = (
     "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
@@ -51,34 +52,17 @@ _TRANSCRIPT_KINDS = (TEXT, TEXT, INT, TEXT, TEXT, INT, NULL_TEXT)
 def _to_session(row: Sequence[Any]) -> SessionState:
     """The session a row holds (damage if a column's type is not its own)."""
     check_row("sessions", _NAMES, _KINDS, row)
-    return SessionState(
-        session_id=row[0],
-        started_at=row[1],
-        last_active_at=row[2],
-        turn_number=row[3],
-        active_agents=json_texts("sessions", "active_agents", decode_json(row[4])),
-        scratchpad_state=json_texts("sessions", "scratchpad_state", decode_json(row[5])),
-        metadata=json_object("sessions", "metadata", decode_json(row[6])),
-        is_active=bool(row[7]),
-        pending_compaction=bool(row[8]),
-        ended_at=row[9],
+    return session_of(
+        row,
+        json_texts("sessions", "active_agents", decode_json(row[4])),
+        json_texts("sessions", "scratchpad_state", decode_json(row[5])),
+        json_object("sessions", "metadata", decode_json(row[6])),
     )
 
 
 def encode_row(session: SessionState) -> tuple[Any, ...]:
     """Column values for ``session`` in insert order."""
-    return (
-        session.session_id,
-        session.started_at,
-        session.last_active_at,
-        session.turn_number,
-        encode_json(list(session.active_agents), "active_agents"),
-        encode_json(list(session.scratchpad_state), "scratchpad_state"),
-        encode_json(dict(session.metadata), "metadata"),
-        int(session.is_active),
-        int(session.pending_compaction),
-        session.ended_at,
-    )
+    return session_row(session)
 
 
 def upsert(conn: apsw.Connection, row: tuple[Any, ...], agent_id: str | None = None) -> bool:

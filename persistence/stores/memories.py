@@ -1,0 +1,468 @@
+"""MemoryStore: the memories of the three tiers, promotion and its log, and what
+deduplication notes about their content, written once for both engines.
+
+Each method validates its input, then runs the engine's SQL in one transaction
+(:meth:`Engine.transaction <persistence.engine.Engine.transaction>`: durable when it
+returns) or on a read connection (:meth:`Engine.reading`). The engine supplies two
+things: ``sql``, its ``memory_sql`` module (functions of the same names on both engines,
+the connection first), and ``own``, a :class:`MemoryEngine`: what it does its own way (how
+a row and its vector are encoded and written, how the vector size is checked, promotion
+and forgetting, the one-statement reads and the one-trip write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from persistence.dedup_key import content_key
+from persistence.engine import Connection, Engine
+from persistence.errors import (
+    DuplicateMemoryError,
+    InvalidInputError,
+    InvalidPromotionError,
+    MemoryNotFoundError,
+    TieredMemoryError,
+)
+from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
+from persistence.stores.config import StoreConfig
+from persistence.validation import (
+    parse_tier,
+    require_content_size,
+    require_int,
+    require_str,
+    validate_memory,
+    validate_schedule,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A memory ready to write: ``memory`` as it reads back, ``row`` the engine's values
+    for it, ``dim`` its embedding's size (``None``: no embedding)."""
+
+    memory: Memory
+    row: Any
+    dim: int | None
+
+
+def ids_taken(taken: set[str]) -> DuplicateMemoryError:
+    """The error of a batch some of whose ids ``taken`` are already used."""
+    return DuplicateMemoryError(
+        f"memory id {sorted(taken)[0]} is already used ({len(taken)} in the batch); "
+        "nothing was written"
+    )
+
+
+class MemoryEngine(Protocol):
+    """What an engine does its own way for memories (see the module docstring)."""
+
+    ids_per_query: int
+    """How many ids one ``fetch_many`` statement takes."""
+
+    def encode(self, memory: Memory) -> Encoded:
+        """``memory`` (validated, tags de-duplicated) as the engine writes it."""
+        ...
+
+    def check_dimension(self, conn: Connection, dim: int) -> None:
+        """Refuse an embedding of another size than the store's (the first one fixes it)."""
+        ...
+
+    def upsert(self, conn: Connection, encoded: Encoded) -> None:
+        """Insert or update one memory (a scratchpad one evicts another under its key)."""
+        ...
+
+    def insert_new(
+        self, conn: Connection, batch: Sequence[Encoded], schedules: Sequence[RepetitionSchedule]
+    ) -> None:
+        """Insert new memories, their content keys and schedules; raise
+        :class:`DuplicateMemoryError` (nothing written) if an id is taken."""
+        ...
+
+    def move(
+        self, conn: Connection, memory: Memory, target: Tier, metadata: dict[str, Any], at: int
+    ) -> None:
+        """Move ``memory`` to ``target`` (key cleared, ``metadata`` and the time set)."""
+        ...
+
+    def forget(
+        self,
+        conn: Connection,
+        memory_id: str,
+        tier: Tier | None,
+        retention: float | None,
+        reason: str | None,
+        at: int,
+    ) -> Tier | None:
+        """Delete a memory (of ``tier``, if given) with its tags, vector, schedule and
+        content key; with a ``reason``, log it. Returns the tier it was in, or ``None``."""
+        ...
+
+    def read_any(self, memory_id: str) -> Memory | None:
+        """The memory with that id in whichever tier holds it (one read, no block)."""
+        ...
+
+    def content_key_seen(self, key: bytes) -> bool:
+        """A quick look before :meth:`find_same`: False if no memory has ``key``."""
+        ...
+
+    def find_same(self, conn: Connection, key: bytes, tier: Tier) -> list[str]:
+        """Ids of live memories of ``tier`` noted with ``key``, oldest first."""
+        ...
+
+    def record_content_keys(self, conn: Connection, memories: Sequence[Memory]) -> None:
+        """Note the content keys of these memories."""
+        ...
+
+    def tag_counts(self, conn: Connection, prefix: str, agent_id: str | None) -> dict[str, int]:
+        """Memories per namespace tag starting with ``prefix`` (of ``agent_id``, if given)."""
+        ...
+
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        key: bytes,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """``remember()``'s write in one round trip where the engine has one; ``None``:
+        nothing written, the caller takes the step-by-step path."""
+        ...
+
+
+class MemoryStore:
+    """Memories of the scratchpad, episodic and semantic tiers (see the module docstring).
+
+    ``config`` is the store's, read live (``clock``, ``max_content_bytes``). The per-tier
+    methods (``put_episodic`` ... ``clear_scratchpad``) are the reference design's
+    lower-level API: thin wrappers over the tier-generic ones.
+    """
+
+    def __init__(self, db: Engine, sql: Any, own: MemoryEngine, config: StoreConfig) -> None:
+        self.db = db
+        self.sql = sql
+        self.own = own
+        self.config = config
+
+    # --- memories of any tier ---------------------------------------------------------------
+
+    def check_content_size(self, content: str, what: str = "content") -> None:
+        """Refuse new content over ``max_content_bytes`` before any work is done on it."""
+        require_content_size(content, what, self.config.max_content_bytes)
+
+    def put_memory(self, memory: Memory) -> Memory:
+        """Insert or update ``memory`` in the tier it names (a scratchpad one needs a key)."""
+        validate_memory(memory)
+        if memory.tier is Tier.SCRATCHPAD:
+            require_str(memory.key, "memory.key of a scratchpad memory", allow_empty=False)
+        return self._write(memory, memory.tier)
+
+    def insert_memories(
+        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
+    ) -> list[Memory]:
+        """Insert new episodic or semantic memories (and their schedules) in one
+        transaction: all of them or none. Returns them as stored.
+
+        Every memory is checked before anything is written; an id already used anywhere
+        (or twice in the batch) raises :class:`DuplicateMemoryError`, an embedding of
+        another size :class:`EmbeddingDimensionError`. Each schedule must belong to one
+        of ``memories``. Their content is noted for :meth:`find_same_content`.
+        """
+        batch: list[Encoded] = []
+        for position, memory in enumerate(memories):
+            try:
+                validate_memory(memory, max_content_bytes=self.config.max_content_bytes)
+                if memory.tier is Tier.SCRATCHPAD:
+                    raise InvalidInputError(
+                        "insert_memories() takes episodic and semantic memories; "
+                        "use put_scratchpad() for the scratchpad"
+                    )
+                batch.append(self.own.encode(_normal(memory)))
+            except TieredMemoryError as exc:
+                exc.add_note(f"in memory {position} of the batch; nothing was written")
+                raise
+        ids = [encoded.memory.id for encoded in batch]
+        if len(ids) > 1 and len(set(ids)) != len(ids):
+            raise DuplicateMemoryError("insert_memories(): an id appears twice in the batch")
+        for schedule in schedules:
+            validate_schedule(schedule)
+        unknown = {s.memory_id for s in schedules}.difference(ids)
+        if unknown:
+            raise MemoryNotFoundError(
+                f"schedules for memories not in the batch: {sorted(unknown)[:3]}"
+            )
+        if not batch:
+            return []
+        with self.db.transaction() as conn:
+            for dim in sorted({e.dim for e in batch if e.dim is not None}):
+                self.own.check_dimension(conn, dim)
+            self.own.insert_new(conn, batch, schedules)
+        return [encoded.memory for encoded in batch]
+
+    def remember_new(
+        self,
+        memory: Memory,
+        schedule: RepetitionSchedule,
+        *,
+        touch_at: int | None,
+        dedup: bool,
+    ) -> Memory | None:
+        """``remember()``'s write of a new episodic or semantic memory in ONE round trip
+        where the engine has one: the memory, its vector, content key and schedule, and
+        its session's activity time (``touch_at``), if the session named is there and
+        active and (``dedup``) no memory with the same content key is. ``None`` if
+        nothing was written (the caller takes the step-by-step path, which raises or
+        reinforces); else the memory as stored, durable when it returns."""
+        validate_memory(memory, max_content_bytes=self.config.max_content_bytes)
+        validate_schedule(schedule)
+        if memory.tier is Tier.SCRATCHPAD:
+            raise InvalidInputError("remember_new() takes an episodic or semantic memory")
+        if schedule.memory_id != memory.id:
+            raise InvalidInputError("remember_new(): the schedule is another memory's")
+        key = content_key(memory.content, memory.agent_id, memory.session_id)
+        return self.own.remember_new(_normal(memory), schedule, key, touch_at, dedup)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        """The memory with that id in whichever tier holds it, or ``None``."""
+        if type(memory_id) is not str:
+            require_str(memory_id, "memory_id")
+        return self.own.read_any(memory_id)
+
+    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        """Several memories by id, a few statements for many (missing ids are left out)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        found: dict[str, Memory] = {}
+        step = self.own.ids_per_query
+        with self.db.reading() as conn:
+            for start in range(0, len(memory_ids), step):
+                for memory in self.sql.fetch_many(conn, memory_ids[start : start + step]):
+                    found[memory.id] = memory
+        return found
+
+    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
+        """Memories of ``tier`` matching every filter set in ``options``."""
+        return self._query(parse_tier(tier, "tier"), options)
+
+    def count(self, tier: Tier) -> int:
+        """How many memories ``tier`` holds."""
+        tier = parse_tier(tier, "tier")
+        with self.db.reading() as conn:
+            return int(self.sql.count(conn, tier))
+
+    def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
+        """How many memories carry each namespace tag starting with ``prefix`` (with
+        ``agent_id``: of that agent's memories only)."""
+        require_str(prefix, "prefix", allow_empty=True)
+        require_str(agent_id, "agent_id", allow_none=True)
+        with self.db.reading() as conn:
+            return self.own.tag_counts(conn, prefix, agent_id)
+
+    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
+        """The next ``limit`` memories of ``tier`` after ``after_id`` in id order (byte-wise)."""
+        require_str(after_id, "after_id")
+        require_int(limit, "limit", minimum=1)
+        tier = parse_tier(tier, "tier")
+        with self.db.reading() as conn:
+            return list(self.sql.page(conn, tier, after_id, limit))
+
+    def forget_memory(
+        self, memory_id: str, reason: str, retention: float | None = None
+    ) -> Tier | None:
+        """Delete a memory from whichever tier holds it and write an audit row.
+
+        Content, tags, vector, schedule and content key go; its promotion-log rows stay
+        and a forgetting-log row is added. Returns the tier it was in, or ``None`` (and
+        writes nothing) if there was none.
+        """
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_empty=False)
+        with self.db.transaction() as conn:
+            return self.own.forget(conn, memory_id, None, retention, reason, self.config.clock())
+
+    # --- promotion --------------------------------------------------------------------------
+
+    def promote_memory(
+        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
+    ) -> PromotionRecord:
+        """Move a memory forward a tier and log it in ONE transaction.
+
+        Tags, vector and schedule follow the memory; a scratchpad key is kept in the
+        metadata as ``scratchpad_key``. Raises :class:`InvalidPromotionError` for a move
+        that is not forward, :class:`MemoryNotFoundError` if ``from_tier`` does not hold it.
+        """
+        require_str(memory_id, "memory_id")
+        require_str(reason, "reason", allow_none=True)
+        source, target = parse_tier(from_tier, "from_tier"), parse_tier(to_tier, "to_tier")
+        if target.rank <= source.rank:
+            raise InvalidPromotionError(
+                f"cannot promote from {source.value} to {target.value}: "
+                "promotion goes scratchpad -> episodic -> semantic"
+            )
+        with self.db.transaction() as conn:
+            memory = self.sql.fetch(conn, source, memory_id)
+            if memory is None:
+                raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
+            metadata = dict(memory.metadata)
+            if memory.key is not None:
+                metadata["scratchpad_key"] = memory.key
+            now = self.config.clock()
+            self.own.move(conn, memory, target, metadata, now)
+            record: PromotionRecord = self.sql.log_promotion(
+                conn, memory_id, source, target, now, reason
+            )
+            return record
+
+    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
+        """Every logged promotion of a memory, oldest first."""
+        require_str(memory_id, "memory_id")
+        with self.db.reading() as conn:
+            return list(self.sql.promotion_history(conn, memory_id))
+
+    # --- deduplication ----------------------------------------------------------------------
+
+    def record_content_keys(self, memories: Sequence[Memory]) -> None:
+        """Note what these memories say (the content keys), for :meth:`find_same_content`."""
+        with self.db.transaction(join=True) as conn:
+            self.own.record_content_keys(conn, memories)
+
+    def find_same_content(
+        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
+    ) -> list[str]:
+        """Ids of live memories of ``tier`` noted with the same normalised content, agent
+        and session, oldest first (the caller compares the content itself)."""
+        key = content_key(content, agent_id, session_id)
+        if not self.own.content_key_seen(key):  # most contents are new
+            return []
+        tier = parse_tier(tier, "tier")
+        with self.db.reading() as conn:
+            return self.own.find_same(conn, key, tier)
+
+    # --- the scratchpad ---------------------------------------------------------------------
+
+    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
+        """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
+        require_str(key, "key", allow_empty=False)
+        return self._write(replace(memory, key=key), Tier.SCRATCHPAD)
+
+    def get_scratchpad(self, key: str) -> Memory | None:
+        """The scratchpad memory under ``key``, or ``None``."""
+        require_str(key, "key")
+        with self.db.reading() as conn:
+            found: Memory | None = self.sql.fetch_by_key(conn, key)
+            return found
+
+    def delete_scratchpad(self, key: str) -> bool:
+        """Delete the scratchpad entry under ``key``; True if there was one."""
+        require_str(key, "key")
+        with self.db.transaction() as conn:
+            memory = self.sql.fetch_by_key(conn, key)
+            if memory is None:
+                return False
+            gone = self.own.forget(conn, memory.id, Tier.SCRATCHPAD, None, None, 0)
+            return gone is not None
+
+    def get_all_scratchpad(self) -> list[Memory]:
+        """Every scratchpad entry, least recently written first."""
+        with self.db.reading() as conn:
+            return list(self.sql.fetch_all(conn, Tier.SCRATCHPAD))
+
+    def clear_scratchpad(self) -> int:
+        """Delete every scratchpad entry; return how many."""
+        with self.db.transaction() as conn:
+            return int(self.sql.clear(conn, Tier.SCRATCHPAD))
+
+    # --- the lower-level API: one method per tier -------------------------------------------
+
+    def put_episodic(self, memory: Memory) -> Memory:
+        """Insert or update an episodic memory; return it as stored."""
+        return self._write(memory, Tier.EPISODIC)
+
+    def get_episodic(self, memory_id: str) -> Memory | None:
+        """The episodic memory with that id, or ``None``."""
+        return self._get(Tier.EPISODIC, memory_id)
+
+    def delete_episodic(self, memory_id: str) -> bool:
+        """Delete an episodic memory with its tags and schedule; True if it existed.
+
+        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
+        and its promotion-log rows stay.
+        """
+        return self._delete(Tier.EPISODIC, memory_id)
+
+    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
+        """Episodic memories matching every filter set in ``options``."""
+        return self._query(Tier.EPISODIC, options)
+
+    def put_semantic(self, memory: Memory) -> Memory:
+        """Insert or update a semantic memory; return it as stored."""
+        return self._write(memory, Tier.SEMANTIC)
+
+    def get_semantic(self, memory_id: str) -> Memory | None:
+        """The semantic memory with that id, or ``None``."""
+        return self._get(Tier.SEMANTIC, memory_id)
+
+    def delete_semantic(self, memory_id: str) -> bool:
+        """Delete a semantic memory with its tags and schedule; True if it existed (audited
+        like :meth:`delete_episodic`)."""
+        return self._delete(Tier.SEMANTIC, memory_id)
+
+    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
+        """Semantic memories matching every filter set in ``options``."""
+        return self._query(Tier.SEMANTIC, options)
+
+    # --- shared steps -----------------------------------------------------------------------
+
+    def _write(self, memory: Memory, tier: Tier) -> Memory:
+        validate_memory(memory)
+        if memory.tier is not tier:
+            raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
+        oversized = self._oversized(memory.content)
+        encoded = self.own.encode(_normal(memory))
+        with self.db.transaction() as conn:
+            found = self.sql.content_and_tier(conn, memory.id)
+            if oversized is not None and (found is None or found[0] != memory.content):
+                raise oversized
+            if found is not None and found[1] is not tier:
+                raise DuplicateMemoryError(
+                    f"memory {memory.id} already lives in {found[1].value}; promote it instead"
+                )
+            if encoded.dim is not None:
+                self.own.check_dimension(conn, encoded.dim)
+            self.own.upsert(conn, encoded)
+        return encoded.memory
+
+    def _oversized(self, content: str) -> InvalidInputError | None:
+        """The error for content over ``max_content_bytes`` (``None`` if it fits)."""
+        try:
+            require_content_size(content, "memory.content", self.config.max_content_bytes)
+        except InvalidInputError as exc:
+            return exc
+        return None
+
+    def _get(self, tier: Tier, memory_id: str) -> Memory | None:
+        require_str(memory_id, "memory_id")
+        with self.db.reading() as conn:
+            found: Memory | None = self.sql.fetch(conn, tier, memory_id)
+            return found
+
+    def _delete(self, tier: Tier, memory_id: str) -> bool:
+        require_str(memory_id, "memory_id")
+        with self.db.transaction() as conn:
+            gone = self.own.forget(conn, memory_id, tier, None, "deleted", self.config.clock())
+            return gone is not None
+
+    def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
+        options = options or QueryOptions()
+        with self.db.reading() as conn:  # the engine's query validates the options
+            return list(self.sql.query(conn, tier, options))
+
+
+def _normal(memory: Memory) -> Memory:
+    """``memory`` with its tags de-duplicated (in order), as every engine stores them."""
+    tags = memory.tags
+    if type(tags) is tuple and (len(tags) < 2 or len(set(tags)) == len(tags)):
+        return memory
+    return replace(memory, tags=tuple(dict.fromkeys(tags)))

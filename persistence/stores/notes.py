@@ -1,0 +1,72 @@
+"""NoteStore: notes, their versions and links, and memories' content history, written
+once for both engines over the engine's notes SQL (functions of the same names, the
+connection first). The store shares the engine's connections and transactions: a note
+written in a memory transaction commits with it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from persistence.engine import Engine
+from persistence.note_records import MemoryVersion, Note, NoteVersion
+
+
+class NoteStore:
+    """The :class:`~persistence.NoteStorage` of one store; which notes a handle sees is
+    the engine's SQL's (one agent's on a scoped handle)."""
+
+    def __init__(self, db: Engine, sql: Any) -> None:
+        self.db = db
+        self.sql = sql
+
+    def save_note(self, note: Note, version: NoteVersion) -> None:
+        with self.db.transaction() as conn:
+            self.sql.save(conn, note, version)
+
+    def get_note(self, note_id: str) -> Note | None:
+        with self.db.reading() as conn:
+            found: Note | None = self.sql.fetch(conn, note_id)
+            return found
+
+    def note_versions(self, note_id: str) -> list[NoteVersion]:
+        with self.db.reading() as conn:
+            return list(self.sql.versions(conn, note_id))
+
+    def list_notes(self, tag: str | None = None, limit: int | None = None) -> list[Note]:
+        with self.db.reading() as conn:
+            return list(self.sql.recent(conn, tag, limit))
+
+    def delete_note(self, note_id: str) -> bool:
+        with self.db.transaction() as conn:
+            return bool(self.sql.delete(conn, note_id))
+
+    def link_note(self, note_id: str, kind: str, target: str, at: int) -> bool:
+        with self.db.transaction() as conn:
+            return bool(self.sql.link(conn, note_id, kind, target, at))
+
+    def unlink_note(self, note_id: str, kind: str, target: str) -> bool:
+        with self.db.transaction() as conn:
+            return bool(self.sql.unlink(conn, note_id, kind, target))
+
+    def notes_linked_to(self, kind: str, target: str) -> list[str]:
+        with self.db.reading() as conn:
+            return list(self.sql.linked_to(conn, kind, target))
+
+    def search_notes(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        if not words:
+            return []
+        with self.db.reading() as conn:
+            return list(self.sql.search(conn, words, limit))
+
+    def note_count(self) -> int:
+        with self.db.reading() as conn:
+            return int(self.sql.count(conn))
+
+    def memory_versions(self, memory_id: str) -> list[MemoryVersion]:
+        with self.db.reading() as conn:
+            return list(self.sql.memory_versions(conn, memory_id))
+
+    def add_memory_version(self, version: MemoryVersion) -> None:
+        with self.db.transaction() as conn:
+            self.sql.add_memory_version(conn, version)

@@ -1,0 +1,108 @@
+"""Driver-free pieces both engines' SQL modules share: query checks, filter fields, and
+the parameter rows of sessions and notes (each engine keeps only its SQL text)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from persistence.codecs import encode_json
+from persistence.errors import InvalidInputError, InvalidTypeError
+from persistence.note_records import Note, NoteVersion
+from persistence.records import MemoryFilter, QueryOptions, SessionState
+from persistence.validation import require_bool, require_int, require_str, require_str_tuple
+
+
+def validate_query(options: QueryOptions, order_columns: Collection[str]) -> None:
+    """Refuse options a query cannot honour, before anything runs."""
+    if not isinstance(options, QueryOptions):
+        raise InvalidTypeError(f"options must be QueryOptions, got {type(options).__name__}")
+    if options.order_by not in order_columns:
+        raise InvalidInputError(
+            f"order_by must be one of {sorted(order_columns)}, got {options.order_by!r}"
+        )
+    for name in ("session_id", "agent_id", "category"):
+        require_str(getattr(options, name), name, allow_none=True)
+    require_str_tuple(options.tags, "tags")
+    for name in ("created_after", "created_before"):
+        require_int(getattr(options, name), name, allow_none=True)
+    require_int(options.limit, "limit", allow_none=True, minimum=0)
+    require_int(options.offset, "offset", minimum=0)
+    require_bool(options.descending, "descending")
+
+
+def query_filters(options: QueryOptions) -> dict[str, Any]:
+    """The filters of ``options`` as keyword arguments of an engine's ``conditions()``."""
+    return {
+        "session_id": options.session_id,
+        "agent_id": options.agent_id,
+        "category": options.category,
+        "tags": options.tags,
+        "created_after": options.created_after,
+        "created_before": options.created_before,
+    }
+
+
+def filter_fields(where: MemoryFilter) -> dict[str, Any]:
+    """The filters of ``where`` (its tier aside) as keyword arguments of ``conditions()``."""
+    return {
+        "session_id": where.session_id,
+        "agent_id": where.agent_id,
+        "tags": where.tags,
+        "created_after": where.created_after,
+        "created_before": where.created_before,
+        "min_retention": where.min_retention,
+    }
+
+
+def session_row(session: SessionState) -> tuple[Any, ...]:
+    """Column values of ``session`` (validated) in insert order, JSON as text (the two
+    flags as ``bool``: SQLite binds them as 1 and 0)."""
+    return (
+        session.session_id,
+        session.started_at,
+        session.last_active_at,
+        session.turn_number,
+        encode_json(list(session.active_agents), "active_agents"),
+        encode_json(list(session.scratchpad_state), "scratchpad_state"),
+        encode_json(dict(session.metadata), "metadata"),
+        bool(session.is_active),
+        bool(session.pending_compaction),
+        session.ended_at,
+    )
+
+
+def session_of(row: Sequence[Any], agents: Any, scratchpad: Any, metadata: Any) -> SessionState:
+    """The session of a row of the session columns, its three JSON columns decoded (and
+    checked) by the engine."""
+    return SessionState(
+        session_id=row[0],
+        started_at=row[1],
+        last_active_at=row[2],
+        turn_number=row[3],
+        active_agents=agents,
+        scratchpad_state=scratchpad,
+        metadata=metadata,
+        is_active=bool(row[7]),
+        pending_compaction=bool(row[8]),
+        ended_at=row[9],
+    )
+
+
+def tags_text(tags: Sequence[str]) -> str:
+    """A note's tags as the JSON text both engines store."""
+    return encode_json(list(tags), "tags")
+
+
+def note_row(note: Note) -> tuple[Any, ...]:
+    """Column values of ``note`` in the notes table's order."""
+    return (note.id, note.title, note.content, tags_text(note.tags), note.version,
+            note.created_at, note.updated_at, note.created_by, note.updated_by,
+            note.agent_id)  # fmt: skip
+
+
+def note_version_row(version: NoteVersion) -> tuple[Any, ...]:
+    """Column values of a note's ``version`` in the versions table's order."""
+    return (version.note_id, version.version, version.title, version.content,
+            tags_text(version.tags), version.author, version.at,
+            encode_json(list(version.changed), "changed"))  # fmt: skip

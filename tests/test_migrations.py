@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -274,7 +275,7 @@ def test_a_v11_file_keeps_its_sessions_and_log_store_wide(db_path: Path) -> None
 # --- the chain per engine, the runner core without a driver ---------------------------
 
 
-def _raw_contents(path: Path) -> dict[str, list[tuple[object, ...]]]:
+def _raw_contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every schema row and every row of every table of the file, read without the store
     (but the planner's statistics, which ``PRAGMA optimize`` refreshes at open and close)."""
     conn = connect(str(path), ConnectionOptions())
@@ -285,7 +286,8 @@ def _raw_contents(path: Path) -> dict[str, list[tuple[object, ...]]]:
         tables = [
             str(name)
             for kind, name, _, sql in schema
-            if kind == "table" and not str(sql or "").upper().startswith("CREATE VIRTUAL")
+            if kind == "table"
+            and not str(sql or "").upper().startswith("CREATE VIRTUAL")
             and not str(name).startswith("sqlite_stat")
         ]
         found = {"sqlite_schema": sorted(map(tuple, schema), key=repr)}
@@ -298,9 +300,9 @@ def _raw_contents(path: Path) -> dict[str, list[tuple[object, ...]]]:
 
 
 def test_a_v17_file_written_by_the_chain_opens_unchanged(db_path: Path) -> None:
-    """A file made by the SQLite chain as it stood before the chains moved into
-    ``migrations/sqlite/`` (version 17, with memories, a session, its transcript and the forgetting log) opens with
-    today's code without a migration and without a changed row or schema entry."""
+    """A file made by the SQLite chain at today's head (version 17: memories, a session,
+    its transcript, the forgetting log) opens with today's code without a migration and
+    without a changed row or schema entry."""
     v17 = sqlite_chain.available_migrations()[:17]
     assert [m.VERSION for m in v17] == list(range(1, 18))
     assert sqlite_chain.LATEST_VERSION == 17, "a version 18 ships: a v17 file now migrates"

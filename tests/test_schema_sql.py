@@ -1,10 +1,11 @@
 """The keyword window's DDL has one home, the SQLite migration chain: a new file carries
-the triggers the chain last defined (v008), which the runtime's work-off in
+the triggers the chain last defined (v008, over v007's window), which the runtime's work-off in
 persistence/sqlite/sql/schema_sql.py relies on (test_keyword_context checks that work-off
 against a recomputation)."""
 
 from __future__ import annotations
 
+from migrations.sqlite import v007_keyword_window as window
 from migrations.sqlite import v008_keyword_window_order as keyword_window
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.connection import query_all
@@ -23,7 +24,7 @@ def test_a_new_file_carries_the_keyword_triggers_of_the_chain(file_store: SQLite
     stored = _schema(file_store, "trigger", "%_keyword_%")
     expected = {
         f"{tier}_keyword_{event}": sql
-        for tier in keyword_window.TIERS
+        for tier in window.TIERS
         for event, sql in zip(
             ("insert", "delete", "update"), keyword_window.triggers(tier), strict=True
         )
@@ -32,4 +33,4 @@ def test_a_new_file_carries_the_keyword_triggers_of_the_chain(file_store: SQLite
 
 
 def test_the_runtime_window_is_the_one_the_chain_built() -> None:
-    assert (schema_sql.TIERS, schema_sql.WINDOW) == (keyword_window.TIERS, keyword_window.WINDOW)
+    assert (schema_sql.TIERS, schema_sql.WINDOW) == (window.TIERS, window.WINDOW)

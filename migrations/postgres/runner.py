@@ -73,8 +73,7 @@ class PgVersionBook:
 
     def record(self, version: int, applied_at: int, description: str) -> None:
         self._conn.execute(
-            f"INSERT INTO {VERSION_TABLE} (version, applied_at, description) "
-            "VALUES (%s, %s, %s)",
+            f"INSERT INTO {VERSION_TABLE} (version, applied_at, description) VALUES (%s, %s, %s)",
             (version, applied_at, description),
         )
 

@@ -1,24 +1,11 @@
-"""The schema's history: one module per version (``vNNN_name.py``) and the runner.
+"""The schema's history, a chain per engine: ``migrations.sqlite`` and
+``migrations.postgres`` (one frozen module per version each), and the runner core they
+share (:mod:`migrations.core`).
 
-This package imports nothing else of the project.
+This package imports nothing else of the project and no driver: a PostgreSQL user's
+process never loads apsw through it.
 """
 
-from migrations.runner import (
-    LATEST_VERSION,
-    Migration,
-    MigrationFailed,
-    SchemaTooNew,
-    apply_migrations,
-    available_migrations,
-    read_schema_version,
-)
+from migrations.core import Migration, MigrationFailed, SchemaTooNew, VersionBook, apply_chain
 
-__all__ = [
-    "LATEST_VERSION",
-    "Migration",
-    "MigrationFailed",
-    "SchemaTooNew",
-    "apply_migrations",
-    "available_migrations",
-    "read_schema_version",
-]
+__all__ = ["Migration", "MigrationFailed", "SchemaTooNew", "VersionBook", "apply_chain"]

@@ -173,7 +173,7 @@ def old_schema_store(path: Path, version: int) -> Iterator[SQLiteStore]:
     """A store on a file at schema ``version`` (< 9) that today's record SQL can write:
     the ``speaker`` column of version 9 is there while the block runs and dropped after
     it, so the file that is left is exactly a version-``version`` file with those rows."""
-    from migrations import available_migrations
+    from migrations.sqlite import available_migrations
     from persistence.sqlite.connection import ConnectionOptions, connect
 
     assert version < 9

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-import migrations
+import migrations.sqlite as sqlite_chain
 from persistence import (
     BackupError,
     CorruptDatabaseError,
@@ -128,7 +128,7 @@ def test_backup_while_another_process_writes(full: AgentMemoryManager, db_path: 
         snapshot = full.backup()
         with SQLiteStore(snapshot) as copy:
             counts.append(copy.get_statistics().episodic_count)
-            assert copy.schema_version == migrations.LATEST_VERSION
+            assert copy.schema_version == sqlite_chain.LATEST_VERSION
     assert writer.wait(60) == 0
     assert counts == sorted(counts)  # each snapshot is a consistent point in time
     assert full.check_integrity().ok
@@ -147,7 +147,7 @@ def test_restore_brings_back_the_snapshot_for_every_connection(
         full.remember("after the snapshot")
         full.scratchpad.clear()
         result = full.restore(snapshot)
-        assert result.schema_version == migrations.LATEST_VERSION
+        assert result.schema_version == sqlite_chain.LATEST_VERSION
         assert full.scratchpad.get("goal").id == goal_id  # type: ignore[union-attr]
         assert not full.query(limit=None, tags=[]) or all(
             m.content != "after the snapshot" for m in full.query(limit=None)
@@ -201,7 +201,7 @@ def test_restoring_an_older_schema_migrates_it(db_path: Path, tmp_path: Path) ->
         result = memory.restore(old)
         assert (result.source_schema_version, result.schema_version) == (
             1,
-            migrations.LATEST_VERSION,
+            sqlite_chain.LATEST_VERSION,
         )
         assert memory.get(kept.id).content == "from version 1"  # type: ignore[union-attr]
         assert memory.forgetting_log() == []  # the v2 table exists after migrating

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from migrations import LATEST_VERSION, available_migrations
+from migrations.sqlite import LATEST_VERSION, available_migrations
 from persistence import Tier
 from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock

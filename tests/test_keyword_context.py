@@ -10,8 +10,8 @@ from pathlib import Path
 
 import apsw
 
-from migrations import LATEST_VERSION
-from migrations import v008_keyword_window_order as keyword_window
+from migrations.sqlite import LATEST_VERSION
+from migrations.sqlite import v008_keyword_window_order as keyword_window
 from persistence import Memory, MemoryFilter, Tier
 from persistence.records import SessionState
 from persistence.sqlite import BackupManager, SQLiteStore

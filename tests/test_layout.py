@@ -1,9 +1,10 @@
 """The arrows of the layout: tiered_memory -> persistence (through its package exports
-only) -> migrations (its runner only); none back."""
+only) -> migrations (its runners only); none back."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,20 @@ def test_persistence_never_imports_the_domain() -> None:
     assert [(f, m) for f, m in _imports("persistence") if m.startswith("tiered_memory")] == []
 
 
+_VERSION_MODULE = re.compile(r"^migrations\.(?:\w+\.)?v\d{3}_")
+
+
 def test_runtime_code_imports_no_migration_module() -> None:
+    """The frozen modules of either chain are history: the runtime takes only a runner."""
     versions = [
         (f, m)
         for package in ("persistence", "tiered_memory")
         for f, m in _imports(package, names=True)
-        if m.startswith("migrations.v0")
+        if _VERSION_MODULE.match(m)
     ]
     assert versions == []
+    assert _VERSION_MODULE.match("migrations.sqlite.v008_keyword_window_order")
+    assert _VERSION_MODULE.match("migrations.postgres.v004_row_level_security")
 
 
 def test_the_domain_runs_no_sql_and_holds_no_connection() -> None:
@@ -168,15 +175,38 @@ def test_the_circle_check_sees_a_circle() -> None:
     assert "tiered_memory.manager" in _import_graph()["tiered_memory"]
 
 
-def test_only_the_sqlite_room_and_migrations_import_the_driver() -> None:
-    drivers = {"apsw", "sqlite3", "sqlite_vec"}
-    outside = sorted(
-        f"{f}: {m}"
-        for package in ("tiered_memory", "persistence")
+DRIVERS = {
+    "sqlite": {"apsw", "sqlite3", "sqlite_vec"},
+    "postgres": {"psycopg", "psycopg_pool", "pgvector"},
+}
+
+
+def _driver_imports_outside_their_engine() -> list[str]:
+    """Each engine's driver imported anywhere in production code but its two rooms,
+    ``persistence/<engine>/`` and ``migrations/<engine>/`` (tests and benchmarks aside)."""
+    return sorted(
+        f"{package}/{f}: {m}"
+        for package in PACKAGES
         for f, m in _imports(package)
-        if m.split(".")[0] in drivers and not (package == "persistence" and f.startswith("sqlite/"))
+        for engine, drivers in DRIVERS.items()
+        if m.split(".")[0] in drivers
+        and not (package in ("persistence", "migrations") and f.startswith(f"{engine}/"))
     )
-    assert outside == []
+
+
+def test_each_driver_is_imported_only_in_its_engines_rooms() -> None:
+    assert _driver_imports_outside_their_engine() == []
+
+
+def test_the_driver_check_sees_the_drivers_where_they_are() -> None:
+    found = {
+        (package, f.split("/")[0], m.split(".")[0])
+        for package in ("persistence", "migrations")
+        for f, m in _imports(package)
+    }
+    assert ("persistence", "sqlite", "apsw") in found
+    assert ("migrations", "sqlite", "apsw") in found
+    assert ("persistence", "postgres", "psycopg") in found
 
 
 def test_the_contract_names_no_engine() -> None:

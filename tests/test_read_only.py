@@ -15,7 +15,7 @@ from typing import Any
 import apsw
 import pytest
 
-from migrations import available_migrations
+from migrations.sqlite import available_migrations
 from persistence import (
     ForeignDatabaseError,
     Memory,

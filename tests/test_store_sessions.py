@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from migrations import LATEST_VERSION
+from migrations.sqlite import LATEST_VERSION
 from persistence import (
     InvalidInputError,
     InvalidTypeError,

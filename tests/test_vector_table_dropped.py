@@ -11,9 +11,9 @@ from typing import Any
 import apsw
 import numpy as np
 
-import migrations
+import migrations.sqlite as sqlite_chain
 from benchmarks.raw_sql import load_sqlite_vec
-from migrations import v016_write_path
+from migrations.sqlite import v016_write_path
 from persistence import Memory, QueryOptions, Tier
 from persistence.sqlite import SQLiteStore
 
@@ -69,7 +69,7 @@ def _vector_objects(path: Path) -> list[str]:
 
 def _v15_file(path: Path) -> np.ndarray:
     vectors = np.random.default_rng(3).standard_normal((30, DIM)).astype(np.float32)
-    with SQLiteStore(path, migrations=migrations.available_migrations()[:15]) as old:
+    with SQLiteStore(path, migrations=sqlite_chain.available_migrations()[:15]) as old:
         assert old.schema_version == 15
         for i, vector in enumerate(vectors):
             old.put_memory(Memory.create(f"fact {i}", Tier.EPISODIC, id=f"m{i}", embedding=vector))
@@ -84,7 +84,7 @@ def test_a_v15_file_loses_the_vector_table_and_keeps_its_memories(db_path: Path)
     vectors = _v15_file(db_path)
     assert len(_vector_objects(db_path)) > 12  # the table, its shadow tables, 12 triggers
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == migrations.LATEST_VERSION >= 16
+        assert store.schema_version == sqlite_chain.LATEST_VERSION >= 16
         assert _vector_objects(db_path) == []
         for i, vector in enumerate(vectors):
             assert store.vector_search(vector, 1)[0][0] == f"m{i}"

@@ -1,23 +1,21 @@
-"""Apply the PostgreSQL migrations, each in one transaction with its version row.
+"""The PostgreSQL chain's glue for the runner core: ``BEGIN`` with the chain's advisory
+lock, and the ``tm_schema_version`` table.
 
 Two processes opening a new database race safely: a transaction-level advisory lock
-serialises them and the version is read again under it. A database whose schema is
-newer than this code raises :class:`~migrations.SchemaTooNew` before anything is written.
+serialises them and the core reads the version again under it. PostgreSQL runs DDL inside
+a transaction, so a version applies whole or not at all. Nothing here imports psycopg:
+the connection passed in is any object with ``execute`` (a psycopg 3 connection).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
-import re
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from migrations.runner import MigrationFailed, SchemaTooNew
+from migrations.core import apply_chain, chain_head, discover
 
-_MODULE_NAME = re.compile(r"^v(\d{3})_\w+$")
+_FOLDER = os.path.dirname(os.path.abspath(__file__))
 LOCK_KEY = 0x746D5F6D6967  # pg_advisory_xact_lock key of the migration chain ("tm_mig")
 VERSION_TABLE = "tm_schema_version"
 
@@ -38,20 +36,7 @@ class PgMigration(Protocol):
 
 def available_migrations() -> list[PgMigration]:
     """The PostgreSQL migrations shipped here, ordered and checked to be 1, 2, 3, ..."""
-    found: list[PgMigration] = []
-    folder = os.path.dirname(os.path.abspath(__file__))
-    for info in pkgutil.iter_modules([folder]):
-        match = _MODULE_NAME.match(info.name)
-        if not match:
-            continue
-        module = importlib.import_module(f"migrations.postgres.{info.name}")
-        if int(match.group(1)) != module.VERSION:
-            raise RuntimeError(f"migrations.postgres.{info.name} declares {module.VERSION}")
-        found.append(module)
-    found.sort(key=lambda m: m.VERSION)
-    if [m.VERSION for m in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migration versions are not contiguous: {[m.VERSION for m in found]}")
-    return found
+    return discover("migrations.postgres", _FOLDER)
 
 
 def read_schema_version(conn: PgConnection) -> int:
@@ -63,6 +48,36 @@ def read_schema_version(conn: PgConnection) -> int:
     return int(row[0]) if row[0] is not None else 0
 
 
+class PgVersionBook:
+    """:class:`migrations.core.VersionBook` over one connection in autocommit mode."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self._conn = conn
+
+    def read_version(self) -> int:
+        return read_schema_version(self._conn)
+
+    def begin(self) -> None:
+        self._conn.execute("BEGIN")
+        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+
+    def commit(self) -> None:
+        self._conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self._conn.execute("ROLLBACK")
+
+    def run(self, migration: PgMigration) -> None:
+        for statement in migration.STATEMENTS:
+            self._conn.execute(statement)
+
+    def record(self, version: int, applied_at: int, description: str) -> None:
+        self._conn.execute(
+            f"INSERT INTO {VERSION_TABLE} (version, applied_at, description) VALUES (%s, %s, %s)",
+            (version, applied_at, description),
+        )
+
+
 def apply_migrations(
     conn: PgConnection,
     migrations: Sequence[PgMigration] | None = None,
@@ -72,41 +87,11 @@ def apply_migrations(
 
     ``conn`` is in autocommit mode (no transaction open). Each migration runs in its own
     transaction holding the chain's advisory lock, with its ``tm_schema_version`` row.
-    Raises :class:`SchemaTooNew` before writing, :class:`MigrationFailed` after a rollback.
+    Raises :class:`~migrations.SchemaTooNew` before writing,
+    :class:`~migrations.MigrationFailed` after a rollback.
     """
-    ordered = sorted(migrations or available_migrations(), key=lambda m: m.VERSION)
-    latest = ordered[-1].VERSION if ordered else 0
-    now = clock or (lambda: time.time_ns() // 1_000_000)
-    current = read_schema_version(conn)
-    if current > latest:
-        raise SchemaTooNew(current, latest)
-    applied: list[int] = []
-    for migration in ordered:
-        if current >= migration.VERSION:
-            continue
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            current = read_schema_version(conn)
-            if current > latest:
-                raise SchemaTooNew(current, latest)
-            if current < migration.VERSION:
-                for statement in migration.STATEMENTS:
-                    conn.execute(statement)
-                conn.execute(
-                    f"INSERT INTO {VERSION_TABLE} (version, applied_at, description) "
-                    "VALUES (%s, %s, %s)",
-                    (migration.VERSION, now(), migration.DESCRIPTION),
-                )
-                applied.append(migration.VERSION)
-                current = migration.VERSION
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            if isinstance(exc, SchemaTooNew) or not isinstance(exc, Exception):
-                raise
-            raise MigrationFailed(migration.VERSION, exc) from exc
-    return applied
+    return apply_chain(PgVersionBook(conn), migrations or available_migrations(), clock)
 
 
-LATEST_VERSION: int = available_migrations()[-1].VERSION
+LATEST_VERSION: int = chain_head(_FOLDER)
+"""The newest version shipped (from the file names)."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from migrations import LATEST_VERSION as DOCUMENT_VERSION
+from migrations.sqlite import LATEST_VERSION as DOCUMENT_VERSION
 from persistence.errors import InvalidImportError
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
 from persistence.postgres.database import Connection, PgDatabase

@@ -21,7 +21,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
-from migrations import LATEST_VERSION, read_schema_version
+from migrations.sqlite import LATEST_VERSION, read_schema_version
 from persistence import leftovers, rotation
 from persistence.errors import (
     BackupError,

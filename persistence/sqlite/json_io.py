@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from migrations import read_schema_version
+from migrations.sqlite import read_schema_version
 from persistence.errors import InvalidImportError
 from persistence.records import (
     ForgettingRecord,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import apsw
 
-from migrations import LATEST_VERSION, read_schema_version
+from migrations.sqlite import LATEST_VERSION, read_schema_version
 from persistence import leftovers
 from persistence.errors import (
     BackupError,

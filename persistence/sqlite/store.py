@@ -21,7 +21,7 @@ from typing import Generic, TypeVar, overload
 import apsw
 import numpy as np
 
-from migrations import (
+from migrations.sqlite import (
     LATEST_VERSION,
     Migration,
     MigrationFailed,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from migrations import LATEST_VERSION
+from migrations.sqlite import LATEST_VERSION
 from persistence.errors import InvalidImportError, InvalidInputError
 from persistence.records import (
     ForgettingRecord,

@@ -1,9 +1,12 @@
-"""The current DDL of the derived tables: the keyword window, its triggers, the vector table.
+"""The keyword window's SQL the running code runs: fill, re-index and work off
+``keyword_dirty`` (every commit).
 
-Migrations keep frozen copies of what they created (``migrations/v007_keyword_window``,
-``v008_keyword_window_order``); this module is what the running code uses to fill,
-re-index and rebuild those tables today, so the runtime never imports a migration.
-``tests/test_schema_sql.py`` checks that a freshly migrated file carries exactly this.
+The tables and triggers these statements serve are created by the migrations only
+(``migrations/sqlite/v007_keyword_window``, ``v008_keyword_window_order``); no copy of
+their DDL is kept here (``tests/test_schema_sql.py`` checks a new file against the chain).
+The statements are the runtime's own, not imported from the frozen modules: they have
+moved on since v008 (one set per group of dirty tiers, the neighbour lookup skipped
+without sessions, a window-function fill), and a frozen module never changes.
 
 The keyword index (``memory_fts``) holds each memory's content, the ``WINDOW`` memories
 before it in its session and tier (``context``) and the ``WINDOW`` after it (``after``).
@@ -17,7 +20,6 @@ import apsw
 
 TIERS = ("scratchpad", "episodic", "semantic")
 WINDOW = 2
-KEYWORD_EVENTS = ("insert", "delete", "update")
 
 
 # --- keyword window -------------------------------------------------------------------
@@ -60,35 +62,6 @@ def _neighbour(tier: str, changed: str, offset: int, before: bool) -> str:
         f"(SELECT w.rowid FROM {tier} AS w WHERE w.session_id = {changed}.session_id "
         f"AND w.rowid {compare} {changed}.r ORDER BY w.rowid {order} LIMIT 1 OFFSET {offset})"
     )
-
-
-def _note(tier: str, row: str) -> str:
-    """Record that the memory at ``row`` (``NEW`` or ``OLD``) of ``tier`` changed."""
-    return (
-        f"INSERT INTO keyword_dirty (tier, r, session_id) "
-        f"VALUES ('{tier}', {row}.rowid, {row}.session_id)"
-    )
-
-
-def keyword_triggers(tier: str) -> list[str]:
-    """The three triggers that keep ``memory_index`` and ``keyword_dirty`` in step."""
-    own = "(SELECT rowid FROM memory_index WHERE memory_id = OLD.id)"
-    return [
-        f"""CREATE TRIGGER {tier}_keyword_insert AFTER INSERT ON {tier} BEGIN
-            INSERT INTO memory_index (memory_id, tier) VALUES (NEW.id, '{tier}');
-            {_note(tier, "NEW")};
-        END""",
-        f"""CREATE TRIGGER {tier}_keyword_delete AFTER DELETE ON {tier} BEGIN
-            DELETE FROM memory_fts WHERE rowid = {own};
-            DELETE FROM memory_index WHERE memory_id = OLD.id;
-            {_note(tier, "OLD")};
-        END""",
-        f"""CREATE TRIGGER {tier}_keyword_update AFTER UPDATE OF content, session_id ON {tier}
-            WHEN OLD.content IS NOT NEW.content OR OLD.session_id IS NOT NEW.session_id BEGIN
-            {_note(tier, "OLD")};
-            {_note(tier, "NEW")};
-        END""",
-    ]
 
 
 def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[str]:

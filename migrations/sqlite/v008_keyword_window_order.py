@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import apsw
 
-from migrations.v007_keyword_window import TIERS, WINDOW
-from migrations.v007_keyword_window import _window_text as window_text
+from migrations.sqlite.v007_keyword_window import TIERS, WINDOW
+from migrations.sqlite.v007_keyword_window import _window_text as window_text
 
 VERSION = 8
 DESCRIPTION = "keyword window re-indexed once per transaction, in rowid order (keyword_dirty)"

@@ -27,13 +27,14 @@ from persistence import (
 from persistence.postgres import PostgresStore
 from persistence.sqlite import (
     BackupManager,
-    GraphStore,
     IndexStore,
     MemoryStore,
     ScheduleStore,
     SessionStore,
     SQLiteStore,
 )
+from persistence.sqlite.graph_store import sqlite_graph_store
+from persistence.stores.graph import GraphStore
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store
@@ -107,7 +108,8 @@ def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
     protocol: type, implementation: type
 ) -> None:
     store = SQLiteStore(":memory:")
-    instance = store if implementation is SQLiteStore else implementation(store)
+    made = {SQLiteStore: lambda s: s, GraphStore: lambda s: sqlite_graph_store(s.db)}
+    instance = made.get(implementation, implementation)(store)
     assert isinstance(instance, protocol)
     problems = _signature_problems(protocol, instance, implementation)
     assert problems == []

@@ -170,42 +170,7 @@ class GraphStore:
     ) -> None:
         """The memory asserts these facts (in the caller's transaction, if any)."""
         with self.db.transaction(join=True) as conn:
-            self._assert_facts(conn, memory_id, entities, relations, origin, now)
-
-    def _assert_facts(
-        self,
-        conn: Connection,
-        memory_id: str,
-        entities: Sequence[EntityFact],
-        relations: Sequence[RelationFact],
-        origin: str,
-        now: int,
-    ) -> None:
-        def found(name: str, type_: str) -> str:
-            return rows.ensure_entity(self.sql, conn, name, type_, now, direct=False)[0]
-
-        entity_ids = [found(e.name, e.type) for e in entities]
-        relation_ids = []
-        for r in relations:
-            s, o = found(r.subject, r.subject_type), found(r.object, r.object_type)
-            if s == o:
-                continue
-            entity_ids += [s, o]
-            relation_ids.append(
-                rows.ensure_relation(
-                    self.sql,
-                    conn,
-                    s,
-                    r.predicate,
-                    o,
-                    now,
-                    confidence=r.confidence,
-                    valid_from=None,
-                    valid_to=None,
-                    direct=False,
-                )  # fmt: skip
-            )
-        self.sql.add_provenance(conn, memory_id, entity_ids, relation_ids, origin)
+            rows.assert_facts(self.sql, conn, memory_id, entities, relations, origin, now)
 
     def apply_extractions(
         self, results: Sequence[Extraction], failures: Sequence[tuple[str, int, str]], now: int
@@ -227,8 +192,8 @@ class GraphStore:
                 old_entities, old_relations = sql.drop_provenance(
                     conn, [memory_id], graph_records.EXTRACTOR
                 )
-                self._assert_facts(
-                    conn, memory_id, entities, relations, graph_records.EXTRACTOR, now
+                rows.assert_facts(
+                    sql, conn, memory_id, entities, relations, graph_records.EXTRACTOR, now
                 )
                 sql.collect(conn, old_entities, old_relations)
                 sql.dequeue(conn, memory_id)

@@ -12,7 +12,14 @@ import unicodedata
 from collections.abc import Sequence
 
 from persistence.engine import Connection
-from persistence.graph_records import DEFAULT_TYPE, MENTIONED_WITH, Entity, normalise
+from persistence.graph_records import (
+    DEFAULT_TYPE,
+    MENTIONED_WITH,
+    Entity,
+    EntityFact,
+    RelationFact,
+    normalise,
+)
 from persistence.stores.graph_engine import GraphSql, Row
 
 
@@ -138,6 +145,37 @@ def ensure_relation(
         conn, rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now
     )
     return rid
+
+
+def assert_facts(
+    sql: GraphSql,
+    conn: Connection,
+    memory_id: str,
+    entities: Sequence[EntityFact],
+    relations: Sequence[RelationFact],
+    origin: str,
+    now: int,
+) -> None:
+    """Memory ``memory_id`` asserts these facts (found by ``origin``): their entities and
+    relations are found or created (derived, not direct) and it is recorded as their
+    provenance. A relation of an entity with itself is left out."""
+
+    def found(name: str, type_: str) -> str:
+        return ensure_entity(sql, conn, name, type_, now, direct=False)[0]
+
+    entity_ids = [found(e.name, e.type) for e in entities]
+    relation_ids = []
+    for r in relations:
+        s, o = found(r.subject, r.subject_type), found(r.object, r.object_type)
+        if s == o:
+            continue
+        entity_ids += [s, o]
+        rid = ensure_relation(
+            sql, conn, s, r.predicate, o, now,
+            confidence=r.confidence, valid_from=None, valid_to=None, direct=False,
+        )  # fmt: skip
+        relation_ids.append(rid)
+    sql.add_provenance(conn, memory_id, entity_ids, relation_ids, origin)
 
 
 def merge(sql: GraphSql, conn: Connection, keep: str, drop: str, now: int) -> None:

@@ -216,8 +216,8 @@ _FACT_RELATIONS = (
 
 
 def asserting_memories(conn: Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
-    """Ids of the memories that assert each relation (by memory id); relations no memory
-    asserts are left out."""
+    """Ids of the memories that assert each relation (by memory id), in one query;
+    relations no memory asserts are left out."""
     if not relation_ids:
         return {}
     found: dict[str, list[str]] = {}
@@ -252,7 +252,7 @@ def insert_relation(
     conn: Connection, rid: str, subject: str, predicate: str, obj: str, confidence: float,
     valid_from: int | None, valid_to: int | None, direct: bool, now: int,
 ) -> None:  # fmt: skip
-    """A new relation row (weight 0 until provenance re-weighs it)."""
+    """Insert a relation row; its weight is 0 until its provenance re-weighs it."""
     conn.execute(
         _INSERT_RELATION,
         (rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now),
@@ -311,7 +311,8 @@ def add_provenance(
     relation_ids: Iterable[str],
     origin: str,
 ) -> None:
-    """Record that ``memory_id`` asserted these entities and relations."""
+    """Record that ``memory_id`` asserted these entities and relations (one statement
+    per kind, rows already there left as they are), and re-weigh the relations."""
     entities = _ids(entity_ids)
     if entities:
         conn.execute(_ADD_ENTITIES, (memory_id, origin, entities))
@@ -330,8 +331,8 @@ def reweigh(conn: Connection, relation_ids: Sequence[str]) -> None:
 def drop_provenance(
     conn: Connection, memory_ids: Sequence[str], origin: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """Remove these memories' provenance (of one origin, or all); return the entities
-    and relations it touched."""
+    """Delete these memories' provenance rows (of one origin, or all); the entities and
+    relations they named come back (``RETURNING``)."""
     ids = _ids(memory_ids)
     where = "" if origin is None else _OF_ORIGIN
     params: tuple[Any, ...] = (ids,) if origin is None else (ids, origin)

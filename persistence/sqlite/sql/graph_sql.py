@@ -527,12 +527,9 @@ def hop_sql(predicates: bool) -> str:
 
 
 def hops(
-    conn: apsw.Connection,
-    nodes: Sequence[str],
-    at: int,
-    fanout: int,
+    conn: apsw.Connection, nodes: Sequence[str], at: int, fanout: int,
     predicates: Sequence[str] | None,
-) -> Iterator[list[tuple[Any, ...]]]:
+) -> Iterator[list[tuple[Any, ...]]]:  # fmt: skip
     """For each of ``nodes`` in turn, the relation rows it follows (:func:`hop_sql`):
     one query per entity, run only when the walk asks for the entity's rows."""
     sql = hop_sql(predicates is not None)

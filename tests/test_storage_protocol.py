@@ -6,6 +6,7 @@ domain calls nothing on a store or on the graph's records that the Protocols do 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 from pathlib import Path
 from typing import Generic, Protocol
@@ -35,6 +36,7 @@ from persistence.sqlite import (
 )
 from persistence.sqlite.graph_store import sqlite_graph_store
 from persistence.stores.graph import GraphStore
+from persistence.stores.graph_engine import GraphSql
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store
@@ -194,3 +196,19 @@ def test_the_check_sees_a_call_outside_the_protocol() -> None:
     source = "def f(self):\n    with self.store.read_connection() as c:\n        c.execute('x')\n"
     assert _store_attributes(source) == {"read_connection"}
     assert "read_connection" not in _members()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_each_engine_s_graph_sql_has_every_function_the_shared_store_calls(engine: str) -> None:
+    """The graph is written once over GraphSql: each engine's module has every function
+    under the same name with the same parameters (the connection first)."""
+    module = importlib.import_module(f"persistence.{engine}.sql.graph_sql")
+
+    def shape(parameters: list[inspect.Parameter]) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in parameters]
+
+    for name, member in _members(GraphSql).items():
+        assert callable(member), name
+        wanted = list(inspect.signature(member).parameters.values())[1:]  # without self
+        found = list(inspect.signature(getattr(module, name)).parameters.values())
+        assert shape(found) == shape(wanted), name

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from benchmarks.smoke import size, smoke
-from persistence import Memory, Tier
+from persistence import Memory, Tier, graph_records
 from persistence.sqlite import SQLiteStore, bulk_index
-from persistence.sqlite.sql import graph_sql
+from persistence.stores import graph_rows
 from tiered_memory import AgentMemoryManager, RecallSettings
 
 MEMORIES = size(100_000, 300)
@@ -74,7 +74,7 @@ def _build(path: Path) -> list[str]:
         with store.transaction() as conn:
             conn.execute("DELETE FROM graph_queue")
             ids = [
-                graph_sql.entity_id(graph_sql.normalise(_name(n)), "entity")
+                graph_rows.entity_id(graph_records.normalise(_name(n)), "entity")
                 for n in range(ENTITIES)
             ]
             conn.executemany(

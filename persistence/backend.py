@@ -96,7 +96,7 @@ def build_backend(
             change_check_interval_ms=change_check_interval_ms, trace=trace,
         )  # fmt: skip
     from persistence.sqlite.backup import BackupManager
-    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.note_store import NoteStore
     from persistence.sqlite.store import SQLiteStore
 
@@ -119,7 +119,7 @@ def build_backend(
     # The engine's hooks rather than the store's: one call less on every cached write.
     return Backend(
         store,
-        GraphStore(store),
+        sqlite_graph_store(store.db),
         store.db,
         BackupManager(store, backup_dir),
         memories=store.memories,
@@ -138,14 +138,14 @@ def _agent_filtered(
     from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
     from persistence.sqlite.agent_graph import AgentFilteredGraph
     from persistence.sqlite.backup import BackupManager
-    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.note_store import NoteStore
     from persistence.sqlite.session_store import SessionStore
 
     sessions = SessionStore(store.db, store.clock, agent_id)
     view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
     files = BackupManager(store, backup_dir, agent_id=agent_id)
-    graph = cast(GraphStorage, AgentFilteredGraph(GraphStore(store), store, agent_id))
+    graph = cast(GraphStorage, AgentFilteredGraph(sqlite_graph_store(store.db), store, agent_id))
     return Backend(
         view,
         graph,
@@ -192,7 +192,7 @@ def _server_backend(
                              synchronous=synchronous, trace=trace)  # fmt: skip
     return Backend(
         store,
-        pg.PgGraphStore(store),
+        pg.pg_graph_store(store.db),
         store.db,
         pg.PgFiles(store, backup_dir),
         memories=store.memories,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from persistence import graph_records
 from persistence.locations import is_server_url
 from persistence.sqlite.sql import graph_sql
 from tests.crash_checks import open_transactions, server_problems
@@ -58,7 +59,7 @@ class _Reader:
 
     def has_provenance(self, memory_id: str, person: str) -> bool:
         row = self.conn.execute(
-            _PROVENANCE[self.kind], (memory_id, graph_sql.normalise(person))
+            _PROVENANCE[self.kind], (memory_id, graph_records.normalise(person))
         ).fetchone()
         return row is not None
 

@@ -224,14 +224,14 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
     """Version 11 widens the two relation indexes a graph walk reads so that they cover
     every column it asks for: the walk then reads no table row, and finds what it found
     through the version-10 indexes."""
-    from persistence.sqlite.graph_store import GraphStore
+    from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.sql import graph_sql
 
     v10 = sqlite_chain.available_migrations()[:10]
     sql = "EXPLAIN QUERY PLAN " + graph_sql.hop_sql(True)
     params = {"node": "x", "at": 0, "fanout": 5, "predicates": "[]"}
     with SQLiteStore(db_path, migrations=v10) as old:
-        graph = GraphStore(old)
+        graph = sqlite_graph_store(old.db)
         for n, (s, p, o) in enumerate(
             [("Ana", "knows", "Bo"), ("Bo", "likes", "Cy"), ("Cy", "knows", "Ana"),
              ("Cy", "owns", "Dee"), ("Eve", "knows", "Bo")]
@@ -243,7 +243,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
         assert "COVERING INDEX" not in plan
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION >= 11
-        graph = GraphStore(store)
+        graph = sqlite_graph_store(store.db)
         assert [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)] == before
         assert before[0] != before[1]  # the invalidated relation counts at one time only
         with store.read_connection() as conn:

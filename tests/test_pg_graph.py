@@ -1,5 +1,5 @@
-"""PgGraphStore against the SQLite GraphStore: the same operations on both backends give
-the same records, walks, paths and counts (relation ids made deterministic on both, so
+"""The shared GraphStore on PostgreSQL against it on SQLite: the same operations on both
+engines give the same records, walks, paths and counts (relation ids made deterministic on both, so
 every tie-break is comparable), and PostgreSQL's own machinery (the deferred collection
 trigger, the queue triggers, snapshots) behaves as SQLite's does."""
 
@@ -16,13 +16,12 @@ import pytest
 from persistence.errors import MemoryNotFoundError
 from persistence.graph_errors import EntityNotFoundError, RelationNotFoundError
 from persistence.graph_records import EntityFact, RelationFact
-from persistence.postgres.graph_store import PgGraphStore
-from persistence.postgres.sql import graph_sql as pg_graph_sql
+from persistence.postgres.graph_store import pg_graph_store
 from persistence.postgres.store import PostgresStore
 from persistence.records import Memory, Tier
-from persistence.sqlite.graph_store import GraphStore
-from persistence.sqlite.sql import graph_sql as sqlite_graph_sql
+from persistence.sqlite.graph_store import sqlite_graph_store
 from persistence.sqlite.store import SQLiteStore
+from persistence.stores import graph_rows
 from tests.conftest import FakeClock
 
 NAMES = [f"E{n}" for n in range(10)]
@@ -35,7 +34,7 @@ class Pair:
 
     def __init__(self, sqlite: SQLiteStore, pg: PostgresStore) -> None:
         self.sqlite, self.pg = sqlite, pg
-        self.graphs: tuple[GraphStore, PgGraphStore] = (GraphStore(sqlite), PgGraphStore(pg))
+        self.graphs = (sqlite_graph_store(sqlite.db), pg_graph_store(pg.db))
 
     def remember(self, memory_id: str, content: str, now: int) -> None:
         self.sqlite.put_memory(
@@ -70,14 +69,19 @@ class Pair:
 def pair(
     tmp_path: Path, pg_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Pair]:
-    for module in (sqlite_graph_sql, pg_graph_sql):
-        counter = itertools.count()
-        monkeypatch.setattr(module, "relation_id", lambda c=counter: f"rel_{next(c):024x}")
     with (
         SQLiteStore(tmp_path / "g.db", clock=clock) as sqlite,
         PostgresStore(pg_url, clock=clock) as pg,
     ):
-        yield Pair(sqlite, pg)
+        p = Pair(sqlite, pg)
+        counters = [itertools.count() for _ in p.graphs]  # one per engine: ids agree
+
+        def relation_id() -> str:  # the engine writing is the one in a transaction
+            n = next(i for i, g in enumerate(p.graphs) if g.db.in_transaction)
+            return f"rel_{next(counters[n]):024x}"
+
+        monkeypatch.setattr(graph_rows, "relation_id", relation_id)
+        yield p
 
 
 def _compare_everything(p: Pair, rng: random.Random) -> None:
@@ -223,11 +227,11 @@ def test_snapshot_reads_see_one_state(pair: Pair, clock: FakeClock) -> None:
     pg.add_entity("Alice", "person", None, clock())
     with pg.snapshot():
         assert pg.statistics().entities == 1
-        other = PgGraphStore(PostgresStore(pair.pg.db._url, clock=clock).open())
+        other_store = PostgresStore(pair.pg.db._url, clock=clock).open()
         try:
-            other.add_entity("Bob", "person", None, clock())
+            pg_graph_store(other_store.db).add_entity("Bob", "person", None, clock())
         finally:
-            other.store.close()
+            other_store.close()
         assert pg.statistics().entities == 1
         assert pg.entity("Bob") is None
     assert pg.statistics().entities == 2
@@ -238,7 +242,7 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
 
     pair.graphs[1].add_entity("Alice", "person", None, clock())
     with PostgresStore(pair.pg.db._url, read_only=True) as ro:
-        graph = PgGraphStore(ro)
+        graph = pg_graph_store(ro.db)
         entity = graph.entity("alice")
         assert entity is not None and entity.name == "Alice"
         with pytest.raises(ReadOnlyError):
@@ -247,12 +251,12 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
 
 @pytest.mark.parametrize("seed", range(3))
 def test_pg_walk_agrees_with_every_simple_path(pg_url: str, clock: FakeClock, seed: int) -> None:
-    """test_graph_walk's reference check, on PgGraphStore directly."""
+    """test_graph_walk's reference check, on the PostgreSQL graph directly."""
     from tests.test_graph_walk import _reference
 
     rng = random.Random(seed)
     with PostgresStore(pg_url, clock=clock) as store:
-        graph = PgGraphStore(store)
+        graph = pg_graph_store(store.db)
         with store.db.transaction() as conn:
             for n in range(4):
                 conn.execute(

@@ -6,6 +6,7 @@ domain calls nothing on a store or on the graph's records that the Protocols do 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 from pathlib import Path
 from typing import Generic, Protocol
@@ -26,8 +27,12 @@ from persistence import (
     Tier,
     build_backend,
 )
-from persistence.postgres import PgGraphStore, PostgresStore
-from persistence.sqlite import BackupManager, GraphStore, IndexStore, SQLiteStore
+from persistence.postgres import PostgresStore
+from persistence.postgres.graph_store import pg_graph_store
+from persistence.sqlite import BackupManager, IndexStore, SQLiteStore
+from persistence.sqlite.graph_store import sqlite_graph_store
+from persistence.stores.graph import GraphStore
+from persistence.stores.graph_engine import GraphSql
 from persistence.stores.memories import MemoryStore
 from persistence.stores.schedules import ScheduleStore
 from persistence.stores.sessions import SessionStore
@@ -104,7 +109,8 @@ def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
     protocol: type, implementation: type
 ) -> None:
     store = SQLiteStore(":memory:")
-    instance = store if implementation is SQLiteStore else implementation(store)
+    made = {SQLiteStore: lambda s: s, GraphStore: lambda s: sqlite_graph_store(s.db)}
+    instance = made.get(implementation, implementation)(store)
     assert isinstance(instance, protocol)
     problems = _signature_problems(protocol, instance, implementation)
     assert problems == []
@@ -224,12 +230,28 @@ def test_both_engines_have_what_once_only_the_server_had() -> None:
     graph store: the domain calls them without asking."""
     file, server = SQLiteStore(":memory:"), PostgresStore("postgresql://nobody@localhost/none")
     assert (file.rows_per_trip, server.rows_per_trip) == (20, 60)
-    for graph in (GraphStore(file), PgGraphStore(server)):
+    for graph in (sqlite_graph_store(file.db), pg_graph_store(server.db)):
         assert isinstance(graph, GraphStorage)
         assert _signature_problems(GraphStorage, graph, type(graph)) == []
     with file.open():
-        assert GraphStore(file).may_name_entities() is True
+        assert sqlite_graph_store(file.db).may_name_entities() is True
         memory = Memory.create("a fact", Tier.EPISODIC, now=1)
         schedule = RepetitionSchedule(memory.id, 2, 1)
         assert file.memories.remember_new(memory, schedule, touch_at=None, dedup=True) is None
         assert file.memories.count(Tier.EPISODIC) == 0  # nothing written
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_each_engine_s_graph_sql_has_every_function_the_shared_store_calls(engine: str) -> None:
+    """The graph is written once over GraphSql: each engine's module has every function
+    under the same name with the same parameters (the connection first)."""
+    module = importlib.import_module(f"persistence.{engine}.sql.graph_sql")
+
+    def shape(parameters: list[inspect.Parameter]) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in parameters]
+
+    for name, member in _members(GraphSql).items():
+        assert callable(member), name
+        wanted = list(inspect.signature(member).parameters.values())[1:]  # without self
+        found = list(inspect.signature(getattr(module, name)).parameters.values())
+        assert shape(found) == shape(wanted), name

@@ -8,8 +8,8 @@ Imported only when a ``postgresql://`` location is opened
 from persistence.locations import redact
 from persistence.postgres.database import PgDatabase
 from persistence.postgres.files import PgFiles
-from persistence.postgres.graph_store import PgGraphStore
+from persistence.postgres.graph_store import pg_graph_store
 from persistence.postgres.note_store import PgNoteStore
 from persistence.postgres.store import PostgresStore
 
-__all__ = ["PgDatabase", "PgFiles", "PgGraphStore", "PgNoteStore", "PostgresStore", "redact"]
+__all__ = ["PgDatabase", "PgFiles", "PgNoteStore", "PostgresStore", "pg_graph_store", "redact"]

@@ -12,8 +12,8 @@ store too. ``scope`` makes an agent-scoped handle (``''``: the whole store).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 import numpy as np
 import psycopg
@@ -34,7 +34,6 @@ from persistence.meta_keys import (
     EMBEDDING_ERRORS_KEY,
     LAST_EMBEDDING_ERROR_KEY,
 )
-from persistence.stores.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.index_store import PgIndexStore
 from persistence.postgres.memory_store import server_memory_store
@@ -57,6 +56,7 @@ from persistence.records import (
     TranscriptEntry,
     now_ms,
 )
+from persistence.stores.config import StoreConfig
 from persistence.trace_report import TraceCallback
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,

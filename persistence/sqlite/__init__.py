@@ -12,17 +12,17 @@ The only room of the project (with ``migrations``) that imports ``apsw``. The en
 index's policy: :mod:`~persistence.sqlite.keyword_index`. The stores over it:
 :class:`SQLiteStore` (the file, its meta and transactions) with one part per record
 family, :class:`MemoryStore`, :class:`SessionStore`, :class:`ScheduleStore` and
-:class:`IndexStore` (the recall indexes and embeddings), and :class:`GraphStore` (the
-knowledge graph); their SQL lives in :mod:`persistence.sqlite.sql`, one module per table
-family. Beside them: the vector copy in RAM, bulk writes, backups (``VACUUM INTO``),
-restore, integrity and maintenance (:class:`BackupManager`), and SQLite's side of the JSON
-formats (:mod:`~persistence.sqlite.json_io`, :mod:`~persistence.sqlite.graph_json_io`).
+:class:`IndexStore` (the recall indexes and embeddings), and the knowledge graph (the
+shared :class:`~persistence.stores.graph.GraphStore`, :mod:`~persistence.sqlite.graph_store`);
+their SQL lives in :mod:`persistence.sqlite.sql`, one module per table family. Beside
+them: the vector copy in RAM, bulk writes, backups (``VACUUM INTO``), restore, integrity
+and maintenance (:class:`BackupManager`), and SQLite's side of the JSON formats
+(:mod:`~persistence.sqlite.json_io`, :mod:`~persistence.sqlite.graph_json_io`).
 """
 
 from persistence.sqlite.backup import BackupManager
 from persistence.sqlite.connection import ConnectionOptions
 from persistence.sqlite.database import Database
-from persistence.sqlite.graph_store import GraphStore
 from persistence.sqlite.index_store import IndexStore
 from persistence.sqlite.memory_store import MemoryStore
 from persistence.sqlite.schedule_store import ScheduleStore
@@ -33,7 +33,6 @@ __all__ = [
     "BackupManager",
     "ConnectionOptions",
     "Database",
-    "GraphStore",
     "IndexStore",
     "MemoryStore",
     "SQLiteStore",

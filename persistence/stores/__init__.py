@@ -1,1 +1,2 @@
-"""The stores of every record family, written once over the engine interface (:mod:`persistence.engine`)."""
+"""The stores of every record family, written once over the engine interface
+(:mod:`persistence.engine`)."""

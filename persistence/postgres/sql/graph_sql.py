@@ -1,43 +1,25 @@
 """SQL of the knowledge graph on PostgreSQL: entities, aliases, relations, provenance, the
 extraction queue (schema version 3, :mod:`migrations.postgres.v003_graph`).
 
-The twin of :mod:`persistence.sqlite.sql.graph_sql`. Functions take a connection and run
-inside the caller's transaction; lists go as one array parameter (``= ANY(%s)``). Deleted
-memories need nothing from here: a deferred trigger collects their provenance at COMMIT.
+PostgreSQL's :class:`~persistence.stores.graph_engine.GraphSql` (the shared
+:mod:`persistence.stores.graph` runs it). Functions take a connection and run inside the
+caller's transaction; lists go as one array parameter (``= ANY(%s)``). Deleted memories
+need nothing from here: a deferred trigger collects their provenance at COMMIT.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
 
-from persistence.graph_records import DEFAULT_TYPE, MENTIONED_WITH, Entity, Relation, normalise
+from persistence.graph_records import Entity, Relation
+from persistence.postgres.sql import meta_sql
 
 Connection = psycopg.Connection[Any]
 _WORDS = re.compile(r"\w+")
-
-
-def display(name: str) -> str:
-    """A name as shown: NFC, spaces collapsed."""
-    return " ".join(unicodedata.normalize("NFC", name).split())
-
-
-def entity_id(norm: str, type_: str) -> str:
-    """The stable id of an entity first written with this normalised name and type (the
-    same as on SQLite, so ids agree across backends)."""
-    digest = hashlib.blake2b(f"{type_}\x1f{norm}".encode(), digest_size=12).hexdigest()
-    return f"ent_{digest}"
-
-
-def relation_id() -> str:
-    """A fresh relation id."""
-    return f"rel_{os.urandom(12).hex()}"
 
 
 def _ids(values: Iterable[str]) -> list[str]:
@@ -96,37 +78,27 @@ _CAPPED_COUNT = (
 )
 
 
-def _entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
+def has_graph(conn: Connection) -> bool:
+    """Always True: every PostgreSQL schema has the graph (no round trip)."""
+    return True
+
+
+def entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
+    """The entity a row of ``tm_entities`` holds."""
     return Entity(
         id=row[0], name=row[1], type=row[2], description=row[3], aliases=aliases,
         direct=bool(row[4]), created_at=int(row[5]), updated_at=int(row[6]),
     )  # fmt: skip
 
 
-def aliases_of(conn: Connection, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Every alias (display text) of each entity, in the order they were added."""
-    found: dict[str, list[str]] = {}
-    for eid, alias in _all(conn, _ALIASES_OF, (_ids(ids),)):
-        found.setdefault(eid, []).append(alias)
-    return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
+def alias_rows(conn: Connection, ids: Sequence[str]) -> list[tuple[str, str]]:
+    """``(entity id, alias)`` of these entities, in the order they were added."""
+    return [(str(r[0]), str(r[1])) for r in _all(conn, _ALIASES_OF, (_ids(ids),))]
 
 
-def fetch_entities(conn: Connection, ids: Sequence[str]) -> dict[str, Entity]:
-    """The entities with these ids (missing ones left out), with their aliases."""
-    if not ids:
-        return {}
-    rows = _all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
-    aliases: dict[str, list[str]] = {}
-    for r in rows:
-        names = aliases.setdefault(r[0], [])
-        if r[7] is not None:
-            names.append(r[7])
-    return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
-
-
-def fetch_entity(conn: Connection, eid: str) -> Entity | None:
-    """One entity, or ``None``."""
-    return fetch_entities(conn, [eid]).get(eid)
+def entities_with_aliases(conn: Connection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Entity rows of these ids, one per alias (the alias last)."""
+    return _all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))
 
 
 def entity_exists(conn: Connection, eid: str) -> bool:
@@ -144,43 +116,33 @@ def resolve(conn: Connection, norm: str, type_: str | None) -> str | None:
     return None if row is None else str(row[0])
 
 
-def ensure_entity(
-    conn: Connection,
-    name: str,
-    type_: str,
+def touch_entity(
+    conn: Connection, eid: str, direct: bool, description: str | None, now: int
+) -> None:
+    """Mark the entity direct (if ``direct``), set a new description, move ``updated_at``."""
+    conn.execute(_TOUCH_ENTITY, (direct, description, now, eid))
+
+
+def insert_entity(
+    conn: Connection, eid: str, name: str, type_: str, description: str | None, direct: bool,
     now: int,
-    *,
-    direct: bool,
-    description: str | None = None,
-) -> tuple[str, bool]:
-    """The id of the entity ``name`` of ``type_`` resolves to, created if new; and
-    whether it was created. A name of the default type finds one of any type."""
-    norm = normalise(name)
-    found = resolve(conn, norm, type_)
-    if found is None and type_ == DEFAULT_TYPE:
-        found = resolve(conn, norm, None)  # an untyped mention of a typed entity is it
-    if found is not None:
-        if direct or description is not None:
-            conn.execute(_TOUCH_ENTITY, (direct, description, now, found))
-        return found, False
-    eid = entity_id(norm, type_)
-    created = not entity_exists(conn, eid)
-    if created:
-        conn.execute(
-            _INSERT_ENTITY, (eid, display(name), type_, description, direct, now, now)
-        )  # else: the id's entity was merged away and its alias moved; a new one takes it
-    conn.execute(_INSERT_ALIAS, (norm, type_, display(name), _WORDS.findall(norm), eid))
-    return eid, created
+) -> None:  # fmt: skip
+    """A new entity row."""
+    conn.execute(_INSERT_ENTITY, (eid, name, type_, description, direct, now, now))
 
 
-def list_entities(conn: Connection, type_: str | None, limit: int, after: str = "") -> list[Entity]:
-    """Entities (of one type, or all) in id order after ``after``."""
+def insert_alias(conn: Connection, norm: str, type_: str, alias: str, eid: str) -> None:
+    """A name that resolves to ``eid``, with its words for recall's lookup."""
+    conn.execute(_INSERT_ALIAS, (norm, type_, alias, _WORDS.findall(norm), eid))
+
+
+def entity_rows(
+    conn: Connection, type_: str | None, limit: int, after: str
+) -> list[tuple[Any, ...]]:
+    """Entity rows (of one type, or all) in id order after ``after``."""
     if type_ is None:
-        rows = _all(conn, _LIST_ALL, (after, limit))
-    else:
-        rows = _all(conn, _LIST_TYPE, (type_, after, limit))
-    aliases = aliases_of(conn, [r[0] for r in rows])
-    return [_entity(r, aliases.get(r[0], ())) for r in rows]
+        return _all(conn, _LIST_ALL, (after, limit))
+    return _all(conn, _LIST_TYPE, (type_, after, limit))
 
 
 def memory_ids_about(conn: Connection, eid: str, limit: int) -> list[str]:
@@ -207,7 +169,7 @@ _RELATIONS_OF = (
 )
 _CURRENT = (
     "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s AND object_id = %s "
-    "AND valid_to IS NULL"
+    "AND valid_to IS NULL AND id != %s"
 )
 _STRENGTHEN = (
     "UPDATE tm_relations SET confidence = greatest(confidence, %(c)s), "
@@ -254,8 +216,8 @@ _FACT_RELATIONS = (
 
 
 def asserting_memories(conn: Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
-    """Ids of the memories that assert each relation (by memory id); relations no memory
-    asserts are left out."""
+    """Ids of the memories that assert each relation (by memory id), in one query;
+    relations no memory asserts are left out."""
     if not relation_ids:
         return {}
     found: dict[str, list[str]] = {}
@@ -270,34 +232,31 @@ def facts_of(conn: Connection, memory_id: str) -> tuple[list[str], list[Relation
     return entities, [relation(r) for r in _all(conn, _FACT_RELATIONS, (memory_id,))]
 
 
-def ensure_relation(
-    conn: Connection,
-    subject: str,
-    predicate: str,
-    obj: str,
-    now: int,
-    *,
-    confidence: float,
-    valid_from: int | None,
-    valid_to: int | None,
-    direct: bool,
-) -> str:
-    """The id of the current relation ``subject -predicate-> object``, created if none
-    holds now (confidence becomes the larger of the two; ``direct`` sticks)."""
-    if predicate == MENTIONED_WITH and obj < subject:
-        subject, obj = obj, subject  # symmetric: one row per pair
-    if valid_to is None:
-        row = _one(conn, _CURRENT, (subject, predicate, obj))
-        if row is not None:
-            params = {"c": confidence, "d": direct, "f": valid_from, "id": row[0]}
-            conn.execute(_STRENGTHEN, params)
-            return str(row[0])
-    rid = relation_id()
+def current_relation(
+    conn: Connection, subject: str, predicate: str, obj: str, other_than: str = ""
+) -> str | None:
+    """The id of the relation ``subject -predicate-> obj`` valid now (not
+    ``other_than``), or ``None``."""
+    row = _one(conn, _CURRENT, (subject, predicate, obj, other_than))
+    return None if row is None else str(row[0])
+
+
+def strengthen_relation(
+    conn: Connection, rid: str, confidence: float, direct: bool, valid_from: int | None
+) -> None:
+    """Asserted again: the larger confidence, ``direct`` sticks, the earlier start."""
+    conn.execute(_STRENGTHEN, {"c": confidence, "d": direct, "f": valid_from, "id": rid})
+
+
+def insert_relation(
+    conn: Connection, rid: str, subject: str, predicate: str, obj: str, confidence: float,
+    valid_from: int | None, valid_to: int | None, direct: bool, now: int,
+) -> None:  # fmt: skip
+    """Insert a relation row; its weight is 0 until its provenance re-weighs it."""
     conn.execute(
         _INSERT_RELATION,
         (rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now),
     )
-    return rid
 
 
 def invalidate(conn: Connection, rid: str, at: int) -> bool:
@@ -352,7 +311,8 @@ def add_provenance(
     relation_ids: Iterable[str],
     origin: str,
 ) -> None:
-    """Record that ``memory_id`` asserted these entities and relations."""
+    """Record that ``memory_id`` asserted these entities and relations (one statement
+    per kind, rows already there left as they are), and re-weigh the relations."""
     entities = _ids(entity_ids)
     if entities:
         conn.execute(_ADD_ENTITIES, (memory_id, origin, entities))
@@ -371,8 +331,8 @@ def reweigh(conn: Connection, relation_ids: Sequence[str]) -> None:
 def drop_provenance(
     conn: Connection, memory_ids: Sequence[str], origin: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """Remove these memories' provenance (of one origin, or all); return the entities
-    and relations it touched."""
+    """Delete these memories' provenance rows (of one origin, or all); the entities and
+    relations they named come back (``RETURNING``)."""
     ids = _ids(memory_ids)
     where = "" if origin is None else _OF_ORIGIN
     params: tuple[Any, ...] = (ids,) if origin is None else (ids, origin)
@@ -404,11 +364,6 @@ _MERGE_ENTITY = (
     "description = coalesce(k.description, d.description), updated_at = %(now)s "
     "FROM tm_entities AS d WHERE k.id = %(keep)s AND d.id = %(drop)s AND d.scope = k.scope"
 )
-_TWIN = (
-    "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s AND object_id = %s "
-    "AND valid_to IS NULL AND id != %s"
-)
-_DELETE_ONE_RELATION = "DELETE FROM tm_relations WHERE id = %s"
 _MOVE_RELATION = "UPDATE tm_relations SET subject_id = %s, object_id = %s WHERE id = %s"
 _MERGE_RELATION_PROVENANCE = (
     "INSERT INTO tm_memory_relations (memory_id, relation_id, origin) "
@@ -419,15 +374,16 @@ _JOIN_RELATION = (
     "UPDATE tm_relations SET confidence = greatest(confidence, %s), direct = direct OR %s "
     "WHERE id = %s"
 )
-_DROP_ENTITY = "DELETE FROM tm_entities WHERE id = %s"
 
 
-def remove_entity(conn: Connection, eid: str) -> bool:
-    """Delete an entity with its relations and provenance; False if missing."""
-    rels = [r.id for r in relations_of(conn, eid)]
-    if rels:
-        conn.execute(_DELETE_RELATIONS, (rels,))
+def delete_entity(conn: Connection, eid: str) -> bool:
+    """Delete an entity row (its aliases and provenance go with it); False if missing."""
     return _one(conn, _DELETE_ENTITY, (eid,)) is not None
+
+
+def delete_relations(conn: Connection, ids: Sequence[str]) -> None:
+    """Delete these relations (their provenance goes with them)."""
+    conn.execute(_DELETE_RELATIONS, (list(ids),))
 
 
 def remove_relation(conn: Connection, rid: str) -> tuple[str, str] | None:
@@ -436,33 +392,24 @@ def remove_relation(conn: Connection, rid: str) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
-def merge(conn: Connection, keep: str, drop: str, now: int) -> None:
-    """Fold entity ``drop`` into ``keep``: aliases, relations and provenance move over;
-    relations that become the same current relation are joined."""
+def merge_entity(conn: Connection, keep: str, drop: str, now: int) -> None:
+    """``drop``'s aliases and provenance move to ``keep``, which takes its directness and
+    (if it has none) its description."""
     conn.execute(_MOVE_ALIASES, (keep, drop))
     conn.execute(_MERGE_PROVENANCE, (keep, drop))
     conn.execute(_MERGE_ENTITY, {"now": now, "keep": keep, "drop": drop})
-    touched: list[str] = []
-    for rel in relations_of(conn, drop):
-        subject = keep if rel.subject_id == drop else rel.subject_id
-        obj = keep if rel.object_id == drop else rel.object_id
-        if subject == obj:  # a relation between the two merged entities: nothing left
-            conn.execute(_DELETE_ONE_RELATION, (rel.id,))
-            continue
-        if rel.predicate == MENTIONED_WITH and obj < subject:
-            subject, obj = obj, subject
-        twin = None
-        if rel.valid_to is None:
-            twin = _one(conn, _TWIN, (subject, rel.predicate, obj, rel.id))
-        if twin is None:
-            conn.execute(_MOVE_RELATION, (subject, obj, rel.id))
-            continue
-        conn.execute(_MERGE_RELATION_PROVENANCE, (twin[0], rel.id))
-        conn.execute(_JOIN_RELATION, (rel.confidence, rel.direct, twin[0]))
-        conn.execute(_DELETE_ONE_RELATION, (rel.id,))
-        touched.append(str(twin[0]))
-    reweigh(conn, touched)
-    conn.execute(_DROP_ENTITY, (drop,))
+
+
+def move_relation(conn: Connection, rid: str, subject: str, obj: str) -> None:
+    """Give a relation new endpoints."""
+    conn.execute(_MOVE_RELATION, (subject, obj, rid))
+
+
+def join_relation(conn: Connection, into: str, rel: Relation) -> None:
+    """``rel`` joins relation ``into``: provenance, confidence and directness move over."""
+    conn.execute(_MERGE_RELATION_PROVENANCE, (into, rel.id))
+    conn.execute(_JOIN_RELATION, (rel.confidence, rel.direct, into))
+    conn.execute(_DELETE_RELATIONS, ([rel.id],))
 
 
 # --- traversal: one query per batch of a level's entities -------------------------------
@@ -600,3 +547,10 @@ def counts(conn: Connection) -> dict[str, int]:
     row = _one(conn, _COUNTS, ())
     assert row is not None
     return {name: int(value) for name, value in zip(COUNT_NAMES, row, strict=True)}
+
+
+# --- facts kept with the data (``tm_meta``): the shared store reads them here -------------
+
+read_meta = meta_sql.read
+write_meta = meta_sql.write
+add_to_counter = meta_sql.add

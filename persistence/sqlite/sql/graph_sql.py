@@ -1,29 +1,22 @@
 """SQL for the knowledge-graph family: entities, aliases, relations, provenance, the
 extraction queue and garbage collection (schema version 10, :mod:`migrations.v010_knowledge_graph`).
 
-Functions take an open connection and run inside the caller's transaction; lists are
-passed as one JSON array parameter (``json_each``), never spliced into the text.
+SQLite's :class:`~persistence.stores.graph_engine.GraphSql` (the shared
+:mod:`persistence.stores.graph` runs it), with what only a file needs: the garbage
+collection before each commit (:func:`collect_garbage`) and the integrity checks. Functions
+take an open connection and run inside the caller's transaction; lists are passed as one
+JSON array parameter (``json_each``), never spliced into the text.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
 import orjson
 
-from persistence.graph_records import (
-    DEFAULT_TYPE,
-    MENTIONED_WITH,
-    Entity,
-    Reach,
-    Relation,
-    normalise,
-)
+from persistence.graph_records import Entity, Relation
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.row_checks import (
     INT,
@@ -35,6 +28,7 @@ from persistence.sqlite.row_checks import (
     damaged_row,
     texts,
 )
+from persistence.sqlite.sql import meta_sql
 
 
 def has_graph(conn: apsw.Connection) -> bool:
@@ -42,20 +36,9 @@ def has_graph(conn: apsw.Connection) -> bool:
     return query_one(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'graph_dirty'") is not None
 
 
-def display(name: str) -> str:
-    """A name as shown: NFC, spaces collapsed."""
-    return " ".join(unicodedata.normalize("NFC", name).split())
-
-
-def entity_id(norm: str, type_: str) -> str:
-    """The stable id of an entity first written with this normalised name and type."""
-    digest = hashlib.blake2b(f"{type_}\x1f{norm}".encode(), digest_size=12).hexdigest()
-    return f"ent_{digest}"
-
-
-def relation_id() -> str:
-    """A fresh relation id."""
-    return f"rel_{os.urandom(12).hex()}"
+def any_alias(conn: apsw.Connection) -> bool:
+    """True: a file answers recall's lookups in-process, so asking first saves nothing."""
+    return True
 
 
 def _ids(values: Iterable[str]) -> str:
@@ -71,7 +54,7 @@ _ENTITY_NAMES = ("id", "name", "type", "description", "direct", "created_at", "u
 _ENTITY_KINDS = (TEXT, TEXT, TEXT, NULL_TEXT, INT, INT, INT)
 
 
-def _entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
+def entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
     """The entity a row holds (damage if a column's type is not its own)."""
     check_row("entities", _ENTITY_NAMES, _ENTITY_KINDS, row)
     return Entity(
@@ -80,19 +63,16 @@ def _entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
     )  # fmt: skip
 
 
-def aliases_of(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Every alias (display text) of each entity, in a stable order."""
-    found: dict[str, list[str]] = {}
+def alias_rows(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[str, str]]:
+    """``(entity id, alias)`` of these entities, in a stable order."""
     rows = query_all(
         conn,
         "SELECT entity_id, alias FROM entity_aliases WHERE entity_id IN "
         "(SELECT value FROM json_each(?)) ORDER BY entity_id, rowid",
         (_ids(ids),),
     )
-    for eid, alias in rows:
-        found.setdefault(eid, []).append(alias)
     texts("entity_aliases", "alias", (alias for _, alias in rows))
-    return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
+    return [(eid, alias) for eid, alias in rows]
 
 
 _ENTITIES_WITH_ALIASES = (
@@ -102,22 +82,17 @@ _ENTITIES_WITH_ALIASES = (
 )
 
 
-def fetch_entities(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Entity]:
-    """The entities with these ids (missing ones left out), with their aliases."""
-    if not ids:
-        return {}
-    rows = query_all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))  # one row per alias
-    aliases: dict[str, list[str]] = {}
+def entities_with_aliases(conn: apsw.Connection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Entity rows of these ids, one per alias (the alias last), each checked."""
+    rows = query_all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))
     for r in rows:
-        names = aliases.setdefault(check_row("entities", _ENTITY_NAMES, _ENTITY_KINDS, r)[0], [])
-        if r[7] is not None:
-            names.append(r[7])
-    return {r[0]: _entity(r, tuple(dict.fromkeys(aliases[r[0]]))) for r in rows}
+        check_row("entities", _ENTITY_NAMES, _ENTITY_KINDS, r)
+    return rows
 
 
-def fetch_entity(conn: apsw.Connection, eid: str) -> Entity | None:
-    """One entity, or ``None``."""
-    return fetch_entities(conn, [eid]).get(eid)
+def entity_exists(conn: apsw.Connection, eid: str) -> bool:
+    """True if an entity has this id."""
+    return query_one(conn, "SELECT 1 FROM entities WHERE id = ?", (eid,)) is not None
 
 
 def resolve(conn: apsw.Connection, norm: str, type_: str | None) -> str | None:
@@ -141,72 +116,46 @@ def resolve(conn: apsw.Connection, norm: str, type_: str | None) -> str | None:
     return None if row is None else str(row[0])
 
 
-def ensure_entity(
-    conn: apsw.Connection,
-    name: str,
-    type_: str,
-    now: int,
-    *,
-    direct: bool,
-    description: str | None = None,
-) -> tuple[str, bool]:
-    """The id of the entity ``name`` of ``type_`` resolves to, created if new; and
-    whether it was created. ``direct`` marks it as added through the graph API. A name
-    of the default type finds an entity of that name of any type."""
-    norm = normalise(name)
-    found = resolve(conn, norm, type_)
-    if found is None and type_ == DEFAULT_TYPE:
-        found = resolve(conn, norm, None)  # an untyped mention of a typed entity is it
-    if found is not None:
-        if direct or description is not None:
-            conn.execute(
-                "UPDATE entities SET direct = max(direct, ?), "
-                "description = coalesce(?, description), updated_at = ? WHERE id = ?",
-                (int(direct), description, now, found),
-            )
-        return found, False
-    eid = entity_id(norm, type_)
-    if query_one(conn, "SELECT 1 FROM entities WHERE id = ?", (eid,)) is None:
-        conn.execute(
-            "INSERT INTO entities (id, name, type, description, direct, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (eid, display(name), type_, description, int(direct), now, now),
-        )
-        created = True
-    else:  # the id's entity was merged away and its alias moved: a new one takes it
-        created = False
+def touch_entity(
+    conn: apsw.Connection, eid: str, direct: bool, description: str | None, now: int
+) -> None:
+    """Mark the entity direct (if ``direct``), set a new description, move ``updated_at``."""
+    conn.execute(
+        "UPDATE entities SET direct = max(direct, ?), "
+        "description = coalesce(?, description), updated_at = ? WHERE id = ?",
+        (int(direct), description, now, eid),
+    )
+
+
+def insert_entity(
+    conn: apsw.Connection, eid: str, name: str, type_: str, description: str | None,
+    direct: bool, now: int,
+) -> None:  # fmt: skip
+    """A new entity row."""
+    conn.execute(
+        "INSERT INTO entities (id, name, type, description, direct, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (eid, name, type_, description, int(direct), now, now),
+    )
+
+
+def insert_alias(conn: apsw.Connection, norm: str, type_: str, alias: str, eid: str) -> None:
+    """A name that resolves to ``eid`` (its trigger keeps ``entity_fts`` in step)."""
     conn.execute(
         "INSERT INTO entity_aliases (norm, type, alias, entity_id) VALUES (?, ?, ?, ?)",
-        (norm, type_, display(name), eid),
+        (norm, type_, alias, eid),
     )
-    return eid, created
 
 
-def add_alias(conn: apsw.Connection, eid: str, name: str, type_: str) -> bool:
-    """Let ``name`` (of ``type_``) resolve to ``eid``; False if it names another entity."""
-    norm = normalise(name)
-    current = resolve(conn, norm, type_)
-    if current is not None:
-        return current == eid
-    conn.execute(
-        "INSERT INTO entity_aliases (norm, type, alias, entity_id) VALUES (?, ?, ?, ?)",
-        (norm, type_, display(name), eid),
-    )
-    return True
-
-
-def list_entities(
-    conn: apsw.Connection, type_: str | None, limit: int, after: str = ""
-) -> list[Entity]:
-    """Entities (of one type, or all) in id order after ``after``."""
+def entity_rows(
+    conn: apsw.Connection, type_: str | None, limit: int, after: str
+) -> list[tuple[Any, ...]]:
+    """Entity rows (of one type, or all) in id order after ``after``."""
     if type_ is None:
-        rows = query_all(conn, f"{_ENTITY} WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
-    else:
-        rows = query_all(
-            conn, f"{_ENTITY} WHERE type = ? AND id > ? ORDER BY id LIMIT ?", (type_, after, limit)
-        )
-    aliases = aliases_of(conn, [r[0] for r in rows])
-    return [_entity(r, aliases.get(r[0], ())) for r in rows]
+        return query_all(conn, f"{_ENTITY} WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
+    return query_all(
+        conn, f"{_ENTITY} WHERE type = ? AND id > ? ORDER BY id LIMIT ?", (type_, after, limit)
+    )
 
 
 def memory_ids_about(conn: apsw.Connection, eid: str, limit: int) -> list[str]:
@@ -262,7 +211,7 @@ def _checked_relation(row: Sequence[Any]) -> Sequence[Any]:
     return check_row("relations", _RELATION_NAMES, _RELATION_KINDS, row)
 
 
-def _relation(row: Sequence[Any]) -> Relation:
+def relation(row: Sequence[Any]) -> Relation:
     """The relation a row holds (damage if a column's type is not its own)."""
     _checked_relation(row)
     return Relation(
@@ -279,7 +228,7 @@ def fetch_relations(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, Rela
     rows = query_all(
         conn, f"{_RELATION} WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),)
     )
-    return {r[0]: _relation(r) for r in rows}
+    return {r[0]: relation(r) for r in rows}
 
 
 def relations_of(conn: apsw.Connection, eid: str) -> list[Relation]:
@@ -289,7 +238,7 @@ def relations_of(conn: apsw.Connection, eid: str) -> list[Relation]:
         f"{_RELATION} WHERE subject_id = ? UNION {_RELATION} WHERE object_id = ? ORDER BY 1",
         (eid, eid),
     )
-    return [_relation(r) for r in rows]
+    return [relation(r) for r in rows]
 
 
 def asserting_memories(conn: apsw.Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
@@ -326,48 +275,46 @@ def facts_of(conn: apsw.Connection, memory_id: str) -> tuple[list[str], list[Rel
         (memory_id,),
     )
     return texts("memory_entities", "entity_id", (r[0] for r in entities)), [
-        _relation(r) for r in relations
+        relation(r) for r in relations
     ]
 
 
-def ensure_relation(
-    conn: apsw.Connection,
-    subject: str,
-    predicate: str,
-    obj: str,
-    now: int,
-    *,
-    confidence: float,
-    valid_from: int | None,
-    valid_to: int | None,
-    direct: bool,
-) -> str:
-    """The id of the current relation ``subject -predicate-> object``, created if none
-    holds now (confidence becomes the larger of the two; ``direct`` sticks)."""
-    if predicate == MENTIONED_WITH and obj < subject:
-        subject, obj = obj, subject  # symmetric: one row per pair
-    if valid_to is None:
-        row = query_one(
-            conn,
-            "SELECT id FROM relations WHERE subject_id = ? AND predicate = ? AND object_id = ? "
-            "AND valid_to IS NULL",
-            (subject, predicate, obj),
-        )
-        if row is not None:
-            conn.execute(
-                "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?), "
-                "valid_from = CASE WHEN valid_from IS NULL OR ? IS NULL THEN NULL "
-                "ELSE min(valid_from, ?) END WHERE id = ?",
-                (confidence, int(direct), valid_from, valid_from, row[0]),
-            )
-            return str(row[0])
-    rid = relation_id()
+def current_relation(
+    conn: apsw.Connection, subject: str, predicate: str, obj: str, other_than: str = ""
+) -> str | None:
+    """The id of the relation ``subject -predicate-> obj`` valid now (not
+    ``other_than``), or ``None``."""
+    row = query_one(
+        conn,
+        "SELECT id FROM relations WHERE subject_id = ? AND predicate = ? AND object_id = ? "
+        "AND valid_to IS NULL AND id != ?",
+        (subject, predicate, obj, other_than),
+    )
+    return None if row is None else str(row[0])
+
+
+def strengthen_relation(
+    conn: apsw.Connection, rid: str, confidence: float, direct: bool, valid_from: int | None
+) -> None:
+    """Asserted again: the larger confidence, ``direct`` sticks, the earlier start."""
+    conn.execute(
+        "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?), "
+        "valid_from = CASE WHEN valid_from IS NULL OR ? IS NULL THEN NULL "
+        "ELSE min(valid_from, ?) END WHERE id = ?",
+        (confidence, int(direct), valid_from, valid_from, rid),
+    )
+
+
+def insert_relation(
+    conn: apsw.Connection, rid: str, subject: str, predicate: str, obj: str, confidence: float,
+    valid_from: int | None, valid_to: int | None, direct: bool, now: int,
+) -> None:  # fmt: skip
+    """A new relation row (weight 0 until provenance re-weighs it)."""
     conn.execute(
         "INSERT INTO relations (id, subject_id, predicate, object_id, confidence, weight, "
         "valid_from, valid_to, direct, created_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
         (rid, subject, predicate, obj, confidence, valid_from, valid_to, int(direct), now),
     )
-    return rid
 
 
 def invalidate(conn: apsw.Connection, rid: str, at: int) -> bool:
@@ -496,14 +443,14 @@ def collect_garbage(conn: apsw.Connection) -> bool:
     return True
 
 
-def remove_entity(conn: apsw.Connection, eid: str) -> bool:
-    """Delete an entity with its relations and provenance; False if missing."""
-    rels = [r.id for r in relations_of(conn, eid)]
-    if rels:
-        conn.execute(
-            "DELETE FROM relations WHERE id IN (SELECT value FROM json_each(?))", (_ids(rels),)
-        )
+def delete_entity(conn: apsw.Connection, eid: str) -> bool:
+    """Delete an entity row (its aliases and provenance go with it); False if missing."""
     return query_one(conn, "DELETE FROM entities WHERE id = ? RETURNING id", (eid,)) is not None
+
+
+def delete_relations(conn: apsw.Connection, ids: Sequence[str]) -> None:
+    """Delete these relations (their provenance goes with them)."""
+    conn.execute("DELETE FROM relations WHERE id IN (SELECT value FROM json_each(?))", (_ids(ids),))
 
 
 def remove_relation(conn: apsw.Connection, rid: str) -> tuple[str, str] | None:
@@ -514,9 +461,9 @@ def remove_relation(conn: apsw.Connection, rid: str) -> tuple[str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]))
 
 
-def merge(conn: apsw.Connection, keep: str, drop: str, now: int) -> None:
-    """Fold entity ``drop`` into ``keep``: aliases, relations and provenance move over;
-    relations that become the same current relation are joined."""
+def merge_entity(conn: apsw.Connection, keep: str, drop: str, now: int) -> None:
+    """``drop``'s aliases and provenance move to ``keep``, which takes its directness and
+    (if it has none) its description."""
     conn.execute("UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?", (keep, drop))
     conn.execute(
         "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id, origin) "
@@ -529,43 +476,28 @@ def merge(conn: apsw.Connection, keep: str, drop: str, now: int) -> None:
         "updated_at = ? WHERE id = ?",
         (drop, drop, now, keep),
     )
-    touched: list[str] = []
-    for rel in relations_of(conn, drop):
-        subject = keep if rel.subject_id == drop else rel.subject_id
-        obj = keep if rel.object_id == drop else rel.object_id
-        if subject == obj:  # a relation between the two merged entities: nothing left
-            conn.execute("DELETE FROM relations WHERE id = ?", (rel.id,))
-            continue
-        if rel.predicate == MENTIONED_WITH and obj < subject:
-            subject, obj = obj, subject
-        twin = None
-        if rel.valid_to is None:
-            twin = query_one(
-                conn,
-                "SELECT id FROM relations WHERE subject_id = ? AND predicate = ? AND object_id = ? "
-                "AND valid_to IS NULL AND id != ?",
-                (subject, rel.predicate, obj, rel.id),
-            )
-        if twin is None:
-            conn.execute(
-                "UPDATE relations SET subject_id = ?, object_id = ? WHERE id = ?",
-                (subject, obj, rel.id),
-            )
-            continue
-        conn.execute(
-            "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
-            "SELECT memory_id, ?, origin FROM memory_relations WHERE relation_id = ?",
-            (twin[0], rel.id),
-        )
-        conn.execute(
-            "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?) "
-            "WHERE id = ?",
-            (rel.confidence, int(rel.direct), twin[0]),
-        )
-        conn.execute("DELETE FROM relations WHERE id = ?", (rel.id,))
-        touched.append(str(twin[0]))
-    reweigh(conn, touched)
-    conn.execute("DELETE FROM entities WHERE id = ?", (drop,))
+
+
+def move_relation(conn: apsw.Connection, rid: str, subject: str, obj: str) -> None:
+    """Give a relation new endpoints."""
+    conn.execute(
+        "UPDATE relations SET subject_id = ?, object_id = ? WHERE id = ?", (subject, obj, rid)
+    )
+
+
+def join_relation(conn: apsw.Connection, into: str, rel: Relation) -> None:
+    """``rel`` joins relation ``into``: provenance, confidence and directness move over."""
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
+        "SELECT memory_id, ?, origin FROM memory_relations WHERE relation_id = ?",
+        (into, rel.id),
+    )
+    conn.execute(
+        "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?) "
+        "WHERE id = ?",
+        (rel.confidence, int(rel.direct), into),
+    )
+    conn.execute("DELETE FROM relations WHERE id = ?", (rel.id,))
 
 
 # --- traversal -------------------------------------------------------------------------
@@ -594,87 +526,22 @@ def hop_sql(predicates: bool) -> str:
     return arm.format(end="subject_id") + " UNION ALL " + arm.format(end="object_id")
 
 
-def walk(
-    conn: apsw.Connection,
-    start: str,
-    depth: int,
-    at: int,
-    fanout: int,
-    cap: int,
-    predicates: Sequence[str] | None = None,
-    *,
-    limit: int | None = None,
-    target: str | None = None,
-) -> list[Reach]:
-    """The entities within ``depth`` hops of ``start`` (itself left out), each with its
-    shallowest path, of those the best supported (then the one with the smallest
-    relation ids); nearest, then best supported, then by id first; the first ``limit``.
-
-    Breadth first, one level at a time; each entity is expanded once, at its shallowest
-    depth, best supported first, following its ``fanout`` best supported relations valid
-    at ``at`` (of ``predicates``) per direction (:func:`hop_sql`), both ways, never back
-    to an entity reached on an earlier level (cycle-safe). No entity is expanded once
-    ``cap`` relations have been read. The walk ends after the level on which ``limit``
-    entities are reached (deeper ones would rank after them) or ``target`` is.
-    """
+def hops(
+    conn: apsw.Connection, nodes: Sequence[str], at: int, fanout: int,
+    predicates: Sequence[str] | None,
+) -> Iterator[list[tuple[Any, ...]]]:  # fmt: skip
+    """For each of ``nodes`` in turn, the relation rows it follows (:func:`hop_sql`):
+    one query per entity, run only when the walk asks for the entity's rows."""
     sql = hop_sql(predicates is not None)
-    params: dict[str, Any] = {"node": start, "at": at, "fanout": fanout}
+    params: dict[str, Any] = {"at": at, "fanout": fanout}
     if predicates is not None:
         params["predicates"] = orjson.dumps(list(predicates)).decode()
-    # entity -> (depth, support, the entity it was reached from, the relation's row)
-    reached: dict[str, tuple[int, float, str, tuple[Any, ...]]] = {start: (0, 0.0, "", ())}
-
-    def ids(eid: str, last: tuple[Any, ...]) -> list[str]:
-        """The relation ids along the path to ``eid``'s parent, then ``last``'s."""
-        path = [last[0]]
-        while eid != start:
-            _, _, eid, row = reached[eid]
-            path.append(row[0])
-        return path[::-1]
-
-    frontier = [start]
-    read = 0
-    for level in range(1, depth + 1):
-        found: dict[str, tuple[int, float, str, tuple[Any, ...]]] = {}
-        for node in frontier:
-            if read >= cap:
-                break
-            base = reached[node][1]
-            params["node"] = node
-            for row in conn.execute(sql, params):
-                _checked_relation(row)
-                read += 1
-                other = row[3] if row[1] == node else row[1]
-                if other in reached:
-                    continue
-                support = base + row[5]
-                have = found.get(other)
-                if (
-                    have is None
-                    or support > have[1]
-                    or (support == have[1] and ids(node, row) < ids(have[2], have[3]))
-                ):
-                    found[other] = (level, support, node, row)
-        if not found:
-            break
-        reached.update(found)
-        if (limit is not None and len(reached) > limit) or (target is not None and target in found):
-            break
-        frontier = sorted(found, key=lambda e: (-found[e][1], e))
-    del reached[start]
-    order = sorted(reached, key=lambda e: (reached[e][0], -reached[e][1], e))[:limit]
-    relations: dict[str, Relation] = {}
-
-    def via(eid: str) -> tuple[Relation, ...]:
-        path = []
-        while eid != start:
-            _, _, eid, row = reached[eid]
-            if row[0] not in relations:
-                relations[row[0]] = _relation(row)
-            path.append(relations[row[0]])
-        return tuple(path[::-1])
-
-    return [Reach(e, reached[e][0], via(e), reached[e][1]) for e in order]
+    for node in nodes:
+        params["node"] = node
+        rows: list[tuple[Any, ...]] = list(conn.execute(sql, params))
+        for row in rows:
+            _checked_relation(row)
+        yield rows
 
 
 # --- recall: entities named in a text --------------------------------------------------
@@ -846,3 +713,10 @@ def check(conn: apsw.Connection) -> list[str]:
 def collection_behind(conn: apsw.Connection) -> bool:
     """True if deleted memories wait for graph collection (committed without the store)."""
     return query_one(conn, "SELECT 1 FROM graph_dirty LIMIT 1") is not None
+
+
+# --- facts kept with the data (``store_meta``): the shared store reads them here ----------
+
+read_meta = meta_sql.read_meta
+write_meta = meta_sql.write_meta
+add_to_counter = meta_sql.add_to_counter

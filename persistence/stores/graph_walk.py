@@ -1,23 +1,20 @@
-"""The graph walk on PostgreSQL: breadth first, level by level, with one query per batch
-of a level's entities (:func:`persistence.postgres.sql.graph_sql.hops`) instead of one
-per entity. The order of expansion, the ``cap`` and every tie-break are those of the
-SQLite walk (:func:`persistence.sqlite.sql.graph_sql.walk`), so both backends return the
+"""The graph walk, written once: breadth first, level by level, over an engine's
+:meth:`~persistence.stores.graph_engine.GraphSql.hops` (SQLite asks one query per
+entity, PostgreSQL one per batch of a level's entities), so every engine returns the
 same reaches for the same graph."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
+from persistence.engine import Connection
 from persistence.graph_records import Reach, Relation
-from persistence.postgres.sql import graph_sql
-from persistence.postgres.sql.graph_sql import Connection
-
-Row = tuple[Any, ...]
+from persistence.stores.graph_engine import GraphSql, Row
 
 
 def walk(
+    sql: GraphSql,
     conn: Connection,
     start: str,
     depth: int,
@@ -35,10 +32,11 @@ def walk(
 
     Each entity is expanded once, at its shallowest depth, best supported first,
     following its ``fanout`` best supported relations valid at ``at`` (of
-    ``predicates``) per direction, never back to an entity reached on an earlier level.
-    No entity is expanded once ``cap`` relations have been read. The walk ends after the
-    level on which ``limit`` entities are reached or ``target`` is. A level's entities
-    go to the server in batches no larger than the ``cap`` left could need.
+    ``predicates``) per direction, both ways, never back to an entity reached on an
+    earlier level (cycle-safe). No entity is expanded once ``cap`` relations have been
+    read. The walk ends after the level on which ``limit`` entities are reached (deeper
+    ones would rank after them) or ``target`` is. A level's entities go to the engine in
+    batches no larger than the ``cap`` left could need.
     """
     # entity -> (depth, support, the entity it was reached from, the relation's row)
     reached: dict[str, tuple[int, float, str, Row]] = {start: (0, 0.0, "", ())}
@@ -60,7 +58,7 @@ def walk(
             size = max(1, math.ceil((cap - read) / max(1, 2 * fanout)))
             batch = frontier[i : i + size]
             i += len(batch)
-            rows_of = graph_sql.hops(conn, batch, at, fanout, predicates)
+            rows_of = sql.hops(conn, batch, at, fanout, predicates)  # lazily, on SQLite
             for node, rows in zip(batch, rows_of, strict=True):
                 if read >= cap:
                     break
@@ -93,7 +91,7 @@ def walk(
         while eid != start:
             _, _, eid, row = reached[eid]
             if row[0] not in relations:
-                relations[row[0]] = graph_sql.relation(row)
+                relations[row[0]] = sql.relation(row)
             path.append(relations[row[0]])
         return tuple(path[::-1])
 

@@ -38,7 +38,7 @@ class Pair:
         self.graphs: tuple[GraphStore, PgGraphStore] = (GraphStore(sqlite), PgGraphStore(pg))
 
     def remember(self, memory_id: str, content: str, now: int) -> None:
-        self.sqlite.put_memory(
+        self.sqlite.memories.put_memory(
             Memory(id=memory_id, content=content, tier=Tier.EPISODIC, created_at=now,
                    updated_at=now)
         )  # fmt: skip
@@ -50,7 +50,7 @@ class Pair:
             )
 
     def forget(self, memory_id: str) -> None:
-        self.sqlite.forget_memory(memory_id, "test")
+        self.sqlite.memories.forget_memory(memory_id, "test")
         with self.pg.db.transaction() as conn:
             conn.execute("DELETE FROM tm_memories WHERE id = %s", (memory_id,))
 

@@ -60,7 +60,7 @@ def build_cache(convs: list[Any], path: Path, embedder: OnnxEmbedder) -> dict[st
                         ids[m.remember(turn.content, session_id=session.session_id).id] = turn.id
                 keyword = {}
                 for q in conv.questions:
-                    found = m.store.keyword_search(keywords(q.question), DEPTH)
+                    found = m.store.indexes.keyword_search(keywords(q.question), DEPTH)
                     keyword[q.question] = [(ids[i], bm25) for i, bm25 in found]
             vectors = embedder.embed([t.content for t in conv.memories])
             queries = embedder.embed([q.question for q in conv.questions])

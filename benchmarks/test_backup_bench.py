@@ -37,7 +37,9 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AgentMemoryM
             tier = Tier.SEMANTIC if i % 4 == 0 else Tier.EPISODIC
             vector = rng.standard_normal(DIM, dtype=np.float32)
             content = f"memory {i}: something the user said about {i % 501}"
-            store.put_memory(Memory.create(content, tier, tags=(f"t{i % 13}",), embedding=vector))
+            store.memories.put_memory(
+                Memory.create(content, tier, tags=(f"t{i % 13}",), embedding=vector)
+            )
     memory = AgentMemoryManager.open(path)
     memory.maintain()
     yield memory, root
@@ -105,7 +107,7 @@ def test_import_library(benchmark: Any, record: Any, big: Any) -> None:
 def test_import_raw(benchmark: Any, record: Any, big: Any) -> None:
     memory, root = big
     rows = {tier: [memory_sql.encode_row(m, m.embedding.tobytes())  # type: ignore[union-attr]
-                   for m in memory.store.query(tier, QueryOptions(limit=None))]
+                   for m in memory.store.memories.query(tier, QueryOptions(limit=None))]
             for tier in (Tier.EPISODIC, Tier.SEMANTIC)}  # fmt: skip
     counter = itertools.count()
 

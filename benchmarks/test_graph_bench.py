@@ -70,7 +70,7 @@ def _build(path: Path) -> list[str]:
                 )
                 for i, (a, b) in enumerate(popular)
             ]  # fmt: skip
-            store.insert_memories(memories)
+            store.memories.insert_memories(memories)
         with store.transaction() as conn:
             conn.execute("DELETE FROM graph_queue")
             ids = [

@@ -75,8 +75,10 @@ def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     words = np.array(WORDS)
     with SQLiteStore(path) as store:
-        store.put_memory(Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0]))
-        store.forget_memory("first", reason="the file now records the dimension")
+        store.memories.put_memory(
+            Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0])
+        )
+        store.memories.forget_memory("first", reason="the file now records the dimension")
         with store.transaction() as conn, bulk_index.triggers_suspended(conn):
             for s in range(0, count, SESSION_SIZE):
                 store.put_session(SessionState(f"s{s}", started_at=1, last_active_at=1))
@@ -212,7 +214,7 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         assert len(hits) == 10
     for q in queries:
         start = time.perf_counter()
-        memory.store.vector_search(embedded[q], settings.vector_depth)
+        memory.store.indexes.vector_search(embedded[q], settings.vector_depth)
         vector_only.append(time.perf_counter() - start)
     for q in queries:
         conn = _raw(memory.store.path)
@@ -226,7 +228,7 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         brute.append(time.perf_counter() - start)
     overlap = []
     for q in queries:
-        ann = [m for m, _ in memory.store.vector_search(embedded[q], 10)]
+        ann = [m for m, _ in memory.store.indexes.vector_search(embedded[q], 10)]
         exact = [f"m{i:07d}" for i in np.argsort(-(vectors @ embedded[q]))[:10]]
         overlap.append(len(set(ann) & set(exact)) / 10)
     embedder = memory.embedder()
@@ -390,7 +392,7 @@ def _write_rate(store: SQLiteStore, count: int, prefix: str, session: str | None
         memory = Memory.create(
             text, Tier.EPISODIC, id=f"{prefix}{i}", session_id=session, embedding=vectors[i]
         )
-        store.put_memory(memory)
+        store.memories.put_memory(memory)
     return count / (time.perf_counter() - start)
 
 
@@ -441,7 +443,7 @@ def test_filtered_recall_latency(corpus: Any) -> None:
             hits = memory.recall(q, k=10, **filters)
             timings[name].append(time.perf_counter() - start)
             assert len(hits) == 10 and all(
-                memory.store.get_memory(h.memory.id) is not None for h in hits
+                memory.store.memories.get_memory(h.memory.id) is not None for h in hits
             )
     base, _ = _percentiles(timings["unfiltered"])
     parts = []

@@ -77,8 +77,8 @@ def build(path: Path, vectors: np.ndarray) -> None:
     tag ``p10`` on every tenth."""
     with SQLiteStore(path) as store:
         first = Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0])
-        store.put_memory(first)
-        store.forget_memory("first", reason="the file now records the dimension")
+        store.memories.put_memory(first)
+        store.memories.forget_memory("first", reason="the file now records the dimension")
         with store.transaction() as conn, bulk_index.triggers_suspended(conn):
             for i, vector in enumerate(vectors):
                 tags = ("p10",) if i % 10 == 0 else ()
@@ -128,7 +128,7 @@ def test_vector_recall_against_exact(corpus: Any) -> None:
     tagged = np.arange(0, count, 10)
     bits = np.packbits(vectors > 0, axis=1, bitorder="little")
     start = time.perf_counter()
-    store.vector_search(queries[0], K)  # loads the RAM copy
+    store.indexes.vector_search(queries[0], K)  # loads the RAM copy
     load_s = time.perf_counter() - start
     timings: dict[str, list[float]] = {"vector_search": [], "10% tag": [], "numpy exact": []}
     answers: dict[str, list[set[int]]] = {"unfiltered": [], "10% tag": []}
@@ -136,12 +136,12 @@ def test_vector_recall_against_exact(corpus: Any) -> None:
     # slow the next search down.
     for query in queries:
         start = time.perf_counter()
-        hits = store.vector_search(query, K)
+        hits = store.indexes.vector_search(query, K)
         timings["vector_search"].append(time.perf_counter() - start)
         answers["unfiltered"].append({int(h[1:]) for h, _ in hits})
     for query in queries:
         start = time.perf_counter()
-        hits = store.vector_search(query, K, where=MemoryFilter(tags=("p10",)))
+        hits = store.indexes.vector_search(query, K, where=MemoryFilter(tags=("p10",)))
         timings["10% tag"].append(time.perf_counter() - start)
         answers["10% tag"].append({int(h[1:]) for h, _ in hits})
     for query in queries:

@@ -151,10 +151,10 @@ def _agent_filtered(
         graph,
         store.db,
         cast(StoreFiles, AgentFilteredFiles(files)),
-        memories=view,
-        sessions=cast(SessionRecords, view),
-        schedules=view,
-        indexes=view,
+        memories=view.memories,
+        sessions=view.sessions,
+        schedules=view.schedules,
+        indexes=view.indexes,
         notes=NoteStore(store.db, agent_id),
     )
 

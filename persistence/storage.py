@@ -17,15 +17,16 @@ What a second backend must provide, beyond storing the records:
 - :meth:`on_external_change` / :meth:`check_external_changes`: tell the domain when
   another process changed the data (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops
   its caches.
-- :meth:`keyword_search`: takes the query's words (normalised by the domain, see
+- :meth:`RecallIndex.keyword_search`: takes the query's words (normalised by the domain, see
   ``tiered_memory.recall.settings.keywords``), never a query expression; each backend
   builds its own full-text query from them (SQLite: an FTS5 ``"dark" OR "mode"``;
   PostgreSQL: a ``tsquery``). Scores are ``<= 0`` and lower is better, like FTS5's
   bm25, and recall uses only each score's ratio to the query's best (a positive score
   would drop the keyword signal).
-  :meth:`vector_search`: cosine distance, nearest first.
-- The embedding queue (:meth:`unembedded`, :meth:`set_embeddings`), the embedding cache
-  and the staged re-embedding (:meth:`begin_rebuild` ... :meth:`finish_rebuild`).
+  :meth:`RecallIndex.vector_search`: cosine distance, nearest first.
+- The embedding queue (:meth:`RecallIndex.unembedded`, :meth:`RecallIndex.set_embeddings`),
+  the embedding cache and the staged re-embedding (:meth:`RecallIndex.begin_rebuild` ...
+  :meth:`RecallIndex.finish_rebuild`).
 
 The operator's operations on the store as a whole -- snapshots and restore, JSON export
 and import, rekeying, integrity checks, maintenance -- are :class:`StoreFiles`
@@ -38,14 +39,18 @@ engine's store itself): connections and migrations.
 path, ``":memory:"``, a URL without its password). Statistics are a size plus the
 backend's own figures (:class:`~persistence.records.PersistenceStatistics`).
 
-:class:`MemoryStorage` is the union of one Protocol per record family, so a part of the
-domain can ask for only what it uses: :class:`StoreControl` (lifecycle, transactions and
-hooks, meta, statistics), :class:`MemoryRecords` (the tiers, promotion, deduplication
-notes), :class:`SessionRecords` (sessions, transcripts), :class:`ScheduleRecords`
-(review schedules, retention batches, the forgetting log) and :class:`RecallIndex`
-(keyword and vector search, conversation turns, embeddings and re-embedding). The SQLite
-engine implements each with a part over one file (``SQLiteStore.memories``,
-``.sessions``, ``.schedules``, ``.indexes``) and all of them on ``SQLiteStore``.
+:class:`MemoryStorage` is the composition of the stores, no facade: the store itself is
+:class:`StoreControl` (lifecycle, transactions and hooks, meta, statistics), and it holds
+one part per record family, each implementing that family's Protocol, so a part of the
+domain can ask for only what it uses: ``storage.memories`` (:class:`MemoryRecords`: the
+tiers, promotion, deduplication notes), ``storage.sessions`` (:class:`SessionRecords`:
+sessions, transcripts), ``storage.schedules`` (:class:`ScheduleRecords`: review
+schedules, retention batches, the forgetting log) and ``storage.indexes``
+(:class:`RecallIndex`: keyword and vector search, conversation turns, embeddings and
+re-embedding). The domain calls the part that owns a record
+(``storage.memories.get_memory(...)``). The reference design's per-tier methods
+(``put_episodic``, ...) stay on the engines' stores as a thin lower-level API
+(:class:`~persistence.stores.reference_api.ReferenceTierAPI`), not part of this contract.
 
 :class:`GraphStorage` is the knowledge graph's half, over the same data and the same
 transactions (:class:`~persistence.sqlite.GraphStore` on a ``SQLiteStore``): a graph write in
@@ -514,11 +519,26 @@ class StoreFiles(Protocol):
 
 
 @runtime_checkable
-class MemoryStorage(
-    StoreControl, MemoryRecords, SessionRecords, ScheduleRecords, RecallIndex, Protocol
-):
-    """The storage a manager runs on: every family's records over one store and its
-    transactions (see the module documentation)."""
+class MemoryStorage(StoreControl, Protocol):
+    """The storage a manager runs on: the store as a whole (:class:`StoreControl`) and
+    one part per record family over its data and transactions (see the module
+    documentation)."""
+
+    @property
+    def memories(self) -> MemoryRecords:
+        """The tiers' memories, promotion and deduplication notes."""
+
+    @property
+    def sessions(self) -> SessionRecords:
+        """Sessions and their transcripts."""
+
+    @property
+    def schedules(self) -> ScheduleRecords:
+        """Review schedules, retention batches and the forgetting log."""
+
+    @property
+    def indexes(self) -> RecallIndex:
+        """Keyword and vector search, conversation turns, embeddings."""
 
 
 @runtime_checkable

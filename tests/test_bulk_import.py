@@ -33,7 +33,7 @@ def build(path: Path, count: int = COUNT, prefix: str = "m") -> np.ndarray:
                 f"{prefix}word{i} shared{i % 7}", tier, id=f"{prefix}{i}", session_id=session,
                 key=f"{prefix}k{i}" if tier is Tier.SCRATCHPAD else None, embedding=vectors[i],
             )  # fmt: skip
-            store.put_memory(memory)
+            store.memories.put_memory(memory)
     return vectors
 
 
@@ -45,11 +45,11 @@ def triggers(store: SQLiteStore) -> list[tuple[str, str]]:
 
 
 def keyword_hits(store: SQLiteStore, words: list[str]) -> dict[str, set[str]]:
-    return {w: {m for m, _ in store.keyword_search([w], 10_000, None)} for w in words}
+    return {w: {m for m, _ in store.indexes.keyword_search([w], 10_000, None)} for w in words}
 
 
 def vector_hits(store: SQLiteStore, queries: np.ndarray) -> list[list[str]]:
-    return [[m for m, _ in store.vector_search(q, 10)] for q in queries]
+    return [[m for m, _ in store.indexes.vector_search(q, 10)] for q in queries]
 
 
 @pytest.mark.parametrize("mode", ["merge", "replace"])
@@ -77,8 +77,9 @@ def test_a_bulk_import_builds_the_same_indexes_as_row_by_row_writes(
         assert triggers(store) == expected_triggers
         assert BackupManager(store).check_integrity().ok
         # The triggers work again: a new write is indexed at once.
-        store.put_memory(Memory.create("brandnew", Tier.EPISODIC, id="new", session_id="ms1",
-                                       embedding=vectors[0] * -1))  # fmt: skip
+        store.memories.put_memory(Memory.create("brandnew", Tier.EPISODIC, id="new",
+                                                session_id="ms1",
+                                                embedding=vectors[0] * -1))  # fmt: skip
         with store.read_connection() as conn:
             before = conn.execute(
                 "SELECT id FROM episodic WHERE session_id = 'ms1' AND id != 'new' "
@@ -98,10 +99,12 @@ def test_another_processes_vector_copy_sees_a_bulk_import(tmp_path: Path) -> Non
     target = tmp_path / "target.db"
     build(target, 20, prefix="old")
     with SQLiteStore(target) as reader, SQLiteStore(target) as writer:
-        assert reader.vector_search(vectors[5], 1)[0][0].startswith("old")  # copy loaded
+        assert reader.indexes.vector_search(vectors[5], 1)[0][0].startswith("old")  # copy loaded
         BackupManager(writer).import_json(exported, "replace")
-        assert reader.vector_search(vectors[5], 1)[0][0] == "m5"
-        assert not any(m.startswith("old") for m, _ in reader.vector_search(vectors[5], 100))
+        assert reader.indexes.vector_search(vectors[5], 1)[0][0] == "m5"
+        assert not any(
+            m.startswith("old") for m, _ in reader.indexes.vector_search(vectors[5], 100)
+        )
 
 
 def test_a_failed_bulk_import_leaves_the_file_as_it_was(

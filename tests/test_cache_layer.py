@@ -59,7 +59,9 @@ def test_bad_maxsize_is_refused() -> None:
 
 def test_write_through_fills_only_after_commit(store: SQLiteStore) -> None:
     cache: CacheLayer[str, Memory] = CacheLayer(
-        10, transactions=store, writer=lambda key, memory: store.put_memory(memory) and None
+        10,
+        transactions=store,
+        writer=lambda key, memory: store.memories.put_memory(memory) and None,
     )
     memory = Memory.create("x", Tier.SEMANTIC)
     with store.transaction():

@@ -75,7 +75,7 @@ def _bounded_run(db_path: Path, slow_s: float = 0.0) -> None:
     sizes = [b - a if b > a else b for a, b in zip([0, *commits], commits, strict=False)]
     assert longest <= HARD_FACTOR * PAGES + max(sizes), (longest, max(sizes))
     with SQLiteStore(db_path) as store:
-        assert store.count(Tier.EPISODIC) == 600
+        assert store.memories.count(Tier.EPISODIC) == 600
 
 
 def test_wal_stays_bounded_under_a_writer_that_never_pauses(db_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_after_rekey_the_thread_checkpoints_with_the_new_key(
         assert checkpointer.checkpoints > (done if checkpointer is before else 0)
         assert not [r for r in caplog.records if "checkpoint" in r.getMessage()]
     with SQLiteStore(db_path, key=b"new key") as store:
-        assert store.count(Tier.EPISODIC) == 400
+        assert store.memories.count(Tier.EPISODIC) == 400
         assert BackupManager(store).check_integrity().ok
 
 
@@ -188,7 +188,7 @@ def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Pa
         checkpointer = store.db.background.checkpointer
         assert checkpointer is not None
         batch = [Memory.create(f"batch {n} " + "words " * 200) for n in range(1200)]
-        store.insert_memories(batch)
+        store.memories.insert_memories(batch)
         assert _wal_frames(db_path) > checkpointer.restart_pages  # a big commit indeed
         assert checkpointer.restarts == 0, "the writer copied the batch in its commit"
         deadline = time.monotonic() + 30
@@ -201,7 +201,7 @@ def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Pa
         log, _ = store.db.writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
         assert log < PAGES, f"the WAL did not start over: {log} frames"
     with SQLiteStore(db_path) as store:
-        assert store.count(Tier.EPISODIC) == 1202
+        assert store.memories.count(Tier.EPISODIC) == 1202
 
 
 def _segments(conn: apsw.Connection) -> int:

@@ -88,7 +88,7 @@ def test_read_commands_change_no_byte(state: Path, tmp_path: Path, command: str)
     out = tmp_path / "out"
     out.mkdir()
     with SQLiteStore(state, read_only=True) as store:
-        memory_id = store.page(Tier.SEMANTIC)[0].id
+        memory_id = store.memories.page(Tier.SEMANTIC)[0].id
     before = fingerprint(state)
     listing = sorted(p.name for p in state.parent.iterdir())
     result = run(*read_commands(state, out, memory_id)[command], "--json")

@@ -27,7 +27,9 @@ def _fill(store: SQLiteStore, agent_id: str | None = None) -> None:
         words = ["common"] if not RARE // 2 <= i < RARE else []
         words += ["rare"] if i < RARE else []
         text = " ".join([*words, f"filler{i}"])
-        store.put_memory(Memory.create(text, Tier.EPISODIC, id=f"m{i:03d}", agent_id=agent_id))
+        store.memories.put_memory(
+            Memory.create(text, Tier.EPISODIC, id=f"m{i:03d}", agent_id=agent_id)
+        )
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def test_eight_threads_mixed_reads_and_writes_lose_nothing(file_store: SQLiteSto
                             mine[memory.id] = Tier.SEMANTIC
                 elif mine:
                     memory_id = rng.choice(list(mine))
-                    got = file_store.get_memory(memory_id)
+                    got = file_store.memories.get_memory(memory_id)
                     assert got is not None and got.tier is mine[memory_id]
                     file_store.query_episodic(QueryOptions(tags=(f"thread{n}",), limit=5))
         except BaseException as exc:  # reported to the main thread

@@ -66,7 +66,9 @@ WAYS_IN: dict[str, Callable[[AgentMemoryManager, str], object]] = {
     "update": lambda m, text: m.update(m.query(Tier.EPISODIC)[0].id, content=text),
     "scratchpad put": lambda m, text: m.scratchpad.put("big", text),
     "store put_episodic": lambda m, text: m.store.put_episodic(Memory.create(text)),
-    "store put_memory": lambda m, text: m.store.put_memory(Memory.create(text, Tier.SEMANTIC)),
+    "store put_memory": lambda m, text: m.store.memories.put_memory(
+        Memory.create(text, Tier.SEMANTIC)
+    ),
     "store put_scratchpad": lambda m, text: m.store.put_scratchpad(
         "k", Memory.create(text, Tier.SCRATCHPAD)
     ),

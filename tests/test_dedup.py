@@ -63,11 +63,15 @@ def test_a_memory_inserted_through_the_store_is_found_by_remember(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
     memory = make_memory(embedder=None, extractor=None)
-    (stored,) = memory.store.insert_memories([Memory.create("Lunch with Ana", Tier.SEMANTIC)])
-    assert memory.store.find_same_content(" lunch WITH ana", Tier.SEMANTIC, None, None) == [
-        stored.id
-    ]
-    assert memory.store.find_same_content("lunch with ana", Tier.EPISODIC, None, None) == []
+    (stored,) = memory.store.memories.insert_memories(
+        [Memory.create("Lunch with Ana", Tier.SEMANTIC)]
+    )
+    assert memory.store.memories.find_same_content(
+        " lunch WITH ana", Tier.SEMANTIC, None, None
+    ) == [stored.id]
+    assert (
+        memory.store.memories.find_same_content("lunch with ana", Tier.EPISODIC, None, None) == []
+    )
     assert memory.remember("lunch with Ana", Tier.SEMANTIC).id == stored.id
     assert memory.statistics().tier_counts[Tier.SEMANTIC] == 1
 

@@ -65,7 +65,7 @@ def test_the_background_thread_embeds_soon_after_remember(
     embedder = CountingEmbedder()
     memory = make_memory(embedder=embedder, embed_in_background=True)
     stored = [memory.remember(f"fact number {i}") for i in range(10)]
-    assert wait_until(lambda: memory.store.unembedded() == [])
+    assert wait_until(lambda: memory.store.indexes.unembedded() == [])
     for m in stored:
         got = memory.get(m.id)
         assert got is not None and got.embedding is not None
@@ -80,7 +80,7 @@ def test_shutdown_stops_the_thread_and_the_queue_survives_in_the_file(db_path: P
     assert embedder.seen == []
     before = {t.name for t in threading.enumerate()}
     with AgentMemoryManager.open(db_path, embedder=embedder) as memory:
-        assert wait_until(lambda: memory.store.unembedded() == [])  # leftovers worked off
+        assert wait_until(lambda: memory.store.indexes.unembedded() == [])  # leftovers worked off
         assert all(memory.get(i).embedding is not None for i in ids)  # type: ignore[union-attr]
     assert not any(t.name.startswith("tiered-memory-embed") for t in threading.enumerate()
                    if t.name not in before)  # fmt: skip
@@ -112,7 +112,7 @@ def test_the_cache_is_bounded_and_keeps_the_most_recent(
         memory.remember(f"distinct text {i}")
         memory.flush()
         clock.advance(1)
-    kept = memory.store.cached_embeddings(
+    kept = memory.store.indexes.cached_embeddings(
         embedder.model_id, [content_hash(f"distinct text {i}") for i in range(20)]
     )
     assert set(kept) == {content_hash(f"distinct text {i}") for i in range(15, 20)}
@@ -126,7 +126,7 @@ def test_no_cache_when_its_size_is_zero(make_memory: Callable[..., AgentMemoryMa
     memory.remember("same")
     memory.flush()
     assert embedder.seen == ["same", "same"]
-    assert memory.store.cached_embeddings(embedder.model_id, [content_hash("same")]) == {}
+    assert memory.store.indexes.cached_embeddings(embedder.model_id, [content_hash("same")]) == {}
 
 
 def test_an_edit_while_the_old_text_is_embedded_gets_the_new_texts_vector(
@@ -151,12 +151,12 @@ def test_a_failing_model_is_retried_and_the_next_flush_says_why(
     memory.embeddings.retry_seconds = (1.0, 1.0)  # no retry between the repair and flush()
     stored = memory.remember("never embedded")
     assert wait_until(lambda: memory.embeddings._error is not None)
-    assert [m for m, _, _ in memory.store.unembedded()] == [stored.id]  # still queued
+    assert [m for m, _, _ in memory.store.indexes.unembedded()] == [stored.id]  # still queued
     embedder.fail = False
     with pytest.raises(EmbedderError, match="background embedding failed .*model broke"):
         memory.flush()  # reported once; the thread keeps retrying
     memory.remember("after the repair")
-    assert wait_until(lambda: memory.store.unembedded() == [])
+    assert wait_until(lambda: memory.store.indexes.unembedded() == [])
     assert memory.flush() == 0
 
 
@@ -187,7 +187,7 @@ def test_background_failures_are_logged_counted_and_retried_until_everything_is_
         assert memory.statistics().embedding_errors == 0
         with memory.transaction():
             stored = [memory.remember(f"fact number {i}") for i in range(150)]
-        assert wait_until(lambda: memory.store.unembedded() == [])
+        assert wait_until(lambda: memory.store.indexes.unembedded() == [])
         for m in stored:
             assert np.allclose(memory.get(m.id).embedding, vector_of(m.content))  # type: ignore[arg-type]
         statistics = memory.statistics()
@@ -273,7 +273,7 @@ def test_recall_inside_a_transaction_never_deadlocks_with_the_background_thread(
     worker = threading.Thread(target=in_transaction, daemon=True)
     worker.start()
     assert done.wait(30), "recall inside a transaction deadlocked"
-    assert wait_until(lambda: memory.store.unembedded() == [])
+    assert wait_until(lambda: memory.store.indexes.unembedded() == [])
 
 
 def test_two_threads_asking_for_a_reembed_do_it_once(db_path: Path) -> None:
@@ -299,6 +299,6 @@ def test_vectors_of_a_model_the_file_no_longer_records_are_refused(
     stored = memory.remember("x")
     memory.store.set_meta("embedding_model", "someone-else")
     with pytest.raises(EmbeddingModelMismatchError, match="someone-else"):
-        memory.store.set_embeddings([(Tier.EPISODIC, stored.id, vector_of("x"))], ["x"],
+        memory.store.indexes.set_embeddings([(Tier.EPISODIC, stored.id, vector_of("x"))], ["x"],
                                     model_id="test-counting")  # fmt: skip
     assert memory.get(stored.id).embedding is None  # type: ignore[union-attr]

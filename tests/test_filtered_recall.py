@@ -41,7 +41,7 @@ def _open(path: Path | str, dim: int = 32, **recall: object) -> AgentMemoryManag
 def _load(memory: AgentMemoryManager, records: list[Memory]) -> None:
     with memory.transaction():
         for record in records:
-            memory.store.put_memory(record)
+            memory.store.memories.put_memory(record)
     memory.flush()
 
 
@@ -150,7 +150,7 @@ def test_filtered_recall_equals_recall_over_only_the_matching_memories(
         _open(folder / "all.db", fusion=fusion) as everything,
         _open(folder / "only.db", fusion=fusion) as only,
     ):
-        everything.store.exact_scan_max = exact_max  # 0: the RAM copy, deepened, every time
+        everything.store.indexes.exact_scan_max = exact_max  # 0: the RAM copy, deepened, every time
         _load(everything, records)
         if matching:
             _load(only, matching)
@@ -163,7 +163,7 @@ def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path:
     """More accepted memories than the exact scan takes: candidates come from the RAM
     sign-bit copy, deeper until enough pass the filter; the top k equals an exact scan."""
     with _open(tmp_path / "wide.db", dim=128) as memory:
-        memory.store.exact_scan_max = 4
+        memory.store.indexes.exact_scan_max = 4
         records = [
             Memory(id=f"m{i:04d}", content=f"note {i}", tier=Tier.EPISODIC,
                    agent_id="rare" if i % 60 == 0 else "common",
@@ -173,13 +173,13 @@ def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path:
         _load(memory, records)
         probe = hash_vector("probe", 128, "query")
         where = MemoryFilter(agent_id="rare")
-        found = memory.store.vector_search(probe, 5, where=where)
+        found = memory.store.indexes.vector_search(probe, 5, where=where)
         rare = [r for r in records if r.agent_id == "rare"]
         vectors = np.stack([hash_vector("filter-test", 128, r.content) for r in rare])
         distances = 1.0 - vectors @ probe
         exact = [rare[i].id for i in np.argsort(distances, kind="stable")[:5]]
         assert [memory_id for memory_id, _ in found] == exact
-        assert len(rare) == 20 > memory.store.exact_scan_max
+        assert len(rare) == 20 > memory.store.indexes.exact_scan_max
 
 
 def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: Path) -> None:
@@ -239,15 +239,15 @@ def test_a_session_filter_compares_its_memories_exactly_without_searching_the_co
         _load(memory, records)
         store = memory.store
         searched: list[int] = []
-        original = store._vector_candidates  # type: ignore[attr-defined]
+        original = store.indexes.first_stage  # type: ignore[attr-defined]
 
         def spy(*args: object) -> object:
             searched.append(1)
             return original(*args)
 
-        store._vector_candidates = spy  # type: ignore[attr-defined]
+        store.indexes.first_stage = spy  # type: ignore[attr-defined]
         query = rng.standard_normal(16).astype(np.float32)
-        hits = store.vector_search(query, 5, where=MemoryFilter(session_id="few"))
+        hits = store.indexes.vector_search(query, 5, where=MemoryFilter(session_id="few"))
         assert searched == []
         accepted = [r for r in records if r.session_id == "few"]
         unit = query / np.linalg.norm(query)

@@ -63,8 +63,8 @@ def test_store_deletes_are_audited_the_same_way(store: SQLiteStore) -> None:
     store.promote_memory(m.id, Tier.EPISODIC, Tier.SEMANTIC)
     assert store.delete_semantic(m.id) is True
     assert store.delete_semantic(m.id) is False
-    assert [r.to_tier for r in store.get_promotion_history(m.id)] == [Tier.SEMANTIC]
-    assert [r.reason for r in store.get_forgetting_log(m.id)] == ["deleted"]
+    assert [r.to_tier for r in store.memories.get_promotion_history(m.id)] == [Tier.SEMANTIC]
+    assert [r.reason for r in store.schedules.get_forgetting_log(m.id)] == ["deleted"]
     assert BackupManager(store, backup_dir=".").check_integrity().ok
 
 
@@ -76,7 +76,7 @@ def test_integrity_still_catches_a_log_that_disagrees_with_a_live_memory(
     gone = store.put_episodic(Memory.create("forgotten", now=clock()))
     store.promote_memory(gone.id, Tier.EPISODIC, Tier.SEMANTIC)
     clock.advance(1)
-    store.forget_memory(gone.id, "no longer true")
+    store.memories.forget_memory(gone.id, "no longer true")
     assert backups.check_integrity().ok
     with store.transaction() as conn:  # a log row saying the live one went to semantic
         conn.execute(
@@ -104,7 +104,7 @@ def test_an_id_written_again_after_forgetting_starts_a_new_history(
     first = store.put_episodic(Memory.create("first life", now=clock()))
     store.promote_memory(first.id, Tier.EPISODIC, Tier.SEMANTIC)
     clock.advance(5)
-    store.forget_memory(first.id, "obsolete")
+    store.memories.forget_memory(first.id, "obsolete")
     clock.advance(5)
     store.put_episodic(Memory.create("second life", now=clock(), id=first.id))
     assert BackupManager(store, backup_dir=".").check_integrity().ok

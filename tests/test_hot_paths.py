@@ -124,16 +124,18 @@ def test_a_failed_read_leaves_as_a_library_error_and_lets_close_finish(
 def test_one_commit_indexes_the_words_of_each_tier_it_wrote(store: SQLiteStore) -> None:
     store.put_session(SessionState("s1", started_at=1, last_active_at=1))
     with store.transaction():  # two of the three tiers, one of them in a session
-        store.put_memory(Memory.create("a heron by the weir", Tier.SEMANTIC, id="sem"))
+        store.memories.put_memory(Memory.create("a heron by the weir", Tier.SEMANTIC, id="sem"))
         store.put_scratchpad(
             "note", Memory.create("heron sightings", Tier.SCRATCHPAD, id="pad", key="note")
         )
-        store.put_memory(Memory.create("the weir floods", Tier.SEMANTIC, id="s2", session_id="s1"))
+        store.memories.put_memory(
+            Memory.create("the weir floods", Tier.SEMANTIC, id="s2", session_id="s1")
+        )
     with store.transaction():  # then the third alone
-        store.put_memory(Memory.create("a heron nests", Tier.EPISODIC, id="epi"))
-    found = {memory_id for memory_id, _ in store.keyword_search(["heron"], 10)}
+        store.memories.put_memory(Memory.create("a heron nests", Tier.EPISODIC, id="epi"))
+    found = {memory_id for memory_id, _ in store.indexes.keyword_search(["heron"], 10)}
     assert found == {"sem", "pad", "epi"}
-    assert {memory_id for memory_id, _ in store.keyword_search(["floods"], 10)} == {"s2"}
+    assert {memory_id for memory_id, _ in store.indexes.keyword_search(["floods"], 10)} == {"s2"}
 
 
 def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:
@@ -149,15 +151,17 @@ def test_memories_read_back_equal_what_was_written(store: SQLiteStore) -> None:
         importance=0.25,
     )
     for memory in (plain, full):
-        stored = store.put_memory(memory)
-        read = store.get_memory(memory.id)
+        stored = store.memories.put_memory(memory)
+        read = store.memories.get_memory(memory.id)
         assert read == stored
         assert read is not None and read.tier is memory.tier
         assert dict(read.metadata) == dict(memory.metadata)
         with pytest.raises(TypeError):
             read.metadata["x"] = 1  # type: ignore[index]
-    (inserted,) = store.insert_memories([Memory.create("x", tags=("t", "t", "u"), id="ins")])
-    assert inserted.tags == ("t", "u") and store.get_memory("ins") == inserted
+    (inserted,) = store.memories.insert_memories(
+        [Memory.create("x", tags=("t", "t", "u"), id="ins")]
+    )
+    assert inserted.tags == ("t", "u") and store.memories.get_memory("ins") == inserted
 
 
 def test_every_memory_field_is_filled_from_its_own_column() -> None:

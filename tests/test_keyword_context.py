@@ -20,12 +20,12 @@ from tests.conftest import old_schema_store
 
 
 def found(store: SQLiteStore, word: str, tier: Tier | None = None) -> list[str]:
-    return [memory_id for memory_id, _ in store.keyword_search([word], 100, tier)]
+    return [memory_id for memory_id, _ in store.indexes.keyword_search([word], 100, tier)]
 
 
 def add(store: SQLiteStore, memory_id: str, text: str, session: str | None = "s1",
         tier: Tier = Tier.EPISODIC) -> None:  # fmt: skip
-    store.put_memory(Memory.create(text, tier, id=memory_id, session_id=session))
+    store.memories.put_memory(Memory.create(text, tier, id=memory_id, session_id=session))
 
 
 def session(store: SQLiteStore, session_id: str) -> None:
@@ -42,11 +42,11 @@ def test_a_reply_is_found_by_the_words_of_the_turns_around_it(store: SQLiteStore
     add(store, "lone", "Paris again, one day.", session=None)
     assert set(found(store, "paris")) == {"q", "a", "b", "lone"}  # two after, none for "lone"
     assert set(found(store, "pity")) == {"c", "b", "a"}  # two before
-    own = dict(store.keyword_search(["paris"], 10))
+    own = dict(store.indexes.keyword_search(["paris"], 10))
     assert own["q"] < own["a"]  # own words weigh more than the window (bm25: lower is better)
-    no_after = dict(store.keyword_search(["pity"], 10, after_weight=0.0))
+    no_after = dict(store.indexes.keyword_search(["pity"], 10, after_weight=0.0))
     assert no_after["c"] < 0 and no_after["a"] == no_after["b"] == 0  # "after" columns only
-    no_context = dict(store.keyword_search(["paris"], 10, context_weight=0.0))
+    no_context = dict(store.indexes.keyword_search(["paris"], 10, context_weight=0.0))
     assert no_context["q"] < 0 and no_context["a"] == no_context["b"] == 0
     assert set(found(store, "unrelated")) == {"loose"}  # no session: no window
 
@@ -58,10 +58,10 @@ def test_the_window_follows_forget_edit_and_promotion(store: SQLiteStore) -> Non
     ):
         add(store, memory_id, f"{word} words")
     assert set(found(store, "charlie")) == set("abcde")
-    store.forget_memory("c", reason="test")
+    store.memories.forget_memory("c", reason="test")
     assert found(store, "charlie") == []  # a forgotten memory's words leave its neighbours
     assert set(found(store, "bravo")) == set("abde")  # the window closes over the gap
-    store.put_memory(Memory.create("golf words", Tier.EPISODIC, id="a", session_id="s1"))
+    store.memories.put_memory(Memory.create("golf words", Tier.EPISODIC, id="a", session_id="s1"))
     assert found(store, "alpha") == []
     assert set(found(store, "golf")) == set("abd")
     store.promote_memory("d", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
@@ -92,16 +92,16 @@ def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path
                 memory_id = rng.choice(sorted(live))
                 tier, chosen = live[memory_id]
                 if roll < 0.7:
-                    store.forget_memory(memory_id, reason="test")
+                    store.memories.forget_memory(memory_id, reason="test")
                     del live[memory_id]
                 elif roll < 0.85 and tier is Tier.EPISODIC:
                     store.promote_memory(memory_id, tier, Tier.SEMANTIC, reason="test")
                     live[memory_id] = (Tier.SEMANTIC, chosen)
                 elif tier is not Tier.SCRATCHPAD:
                     moved = rng.choice(["s1", "s2", None])
-                    current = store.get_memory(memory_id)
+                    current = store.memories.get_memory(memory_id)
                     assert current is not None
-                    store.put_memory(Memory.create(f"w{step}x", tier, id=memory_id,
+                    store.memories.put_memory(Memory.create(f"w{step}x", tier, id=memory_id,
                                                    session_id=moved))  # fmt: skip
                     live[memory_id] = (tier, moved)
         tables = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic",

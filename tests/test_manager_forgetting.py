@@ -108,14 +108,14 @@ def test_decay_walks_in_batches(
     for i in range(10):
         memory.remember(f"m{i}", importance=0.0)
     sizes: list[int] = []
-    original = memory.store.retention_batch
+    original = memory.store.schedules.retention_batch
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         batch = original(*args, **kwargs)
         sizes.append(len(batch))
         return batch
 
-    memory.store.retention_batch = recording  # type: ignore[method-assign]
+    memory.store.schedules.retention_batch = recording  # type: ignore[method-assign]
     clock.advance(3 * DAY)
     assert memory.decay().forgotten == 10
     assert sizes == [3, 3, 3, 1, 0]

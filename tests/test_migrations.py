@@ -96,7 +96,7 @@ def test_full_file_upgraded_by_a_new_migration_keeps_every_row(db_path: Path) ->
     with SQLiteStore(db_path, migrations=[*shipped, _next(up)]) as store:
         assert store.schema_version == NEXT
         for memory in before:
-            again = store.get_memory(memory.id)
+            again = store.memories.get_memory(memory.id)
             assert again == memory
             assert again is not None and again.embedding is not None
             assert list(again.embedding) == list(memory.embedding)  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def test_failing_migration_leaves_the_file_at_its_old_version(db_path: Path) -> 
 
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION
-        assert [store.get_memory(m.id) for m in before] == before
+        assert [store.memories.get_memory(m.id) for m in before] == before
         with store.transaction() as conn:
             assert "half_done" not in _names(conn, "table")
 
@@ -141,7 +141,7 @@ def test_a_v1_file_with_rows_is_migrated_to_latest_without_loss(db_path: Path) -
         before = _fill(store, 100)
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION
-        assert [store.get_memory(m.id) for m in before] == before
+        assert [store.memories.get_memory(m.id) for m in before] == before
 
 
 def test_runner_refuses_too_new_before_writing(db_path: Path) -> None:
@@ -165,11 +165,11 @@ def test_a_v7_file_is_migrated_to_v8_with_the_same_keyword_index(db_path: Path) 
             old.put_episodic(Memory.create(f"memory w{i}", session_id="abc"[i % 3]))
             for i in range(12)
         ]
-        old.forget_memory(before[4].id, reason="test")
+        old.memories.forget_memory(before[4].id, reason="test")
         scores = scores_and_size(old, words)
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION
-        assert [store.get_memory(m.id) for m in before if m is not before[4]] == [
+        assert [store.memories.get_memory(m.id) for m in before if m is not before[4]] == [
             m for m in before if m is not before[4]
         ]
         assert scores_and_size(store, words) == scores
@@ -191,7 +191,7 @@ def test_rows_written_without_the_store_are_indexed_when_it_opens(db_path: Path)
     assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (1,)
     conn.close()
     with SQLiteStore(db_path) as store:
-        assert [m for m, _ in store.keyword_search(["second"], 5)] == ["raw"]
+        assert [m for m, _ in store.indexes.keyword_search(["second"], 5)] == ["raw"]
         words = ["first", "second", "words"]
         assert scores_and_size(store, words) == rebuilt_scores_and_size(store, words)
     conn = connect(str(db_path), ConnectionOptions())
@@ -210,13 +210,13 @@ def test_a_v8_file_gains_speakers_and_keeps_every_row(db_path: Path) -> None:
         line = old.append_transcript("s", 1, "user", "hello")
     with SQLiteStore(db_path) as store:
         assert 9 <= store.schema_version == sqlite_chain.LATEST_VERSION
-        assert [store.get_memory(m.id) for m in before] == before
-        assert all(store.get_memory(m.id).speaker is None for m in before)  # type: ignore[union-attr]
+        assert [store.memories.get_memory(m.id) for m in before] == before
+        assert all(store.memories.get_memory(m.id).speaker is None for m in before)  # type: ignore[union-attr]
         assert store.get_transcripts("s") == [line] and line.speaker is None
         said = store.put_episodic(Memory.create("I moved to Lisbon", speaker="Caroline"))
         store.append_transcript("s", 2, "user", "hi", speaker="Melanie")
     with SQLiteStore(db_path) as store:
-        assert store.get_memory(said.id).speaker == "Caroline"  # type: ignore[union-attr]
+        assert store.memories.get_memory(said.id).speaker == "Caroline"  # type: ignore[union-attr]
         assert [e.speaker for e in store.get_transcripts("s")] == [None, "Melanie"]
 
 
@@ -262,12 +262,12 @@ def test_a_v11_file_keeps_its_sessions_and_log_store_wide(db_path: Path) -> None
     with SQLiteStore(db_path, migrations=sqlite_chain.available_migrations()[:11]) as old:
         old.put_session(SessionState("old", 1, 1))
         kept = old.put_episodic(Memory.create("old fact", Tier.EPISODIC))
-        old.forget_memory(kept.id, "test")
+        old.memories.forget_memory(kept.id, "test")
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION >= 12
-        assert [s.session_id for s in store.get_sessions()] == ["old"]
+        assert [s.session_id for s in store.sessions.get_sessions()] == ["old"]
         assert SessionStore(store.db, store.clock, "a").get_sessions() == []
-        assert len(store.get_forgetting_log()) == 1
+        assert len(store.schedules.get_forgetting_log()) == 1
         assert store.schedules.get_forgetting_log(agent_id="a") == []
         assert store.schedules.get_forgetting_log(agent_id="") == []
 

@@ -71,7 +71,7 @@ def _put(**changes: Any) -> Write:
     def write(memory: AgentMemoryManager) -> object:
         now = memory.clock()
         original = Memory.create("written", now=now)
-        return memory.store.put_memory(replace(original, **changes))
+        return memory.store.memories.put_memory(replace(original, **changes))
 
     return write
 

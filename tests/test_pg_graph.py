@@ -37,7 +37,7 @@ class Pair:
         self.graphs = (sqlite_graph_store(sqlite.db), pg_graph_store(pg.db))
 
     def remember(self, memory_id: str, content: str, now: int) -> None:
-        self.sqlite.put_memory(
+        self.sqlite.memories.put_memory(
             Memory(id=memory_id, content=content, tier=Tier.EPISODIC, created_at=now,
                    updated_at=now)
         )  # fmt: skip
@@ -49,7 +49,7 @@ class Pair:
             )
 
     def forget(self, memory_id: str) -> None:
-        self.sqlite.forget_memory(memory_id, "test")
+        self.sqlite.memories.forget_memory(memory_id, "test")
         with self.pg.db.transaction() as conn:
             conn.execute("DELETE FROM tm_memories WHERE id = %s", (memory_id,))
 

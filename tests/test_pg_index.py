@@ -134,8 +134,8 @@ def test_a_window_holds_two_before_and_two_after_in_its_session_and_tier(pg: Pos
     add(pg, *[_row(id=f"m{i}", content=w, session_id="s") for i, w in enumerate(WORDS[:6])])
     add(pg, _row(id="other", content="falcon", session_id="s", tier="semantic"))
     # m2 (cherry): before apple banana, after delta echo
-    assert [m for m, _ in pg.keyword_search(["apple"], 10)] == ["m0", "m1", "m2"]
-    found = dict(pg.keyword_search(["echo"], 10, after_weight=0.0))
+    assert [m for m, _ in pg.indexes.keyword_search(["apple"], 10)] == ["m0", "m1", "m2"]
+    found = dict(pg.indexes.keyword_search(["echo"], 10, after_weight=0.0))
     assert found == {
         "m4": pytest.approx(found["m4"]),
         "m5": pytest.approx(found["m5"]),
@@ -143,7 +143,7 @@ def test_a_window_holds_two_before_and_two_after_in_its_session_and_tier(pg: Pos
         "m3": 0.0,
     }
     assert found["m4"] < found["m5"] < 0
-    assert {m for m, _ in pg.keyword_search(["falcon"], 10)} == {"m5", "m3", "m4", "other"}
+    assert {m for m, _ in pg.indexes.keyword_search(["falcon"], 10)} == {"m5", "m3", "m4", "other"}
 
 
 def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> None:
@@ -160,14 +160,14 @@ def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> No
         ],
     )
     for words in (["apple"], ["grape", "harbor"], ["jungle", "zzz"], ["Apples!"]):
-        found = pg.keyword_search(words, 50)
+        found = pg.indexes.keyword_search(words, 50)
         assert found
         scores = [s for _, s in found]
         assert all(s <= 0 for s in scores)
         assert scores == sorted(scores)
-    assert pg.keyword_search(["zzz"], 10) == []
-    assert pg.keyword_search(["..."], 10) == []
-    assert pg.keyword_search([], 10) == []
+    assert pg.indexes.keyword_search(["zzz"], 10) == []
+    assert pg.indexes.keyword_search(["..."], 10) == []
+    assert pg.indexes.keyword_search([], 10) == []
 
 
 def _bm25_from_rows(
@@ -221,7 +221,7 @@ def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
         expected = _bm25_from_rows(pg, words, cw, aw)
         assert len(expected) > 40
         for where in (None, everything):
-            found = pg.keyword_search(words, 500, None, cw, aw, where=where)
+            found = pg.indexes.keyword_search(words, 500, None, cw, aw, where=where)
             assert [m for m, _ in found] == [m for m, _ in expected]
             assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-9)
 
@@ -229,17 +229,17 @@ def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
     add(pg, *[_row(id=f"c{i}", content="common filler text") for i in range(50)])
     add(pg, _row(id="rare", content="rare"), _row(id="both", content="common"))
-    found = pg.keyword_search(["common", "rare"], 3)
+    found = pg.indexes.keyword_search(["common", "rare"], 3)
     assert found[0][0] == "rare"
 
 
 def test_a_search_inside_a_transaction_sees_its_own_writes(pg: PostgresStore) -> None:
     with pg.transaction() as conn:
         conn.execute(_INSERT, _row(id="new", content="brand new words"))
-        assert [m for m, _ in pg.keyword_search(["brand"], 5)] == ["new"]
+        assert [m for m, _ in pg.indexes.keyword_search(["brand"], 5)] == ["new"]
         conn.execute("UPDATE tm_memories SET content = 'changed' WHERE id = 'new'")
-        assert pg.keyword_search(["brand"], 5) == []
-    assert [m for m, _ in pg.keyword_search(["changed"], 5)] == ["new"]
+        assert pg.indexes.keyword_search(["brand"], 5) == []
+    assert [m for m, _ in pg.indexes.keyword_search(["changed"], 5)] == ["new"]
 
 
 def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
@@ -266,7 +266,7 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
         MemoryFilter(tier=Tier.SEMANTIC, agent_id="a0"),
     ]
     for where in cases:
-        found = {m for m, _ in pg.keyword_search(["apple"], 100, where=where)}
+        found = {m for m, _ in pg.indexes.keyword_search(["apple"], 100, where=where)}
         with pg.db.reading() as conn:
             from persistence.postgres.sql import recall_filter_sql
 
@@ -275,11 +275,13 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
                 r[0] for r in conn.execute(f"SELECT id FROM tm_memories m WHERE {cond}", params)
             }
         assert found == expected
-    assert {m for m, _ in pg.keyword_search(["apple"], 100, Tier.SEMANTIC)} == {
+    assert {m for m, _ in pg.indexes.keyword_search(["apple"], 100, Tier.SEMANTIC)} == {
         f"m{i}" for i in range(0, 60, 5)
     }
     with pytest.raises(InvalidInputError):
-        pg.keyword_search(["apple"], 5, Tier.EPISODIC, where=MemoryFilter(tier=Tier.SEMANTIC))
+        pg.indexes.keyword_search(
+            ["apple"], 5, Tier.EPISODIC, where=MemoryFilter(tier=Tier.SEMANTIC)
+        )
 
 
 def test_a_search_by_the_keyword_rows_own_columns_scores_as_the_join_does(
@@ -295,20 +297,20 @@ def test_a_search_by_the_keyword_rows_own_columns_scores_as_the_join_does(
     cases = [MemoryFilter(agent_id="a1"), MemoryFilter(tier=Tier.EPISODIC, created_after=40)]
     for where in cases:
         for words in (["w1"], ["w2", "w3", "w4"]):
-            own = pg.keyword_search(words, 100, where=where)
+            own = pg.indexes.keyword_search(words, 100, where=where)
             monkeypatch.setattr(keyword_sql, "_on_keyword_rows", lambda where: False)
-            joined = pg.keyword_search(words, 100, where=where)
+            joined = pg.indexes.keyword_search(words, 100, where=where)
             monkeypatch.undo()
             assert own == joined and own
     with pg.transaction() as conn:
         conn.execute(
             "UPDATE tm_memories SET agent_id = 'moved', created_at = 9999 WHERE id = 'm001'"
         )
-    words = pg.get_memory("m001").content.split()  # type: ignore[union-attr]
-    assert [m for m, _ in pg.keyword_search(words, 5, where=MemoryFilter(agent_id="moved"))] == [
-        "m001"
-    ]
-    late = pg.keyword_search(words, 5, where=MemoryFilter(created_after=5000))
+    words = pg.memories.get_memory("m001").content.split()  # type: ignore[union-attr]
+    assert [
+        m for m, _ in pg.indexes.keyword_search(words, 5, where=MemoryFilter(agent_id="moved"))
+    ] == ["m001"]
+    late = pg.indexes.keyword_search(words, 5, where=MemoryFilter(created_after=5000))
     assert [m for m, _ in late] == ["m001"]
 
 
@@ -344,7 +346,7 @@ def test_vector_recall_against_exact_search_plain_and_filtered(pg: PostgresStore
                 for i in range(n)
             ],
         )
-    pg.set_embeddings([(Tier.EPISODIC, f"m{i:05d}", data[i]) for i in range(n)])
+    pg.indexes.set_embeddings([(Tier.EPISODIC, f"m{i:05d}", data[i]) for i in range(n)])
     normed = data / np.linalg.norm(data, axis=1, keepdims=True)
     agent = np.array([i % 3 == 1 for i in range(n)])
     even_recent = np.array([i % 2 == 0 and i >= 1000 for i in range(n)])
@@ -364,7 +366,7 @@ def test_vector_recall_against_exact_search_plain_and_filtered(pg: PostgresStore
             d = 1 - normed @ (query / np.linalg.norm(query))
             d[~mask] = np.inf
             exact = {f"m{i:05d}" for i in np.argsort(d, kind="stable")[: min(10, int(mask.sum()))]}
-            found = pg.vector_search(query, 10, where=where)
+            found = pg.indexes.vector_search(query, 10, where=where)
             assert [x for _, x in found] == sorted(x for _, x in found)
             assert len(found) == len(exact)
             hits += len(exact & {m for m, _ in found})
@@ -374,13 +376,15 @@ def test_vector_recall_against_exact_search_plain_and_filtered(pg: PostgresStore
 
 def test_the_first_embedding_fixes_the_dimension(pg: PostgresStore) -> None:
     add(pg, _row(id="a", content="x"), _row(id="b", content="y"))
-    assert pg.vector_search(np.ones(4), 5) == []
-    pg.set_embeddings([(Tier.EPISODIC, "a", [1.0, 0.0, 0.0, 0.0])])
+    assert pg.indexes.vector_search(np.ones(4), 5) == []
+    pg.indexes.set_embeddings([(Tier.EPISODIC, "a", [1.0, 0.0, 0.0, 0.0])])
     with pytest.raises(EmbeddingDimensionError):
-        pg.set_embeddings([(Tier.EPISODIC, "b", [1.0, 0.0])])
+        pg.indexes.set_embeddings([(Tier.EPISODIC, "b", [1.0, 0.0])])
     with pytest.raises(EmbeddingDimensionError):
-        pg.vector_search([1.0, 0.0], 5)
-    assert pg.vector_distances([0.0, 1.0, 0.0, 0.0], ["a", "b", "zz"]) == pytest.approx({"a": 1.0})
+        pg.indexes.vector_search([1.0, 0.0], 5)
+    assert pg.indexes.vector_distances([0.0, 1.0, 0.0, 0.0], ["a", "b", "zz"]) == pytest.approx(
+        {"a": 1.0}
+    )
     with pg.db.reading() as conn:
         assert conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0]
 
@@ -396,9 +400,9 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
 ) -> None:
     memory = Memory(id="a", content="x", tier=Tier.EPISODIC, embedding=np.ones(4, np.float32))
     if write == "put":
-        pg.put_memory(memory)
+        pg.memories.put_memory(memory)
     else:
-        pg.insert_memories([memory])
+        pg.memories.insert_memories([memory])
     assert _has_vector_index(pg)
     with pg.db.reading() as conn:  # a tiny table: the planner would rather sort it
         conn.execute("SET enable_seqscan = off")
@@ -426,22 +430,22 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
 
 def test_set_embeddings_skips_changed_content_and_kept_vectors(pg: PostgresStore) -> None:
     add(pg, _row(id="a", content="old"), _row(id="b", content="same"), _row(id="c", content="c"))
-    assert [m for m, _, _ in pg.unembedded()] == ["a", "b", "c"]
+    assert [m for m, _, _ in pg.indexes.unembedded()] == ["a", "b", "c"]
     with pg.transaction() as conn:
         conn.execute("UPDATE tm_memories SET content = 'new' WHERE id = 'a'")
-    pg.set_embeddings(
+    pg.indexes.set_embeddings(
         [(Tier.EPISODIC, "a", [1.0, 0.0]), (Tier.EPISODIC, "b", [0.0, 1.0])],
         ["old", "same"],
         model_id="m1",
     )
-    assert [m for m, _, _ in pg.unembedded()] == ["a", "c"]
-    pg.set_embeddings([(Tier.EPISODIC, "b", [1.0, 0.0])])  # b keeps its vector
-    assert pg.vector_distances([0.0, 1.0], ["b"]) == pytest.approx({"b": 0.0})
+    assert [m for m, _, _ in pg.indexes.unembedded()] == ["a", "c"]
+    pg.indexes.set_embeddings([(Tier.EPISODIC, "b", [1.0, 0.0])])  # b keeps its vector
+    assert pg.indexes.vector_distances([0.0, 1.0], ["b"]) == pytest.approx({"b": 0.0})
     pg.set_meta("embedding_model", "m1")
     with pytest.raises(EmbeddingModelMismatchError):
-        pg.set_embeddings([(Tier.EPISODIC, "c", [1.0, 0.0])], model_id="m2")
+        pg.indexes.set_embeddings([(Tier.EPISODIC, "c", [1.0, 0.0])], model_id="m2")
     with pytest.raises(InvalidInputError):
-        pg.set_embeddings([(Tier.EPISODIC, "c", [1.0, 0.0])], ["c", "d"])
+        pg.indexes.set_embeddings([(Tier.EPISODIC, "c", [1.0, 0.0])], ["c", "d"])
 
 
 # --- conversation, cache, errors, re-embedding --------------------------------------------
@@ -455,13 +459,13 @@ def test_conversation_turns_follow_insertion_order_in_session_and_tier(pg: Postg
         _row(id="sem", content="fact", session_id="s", tier="semantic"),
         _row(id="a", content="Here.", session_id="s", speaker="Bob"),
     )
-    turns = pg.conversation_turns(["q", "a", "sem", "missing"], before=True)
+    turns = pg.indexes.conversation_turns(["q", "a", "sem", "missing"], before=True)
     assert turns == {
         "q": ("Ann", True, None, "a"),
         "a": ("Bob", False, "q", None),
         "sem": (None, False, None, None),
     }
-    assert pg.conversation_turns(["a"]) == {"a": ("Bob", False, None, None)}
+    assert pg.indexes.conversation_turns(["a"]) == {"a": ("Bob", False, None, None)}
 
 
 def test_the_embedding_cache_keeps_the_most_recently_used(pg: PostgresStore) -> None:
@@ -470,20 +474,20 @@ def test_the_embedding_cache_keeps_the_most_recently_used(pg: PostgresStore) -> 
     keys = [content_hash(t) for t in "abcd"]
     for i, h in enumerate(keys[:3]):
         now[0] += 1
-        pg.cache_embeddings("m", [(h, [float(i), 1.0])], keep=3)
+        pg.indexes.cache_embeddings("m", [(h, [float(i), 1.0])], keep=3)
     now[0] += 1
-    pg.cache_embeddings("m", [(keys[0], [0.0, 1.0])], keep=3)  # a use refreshes a
+    pg.indexes.cache_embeddings("m", [(keys[0], [0.0, 1.0])], keep=3)  # a use refreshes a
     now[0] += 1
-    pg.cache_embeddings("m", [(keys[3], [3.0, 1.0])], keep=3)  # b goes
-    found = pg.cached_embeddings("m", keys)
+    pg.indexes.cache_embeddings("m", [(keys[3], [3.0, 1.0])], keep=3)  # b goes
+    found = pg.indexes.cached_embeddings("m", keys)
     assert set(found) == {keys[0], keys[2], keys[3]}
     assert found[keys[3]].tolist() == [3.0, 1.0] and found[keys[3]].dtype == np.float32
-    assert pg.cached_embeddings("other", keys) == {}
+    assert pg.indexes.cached_embeddings("other", keys) == {}
 
 
 def test_embedding_errors_are_counted(pg: PostgresStore) -> None:
-    assert pg.record_embedding_error("boom") == 1
-    assert pg.record_embedding_error("again") == 2
+    assert pg.indexes.record_embedding_error("boom") == 1
+    assert pg.indexes.record_embedding_error("again") == 2
     assert pg.get_meta("last_embedding_error").endswith(" again")
 
 
@@ -494,37 +498,41 @@ def test_reembedding_swaps_all_vectors_at_once(pg: PostgresStore) -> None:
         _row(id="b", content="beta"),
         _row(id="c", content="gamma"),
     )
-    pg.set_embeddings([(Tier.EPISODIC, m, [1.0, 0.0]) for m in "abc"])
-    assert pg.begin_rebuild("new", 3) is False
-    assert pg.rebuild_state() == ("new", 3)
-    assert [m for m, _ in pg.unstaged_for_rebuild()] == ["a", "b", "c"]
-    pg.stage_rebuild([("a", "alpha", [0.0, 0.0, 1.0]), ("b", "old beta", [0.0, 0.0, 1.0])])
-    assert pg.begin_rebuild("new", 3) is True
-    assert [m for m, _ in pg.unstaged_for_rebuild()] == ["c"]
-    assert pg.vector_search([1.0, 0.0], 3)[0][1] == pytest.approx(0.0)  # still the old model
+    pg.indexes.set_embeddings([(Tier.EPISODIC, m, [1.0, 0.0]) for m in "abc"])
+    assert pg.indexes.begin_rebuild("new", 3) is False
+    assert pg.indexes.rebuild_state() == ("new", 3)
+    assert [m for m, _ in pg.indexes.unstaged_for_rebuild()] == ["a", "b", "c"]
+    pg.indexes.stage_rebuild([("a", "alpha", [0.0, 0.0, 1.0]), ("b", "old beta", [0.0, 0.0, 1.0])])
+    assert pg.indexes.begin_rebuild("new", 3) is True
+    assert [m for m, _ in pg.indexes.unstaged_for_rebuild()] == ["c"]
+    assert pg.indexes.vector_search([1.0, 0.0], 3)[0][1] == pytest.approx(
+        0.0
+    )  # still the old model
     seen: list[list[str]] = []
 
     def embed(texts: list[str]) -> list[list[float]]:
         seen.append(texts)
         return [[0.0, 1.0, 0.0] for _ in texts]
 
-    assert pg.finish_rebuild(embed) == 3
+    assert pg.indexes.finish_rebuild(embed) == 3
     assert seen == [["beta", "gamma"]]
-    assert pg.rebuild_state() is None
+    assert pg.indexes.rebuild_state() is None
     assert pg.get_meta("embedding_model") == "new" and pg.get_meta("embedding_dim") == "3"
-    assert [m for m, _ in pg.vector_search([0.0, 0.0, 1.0], 3)][0] == "a"
-    assert pg.vector_distances([0.0, 1.0, 0.0], ["b", "c"]) == pytest.approx({"b": 0.0, "c": 0.0})
+    assert [m for m, _ in pg.indexes.vector_search([0.0, 0.0, 1.0], 3)][0] == "a"
+    assert pg.indexes.vector_distances([0.0, 1.0, 0.0], ["b", "c"]) == pytest.approx(
+        {"b": 0.0, "c": 0.0}
+    )
     with pytest.raises(InvalidInputError):
-        pg.finish_rebuild(embed)
+        pg.indexes.finish_rebuild(embed)
 
 
 def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
     pg: PostgresStore,
 ) -> None:
     add(pg, *[_row(id=f"m{i}", content=f"text {i}") for i in range(6)])
-    pg.set_embeddings([(Tier.EPISODIC, f"m{i}", [1.0, float(i), 0.0]) for i in (0, 1, 2)])
-    pg.put_memory(Memory(id="m1", content="changed", tier=Tier.EPISODIC))  # vector dropped
-    pg.insert_memories(
+    pg.indexes.set_embeddings([(Tier.EPISODIC, f"m{i}", [1.0, float(i), 0.0]) for i in (0, 1, 2)])
+    pg.memories.put_memory(Memory(id="m1", content="changed", tier=Tier.EPISODIC))  # vector dropped
+    pg.memories.insert_memories(
         [Memory(id="v", content="with", tier=Tier.EPISODIC, embedding=np.ones(3, np.float32))]
     )
     with pg.transaction() as conn:
@@ -534,7 +542,7 @@ def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
             "SELECT m.id FROM tm_memories m WHERE NOT EXISTS "
             "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq"
         ).fetchall()
-    assert [m for m, _, _ in pg.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]
+    assert [m for m, _, _ in pg.indexes.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]
 
 
 def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: str) -> None:
@@ -542,7 +550,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
     vectors = rng.standard_normal((300, 8)).astype(np.float32)
     store = PostgresStore(pg_url).open()
     try:
-        store.insert_memories([
+        store.memories.insert_memories([
             Memory(id=f"m{i}", content=f"memory {i}", tier=Tier.EPISODIC, embedding=v)
             for i, v in enumerate(vectors)
         ])  # fmt: skip
@@ -552,7 +560,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
                          "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
             conn.execute("DELETE FROM tm_schema_version WHERE version = 11")
         query = rng.standard_normal(8).astype(np.float32)
-        before = store.vector_search(query, 10)
+        before = store.indexes.vector_search(query, 10)
     finally:
         store.close()
     store = PostgresStore(pg_url).open()  # migrates to v11
@@ -562,7 +570,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
             version = conn.execute("SELECT max(version) FROM tm_schema_version")
             [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()
         assert "halfvec(8)" in text and latest == 11
-        after = store.vector_search(query, 10)
+        after = store.indexes.vector_search(query, 10)
         exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]
         assert [m for m, _ in after] == [f"m{i}" for i in exact]  # the exact top 10
         assert [m for m, _ in after] == [m for m, _ in before]

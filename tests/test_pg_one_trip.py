@@ -142,10 +142,10 @@ def test_recall_reads_the_dimension_once_and_again_after_another_process_changed
     with _open(proxy.url(pg_url)) as memory, _open(pg_url) as other:
         stored = memory.remember("vectors of three", embedding=[1.0, 0.0, 0.0])
         store = memory.store
-        assert store.vector_search([1.0, 0.0, 0.0], 1) == [(stored.id, pytest.approx(0.0))]
+        assert store.indexes.vector_search([1.0, 0.0, 0.0], 1) == [(stored.id, pytest.approx(0.0))]
         before = proxy.trips
-        store.vector_search([1.0, 0.0, 0.0], 1)
-        store.vector_distances([1.0, 0.0, 0.0], [stored.id])
+        store.indexes.vector_search([1.0, 0.0, 0.0], 1)
+        store.indexes.vector_distances([1.0, 0.0, 0.0], [stored.id])
         assert proxy.trips - before == 2  # one each: no read of the dimension
         # another handle changes the dimension (as a re-embedding's swap would) and this
         # one misses the notice: the search refused at the old size reads it again
@@ -158,6 +158,8 @@ def test_recall_reads_the_dimension_once_and_again_after_another_process_changed
                 "INSERT INTO tm_vectors (memory_id, embedding) VALUES (%s, '[0,1]')", (stored.id,)
             )
         store.indexes._dim = 3  # what it read before the change: stale now
-        assert store.vector_search([0.0, 1.0], 1) == [(stored.id, pytest.approx(0.0))]
+        assert store.indexes.vector_search([0.0, 1.0], 1) == [(stored.id, pytest.approx(0.0))]
         store.indexes._dim = 3
-        assert store.vector_distances([0.0, 1.0], [stored.id]) == {stored.id: pytest.approx(0.0)}
+        assert store.indexes.vector_distances([0.0, 1.0], [stored.id]) == {
+            stored.id: pytest.approx(0.0)
+        }

@@ -121,7 +121,7 @@ def test_a_killed_writer_leaves_no_lock_on_its_agent(pg_url: str, holding: str) 
         start = time.monotonic()
         a.put_episodic(Memory.create("the next writer of agent a"))
         waited = time.monotonic() - start
-        contents = {m.content for m in a.page(Tier.EPISODIC)}
+        contents = {m.content for m in a.memories.page(Tier.EPISODIC)}
     print(f"{holding}: the next writer waited {waited * 1000:.0f} ms after the kill")
     assert waited < 1.5, f"the next writer of agent a waited {waited:.2f} s"
     assert "held by agent-a" not in contents and "the next writer of agent a" in contents

@@ -102,7 +102,7 @@ def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
     with _open(pg_url, external_change_check_ms=0) as memory, _open(pg_url) as other:
         memory.remember("Nothing to do with anyone", embedding=[0.0, 1.0, 0.0])
         assert _graph_found(memory.recall("the Berlin office", k=2)) == []  # cached: no alias
-        assert memory.store.unembedded_count() == 0
+        assert memory.store.indexes.unembedded_count() == 0
         stored = other.remember(
             "She leads the sales team", relations=[("Ana", "works_in", "Berlin office")]
         )  # no vector: it waits in the queue
@@ -110,7 +110,7 @@ def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
         assert _graph_found(hits) == [stored.id]
         assert "'Berlin office' (named in the query)" in str(hits[0].explanation)
         # the backlog was read, not taken from the cache: recall embedded the new memory
-        assert memory.store.unembedded_count() == 0
+        assert memory.store.indexes.unembedded_count() == 0
         assert memory.get(stored.id).embedding is not None  # type: ignore[union-attr]
 
 

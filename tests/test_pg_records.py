@@ -26,61 +26,63 @@ def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: AnyStore
         Memory.create("Second", Tier.SEMANTIC, agent_id="a"),
     ]
     schedule = RepetitionSchedule(batch[0].id, 5, 1000)
-    stored = store.insert_memories(batch, [schedule])
+    stored = store.memories.insert_memories(batch, [schedule])
     assert [m.tags for m in stored] == [("x", "y"), ()]
-    assert store.get_memories([m.id for m in batch]) == {m.id: m for m in stored}
+    assert store.memories.get_memories([m.id for m in batch]) == {m.id: m for m in stored}
     assert store.get_repetition_schedule(batch[0].id) == schedule
-    assert store.find_same_content(" FIRST ", Tier.EPISODIC, None, "s") == [batch[0].id]
-    assert store.find_same_content("second", Tier.SEMANTIC, "a", None) == [batch[1].id]
-    assert store.find_same_content("second", Tier.EPISODIC, "a", None) == []
+    assert store.memories.find_same_content(" FIRST ", Tier.EPISODIC, None, "s") == [batch[0].id]
+    assert store.memories.find_same_content("second", Tier.SEMANTIC, "a", None) == [batch[1].id]
+    assert store.memories.find_same_content("second", Tier.EPISODIC, "a", None) == []
     with pytest.raises(DuplicateMemoryError):
-        store.insert_memories([Memory.create("new"), batch[1]])
+        store.memories.insert_memories([Memory.create("new"), batch[1]])
     with pytest.raises(EmbeddingDimensionError):
-        store.insert_memories([Memory.create("new", embedding=[1.0, 2.0, 3.0])])
-    assert store.count(Tier.EPISODIC) == 1
+        store.memories.insert_memories([Memory.create("new", embedding=[1.0, 2.0, 3.0])])
+    assert store.memories.count(Tier.EPISODIC) == 1
 
 
 def test_record_content_keys_replaces_an_older_note(store: AnyStore) -> None:
     memory = store.put_episodic(Memory.create("old words"))
-    store.record_content_keys([memory])
-    assert store.find_same_content("old words", Tier.EPISODIC, None, None) == [memory.id]
-    store.record_content_keys([store.put_episodic(Memory.create("new words", id=memory.id))])
-    assert store.find_same_content("old words", Tier.EPISODIC, None, None) == []
-    assert store.find_same_content("new words", Tier.EPISODIC, None, None) == [memory.id]
+    store.memories.record_content_keys([memory])
+    assert store.memories.find_same_content("old words", Tier.EPISODIC, None, None) == [memory.id]
+    store.memories.record_content_keys(
+        [store.put_episodic(Memory.create("new words", id=memory.id))]
+    )
+    assert store.memories.find_same_content("old words", Tier.EPISODIC, None, None) == []
+    assert store.memories.find_same_content("new words", Tier.EPISODIC, None, None) == [memory.id]
 
 
 def test_a_scratchpad_key_holds_one_entry(store: AnyStore) -> None:
     first = store.put_scratchpad("goal", Memory.create("one", Tier.SCRATCHPAD))
     second = store.put_scratchpad("goal", Memory.create("two", Tier.SCRATCHPAD))
     assert store.get_all_scratchpad() == [second]
-    assert store.get_memory(first.id) is None
+    assert store.memories.get_memory(first.id) is None
 
 
 def test_decay_logs_the_forgotten_in_the_order_given(store: AnyStore) -> None:
     ids = [store.put_episodic(Memory.create(f"m{i}")).id for i in range(4)]
     forgotten = [(ids[3], 0.01), (ids[0], 0.02), ("missing", 0.0)]
-    store.apply_decay(Tier.EPISODIC, [(ids[1], 0.25)], forgotten, "decay")
-    assert [(r.memory_id, r.retention) for r in store.get_forgetting_log()] == [
+    store.schedules.apply_decay(Tier.EPISODIC, [(ids[1], 0.25)], forgotten, "decay")
+    assert [(r.memory_id, r.retention) for r in store.schedules.get_forgetting_log()] == [
         (ids[3], 0.01),
         (ids[0], 0.02),
     ]
     assert store.get_episodic(ids[1]).retention == 0.25
-    assert store.count(Tier.EPISODIC) == 2
+    assert store.memories.count(Tier.EPISODIC) == 2
 
 
 def test_forgetting_deletes_the_vector_schedule_and_content_key(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         memory = store.put_episodic(Memory.create("secret", embedding=[1.0, 2.0]))
-        store.record_content_keys([memory])
+        store.memories.record_content_keys([memory])
         store.put_repetition_schedule(RepetitionSchedule(memory.id, 1, 1))
         store.promote_memory(memory.id, Tier.EPISODIC, Tier.SEMANTIC)
-        assert store.forget_memory(memory.id, "asked") is Tier.SEMANTIC
+        assert store.memories.forget_memory(memory.id, "asked") is Tier.SEMANTIC
         with store.read_connection() as conn:
             tables = ("tm_memories", "tm_vectors", "tm_schedules", "tm_content_keys")
             counts = " + ".join(f"(SELECT count(*) FROM {table})" for table in tables)
             left = conn.execute(f"SELECT {counts}").fetchone()  # noqa: S608
         assert left == (0,)
-        assert len(store.get_promotion_history(memory.id)) == 1  # the audit stays
+        assert len(store.memories.get_promotion_history(memory.id)) == 1  # the audit stays
 
 
 def test_fix_dimension_claims_once(pg_url: str) -> None:

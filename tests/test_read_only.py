@@ -165,7 +165,7 @@ def test_every_mutating_call_raises_read_only_error_and_changes_nothing(
 def test_the_store_read_only(filled: Path) -> None:
     before = fingerprint(filled)
     with SQLiteStore(filled, read_only=True) as store:
-        assert store.count(Tier.EPISODIC) == 3
+        assert store.memories.count(Tier.EPISODIC) == 3
         with pytest.raises(ReadOnlyError):
             store.put_episodic(Memory.create("x", Tier.EPISODIC))
         with pytest.raises(ReadOnlyError):

@@ -94,7 +94,7 @@ def test_user_text_is_never_fts5_syntax(memory: AgentMemoryManager, text: str) -
     memory.remember(f"some memory mentioning {text}")
     words = keywords(text)
     assert words
-    memory.store.keyword_search(words, 5)  # runs without an FTS5 syntax error
+    memory.store.indexes.keyword_search(words, 5)  # runs without an FTS5 syntax error
     assert memory.recall(text, k=3)
 
 
@@ -185,7 +185,7 @@ def test_score_fusion_explains_each_share_of_the_raw_values(
     query = "dark mode theme preference"
     hits = {h.memory.id: h for h in memory.recall(query, k=10)}
     [qv] = EMBEDDER.embed([query])
-    bm25 = dict(memory.store.keyword_search(keywords(query), 10))
+    bm25 = dict(memory.store.indexes.keyword_search(keywords(query), 10))
     best = min(bm25.values())
     for memory_id, hit in hits.items():
         signals = {s.signal: s for s in hit.explanation.signals}
@@ -211,15 +211,15 @@ def test_vector_distances_are_exact_and_skip_memories_without_a_vector(
     embedded = memory.remember("The cat sits on the mat")
     memory.flush()
     [query] = EMBEDDER.embed(["A cat is sitting on a mat"])
-    distances = memory.store.vector_distances(query, [embedded.id, "no-such-id"])
+    distances = memory.store.indexes.vector_distances(query, [embedded.id, "no-such-id"])
     assert distances == {
-        embedded.id: pytest.approx(dict(memory.store.vector_search(query, 5))[embedded.id])
+        embedded.id: pytest.approx(dict(memory.store.indexes.vector_search(query, 5))[embedded.id])
     }
-    assert memory.store.vector_distances(query, []) == {}
+    assert memory.store.indexes.vector_distances(query, []) == {}
     with pytest.raises(InvalidInputError):
-        memory.store.vector_distances(query[:10], [embedded.id])
+        memory.store.indexes.vector_distances(query[:10], [embedded.id])
     with pytest.raises(TypeError):
-        memory.store.vector_distances(query, [3])  # type: ignore[list-item]
+        memory.store.indexes.vector_distances(query, [3])  # type: ignore[list-item]
 
 
 @pytest.mark.slow
@@ -269,7 +269,7 @@ def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
 ) -> None:
     m = memory.remember("Deploys happen on Thursdays")
     assert memory.get(m.id).embedding is None  # type: ignore[union-attr]
-    assert [i for i, _ in memory.store.keyword_search(["thursdays"], 5)] == [m.id]
+    assert [i for i, _ in memory.store.indexes.keyword_search(["thursdays"], 5)] == [m.id]
     assert memory.flush() == 1
     embedded = memory.get(m.id)
     assert embedded is not None and embedded.embedding is not None
@@ -280,7 +280,7 @@ def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
 def test_remember_many_embeds_in_batches(memory: AgentMemoryManager) -> None:
     stored = memory.remember_many([f"fact number {i}" for i in range(70)], tags=["bulk"])
     assert len(stored) == 70 and all(m.embedding is not None for m in stored)
-    assert memory.store.unembedded() == []
+    assert memory.store.indexes.unembedded() == []
 
 
 def test_updated_content_is_re_embedded(memory: AgentMemoryManager) -> None:

@@ -63,12 +63,12 @@ def test_the_backend_says_which_parts_matched(
 ) -> None:
     memory = make_memory(embedder=None, extractor=None)
     ids = _conversation(memory)
-    parts = memory.store.keyword_parts(["lighthouse"], list(ids.values()))
+    parts = memory.store.indexes.keyword_parts(["lighthouse"], list(ids.values()))
     assert parts[ids[TURNS[0]]] == KeywordParts(own=True, before=False, after=False)
     assert parts[ids[TURNS[1]]] == KeywordParts(own=False, before=True, after=False)
     assert parts[ids[TURNS[4]]] == KeywordParts(own=False, before=False, after=True)
     assert ids[TURNS[3]] in parts and parts[ids[TURNS[3]]].neighbours_only  # 2 after: C
-    assert memory.store.keyword_parts(["nowhere"], list(ids.values())) == {}
+    assert memory.store.indexes.keyword_parts(["nowhere"], list(ids.values())) == {}
 
 
 def test_min_score_and_relative_cut_drop_weak_hits(

@@ -60,13 +60,13 @@ def test_reembedding_swaps_every_memory_to_the_new_model_and_size(db_path: Path)
         memory.flush()
         assert memory.store.get_meta(EMBEDDING_MODEL_KEY) == "test-b"
         assert memory.store.get_meta(EMBEDDING_DIM_KEY) == "8"
-        assert memory.store.rebuild_state() is None
+        assert memory.store.indexes.rebuild_state() is None
         for memory_id, content in contents.items():
             got = memory.get(memory_id)
             assert got is not None and got.embedding is not None
             assert np.allclose(got.embedding, hash_vector("test-b", 8, content))
         target = next(iter(contents))
-        nearest = memory.store.vector_search(hash_vector("test-b", 8, contents[target]), 1)
+        nearest = memory.store.indexes.vector_search(hash_vector("test-b", 8, contents[target]), 1)
         assert nearest[0][0] == target
         assert memory.check_integrity().ok
         later = memory.remember("added after the swap")
@@ -79,23 +79,23 @@ def test_memories_edited_after_staging_get_vectors_of_their_new_content(db_path:
     model_b = HashEmbedder("test-b", 8)
     with AgentMemoryManager.open(db_path, embedder=None) as memory:
         store = memory.store
-        store.begin_rebuild("test-b", 8)
-        staged = store.unstaged_for_rebuild()
-        store.stage_rebuild([(i, c, hash_vector("test-b", 8, c)) for i, c in staged])
+        store.indexes.begin_rebuild("test-b", 8)
+        staged = store.indexes.unstaged_for_rebuild()
+        store.indexes.stage_rebuild([(i, c, hash_vector("test-b", 8, c)) for i, c in staged])
         edited = next(i for i in contents if memory.get(i).tier is Tier.EPISODIC)  # type: ignore[union-attr]
         memory.update(edited, content="rewritten after staging")
         added = memory.remember("added after staging")
-        assert store.finish_rebuild(model_b.embed) == 7  # 6 memories + 1 added
+        assert store.indexes.finish_rebuild(model_b.embed) == 7  # 6 memories + 1 added
         assert sorted(model_b.seen) == ["added after staging", "rewritten after staging"]
         for memory_id in (edited, added.id):
-            got = store.get_memory(memory_id)  # the manager's cache was bypassed here
+            got = store.memories.get_memory(memory_id)  # the manager's cache was bypassed here
             assert np.allclose(got.embedding, hash_vector("test-b", 8, got.content))  # type: ignore[union-attr]
 
 
 def test_a_failed_swap_leaves_the_file_as_it_was(db_path: Path) -> None:
     model_a_file(db_path, 6)
     with AgentMemoryManager.open(db_path, embedder=None) as memory:
-        memory.store.begin_rebuild("test-b", 8)
+        memory.store.indexes.begin_rebuild("test-b", 8)
         memory.remember("not staged yet")
     before = data_checksum(db_path)
 
@@ -106,7 +106,7 @@ def test_a_failed_swap_leaves_the_file_as_it_was(db_path: Path) -> None:
         AgentMemoryManager.open(db_path, embedder=None) as memory,
         pytest.raises(RuntimeError, match="model crashed"),
     ):
-        memory.store.finish_rebuild(broken)
+        memory.store.indexes.finish_rebuild(broken)
     assert data_checksum(db_path) == before
 
 

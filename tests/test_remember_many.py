@@ -145,9 +145,9 @@ def test_duplicate_ids_are_refused_by_the_store(make_memory: Make) -> None:
     existing = memory.remember("first")
     batch = [Memory.create("a", id="dup"), Memory.create("b", id="dup")]
     with pytest.raises(DuplicateMemoryError):
-        memory.store.insert_memories(batch)
+        memory.store.memories.insert_memories(batch)
     with pytest.raises(DuplicateMemoryError):
-        memory.store.insert_memories([Memory.create("c", Tier.SEMANTIC, id=existing.id)])
+        memory.store.memories.insert_memories([Memory.create("c", Tier.SEMANTIC, id=existing.id)])
     assert memory.statistics().storage.semantic_count == 0
 
 

@@ -34,7 +34,7 @@ def _fill(store: SQLiteStore) -> None:
         ("The user prefers dark mode", "Dark chocolate is a favourite", "Mode of transport: bike",
          "Lunch at noon", "dark dark dark mode mode")
     ):  # fmt: skip
-        store.put_memory(Memory.create(text, Tier.EPISODIC, id=f"m{n}", session_id=None))
+        store.memories.put_memory(Memory.create(text, Tier.EPISODIC, id=f"m{n}", session_id=None))
 
 
 def test_keyword_search_takes_words_and_builds_the_same_fts5_expression(
@@ -44,7 +44,7 @@ def test_keyword_search_takes_words_and_builds_the_same_fts5_expression(
     words = keywords("Does the user like DARK mode?")
     assert words == ("user", "like", "dark", "mode")
     assert index_sql.fts5_match(words) == '"user" OR "like" OR "dark" OR "mode"'
-    found = store.keyword_search(words, 10)
+    found = store.indexes.keyword_search(words, 10)
     with store.read_connection() as conn:
         expected = conn.execute(
             "SELECT i.memory_id, bm25(memory_fts, 1.0, 0.5, 0.5) AS s FROM memory_fts "
@@ -59,22 +59,26 @@ def test_keyword_search_takes_words_and_builds_the_same_fts5_expression(
 
 def test_keyword_search_of_no_words_finds_nothing(store: SQLiteStore) -> None:
     _fill(store)
-    assert store.keyword_search([], 10) == []
-    assert store.keyword_search((), 10, Tier.EPISODIC, where=MemoryFilter(agent_id="a")) == []
+    assert store.indexes.keyword_search([], 10) == []
+    assert (
+        store.indexes.keyword_search((), 10, Tier.EPISODIC, where=MemoryFilter(agent_id="a")) == []
+    )
 
 
 def test_keyword_search_refuses_an_expression_string(store: SQLiteStore) -> None:
     _fill(store)
     with pytest.raises(InvalidTypeError, match="sequence of str"):
-        store.keyword_search('"dark" OR "mode"', 10)  # type: ignore[arg-type]
+        store.indexes.keyword_search('"dark" OR "mode"', 10)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError):
-        store.keyword_search(["dark", 3], 10)  # type: ignore[list-item]
+        store.indexes.keyword_search(["dark", 3], 10)  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize("word", ['say "hi', "OR", "NEAR(x", "a*", "title:x", "-y"])
 def test_a_word_is_never_fts5_syntax(store: SQLiteStore, word: str) -> None:
-    store.put_memory(Memory.create(f"plain {word} text", Tier.EPISODIC, id="w", session_id=None))
-    assert isinstance(store.keyword_search([word], 5), list)  # no FTS5 syntax error
+    store.memories.put_memory(
+        Memory.create(f"plain {word} text", Tier.EPISODIC, id="w", session_id=None)
+    )
+    assert isinstance(store.indexes.keyword_search([word], 5), list)  # no FTS5 syntax error
 
 
 # --- statistics: a size plus the backend's details -------------------------------------

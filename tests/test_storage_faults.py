@@ -111,7 +111,7 @@ def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_memory(
     assert leftovers <= {"agent-backups"} and not any((disk / "agent-backups").iterdir())
     with AgentMemoryManager.open(db, **NO_MODEL) as memory:  # the disk is still full
         assert memory.check_integrity().ok
-        assert set(memory.store.get_memories(acknowledged)) == set(acknowledged)
+        assert set(memory.store.memories.get_memories(acknowledged)) == set(acknowledged)
         assert memory.statistics().storage.episodic_count == len(acknowledged)
     with AgentMemoryManager.open(db, read_only=True, embedder=None) as memory:
         assert memory.check_integrity().ok

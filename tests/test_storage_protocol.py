@@ -1,7 +1,8 @@
 """persistence.storage.MemoryStorage and GraphStorage: SQLiteStore and GraphStore
-implement them (and each part of SQLiteStore its record family's Protocol), and the
-domain calls nothing on a store or on the graph's records that the Protocols do not list
-(so a second backend that implements them is enough for the domain)."""
+implement them (the store is StoreControl and holds one part per record family, each
+implementing its family's Protocol), and the domain calls nothing on a store, its parts
+or the graph's records that the Protocols do not list (so a second backend that
+implements them is enough for the domain)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from persistence.stores.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE_NAMES = {"store", "_store"}  # how the domain's classes hold their store
+PART_NAMES = ("memories", "sessions", "schedules", "indexes")  # the store's parts
 GRAPH_NAMES = {"records"}  # how the domain holds the graph's records
 GRAPH_NAMES_IN = {"extraction.py": {"graph"}}  # ExtractionQueue.graph is the records too
 
@@ -70,6 +72,20 @@ def _store_attributes(source: str, names: set[str] = STORE_NAMES) -> set[str]:
         held_as = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", None)
         if held_as in names:
             used.add(node.attr)
+    return used
+
+
+def _part_attributes(source: str) -> set[tuple[str, str]]:
+    """Every ``(part, name)`` of ``store.part.name`` (the store held as in
+    :func:`_store_attributes`) the source uses."""
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        part = node.value if isinstance(node, ast.Attribute) else None
+        if isinstance(part, ast.Attribute) and part.attr in PART_NAMES:
+            holder = part.value
+            held_as = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", None)
+            if held_as in STORE_NAMES:
+                used.add((part.attr, node.attr))  # type: ignore[union-attr]
     return used
 
 
@@ -125,7 +141,8 @@ FAMILIES = [
 ]
 
 
-RECORD_FAMILIES = [f for f in FAMILIES if f[1] in ("memories", "sessions", "schedules")]
+RECORD_FAMILIES = [f for f in FAMILIES if f[1] in ("store", "memories", "sessions", "schedules")]
+PART_PROTOCOLS = {part: protocol for protocol, part in FAMILIES if part != "store"}
 
 
 @pytest.mark.parametrize(
@@ -134,7 +151,9 @@ RECORD_FAMILIES = [f for f in FAMILIES if f[1] in ("memories", "sessions", "sche
 def test_each_record_part_of_the_postgres_store_implements_its_protocol(
     protocol: type, part: str
 ) -> None:
-    instance = getattr(PostgresStore("postgresql://nobody@localhost/none"), part)
+    store = PostgresStore("postgresql://nobody@localhost/none")
+    assert isinstance(store, MemoryStorage)
+    instance = store if part == "store" else getattr(store, part)
     assert isinstance(instance, protocol)
     assert _signature_problems(protocol, instance, type(instance)) == []
 
@@ -147,11 +166,14 @@ def test_each_part_of_the_store_implements_its_family_protocol(protocol: type, p
     assert _signature_problems(protocol, instance, type(instance)) == []
 
 
-def test_memory_storage_is_exactly_the_families_together() -> None:
+def test_memory_storage_is_the_store_control_and_one_part_per_family() -> None:
     families = [set(_members(protocol)) for protocol, _ in FAMILIES]
     assert sum(len(f) for f in families) == len(set().union(*families))  # no member twice
-    assert set().union(*families) == set(_members(MemoryStorage))
-    assert not set(vars(MemoryStorage)).intersection(_members(MemoryStorage))  # adds nothing
+    assert set(_members(MemoryStorage)) == set(_members(StoreControl)) | set(PART_PROTOCOLS)
+    for part, protocol in PART_PROTOCOLS.items():  # each part typed by its family's Protocol
+        member = _members(MemoryStorage)[part]
+        assert isinstance(member, property)
+        assert member.fget.__annotations__["return"] == protocol.__name__  # type: ignore[union-attr]
 
 
 def test_the_backend_hands_out_the_store_s_parts() -> None:
@@ -170,6 +192,21 @@ def test_the_domain_calls_only_what_the_protocol_lists() -> None:
         for path in _domain_modules()
         for name in _store_attributes(path.read_text())
         if name not in allowed
+    }
+    assert outside == set()
+
+
+def test_the_domain_calls_on_each_part_only_what_its_family_protocol_lists() -> None:
+    used = {
+        (path.name, part, name)
+        for path in _domain_modules()
+        for part, name in _part_attributes(path.read_text())
+    }
+    assert {part for _, part, _ in used} == set(PART_PROTOCOLS)  # the check sees every part
+    outside = {
+        f"{module}: {part}.{name}"
+        for module, part, name in used
+        if name not in _members(PART_PROTOCOLS[part])
     }
     assert outside == set()
 
@@ -194,6 +231,9 @@ def test_the_check_sees_a_call_outside_the_protocol() -> None:
     source = "def f(self):\n    with self.store.read_connection() as c:\n        c.execute('x')\n"
     assert _store_attributes(source) == {"read_connection"}
     assert "read_connection" not in _members()
+    source = "def f(self):\n    self._store.memories.put_episodic(m)\n"
+    assert _part_attributes(source) == {("memories", "put_episodic")}
+    assert "put_episodic" not in _members(MemoryRecords)  # the reference API is not the domain's
 
 
 def test_the_domain_never_asks_which_engine_it_runs_on() -> None:

@@ -63,7 +63,7 @@ def test_put_updates_in_place(store: SQLiteStore) -> None:
     again = store.get_semantic(memory.id)
     assert again is not None
     assert (again.content, again.tags, again.updated_at) == ("v2", ("b", "c"), later)
-    assert store.count(Tier.SEMANTIC) == 1
+    assert store.memories.count(Tier.SEMANTIC) == 1
 
 
 def test_tags_keep_order_and_lose_duplicates(store: SQLiteStore) -> None:
@@ -181,7 +181,7 @@ def test_configured_dimension_is_enforced_and_remembered_on_postgres(pg_url: str
         with pytest.raises(EmbeddingDimensionError):
             store.put_episodic(Memory.create("a", embedding=[1.0, 2.0]))
         with pytest.raises(EmbeddingDimensionError):
-            store.insert_memories([Memory.create("a", embedding=[1.0, 2.0])])
+            store.memories.insert_memories([Memory.create("a", embedding=[1.0, 2.0])])
         store.put_episodic(Memory.create("a", embedding=[1.0, 2.0, 3.0, 4.0]))
         assert store.get_meta("embedding_dim") == "4"
     with pytest.raises(EmbeddingDimensionError):
@@ -322,7 +322,7 @@ def test_promotion_moves_logs_and_keeps_tags_and_schedule(
         "pressure",
     )
     store.promote_memory(memory.id, Tier.EPISODIC, Tier.SEMANTIC)
-    history = store.get_promotion_history(memory.id)
+    history = store.memories.get_promotion_history(memory.id)
     assert [(h.from_tier, h.to_tier) for h in history] == [
         (Tier.SCRATCHPAD, Tier.EPISODIC),
         (Tier.EPISODIC, Tier.SEMANTIC),
@@ -368,8 +368,8 @@ def test_promotion_that_fails_midway_is_rolled_back_whole(store: SQLiteStore) ->
 def test_get_memory_finds_any_tier(store: SQLiteStore) -> None:
     a = store.put_episodic(Memory.create("a"))
     b = store.put_semantic(Memory.create("b", Tier.SEMANTIC))
-    assert store.get_memory(a.id) == a and store.get_memory(b.id) == b
-    assert store.get_memory("nope") is None
+    assert store.memories.get_memory(a.id) == a and store.memories.get_memory(b.id) == b
+    assert store.memories.get_memory("nope") is None
 
 
 def test_returned_memories_share_nothing_mutable_with_the_store(store: SQLiteStore) -> None:

@@ -16,12 +16,12 @@ def test_a_setting_changed_on_the_store_reaches_every_part(tmp_path: Path) -> No
         store.clock = lambda: 9_999_000  # as the store's own methods read it at each call
         shared = (store.memories, store.sessions, store.schedules)  # one StoreConfig
         assert {p.config.clock() for p in shared} | {store.indexes.clock()} == {9_999_000}
-        store.forget_memory(first.id, "bye")
-        assert store.get_forgetting_log(first.id)[0].forgotten_at == 9_999_000
+        store.memories.forget_memory(first.id, "bye")
+        assert store.schedules.get_forgetting_log(first.id)[0].forgotten_at == 9_999_000
         store.max_content_bytes = 3
         with pytest.raises(InvalidInputError):
             store.put_episodic(Memory.create("too long now"))
-        assert store.count(first.tier) == 0
+        assert store.memories.count(first.tier) == 0
 
 
 def test_the_parts_write_through_the_stores_engine(tmp_path: Path) -> None:
@@ -41,4 +41,4 @@ def test_the_parts_write_through_the_stores_engine(tmp_path: Path) -> None:
                 )  # fmt: skip
             )
         assert store.get_repetition_schedule(m.id) is not None
-        assert store.get_memory(m.id) == m
+        assert store.memories.get_memory(m.id) == m

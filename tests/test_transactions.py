@@ -20,7 +20,7 @@ def test_exception_rolls_back_every_write(store: SQLiteStore) -> None:
         raise Boom
     assert [m.content for m in store.query_episodic()] == ["kept"]
     assert store.get_semantic(kept.id) is None
-    assert store.get_promotion_history(kept.id) == []
+    assert store.memories.get_promotion_history(kept.id) == []
 
 
 def test_grouped_writes_commit_together(store: SQLiteStore) -> None:

@@ -103,7 +103,7 @@ def test_read_commands_work_in_a_folder_this_user_cannot_write(
     command: str,
 ) -> None:
     with SQLiteStore(pending_db, read_only=True) as store:
-        memory_id = store.page(Tier.SEMANTIC)[0].id
+        memory_id = store.memories.page(Tier.SEMANTIC)[0].id
     cache = readable_model_cache(tmp_path) if command == "search" else None
     out = tmp_path / "out"
     out.mkdir()

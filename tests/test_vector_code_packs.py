@@ -106,16 +106,16 @@ def test_a_forgotten_memory_takes_its_pack_and_leaves_no_code_in_the_file(
     code = code_of(path, "m01030")  # in chunk 1
     assert code in path.read_bytes()
     with SQLiteStore(path) as store:
-        store.forget_memory("m01030", reason="test")
+        store.memories.forget_memory("m01030", reason="test")
     assert [p[0] for p in packs_in(path)] == [0, *range(2, -(-COUNT // code_sync.PACK_ROWS))]
     for name in ("", "-wal"):
         file = Path(f"{path}{name}")
         assert not file.exists() or code not in file.read_bytes()
     row_reads.clear()
     with SQLiteStore(path) as reader:
-        assert "m01030" not in [m for m, _ in reader.vector_search(vectors[1030], 20)]
+        assert "m01030" not in [m for m, _ in reader.indexes.vector_search(vectors[1030], 20)]
         for i in (1024, 1031, 2047, 0, COUNT - 1):  # the gone pack's others, and the rest
-            assert reader.vector_search(vectors[i], 1)[0][0] == f"m{i:05d}"
+            assert reader.indexes.vector_search(vectors[i], 1)[0][0] == f"m{i:05d}"
     assert row_reads == ["between"]
     maintain(path)  # packs again
     assert len(packs_in(path)) == -(-(COUNT - 1) // code_sync.PACK_ROWS)
@@ -128,19 +128,25 @@ def test_changes_after_the_packs_are_taken_in(
     rng = np.random.default_rng(23)
     fresh = unit(rng, 3)
     with SQLiteStore(path) as store:
-        store.put_memory(Memory.create("new", Tier.EPISODIC, id="m00010x", embedding=fresh[0]))
-        store.put_memory(Memory.create("new", Tier.EPISODIC, id="zz-last", embedding=fresh[1]))
+        store.memories.put_memory(
+            Memory.create("new", Tier.EPISODIC, id="m00010x", embedding=fresh[0])
+        )
+        store.memories.put_memory(
+            Memory.create("new", Tier.EPISODIC, id="zz-last", embedding=fresh[1])
+        )
         store.promote_memory("m02100", Tier.EPISODIC, Tier.SEMANTIC)
-        store.put_memory(Memory.create("moved", Tier.EPISODIC, id="m03000", embedding=fresh[2]))
+        store.memories.put_memory(
+            Memory.create("moved", Tier.EPISODIC, id="m03000", embedding=fresh[2])
+        )
     kept = packs_in(path)
     assert 2 not in [p[0] for p in kept]  # a promotion deletes the episodic row: pack 2 goes
     row_reads.clear()
     with SQLiteStore(path) as reader:
-        assert reader.vector_search(fresh[0], 1)[0][0] == "m00010x"
-        assert reader.vector_search(fresh[1], 1)[0][0] == "zz-last"
-        assert reader.vector_search(vectors[2100], 1, Tier.SEMANTIC)[0][0] == "m02100"
-        assert reader.vector_search(fresh[2], 1)[0][0] == "m03000"
-        assert "m03000" not in [m for m, _ in reader.vector_search(vectors[3000], 20)]
+        assert reader.indexes.vector_search(fresh[0], 1)[0][0] == "m00010x"
+        assert reader.indexes.vector_search(fresh[1], 1)[0][0] == "zz-last"
+        assert reader.indexes.vector_search(vectors[2100], 1, Tier.SEMANTIC)[0][0] == "m02100"
+        assert reader.indexes.vector_search(fresh[2], 1)[0][0] == "m03000"
+        assert "m03000" not in [m for m, _ in reader.indexes.vector_search(vectors[3000], 20)]
     assert "all" not in row_reads
     assert packs_in(path) == kept  # reading wrote nothing
 
@@ -153,7 +159,7 @@ def test_packs_behind_a_foreign_log_are_not_used(
         conn.execute("UPDATE vector_code_packs SET seq_id = 'someone else'")
     row_reads.clear()
     with SQLiteStore(path) as reader:
-        assert reader.vector_search(vectors[9], 1)[0][0] == "m00009"
+        assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert row_reads == ["all"]
     maintain(path)  # makes them again
     with open_raw(path) as conn:
@@ -162,5 +168,5 @@ def test_packs_behind_a_foreign_log_are_not_used(
         }
     row_reads.clear()
     with SQLiteStore(path) as reader:
-        assert reader.vector_search(vectors[9], 1)[0][0] == "m00009"
+        assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert row_reads == []

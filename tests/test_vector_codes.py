@@ -50,7 +50,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def build(path: Path, vectors: np.ndarray) -> None:
     with SQLiteStore(path) as store, store.transaction():
         for i, vector in enumerate(vectors):
-            store.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}",
+            store.memories.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}",
                                            embedding=vector))  # fmt: skip
 
 
@@ -58,7 +58,7 @@ def answers(
     path: Path, queries: np.ndarray, tier: Tier | None = None
 ) -> list[list[tuple[str, float]]]:
     with SQLiteStore(path) as store:
-        return [store.vector_search(q, 10, tier) for q in queries]
+        return [store.indexes.vector_search(q, 10, tier) for q in queries]
 
 
 def codes_in(path: Path) -> dict[str, bytes]:
@@ -120,10 +120,12 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
     fresh = unit(rng, 3)
     with SQLiteStore(db_path) as store:  # another writer, after the codes were written
         for i, vector in enumerate(fresh):
-            store.put_memory(Memory.create("new", Tier.EPISODIC, id=f"new{i}", embedding=vector))
-        store.forget_memory("m00007", reason="test")
+            store.memories.put_memory(
+                Memory.create("new", Tier.EPISODIC, id=f"new{i}", embedding=vector)
+            )
+        store.memories.forget_memory("m00007", reason="test")
         store.promote_memory("m00010", Tier.EPISODIC, Tier.SEMANTIC)
-        store.put_memory(
+        store.memories.put_memory(
             Memory.create("moved", Tier.EPISODIC, id="m00020", embedding=fresh[0] * -1)
         )
     stored = codes_in(db_path)
@@ -132,11 +134,13 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
     loads.clear()
     with SQLiteStore(db_path) as reader:
         for i, vector in enumerate(fresh):
-            assert reader.vector_search(vector, 1)[0][0] == f"new{i}"
-        assert "m00007" not in [m for m, _ in reader.vector_search(vectors[7], 20)]
-        assert reader.vector_search(vectors[10], 1, Tier.SEMANTIC)[0][0] == "m00010"
-        assert "m00010" not in [m for m, _ in reader.vector_search(vectors[10], 20, Tier.EPISODIC)]
-        assert reader.vector_search(-fresh[0], 1)[0][0] == "m00020"
+            assert reader.indexes.vector_search(vector, 1)[0][0] == f"new{i}"
+        assert "m00007" not in [m for m, _ in reader.indexes.vector_search(vectors[7], 20)]
+        assert reader.indexes.vector_search(vectors[10], 1, Tier.SEMANTIC)[0][0] == "m00010"
+        assert "m00010" not in [
+            m for m, _ in reader.indexes.vector_search(vectors[10], 20, Tier.EPISODIC)
+        ]
+        assert reader.indexes.vector_search(-fresh[0], 1)[0][0] == "m00020"
     assert loads == ["codes"]
     assert len(codes_in(db_path)) == len(stored)  # reading wrote nothing
 
@@ -147,11 +151,11 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
     with SQLiteStore(db_path) as store:
         with store.transaction():
             for i in range(COUNT):
-                store.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}"))
+                store.memories.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}"))
         for start in range(0, COUNT, 512):  # as the embedding queue stores its batches
             rows = [(Tier.EPISODIC, f"m{i:05d}", vectors[i])
                     for i in range(start, min(start + 512, COUNT))]  # fmt: skip
-            store.set_embeddings(rows)
+            store.indexes.set_embeddings(rows)
             if start + 512 < FIT_ROWS:
                 assert codes_in(db_path) == {}  # too few vectors to fit on yet
         with store.read_connection() as conn:
@@ -160,7 +164,7 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
     assert fit_position(db_path) == head
     loads.clear()
     with SQLiteStore(db_path) as reader:
-        assert reader.vector_search(vectors[5], 1)[0][0] == "m00005"
+        assert reader.indexes.vector_search(vectors[5], 1)[0][0] == "m00005"
     assert loads == ["codes"]
 
 
@@ -175,7 +179,7 @@ def test_codes_behind_a_trimmed_or_foreign_log_are_not_used(
         conn.execute("UPDATE vector_fit SET seq = 1, seq_id = 'someone else'")  # autocommit
     loads.clear()
     with SQLiteStore(db_path) as reader:
-        assert reader.vector_search(vectors[9], 1)[0][0] == "m00009"
+        assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert loads == ["vectors"]
     maintain(db_path)  # makes them again
     with open_raw(db_path) as conn:

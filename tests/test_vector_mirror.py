@@ -28,7 +28,9 @@ def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
 def put(store: SQLiteStore, vectors: np.ndarray, prefix: str = "m", tier: Tier = Tier.EPISODIC):
     with store.transaction():
         for i, vector in enumerate(vectors):
-            store.put_memory(Memory.create(f"text {i}", tier, id=f"{prefix}{i}", embedding=vector))
+            store.memories.put_memory(
+                Memory.create(f"text {i}", tier, id=f"{prefix}{i}", embedding=vector)
+            )
 
 
 @pytest.fixture(params=[32, 256], ids=["exact-floats", "codes"])
@@ -63,7 +65,7 @@ def exact(ids: list[str], vectors: np.ndarray, query: np.ndarray, k: int) -> lis
 def nearest(
     store: SQLiteStore, query: np.ndarray, k: int = 5, tier: Tier | None = None
 ) -> list[str]:
-    return [memory_id for memory_id, _ in store.vector_search(query, k, tier)]
+    return [memory_id for memory_id, _ in store.indexes.vector_search(query, k, tier)]
 
 
 @pytest.mark.parametrize("dim", [8, 64, 384])
@@ -97,7 +99,7 @@ def test_search_is_exact_on_the_candidates_and_close_to_exhaustive(
     overlap = []
     queries = vectors[:20] + 0.3 * unit(rng, 20, dim)
     for query in queries / np.linalg.norm(queries, axis=1, keepdims=True):
-        found = store.vector_search(query, 10)
+        found = store.indexes.vector_search(query, 10)
         distances = [d for _, d in found]
         assert distances == sorted(distances)
         for memory_id, distance in found:
@@ -116,12 +118,14 @@ def test_the_copy_follows_writes_forgets_promotions_and_updates(
     put(store, vectors)
     query = vectors[7]
     assert nearest(store, query, 1) == ["m7"]  # the copy is loaded now
-    store.forget_memory("m7", reason="test")
+    store.memories.forget_memory("m7", reason="test")
     assert "m7" not in nearest(store, query, 50)
     store.promote_memory("m8", Tier.EPISODIC, Tier.SEMANTIC, reason="test")
     assert nearest(store, vectors[8], 1, Tier.SEMANTIC) == ["m8"]
     assert "m8" not in nearest(store, vectors[8], 50, Tier.EPISODIC)
-    store.put_memory(Memory.create("changed", Tier.EPISODIC, id="m9", embedding=vectors[20]))
+    store.memories.put_memory(
+        Memory.create("changed", Tier.EPISODIC, id="m9", embedding=vectors[20])
+    )
     assert set(nearest(store, vectors[20], 2)) == {"m9", "m20"}
     fresh = unit(rng, 1, dim)[0]
     put(store, fresh[None, :], prefix="new")
@@ -154,8 +158,10 @@ def test_a_write_sees_its_own_vectors_without_moving_the_shared_copy(
     )
     with pytest.raises(RuntimeError), file_store.transaction():
         put(file_store, vectors[30:31], prefix="new")
-        file_store.put_memory(Memory.create("moved", Tier.EPISODIC, id="m5", embedding=vectors[31]))
-        file_store.forget_memory("m7", reason="test")
+        file_store.memories.put_memory(
+            Memory.create("moved", Tier.EPISODIC, id="m5", embedding=vectors[31])
+        )
+        file_store.memories.forget_memory("m7", reason="test")
         file_store.promote_memory("m10", Tier.EPISODIC, Tier.SEMANTIC)
         assert nearest(file_store, vectors[30], 1) == ["new0"]
         assert nearest(file_store, vectors[31], 1) == ["m5"]
@@ -181,10 +187,10 @@ def test_another_connections_commits_are_seen(db_path: Path) -> None:
         assert nearest(mine, vectors[25], 1) != ["t25"]
         with theirs.transaction():
             for i in range(20, 30):
-                theirs.put_memory(
+                theirs.memories.put_memory(
                     Memory.create("x", Tier.EPISODIC, id=f"t{i}", embedding=vectors[i])
                 )
-            theirs.forget_memory("m3", reason="test")
+            theirs.memories.forget_memory("m3", reason="test")
         assert nearest(mine, vectors[25], 1) == ["t25"]
         assert "m3" not in nearest(mine, vectors[3], 30)
 
@@ -215,11 +221,11 @@ def test_many_forgets_compact_the_copy_and_answers_stay_right(
     with file_store.transaction():
         for i in range(0, 3000, 3):
             if i % 2 == 0 or i < 2400:
-                file_store.forget_memory(f"m{i}", reason="test")
+                file_store.memories.forget_memory(f"m{i}", reason="test")
     assert nearest(file_store, vectors[0], 1) != ["m0"]
     assert nearest(file_store, vectors[1], 1) == ["m1"]
     assert nearest(file_store, vectors[2999], 1) == ["m2999"]
-    assert file_store._vectors.size == file_store.count(Tier.EPISODIC)
+    assert file_store.indexes.vectors.size == file_store.memories.count(Tier.EPISODIC)
 
 
 def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
@@ -264,12 +270,12 @@ def test_odd_ids_round_trip_and_are_found_after_resorting(
     ids = ["a", "z\x00", "z", "héllo wörld", "日本", "x" * 200, "b\x00\x00", "m1"]
     vectors = unit(rng, len(ids), 256)
     for memory_id, vector in zip(ids, vectors, strict=True):
-        store.put_memory(Memory.create("t", Tier.EPISODIC, id=memory_id, embedding=vector))
+        store.memories.put_memory(Memory.create("t", Tier.EPISODIC, id=memory_id, embedding=vector))
         assert nearest(store, vector, 1) == [memory_id]  # catch up one at a time
     for memory_id, vector in zip(ids, vectors, strict=True):
         assert nearest(store, vector, 1) == [memory_id]
     for memory_id in ids[::2]:
-        store.forget_memory(memory_id, reason="test")
+        store.memories.forget_memory(memory_id, reason="test")
     remaining = set(nearest(store, vectors[0], len(ids)))
     assert remaining == set(ids[1::2])
 
@@ -291,11 +297,13 @@ def test_random_operations_keep_the_copy_equal_to_the_file(
             vector = unit(rng, 1, 256)[0]
             tier = alive[memory_id][0] if memory_id in alive else Tier.SCRATCHPAD
             key = memory_id if tier is Tier.SCRATCHPAD else None
-            store.put_memory(Memory.create("t", tier, id=memory_id, key=key, embedding=vector))
+            store.memories.put_memory(
+                Memory.create("t", tier, id=memory_id, key=key, embedding=vector)
+            )
             alive[memory_id] = (tier, vector)
         elif action < 0.75:
             memory_id = str(rng.choice(sorted(alive)))
-            store.forget_memory(memory_id, reason="test")
+            store.memories.forget_memory(memory_id, reason="test")
             del alive[memory_id]
         else:
             memory_id = str(rng.choice(sorted(alive)))
@@ -310,7 +318,7 @@ def test_random_operations_keep_the_copy_equal_to_the_file(
                 expected = {m for m, (t, _) in alive.items() if t is tier}
                 query = unit(rng, 1, 256)[0]
                 assert set(nearest(store, query, 1_000, tier)) == expected
-            assert store._vectors.size == len(alive)
+            assert store.indexes.vectors.size == len(alive)
     memory_id, (tier, vector) = next(iter(alive.items()))
     assert nearest(store, vector, 1, tier) == [memory_id]
 
@@ -326,9 +334,9 @@ def test_a_loaded_copy_keeps_no_id_dict_and_has_room_for_the_writes_after_it(
     count = 4_000
     vectors = unit(rng, count, 256)
     put(file_store, vectors, prefix="memory-with-a-long-identifier-")
-    file_store._vectors.reset()
+    file_store.indexes.vectors.reset()
     assert nearest(file_store, vectors[3_999], 1) == ["memory-with-a-long-identifier-3999"]
-    copy = file_store._vectors
+    copy = file_store.indexes.vectors
     assert copy.size == count and not copy._recent
     capacity = copy._tier.shape[0]
     assert capacity >= count + count // 8
@@ -339,7 +347,7 @@ def test_a_loaded_copy_keeps_no_id_dict_and_has_room_for_the_writes_after_it(
     assert copy.size == count + 400 and copy._tier.shape[0] == capacity
     with file_store.transaction():
         for i in range(0, count, 2):
-            file_store.forget_memory(f"memory-with-a-long-identifier-{i}", reason="test")
+            file_store.memories.forget_memory(f"memory-with-a-long-identifier-{i}", reason="test")
     assert nearest(file_store, vectors[1], 1) == ["memory-with-a-long-identifier-1"]
     assert nearest(file_store, more[399], 1) == ["later-399"]
     assert copy.size == count // 2 + 400

@@ -35,8 +35,8 @@ def _corpus(kind: str, rng: np.random.Generator) -> np.ndarray:
 def _build(path: Path, vectors: np.ndarray) -> None:
     """One memory per vector (``m<row>``), tagged ``half`` on even rows; bulk-loaded."""
     with SQLiteStore(path) as store:
-        store.put_memory(Memory.create("first", id="first", embedding=vectors[0]))
-        store.forget_memory("first", reason="the file now records the dimension")
+        store.memories.put_memory(Memory.create("first", id="first", embedding=vectors[0]))
+        store.memories.forget_memory("first", reason="the file now records the dimension")
         with store.transaction() as conn, bulk_index.triggers_suspended(conn):
             for i, vector in enumerate(vectors):
                 tags = ("half",) if i % 2 == 0 else ()
@@ -69,13 +69,13 @@ def test_recall_at_10_holds_against_exact_search(tmp_path: Path, kind: str) -> N
     with SQLiteStore(tmp_path / "v.db") as store:
         for query in _queries(vectors, rng, kind):
             scores = vectors @ query
-            hits = store.vector_search(query, K)
+            hits = store.indexes.vector_search(query, K)
             assert [d for _, d in hits] == pytest.approx(
                 [1 - float(scores[int(m[1:])]) for m, _ in hits], abs=1e-5
             )
             truth = set(np.argsort(-scores)[:K].tolist())
             found["unfiltered"].append(len(truth & {int(m[1:]) for m, _ in hits}) / K)
-            hits = store.vector_search(query, K, where=MemoryFilter(tags=("half",)))
+            hits = store.indexes.vector_search(query, K, where=MemoryFilter(tags=("half",)))
             truth = set(even[np.argsort(-scores[even])[:K]].tolist())
             found["filtered"].append(len(truth & {int(m[1:]) for m, _ in hits}) / K)
     recall = {name: float(np.mean(values)) for name, values in found.items()}
@@ -95,6 +95,6 @@ def test_the_copy_measures_how_deep_its_first_stage_must_go(tmp_path: Path) -> N
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         _build(tmp_path / f"{name}.db", vectors)
         with SQLiteStore(tmp_path / f"{name}.db") as store:
-            assert store.vector_search(vectors[3], 1)[0][0] == "m3"  # loads the copy
-            factors[name] = store._vectors._sqrt_factor
+            assert store.indexes.vector_search(vectors[3], 1)[0][0] == "m3"  # loads the copy
+            factors[name] = store.indexes.vectors._sqrt_factor
     assert factors["clustered"] < factors["random"] / 1.5, factors

@@ -72,7 +72,9 @@ def _v15_file(path: Path) -> np.ndarray:
     with SQLiteStore(path, migrations=sqlite_chain.available_migrations()[:15]) as old:
         assert old.schema_version == 15
         for i, vector in enumerate(vectors):
-            old.put_memory(Memory.create(f"fact {i}", Tier.EPISODIC, id=f"m{i}", embedding=vector))
+            old.memories.put_memory(
+                Memory.create(f"fact {i}", Tier.EPISODIC, id=f"m{i}", embedding=vector)
+            )
     _old_vector_table(path)
     assert "memory_vec" in _vector_objects(path)
     return vectors
@@ -87,15 +89,17 @@ def test_a_v15_file_loses_the_vector_table_and_keeps_its_memories(db_path: Path)
         assert store.schema_version == sqlite_chain.LATEST_VERSION >= 16
         assert _vector_objects(db_path) == []
         for i, vector in enumerate(vectors):
-            assert store.vector_search(vector, 1)[0][0] == f"m{i}"
+            assert store.indexes.vector_search(vector, 1)[0][0] == f"m{i}"
         with store.read_connection() as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
             (count,) = conn.execute("SELECT count(*) FROM episodic").fetchone()
         assert count == len(vectors)
         # Writes with and without vectors work without the old triggers' function.
-        store.put_memory(Memory.create("new", Tier.EPISODIC, id="new", embedding=-vectors[0]))
-        store.forget_memory("m1", reason="test")
-        assert store.vector_search(-vectors[0], 1)[0][0] == "new"
+        store.memories.put_memory(
+            Memory.create("new", Tier.EPISODIC, id="new", embedding=-vectors[0])
+        )
+        store.memories.forget_memory("m1", reason="test")
+        assert store.indexes.vector_search(-vectors[0], 1)[0][0] == "new"
 
 
 def test_the_migration_drops_the_table_normally_when_sqlite_vec_is_loaded(db_path: Path) -> None:
@@ -111,7 +115,7 @@ def test_the_migration_drops_the_table_normally_when_sqlite_vec_is_loaded(db_pat
 
 def test_new_files_have_no_vector_table(db_path: Path) -> None:
     with SQLiteStore(db_path) as store:
-        store.put_memory(Memory.create("v", embedding=np.ones(DIM, dtype=np.float32)))
+        store.memories.put_memory(Memory.create("v", embedding=np.ones(DIM, dtype=np.float32)))
     assert _vector_objects(db_path) == []
 
 
@@ -123,7 +127,7 @@ from tiered_memory import AgentMemoryManager
 with AgentMemoryManager.open(sys.argv[1], embedder=None) as memory:
     a = memory.remember("the cat sat", embedding=np.eye(8, dtype=np.float32)[0])
     b = memory.remember("a dog ran", embedding=np.eye(8, dtype=np.float32)[1])
-    found = memory.store.vector_search(np.eye(8, dtype=np.float32)[1], 1)
+    found = memory.store.indexes.vector_search(np.eye(8, dtype=np.float32)[1], 1)
     assert found[0][0] == b.id, found
     assert memory.recall("cat")[0].memory.id == a.id
 print("ok")
@@ -168,7 +172,7 @@ def test_agent_and_category_indexes_are_partial_and_still_used(db_path: Path) ->
     queries that filter by them still find their rows through them."""
     with SQLiteStore(db_path) as store:
         for tier in (Tier.EPISODIC, Tier.SEMANTIC):
-            store.insert_memories([
+            store.memories.insert_memories([
                 Memory.create(f"{tier.value} {i}", tier, agent_id="a" if i % 50 == 0 else None,
                               category="c" if i % 40 == 0 else None)
                 for i in range(2000)
@@ -192,7 +196,7 @@ def test_agent_and_category_indexes_are_partial_and_still_used(db_path: Path) ->
                 options = QueryOptions(**{column: value}, limit=None)  # type: ignore[arg-type]
                 found: list[list[Any]] = []
                 plans = _plans(store, lambda s, o=options, t=tier, out=found: out.append(
-                    s.query(t, o)))  # fmt: skip
+                    s.memories.query(t, o)))  # fmt: skip
                 assert len(found[0]) == expected
                 assert any(f"INDEX {index}" in plan for plan in plans), plans
         # The agent's own listing (agent-scoped handles) uses it too.

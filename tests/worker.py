@@ -303,7 +303,7 @@ def write_until_told(path: str, tag: str) -> None:
 
 def read(path: str, memory_id: str) -> None:
     with open_store(path) as store:
-        memory = store.get_memory(memory_id)
+        memory = store.memories.get_memory(memory_id)
         _say("MISSING" if memory is None else memory.content)
 
 

@@ -50,7 +50,7 @@ def find_twin(
 ) -> Memory | None:
     """The oldest live memory of ``tier``, agent and session with the same normalised
     content, or ``None``."""
-    ids = store.find_same_content(content, tier, agent_id, session_id)
+    ids = store.memories.find_same_content(content, tier, agent_id, session_id)
     if not ids:
         return None
     found = load(ids)
@@ -89,7 +89,7 @@ def near_duplicate_pairs(
         if memory.embedding is None:
             continue
         where = MemoryFilter(Tier.EPISODIC, memory.session_id, memory.agent_id)
-        for other_id, distance in store.vector_search(memory.embedding, 4, where=where):
+        for other_id, distance in store.indexes.vector_search(memory.embedding, 4, where=where):
             if other_id == memory.id or 1.0 - distance < threshold:
                 continue
             pairs.append((memory, other_id))
@@ -106,7 +106,7 @@ def merge_near_duplicates(
     merged: list[tuple[str, str]] = []
     gone: set[str] = set()
     after = ""
-    while page := store.page(Tier.EPISODIC, after, PAGE):
+    while page := store.memories.page(Tier.EPISODIC, after, PAGE):
         after = page[-1].id
         with store.transaction():
             for newer, older_id in near_duplicate_pairs(store, page, threshold):

@@ -72,7 +72,7 @@ class Drafter:
             chosen = parse_tier(values.pop("tier", tier))
             require_content(content)
             assert isinstance(content, str)
-            self.store.check_content_size(content)
+            self.store.memories.check_content_size(content)
             require_str(values.get("session_id"), "session_id", allow_none=True, allow_empty=False)
             check_new_fields(
                 **{k: v for k, v in values.items() if k in _CHECKED},

@@ -299,11 +299,11 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
         if not self.store.check_external_changes():
-            return self.store.get_memory(memory_id)  # RAM may be stale: read the file
+            return self.store.memories.get_memory(memory_id)  # RAM may be stale: read the file
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
             return in_scratchpad
-        return self._cache.get_or_load(memory_id, self.store.get_memory, not_scratchpad)
+        return self._cache.get_or_load(memory_id, self.store.memories.get_memory, not_scratchpad)
 
     def update(
         self,
@@ -421,7 +421,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
     def promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
         self._require_open()
-        return self.store.get_promotion_history(memory_id)
+        return self.store.memories.get_promotion_history(memory_id)
 
     def consolidate(self) -> ConsolidationReport:
         """Promote well-learned episodic memories to semantic.

@@ -52,19 +52,21 @@ class Memories:
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
         if not self.store.check_external_changes():
-            return self.store.get_memory(memory_id)  # RAM may be stale: read the file
+            return self.store.memories.get_memory(memory_id)  # RAM may be stale: read the file
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
             return in_scratchpad
-        return self.cache.get_or_load(memory_id, self.store.get_memory, not_scratchpad)
+        return self.cache.get_or_load(memory_id, self.store.memories.get_memory, not_scratchpad)
 
     def get_many(self, memory_ids: list[str]) -> dict[str, Memory]:
         """Several memories: scratchpad RAM, then the cache, then one query per tier."""
         if not self.store.check_external_changes():
-            return self.store.get_memories(memory_ids)  # RAM may be stale: read the file
+            return self.store.memories.get_memories(memory_ids)  # RAM may be stale: read the file
         found = {i: m for i in memory_ids if (m := self.scratchpad.by_id(i)) is not None}
         rest = [i for i in memory_ids if i not in found]
-        found.update(self.cache.get_many_or_load(rest, self.store.get_memories, not_scratchpad))
+        found.update(
+            self.cache.get_many_or_load(rest, self.store.memories.get_memories, not_scratchpad)
+        )
         return found
 
     def require(self, memory_id: str) -> Memory:
@@ -78,7 +80,7 @@ class Memories:
         """Store a changed memory in its tier and keep RAM and cache in step."""
         if memory.tier is Tier.SCRATCHPAD:
             return self.scratchpad.rewrite(memory)
-        stored = self.store.put_memory(memory)
+        stored = self.store.memories.put_memory(memory)
         self.cache.set(stored.id, stored)
         return stored
 
@@ -90,7 +92,7 @@ class Memories:
             if self.scratchpad.by_id(memory_id) is not None:
                 return self.scratchpad.forget(memory_id, reason)
             self.cache.invalidate(memory_id)
-            return self.store.forget_memory(memory_id, reason) is not None
+            return self.store.memories.forget_memory(memory_id, reason) is not None
 
     def promote(self, memory_id: str, to_tier: Tier | str, reason: str | None) -> PromotionRecord:
         """Move a memory forward, logged, in one transaction."""
@@ -103,7 +105,7 @@ class Memories:
                 return self.scratchpad.promote(memory_id, target, reason)
             memory = self.require(memory_id)
             self.cache.invalidate(memory_id)
-            return self.store.promote_memory(memory_id, memory.tier, target, reason)
+            return self.store.memories.promote_memory(memory_id, memory.tier, target, reason)
 
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter; with no ``tier`` the three tiers are searched
@@ -119,12 +121,12 @@ class Memories:
             filters["tags"] = tuple(filters["tags"])
         options = QueryOptions(**filters)
         if tier is not None:
-            return self.store.query(parse_tier(tier), options)
+            return self.store.memories.query(parse_tier(tier), options)
         window = None if options.limit is None else options.limit + options.offset
         merged = [
             memory
             for each in Tier
-            for memory in self.store.query(each, replace(options, limit=window, offset=0))
+            for memory in self.store.memories.query(each, replace(options, limit=window, offset=0))
         ]
         merged.sort(key=lambda m: _order_key(m, options.order_by), reverse=options.descending)
         end = None if options.limit is None else options.offset + options.limit
@@ -136,7 +138,7 @@ class Memories:
         self.require_open()
         require_str(prefix, "prefix")
         self.store.check_external_changes()
-        return self.store.tag_counts(prefix)
+        return self.store.memories.tag_counts(prefix)
 
     def embedded(self, rows: Sequence[tuple[str, Tier]]) -> None:
         """Inside the transaction that stored new embeddings: RAM copies follow it."""

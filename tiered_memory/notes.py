@@ -109,7 +109,7 @@ class Notes:
     def _content(self, content: object) -> tuple[str, int]:
         require_str(content, "content")
         assert isinstance(content, str)
-        self._store.check_content_size(content)
+        self._store.memories.check_content_size(content)
         return redact_text(self._redactor, content)
 
     def _require(self, note_id: object) -> Note:

@@ -51,11 +51,11 @@ class Retention:
         with self._store.transaction():
             memory = self._memories.require(memory_id)
             now = self._clock()
-            schedule = self._store.get_repetition_schedule(memory_id) or self._curve.schedule_for(
-                memory_id, memory.importance, now
-            )
+            schedule = self._store.schedules.get_repetition_schedule(
+                memory_id
+            ) or self._curve.schedule_for(memory_id, memory.importance, now)
             reviewed = self._curve.review(schedule, quality, memory.importance, now)
-            self._store.put_repetition_schedule(reviewed)
+            self._store.schedules.put_repetition_schedule(reviewed)
             self._memories.rewrite(
                 replace(
                     memory,
@@ -69,13 +69,13 @@ class Retention:
     def schedule(self, memory_id: str) -> RepetitionSchedule | None:
         """A memory's spaced-repetition schedule, or ``None``."""
         self._memories.require_open()
-        return self._store.get_repetition_schedule(memory_id)
+        return self._store.schedules.get_repetition_schedule(memory_id)
 
     def due_for_review(self, before: int | None, limit: int | None) -> list[Memory]:
         """Memories whose next review is due at or before ``before`` (default: now)."""
         self._memories.require_open()
         require_int(before, "before", allow_none=True)
-        due = self._store.get_schedules_due_for_review(
+        due = self._store.schedules.get_schedules_due_for_review(
             self._clock() if before is None else before, limit
         )
         return [m for s in due if (m := self._memories.get(s.memory_id)) is not None]
@@ -83,7 +83,7 @@ class Retention:
     def forgetting_log(self, memory_id: str | None) -> list[ForgettingRecord]:
         """Audit rows of forgotten memories (for one memory, or all), oldest first."""
         self._memories.require_open()
-        return self._store.get_forgetting_log(memory_id)
+        return self._store.schedules.get_forgetting_log(memory_id)
 
     def decay(self) -> DecayReport:
         """Walk the file in batches, update retention, forget what fell under the threshold
@@ -98,7 +98,7 @@ class Retention:
             after = ""
             while True:
                 with self._store.transaction():
-                    batch = self._store.retention_batch(tier, after, cfg.decay_batch_size)
+                    batch = self._store.schedules.retention_batch(tier, after, cfg.decay_batch_size)
                     now = self._clock()
                     updates: list[tuple[str, float]] = []
                     forgotten: list[tuple[str, float]] = []
@@ -110,7 +110,7 @@ class Retention:
                             updates.append((row.memory_id, strength))
                             if strength < row.retention:
                                 weakened += 1
-                    self._store.apply_decay(tier, updates, forgotten, reason)
+                    self._store.schedules.apply_decay(tier, updates, forgotten, reason)
                     for memory_id, _ in (*updates, *forgotten):
                         self._memories.cache.invalidate(memory_id)
                 if not batch:
@@ -142,7 +142,7 @@ class Retention:
         after = ""
         while True:
             with self._store.transaction():
-                batch = self._store.retention_batch(
+                batch = self._store.schedules.retention_batch(
                     Tier.EPISODIC,
                     after,
                     cfg.decay_batch_size,

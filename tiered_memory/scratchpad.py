@@ -92,7 +92,7 @@ class Scratchpad:
 
     def load(self) -> None:
         """Read the whole scratchpad from the store, least recently written first."""
-        entries = self._store.get_all_scratchpad()
+        entries = self._store.memories.get_all_scratchpad()
         loaded = _Entries(OrderedDict((m.key or m.id, m) for m in entries))
         with self._lock:
             self._committed = loaded
@@ -107,7 +107,7 @@ class Scratchpad:
             return
         with self._change() as entries:
             if memory_ids is None:
-                fresh = {m.key or m.id: m for m in self._store.get_all_scratchpad()}
+                fresh = {m.key or m.id: m for m in self._store.memories.get_all_scratchpad()}
                 with self._lock:
                     for key, held in list(entries.by_key.items()):
                         if key not in fresh or fresh[key].id != held.id:
@@ -118,7 +118,7 @@ class Scratchpad:
             for memory_id in memory_ids:
                 with self._lock:
                     found = entries.key_of.get(memory_id)
-                stored = None if found is None else self._store.get_scratchpad(found)
+                stored = None if found is None else self._store.memories.get_scratchpad(found)
                 if found is not None and stored is not None and stored.id == memory_id:
                     with self._lock:
                         entries.put(found, stored, touch=False)
@@ -238,7 +238,7 @@ class Scratchpad:
         require_str(key, "key", allow_empty=False)
         require_str(content, "content")
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
-        self._store.check_content_size(content)
+        self._store.memories.check_content_size(content)
         require_str_tuple(tags, "tags")
         require_mapping(metadata, "metadata", allow_none=True)
         tokens = self._fits(key, content)
@@ -264,7 +264,7 @@ class Scratchpad:
                 memory = Memory.create(tier=Tier.SCRATCHPAD, key=key, now=now, **fields)
             else:
                 memory = replace(current, updated_at=max(now, current.created_at), **fields)
-            stored = self._store.put_scratchpad(key, memory)
+            stored = self._store.memories.put_scratchpad(key, memory)
             with self._lock:
                 entries.put(key, stored)
             self._evict_over_budget(entries, keep=key)
@@ -285,14 +285,18 @@ class Scratchpad:
                 if entries.tokens() <= self.budget:
                     return
                 victim = next(m for k, m in entries.by_key.items() if k != keep)
-            self._store.promote_memory(victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON)
+            self._store.memories.promote_memory(
+                victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON
+            )
             with self._lock:
                 entries.drop(victim.id)
 
     def promote(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
         """Move an entry out to ``to_tier`` through a logged promotion."""
         with self._change() as entries:
-            record = self._store.promote_memory(memory_id, Tier.SCRATCHPAD, to_tier, reason)
+            record = self._store.memories.promote_memory(
+                memory_id, Tier.SCRATCHPAD, to_tier, reason
+            )
             with self._lock:
                 entries.drop(memory_id)
             return record
@@ -304,7 +308,7 @@ class Scratchpad:
         key = memory.key or ""
         self._fits(key, memory.content)
         with self._change() as entries:
-            stored = self._store.put_scratchpad(key, memory)
+            stored = self._store.memories.put_scratchpad(key, memory)
             with self._lock:
                 entries.put(key, stored, touch=False)
             self._evict_over_budget(entries, keep=key)
@@ -317,7 +321,7 @@ class Scratchpad:
         with self._change() as entries:
             if memory_id not in entries.key_of:
                 return False
-            self._store.forget_memory(memory_id, reason)
+            self._store.memories.forget_memory(memory_id, reason)
             with self._lock:
                 entries.drop(memory_id)
             return True
@@ -330,7 +334,7 @@ class Scratchpad:
                 memory = entries.by_key.get(key)
             if memory is None:
                 return False
-            self._store.delete_scratchpad(key)
+            self._store.memories.delete_scratchpad(key)
             with self._lock:
                 entries.drop(memory.id)
             return True
@@ -338,7 +342,7 @@ class Scratchpad:
     def clear(self) -> int:
         """Delete every entry; return how many there were."""
         with self._change() as entries:
-            count = self._store.clear_scratchpad()
+            count = self._store.memories.clear_scratchpad()
             with self._lock:
                 for memory_id in list(entries.key_of):
                     entries.drop(memory_id)

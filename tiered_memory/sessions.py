@@ -51,19 +51,19 @@ class SessionManager:
             metadata=dict(metadata or {}),
         )
         with self._store.transaction():
-            if self._store.get_session(session.session_id) is not None:
+            if self._store.sessions.get_session(session.session_id) is not None:
                 raise InvalidInputError(f"session {session.session_id} already exists")
             count_in_file(self._store, redacted)
-            self._store.put_session(session)
+            self._store.sessions.put_session(session)
         return session
 
     def get(self, session_id: str) -> SessionState | None:
         """The session, or ``None``."""
-        return self._store.get_session(session_id)
+        return self._store.sessions.get_session(session_id)
 
     def require(self, session_id: str) -> SessionState:
         """The session, or :class:`SessionNotFoundError`."""
-        session = self._store.get_session(session_id)
+        session = self._store.sessions.get_session(session_id)
         if session is None:
             raise SessionNotFoundError(f"no session {session_id}: start_session() it first")
         return session
@@ -81,7 +81,7 @@ class SessionManager:
                 ended_at=now,
                 last_active_at=max(now, session.last_active_at),
             )
-            self._store.put_session(ended)
+            self._store.sessions.put_session(ended)
         return ended
 
     def append(
@@ -98,24 +98,26 @@ class SessionManager:
                 raise InvalidInputError(f"session {session_id} has ended")
             count_in_file(self._store, redacted)
             turn = session.turn_number + 1
-            return self._store.append_transcript(session_id, turn, role, content, speaker=speaker)
+            return self._store.sessions.append_transcript(
+                session_id, turn, role, content, speaker=speaker
+            )
 
     def transcript(self, session_id: str) -> list[TranscriptEntry]:
         """Every line of a session's transcript, in order."""
         self.require(session_id)
-        return self._store.get_transcripts(session_id)
+        return self._store.sessions.get_transcripts(session_id)
 
     def delete(self, session_id: str) -> bool:
         """Delete a session and its transcript; True if it existed."""
-        return self._store.delete_session(session_id)
+        return self._store.sessions.delete_session(session_id)
 
     def active(self) -> list[SessionState]:
         """Sessions not yet ended, most recently active first."""
-        return self._store.get_active_sessions()
+        return self._store.sessions.get_active_sessions()
 
     def all(self, limit: int | None = None) -> list[SessionState]:
         """Every session, ended or not, most recently active first."""
-        return self._store.get_sessions(limit)
+        return self._store.sessions.get_sessions(limit)
 
     def require_active(self, session_id: str) -> SessionState:
         """The session, or :class:`SessionNotFoundError` / :class:`InvalidInputError` if
@@ -128,7 +130,7 @@ class SessionManager:
     def check_active(self, session_id: str) -> None:
         """:meth:`require_active` without reading the session: the check each write into a
         session makes."""
-        active = self._store.session_is_active(session_id)
+        active = self._store.sessions.session_is_active(session_id)
         if active is None:
             raise SessionNotFoundError(f"no session {session_id}: start_session() it first")
         if not active:
@@ -138,15 +140,15 @@ class SessionManager:
         """Mark a session active now (it must exist and not have ended)."""
         with self._store.transaction():
             self.require_active(session_id)
-            self._store.touch_session(session_id, self._clock())
+            self._store.sessions.touch_session(session_id, self._clock())
 
     def mark_for_compaction(self, session_id: str, pending: bool = True) -> SessionState:
         """Flag (or unflag) a session whose transcript awaits compaction."""
         with self._store.transaction():
             session = replace(self.require(session_id), pending_compaction=pending)
-            self._store.put_session(session)
+            self._store.sessions.put_session(session)
         return session
 
     def pending_compaction(self) -> list[SessionState]:
         """Sessions flagged for compaction, least recently active first."""
-        return self._store.get_sessions_pending_compaction()
+        return self._store.sessions.get_sessions_pending_compaction()

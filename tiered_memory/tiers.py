@@ -36,12 +36,12 @@ class TierView:
 
     def __len__(self) -> int:
         self._memories.require_open()
-        return self._memories.store.count(self.tier)
+        return self._memories.store.memories.count(self.tier)
 
     def __iter__(self) -> Iterator[Memory]:
         """Every memory of the tier, a page at a time."""
         after = ""
-        while page := self._memories.store.page(self.tier, after, _PAGE):
+        while page := self._memories.store.memories.page(self.tier, after, _PAGE):
             yield from page
             after = page[-1].id
 

@@ -103,7 +103,7 @@ class MemoryWriter:
                          category=category, key=key, speaker=speaker, agent_id=agent_id,
                          embedding=embedding)  # fmt: skip
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
-        self.store.check_content_size(content)
+        self.store.memories.check_content_size(content)
         require_str(session_id, "session_id", allow_none=True, allow_empty=False)
         require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
@@ -121,7 +121,7 @@ class MemoryWriter:
             memory = self._new_memory(content, tier, now, chosen)
             schedule = self._curve.schedule_for(memory.id, memory.importance, now)
             if no_facts and not redacted and not self.store.in_transaction:
-                stored = self.store.remember_new(  # the store's quick path, if it has one
+                stored = self.store.memories.remember_new(  # the store's quick path, if it has one
                     memory, schedule, touch_at=now if session_id is not None else None,
                     dedup=deduplicate,
                 )  # fmt: skip
@@ -146,17 +146,17 @@ class MemoryWriter:
             if tier is Tier.SCRATCHPAD:
                 stored = self._memories.scratchpad.put(key or new_id(), content, **chosen)
             else:
-                (stored,) = self.store.insert_memories([memory], [schedule])
+                (stored,) = self.store.memories.insert_memories([memory], [schedule])
                 self._memories.cache.set(stored.id, stored)
             if (
                 stored.tier is Tier.SCRATCHPAD
-                and self.store.get_repetition_schedule(stored.id) is None
+                and self.store.schedules.get_repetition_schedule(stored.id) is None
             ):
-                self.store.put_repetition_schedule(
+                self.store.schedules.put_repetition_schedule(
                     self._curve.schedule_for(stored.id, stored.importance, now)
                 )
             if session_id is not None:
-                self.store.touch_session(session_id, self._clock())
+                self.store.sessions.touch_session(session_id, self._clock())
             if facts[0] or facts[1]:
                 self.records.assert_facts(stored.id, *facts, graph_records.CALLER, now)
             self.store.after_commit(self._extraction.notify)
@@ -192,7 +192,7 @@ class MemoryWriter:
         if facts[0] or facts[1]:
             self.records.assert_facts(memory.id, *facts, graph_records.CALLER, now)
         if memory.session_id is not None:
-            self.store.touch_session(memory.session_id, self._clock())
+            self.store.sessions.touch_session(memory.session_id, self._clock())
         duplicates.count_duplicate(self.store)
         return current
 
@@ -228,13 +228,13 @@ class MemoryWriter:
             if rest:
                 memories = [memory for _, memory in rest]
                 schedules = [self._curve.schedule_for(m.id, m.importance, now) for m in memories]
-                written = self.store.insert_memories(memories, schedules)
+                written = self.store.memories.insert_memories(memories, schedules)
                 for (n, _), memory in zip(rest, written, strict=True):
                     stored[n] = memory
                     self._memories.cache.set(memory.id, memory)
             touched_at = self._clock()
             for session_id in sorted(sessions):
-                self.store.touch_session(session_id, touched_at)
+                self.store.sessions.touch_session(session_id, touched_at)
             self.store.after_commit(self._extraction.notify)
             if any(m.embedding is None for m in stored.values()):
                 self.store.after_commit(self._embeddings.notify)
@@ -266,7 +266,7 @@ class MemoryWriter:
         )
         changes: dict[str, Any] = {}
         if content is not None:
-            self.store.check_content_size(content)
+            self.store.memories.check_content_size(content)
             changes |= {
                 "content": content,
                 "token_count": self._config.token_counter.count(content),
@@ -295,7 +295,7 @@ class MemoryWriter:
                 replace(memory, updated_at=touched(memory, self._clock()), **changes)
             )
             if content is not None and updated.tier is not Tier.SCRATCHPAD:
-                self.store.record_content_keys([updated])  # found by its new content now
+                self.store.memories.record_content_keys([updated])  # found by its new content now
             return updated
 
     def _keep_version(self, memory: Memory, content: str, author: str | None) -> None:

@@ -64,13 +64,13 @@ def main(n: int = 10_000) -> None:
         for m in memories:
             if m.tier is Tier.SCRATCHPAD:
                 store.put_scratchpad(m.key, m)
-        store.insert_memories([m for m in memories if m.tier is not Tier.SCRATCHPAD])
+        store.memories.insert_memories([m for m in memories if m.tier is not Tier.SCRATCHPAD])
     out["load_s"] = round(time.perf_counter() - t0, 2)
 
     # warm up the RAM vector copy and the caches
     for q, qv in zip(queries[:20], qvectors[:20], strict=True):
-        store.keyword_search(keywords(q["text"]), 100)
-        store.vector_search(qv, 100)
+        store.indexes.keyword_search(keywords(q["text"]), 100)
+        store.indexes.vector_search(qv, 100)
 
     kw: dict[str, list[float]] = {}
     vec: dict[str, list[float]] = {}
@@ -79,17 +79,17 @@ def main(n: int = 10_000) -> None:
     for q, qv in zip(queries, qvectors, strict=True):
         for name, where in filters(q, rows).items():
             t0 = time.perf_counter()
-            found = store.keyword_search(keywords(q["text"]), 100, where=where)
+            found = store.indexes.keyword_search(keywords(q["text"]), 100, where=where)
             kw.setdefault(name, []).append(time.perf_counter() - t0)
             if name == "none":
                 kw_top.append(found)
             t0 = time.perf_counter()
-            near = store.vector_search(qv, 100, where=where)
+            near = store.indexes.vector_search(qv, 100, where=where)
             vec.setdefault(name, []).append(time.perf_counter() - t0)
             if name == "none":
                 vec_top.append(near)
         t0 = time.perf_counter()
-        store.vector_search(qv, 10)
+        store.indexes.vector_search(qv, 10)
         vec.setdefault("none k=10", []).append(time.perf_counter() - t0)
     out["keyword_p50_ms"] = {k: p50(v) for k, v in kw.items()}
     out["keyword_p95_ms"] = {k: p95(v) for k, v in kw.items()}
@@ -99,7 +99,7 @@ def main(n: int = 10_000) -> None:
     times = []
     for r in rows[:500]:
         t0 = time.perf_counter()
-        store.get_memory(r["id"])
+        store.memories.get_memory(r["id"])
         times.append(time.perf_counter() - t0)
     out["get_memory_p50_ms"] = p50(times)
 
@@ -123,7 +123,7 @@ def main(n: int = 10_000) -> None:
         m = Memory.create(f"a new memory about widgets number {i}", Tier.EPISODIC,
                           session_id=rows[i]["session_id"], embedding=vectors[i])  # fmt: skip
         t0 = time.perf_counter()
-        store.insert_memories([m])
+        store.memories.insert_memories([m])
         times.append(time.perf_counter() - t0)
     out["insert_one_memory_p50_ms"] = p50(times)
     times = []

@@ -5,17 +5,18 @@ The composition root of the PostgreSQL backend, the twin of
 transactions), owns the facts about the store (``tm_meta``), statistics, transactions and
 the change listener (the engine, :class:`PgDatabase`, is :attr:`db`), and holds one part
 per record family over the same engine: :attr:`memories`, :attr:`sessions`,
-:attr:`schedules` and :attr:`indexes`. Every record method of a part is offered on the
-store too. ``scope`` makes an agent-scoped handle (``''``: the whole store).
+:attr:`schedules` and :attr:`indexes`; callers use the parts (``store.memories.get_memory``),
+and the reference design's per-tier methods are
+:class:`~persistence.stores.reference_api.ReferenceTierAPI`. ``scope`` makes an
+agent-scoped handle (``''``: the whole store).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-import numpy as np
 import psycopg
 
 from migrations import MigrationFailed, SchemaTooNew
@@ -28,7 +29,6 @@ from persistence.errors import (
     SchemaTooNewError,
     UnsupportedOperationError,
 )
-from persistence.index_searches import IndexSearches
 from persistence.meta_keys import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_ERRORS_KEY,
@@ -42,21 +42,16 @@ from persistence.postgres.session_store import server_session_store
 from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
 from persistence.postgres.translate import call_error
 from persistence.records import (
-    ForgettingRecord,
-    Memory,
     PersistenceStatistics,
     PoolSettings,
-    PromotionRecord,
-    QueryOptions,
-    RepetitionSchedule,
-    RetentionInput,
-    SessionState,
     Synchronous,
-    Tier,
-    TranscriptEntry,
     now_ms,
 )
 from persistence.stores.config import StoreConfig
+from persistence.stores.memories import MemoryStore
+from persistence.stores.reference_api import ReferenceTierAPI
+from persistence.stores.schedules import ScheduleStore
+from persistence.stores.sessions import SessionStore
 from persistence.trace_report import TraceCallback
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
@@ -83,7 +78,7 @@ KEYWORD_INDEX_BLOCKED = (
 )
 
 
-class PostgresStore(IndexSearches):
+class PostgresStore(ReferenceTierAPI):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -97,6 +92,9 @@ class PostgresStore(IndexSearches):
     run (:mod:`~persistence.postgres.tracing`).
     """
 
+    memories: MemoryStore
+    sessions: SessionStore
+    schedules: ScheduleStore
     indexes: PgIndexStore
 
     def __init__(
@@ -348,210 +346,3 @@ class PostgresStore(IndexSearches):
             embedding_errors=int(errors or 0),
             last_embedding_error=last_error,
         )
-
-    # --- the parts' methods, offered on the store (docstrings: the part's) -------------------
-
-    def check_content_size(self, content: str, what: str = "content") -> None:
-        return self.memories.check_content_size(content, what)
-
-    def put_memory(self, memory: Memory) -> Memory:
-        return self.memories.put_memory(memory)
-
-    def insert_memories(
-        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
-    ) -> list[Memory]:
-        return self.memories.insert_memories(memories, schedules)
-
-    def remember_new(
-        self,
-        memory: Memory,
-        schedule: RepetitionSchedule,
-        *,
-        touch_at: int | None,
-        dedup: bool,
-    ) -> Memory | None:
-        return self.memories.remember_new(memory, schedule, touch_at=touch_at, dedup=dedup)
-
-    def get_memory(self, memory_id: str) -> Memory | None:
-        return self.memories.get_memory(memory_id)
-
-    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        return self.memories.get_memories(memory_ids)
-
-    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query(tier, options)
-
-    def count(self, tier: Tier) -> int:
-        return self.memories.count(tier)
-
-    def tag_counts(self, prefix: str) -> dict[str, int]:
-        return self.memories.tag_counts(prefix)
-
-    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
-        return self.memories.page(tier, after_id, limit)
-
-    def forget_memory(
-        self, memory_id: str, reason: str, retention: float | None = None
-    ) -> Tier | None:
-        return self.memories.forget_memory(memory_id, reason, retention)
-
-    def promote_memory(
-        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
-    ) -> PromotionRecord:
-        return self.memories.promote_memory(memory_id, from_tier, to_tier, reason)
-
-    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
-        return self.memories.get_promotion_history(memory_id)
-
-    def record_content_keys(self, memories: Sequence[Memory]) -> None:
-        return self.memories.record_content_keys(memories)
-
-    def find_same_content(
-        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
-    ) -> list[str]:
-        return self.memories.find_same_content(content, tier, agent_id, session_id)
-
-    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
-        return self.memories.put_scratchpad(key, memory)
-
-    def get_scratchpad(self, key: str) -> Memory | None:
-        return self.memories.get_scratchpad(key)
-
-    def delete_scratchpad(self, key: str) -> bool:
-        return self.memories.delete_scratchpad(key)
-
-    def get_all_scratchpad(self) -> list[Memory]:
-        return self.memories.get_all_scratchpad()
-
-    def clear_scratchpad(self) -> int:
-        return self.memories.clear_scratchpad()
-
-    # the reference design's per-tier API (PgMemoryStore)
-
-    def put_episodic(self, memory: Memory) -> Memory:
-        return self.memories.put_episodic(memory)
-
-    def get_episodic(self, memory_id: str) -> Memory | None:
-        return self.memories.get_episodic(memory_id)
-
-    def delete_episodic(self, memory_id: str) -> bool:
-        return self.memories.delete_episodic(memory_id)
-
-    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query_episodic(options)
-
-    def put_semantic(self, memory: Memory) -> Memory:
-        return self.memories.put_semantic(memory)
-
-    def get_semantic(self, memory_id: str) -> Memory | None:
-        return self.memories.get_semantic(memory_id)
-
-    def delete_semantic(self, memory_id: str) -> bool:
-        return self.memories.delete_semantic(memory_id)
-
-    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query_semantic(options)
-
-    # sessions (PgSessionStore)
-
-    def put_session(self, session: SessionState) -> None:
-        return self.sessions.put_session(session)
-
-    def get_session(self, session_id: str) -> SessionState | None:
-        return self.sessions.get_session(session_id)
-
-    def session_is_active(self, session_id: str) -> bool | None:
-        return self.sessions.session_is_active(session_id)
-
-    def delete_session(self, session_id: str) -> bool:
-        return self.sessions.delete_session(session_id)
-
-    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
-        return self.sessions.get_sessions(limit)
-
-    def get_sessions_pending_compaction(self) -> list[SessionState]:
-        return self.sessions.get_sessions_pending_compaction()
-
-    def touch_session(self, session_id: str, at: int) -> None:
-        return self.sessions.touch_session(session_id, at)
-
-    def get_active_sessions(self) -> list[SessionState]:
-        return self.sessions.get_active_sessions()
-
-    def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
-    ) -> TranscriptEntry:
-        return self.sessions.append_transcript(session_id, turn, role, content, speaker=speaker)
-
-    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
-        return self.sessions.get_transcripts(session_id)
-
-    # schedules (PgScheduleStore)
-
-    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
-        return self.schedules.put_repetition_schedule(schedule)
-
-    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
-        return self.schedules.get_repetition_schedule(memory_id)
-
-    def get_schedules_due_for_review(
-        self, before: int, limit: int | None = None
-    ) -> list[RepetitionSchedule]:
-        return self.schedules.get_schedules_due_for_review(before, limit)
-
-    def retention_batch(
-        self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
-    ) -> list[RetentionInput]:
-        return self.schedules.retention_batch(tier, after_id, limit, min_reviews)
-
-    def apply_decay(
-        self,
-        tier: Tier,
-        updates: Sequence[tuple[str, float]],
-        forgotten: Sequence[tuple[str, float]],
-        reason: str,
-    ) -> None:
-        return self.schedules.apply_decay(tier, updates, forgotten, reason)
-
-    def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        return self.schedules.get_forgetting_log(memory_id)
-
-    # recall's embeddings (PgIndexStore; its searches: IndexSearches)
-
-    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
-        return self.indexes.unembedded(limit)
-
-    def unembedded_count(self) -> int:
-        return self.indexes.unembedded_count()
-
-    def set_embeddings(
-        self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None,
-        *, model_id: str | None = None,
-    ) -> None:  # fmt: skip
-        return self.indexes.set_embeddings(rows, contents, model_id=model_id)
-
-    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        return self.indexes.cached_embeddings(model_id, hashes)
-
-    def cache_embeddings(
-        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
-    ) -> None:
-        return self.indexes.cache_embeddings(model_id, entries, keep)
-
-    def record_embedding_error(self, message: str) -> int:
-        return self.indexes.record_embedding_error(message)
-
-    def begin_rebuild(self, model_id: str, dim: int) -> bool:
-        return self.indexes.begin_rebuild(model_id, dim)
-
-    def rebuild_state(self) -> tuple[str, int] | None:
-        return self.indexes.rebuild_state()
-
-    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
-        return self.indexes.unstaged_for_rebuild(limit)
-
-    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
-        return self.indexes.stage_rebuild(rows)
-
-    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
-        return self.indexes.finish_rebuild(embed)

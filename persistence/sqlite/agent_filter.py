@@ -1,13 +1,15 @@
 """An agent-scoped view of a store without row-level security (SQLite).
 
-:class:`AgentFilteredStore` wraps a :class:`~persistence.MemoryStorage` and passes every
-call through, except the ones that read or remove memories: those see only memories whose
-``agent_id`` is the scope's (searches get the agent as a filter, reads by id drop other
-agents' memories, paged walks skip them); sessions and their transcripts are the ones the
-agent started (``sessions.agent_id``, schema version 12), the forgetting log the rows
-of its memories, and the statistics count its rows. :class:`AgentFilteredFiles` exports
-only the agent's data (:mod:`persistence.sqlite.agent_export`) and refuses the file
-operations that would copy or replace the whole file (backup, restore, import, rekey).
+:class:`AgentFilteredStore` wraps a :class:`~persistence.MemoryStorage` in the same shape
+(``.memories``, ``.sessions``, ``.schedules``, ``.indexes``), each part passing every
+call to the store's part, except the ones that read or remove memories: those see only
+memories whose ``agent_id`` is the scope's (searches get the agent as a filter, reads by
+id drop other agents' memories, paged walks skip them); sessions and their transcripts
+are the ones the agent started (``sessions.agent_id``, schema version 12), the
+forgetting log the rows of its memories, and the statistics count its rows.
+:class:`AgentFilteredFiles` exports only the agent's data
+(:mod:`persistence.sqlite.agent_export`) and refuses the file operations that would copy
+or replace the whole file (backup, restore, import, rekey).
 The graph's view is :mod:`persistence.sqlite.agent_graph`.
 
 Scratchpad keys and session ids are one namespace per file (a key or id another agent
@@ -38,11 +40,10 @@ from persistence.records import (
     QueryOptions,
     RepetitionSchedule,
     RetentionInput,
-    SessionState,
     Tier,
-    TranscriptEntry,
 )
 from persistence.sqlite.sql import agent_sql
+from persistence.stores.reference_api import ReferenceTierAPI
 
 _FILE_OPS = (
     "an agent-scoped handle on a file cannot {what}: the file holds every agent's data; "
@@ -50,14 +51,18 @@ _FILE_OPS = (
 )
 
 
-class AgentFilteredStore:
-    """``inner`` as agent ``agent_id`` sees it (see the module docstring)."""
+class AgentFilteredStore(ReferenceTierAPI):
+    """``inner`` as agent ``agent_id`` sees it (see the module docstring): the same shape
+    as the store, each part a filtered view of the store's part."""
 
     def __init__(self, inner: Any, agent_id: str, sessions: Any) -> None:
         self._inner = inner
         self.agent_id = agent_id
+        self.memories = AgentMemories(inner.memories, agent_id)
         self.sessions = sessions
         """The agent's sessions (a :class:`~persistence.SessionRecords`)."""
+        self.schedules = AgentSchedules(inner.schedules, self.memories)
+        self.indexes = AgentIndexes(inner.indexes, self.memories)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -65,19 +70,31 @@ class AgentFilteredStore:
     def __repr__(self) -> str:
         return f"{self._inner!r} (agent {self.agent_id!r})"
 
+    def get_statistics(self) -> PersistenceStatistics:
+        """The file's statistics with this agent's row counts (sizes and the embedding
+        cache's count are the file's)."""
+        whole: PersistenceStatistics = self._inner.get_statistics()
+        with self._inner.read_connection() as conn:
+            counts: dict[str, Any] = dict(agent_sql.counts(conn, self.agent_id))
+        return replace(whole, **counts)
+
+
+class AgentMemories:
+    """The store's memories part (``inner``) as agent ``agent_id`` sees it."""
+
+    def __init__(self, inner: Any, agent_id: str) -> None:
+        self._inner = inner
+        self.agent_id = agent_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
     def _mine(self, memory: Memory | None) -> Memory | None:
         return memory if memory is not None and memory.agent_id == self.agent_id else None
 
-    def _owns(self, memory_id: str) -> bool:
+    def owns(self, memory_id: str) -> bool:
+        """True if the memory exists and is this agent's."""
         return self._mine(self._inner.get_memory(memory_id)) is not None
-
-    def _where(self, where: MemoryFilter | None) -> MemoryFilter | None:
-        where = where or MemoryFilter()
-        if where.agent_id not in (None, self.agent_id):
-            return None
-        return replace(where, agent_id=self.agent_id)
-
-    # --- memories --------------------------------------------------------------------------
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory if it is this agent's."""
@@ -105,9 +122,11 @@ class AgentFilteredStore:
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` of this agent's memories of ``tier`` after ``after_id``."""
-        return self._walk(lambda after: self._inner.page(tier, after, limit), after_id, limit)
+        return self.walk(lambda after: self._inner.page(tier, after, limit), after_id, limit)
 
-    def _walk(self, fetch: Any, after_id: str, limit: int) -> list[Any]:
+    def walk(self, fetch: Any, after_id: str, limit: int) -> list[Any]:
+        """The next ``limit`` records ``fetch(after_id)`` pages through that are of this
+        agent's memories."""
         kept: list[Any] = []
         while len(kept) < limit:
             batch = fetch(after_id)
@@ -126,14 +145,14 @@ class AgentFilteredStore:
         self, memory_id: str, reason: str, retention: float | None = None
     ) -> Tier | None:
         """Forget the memory if it is this agent's."""
-        if not self._owns(memory_id):
+        if not self.owns(memory_id):
             return None
         result: Tier | None = self._inner.forget_memory(memory_id, reason, retention)
         return result
 
     def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """The history of this agent's memory (``[]`` for another's)."""
-        if not self._owns(memory_id):
+        if not self.owns(memory_id):
             return []
         return list(self._inner.get_promotion_history(memory_id))
 
@@ -165,11 +184,20 @@ class AgentFilteredStore:
         """Delete this agent's scratchpad entries; how many."""
         return sum(bool(self._inner.delete_scratchpad(m.key)) for m in self.get_all_scratchpad())
 
-    # --- schedules and the forgetting curve ------------------------------------------------
+
+class AgentSchedules:
+    """The store's schedules part (``inner``) for the agent of ``memories``."""
+
+    def __init__(self, inner: Any, memories: AgentMemories) -> None:
+        self._inner = inner
+        self._memories = memories
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
     def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
         """The schedule of this agent's memory."""
-        if not self._owns(memory_id):
+        if not self._memories.owns(memory_id):
             return None
         found: RepetitionSchedule | None = self._inner.get_repetition_schedule(memory_id)
         return found
@@ -179,7 +207,7 @@ class AgentFilteredStore:
     ) -> list[RepetitionSchedule]:
         """This agent's schedules due at or before ``before``, most overdue first."""
         due = self._inner.get_schedules_due_for_review(before, None)
-        owned = self.get_memories([s.memory_id for s in due])
+        owned = self._memories.get_memories([s.memory_id for s in due])
         mine = [s for s in due if s.memory_id in owned]
         return mine if limit is None else mine[:limit]
 
@@ -187,7 +215,7 @@ class AgentFilteredStore:
         self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
     ) -> list[RetentionInput]:
         """The next ``limit`` of this agent's memories for the forgetting curve."""
-        return self._walk(
+        return self._memories.walk(
             lambda after: self._inner.retention_batch(tier, after, limit, min_reviews),
             after_id,
             limit,
@@ -196,66 +224,26 @@ class AgentFilteredStore:
     def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
         """Audit rows of this agent's forgotten memories (rows written before schema
         version 12 name no agent: an unscoped handle reads them)."""
-        return list(self._inner.schedules.get_forgetting_log(memory_id, agent_id=self.agent_id))
+        agent_id = self._memories.agent_id
+        return list(self._inner.get_forgetting_log(memory_id, agent_id=agent_id))
 
-    def get_statistics(self) -> PersistenceStatistics:
-        """The file's statistics with this agent's row counts (sizes and the embedding
-        cache's count are the file's)."""
-        whole: PersistenceStatistics = self._inner.get_statistics()
-        with self._inner.read_connection() as conn:
-            counts: dict[str, Any] = dict(agent_sql.counts(conn, self.agent_id))
-        return replace(whole, **counts)
 
-    # --- sessions and transcripts ----------------------------------------------------------
+class AgentIndexes:
+    """The store's recall indexes (``inner``) searching the agent of ``memories`` only."""
 
-    def put_session(self, session: SessionState) -> None:
-        """Start or update this agent's session (an id another agent holds is refused)."""
-        self.sessions.put_session(session)
+    def __init__(self, inner: Any, memories: AgentMemories) -> None:
+        self._inner = inner
+        self._memories = memories
 
-    def get_session(self, session_id: str) -> SessionState | None:
-        """This agent's session, or ``None``."""
-        found: SessionState | None = self.sessions.get_session(session_id)
-        return found
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
-    def session_is_active(self, session_id: str) -> bool | None:
-        """Whether this agent's session is active; ``None`` if it has none of that id."""
-        active: bool | None = self.sessions.session_is_active(session_id)
-        return active
-
-    def delete_session(self, session_id: str) -> bool:
-        """Delete this agent's session and its transcript."""
-        return bool(self.sessions.delete_session(session_id))
-
-    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
-        """This agent's sessions, most recently active first."""
-        return list(self.sessions.get_sessions(limit))
-
-    def get_sessions_pending_compaction(self) -> list[SessionState]:
-        """This agent's sessions flagged for compaction."""
-        return list(self.sessions.get_sessions_pending_compaction())
-
-    def touch_session(self, session_id: str, at: int) -> None:
-        """Move this agent's session's ``last_active_at`` forward."""
-        self.sessions.touch_session(session_id, at)
-
-    def get_active_sessions(self) -> list[SessionState]:
-        """This agent's active sessions."""
-        return list(self.sessions.get_active_sessions())
-
-    def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
-    ) -> TranscriptEntry:
-        """Add a line to this agent's session."""
-        entry: TranscriptEntry = self.sessions.append_transcript(
-            session_id, turn, role, content, speaker=speaker
-        )
-        return entry
-
-    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
-        """The transcript of this agent's session (``[]`` for another's)."""
-        return list(self.sessions.get_transcripts(session_id))
-
-    # --- recall ----------------------------------------------------------------------------
+    def _where(self, where: MemoryFilter | None) -> MemoryFilter | None:
+        agent_id = self._memories.agent_id
+        where = where or MemoryFilter()
+        if where.agent_id not in (None, agent_id):
+            return None
+        return replace(where, agent_id=agent_id)
 
     def keyword_search(
         self,
@@ -281,7 +269,7 @@ class AgentFilteredStore:
     ) -> dict[str, KeywordParts]:
         """Which parts of this agent's memories' keyword windows hold the words."""
         found = self._inner.keyword_parts(words, memory_ids)
-        return {m: parts for m, parts in found.items() if self._owns(m)}
+        return {m: parts for m, parts in found.items() if self._memories.owns(m)}
 
     def vector_search(
         self, vector: object, limit: int, tier: Tier | None = None, *,

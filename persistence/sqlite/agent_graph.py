@@ -58,7 +58,7 @@ class AgentFilteredGraph:
 
     def _owned(self, memory_ids: Iterable[str]) -> list[str]:
         ids = list(memory_ids)
-        found = self._store.get_memories(ids)
+        found = self._store.memories.get_memories(ids)
         return [i for i in ids if getattr(found.get(i), "agent_id", None) == self.agent_id]
 
     def _refuse(self, what: str) -> UnsupportedOperationError:

@@ -5,8 +5,9 @@ file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`db`)
 the facts about the file (``store_meta``), statistics, transactions and the commit hook,
 and holds one part per record family over the same engine: :attr:`memories`
 (:class:`MemoryStore`), :attr:`sessions` (:class:`SessionStore`), :attr:`schedules`
-(:class:`ScheduleStore`) and :attr:`indexes` (:class:`IndexStore`). Every record method
-of a part is offered on the store too (one call; the docstring is the part's).
+(:class:`ScheduleStore`) and :attr:`indexes` (:class:`IndexStore`). Callers use the parts
+(``store.memories.put_memory(...)``); the reference design's per-tier methods
+(``put_episodic``, ...) are :class:`~persistence.stores.reference_api.ReferenceTierAPI`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Generic, TypeVar, overload
 
 import apsw
-import numpy as np
 
 from migrations.sqlite import (
     LATEST_VERSION,
@@ -41,20 +41,11 @@ from persistence.errors import (
     SchemaTooNewError,
     StorageFullError,
 )
-from persistence.index_searches import IndexSearches
 from persistence.records import (
-    ForgettingRecord,
     Key,
-    Memory,
     PersistenceStatistics,
-    PromotionRecord,
-    QueryOptions,
-    RepetitionSchedule,
-    RetentionInput,
-    SessionState,
     Synchronous,
     Tier,
-    TranscriptEntry,
     now_ms,
 )
 from persistence.sqlite.connection import (
@@ -72,11 +63,10 @@ from persistence.sqlite.erasure import (
     fts_secure_delete,
     pending_triggers,
 )
-from persistence.sqlite.index_store import IndexStore, VectorCandidates
+from persistence.sqlite.index_store import IndexStore
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import file_memory_store
-from persistence.sqlite.quick_paths import QuickPaths
 from persistence.sqlite.schedule_store import file_schedule_store
 from persistence.sqlite.session_store import AgentSessions
 from persistence.sqlite.sql import memory_sql, stats_sql
@@ -89,9 +79,10 @@ from persistence.sqlite.sql.meta_sql import (
 )
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
-from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
+from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import MemoryStore
+from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
 from persistence.stores.sessions import SessionStore
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
@@ -127,7 +118,7 @@ class _Shared(Generic[T]):
                 setattr(part, self.name, value)
 
 
-class SQLiteStore(IndexSearches, QuickPaths):
+class SQLiteStore(ReferenceTierAPI):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -147,10 +138,18 @@ class SQLiteStore(IndexSearches, QuickPaths):
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
     how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
     statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`db`;
-    :meth:`transaction`, the hooks and the connections are its, offered here too.
+    :meth:`transaction`, the hooks and the connections are its, offered here too. The
+    index part's settings live on it (``store.indexes.exact_scan_max``, its vector copy
+    ``store.indexes.vectors`` and first stage ``store.indexes.first_stage``).
     """
 
+    memories: MemoryStore
+    sessions: SessionStore
+    schedules: ScheduleStore
     indexes: IndexStore
+
+    rows_per_trip = 20
+    """A read in-process costs microseconds: recall's batches are a little over its k."""
 
     clock = _Shared[Callable[[], int]]()
     max_content_bytes = _Shared[int]()
@@ -396,221 +395,6 @@ class SQLiteStore(IndexSearches, QuickPaths):
         with self.transaction(join=True) as conn:
             return add_to_counter(conn, key, by)
 
-    # --- the parts' methods, offered on the store (docstrings: the part's) -------------------
-    # memories (MemoryStore; the per-tier methods are its lower-level API)
-
-    def check_content_size(self, content: str, what: str = "content") -> None:
-        return self.memories.check_content_size(content, what)
-
-    def put_memory(self, memory: Memory) -> Memory:
-        return self.memories.put_memory(memory)
-
-    def insert_memories(
-        self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
-    ) -> list[Memory]:
-        return self.memories.insert_memories(memories, schedules)
-
-    def get_memory(self, memory_id: str) -> Memory | None:
-        return self.memories.get_memory(memory_id)
-
-    def get_memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        return self.memories.get_memories(memory_ids)
-
-    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query(tier, options)
-
-    def count(self, tier: Tier) -> int:
-        return self.memories.count(tier)
-
-    def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
-        return self.memories.tag_counts(prefix, agent_id)
-
-    def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
-        return self.memories.page(tier, after_id, limit)
-
-    def forget_memory(
-        self, memory_id: str, reason: str, retention: float | None = None
-    ) -> Tier | None:
-        return self.memories.forget_memory(memory_id, reason, retention)
-
-    def promote_memory(
-        self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
-    ) -> PromotionRecord:
-        return self.memories.promote_memory(memory_id, from_tier, to_tier, reason)
-
-    def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
-        return self.memories.get_promotion_history(memory_id)
-
-    def record_content_keys(self, memories: Sequence[Memory]) -> None:
-        return self.memories.record_content_keys(memories)
-
-    def find_same_content(
-        self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
-    ) -> list[str]:
-        return self.memories.find_same_content(content, tier, agent_id, session_id)
-
-    def put_scratchpad(self, key: str, memory: Memory) -> Memory:
-        return self.memories.put_scratchpad(key, memory)
-
-    def get_scratchpad(self, key: str) -> Memory | None:
-        return self.memories.get_scratchpad(key)
-
-    def delete_scratchpad(self, key: str) -> bool:
-        return self.memories.delete_scratchpad(key)
-
-    def get_all_scratchpad(self) -> list[Memory]:
-        return self.memories.get_all_scratchpad()
-
-    def clear_scratchpad(self) -> int:
-        return self.memories.clear_scratchpad()
-
-    def put_episodic(self, memory: Memory) -> Memory:
-        return self.memories.put_episodic(memory)
-
-    def get_episodic(self, memory_id: str) -> Memory | None:
-        return self.memories.get_episodic(memory_id)
-
-    def delete_episodic(self, memory_id: str) -> bool:
-        return self.memories.delete_episodic(memory_id)
-
-    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query_episodic(options)
-
-    def put_semantic(self, memory: Memory) -> Memory:
-        return self.memories.put_semantic(memory)
-
-    def get_semantic(self, memory_id: str) -> Memory | None:
-        return self.memories.get_semantic(memory_id)
-
-    def delete_semantic(self, memory_id: str) -> bool:
-        return self.memories.delete_semantic(memory_id)
-
-    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
-        return self.memories.query_semantic(options)
-
-    # sessions and transcripts (SessionStore)
-
-    def put_session(self, session: SessionState) -> None:
-        return self.sessions.put_session(session)
-
-    def get_session(self, session_id: str) -> SessionState | None:
-        return self.sessions.get_session(session_id)
-
-    def session_is_active(self, session_id: str) -> bool | None:
-        return self.sessions.session_is_active(session_id)
-
-    def delete_session(self, session_id: str) -> bool:
-        return self.sessions.delete_session(session_id)
-
-    def get_sessions(self, limit: int | None = None) -> list[SessionState]:
-        return self.sessions.get_sessions(limit)
-
-    def get_sessions_pending_compaction(self) -> list[SessionState]:
-        return self.sessions.get_sessions_pending_compaction()
-
-    def touch_session(self, session_id: str, at: int) -> None:
-        return self.sessions.touch_session(session_id, at)
-
-    def get_active_sessions(self) -> list[SessionState]:
-        return self.sessions.get_active_sessions()
-
-    def append_transcript(
-        self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
-    ) -> TranscriptEntry:
-        return self.sessions.append_transcript(session_id, turn, role, content, speaker=speaker)
-
-    def get_transcripts(self, session_id: str) -> list[TranscriptEntry]:
-        return self.sessions.get_transcripts(session_id)
-
-    # repetition schedules and forgetting (ScheduleStore)
-
-    def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
-        return self.schedules.put_repetition_schedule(schedule)
-
-    def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
-        return self.schedules.get_repetition_schedule(memory_id)
-
-    def get_schedules_due_for_review(
-        self, before: int, limit: int | None = None
-    ) -> list[RepetitionSchedule]:
-        return self.schedules.get_schedules_due_for_review(before, limit)
-
-    def retention_batch(
-        self, tier: Tier, after_id: str = "", limit: int = 500, min_reviews: int = 0
-    ) -> list[RetentionInput]:
-        return self.schedules.retention_batch(tier, after_id, limit, min_reviews)
-
-    def apply_decay(
-        self, tier: Tier, updates: Sequence[tuple[str, float]],
-        forgotten: Sequence[tuple[str, float]], reason: str,
-    ) -> None:  # fmt: skip
-        return self.schedules.apply_decay(tier, updates, forgotten, reason)
-
-    def get_forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        return self.schedules.get_forgetting_log(memory_id)
-
-    # recall indexes and embeddings (IndexStore)
-
-    @property
-    def exact_scan_max(self) -> int:
-        """See :class:`IndexStore` (settable: tests lower it to force the deeper search)."""
-        return self.indexes.exact_scan_max
-
-    @exact_scan_max.setter
-    def exact_scan_max(self, value: int) -> None:
-        self.indexes.exact_scan_max = value
-
-    @property
-    def _vectors(self) -> VectorMirror:
-        return self.indexes.vectors
-
-    @property
-    def _vector_candidates(self) -> VectorCandidates:
-        """The index store's first vector stage (settable: a test spies on it)."""
-        return self.indexes.first_stage
-
-    @_vector_candidates.setter
-    def _vector_candidates(self, stage: VectorCandidates) -> None:
-        self.indexes.first_stage = stage
-
-    def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
-        return self.indexes.unembedded(limit)
-
-    def unembedded_count(self) -> int:
-        return self.indexes.unembedded_count()
-
-    def set_embeddings(
-        self, rows: Sequence[tuple[Tier, str, object]], contents: Sequence[str] | None = None,
-        *, model_id: str | None = None,
-    ) -> None:  # fmt: skip
-        return self.indexes.set_embeddings(rows, contents, model_id=model_id)
-
-    def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        return self.indexes.cached_embeddings(model_id, hashes)
-
-    def cache_embeddings(
-        self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
-    ) -> None:
-        return self.indexes.cache_embeddings(model_id, entries, keep)
-
-    def record_embedding_error(self, message: str) -> int:
-        return self.indexes.record_embedding_error(message)
-
-    def begin_rebuild(self, model_id: str, dim: int) -> bool:
-        return self.indexes.begin_rebuild(model_id, dim)
-
-    def rebuild_state(self) -> tuple[str, int] | None:
-        return self.indexes.rebuild_state()
-
-    def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
-        return self.indexes.unstaged_for_rebuild(limit)
-
-    def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
-        return self.indexes.stage_rebuild(rows)
-
-    def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
-        return self.indexes.finish_rebuild(embed)
-
     # --- statistics ---------------------------------------------------------------------
 
     @property
@@ -715,19 +499,6 @@ def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
         last_embedding_error=last_error,
         **scalar,
     )
-
-
-def _share_docstrings(store: type, parts: Sequence[type]) -> None:
-    """Give each method the store offers for a part that part's docstring (for help())."""
-    for name, member in vars(store).items():
-        if callable(member) and member.__doc__ is None:
-            for part in parts:
-                if callable(found := getattr(part, name.lstrip("_"), None)):
-                    member.__doc__ = found.__doc__
-                    break
-
-
-_share_docstrings(SQLiteStore, (MemoryStore, SessionStore, ScheduleStore, IndexStore))
 
 
 def _expanded(path: Path) -> Path:

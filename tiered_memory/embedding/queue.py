@@ -244,7 +244,7 @@ class EmbeddingQueue:
             self.raise_background_error()
         if progress is None:
             return self._work(batch_size, self._never)
-        total = self.store.unembedded_count() if self.embedder() is not None else 0
+        total = self.store.indexes.unembedded_count() if self.embedder() is not None else 0
         progress(0, total)
 
         def step(done: int) -> None:
@@ -273,13 +273,13 @@ class EmbeddingQueue:
                     size = min(CATCH_UP_BATCH, int(0.8 * left / per_text))  # a margin
                 if not acquired or left <= 0 or size < 1:
                     break
-                batch = self.store.unembedded(size)
+                batch = self.store.indexes.unembedded(size)
                 if not batch:
                     return 0
                 started = time.monotonic()
                 self._embed_batch(embedder, batch)
                 per_text = max((time.monotonic() - started) / len(batch), 1e-6)
-        return self.store.unembedded_count()
+        return self.store.indexes.unembedded_count()
 
     def _never(self) -> bool:
         return False
@@ -296,7 +296,7 @@ class EmbeddingQueue:
         done = 0
         while not stop():
             with self._working():  # per batch: recall may take a turn between them
-                batch = self.store.unembedded(batch_size)
+                batch = self.store.indexes.unembedded(batch_size)
                 if not batch:
                     break
                 self._embed_batch(embedder, batch)
@@ -309,7 +309,7 @@ class EmbeddingQueue:
         contents = [content for _, _, content in batch]
         vectors = self._vectors(embedder, contents)
         with self.store.transaction():  # RAM copies follow in the same transaction
-            self.store.set_embeddings(
+            self.store.indexes.set_embeddings(
                 [(tier, i, v) for (i, tier, _), v in zip(batch, vectors, strict=True)],
                 contents,
                 model_id=embedder.model_id,
@@ -324,7 +324,7 @@ class EmbeddingQueue:
         hashes = [content_hash(content) for content in contents]
         known: dict[bytes, np.ndarray] = {}
         if self._cache_size:
-            known = self.store.cached_embeddings(embedder.model_id, hashes)
+            known = self.store.indexes.cached_embeddings(embedder.model_id, hashes)
         texts = dict(zip(hashes, contents, strict=True))
         missing = [h for h in texts if h not in known]
         if missing:
@@ -332,23 +332,23 @@ class EmbeddingQueue:
             known.update(zip(missing, computed, strict=True))
         if self._cache_size:
             entries = [(h, known[h]) for h in texts]
-            self.store.cache_embeddings(embedder.model_id, entries, self._cache_size)
+            self.store.indexes.cache_embeddings(embedder.model_id, entries, self._cache_size)
         return [known[h] for h in hashes]
 
     def _rebuild(self, embedder: Embedder) -> bool:
         """Re-embed every memory with ``embedder``: build new vectors beside the live ones
         in committed batches (resumable after a crash), then swap them in with ONE
         transaction. False if :meth:`stop` interrupted it (the staged work is kept)."""
-        self.store.begin_rebuild(embedder.model_id, embedder.dim)
-        while batch := self.store.unstaged_for_rebuild(REBUILD_BATCH):
+        self.store.indexes.begin_rebuild(embedder.model_id, embedder.dim)
+        while batch := self.store.indexes.unstaged_for_rebuild(REBUILD_BATCH):
             if self._worker.stopping:
                 return False
             vectors = self._vectors(embedder, [content for _, content in batch])
-            self.store.stage_rebuild(
+            self.store.indexes.stage_rebuild(
                 [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
             )
         with self.store.transaction():
-            self.store.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
+            self.store.indexes.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
             self._on_replaced()
         return True
 
@@ -395,7 +395,7 @@ class EmbeddingQueue:
         """Count a background failure (logged already) in the file."""
         self._error = exc
         try:
-            self.store.record_embedding_error(f"{type(exc).__name__}: {exc}")
+            self.store.indexes.record_embedding_error(f"{type(exc).__name__}: {exc}")
         except Exception as record_exc:  # the file is busy, full, closing: the log has it
             _log.warning("could not count the embedding failure in the file: %s", record_exc)
 

@@ -139,26 +139,26 @@ class Recaller:
         store, settings = self._store, self.settings
         # At most ~250 ms for a backlog; what still waits is found by its keywords.
         if store.read_only or self.reviews.paused():
-            unseen = store.unembedded_count() if self._embeddings.embedder() else 0
+            unseen = store.indexes.unembedded_count() if self._embeddings.embedder() else 0
         else:
             try:
                 unseen = self._embeddings.catch_up()
             except DatabaseBusyError:  # other writers: the pending rank by keywords this time
                 self.reviews.note_deferred()
-                unseen = store.unembedded_count() if self._embeddings.embedder() else 0
+                unseen = store.indexes.unembedded_count() if self._embeddings.embedder() else 0
 
         def nearest() -> tuple[np.ndarray, list[tuple[str, float]]] | None:
             vector = self._embeddings.embed_query(query)
             if vector is None:
                 return None
-            return vector, store.vector_search(vector, settings.vector_depth, where=where)
+            return vector, store.indexes.vector_search(vector, settings.vector_depth, where=where)
 
         # Off a transaction, the query embedding and vector search run beside the keyword
         # search (onnxruntime, numpy and SQLite all release the GIL).
         beside = not (store.is_memory or store.in_transaction)
         pending = self._recall_pool().submit(nearest) if beside else None
         ranked: dict[str, Sequence[tuple[str, float]]] = {
-            "keyword": store.keyword_search(
+            "keyword": store.indexes.keyword_search(
                 words, settings.depth, None, settings.context_weight, settings.after_weight,
                 where=where,
             )
@@ -175,7 +175,9 @@ class Recaller:
             if found is not None:
                 others = [m for name in ("keyword", "graph") for m, _ in ranked.get(name, ())
                           if m not in distances]  # fmt: skip
-                distances.update(store.vector_distances(found[0], list(dict.fromkeys(others))))
+                distances.update(
+                    store.indexes.vector_distances(found[0], list(dict.fromkeys(others)))
+                )
             fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share)
             if found is not None and settings.feedback_share > 0:
                 self._feedback(fused, found[0], settings, where)
@@ -201,7 +203,7 @@ class Recaller:
             h.memory.id for h in top if any(s.signal == "keyword" for s in h.explanation.signals)
         ]
         if keyword_hits:
-            top = with_windows(top, store.keyword_parts(words, keyword_hits))
+            top = with_windows(top, store.indexes.keyword_parts(words, keyword_hits))
         if not (notes and self.notebook is not None and notes_apply(where)):
             self.queue_reviews([hit.memory.id for hit in top])
             return list(top)
@@ -233,14 +235,14 @@ class Recaller:
         if moved is None:
             return
         store = self._store
-        second = store.vector_search(moved, settings.vector_depth, where=where)
+        second = store.indexes.vector_search(moved, settings.vector_depth, where=where)
         distances = dict(second)
         others = [m for m in fused if m not in distances]
-        distances.update(store.vector_distances(moved, others))
+        distances.update(store.indexes.vector_distances(moved, others))
         ranks = {m: rank for rank, (m, _) in enumerate(second, start=1)}
         share = 1.0 - settings.keyword_share  # new candidates enter with their own vector share
         new = [m for m, _ in second if m not in fused]
-        for m, distance in store.vector_distances(query_vector, new).items():
+        for m, distance in store.indexes.vector_distances(query_vector, new).items():
             own = SignalMatch("vector", 0, distance, "cosine distance", share * (1.0 - distance))
             fused[m] = [own]
         add_feedback(fused, distances, ranks, settings.feedback_share, len(vectors))
@@ -263,10 +265,10 @@ class Recaller:
             vector = query_vector
 
             def distances(ids: Sequence[str]) -> dict[str, float]:
-                return store.vector_distances(vector, ids)
+                return store.indexes.vector_distances(vector, ids)
 
         # One look-up of the candidates' turns (with the turn before) serves all three.
-        turns = cached_turns(partial(store.conversation_turns, before=True))
+        turns = cached_turns(partial(store.indexes.conversation_turns, before=True))
         add_conversation_signals(fused, query, settings, turns, distances,
                                  may_add=not filtered)  # fmt: skip
         if distances is not None and settings.neighbour_weight > 0:

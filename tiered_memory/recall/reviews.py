@@ -120,7 +120,7 @@ class ReviewQueue:
         now = self._clock()
         with self._store.transaction():
             for memory_id in dict.fromkeys(pending):
-                schedule = self._store.get_repetition_schedule(memory_id)
+                schedule = self._store.schedules.get_repetition_schedule(memory_id)
                 due = schedule is None or schedule.next_review_at <= now
                 if due and self._get(memory_id) is not None:
                     self._review(memory_id, quality)

@@ -59,7 +59,7 @@ def memory_list(inspector: Inspector, request: Request) -> tuple[str, PageData]:
     if query:
         words = keywords(query)
         where = MemoryFilter(tier=None if tier is None else Tier(tier), **filters)
-        ranked = memory.store.keyword_search(
+        ranked = memory.store.indexes.keyword_search(
             words, SCAN, None if tier is None else Tier(tier), where=where
         )
         found = _in_order(memory, [memory_id for memory_id, _ in ranked])

@@ -64,7 +64,7 @@ def next_forgotten(inspector: Inspector) -> PageData:
     rows: list[tuple[float, str, int]] = []
     for tier in tiers:
         after = ""
-        while batch := memory.store.retention_batch(tier, after, 1000):
+        while batch := memory.store.schedules.retention_batch(tier, after, 1000):
             for row in batch:
                 strength = curve.retention_of(row, now)
                 stability = row.stability_days or initial_stability(row.importance, curve)

@@ -44,7 +44,7 @@ from persistence.errors import (
 )
 from persistence.locations import redact
 from persistence.postgres.change_watch import Hook, PgChangeWatch
-from persistence.postgres.translate import call_error, connect_error
+from persistence.postgres.translate import call_error, connect_error, storage_errors
 from persistence.postgres.write_count import CountingConnection, writes
 from persistence.records import PoolSettings, Synchronous
 
@@ -328,8 +328,9 @@ class PgDatabase(PgChangeWatch):
 
     @contextmanager
     def transaction(self, *, join: bool = False) -> Iterator[Connection]:
-        """All or nothing (see the module docstring); yields the transaction's connection."""
-        with self.lock:
+        """All or nothing (see the module docstring); yields the transaction's connection.
+        A driver error raised in the block leaves translated (after the rollback)."""
+        with self.lock, storage_errors(self._url):
             if self._depth and self.in_transaction:
                 if join or self._joined:
                     yield from self._joined_block()

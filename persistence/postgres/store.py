@@ -36,7 +36,7 @@ from persistence.meta_keys import (
 )
 from persistence.postgres.config import StoreConfig
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.index_store import PgIndexStore
+from persistence.postgres.index_store import HnswVectors, PgIndexStore, build_index_store
 from persistence.postgres.memory_store import PgMemoryStore
 from persistence.postgres.schedule_store import PgScheduleStore
 from persistence.postgres.session_store import PgSessionStore
@@ -95,7 +95,7 @@ class PostgresStore(IndexSearches):
     acknowledged commits), ``"FULL"`` waits for it.
     """
 
-    indexes: PgIndexStore
+    indexes: PgIndexStore[HnswVectors]
 
     def __init__(
         self,
@@ -124,7 +124,7 @@ class PostgresStore(IndexSearches):
         self.memories = PgMemoryStore(self.db, self.config)
         self.sessions = PgSessionStore(self.db, self.config)
         self.schedules = PgScheduleStore(self.db, self.config)
-        self.indexes = PgIndexStore(self.db, self.config)
+        self.indexes = build_index_store(self.db, self.config)
         self._reading = self.db.reading
 
     # --- where and what -------------------------------------------------------------------

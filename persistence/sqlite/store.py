@@ -72,7 +72,12 @@ from persistence.sqlite.erasure import (
     fts_secure_delete,
     pending_triggers,
 )
-from persistence.sqlite.index_store import IndexStore, VectorCandidates
+from persistence.sqlite.index_store import (
+    IndexStore,
+    MirrorVectors,
+    VectorCandidates,
+    build_index_store,
+)
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import MemoryStore
@@ -143,7 +148,7 @@ class SQLiteStore(IndexSearches):
     :meth:`transaction`, the hooks and the connections are its, offered here too.
     """
 
-    indexes: IndexStore
+    indexes: IndexStore[MirrorVectors]
 
     clock = _Shared[Callable[[], int]]()
     max_content_bytes = _Shared[int]()
@@ -195,8 +200,8 @@ class SQLiteStore(IndexSearches):
         self.schedules = ScheduleStore(self.db, self.clock)
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
-        self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim,
-                                  self.keywords, vector_resort_after)  # fmt: skip
+        self.indexes = build_index_store(self.db, self.path, self.clock, embedding_dim,
+                                         self.keywords, vector_resort_after)  # fmt: skip
         self._parts = (self.memories, self.sessions, self.schedules, self.indexes)
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
@@ -562,11 +567,11 @@ class SQLiteStore(IndexSearches):
     @property
     def _vector_candidates(self) -> VectorCandidates:
         """The index store's first vector stage (settable: a test spies on it)."""
-        return self.indexes.first_stage
+        return self.indexes.vectors.first_stage
 
     @_vector_candidates.setter
     def _vector_candidates(self, stage: VectorCandidates) -> None:
-        self.indexes.first_stage = stage
+        self.indexes.vectors.first_stage = stage
 
     def unembedded(self, limit: int = 256) -> list[tuple[str, Tier, str]]:
         return self.indexes.unembedded(limit)

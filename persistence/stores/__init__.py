@@ -1,0 +1,1 @@
+"""The stores of every record family, written once over the engine interface (:mod:`persistence.engine`)."""

@@ -16,7 +16,7 @@ family, :class:`MemoryStore`, :class:`SessionStore`, :class:`ScheduleStore` and
 knowledge graph); their SQL lives in :mod:`persistence.sqlite.sql`, one module per table
 family. Beside them: the vector copy in RAM, bulk writes, backups (``VACUUM INTO``),
 restore, integrity and maintenance (:class:`BackupManager`), and SQLite's side of the JSON
-formats (:mod:`~persistence.sqlite.json_io`, :mod:`~persistence.sqlite.graph_json_io`).
+formats (:mod:`~persistence.sqlite.json_io`).
 """
 
 from persistence.sqlite.backup import BackupManager

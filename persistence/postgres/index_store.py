@@ -39,7 +39,8 @@ from persistence.postgres.sql import (
 )
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import MemoryFilter
-from persistence.stores.indexes import IndexSettings, IndexSql, IndexStore
+from persistence.stores.index_engine import IndexSettings, IndexSql
+from persistence.stores.indexes import IndexStore
 
 __all__ = ["HnswVectors", "PgIndexStore", "build_index_store"]
 

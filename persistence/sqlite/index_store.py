@@ -33,7 +33,8 @@ from persistence.sqlite.sql import (
 )
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
-from persistence.stores.indexes import IndexSettings, IndexSql, IndexStore
+from persistence.stores.index_engine import IndexSettings, IndexSql
+from persistence.stores.indexes import IndexStore
 
 __all__ = ["IndexStore", "MirrorVectors", "VectorCandidates", "build_index_store"]
 

@@ -15,7 +15,7 @@ import pytest
 from persistence import CopyResult, InvalidInputError, SameDatabaseError, Tier, copy_store
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.backup import BackupManager
-from persistence.sqlite.sql import forgetting_sql
+from persistence.sqlite.sql import json_io_sql
 from tests.conftest import FakeClock, file_digest
 from tests.data_checks import data_checksum
 from tests.populate import populate
@@ -168,7 +168,7 @@ def test_a_failed_copy_leaves_any_location_empty(
     def fail(*args: Any) -> None:
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(forgetting_sql, "insert", fail)
+    monkeypatch.setattr(json_io_sql, "insert_forgetting", fail)
     monkeypatch.setattr(transfer_sql, "insert_forgetting", fail)
     with pytest.raises(OSError, match="simulated"):
         copy_memory(source, any_location)
@@ -182,7 +182,7 @@ def test_a_failure_mid_copy_leaves_the_destination_as_it_was(
     _open(empty, clock).close()
     empty_rows = data_checksum(empty)
     written: list[object] = []
-    real_insert = forgetting_sql.insert
+    real_insert = json_io_sql.insert_forgetting
 
     def fail_after_two(*args: Any) -> None:
         if len(written) == 2:
@@ -190,7 +190,7 @@ def test_a_failure_mid_copy_leaves_the_destination_as_it_was(
         written.append(args)
         real_insert(*args)
 
-    monkeypatch.setattr(forgetting_sql, "insert", fail_after_two)
+    monkeypatch.setattr(json_io_sql, "insert_forgetting", fail_after_two)
     for destination in (empty, tmp_path / "new.db"):
         written.clear()
         with pytest.raises(OSError, match="simulated"):

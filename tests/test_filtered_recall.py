@@ -239,13 +239,13 @@ def test_a_session_filter_compares_its_memories_exactly_without_searching_the_co
         _load(memory, records)
         store = memory.store
         searched: list[int] = []
-        original = store.indexes.first_stage  # type: ignore[attr-defined]
+        original = store.indexes.vectors.first_stage  # type: ignore[attr-defined]
 
         def spy(*args: object) -> object:
             searched.append(1)
             return original(*args)
 
-        store.indexes.first_stage = spy  # type: ignore[attr-defined]
+        store.indexes.vectors.first_stage = spy  # type: ignore[attr-defined]
         query = rng.standard_normal(16).astype(np.float32)
         hits = store.indexes.vector_search(query, 5, where=MemoryFilter(session_id="few"))
         assert searched == []

@@ -157,9 +157,9 @@ def test_recall_reads_the_dimension_once_and_again_after_another_process_changed
             conn.execute(
                 "INSERT INTO tm_vectors (memory_id, embedding) VALUES (%s, '[0,1]')", (stored.id,)
             )
-        store.indexes._dim = 3  # what it read before the change: stale now
+        store.indexes.vectors._dim = 3  # what it read before the change: stale now
         assert store.indexes.vector_search([0.0, 1.0], 1) == [(stored.id, pytest.approx(0.0))]
-        store.indexes._dim = 3
+        store.indexes.vectors._dim = 3
         assert store.indexes.vector_distances([0.0, 1.0], [stored.id]) == {
             stored.id: pytest.approx(0.0)
         }

@@ -14,7 +14,6 @@ import errno
 import functools
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -28,7 +27,6 @@ from persistence.errors import (
     BackupError,
     InvalidInputError,
     MissingDirectoryError,
-    MissingFileError,
     ReadOnlyError,
     StorageError,
     StorageFullError,
@@ -48,6 +46,16 @@ from persistence.records import (
     Progress,
     RestoreResult,
 )
+from persistence.transfer.files import (
+    existing_file,
+    fsync_path,
+    import_mode,
+    named_like_snapshots,
+    partial_beside,
+    publish,
+    stamp,
+    timestamped,
+)
 from persistence.transfer.json_export import ExportSource, export_document
 from persistence.transfer.json_import import (
     ImportDocument,
@@ -63,7 +71,6 @@ NO_KEYS = (
     "(sslmode=verify-full in the URL) and the data at rest with the server's own "
     "encryption (an encrypted volume or tablespace)"
 )
-_STAMP = "%Y%m%dT%H%M%SZ"
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -104,19 +111,11 @@ class PgFiles:
         return directory
 
     def _timestamped(self, directory: Path) -> Path:
-        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
-        candidate = directory / f"{self._stem}-{stamp}.json"
-        n = 1
-        while candidate.exists():
-            n += 1
-            candidate = directory / f"{self._stem}-{stamp}-{n}.json"
-        return candidate
+        return timestamped(directory, self._stem, self.store.clock(), ".json")
 
     def _snapshots_in(self, directory: Path) -> list[Path]:
         """Files named like this store's timestamped snapshots, oldest first."""
-        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.json$")
-        found = [p for p in directory.iterdir() if pattern.match(p.name)]
-        return rotation.by_publication(found)
+        return rotation.by_publication(named_like_snapshots(directory, self._stem, ".json"))
 
     def list_backups(self) -> list[Path]:
         """Snapshots in the backup directory, oldest first."""
@@ -159,9 +158,7 @@ class PgFiles:
         that holds anything is refused (load into a new one, or replace its content with
         ``import_json(mode="replace")``)."""
         self.store.require_writable()
-        path = Path(source)
-        if not path.is_file():
-            raise MissingFileError(f"{path} does not exist")
+        path = existing_file(source)
         with _os_errors(f"restoring into {self.store.location} from", path):
             doc = read_document(path, self.store.max_content_bytes)
         with self.import_sink() as sink:
@@ -214,17 +211,14 @@ class PgFiles:
         """Load an export: validate ALL of it, then write it in ONE transaction
         (``replace``: the database holds exactly the document; ``merge``: the newer row
         wins on id conflicts)."""
-        if mode not in ("replace", "merge"):
-            raise InvalidInputError(f"mode must be 'replace' or 'merge', got {mode!r}")
+        checked = import_mode(mode)
         self.store.require_writable()
-        path = Path(source)
-        if not path.is_file():
-            raise MissingFileError(f"{path} does not exist")
+        path = existing_file(source)
         with _os_errors(f"importing into {self.store.location} from", path):
             return import_document(
                 self.import_sink,
                 path,
-                "replace" if mode == "replace" else "merge",
+                checked,
                 progress,
                 max_content_bytes=self.store.max_content_bytes,
                 scrub=scrub,
@@ -245,7 +239,7 @@ class PgFiles:
         final = self._timestamped(self._directory()) if target is None else Path(target)
         if not final.parent.is_dir():
             raise MissingDirectoryError(f"directory {final.parent} does not exist")
-        with leftovers.held_temp(final.parent, f".{final.name}.", ".partial") as partial:
+        with partial_beside(final) as partial:
             with partial.open("wb") as out, self.export_source() as source:
                 rows = export_document(source, out, self.store.clock(), progress)
                 out.flush()
@@ -261,18 +255,18 @@ class PgFiles:
                 self._timestamped, final.parent)  # fmt: skip
             if overwrite:
                 os.replace(partial, final)
+                fsync_path(final.parent)
             elif keep is None:
-                final = _publish(partial, final, another)
+                final = publish(partial, final, another)
             else:
                 directory = final.parent
                 with rotation.locked(directory):  # other backups name, publish and prune
-                    stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
+                    at = stamp(self.store.clock())
                     named = functools.partial(
-                        rotation.next_name, directory, self._stem, stamp, ".json"
+                        rotation.next_name, directory, self._stem, at, ".json"
                     )
-                    final = _publish(partial, named(), named)
+                    final = publish(partial, named(), named)
                     rotation.prune(self._snapshots_in(directory), keep, final)
-            _fsync_dir(final.parent)
         return final
 
     # --- copying between stores (persistence.transfer.copy) ---------------------------
@@ -333,29 +327,6 @@ class PgFiles:
 
 def _uncounted(table: str, outcome: str) -> None:
     """A restore counts nothing per row."""
-
-
-def _publish(partial: Path, final: Path, another: Callable[[], Path] | None) -> Path:
-    """Give ``partial`` its final name without replacing an existing file; return the
-    name it got (``another`` picks a new one if ``final`` was taken meanwhile)."""
-    while True:
-        try:
-            os.link(partial, final)
-            break
-        except FileExistsError:
-            if another is None:
-                raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
-            final = another()
-    partial.unlink()
-    return final
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextmanager

@@ -35,7 +35,7 @@ from persistence.meta_keys import (
     LAST_EMBEDDING_ERROR_KEY,
 )
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.index_store import PgIndexStore
+from persistence.postgres.index_store import HnswVectors, PgIndexStore, build_index_store
 from persistence.postgres.memory_store import server_memory_store
 from persistence.postgres.schedule_store import server_schedule_store
 from persistence.postgres.session_store import server_session_store
@@ -95,7 +95,7 @@ class PostgresStore(ReferenceTierAPI):
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
-    indexes: PgIndexStore
+    indexes: PgIndexStore[HnswVectors]
 
     def __init__(
         self,
@@ -125,7 +125,7 @@ class PostgresStore(ReferenceTierAPI):
         self.memories = server_memory_store(self.db, self.config)
         self.sessions = server_session_store(self.db, self.config)
         self.schedules = server_schedule_store(self.db, self.config)
-        self.indexes = PgIndexStore(self.db, self.config)
+        self.indexes = build_index_store(self.db, self.config)
         self._reading = self.db.reading
 
     # --- where and what -------------------------------------------------------------------

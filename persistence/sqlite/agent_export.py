@@ -1,7 +1,7 @@
 """An agent-scoped export of a file: one agent's rows of every table.
 
 :class:`AgentExportSource` is an :class:`~persistence.transfer.json_export.ExportSource`
-over the same snapshot as :class:`~persistence.sqlite.json_io.SQLiteExportSource`,
+over the same snapshot as :class:`~persistence.transfer.store_io.StoreExportSource`,
 keeping only agent ``agent_id``'s data: its memories; the sessions it started and their
 transcripts; schedules and promotion-log rows of its memories (live or forgotten); its
 forgetting-log rows; and the knowledge graph its memories assert (their provenance,
@@ -28,10 +28,12 @@ from persistence.records import (
     TranscriptEntry,
 )
 from persistence.sqlite import json_io
-from persistence.sqlite.json_io import SQLiteExportSource, _pages, _second
 from persistence.sqlite.sql import agent_sql, forgetting_sql, notes_sql, session_sql
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader, ExportSource
+from persistence.transfer.store_io import StoreExportSource
+from persistence.transfer.store_io import pages as _pages
+from persistence.transfer.store_io import records as _second
 
 _R = TypeVar("_R")
 
@@ -58,7 +60,7 @@ def _at(table: str, field: str) -> int:
 class AgentExportSource:
     """Agent ``agent_id``'s rows of ``inner``'s snapshot (see the module docstring)."""
 
-    def __init__(self, conn: apsw.Connection, inner: SQLiteExportSource, agent_id: str) -> None:
+    def __init__(self, conn: apsw.Connection, inner: StoreExportSource, agent_id: str) -> None:
         self._conn = conn
         self._inner = inner
         self._agent = agent_id

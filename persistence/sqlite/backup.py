@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -53,13 +51,19 @@ from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
+from persistence.transfer.files import (
+    existing_file,
+    fsync_path,
+    import_mode,
+    named_like_snapshots,
+    partial_beside,
+    publish,
+    stamp,
+    timestamped,
+)
 from persistence.transfer.json_export import ExportSource, export_document
 from persistence.transfer.json_import import ImportDocument, ImportSink, import_document
 from persistence.validation import require_int
-
-"""Called with (done, total) units of work while a long operation runs."""
-
-_STAMP = "%Y%m%dT%H%M%SZ"
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -138,17 +142,10 @@ class BackupManager:
 
     def _next_name(self, directory: Path, suffix: str) -> Path:
         """A timestamped name after every one taken (under :func:`rotation.locked`)."""
-        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
-        return rotation.next_name(directory, self._stem, stamp, suffix)
+        return rotation.next_name(directory, self._stem, stamp(self.store.clock()), suffix)
 
     def _timestamped(self, directory: Path, suffix: str) -> Path:
-        stamp = time.strftime(_STAMP, time.gmtime(self.store.clock() / 1000))
-        candidate = directory / f"{self._stem}-{stamp}{suffix}"
-        n = 1
-        while candidate.exists():
-            n += 1
-            candidate = directory / f"{self._stem}-{stamp}-{n}{suffix}"
-        return candidate
+        return timestamped(directory, self._stem, self.store.clock(), suffix)
 
     # --- snapshots ----------------------------------------------------------------------
 
@@ -186,17 +183,17 @@ class BackupManager:
             )
         self.remove_leftovers(final.parent)
         another = None if target is not None else lambda: self._timestamped(final.parent, ".db")
-        with _partial_beside(final) as partial:
+        with partial_beside(final) as partial:
             self._vacuum_into(partial, progress)
             self._finish_erasure(partial)
-            _fsync(partial)
+            fsync_path(partial)
             self._verify_snapshot(partial)
             if keep is None:
-                return _publish(partial, final, another)
+                return publish(partial, final, another)
             directory = final.parent
             with rotation.locked(directory):  # other backups name, publish and prune in turn
                 named = functools.partial(self._next_name, directory, ".db")
-                final = _publish(partial, named(), named)
+                final = publish(partial, named(), named)
                 rotation.prune(self._snapshots_in(directory), keep, final)
         return final
 
@@ -244,9 +241,7 @@ class BackupManager:
 
     def _snapshots_in(self, directory: Path) -> list[Path]:
         """Files named like this store's timestamped snapshots, oldest first."""
-        pattern = re.compile(rf"^{re.escape(self._stem)}-\d{{8}}T\d{{6}}Z(-\d+)?\.db$")
-        found = [p for p in directory.iterdir() if pattern.match(p.name)]
-        return sorted(found, key=_mtime_and_name)
+        return sorted(named_like_snapshots(directory, self._stem, ".db"), key=_mtime_and_name)
 
     # --- restore ------------------------------------------------------------------------
 
@@ -369,7 +364,7 @@ class BackupManager:
             raise SameDatabaseError(f"{final} is the database itself: choose another file")
         if final.exists() and not overwrite:
             raise BackupError(f"{final} already exists: choose a new name (or overwrite)")
-        with _partial_beside(final) as partial:
+        with partial_beside(final) as partial:
             with (
                 partial.open("wb") as out,
                 self.store.read_connection() as conn,
@@ -380,12 +375,12 @@ class BackupManager:
                 os.fsync(out.fileno())
             if overwrite:
                 os.replace(partial, final)
-                _fsync(final.parent)
+                fsync_path(final.parent)
             else:
                 another = None
                 if target is None:
                     another = lambda: self._timestamped(final.parent, ".json")  # noqa: E731
-                final = _publish(partial, final, another)
+                final = publish(partial, final, another)
         return final
 
     @_storage_errors("importing into", writes=True, other="from")
@@ -404,15 +399,12 @@ class BackupManager:
         Any problem raises :class:`InvalidImportError` naming the first bad value, and
         nothing is written.
         """
-        if mode not in ("replace", "merge"):
-            raise InvalidInputError(f"mode must be 'replace' or 'merge', got {mode!r}")
-        path = Path(source)
-        if not path.is_file():
-            raise MissingFileError(f"{path} does not exist")
+        checked = import_mode(mode)
+        path = existing_file(source)
         return import_document(
             functools.partial(json_io.import_sink, self.store.db),
             path,
-            "replace" if mode == "replace" else "merge",
+            checked,
             progress,
             max_content_bytes=self.store.max_content_bytes,
             scrub=scrub,
@@ -520,30 +512,6 @@ def _check_restore_source(src: apsw.Connection, path: Path) -> int:
     return version
 
 
-def _partial_beside(final: Path) -> AbstractContextManager[Path]:
-    """A new, empty, private, locked temporary file next to ``final`` (unique per call),
-    deleted when the block ends unless it was published (see
-    :mod:`persistence.leftovers`)."""
-    return leftovers.held_temp(final.parent, f".{final.name}.", ".partial")
-
-
-def _publish(partial: Path, final: Path, another: Callable[[], Path] | None = None) -> Path:
-    """Give ``partial`` its final name without ever replacing an existing file; return
-    the name it got. If ``final`` was taken meanwhile (a backup in another thread or
-    process, the same second), ``another`` picks a new name, else it is an error."""
-    while True:
-        try:
-            os.link(partial, final)
-            break
-        except FileExistsError:
-            if another is None:
-                raise BackupError(f"{final} appeared meanwhile: nothing was overwritten") from None
-            final = another()
-    partial.unlink()
-    _fsync(final.parent)
-    return final
-
-
 def _open_snapshot(path: Path, key: bytes | None) -> apsw.Connection:
     """Open a restore source read-only after checking it is a SQLite file at all, and
     (for an encrypted store) one encrypted with the same key."""
@@ -588,12 +556,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _fsync(path: Path) -> None:
-    """fsync a file, or a directory so that a rename in it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

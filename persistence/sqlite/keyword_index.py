@@ -37,10 +37,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 
 import apsw
 
 from persistence.errors import InvalidInputError
+from persistence.records import KeywordParts, MemoryFilter
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
 from persistence.worker import Worker
@@ -203,3 +205,23 @@ class KeywordIndex:
         """Index what this transaction's writes left waiting (see migration v8)."""
         if self.deferred:
             index_sql.update_keyword_index(conn)
+
+    def search(
+        self,
+        conn: apsw.Connection,
+        words: Sequence[str],
+        limit: int,
+        where: MemoryFilter,
+        context_weight: float,
+        after_weight: float,
+    ) -> list[tuple[str, float]]:
+        """``(memory_id, bm25)`` of the memories ``where`` accepts that hold any of
+        ``words`` (one FTS5 expression: each word quoted, joined with ``OR``), best
+        (lowest) first: :func:`~persistence.sqlite.sql.index_sql.keyword_search`."""
+        return index_sql.keyword_search(conn, words, limit, where, context_weight, after_weight)
+
+    def parts(
+        self, conn: apsw.Connection, words: Sequence[str], memory_ids: Sequence[str]
+    ) -> dict[str, KeywordParts]:
+        """Which columns of each memory's keyword window hold any of ``words``."""
+        return index_sql.keyword_parts(conn, index_sql.fts5_match(words), memory_ids)

@@ -63,7 +63,11 @@ from persistence.sqlite.erasure import (
     fts_secure_delete,
     pending_triggers,
 )
-from persistence.sqlite.index_store import IndexStore
+from persistence.sqlite.index_store import (
+    IndexStore,
+    MirrorVectors,
+    build_index_store,
+)
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import file_memory_store
@@ -140,13 +144,13 @@ class SQLiteStore(ReferenceTierAPI):
     statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`db`;
     :meth:`transaction`, the hooks and the connections are its, offered here too. The
     index part's settings live on it (``store.indexes.exact_scan_max``, its vector copy
-    ``store.indexes.vectors`` and first stage ``store.indexes.first_stage``).
+    ``store.indexes.vectors`` and first stage ``store.indexes.vectors.first_stage``).
     """
 
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
-    indexes: IndexStore
+    indexes: IndexStore[MirrorVectors]
 
     rows_per_trip = 20
     """A read in-process costs microseconds: recall's batches are a little over its k."""
@@ -199,8 +203,8 @@ class SQLiteStore(ReferenceTierAPI):
         self.schedules = file_schedule_store(self.db, self.config)
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
-        self.indexes = IndexStore(self.db, self.path, self.clock, embedding_dim,
-                                  self.keywords, vector_resort_after)  # fmt: skip
+        self.indexes = build_index_store(self.db, self.path, self.clock, embedding_dim,
+                                         self.keywords, vector_resort_after)  # fmt: skip
         self._parts = (self.memories, self.sessions, self.schedules, self.indexes)
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection

@@ -12,7 +12,7 @@ provenance of a memory follows the version of that memory the merge kept; whatev
 left unsupported is collected in the same transaction.
 
 This module holds the graph's part of the document (its tables, fields and checks); a
-backend does the reading and writing (SQLite: :mod:`persistence.sqlite.graph_json_io`).
+backend does the reading and writing (:mod:`persistence.transfer.graph_write`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""SQL the JSON export, import, backup and copy need on PostgreSQL beyond the record
-families' own: pages of every table in its export order, row counts, whole-table clears
-for a replace, log rows written with their ids, and the graph tables row by row.
+"""The PostgreSQL engine's SQL of the JSON export and import
+(:class:`~persistence.transfer.store_io.TransferSql`: the functions of the same names as
+SQLite's :mod:`~persistence.sqlite.sql.json_io_sql`), and what backup and copy need:
+pages of every table in its export order, row counts, whole-table clears for a replace,
+log rows written with their ids, the graph tables row by row, and the checks an import
+must pass before it commits.
 
 Table and column names come from the closed lists below (and those of
 :mod:`persistence.transfer`), never from a document; values are always parameters.
@@ -10,14 +13,52 @@ Functions run in the caller's transaction.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
 
-from persistence.postgres.sql import dedup_sql, memory_sql
-from persistence.records import ForgettingRecord, Memory, PromotionRecord, Tier
+from migrations import LATEST_VERSION as DOCUMENT_VERSION
+from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
+from persistence.postgres.sql import (
+    dedup_sql,
+    graph_sql,
+    integrity_sql,
+    memory_sql,
+    meta_sql,
+    notes_sql,
+    schedule_sql,
+    session_sql,
+    vector_sql,
+)
+from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
+from persistence.postgres.sql.graph_sql import collect as collect
+from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
+from persistence.postgres.sql.graph_sql import resolve as resolve
+from persistence.postgres.sql.memory_sql import tier_of as tier_of
+from persistence.postgres.sql.notes_sql import has_notes as has_notes
+from persistence.records import (
+    ForgettingRecord,
+    Memory,
+    PromotionRecord,
+    RepetitionSchedule,
+    SessionState,
+    Tier,
+    TranscriptEntry,
+)
 from persistence.transfer.graph_io import GRAPH_FIELDS
+from persistence.transfer.json_export import ExportHeader
+from persistence.transfer.json_import import ImportDocument, Mode
+
+# The functions of the shared names that the record families' SQL already has.
+has_entity = graph_sql.entity_exists
+clear_notes = notes_sql.clear
+insert_note_rows = notes_sql.insert_rows
+note_rows = notes_sql.table_rows
+fetch_schedule = schedule_sql.fetch
+upsert_schedule = schedule_sql.upsert
+fetch_session = session_sql.fetch
+
 
 Connection = psycopg.Connection[Any]
 WORDS = re.compile(r"\w+")
@@ -62,11 +103,28 @@ _CLEARED = (
 """What a replace empties besides the memories, in an order no foreign key minds."""
 
 
+def header(conn: Connection) -> ExportHeader:
+    """The document's schema version is the data model this code exports, numbered as
+    the file chain numbers it (every field and the graph): a document does not say
+    which engine wrote it."""
+    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    return ExportHeader(
+        schema_version=DOCUMENT_VERSION,
+        embedding_dim=None if dim is None else int(dim),
+        embedding_model=meta_sql.read(conn, EMBEDDING_MODEL_KEY),
+    )
+
+
+def has_graph(conn: Connection) -> bool:
+    """Every PostgreSQL schema has the graph (version 3)."""
+    return True
+
+
 def row_count(conn: Connection) -> int:
-    """Rows an export lists: every table's, the graph's included (one statement)."""
+    """Rows an export lists: every table's, the graph's and the notes' included."""
     row = conn.execute(_COUNT_ALL).fetchone()
     assert row is not None
-    return sum(int(n) for n in row)
+    return sum(int(n) for n in row) + notes_sql.row_count(conn)
 
 
 def counts(conn: Connection) -> dict[str, int]:
@@ -129,6 +187,23 @@ def schedule_rows(conn: Connection, after_id: str, limit: int) -> list[tuple[Any
     ).fetchall()
 
 
+def session_page(conn: Connection, after_id: str, limit: int) -> list[SessionState]:
+    """The next ``limit`` sessions by id (byte-wise) after ``after_id``."""
+    return [session_sql.to_session(r) for r in session_rows(conn, after_id, limit)]
+
+
+def transcript_page(
+    conn: Connection, after_seq: int, limit: int
+) -> list[tuple[int, TranscriptEntry]]:
+    """The next ``limit`` transcript lines in insertion order, each with its seq."""
+    return [(int(r[0]), TranscriptEntry(*r[1:])) for r in transcript_rows(conn, after_seq, limit)]
+
+
+def schedule_page(conn: Connection, after_id: str, limit: int) -> list[RepetitionSchedule]:
+    """The next ``limit`` schedules by memory id (byte-wise) after ``after_id``."""
+    return [RepetitionSchedule(*r) for r in schedule_rows(conn, after_id, limit)]
+
+
 def promotion_page(conn: Connection, after_id: int, limit: int) -> list[PromotionRecord]:
     """The next ``limit`` promotion-log rows with id > ``after_id``."""
     rows = conn.execute(
@@ -158,6 +233,13 @@ def graph_rows(conn: Connection, table: str) -> psycopg.Cursor[Any]:
     return conn.execute(f"SELECT {names} FROM {TABLE[table]} ORDER BY {_GRAPH_ORDER[table]}")
 
 
+def graph_pages(conn: Connection, table: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """One graph table's rows in pages of ``size``, in a stable order."""
+    cursor = graph_rows(conn, table)
+    while page := cursor.fetchmany(size):
+        yield page
+
+
 # --- import writes --------------------------------------------------------------------
 
 
@@ -169,7 +251,34 @@ def clear_all(conn: Connection) -> None:
         conn.execute(f"DELETE FROM {table}")
 
 
-def all_ids(conn: Connection) -> set[str]:
+def stored_embedding(conn: Connection) -> tuple[int | None, str | None]:
+    """The store's embedding size and model (``None`` when not fixed yet)."""
+    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    return (None if dim is None else int(dim)), meta_sql.read(conn, EMBEDDING_MODEL_KEY)
+
+
+def prepare(conn: Connection, doc: ImportDocument, mode: Mode) -> None:
+    """The embedding model becomes the document's (replace, or where none is yet); the
+    store's vector size becomes the document's (replace) or is fixed by it (merge into a
+    store without one), the vector column typed to match; replace empties every table."""
+    if mode == "replace" or meta_sql.read(conn, EMBEDDING_MODEL_KEY) is None:
+        meta_sql.write(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
+    stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    wanted = None if doc.embedding_dim is None else str(doc.embedding_dim)
+    if mode == "replace" and stored != wanted:
+        conn.execute("DELETE FROM tm_vectors")  # the memories go anyway
+        vector_sql.drop_vector_index(conn)
+        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
+    elif mode == "merge" and stored is None and wanted is not None:
+        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
+    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    if dim is not None:
+        vector_sql.ensure_vector_index(conn, int(dim))
+    if mode == "replace":
+        clear_all(conn)
+
+
+def memory_ids(conn: Connection) -> set[str]:
     """The id of every memory."""
     return {r[0] for r in conn.execute("SELECT id FROM tm_memories")}
 
@@ -189,13 +298,16 @@ def transcript_ids(conn: Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT id FROM tm_transcripts")}
 
 
-def insert_transcript(conn: Connection, row: Sequence[Any]) -> None:
-    """Insert one transcript line as exported (id, session_id, turn_number, role,
-    content, timestamp, speaker); its session is not touched."""
+def upsert_session(conn: Connection, session: SessionState) -> None:
+    session_sql.upsert(conn, session_sql.encode_row(session))
+
+
+def insert_transcript(conn: Connection, e: TranscriptEntry) -> None:
+    """Insert one transcript line as exported; its session is not touched."""
     conn.execute(
         "INSERT INTO tm_transcripts (id, session_id, turn_number, role, content, timestamp, "
         "speaker) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        tuple(row),
+        (e.id, e.session_id, e.turn_number, e.role, e.content, e.timestamp, e.speaker),
     )
 
 
@@ -262,9 +374,10 @@ _ADVANCE = (
 )
 
 
-def advance_log_ids(conn: Connection) -> None:
-    """Move the id sequences of both logs past the ids written with their values, so the
-    next row gets a new one (a sequence never goes back)."""
+def logs_written(conn: Connection) -> None:
+    """After an import wrote the logs: move the id sequences of both logs past the ids
+    written with their values, so the next row gets a new one (a sequence never goes
+    back)."""
     for table in ("tm_promotion_log", "tm_forgetting_log"):
         conn.execute(_ADVANCE.format(t=f"'{table}'", table=table))
 
@@ -330,3 +443,35 @@ _MAINTAINED = (
 def maintained_tables(conn: Connection) -> list[str]:
     """The library's tables in the current schema, quoted for a ``VACUUM``."""
     return [str(r[0]) for r in conn.execute(_MAINTAINED)]
+
+
+def add_redactions(conn: Connection, count: int) -> None:
+    """Count ``count`` more secrets redacted before they reached the store."""
+    meta_sql.add(conn, REDACTIONS_KEY, count)
+
+
+def prepare_graph(
+    conn: Connection, present: bool, mode: Mode, written: set[str], every: Sequence[str]
+) -> bool:
+    """Before the graph of an import: False without one in the document (the memories'
+    insert triggers queued them for extraction: they stay queued); replace empties the
+    extraction queue those triggers filled (the rest was emptied with the tables)."""
+    if not present:
+        return False
+    if mode == "replace":
+        clear_queue(conn)
+    return True
+
+
+def import_problems(
+    conn: Connection, doc: ImportDocument, mode: Mode, written: set[str]
+) -> list[str]:
+    """The content keys of the memories written are made; then what the import would
+    break (the first check that fails), or ``[]``."""
+    memories = [m for _, m in doc.memories if mode == "replace" or m.id in written]
+    rebuild_content_keys(conn, memories)
+    for check in integrity_sql.IMPORT_CHECKS.values():
+        problems = check(conn)
+        if problems:
+            return list(problems)
+    return []

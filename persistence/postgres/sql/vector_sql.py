@@ -14,7 +14,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from persistence.postgres.sql import recall_filter_sql
+from persistence.meta_keys import (
+    EMBEDDING_ERRORS_KEY,
+    EMBEDDING_MODEL_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
+)
+from persistence.postgres.sql import meta_sql, recall_filter_sql
 from persistence.records import MemoryFilter, Tier
 
 INDEX_NAME = "tm_vectors_hnsw"
@@ -175,3 +180,15 @@ def set_embeddings(
                 for tier, memory_id, vector, content in rows
             ],
         )
+
+
+def embedding_model(conn: psycopg.Connection[Any]) -> str | None:
+    """The model id the store's vectors were made with (``None`` before any)."""
+    return meta_sql.read(conn, EMBEDDING_MODEL_KEY)
+
+
+def record_embedding_error(conn: psycopg.Connection[Any], message: str) -> int:
+    """Count one failure of background embedding and keep its message; returns the count."""
+    count = meta_sql.add(conn, EMBEDDING_ERRORS_KEY, 1)
+    meta_sql.write(conn, LAST_EMBEDDING_ERROR_KEY, message)
+    return count

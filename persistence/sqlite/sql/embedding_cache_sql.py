@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+import numpy as np
 
 from persistence.sqlite.connection import query_all, query_value
+from persistence.sqlite.sql.index_sql import blob_of
 
 
-def lookup(conn: apsw.Connection, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, bytes]:
-    """``hash -> float32 blob`` for each of ``hashes`` that is cached for ``model_id``."""
+def lookup(
+    conn: apsw.Connection, model_id: str, hashes: Sequence[bytes]
+) -> dict[bytes, np.ndarray]:
+    """``hash -> float32 vector`` for each of ``hashes`` that is cached for ``model_id``."""
     if not hashes:
         return {}
     marks = ", ".join("?" for _ in hashes)
@@ -21,18 +25,18 @@ def lookup(conn: apsw.Connection, model_id: str, hashes: Sequence[bytes]) -> dic
         f"WHERE model_id = ? AND content_hash IN ({marks})",
         [model_id, *hashes],
     )
-    return {bytes(h): blob for h, blob in rows}
+    return {bytes(h): np.frombuffer(blob, dtype="<f4") for h, blob in rows}
 
 
 def remember(
-    conn: apsw.Connection, model_id: str, entries: Sequence[tuple[bytes, bytes]], now: int
+    conn: apsw.Connection, model_id: str, entries: Sequence[tuple[bytes, np.ndarray]], now: int
 ) -> None:
-    """Add or refresh ``(hash, blob)`` entries (a hit counts as a use)."""
+    """Add or refresh ``(hash, vector)`` entries (a hit counts as a use)."""
     conn.executemany(
         "INSERT INTO embedding_cache (model_id, content_hash, embedding, used_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (model_id, content_hash) DO UPDATE SET "
         "used_at = excluded.used_at",
-        [(model_id, h, blob, now) for h, blob in entries],
+        [(model_id, h, blob_of(v), now) for h, v in entries],
     )
 
 

@@ -21,6 +21,8 @@ from persistence.records import KeywordHits, KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.sql import schema_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
+from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
+from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:
@@ -536,13 +538,24 @@ def unembedded_count(conn: apsw.Connection) -> int:
 
 
 def set_embeddings(
-    conn: apsw.Connection, rows: Sequence[tuple[Tier, str, bytes, str | None]]
+    conn: apsw.Connection, rows: Sequence[tuple[Tier, str, np.ndarray, str | None]]
 ) -> None:
-    """Store computed embeddings ``(tier, id, blob, content)``: only where none was set
-    meanwhile and, when ``content`` is given, the memory still has that content."""
-    for tier, memory_id, blob, content in rows:
+    """Store computed embeddings ``(tier, id, vector, content)`` as float32 BLOBs: only
+    where none was set meanwhile and, when ``content`` is given, the memory still has
+    that content."""
+    for tier, memory_id, vector, content in rows:
         conn.execute(
             f"UPDATE {TABLE[tier]} SET embedding = ? WHERE id = ? AND embedding IS NULL "
             "AND (? IS NULL OR content = ?)",
-            (blob, memory_id, content, content),
+            (blob_of(vector), memory_id, content, content),
         )
+
+
+def blob_of(vector: np.ndarray) -> bytes:
+    """The float32 little-endian BLOB the file stores for ``vector``."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def embedding_model(conn: apsw.Connection) -> str | None:
+    """The model id the file's vectors were made with (``None`` before any)."""
+    return read_meta(conn, EMBEDDING_MODEL_KEY)

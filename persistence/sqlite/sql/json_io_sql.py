@@ -1,6 +1,9 @@
-"""SQL the JSON export and import need beyond the record families' own: row counts,
-the graph tables read and written whole, the emptying of a table for a replace, and the
-graph lookups of a merge.
+"""The SQLite engine's SQL of the JSON export and import
+(:class:`~persistence.transfer.store_io.TransferSql`: the functions of the same names as
+PostgreSQL's :mod:`~persistence.postgres.sql.transfer_sql`): the pages an export reads,
+the rows an import writes (the record families' own SQL where it has them), the graph
+tables read and written whole, the emptying of the tables for a replace, and the checks
+an import must pass before it commits.
 
 Table and column names come from the closed lists of :mod:`persistence.transfer`, never
 from a document; values are always parameters.
@@ -8,15 +11,63 @@ from a document; values are always parameters.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apsw
 import orjson
 
+from migrations import read_schema_version
+from persistence.records import SessionState
 from persistence.sqlite.connection import query_one, query_value
-from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS
-from persistence.transfer.json_export import TABLES
+from persistence.sqlite.sql import (
+    dedup_sql,
+    forgetting_sql,
+    graph_sql,
+    integrity_sql,
+    memory_sql,
+    notes_sql,
+    schedule_sql,
+    session_sql,
+)
+from persistence.sqlite.sql.forgetting_sql import forgotten_ids as forgotten_ids
+from persistence.sqlite.sql.graph_sql import add_provenance as add_provenance
+from persistence.sqlite.sql.graph_sql import drop_provenance as drop_provenance
+from persistence.sqlite.sql.graph_sql import has_graph as has_graph
+from persistence.sqlite.sql.graph_sql import resolve as resolve
+from persistence.sqlite.sql.memory_sql import has_promotion as has_promotion
+from persistence.sqlite.sql.memory_sql import insert_promotion as insert_promotion
+from persistence.sqlite.sql.memory_sql import promotion_page as promotion_page
+from persistence.sqlite.sql.memory_sql import tier_of as tier_of
+from persistence.sqlite.sql.meta_sql import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_MODEL_KEY,
+    read_meta,
+    write_meta,
+)
+from persistence.sqlite.sql.meta_sql import add_redactions as add_redactions
+from persistence.sqlite.sql.notes_sql import has_notes as has_notes
+from persistence.sqlite.sql.session_sql import insert_transcript as insert_transcript
+from persistence.sqlite.sql.session_sql import session_ids as session_ids
+from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
+from persistence.sqlite.sql.session_sql import transcript_page as transcript_page
+from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
+from persistence.transfer.json_export import TABLES, ExportHeader
+from persistence.transfer.json_import import ImportDocument, Mode
+
+# The functions of the shared names that the record families' SQL already has.
+has_forgetting = forgetting_sql.contains
+insert_forgetting = forgetting_sql.insert
+forgetting_page = forgetting_sql.page
+memory_ids = memory_sql.all_ids
+memory_page = memory_sql.page_in_order
+insert_note_rows = notes_sql.insert_rows
+fetch_schedule = schedule_sql.fetch
+schedule_page = schedule_sql.page
+upsert_schedule = schedule_sql.upsert
+fetch_session = session_sql.fetch
+
 
 _ORDER = {
     "entities": "id",
@@ -34,7 +85,52 @@ _CLEARED = (
 """The graph's tables in an order that empties them without breaking a foreign key."""
 
 
-def row_count(conn: apsw.Connection, table: str) -> int:
+_INVARIANTS = (
+    "foreign_key_check", "one_tier_per_memory", "schedules_point_at_memories",
+    "tags_point_at_memories", "promotion_log_points_at_memories",
+    "promotion_log_agrees_with_tiers", "embedding_sizes", "graph_invariants",
+)  # fmt: skip
+"""Checked inside the import's transaction; a failure rolls everything back."""
+
+# --- export -----------------------------------------------------------------------------
+
+
+def header(conn: apsw.Connection) -> ExportHeader:
+    """The file's schema version and embedding size and model."""
+    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    return ExportHeader(
+        schema_version=read_schema_version(conn),
+        embedding_dim=None if dim is None else int(dim),
+        embedding_model=read_meta(conn, EMBEDDING_MODEL_KEY),
+    )
+
+
+def row_count(conn: apsw.Connection) -> int:
+    """Rows an export lists: every table's, the graph's and the notes' included."""
+    rows = sum(table_count(conn, t) for t in TABLES) + notes_sql.row_count(conn)
+    if graph_sql.has_graph(conn):
+        rows += sum(table_count(conn, t) for t in GRAPH_TABLES)
+    return rows
+
+
+def session_page(conn: apsw.Connection, after_id: str, limit: int) -> list[SessionState]:
+    """The next ``limit`` sessions with id > ``after_id``."""
+    return session_sql.page(conn, after_id, limit)
+
+
+def graph_pages(conn: apsw.Connection, table: str, size: int) -> Iterator[list[apsw.SQLiteValues]]:
+    """One graph table's rows in pages of ``size``, in a stable order."""
+    rows = graph_rows(conn, table)
+    while page := list(itertools.islice(rows, size)):
+        yield page
+
+
+def note_rows(conn: apsw.Connection, table: str) -> list[tuple[Any, ...]]:
+    """Every row of one note table."""
+    return notes_sql.table_rows(conn, table, None)
+
+
+def table_count(conn: apsw.Connection, table: str) -> int:
     """How many rows ``table`` (one of the export's tables) holds."""
     if table not in TABLES and table not in GRAPH_FIELDS:
         raise ValueError(table)
@@ -99,3 +195,75 @@ def current_twin(conn: apsw.Connection, triple: Sequence[str]) -> str | None:
         tuple(triple),
     )
     return None if twin is None else str(twin[0])
+
+
+# --- import -----------------------------------------------------------------------------
+
+
+def stored_embedding(conn: apsw.Connection) -> tuple[int | None, str | None]:
+    """The file's embedding size and model (``None`` when not fixed yet)."""
+    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    return (None if dim is None else int(dim)), read_meta(conn, EMBEDDING_MODEL_KEY)
+
+
+def prepare(conn: apsw.Connection, doc: ImportDocument, mode: Mode) -> None:
+    """The embedding model and size become the document's (replace) or are fixed by it
+    (where none is yet); replace empties the memories, sessions and logs."""
+    stored_dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    if mode == "replace" or read_meta(conn, EMBEDDING_MODEL_KEY) is None:
+        write_meta(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
+    if mode == "replace":
+        memory_sql.delete_all(conn)
+        session_sql.delete_all(conn)
+        clear_schedules_and_forgetting_log(conn)
+        dim = doc.embedding_dim
+        write_meta(conn, EMBEDDING_DIM_KEY, None if dim is None else str(dim))
+    elif stored_dim is None and doc.embedding_dim is not None:
+        write_meta(conn, EMBEDDING_DIM_KEY, str(doc.embedding_dim))
+
+
+def upsert_session(conn: apsw.Connection, session: SessionState) -> None:
+    session_sql.upsert(conn, session_sql.encode_row(session))
+
+
+def logs_written(conn: apsw.Connection) -> None:
+    """Nothing to do: the logs' ids are the rowids written."""
+
+
+def prepare_graph(
+    conn: apsw.Connection, present: bool, mode: Mode, written: set[str], every: Sequence[str]
+) -> bool:
+    """Before the graph of an import: False if there is nothing more to write (a file
+    without the graph; a document without one, whose new memories are queued for
+    extraction). Replace empties the graph; the duplicate keys follow the memories."""
+    if not graph_sql.has_graph(conn):
+        return False
+    dedup_sql.rebuild(conn)  # derived from the memories as imported
+    if mode == "replace":
+        clear_graph(conn)
+    if not present:
+        graph_sql.enqueue(conn, sorted(written if mode == "merge" else set(every)))
+        graph_sql.collect_garbage(conn)
+        return False
+    return True
+
+
+def collect(conn: apsw.Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+    """Collect what a merge left unsupported."""
+    graph_sql.collect(conn, entity_ids, relation_ids)
+    graph_sql.collect_garbage(conn)
+
+
+def clear_notes(conn: apsw.Connection) -> None:
+    notes_sql.clear(conn)
+
+
+def import_problems(
+    conn: apsw.Connection, doc: ImportDocument, mode: Mode, written: set[str]
+) -> list[str]:
+    """What the import would break (the first invariant that fails), or ``[]``."""
+    for name in _INVARIANTS:
+        problems = integrity_sql.CHECKS[name](conn)
+        if problems:
+            return list(problems)
+    return []

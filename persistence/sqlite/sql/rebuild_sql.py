@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+import numpy as np
 
 from persistence.records import Tier, content_hash
 from persistence.sqlite.connection import query_all
+from persistence.sqlite.sql.index_sql import blob_of
 from persistence.sqlite.sql.memory_sql import TABLE
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -57,13 +59,13 @@ def unstaged(conn: apsw.Connection, limit: int) -> list[tuple[str, str]]:
     return found
 
 
-def stage(conn: apsw.Connection, rows: Sequence[tuple[str, bytes, bytes]]) -> None:
-    """Keep ``(memory id, content hash, float32 blob)`` for the swap."""
+def stage(conn: apsw.Connection, rows: Sequence[tuple[str, bytes, np.ndarray]]) -> None:
+    """Keep ``(memory id, content hash, vector)`` for the swap (a float32 BLOB)."""
     conn.executemany(
         "INSERT INTO embedding_rebuild (memory_id, content_hash, embedding) VALUES (?, ?, ?) "
         "ON CONFLICT (memory_id) DO UPDATE SET content_hash = excluded.content_hash, "
         "embedding = excluded.embedding",
-        rows,
+        [(memory_id, h, blob_of(v)) for memory_id, h, v in rows],
     )
 
 

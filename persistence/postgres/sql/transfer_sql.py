@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from migrations import LATEST_VERSION as DOCUMENT_VERSION
+from migrations.sqlite import LATEST_VERSION as DOCUMENT_VERSION
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
 from persistence.postgres.sql import (
     dedup_sql,

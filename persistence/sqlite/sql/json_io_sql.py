@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 import orjson
 
-from migrations import read_schema_version
+from migrations.sqlite import read_schema_version
 from persistence.records import SessionState
 from persistence.sqlite.connection import query_one, query_value
 from persistence.sqlite.sql import (

@@ -108,14 +108,15 @@ def check_memory_fields(
     field not given is not checked. ``new``: the fields of a write being made now, where
     an empty ``agent_id`` is refused too (it could never be opened as a scope); a stored
     or imported memory may hold one (see the module's docstring)."""
-    if session_id is not UNSET:
-        require_str(session_id, f"{prefix}session_id", allow_none=True, allow_empty=False)
-    if agent_id is not UNSET:
-        require_str(agent_id, f"{prefix}agent_id", allow_none=True, allow_empty=not new)
+    # (``None`` and not given skip the call: most of a new memory's texts are ``None``)
+    if session_id is not UNSET and session_id is not None:
+        require_str(session_id, f"{prefix}session_id", allow_empty=False)
+    if agent_id is not UNSET and agent_id is not None:
+        require_str(agent_id, f"{prefix}agent_id", allow_empty=not new)
     for name, value in (("source", source), ("category", category), ("speaker", speaker),
                         ("key", key)):  # fmt: skip
-        if value is not UNSET:
-            require_str(value, f"{prefix}{name}", allow_none=True)
+        if value is not UNSET and value is not None:
+            require_str(value, f"{prefix}{name}")
     if tags is not UNSET:
         require_str_tuple(tags, f"{prefix}tags")
     if importance is not UNSET:

@@ -120,9 +120,10 @@ def check_new_fields(*, embedding: Any = None, updating: bool = False, **fields:
     argument. ``None`` leaves ``metadata`` empty, and with ``updating`` leaves every
     field unchanged; an ``embedding`` is a finite vector of numbers (its length is
     checked against the file's when written)."""
-    check_memory_fields(
-        new=True,
-        **{k: v for k, v in fields.items() if v is not None or not (updating or k == "metadata")},
-    )
+    if updating:
+        fields = {name: value for name, value in fields.items() if value is not None}
+    elif "metadata" in fields and fields["metadata"] is None:
+        del fields["metadata"]  # (``fields`` is this call's own dict)
+    check_memory_fields(new=True, **fields)
     if embedding is not None:
         require_embedding(embedding)

@@ -154,6 +154,7 @@ from persistence.storage import (
 from persistence.validation import (
     DEFAULT_MAX_CONTENT_BYTES,
     MAX_COUNT,
+    check_memory_fields,
     parse_tier,
     require_bool,
     require_callable,
@@ -276,6 +277,7 @@ __all__ = [
     # validation
     "DEFAULT_MAX_CONTENT_BYTES",
     "MAX_COUNT",
+    "check_memory_fields",
     "parse_tier",
     "require_bool",
     "require_callable",

@@ -11,6 +11,9 @@ overflow on. The rules beyond types:
 - timestamps (epoch milliseconds) are ``>= 0``, and a memory's ``updated_at`` is not
   before its ``created_at``;
 - ids (memory, session, transcript) and a memory's ``session_id`` are non-empty;
+- a memory's ``agent_id`` is non-empty when a caller writes it now (``new=True``); a
+  stored memory may hold ``""`` (written through the store's API, or imported from an
+  export that holds one), so the store's check and the JSON import accept it;
 - a memory's content is at most ``max_content_bytes`` UTF-8 bytes (default
   :data:`DEFAULT_MAX_CONTENT_BYTES`, 1,000,000).
 """
@@ -61,12 +64,13 @@ def _check_memory(memory: Any, max_content_bytes: int | None) -> None:
         require_content_size(memory.content, "memory.content", max_content_bytes)
     if not isinstance(memory.tier, Tier):
         raise InvalidTypeError(f"memory.tier must be a Tier, got {memory.tier!r}")
-    for name in ("key", "agent_id", "category", "source", "speaker"):
-        require_str(getattr(memory, name), f"memory.{name}", allow_none=True)
-    require_str(memory.session_id, "memory.session_id", allow_none=True, allow_empty=False)
-    require_str_tuple(memory.tags, "memory.tags")
+    check_memory_fields(
+        "memory.", session_id=memory.session_id, agent_id=memory.agent_id,
+        importance=memory.importance, tags=memory.tags, metadata=memory.metadata,
+        source=memory.source, category=memory.category, speaker=memory.speaker,
+        key=memory.key,
+    )  # fmt: skip
     require_str_tuple(memory.linked_memories, "memory.linked_memories")
-    require_unit_float(memory.importance, "memory.importance")
     require_unit_float(memory.retention, "memory.retention")
     require_count(memory.token_count, "memory.token_count")
     require_count(memory.access_count, "memory.access_count")
@@ -78,10 +82,47 @@ def _check_memory(memory: Any, max_content_bytes: int | None) -> None:
             f"got {memory.updated_at}"
         )
     require_timestamp(memory.last_accessed_at, "memory.last_accessed_at", allow_none=True)
-    if not isinstance(memory.metadata, Mapping):
-        raise InvalidTypeError(
-            f"memory.metadata must be a mapping, got {type(memory.metadata).__name__}"
-        )
+
+
+UNSET: Any = object()
+"""A field :func:`check_memory_fields` was not given (and so does not check)."""
+
+
+def check_memory_fields(
+    prefix: str = "",
+    *,
+    session_id: Any = UNSET,
+    agent_id: Any = UNSET,
+    importance: Any = UNSET,
+    tags: Any = UNSET,
+    metadata: Any = UNSET,
+    source: Any = UNSET,
+    category: Any = UNSET,
+    speaker: Any = UNSET,
+    key: Any = UNSET,
+    new: bool = False,
+) -> None:
+    """The rules on the fields a caller chooses for a memory, stated once: the store's
+    check (``prefix="memory."``, naming the field) and the domain's early check of
+    ``remember()``'s arguments (``prefix=""``, naming the argument) both call this. A
+    field not given is not checked. ``new``: the fields of a write being made now, where
+    an empty ``agent_id`` is refused too (it could never be opened as a scope); a stored
+    or imported memory may hold one (see the module's docstring)."""
+    # (``None`` and not given skip the call: most of a new memory's texts are ``None``)
+    if session_id is not UNSET and session_id is not None:
+        require_str(session_id, f"{prefix}session_id", allow_empty=False)
+    if agent_id is not UNSET and agent_id is not None:
+        require_str(agent_id, f"{prefix}agent_id", allow_empty=not new)
+    for name, value in (("source", source), ("category", category), ("speaker", speaker),
+                        ("key", key)):  # fmt: skip
+        if value is not UNSET and value is not None:
+            require_str(value, f"{prefix}{name}")
+    if tags is not UNSET:
+        require_str_tuple(tags, f"{prefix}tags")
+    if importance is not UNSET:
+        require_unit_float(importance, f"{prefix}importance")
+    if metadata is not UNSET:
+        require_mapping(metadata, f"{prefix}metadata")
 
 
 def _plain_memory(memory: Any) -> bool:
@@ -360,12 +401,7 @@ def require_path(value: Any, what: str, *, allow_none: bool = False) -> None:
 
 def require_unit_float(value: Any, what: str) -> None:
     """Refuse anything but a finite real number within [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"{what} must be a number, got {type(value).__name__}")
-    if isinstance(value, int) and not 0 <= value <= 1:
-        raise InvalidInputError(f"{what} must be within [0, 1], got {value!r}")
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInputError(f"{what} must be within [0, 1], got {value!r}")
+    require_number(value, what, minimum=0, maximum=1)
 
 
 def parse_tier(value: Any, what: str = "tier") -> Tier:

@@ -15,13 +15,10 @@ from persistence import (
     MemoryStorage,
     Tier,
     TieredMemoryError,
+    check_memory_fields,
     parse_tier,
     require_content,
     require_embedding,
-    require_mapping,
-    require_number,
-    require_str,
-    require_str_tuple,
 )
 from tiered_memory.redaction import Redactor, redact_fields
 from tiered_memory.tokens import TokenCounter
@@ -73,7 +70,6 @@ class Drafter:
             require_content(content)
             assert isinstance(content, str)
             self.store.memories.check_content_size(content)
-            require_str(values.get("session_id"), "session_id", allow_none=True, allow_empty=False)
             check_new_fields(
                 **{k: v for k, v in values.items() if k in _CHECKED},
             )
@@ -113,34 +109,21 @@ def check_record_fields(values: Mapping[str, Any], what: str, content: bool = Fa
         raise InvalidInputError("a record needs 'content'")
 
 
-_UNSET: Any = object()
-_CHECKED = frozenset(
-    {"importance", "tags", "metadata", "source", "category", "key", "speaker", "agent_id",
-     "embedding"}
-)  # fmt: skip
+_CHECKED = RECORD_FIELDS - {"tier"}
+"""A record's fields that :func:`check_new_fields` checks (``tier`` is parsed apart)."""
 
 
-def check_new_fields(
-    *,
-    importance: Any = _UNSET,
-    tags: Any = _UNSET,
-    metadata: Any = _UNSET,
-    embedding: Any = None,
-    updating: bool = False,
-    **texts: Any,
-) -> None:
+def check_new_fields(*, embedding: Any = None, updating: bool = False, **fields: Any) -> None:
     """Refuse a wrong type or value among a write's fields before anything is computed
-    from them (the forgetting curve reads ``importance`` first): each error names its
-    field. ``updating``: ``None`` means "unchanged" for every field; ``texts`` (source,
-    category, key, speaker, agent_id) are a ``str`` or ``None``; an ``embedding`` is a
-    finite vector of numbers (its length is checked against the file's when written)."""
-    if importance is not _UNSET and not (updating and importance is None):
-        require_number(importance, "importance", minimum=0, maximum=1)
-    if tags is not _UNSET and not (updating and tags is None):
-        require_str_tuple(tags, "tags")
-    if metadata is not _UNSET:
-        require_mapping(metadata, "metadata", allow_none=True)
-    for name, value in texts.items():
-        require_str(value, name, allow_none=True, allow_empty=name != "agent_id")
+    from them (the forgetting curve reads ``importance`` first): the rules of
+    :func:`persistence.check_memory_fields` for a new write, each error naming the
+    argument. ``None`` leaves ``metadata`` empty, and with ``updating`` leaves every
+    field unchanged; an ``embedding`` is a finite vector of numbers (its length is
+    checked against the file's when written)."""
+    if updating:
+        fields = {name: value for name, value in fields.items() if value is not None}
+    elif "metadata" in fields and fields["metadata"] is None:
+        del fields["metadata"]  # (``fields`` is this call's own dict)
+    check_memory_fields(new=True, **fields)
     if embedding is not None:
         require_embedding(embedding)

@@ -32,11 +32,11 @@ from persistence import (
     PromotionRecord,
     StoreClosedError,
     Tier,
-    require_mapping,
     require_str,
     require_str_tuple,
 )
 from tiered_memory.arguments import typed_arguments
+from tiered_memory.drafts import check_new_fields
 from tiered_memory.redaction import Redactor, count_in_file, redact_fields
 from tiered_memory.tokens import TokenCounter
 
@@ -237,10 +237,11 @@ class Scratchpad:
         """
         require_str(key, "key", allow_empty=False)
         require_str(content, "content")
+        check_new_fields(session_id=session_id, agent_id=agent_id, importance=importance,
+                         tags=tags, metadata=metadata, source=source, category=category,
+                         speaker=speaker, embedding=embedding)  # fmt: skip
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self._store.memories.check_content_size(content)
-        require_str_tuple(tags, "tags")
-        require_mapping(metadata, "metadata", allow_none=True)
         tokens = self._fits(key, content)
         fields: dict[str, Any] = {
             "content": content,

@@ -25,8 +25,6 @@ from persistence import (
     parse_tier,
     require_bool,
     require_content,
-    require_mapping,
-    require_number,
     require_str,
 )
 from tiered_memory import dedup as duplicates
@@ -99,13 +97,11 @@ class MemoryWriter:
         if dedup is not None:
             require_bool(dedup, "dedup")
         require_content(content)
-        check_new_fields(importance=importance, tags=tags, metadata=metadata, source=source,
-                         category=category, key=key, speaker=speaker, agent_id=agent_id,
-                         embedding=embedding)  # fmt: skip
+        check_new_fields(session_id=session_id, agent_id=agent_id, importance=importance,
+                         tags=tags, metadata=metadata, source=source, category=category,
+                         key=key, speaker=speaker, embedding=embedding)  # fmt: skip
         content, tags, metadata, redacted = redact_fields(self._redactor, content, tags, metadata)
         self.store.memories.check_content_size(content)
-        require_str(session_id, "session_id", allow_none=True, allow_empty=False)
-        require_mapping(metadata, "metadata", allow_none=True)
         if key is not None and tier is not Tier.SCRATCHPAD:
             raise InvalidInputError("key= names a scratchpad entry: pass tier=Tier.SCRATCHPAD")
         no_facts = entities is None and relations is None
@@ -182,8 +178,8 @@ class MemoryWriter:
         now: int,
     ) -> Memory:
         """``remember()`` of a memory already there: a review, importance the larger,
-        the new facts added; counted in ``statistics().graph.deduplicated``."""
-        require_number(importance, "importance", minimum=0, maximum=1)
+        the new facts added; counted in ``statistics().graph.deduplicated``
+        (``importance`` was checked by ``remember()``)."""
         self._review(memory.id, 4)
         current = self._memories.require(memory.id)
         if importance > current.importance:
@@ -273,7 +269,6 @@ class MemoryWriter:
             }
             changes["embedding"] = None  # queued: embedded again in the background or on flush()
         if metadata is not None:
-            require_mapping(metadata, "metadata")
             changes["metadata"] = dict(metadata)
         if tags is not None:
             changes["tags"] = tags

@@ -112,6 +112,7 @@ def build_backend(
         max_content_bytes=max_content_bytes,
         idle_merge_s=idle_merge_s,
         trace=trace,
+        scope=scope,
         **{name: value for name, value in tunables.items() if value is not None},
     )
     if scope:
@@ -140,10 +141,8 @@ def _agent_filtered(
     from persistence.sqlite.backup import BackupManager
     from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.note_store import NoteStore
-    from persistence.sqlite.session_store import SessionStore
 
-    sessions = SessionStore(store.db, store.clock, agent_id)
-    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
+    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, store.sessions))
     files = BackupManager(store, backup_dir, agent_id=agent_id)
     graph = cast(GraphStorage, AgentFilteredGraph(sqlite_graph_store(store.db), store, agent_id))
     return Backend(
@@ -199,7 +198,7 @@ def _server_backend(
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
-        notes=pg.PgNoteStore(store.db),
+        notes=pg.PgNoteStore(store.db, store.config.scope),
     )
 
 

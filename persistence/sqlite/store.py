@@ -409,7 +409,7 @@ class SQLiteStore(ReferenceTierAPI):
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
         with self._reading() as conn:
-            return _statistics(conn, self.path)
+            return _statistics(conn, self.path, self.config.scope)
 
 
 def _file_size(path: str) -> int:
@@ -468,14 +468,15 @@ def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> 
         )
 
 
-def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
-    """Row counts (one consistent snapshot on ``conn``) and the sizes of ``path``."""
+def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceStatistics:
+    """Row counts (one consistent snapshot on ``conn``; of ``scope``'s rows) and the
+    sizes of ``path``."""
     nested = conn.in_transaction
     if not nested:
         conn.execute("BEGIN")
     try:
-        counts = [memory_sql.count(conn, tier) for tier in Tier]
-        scalar = stats_sql.counts(conn)
+        counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
+        scalar = stats_sql.counts(conn, scope)
         version = read_schema_version(conn)
         page_size = int(conn.pragma("page_size"))
         page_count = int(conn.pragma("page_count"))

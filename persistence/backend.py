@@ -84,7 +84,8 @@ def build_backend(
     ``trace`` is told of every statement the store runs on either engine
     (:class:`~persistence.TracedStatement`).
     ``scope`` names the agent a scoped handle is for (``''``: the whole store): row-level
-    security on a server, :mod:`persistence.sqlite.agent_filter` on a file."""
+    security on a server as a second wall, and on both engines the predicate every
+    store's SQL carries (:mod:`persistence.stores.scope`)."""
     if is_server_url(location):
         if key is not None:
             from persistence.postgres.files import NO_KEYS
@@ -112,6 +113,7 @@ def build_backend(
         max_content_bytes=max_content_bytes,
         idle_merge_s=idle_merge_s,
         trace=trace,
+        scope=scope,
         **{name: value for name, value in tunables.items() if value is not None},
     )
     if scope:
@@ -133,28 +135,31 @@ def build_backend(
 def _agent_filtered(
     store: Any, agent_id: str, backup_dir: str | os.PathLike[str] | None
 ) -> Backend:
-    """A file's parts as agent ``agent_id`` sees them (see
-    :mod:`persistence.sqlite.agent_filter` and :mod:`persistence.sqlite.agent_graph`)."""
-    from persistence.sqlite.agent_filter import AgentFilteredFiles, AgentFilteredStore
+    """A file's parts for a handle scoped to agent ``agent_id``: ``store`` is built with
+    the scope, which its parts' SQL carries (:mod:`persistence.stores.scope`); the file
+    operations refuse whole-file copies and export the agent's data. The recall indexes
+    and the graph take the scope through :mod:`persistence.sqlite.agent_filter` and
+    :mod:`persistence.sqlite.agent_graph` still."""
+    from persistence.sqlite.agent_filter import AgentIndexes
     from persistence.sqlite.agent_graph import AgentFilteredGraph
     from persistence.sqlite.backup import BackupManager
     from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.note_store import NoteStore
-    from persistence.sqlite.session_store import SessionStore
 
-    sessions = SessionStore(store.db, store.clock, agent_id)
-    view = cast(MemoryStorage, AgentFilteredStore(store, agent_id, sessions))
-    files = BackupManager(store, backup_dir, agent_id=agent_id)
+    # The domain searches through store.indexes: until the index store carries the scope
+    # itself, the store's index part is the scoped view (its own part stays in _parts).
+    store.indexes = AgentIndexes(store.indexes, store.config.scope, store.memories)
+    indexes = cast(RecallIndex, store.indexes)
     graph = cast(GraphStorage, AgentFilteredGraph(sqlite_graph_store(store.db), store, agent_id))
     return Backend(
-        view,
+        store,
         graph,
         store.db,
-        cast(StoreFiles, AgentFilteredFiles(files)),
-        memories=view.memories,
-        sessions=view.sessions,
-        schedules=view.schedules,
-        indexes=view.indexes,
+        BackupManager(store, backup_dir, agent_id=agent_id),
+        memories=store.memories,
+        sessions=store.sessions,
+        schedules=store.schedules,
+        indexes=indexes,
         notes=NoteStore(store.db, agent_id),
     )
 
@@ -199,7 +204,7 @@ def _server_backend(
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
-        notes=pg.PgNoteStore(store.db),
+        notes=pg.PgNoteStore(store.db, store.config.scope),
     )
 
 

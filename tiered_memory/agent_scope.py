@@ -1,7 +1,8 @@
 """The agent a scoped manager is for: checking it and stamping it on what it writes.
 
 ``AgentMemoryManager.open(location, agent_id="a")`` reads and writes only agent ``a``'s
-data (row-level security on PostgreSQL, :mod:`persistence.sqlite.agent_filter` on a file);
+data (a predicate every store's SQL carries, :mod:`persistence.stores.scope`, and
+row-level security on PostgreSQL as a second wall);
 here the domain makes every memory it writes carry ``agent_id="a"`` and refuses a call
 naming another agent.
 """

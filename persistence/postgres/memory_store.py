@@ -142,12 +142,14 @@ class ServerMemories:
         reason: str | None,
         at: int,
     ) -> Tier | None:
-        gone = memory_sql.forget_rows(conn, [memory_id], [retention], tier, reason, at)
+        gone = memory_sql.forget_rows(
+            conn, [memory_id], [retention], tier, reason, at, self.config.scope
+        )
         return gone[0][1] if gone else None
 
     def read_any(self, memory_id: str) -> Memory | None:
         with self.db.reading() as conn:
-            return memory_sql.fetch(conn, None, memory_id)
+            return memory_sql.fetch(conn, None, memory_id, self.config.scope)
 
     def content_key_seen(self, key: bytes) -> bool:
         """True: :meth:`find_same` is one round trip itself, a probe would double it."""

@@ -51,6 +51,7 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
+from persistence.stores.scope import Scope
 from persistence.stores.sessions import SessionStore
 from persistence.trace_report import TraceCallback
 from persistence.validation import (
@@ -121,7 +122,8 @@ class PostgresStore(ReferenceTierAPI):
         self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
                              change_check_interval_s=change_check_interval_ms / 1000,
                              synchronous=synchronous, trace=trace)  # fmt: skip
-        self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
+        self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim,
+                                  Scope.of(scope))  # fmt: skip
         self.memories = server_memory_store(self.db, self.config)
         self.sessions = server_session_store(self.db, self.config)
         self.schedules = server_schedule_store(self.db, self.config)

@@ -51,6 +51,7 @@ from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
+from persistence.stores.scope import Scope
 from persistence.transfer.files import (
     existing_file,
     fsync_path,
@@ -117,6 +118,8 @@ class BackupManager:
         self._backup_dir = None if backup_dir is None else Path(backup_dir)
         self.agent_id = agent_id
         """An agent-scoped handle's agent: exports hold only its data."""
+        self.scope = Scope.of(agent_id)
+        """The handle's scope: it refuses what would copy or replace the whole file."""
 
     @property
     def backup_dir(self) -> Path:
@@ -164,6 +167,7 @@ class BackupManager:
         then deletes all but the newest N snapshots in the backup directory. Stale
         leftovers of interrupted backups and restores are deleted first.
         """
+        self.scope.refuse_file_op("back it up")
         require_int(keep, "keep", allow_none=True, minimum=1)
         if target is None:
             final = self._timestamped(self._managed_dir(), ".db")
@@ -255,6 +259,7 @@ class BackupManager:
         database with SQLite's online backup API, in one write transaction. The live
         database itself (or its WAL, by any name) is refused: it is not a snapshot.
         """
+        self.scope.refuse_file_op("restore it")
         path = Path(source)
         if self._is_own_file(path):
             raise SameDatabaseError(
@@ -399,6 +404,7 @@ class BackupManager:
         Any problem raises :class:`InvalidImportError` naming the first bad value, and
         nothing is written.
         """
+        self.scope.refuse_file_op("import into it")
         checked = import_mode(mode)
         path = existing_file(source)
         return import_document(
@@ -425,7 +431,8 @@ class BackupManager:
     def import_sink(self) -> AbstractContextManager[ImportSink]:
         """One write transaction and the sink that writes in it (an
         :data:`~persistence.transfer.OpenSink`): leaving the block commits, an exception
-        rolls everything back. Refused on a read-only store."""
+        rolls everything back. Refused on a read-only store (and a scoped one)."""
+        self.scope.refuse_file_op("copy into it")
         self.store.require_writable()
         return json_io.import_sink(self.store.db)
 
@@ -438,7 +445,8 @@ class BackupManager:
 
     def rekey(self, new_key: Key) -> None:
         """Re-encrypt the file with ``new_key`` in one transaction (see
-        :meth:`SQLiteStore.rekey`); refused on a read-only or plain store."""
+        :meth:`SQLiteStore.rekey`); refused on a read-only, plain or scoped store."""
+        self.scope.refuse_file_op("rekey it")
         self.store.require_writable()
         self.store.rekey(new_key)
 

@@ -34,9 +34,6 @@ from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
 __all__ = ["FileMemories", "MemoryStore", "check_dimension"]  # MemoryStore: for sqlite/__init__
 
-_ANY_TIER, _ = memory_sql.fetch_any_query("")  # the statement of every uncached get
-
-
 def check_dimension(conn: apsw.Connection, dim: int, configured: int | None) -> None:
     """The first embedding fixes the file's dimension (``configured``, if the store was
     given one); later ones must match it."""
@@ -101,13 +98,16 @@ class FileMemories:
         reason: str | None,
         at: int,
     ) -> Tier | None:
-        tier = memory_sql.tier_of(conn, memory_id) if tier is None else tier
-        if tier is None or not forgetting_sql.forget(conn, tier, memory_id, retention, reason, at):
+        scope = self.config.scope
+        found = memory_sql.tier_of(conn, memory_id, scope) if tier is None or scope.scoped else tier
+        if found is None or (tier is not None and found is not tier):
             return None
-        return tier
+        if not forgetting_sql.forget(conn, found, memory_id, retention, reason, at):
+            return None
+        return found
 
     def read_any(self, memory_id: str) -> Memory | None:
-        row = self.db.read_row(_ANY_TIER, (memory_id, memory_id, memory_id))
+        row = self.db.read_row(*memory_sql.fetch_any_query(memory_id, self.config.scope))
         try:
             return memory_sql.any_tier_memory(row)
         except SQLITE_ERRORS as exc:  # a damaged value (read_row translated the read's)

@@ -72,8 +72,7 @@ from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import file_memory_store
 from persistence.sqlite.schedule_store import file_schedule_store
-from persistence.sqlite.session_store import AgentSessions
-from persistence.sqlite.sql import memory_sql, stats_sql
+from persistence.sqlite.sql import memory_sql, session_sql, stats_sql
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     add_to_counter,
@@ -88,6 +87,7 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
+from persistence.stores.scope import Scope
 from persistence.stores.sessions import SessionStore
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
@@ -177,12 +177,15 @@ class SQLiteStore(ReferenceTierAPI):
         reset_after_changes: int = RESET_AFTER_CHANGES,
         vector_resort_after: int = RESORT_AFTER,
         trace: TraceCallback | None = None,
+        scope: str = "",
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
-        self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim)
+        require_str(scope, "scope")
+        self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim,
+                                  Scope.of(scope))  # fmt: skip
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(_expanded(Path(raw)).absolute())
         require_bool(read_only, "read_only")
@@ -199,7 +202,7 @@ class SQLiteStore(ReferenceTierAPI):
                            reset_after_changes=reset_after_changes)  # fmt: skip
         self._migrations = list(migrations) if migrations is not None else None
         self.memories = file_memory_store(self.db, self.config)
-        self.sessions = SessionStore(self.db, AgentSessions(), self.config)
+        self.sessions = SessionStore(self.db, session_sql, self.config)
         self.schedules = file_schedule_store(self.db, self.config)
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
@@ -410,7 +413,7 @@ class SQLiteStore(ReferenceTierAPI):
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
         with self._reading() as conn:
-            return _statistics(conn, self.path)
+            return _statistics(conn, self.path, self.config.scope)
 
 
 def _file_size(path: str) -> int:
@@ -469,14 +472,15 @@ def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> 
         )
 
 
-def _statistics(conn: apsw.Connection, path: str) -> PersistenceStatistics:
-    """Row counts (one consistent snapshot on ``conn``) and the sizes of ``path``."""
+def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceStatistics:
+    """Row counts (one consistent snapshot on ``conn``; of ``scope``'s rows) and the
+    sizes of ``path``."""
     nested = conn.in_transaction
     if not nested:
         conn.execute("BEGIN")
     try:
-        counts = [memory_sql.count(conn, tier) for tier in Tier]
-        scalar = stats_sql.counts(conn)
+        counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
+        scalar = stats_sql.counts(conn, scope)
         version = read_schema_version(conn)
         page_size = int(conn.pragma("page_size"))
         page_count = int(conn.pragma("page_count"))

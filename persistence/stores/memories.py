@@ -135,8 +135,9 @@ class MemoryEngine(Protocol):
 class MemoryStore:
     """Memories of the scratchpad, episodic and semantic tiers (see the module docstring).
 
-    ``config`` is the store's, read live (``clock``, ``max_content_bytes``). The per-tier
-    methods (``put_episodic`` ... ``clear_scratchpad``) are the reference design's
+    ``config`` is the store's, read live (``clock``, ``max_content_bytes``, ``scope``:
+    every read and removal carries it, so a scoped handle sees its agent's memories).
+    The per-tier methods (``put_episodic`` ... ``clear_scratchpad``) are the reference design's
     lower-level API: thin wrappers over the tier-generic ones.
     """
 
@@ -235,10 +236,12 @@ class MemoryStore:
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
         found: dict[str, Memory] = {}
-        step = self.own.ids_per_query
+        step, scope = self.own.ids_per_query, self.config.scope
         with self.db.reading() as conn:
             for start in range(0, len(memory_ids), step):
-                for memory in self.sql.fetch_many(conn, memory_ids[start : start + step]):
+                for memory in self.sql.fetch_many(
+                    conn, memory_ids[start : start + step], scope=scope
+                ):
                     found[memory.id] = memory
         return found
 
@@ -250,13 +253,14 @@ class MemoryStore:
         """How many memories ``tier`` holds."""
         tier = parse_tier(tier, "tier")
         with self.db.reading() as conn:
-            return int(self.sql.count(conn, tier))
+            return int(self.sql.count(conn, tier, self.config.scope))
 
     def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
         """How many memories carry each namespace tag starting with ``prefix`` (with
-        ``agent_id``: of that agent's memories only)."""
+        ``agent_id``: of that agent's memories only; a scoped handle: its agent's)."""
         require_str(prefix, "prefix", allow_empty=True)
         require_str(agent_id, "agent_id", allow_none=True)
+        agent_id = self.config.scope.agent_id or agent_id
         with self.db.reading() as conn:
             return self.own.tag_counts(conn, prefix, agent_id)
 
@@ -266,7 +270,7 @@ class MemoryStore:
         require_int(limit, "limit", minimum=1)
         tier = parse_tier(tier, "tier")
         with self.db.reading() as conn:
-            return list(self.sql.page(conn, tier, after_id, limit))
+            return list(self.sql.page(conn, tier, after_id, limit, self.config.scope))
 
     def forget_memory(
         self, memory_id: str, reason: str, retention: float | None = None
@@ -302,7 +306,7 @@ class MemoryStore:
                 "promotion goes scratchpad -> episodic -> semantic"
             )
         with self.db.transaction() as conn:
-            memory = self.sql.fetch(conn, source, memory_id)
+            memory = self.sql.fetch(conn, source, memory_id, self.config.scope)
             if memory is None:
                 raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
             metadata = dict(memory.metadata)
@@ -319,7 +323,7 @@ class MemoryStore:
         """Every logged promotion of a memory, oldest first."""
         require_str(memory_id, "memory_id")
         with self.db.reading() as conn:
-            return list(self.sql.promotion_history(conn, memory_id))
+            return list(self.sql.promotion_history(conn, memory_id, self.config.scope))
 
     # --- deduplication ----------------------------------------------------------------------
 
@@ -343,22 +347,27 @@ class MemoryStore:
     # --- the scratchpad ---------------------------------------------------------------------
 
     def put_scratchpad(self, key: str, memory: Memory) -> Memory:
-        """Store ``memory`` under ``key`` (replacing what the key held); return it as stored."""
+        """Store ``memory`` under ``key`` (replacing what the key held); return it as stored.
+        A key another agent holds is refused (one namespace per file)."""
         require_str(key, "key", allow_empty=False)
+        if self.config.scope.scoped:
+            with self.db.reading() as conn:
+                held = self.sql.fetch_by_key(conn, key)
+            self.config.scope.refuse_taken(f"scratchpad key {key!r}", held)
         return self._write(replace(memory, key=key), Tier.SCRATCHPAD)
 
     def get_scratchpad(self, key: str) -> Memory | None:
         """The scratchpad memory under ``key``, or ``None``."""
         require_str(key, "key")
         with self.db.reading() as conn:
-            found: Memory | None = self.sql.fetch_by_key(conn, key)
+            found: Memory | None = self.sql.fetch_by_key(conn, key, self.config.scope)
             return found
 
     def delete_scratchpad(self, key: str) -> bool:
         """Delete the scratchpad entry under ``key``; True if there was one."""
         require_str(key, "key")
         with self.db.transaction() as conn:
-            memory = self.sql.fetch_by_key(conn, key)
+            memory = self.sql.fetch_by_key(conn, key, self.config.scope)
             if memory is None:
                 return False
             gone = self.own.forget(conn, memory.id, Tier.SCRATCHPAD, None, None, 0)
@@ -367,12 +376,12 @@ class MemoryStore:
     def get_all_scratchpad(self) -> list[Memory]:
         """Every scratchpad entry, least recently written first."""
         with self.db.reading() as conn:
-            return list(self.sql.fetch_all(conn, Tier.SCRATCHPAD))
+            return list(self.sql.fetch_all(conn, Tier.SCRATCHPAD, self.config.scope))
 
     def clear_scratchpad(self) -> int:
         """Delete every scratchpad entry; return how many."""
         with self.db.transaction() as conn:
-            return int(self.sql.clear(conn, Tier.SCRATCHPAD))
+            return int(self.sql.clear(conn, Tier.SCRATCHPAD, self.config.scope))
 
     # --- the lower-level API: one method per tier -------------------------------------------
 
@@ -445,7 +454,7 @@ class MemoryStore:
     def _get(self, tier: Tier, memory_id: str) -> Memory | None:
         require_str(memory_id, "memory_id")
         with self.db.reading() as conn:
-            found: Memory | None = self.sql.fetch(conn, tier, memory_id)
+            found: Memory | None = self.sql.fetch(conn, tier, memory_id, self.config.scope)
             return found
 
     def _delete(self, tier: Tier, memory_id: str) -> bool:
@@ -457,7 +466,7 @@ class MemoryStore:
     def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
         options = options or QueryOptions()
         with self.db.reading() as conn:  # the engine's query validates the options
-            return list(self.sql.query(conn, tier, options))
+            return list(self.sql.query(conn, tier, options, self.config.scope))
 
 
 def _normal(memory: Memory) -> Memory:

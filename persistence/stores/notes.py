@@ -10,15 +10,17 @@ from typing import Any
 
 from persistence.engine import Engine
 from persistence.note_records import MemoryVersion, Note, NoteVersion
+from persistence.stores.scope import WHOLE, Scope
 
 
 class NoteStore:
-    """The :class:`~persistence.NoteStorage` of one store; which notes a handle sees is
-    the engine's SQL's (one agent's on a scoped handle)."""
+    """The :class:`~persistence.NoteStorage` of one store; ``scope`` goes with every
+    statement that reads or removes notes (a scoped handle: its agent's notes)."""
 
-    def __init__(self, db: Engine, sql: Any) -> None:
+    def __init__(self, db: Engine, sql: Any, scope: Scope = WHOLE) -> None:
         self.db = db
         self.sql = sql
+        self.scope = scope
 
     def save_note(self, note: Note, version: NoteVersion) -> None:
         with self.db.transaction() as conn:
@@ -26,20 +28,20 @@ class NoteStore:
 
     def get_note(self, note_id: str) -> Note | None:
         with self.db.reading() as conn:
-            found: Note | None = self.sql.fetch(conn, note_id)
+            found: Note | None = self.sql.fetch(conn, note_id, self.scope)
             return found
 
     def note_versions(self, note_id: str) -> list[NoteVersion]:
         with self.db.reading() as conn:
-            return list(self.sql.versions(conn, note_id))
+            return list(self.sql.versions(conn, note_id, self.scope))
 
     def list_notes(self, tag: str | None = None, limit: int | None = None) -> list[Note]:
         with self.db.reading() as conn:
-            return list(self.sql.recent(conn, tag, limit))
+            return list(self.sql.recent(conn, tag, limit, self.scope))
 
     def delete_note(self, note_id: str) -> bool:
         with self.db.transaction() as conn:
-            return bool(self.sql.delete(conn, note_id))
+            return bool(self.sql.delete(conn, note_id, self.scope))
 
     def link_note(self, note_id: str, kind: str, target: str, at: int) -> bool:
         with self.db.transaction() as conn:
@@ -51,17 +53,17 @@ class NoteStore:
 
     def notes_linked_to(self, kind: str, target: str) -> list[str]:
         with self.db.reading() as conn:
-            return list(self.sql.linked_to(conn, kind, target))
+            return list(self.sql.linked_to(conn, kind, target, self.scope))
 
     def search_notes(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
         if not words:
             return []
         with self.db.reading() as conn:
-            return list(self.sql.search(conn, words, limit))
+            return list(self.sql.search(conn, words, limit, self.scope))
 
     def note_count(self) -> int:
         with self.db.reading() as conn:
-            return int(self.sql.count(conn))
+            return int(self.sql.count(conn, self.scope))
 
     def memory_versions(self, memory_id: str) -> list[MemoryVersion]:
         with self.db.reading() as conn:

@@ -18,7 +18,7 @@ from persistence.validation import parse_tier, require_int, require_str, validat
 
 class ScheduleStore:
     """Review schedules, retention and forgetting; the config's clock (epoch ms) stamps
-    the forgetting log."""
+    the forgetting log, its scope goes with every read (a scoped handle: its agent's)."""
 
     def __init__(
         self,
@@ -49,7 +49,7 @@ class ScheduleStore:
         """A memory's schedule, or ``None``."""
         require_str(memory_id, "memory_id")
         with self.db.reading() as conn:
-            found: RepetitionSchedule | None = self.sql.fetch(conn, memory_id)
+            found: RepetitionSchedule | None = self.sql.fetch(conn, memory_id, self.config.scope)
             return found
 
     def get_schedules_due_for_review(
@@ -59,7 +59,7 @@ class ScheduleStore:
         require_int(before, "before")
         require_int(limit, "limit", allow_none=True, minimum=0)
         with self.db.reading() as conn:
-            return list(self.sql.due(conn, before, limit))
+            return list(self.sql.due(conn, before, limit, self.config.scope))
 
     # --- forgetting curve batches -----------------------------------------------------------
 
@@ -73,7 +73,11 @@ class ScheduleStore:
         require_int(min_reviews, "min_reviews", minimum=0)
         tier = parse_tier(tier, "tier")
         with self.db.reading() as conn:
-            return list(self.forgetting.retention_batch(conn, tier, after_id, limit, min_reviews))
+            return list(
+                self.forgetting.retention_batch(
+                    conn, tier, after_id, limit, min_reviews, self.config.scope
+                )
+            )
 
     def apply_decay(
         self,
@@ -97,4 +101,6 @@ class ScheduleStore:
         require_str(memory_id, "memory_id", allow_none=True)
         require_str(agent_id, "agent_id", allow_none=True)
         with self.db.reading() as conn:
-            return list(self.forgetting.forgetting_log(conn, memory_id, agent_id))
+            return list(
+                self.forgetting.forgetting_log(conn, memory_id, agent_id, self.config.scope)
+            )

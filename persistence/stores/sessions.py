@@ -15,7 +15,8 @@ from persistence.validation import require_int, require_str, validate_session, v
 
 class SessionStore:
     """Sessions and transcripts; the config's clock (epoch ms) stamps transcript lines.
-    Which sessions a handle sees is the engine's SQL's (one agent's on a scoped handle)."""
+    The config's scope goes with every statement: a scoped handle sees the sessions its
+    agent started and their transcripts; a session id another agent holds is refused."""
 
     def __init__(self, db: Engine, sql: Any, config: StoreConfig) -> None:
         self.db = db
@@ -27,7 +28,7 @@ class SessionStore:
         validate_session(session)
         row = self.sql.encode_row(session)
         with self.db.transaction() as conn:
-            if not self.sql.upsert(conn, row):
+            if not self.sql.upsert(conn, row, self.config.scope):
                 raise InvalidInputError(
                     f"session id {session.session_id!r} is taken in this file by another agent"
                 )
@@ -36,44 +37,44 @@ class SessionStore:
         """The session, or ``None``."""
         require_str(session_id, "session_id")
         with self.db.reading() as conn:
-            found: SessionState | None = self.sql.fetch(conn, session_id)
+            found: SessionState | None = self.sql.fetch(conn, session_id, self.config.scope)
             return found
 
     def session_is_active(self, session_id: str) -> bool | None:
         """Whether the session is active (not ended); ``None`` if there is none."""
         require_str(session_id, "session_id")
         with self.db.reading() as conn:
-            active: bool | None = self.sql.is_active(conn, session_id)
+            active: bool | None = self.sql.is_active(conn, session_id, self.config.scope)
             return active
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its transcript; memories from it stay. True if it existed."""
         require_str(session_id, "session_id")
         with self.db.transaction() as conn:
-            return bool(self.sql.delete(conn, session_id))
+            return bool(self.sql.delete(conn, session_id, self.config.scope))
 
     def get_sessions(self, limit: int | None = None) -> list[SessionState]:
         """All sessions, ended or not, most recently active first."""
         require_int(limit, "limit", allow_none=True, minimum=0)
         with self.db.reading() as conn:
-            return list(self.sql.recent(conn, limit))
+            return list(self.sql.recent(conn, limit, self.config.scope))
 
     def get_sessions_pending_compaction(self) -> list[SessionState]:
         """Sessions flagged for compaction, least recently active first."""
         with self.db.reading() as conn:
-            return list(self.sql.pending_compaction(conn))
+            return list(self.sql.pending_compaction(conn, self.config.scope))
 
     def touch_session(self, session_id: str, at: int) -> None:
         """Move a session's ``last_active_at`` forward to ``at`` (never backward)."""
         require_str(session_id, "session_id")
         require_int(at, "at")
         with self.db.transaction() as conn:
-            self.sql.touch(conn, session_id, at)
+            self.sql.touch(conn, session_id, at, self.config.scope)
 
     def get_active_sessions(self) -> list[SessionState]:
         """Sessions not yet ended, most recently active first."""
         with self.db.reading() as conn:
-            return list(self.sql.active(conn))
+            return list(self.sql.active(conn, self.config.scope))
 
     def append_transcript(
         self, session_id: str, turn: int, role: str, content: str, *, speaker: str | None = None
@@ -85,7 +86,7 @@ class SessionStore:
         )
         validate_transcript(entry)
         with self.db.transaction() as conn:
-            if not self.sql.append_transcript(conn, entry):
+            if not self.sql.append_transcript(conn, entry, self.config.scope):
                 raise SessionNotFoundError(f"no session {session_id}: start it first")
         return entry
 
@@ -93,4 +94,4 @@ class SessionStore:
         """A session's transcript in turn order."""
         require_str(session_id, "session_id")
         with self.db.reading() as conn:
-            return list(self.sql.transcripts(conn, session_id))
+            return list(self.sql.transcripts(conn, session_id, self.config.scope))

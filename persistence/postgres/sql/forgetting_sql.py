@@ -12,14 +12,15 @@ import psycopg
 from persistence.errors import InvalidInputError
 from persistence.postgres.sql import memory_sql
 from persistence.records import ForgettingRecord, RetentionInput, Tier
+from persistence.stores.scope import WHOLE, Scope
 
 _BATCH = (
     "SELECT t.id, t.importance, t.retention, t.created_at, s.stability_days, "
     "s.last_reviewed_at, coalesce(s.review_count, 0) "
     "FROM tm_memories AS t LEFT JOIN tm_schedules AS s ON s.memory_id = t.id "
-    'WHERE t.tier = %s AND t.id COLLATE "C" > %s AND coalesce(s.review_count, 0) >= %s '
-    'ORDER BY t.id COLLATE "C" LIMIT %s'
+    'WHERE t.tier = %s AND t.id COLLATE "C" > %s AND coalesce(s.review_count, 0) >= %s'
 )
+_BATCH_ORDER = ' ORDER BY t.id COLLATE "C" LIMIT %s'
 _SET_RETENTION = (
     "UPDATE tm_memories AS t SET retention = u.r "
     "FROM unnest(%s::text[], %s::float8[]) AS u(id, r) WHERE t.id = u.id AND t.tier = %s"
@@ -28,10 +29,19 @@ _LOG = "SELECT memory_id, tier, forgotten_at, retention, reason FROM tm_forgetti
 
 
 def retention_batch(
-    conn: psycopg.Connection[Any], tier: Tier, after_id: str, limit: int, min_reviews: int
+    conn: psycopg.Connection[Any],
+    tier: Tier,
+    after_id: str,
+    limit: int,
+    min_reviews: int,
+    scope: Scope = WHOLE,
 ) -> list[RetentionInput]:
-    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
-    rows = conn.execute(_BATCH, (tier.value, after_id, min_reviews, limit)).fetchall()
+    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
+    (keyset paging)."""
+    mine, agent = scope.and_("t.scope", "%s")
+    rows = conn.execute(
+        _BATCH + mine + _BATCH_ORDER, (tier.value, after_id, min_reviews, *agent, limit)
+    ).fetchall()
     return [RetentionInput(*row) for row in rows]
 
 
@@ -64,17 +74,22 @@ def forget_many(
 
 
 def forgetting_log(
-    conn: psycopg.Connection[Any], memory_id: str | None, agent_id: str | None = None
+    conn: psycopg.Connection[Any],
+    memory_id: str | None,
+    agent_id: str | None = None,
+    scope: Scope = WHOLE,
 ) -> list[ForgettingRecord]:
-    """Audit rows, oldest first, for one memory or for all. The log names no agent
-    (a scoped handle sees its own rows): ``agent_id`` is refused."""
+    """Audit rows (in ``scope``), oldest first, for one memory or for all. The log names
+    no agent (a scoped handle sees its own rows): ``agent_id`` is refused."""
     if agent_id is not None:
         raise InvalidInputError(
             "the PostgreSQL forgetting log is kept per scope, not per agent: "
             "read it through a handle scoped to the agent"
         )
+    mine, params = scope.condition("scope", "%s")
     if memory_id is None:
-        rows = conn.execute(_LOG + " ORDER BY id").fetchall()
+        rows = conn.execute(f"{_LOG} WHERE {mine} ORDER BY id", params).fetchall()
     else:
-        rows = conn.execute(_LOG + " WHERE memory_id = %s ORDER BY id", (memory_id,)).fetchall()
+        sql = f"{_LOG} WHERE memory_id = %s AND {mine} ORDER BY id"
+        rows = conn.execute(sql, (memory_id, *params)).fetchall()
     return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]

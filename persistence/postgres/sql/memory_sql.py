@@ -27,6 +27,7 @@ from persistence.records import (
     Tier,
 )
 from persistence.stores.rows import filter_fields, query_filters, validate_query
+from persistence.stores.scope import WHOLE, Scope
 
 Connection = psycopg.Connection[Any]
 
@@ -303,37 +304,58 @@ def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows}
 
 
-def fetch(conn: Connection, tier: Tier | None, memory_id: str) -> Memory | None:
-    """The memory with ``memory_id`` (in ``tier``, if given), or ``None``."""
+def _mine(scope: Scope, column: str = "t.scope") -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a row's scope column, to append after ``WHERE ...``
+    (row-level security keeps the same rows: this is the first wall, it the second)."""
+    return scope.and_(column, "%s")
+
+
+def fetch(
+    conn: Connection, tier: Tier | None, memory_id: str, scope: Scope = WHOLE
+) -> Memory | None:
+    """The memory with ``memory_id`` (in ``tier``, if given, and ``scope``), or ``None``."""
+    mine, agent = _mine(scope)
     if tier is None:
-        row = conn.execute(f"{SELECT} WHERE t.id = %s", (memory_id,), binary=True).fetchone()
+        row = conn.execute(
+            f"{SELECT} WHERE t.id = %s{mine}", (memory_id, *agent), binary=True
+        ).fetchone()
     else:
         row = conn.execute(
-            f"{SELECT} WHERE t.id = %s AND t.tier = %s", (memory_id, tier.value), binary=True
+            f"{SELECT} WHERE t.id = %s AND t.tier = %s{mine}",
+            (memory_id, tier.value, *agent),
+            binary=True,
         ).fetchone()
     return None if row is None else to_memory(row)
 
 
-def fetch_many(conn: Connection, memory_ids: Sequence[str]) -> list[Memory]:
-    """The memories with these ids (any order; missing ids left out)."""
+def fetch_many(
+    conn: Connection, memory_ids: Sequence[str], *, scope: Scope = WHOLE
+) -> list[Memory]:
+    """The memories (of ``scope``) with these ids (any order; missing ids left out)."""
     if not memory_ids:
         return []
+    mine, agent = _mine(scope)
     rows = conn.execute(
-        f"{SELECT} WHERE t.id = ANY(%s)", (list(memory_ids),), binary=True
+        f"{SELECT} WHERE t.id = ANY(%s){mine}", (list(memory_ids), *agent), binary=True
     ).fetchall()
     return [to_memory(row) for row in rows]
 
 
-def fetch_by_key(conn: Connection, key: str) -> Memory | None:
-    """The scratchpad memory under ``key``, or ``None``."""
-    row = conn.execute(f"{SELECT} WHERE t.key = %s", (key,), binary=True).fetchone()
+def fetch_by_key(conn: Connection, key: str, scope: Scope = WHOLE) -> Memory | None:
+    """The scratchpad memory (of ``scope``) under ``key``, or ``None``."""
+    mine, agent = _mine(scope)
+    row = conn.execute(f"{SELECT} WHERE t.key = %s{mine}", (key, *agent), binary=True).fetchone()
     return None if row is None else to_memory(row)
 
 
-def fetch_all(conn: Connection, tier: Tier) -> list[Memory]:
-    """Every memory of ``tier``, least recently written first (ties in insertion order)."""
+def fetch_all(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> list[Memory]:
+    """Every memory of ``tier`` (in ``scope``), least recently written first (ties in
+    insertion order)."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
-        f"{SELECT} WHERE t.tier = %s ORDER BY t.updated_at, t.seq", (tier.value,), binary=True
+        f"{SELECT} WHERE t.tier = %s{mine} ORDER BY t.updated_at, t.seq",
+        (tier.value, *agent),
+        binary=True,
     ).fetchall()
     return [to_memory(row) for row in rows]
 
@@ -346,9 +368,12 @@ def content_and_tier(conn: Connection, memory_id: str) -> tuple[str, Tier] | Non
     return None if row is None else (str(row[0]), _TIER_NAMED[row[1]])
 
 
-def tier_of(conn: Connection, memory_id: str) -> Tier | None:
-    """The tier that holds ``memory_id``, or ``None``."""
-    row = conn.execute("SELECT tier FROM tm_memories WHERE id = %s", (memory_id,)).fetchone()
+def tier_of(conn: Connection, memory_id: str, scope: Scope = WHOLE) -> Tier | None:
+    """The tier that holds ``memory_id`` (in ``scope``), or ``None``."""
+    mine, agent = _mine(scope, "scope")
+    row = conn.execute(
+        f"SELECT tier FROM tm_memories WHERE id = %s{mine}", (memory_id, *agent)
+    ).fetchone()
     return None if row is None else _TIER_NAMED[row[0]]
 
 
@@ -356,7 +381,7 @@ _FORGET = """
 WITH gone AS (
     DELETE FROM tm_memories AS t
     USING unnest(%(ids)s::text[], %(retentions)s::float8[]) WITH ORDINALITY AS f(id, r, n)
-    WHERE t.id = f.id AND (%(tier)s::text IS NULL OR t.tier = %(tier)s::text)
+    WHERE t.id = f.id AND (%(tier)s::text IS NULL OR t.tier = %(tier)s::text) {scope}
     RETURNING t.id, t.scope, t.tier, f.r, f.n
 ), logged AS (
     INSERT INTO tm_forgetting_log (memory_id, scope, tier, forgotten_at, retention, reason)
@@ -378,13 +403,17 @@ def forget_rows(
     tier: Tier | None,
     reason: str | None,
     at: int | None,
+    scope: Scope = WHOLE,
 ) -> list[tuple[str, Tier]]:
-    """Delete memories (of ``tier``, if given) with their vectors, schedules and content
-    keys, and with a ``reason`` log one forgetting row each (stamped ``at``, in the order
-    given); their promotion-log rows stay. Returns ``(id, tier)`` of those deleted."""
+    """Delete memories (of ``tier``, if given, and ``scope``) with their vectors,
+    schedules and content keys, and with a ``reason`` log one forgetting row each
+    (stamped ``at``, in the order given); their promotion-log rows stay. Returns
+    ``(id, tier)`` of those deleted."""
+    mine, _ = scope.and_("t.scope", "%(scope)s")
     rows = conn.execute(
-        _FORGET,
+        _FORGET.replace("{scope}", mine),
         {
+            "scope": scope.agent_id,
             "ids": list(memory_ids),
             "retentions": list(retentions) if retentions is not None else [None] * len(memory_ids),
             "tier": None if tier is None else tier.value,
@@ -395,10 +424,13 @@ def forget_rows(
     return [(r[0], _TIER_NAMED[r[1]]) for r in rows]
 
 
-def clear(conn: Connection, tier: Tier) -> int:
-    """Delete every memory of ``tier`` (as :func:`forget_rows` does, unlogged); how many."""
-    ids = [r[0] for r in conn.execute("SELECT id FROM tm_memories WHERE tier = %s", (tier.value,))]
-    return len(forget_rows(conn, ids, None, tier, None, None)) if ids else 0
+def clear(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> int:
+    """Delete every memory of ``tier`` in ``scope`` (as :func:`forget_rows` does,
+    unlogged); how many."""
+    mine, agent = _mine(scope, "scope")
+    sql = f"SELECT id FROM tm_memories WHERE tier = %s{mine}"
+    ids = [r[0] for r in conn.execute(sql, (tier.value, *agent))]
+    return len(forget_rows(conn, ids, None, tier, None, None, scope)) if ids else 0
 
 
 def conditions(
@@ -445,11 +477,16 @@ def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
     return found, params
 
 
-def query(conn: Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
-    """Memories of ``tier`` matching every filter ``options`` sets, ordered as SQLite
-    orders them (a missing ``last_accessed_at`` sorts lowest)."""
+def query(
+    conn: Connection, tier: Tier, options: QueryOptions, scope: Scope = WHOLE
+) -> list[Memory]:
+    """Memories of ``tier`` (in ``scope``) matching every filter ``options`` sets, ordered
+    as SQLite orders them (a missing ``last_accessed_at`` sorts lowest)."""
     validate_query(options, ORDER_COLUMNS)
     where, params = conditions(**query_filters(options))
+    if scope.scoped:
+        mine, agent = scope.condition("t.scope", "%s")
+        where, params = [*where, mine], [*params, *agent]
     direction = "DESC NULLS LAST" if options.descending else "ASC NULLS FIRST"
     id_direction = "DESC" if options.descending else "ASC"
     sql = (
@@ -462,19 +499,25 @@ def query(conn: Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
     return [to_memory(row) for row in rows]
 
 
-def page(conn: Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+def page(
+    conn: Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[Memory]:
+    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
+    (keyset paging)."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
-        f"{SELECT} WHERE t.tier = %s AND {ID} > %s ORDER BY {ID} LIMIT %s",
-        (tier.value, after_id, limit),
+        f"{SELECT} WHERE t.tier = %s AND {ID} > %s{mine} ORDER BY {ID} LIMIT %s",
+        (tier.value, after_id, *agent, limit),
         binary=True,
     ).fetchall()
     return [to_memory(row) for row in rows]
 
 
-def count(conn: Connection, tier: Tier) -> int:
-    """How many memories ``tier`` holds."""
-    row = conn.execute("SELECT count(*) FROM tm_memories WHERE tier = %s", (tier.value,)).fetchone()
+def count(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> int:
+    """How many memories ``tier`` holds (in ``scope``)."""
+    mine, agent = _mine(scope, "scope")
+    sql = f"SELECT count(*) FROM tm_memories WHERE tier = %s{mine}"
+    row = conn.execute(sql, (tier.value, *agent)).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -507,10 +550,14 @@ def log_promotion(
     return PromotionRecord(int(row[0]), memory_id, source, target, at, reason)
 
 
-def promotion_history(conn: Connection, memory_id: str) -> list[PromotionRecord]:
-    """Every logged promotion of ``memory_id``, oldest first."""
+def promotion_history(
+    conn: Connection, memory_id: str, scope: Scope = WHOLE
+) -> list[PromotionRecord]:
+    """Every logged promotion of ``memory_id`` (in ``scope``), oldest first."""
+    mine, agent = _mine(scope, "scope")
     rows = conn.execute(
-        f"SELECT {_PROMOTION_COLUMNS} FROM tm_promotion_log WHERE memory_id = %s ORDER BY id",
-        (memory_id,),
+        f"SELECT {_PROMOTION_COLUMNS} FROM tm_promotion_log WHERE memory_id = %s{mine} "
+        "ORDER BY id",
+        (memory_id, *agent),
     ).fetchall()
     return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]

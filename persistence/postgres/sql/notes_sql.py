@@ -1,9 +1,10 @@
 """SQL of notes (``tm_notes``, ``tm_note_versions``, ``tm_note_links``) and of memories'
 content history (``tm_memory_versions``).
 
-Row-level security scopes every statement to the connection's agent (migration v9), so
-no statement here names an agent. A note's keywords are ``tm_notes.kw``, a generated
-column over title, content and tags.
+A statement that reads or removes notes carries the handle's
+:class:`~persistence.stores.scope.Scope` as ``scope = %s``; row-level security scopes
+every statement to the connection's agent again (migration v9). A note's keywords are
+``tm_notes.kw``, a generated column over title, content and tags.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from persistence.codecs import decode_json
 from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.postgres.sql.keyword_sql import tsquery_text
 from persistence.stores.rows import note_row, note_version_row
+from persistence.stores.scope import WHOLE, Scope
 
 Connection = psycopg.Connection[Any]
 
@@ -68,9 +70,17 @@ def _links(conn: Connection, note_id: str) -> tuple[NoteLink, ...]:
     return tuple(NoteLink(kind, target) for kind, target in rows)
 
 
-def fetch(conn: Connection, note_id: str) -> Note | None:
-    """The note with that id, with its links."""
-    row = conn.execute(f"SELECT {_COLUMNS} FROM tm_notes WHERE id = %s", (note_id,)).fetchone()
+def _mine(scope: Scope, table: str = "") -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a row's ``scope`` column (``1 = 1`` unscoped)."""
+    return scope.condition(f"{table}scope", "%s")
+
+
+def fetch(conn: Connection, note_id: str, scope: Scope = WHOLE) -> Note | None:
+    """The note with that id (in ``scope``), with its links."""
+    mine, agent = _mine(scope)
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM tm_notes WHERE id = %s AND {mine}", (note_id, *agent)
+    ).fetchone()
     return None if row is None else _to_note(row, _links(conn, note_id))
 
 
@@ -90,21 +100,27 @@ def save(conn: Connection, note: Note, version: NoteVersion) -> None:
     )
 
 
-def versions(conn: Connection, note_id: str) -> list[NoteVersion]:
-    """Every version of the note, oldest first."""
+def versions(conn: Connection, note_id: str, scope: Scope = WHOLE) -> list[NoteVersion]:
+    """Every version of the note (in ``scope``), oldest first."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
-        f"SELECT {_VERSION_COLUMNS} FROM tm_note_versions WHERE note_id = %s ORDER BY version",
-        (note_id,),
+        f"SELECT {_VERSION_COLUMNS} FROM tm_note_versions WHERE note_id = %s AND {mine} "
+        "ORDER BY version",
+        (note_id, *agent),
     ).fetchall()
     return [_to_version(r) for r in rows]
 
 
-def recent(conn: Connection, tag: str | None, limit: int | None) -> list[Note]:
-    """Notes, most recently updated first (with ``tag``: only those carrying it)."""
-    sql = f"SELECT {_COLUMNS} FROM tm_notes"
-    params: list[Any] = []
+def recent(
+    conn: Connection, tag: str | None, limit: int | None, scope: Scope = WHOLE
+) -> list[Note]:
+    """Notes in ``scope``, most recently updated first (with ``tag``: only those
+    carrying it)."""
+    mine, agent = _mine(scope)
+    sql = f"SELECT {_COLUMNS} FROM tm_notes WHERE {mine}"
+    params: list[Any] = list(agent)
     if tag is not None:
-        sql += " WHERE tags::jsonb ? %s"
+        sql += " AND tags::jsonb ? %s"
         params.append(tag)
     sql += ' ORDER BY updated_at DESC, id COLLATE "C"'
     if limit is not None:
@@ -113,9 +129,12 @@ def recent(conn: Connection, tag: str | None, limit: int | None) -> list[Note]:
     return [_to_note(r, _links(conn, r[0])) for r in conn.execute(sql, params).fetchall()]
 
 
-def delete(conn: Connection, note_id: str) -> bool:
-    """Delete the note with every version and link (cascade); True if it existed."""
-    return conn.execute("DELETE FROM tm_notes WHERE id = %s", (note_id,)).rowcount > 0
+def delete(conn: Connection, note_id: str, scope: Scope = WHOLE) -> bool:
+    """Delete the note (in ``scope``) with every version and link (cascade); True if it
+    existed."""
+    mine, agent = _mine(scope)
+    sql = f"DELETE FROM tm_notes WHERE id = %s AND {mine}"
+    return conn.execute(sql, (note_id, *agent)).rowcount > 0
 
 
 def link(conn: Connection, note_id: str, kind: str, target: str, at: int) -> bool:
@@ -137,33 +156,38 @@ def unlink(conn: Connection, note_id: str, kind: str, target: str) -> bool:
     return cur.rowcount > 0
 
 
-def linked_to(conn: Connection, kind: str, target: str) -> list[str]:
-    """Ids of the notes linked to ``target``, oldest link first."""
+def linked_to(conn: Connection, kind: str, target: str, scope: Scope = WHOLE) -> list[str]:
+    """Ids of the notes (in ``scope``) linked to ``target``, oldest link first."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
         f"SELECT note_id FROM tm_note_links WHERE kind = %s AND target = %s AND {_LIVE} "
-        'ORDER BY made_at, note_id COLLATE "C"',
-        (kind, target),
+        f'AND {mine} ORDER BY made_at, note_id COLLATE "C"',
+        (kind, target, *agent),
     ).fetchall()
     return [r[0] for r in rows]
 
 
-def search(conn: Connection, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
-    """``(note id, score)`` of the notes holding any of ``words``, best (lowest) first;
-    the score is minus ``ts_rank``."""
+def search(
+    conn: Connection, words: Sequence[str], limit: int, scope: Scope = WHOLE
+) -> list[tuple[str, float]]:
+    """``(note id, score)`` of the notes (in ``scope``) holding any of ``words``, best
+    (lowest) first; the score is minus ``ts_rank``."""
+    mine, agent = _mine(scope)
     query = tsquery_text(words)
     if not query:
         return []
     rows = conn.execute(
         "SELECT id, -ts_rank(kw, q) AS score FROM tm_notes, to_tsquery('tm_english', %s) q "
-        'WHERE kw @@ q ORDER BY score, id COLLATE "C" LIMIT %s',
-        (query, limit),
+        f'WHERE kw @@ q AND {mine} ORDER BY score, id COLLATE "C" LIMIT %s',
+        (query, *agent, limit),
     ).fetchall()
     return [(r[0], float(r[1])) for r in rows]
 
 
-def count(conn: Connection) -> int:
-    """How many notes the connection sees."""
-    row = conn.execute("SELECT count(*) FROM tm_notes").fetchone()
+def count(conn: Connection, scope: Scope = WHOLE) -> int:
+    """How many notes ``scope`` holds."""
+    mine, agent = _mine(scope)
+    row = conn.execute(f"SELECT count(*) FROM tm_notes WHERE {mine}", agent).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 from persistence.records import RepetitionSchedule
+from persistence.stores.scope import WHOLE, Scope
 
 _COLUMNS = (
     "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
@@ -41,19 +42,25 @@ def insert_many(conn: psycopg.Connection[Any], schedules: Sequence[RepetitionSch
             cur.executemany(_INSERT, [_row(s) for s in schedules])
 
 
-def fetch(conn: psycopg.Connection[Any], memory_id: str) -> RepetitionSchedule | None:
-    """The schedule of ``memory_id``, or ``None``."""
+def fetch(
+    conn: psycopg.Connection[Any], memory_id: str, scope: Scope = WHOLE
+) -> RepetitionSchedule | None:
+    """The schedule of ``memory_id`` (in ``scope``), or ``None``."""
+    mine, agent = scope.and_("scope", "%s")
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM tm_schedules WHERE memory_id = %s", (memory_id,)
+        f"SELECT {_COLUMNS} FROM tm_schedules WHERE memory_id = %s{mine}", (memory_id, *agent)
     ).fetchone()
     return None if row is None else RepetitionSchedule(*row)
 
 
-def due(conn: psycopg.Connection[Any], before: int, limit: int | None) -> list[RepetitionSchedule]:
-    """Schedules with ``next_review_at <= before``, most overdue first."""
+def due(
+    conn: psycopg.Connection[Any], before: int, limit: int | None, scope: Scope = WHOLE
+) -> list[RepetitionSchedule]:
+    """Schedules (in ``scope``) with ``next_review_at <= before``, most overdue first."""
+    mine, agent = scope.and_("scope", "%s")
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM tm_schedules WHERE next_review_at <= %s "
+        f"SELECT {_COLUMNS} FROM tm_schedules WHERE next_review_at <= %s{mine} "
         'ORDER BY next_review_at, memory_id COLLATE "C" LIMIT %s',
-        (before, limit),
+        (before, *agent, limit),
     ).fetchall()
     return [RepetitionSchedule(*row) for row in rows]

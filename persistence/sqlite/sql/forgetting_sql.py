@@ -20,6 +20,7 @@ from persistence.sqlite.row_checks import (
 )
 from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.sql.memory_sql import TABLE
+from persistence.stores.scope import WHOLE, Scope
 
 _INPUT_COLUMNS = (
     "t.id, t.importance, t.retention, t.created_at, s.stability_days, s.last_reviewed_at, "
@@ -46,15 +47,22 @@ def _record(row: Sequence[Any]) -> ForgettingRecord:
 
 
 def retention_batch(
-    conn: apsw.Connection, tier: Tier, after_id: str, limit: int, min_reviews: int = 0
+    conn: apsw.Connection,
+    tier: Tier,
+    after_id: str,
+    limit: int,
+    min_reviews: int = 0,
+    scope: Scope = WHOLE,
 ) -> list[RetentionInput]:
-    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
+    (keyset paging)."""
+    mine, agent = scope.and_("t.agent_id")
     rows = query_all(
         conn,
         f"SELECT {_INPUT_COLUMNS} FROM {TABLE[tier]} AS t "
         "LEFT JOIN repetition_schedules AS s ON s.memory_id = t.id "
-        "WHERE t.id > ? AND coalesce(s.review_count, 0) >= ? ORDER BY t.id LIMIT ?",
-        (after_id, min_reviews, limit),
+        f"WHERE t.id > ? AND coalesce(s.review_count, 0) >= ?{mine} ORDER BY t.id LIMIT ?",
+        (after_id, min_reviews, *agent, limit),
     )
     return [
         RetentionInput(*check_row(TABLE[tier], _INPUT_NAMES, _INPUT_KINDS, row)) for row in rows
@@ -126,15 +134,22 @@ def forget_many(
 
 
 def forgetting_log(
-    conn: apsw.Connection, memory_id: str | None, agent_id: str | None = None
+    conn: apsw.Connection,
+    memory_id: str | None,
+    agent_id: str | None = None,
+    scope: Scope = WHOLE,
 ) -> list[ForgettingRecord]:
     """Audit rows, oldest first, for one memory or for all (of ``agent_id``'s memories,
-    if given)."""
-    sql = "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log WHERE 1"
-    params: tuple[str, ...] = ()
+    if given; of ``scope``'s: rows written before schema version 12 name no agent, an
+    unscoped handle reads them)."""
+    mine, params = scope.condition()
+    sql = (
+        "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log "
+        f"WHERE {mine}"
+    )
     if memory_id is not None:
         sql += " AND memory_id = ?"
-        params = (memory_id,)
+        params = (*params, memory_id)
     if agent_id is not None:
         sql += " AND agent_id = ?"
         params = (*params, agent_id)

@@ -56,6 +56,7 @@ from persistence.sqlite.row_checks import (
     tier_named,
 )
 from persistence.stores.rows import filter_fields, query_filters, validate_query
+from persistence.stores.scope import WHOLE, Scope
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
 
@@ -99,9 +100,24 @@ _SELECT_ANY_TIER = " UNION ALL ".join(
     f"{_select(tier, with_tier=True)} WHERE t.id = ?"
     for tier in (Tier.EPISODIC, Tier.SEMANTIC, Tier.SCRATCHPAD)
 )
+_SELECT_ANY_TIER_SCOPED = " UNION ALL ".join(
+    f"{_select(tier, with_tier=True)} WHERE t.id = ? AND t.agent_id = ?"
+    for tier in (Tier.EPISODIC, Tier.SEMANTIC, Tier.SCRATCHPAD)
+)
 
 
 _TIER_NAMED = {tier.value: tier for tier in Tier}
+
+
+def _mine(scope: Scope, alias: str = "t.") -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a memory's ``agent_id``, to append after ``WHERE ...``."""
+    return scope.and_(f"{alias}agent_id")
+
+
+def scoped_ids(scope: Scope) -> tuple[str, tuple[str, ...]]:
+    """A subquery of the live memory ids ``scope`` holds, and its parameters."""
+    mine, agent = scope.condition()
+    return " UNION ALL ".join(f"SELECT id FROM {TABLE[t]} WHERE {mine}" for t in Tier), agent * 3
 
 
 _new = object.__new__
@@ -296,9 +312,12 @@ def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
     }
 
 
-def fetch(conn: apsw.Connection, tier: Tier, memory_id: str) -> Memory | None:
-    """The memory with ``memory_id`` in ``tier``, or ``None``."""
-    row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?", (memory_id,))
+def fetch(
+    conn: apsw.Connection, tier: Tier, memory_id: str, scope: Scope = WHOLE
+) -> Memory | None:
+    """The memory with ``memory_id`` in ``tier`` (and ``scope``), or ``None``."""
+    mine, agent = _mine(scope)
+    row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?{mine}", (memory_id, *agent))
     return None if row is None else _to_memory(row)
 
 
@@ -308,9 +327,11 @@ def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
     return any_tier_memory(conn.execute(sql, params).fetchone())
 
 
-def fetch_any_query(memory_id: str) -> tuple[str, tuple[str, str, str]]:
+def fetch_any_query(memory_id: str, scope: Scope = WHOLE) -> tuple[str, tuple[str, ...]]:
     """The statement and parameters of :func:`fetch_any` (for a caller that runs it)."""
-    return _SELECT_ANY_TIER, (memory_id, memory_id, memory_id)
+    if scope.agent_id is None:
+        return _SELECT_ANY_TIER, (memory_id, memory_id, memory_id)
+    return _SELECT_ANY_TIER_SCOPED, (memory_id, scope.agent_id) * 3
 
 
 def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
@@ -319,28 +340,39 @@ def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
 
 
 def fetch_many(
-    conn: apsw.Connection, memory_ids: Sequence[str], tiers: Sequence[Tier] = tuple(Tier)
+    conn: apsw.Connection,
+    memory_ids: Sequence[str],
+    tiers: Sequence[Tier] = tuple(Tier),
+    *,
+    scope: Scope = WHOLE,
 ) -> list[Memory]:
-    """The memories with these ids, from whichever of ``tiers`` hold them (any order)."""
+    """The memories (of ``scope``) with these ids, from whichever of ``tiers`` hold them
+    (any order)."""
     if not memory_ids:
         return []
     marks = ", ".join("?" for _ in memory_ids)
+    mine, agent = _mine(scope)
     found: list[Memory] = []
     for tier in tiers:
-        rows = query_all(conn, f"{_SELECT[tier]} WHERE t.id IN ({marks})", list(memory_ids))
+        rows = query_all(
+            conn, f"{_SELECT[tier]} WHERE t.id IN ({marks}){mine}", [*memory_ids, *agent]
+        )
         found += [_to_memory(row) for row in rows]
     return found
 
 
-def fetch_by_key(conn: apsw.Connection, key: str) -> Memory | None:
-    """The scratchpad memory stored under ``key``, or ``None``."""
-    row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?", (key,))
+def fetch_by_key(conn: apsw.Connection, key: str, scope: Scope = WHOLE) -> Memory | None:
+    """The scratchpad memory (of ``scope``) stored under ``key``, or ``None``."""
+    mine, agent = _mine(scope)
+    row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?{mine}", (key, *agent))
     return None if row is None else _to_memory(row)
 
 
-def fetch_all(conn: apsw.Connection, tier: Tier) -> list[Memory]:
-    """Every memory of ``tier``, least recently written first (ties in insertion order)."""
-    rows = query_all(conn, f"{_SELECT[tier]} ORDER BY t.updated_at, t.rowid")
+def fetch_all(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> list[Memory]:
+    """Every memory of ``tier`` (in ``scope``), least recently written first (ties in
+    insertion order)."""
+    mine, agent = scope.condition("t.agent_id")
+    rows = query_all(conn, f"{_SELECT[tier]} WHERE {mine} ORDER BY t.updated_at, t.rowid", agent)
     return [_to_memory(row) for row in rows]
 
 
@@ -354,10 +386,11 @@ def content_and_tier(conn: apsw.Connection, memory_id: str) -> tuple[str, Tier] 
     return None
 
 
-def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
-    """The tier that holds ``memory_id``, or ``None``."""
+def tier_of(conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE) -> Tier | None:
+    """The tier that holds ``memory_id`` (in ``scope``), or ``None``."""
+    mine, agent = _mine(scope, "")
     for tier, sql in _TIER_OF:
-        if query_one(conn, sql, (memory_id,)):
+        if query_one(conn, sql + mine, (memory_id, *agent)):
             return tier
     return None
 
@@ -380,9 +413,10 @@ def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
     return True
 
 
-def clear(conn: apsw.Connection, tier: Tier) -> int:
-    """Delete every memory of ``tier``; return how many."""
-    ids = [r[0] for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")]
+def clear(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> int:
+    """Delete every memory of ``tier`` (in ``scope``); return how many."""
+    mine, agent = scope.condition()
+    ids = [r[0] for r in query_all(conn, f"SELECT id FROM {TABLE[tier]} WHERE {mine}", agent)]
     for memory_id in ids:
         delete(conn, tier, memory_id)
     return len(ids)
@@ -449,10 +483,15 @@ def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[A
     return f"({' OR '.join(parts)})", params * len(tiers)
 
 
-def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memory]:
-    """Memories of ``tier`` matching every filter that ``options`` sets."""
+def query(
+    conn: apsw.Connection, tier: Tier, options: QueryOptions, scope: Scope = WHOLE
+) -> list[Memory]:
+    """Memories of ``tier`` (in ``scope``) matching every filter that ``options`` sets."""
     validate_query(options, _ORDER_COLUMNS)
     where, params = conditions(**query_filters(options))
+    if scope.scoped:
+        mine, agent = scope.condition("t.agent_id")
+        where, params = [*where, mine], [*params, *agent]
     sql = _SELECT[tier]
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -462,10 +501,16 @@ def query(conn: apsw.Connection, tier: Tier, options: QueryOptions) -> list[Memo
     return [_to_memory(row) for row in query_all(conn, sql, params)]
 
 
-def page(conn: apsw.Connection, tier: Tier, after_id: str, limit: int) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` with id > ``after_id`` (keyset paging)."""
+def page(
+    conn: apsw.Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[Memory]:
+    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
+    (keyset paging)."""
+    mine, agent = _mine(scope)
     rows = query_all(
-        conn, f"{_SELECT[tier]} WHERE t.id > ? ORDER BY t.id LIMIT ?", (after_id, limit)
+        conn,
+        f"{_SELECT[tier]} WHERE t.id > ?{mine} ORDER BY t.id LIMIT ?",
+        (after_id, *agent, limit),
     )
     return [_to_memory(row) for row in rows]
 
@@ -484,9 +529,10 @@ def page_in_order(
     return [(rowid, found[memory_id]) for rowid, memory_id in rows]
 
 
-def count(conn: apsw.Connection, tier: Tier) -> int:
-    """How many memories ``tier`` holds."""
-    return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]}"))
+def count(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> int:
+    """How many memories ``tier`` holds (in ``scope``)."""
+    mine, agent = scope.condition()
+    return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]} WHERE {mine}", agent))
 
 
 def log_promotion(
@@ -522,13 +568,17 @@ def _promotion(row: Sequence[Any]) -> PromotionRecord:
                            reason)  # fmt: skip
 
 
-def promotion_history(conn: apsw.Connection, memory_id: str) -> list[PromotionRecord]:
-    """Every logged promotion of ``memory_id``, oldest first."""
+def promotion_history(
+    conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE
+) -> list[PromotionRecord]:
+    """Every logged promotion of ``memory_id``, oldest first (none unless ``scope``
+    holds the memory, live)."""
+    mine, agent = ("", ()) if not scope.scoped else scoped_ids(scope)
     rows = query_all(
         conn,
         "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
-        "WHERE memory_id = ? ORDER BY id",
-        (memory_id,),
+        f"WHERE memory_id = ?{mine and f' AND memory_id IN ({mine})'} ORDER BY id",
+        (memory_id, *agent),
     )
     return [_promotion(r) for r in rows]
 

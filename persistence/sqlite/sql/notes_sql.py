@@ -1,8 +1,9 @@
 """SQL of notes (``notes``, ``note_versions``, ``note_links``, ``notes_fts``) and of
 memories' content history (``memory_versions``).
 
-``agent`` is the agent a scoped handle is for (``None``: the whole store, every note):
-a scoped handle reads and writes only the notes its agent wrote.
+A statement that reads or removes notes carries the handle's
+:class:`~persistence.stores.scope.Scope` (the notes' ``agent_id``): a scoped handle reads
+and removes only the notes its agent wrote.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from persistence.codecs import decode_json
 from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.row_checks import INT, NULL_TEXT, TEXT, check_row, json_texts
+from persistence.sqlite.sql.index_sql import fts5_match
 from persistence.stores.rows import note_row, note_version_row
+from persistence.stores.scope import WHOLE, Scope
 
 _COLUMNS = (
     "id, title, content, tags, version, created_at, updated_at, created_by, updated_by, agent_id"
@@ -46,12 +49,9 @@ _LIVE = (
 reading; the rows stay, holding an id and no content, and travel with exports)."""
 
 
-def _mine(agent: str | None, column: str = "agent_id") -> str:
-    return "" if agent is None else f" AND {column} = ?"
-
-
-def _with(params: tuple[Any, ...], agent: str | None) -> tuple[Any, ...]:
-    return params if agent is None else (*params, agent)
+def _scoped(scope: Scope, column: str = "agent_id") -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a note's owner, to append after ``WHERE ...``."""
+    return scope.and_(column)
 
 
 _KINDS = {
@@ -95,11 +95,10 @@ def _links(conn: apsw.Connection, note_id: str) -> tuple[NoteLink, ...]:
     return tuple(NoteLink(*_checked("note_links", row)) for row in rows)
 
 
-def fetch(conn: apsw.Connection, note_id: str, agent: str | None) -> Note | None:
-    """The note with that id (if ``agent`` may see it), with its links."""
-    row = query_one(
-        conn, f"SELECT {_COLUMNS} FROM notes WHERE id = ?{_mine(agent)}", _with((note_id,), agent)
-    )
+def fetch(conn: apsw.Connection, note_id: str, scope: Scope = WHOLE) -> Note | None:
+    """The note with that id (if in ``scope``), with its links."""
+    mine, agent = _scoped(scope)
+    row = query_one(conn, f"SELECT {_COLUMNS} FROM notes WHERE id = ?{mine}", (note_id, *agent))
     return None if row is None else _to_note(row, _links(conn, note_id))
 
 
@@ -133,23 +132,26 @@ def save(conn: apsw.Connection, note: Note, version: NoteVersion) -> None:
     _index(conn, note)
 
 
-def versions(conn: apsw.Connection, note_id: str, agent: str | None) -> list[NoteVersion]:
-    """Every version of the note, oldest first (none if ``agent`` may not see it)."""
+def versions(conn: apsw.Connection, note_id: str, scope: Scope = WHOLE) -> list[NoteVersion]:
+    """Every version of the note, oldest first (none if out of ``scope``)."""
+    mine, agent = _scoped(scope)
     rows = query_all(
         conn,
         f"SELECT {_VERSION_COLUMNS} FROM note_versions WHERE note_id = ? AND note_id IN "
-        f"(SELECT id FROM notes WHERE id = ?{_mine(agent)}) ORDER BY version",
-        _with((note_id, note_id), agent),
+        f"(SELECT id FROM notes WHERE id = ?{mine}) ORDER BY version",
+        (note_id, note_id, *agent),
     )
     return [_to_version(r) for r in rows]
 
 
 def recent(
-    conn: apsw.Connection, agent: str | None, tag: str | None, limit: int | None
+    conn: apsw.Connection, tag: str | None, limit: int | None, scope: Scope = WHOLE
 ) -> list[Note]:
-    """Notes, most recently updated first (with ``tag``: only those carrying it)."""
-    sql = f"SELECT {_COLUMNS} FROM notes WHERE 1 = 1{_mine(agent)}"
-    params: tuple[Any, ...] = _with((), agent)
+    """Notes in ``scope``, most recently updated first (with ``tag``: only those
+    carrying it)."""
+    mine, agent = scope.condition()
+    sql = f"SELECT {_COLUMNS} FROM notes WHERE {mine}"
+    params: tuple[Any, ...] = agent
     if tag is not None:
         sql += " AND EXISTS (SELECT 1 FROM json_each(notes.tags) WHERE value = ?)"
         params = (*params, tag)
@@ -160,15 +162,20 @@ def recent(
     return [_to_note(r, _links(conn, r[0])) for r in query_all(conn, sql, params)]
 
 
-def delete(conn: apsw.Connection, note_id: str, agent: str | None) -> bool:
-    """Delete the note, its keywords, every version and link; True if it existed."""
-    rowid = query_value(
-        conn, f"SELECT rowid FROM notes WHERE id = ?{_mine(agent)}", _with((note_id,), agent)
-    )
+def delete(conn: apsw.Connection, note_id: str, scope: Scope = WHOLE) -> bool:
+    """Delete the note (in ``scope``), its keywords, every version and link; True if it
+    existed. Runs with ``secure_delete`` on: the pages it freed hold none of its text."""
+    mine, agent = _scoped(scope)
+    rowid = query_value(conn, f"SELECT rowid FROM notes WHERE id = ?{mine}", (note_id, *agent))
     if rowid is None:
         return False
-    conn.execute("DELETE FROM notes_fts WHERE rowid = ?", (rowid,))
-    conn.execute("DELETE FROM notes WHERE rowid = ?", (rowid,))  # versions, links: cascade
+    before = conn.pragma("secure_delete")
+    conn.pragma("secure_delete", 1)
+    try:
+        conn.execute("DELETE FROM notes_fts WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM notes WHERE rowid = ?", (rowid,))  # versions, links: cascade
+    finally:
+        conn.pragma("secure_delete", before)
     return True
 
 
@@ -191,36 +198,41 @@ def unlink(conn: apsw.Connection, note_id: str, kind: str, target: str) -> bool:
     return bool(conn.changes())
 
 
-def linked_to(conn: apsw.Connection, kind: str, target: str, agent: str | None) -> list[str]:
-    """Ids of the notes linked to ``target``, oldest link first."""
+def linked_to(
+    conn: apsw.Connection, kind: str, target: str, scope: Scope = WHOLE
+) -> list[str]:
+    """Ids of the notes (in ``scope``) linked to ``target``, oldest link first."""
+    mine, agent = _scoped(scope, "n.agent_id")
     rows = query_all(
         conn,
         "SELECT l.note_id FROM note_links l JOIN notes n ON n.id = l.note_id "
-        f"WHERE l.kind = ? AND l.target = ? AND {_LIVE}{_mine(agent, 'n.agent_id')} "
+        f"WHERE l.kind = ? AND l.target = ? AND {_LIVE}{mine} "
         "ORDER BY l.made_at, n.id",
-        _with((kind, target), agent),
+        (kind, target, *agent),
     )
     return [r[0] for r in rows]
 
 
 def search(
-    conn: apsw.Connection, match: str, limit: int, agent: str | None
+    conn: apsw.Connection, words: Sequence[str], limit: int, scope: Scope = WHOLE
 ) -> list[tuple[str, float]]:
-    """``(note id, bm25)`` of the notes matching the FTS5 expression, best (lowest) first."""
+    """``(note id, bm25)`` of the notes (in ``scope``) holding any of ``words`` (an FTS5
+    query), best (lowest) first."""
+    mine, agent = _scoped(scope, "n.agent_id")
     rows = query_all(
         conn,
         "SELECT n.id, bm25(notes_fts) AS score FROM notes_fts JOIN notes n ON n.rowid = "
-        f"notes_fts.rowid WHERE notes_fts MATCH ?{_mine(agent, 'n.agent_id')} "
+        f"notes_fts.rowid WHERE notes_fts MATCH ?{mine} "
         "ORDER BY score, n.id LIMIT ?",
-        (*_with((match,), agent), limit),
+        (fts5_match(words), *agent, limit),
     )
     return [(r[0], float(r[1])) for r in rows]
 
 
-def count(conn: apsw.Connection, agent: str | None) -> int:
-    """How many notes ``agent`` sees."""
-    return int(query_value(conn, f"SELECT count(*) FROM notes WHERE 1 = 1{_mine(agent)}",
-                           _with((), agent)))  # fmt: skip
+def count(conn: apsw.Connection, scope: Scope = WHOLE) -> int:
+    """How many notes ``scope`` holds."""
+    mine, agent = scope.condition()
+    return int(query_value(conn, f"SELECT count(*) FROM notes WHERE {mine}", agent))
 
 
 # --- memories' content history ------------------------------------------------------------
@@ -261,17 +273,14 @@ def table_rows(conn: apsw.Connection, table: str, agent: str | None) -> list[tup
     columns = ", ".join(NOTE_TABLE_COLUMNS[table])
     if table == "memory_versions":
         return query_all(conn, f"SELECT {columns} FROM memory_versions ORDER BY {_ORDER[table]}")
+    mine, params = Scope.of(agent).condition()
     if table == "notes":
-        return query_all(
-            conn,
-            f"SELECT {columns} FROM notes WHERE 1 = 1{_mine(agent)} ORDER BY id",
-            _with((), agent),
-        )
+        return query_all(conn, f"SELECT {columns} FROM notes WHERE {mine} ORDER BY id", params)
     return query_all(
         conn,
-        f"SELECT {columns} FROM {table} WHERE note_id IN (SELECT id FROM notes WHERE 1 = 1"
-        f"{_mine(agent)}) ORDER BY {_ORDER[table]}",
-        _with((), agent),
+        f"SELECT {columns} FROM {table} WHERE note_id IN (SELECT id FROM notes WHERE {mine}) "
+        f"ORDER BY {_ORDER[table]}",
+        params,
     )
 
 

@@ -10,6 +10,8 @@ import apsw
 from persistence.records import RepetitionSchedule
 from persistence.sqlite.connection import query_all, query_one
 from persistence.sqlite.row_checks import INT, NULL_INT, REAL, TEXT, damaged_row
+from persistence.sqlite.sql.memory_sql import scoped_ids
+from persistence.stores.scope import WHOLE, Scope
 
 _COLUMNS = (
     "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
@@ -69,21 +71,38 @@ def insert_many(conn: apsw.Connection, schedules: Sequence[RepetitionSchedule]) 
     )  # fmt: skip
 
 
-def fetch(conn: apsw.Connection, memory_id: str) -> RepetitionSchedule | None:
-    """The schedule of ``memory_id``, or ``None``."""
+def _mine(scope: Scope) -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a schedule (its memory is the scope's), to append."""
+    if not scope.scoped:
+        return "", ()
+    ids, agent = scoped_ids(scope)
+    return f" AND memory_id IN ({ids})", agent
+
+
+def fetch(
+    conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE
+) -> RepetitionSchedule | None:
+    """The schedule of ``memory_id`` (a memory ``scope`` holds), or ``None``."""
+    mine, agent = _mine(scope)
     row = query_one(
-        conn, f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id = ?", (memory_id,)
+        conn,
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id = ?{mine}",
+        (memory_id, *agent),
     )
     return None if row is None else _to_schedule(row)
 
 
-def due(conn: apsw.Connection, before: int, limit: int | None) -> list[RepetitionSchedule]:
-    """Schedules with ``next_review_at <= before``, most overdue first."""
+def due(
+    conn: apsw.Connection, before: int, limit: int | None, scope: Scope = WHOLE
+) -> list[RepetitionSchedule]:
+    """Schedules (of ``scope``'s memories) with ``next_review_at <= before``, most
+    overdue first."""
+    mine, agent = _mine(scope)
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE next_review_at <= ? "
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE next_review_at <= ?{mine} "
         "ORDER BY next_review_at, memory_id LIMIT ?",
-        (before, -1 if limit is None else limit),
+        (before, *agent, -1 if limit is None else limit),
     )
     return [_to_schedule(row) for row in rows]
 

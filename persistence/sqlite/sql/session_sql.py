@@ -20,6 +20,7 @@ from persistence.sqlite.row_checks import (
     json_texts,
 )
 from persistence.stores.rows import session_of, session_row
+from persistence.stores.scope import WHOLE, Scope
 
 _COLUMNS = (
     "session_id, started_at, last_active_at, turn_number, active_agents, scratchpad_state, "
@@ -33,14 +34,8 @@ def _to_entry(row: Sequence[Any]) -> TranscriptEntry:
                                       _TRANSCRIPT_KINDS, row))  # fmt: skip
 
 
-def _mine(agent_id: str | None, column: str = "agent_id") -> str:
-    """The condition on a session's owner: none for ``None`` (an unscoped handle sees
-    every session), else ``column = ?`` (the agent given as the next parameter)."""
-    return "" if agent_id is None else f" AND {column} = ?"
-
-
-def _with(params: tuple[Any, ...], agent_id: str | None) -> tuple[Any, ...]:
-    return params if agent_id is None else (*params, agent_id)
+_OWNED = "session_id IN (SELECT session_id FROM sessions WHERE agent_id = ?)"
+"""A transcript line's session is the scope's (the agent's id the parameter)."""
 
 
 _NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
@@ -65,11 +60,11 @@ def encode_row(session: SessionState) -> tuple[Any, ...]:
     return session_row(session)
 
 
-def upsert(conn: apsw.Connection, row: tuple[Any, ...], agent_id: str | None = None) -> bool:
-    """Insert or update a session (its transcripts are kept); an insert names
-    ``agent_id`` as its owner. With ``agent_id`` only that agent's session is updated:
+def upsert(conn: apsw.Connection, row: tuple[Any, ...], scope: Scope = WHOLE) -> bool:
+    """Insert or update a session (its transcripts are kept); an insert names the
+    scope's agent as its owner. A scoped write updates only that agent's session:
     False if the id is another owner's (nothing written)."""
-    columns, values, owner = _COLUMNS, row, ""
+    columns, values, owner, agent_id = _COLUMNS, row, "", scope.agent_id
     if agent_id is not None:  # (an unscoped write names no owner column: any schema)
         columns, values = f"{_COLUMNS}, agent_id", (*row, agent_id)
         owner = " WHERE sessions.agent_id IS excluded.agent_id"
@@ -86,78 +81,74 @@ def upsert(conn: apsw.Connection, row: tuple[Any, ...], agent_id: str | None = N
     return conn.changes() > 0
 
 
-def fetch(
-    conn: apsw.Connection, session_id: str, agent_id: str | None = None
-) -> SessionState | None:
-    """The session (of ``agent_id``, if given), or ``None``."""
+def fetch(conn: apsw.Connection, session_id: str, scope: Scope = WHOLE) -> SessionState | None:
+    """The session (if in ``scope``), or ``None``."""
+    mine, agent = scope.and_()
     row = query_one(
-        conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?{_mine(agent_id)}",
-        _with((session_id,), agent_id),
+        conn, f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?{mine}", (session_id, *agent)
     )
     return None if row is None else _to_session(row)
 
 
-def is_active(conn: apsw.Connection, session_id: str, agent_id: str | None = None) -> bool | None:
-    """Whether the session is active; ``None`` if there is none (one index probe, no
-    decoding: the check every write into a session makes)."""
+def is_active(conn: apsw.Connection, session_id: str, scope: Scope = WHOLE) -> bool | None:
+    """Whether the session is active; ``None`` if there is none in ``scope`` (one index
+    probe, no decoding: the check every write into a session makes)."""
+    mine, agent = scope.and_()
     row = query_one(
-        conn,
-        f"SELECT is_active FROM sessions WHERE session_id = ?{_mine(agent_id)}",
-        _with((session_id,), agent_id),
+        conn, f"SELECT is_active FROM sessions WHERE session_id = ?{mine}", (session_id, *agent)
     )
     return None if row is None else bool(row[0])
 
 
-def delete(conn: apsw.Connection, session_id: str, agent_id: str | None = None) -> bool:
-    """Delete a session; its transcripts go with it (ON DELETE CASCADE)."""
-    conn.execute(
-        f"DELETE FROM sessions WHERE session_id = ?{_mine(agent_id)}",
-        _with((session_id,), agent_id),
-    )
+def delete(conn: apsw.Connection, session_id: str, scope: Scope = WHOLE) -> bool:
+    """Delete a session in ``scope``; its transcripts go with it (ON DELETE CASCADE)."""
+    mine, agent = scope.and_()
+    conn.execute(f"DELETE FROM sessions WHERE session_id = ?{mine}", (session_id, *agent))
     return conn.changes() > 0
 
 
-def recent(
-    conn: apsw.Connection, limit: int | None, agent_id: str | None = None
-) -> list[SessionState]:
-    """All sessions, ended or not, most recently active first."""
+def recent(conn: apsw.Connection, limit: int | None, scope: Scope = WHOLE) -> list[SessionState]:
+    """All sessions in ``scope``, ended or not, most recently active first."""
+    mine, agent = scope.condition()
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE 1{_mine(agent_id)} "
+        f"SELECT {_COLUMNS} FROM sessions WHERE {mine} "
         "ORDER BY last_active_at DESC, session_id LIMIT ?",
-        (*_with((), agent_id), -1 if limit is None else limit),
+        (*agent, -1 if limit is None else limit),
     )
     return [_to_session(row) for row in rows]
 
 
-def active(conn: apsw.Connection, agent_id: str | None = None) -> list[SessionState]:
-    """Active sessions, most recently active first."""
+def active(conn: apsw.Connection, scope: Scope = WHOLE) -> list[SessionState]:
+    """Active sessions in ``scope``, most recently active first."""
+    mine, agent = scope.and_()
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1{_mine(agent_id)} "
+        f"SELECT {_COLUMNS} FROM sessions WHERE is_active = 1{mine} "
         "ORDER BY last_active_at DESC, session_id",
-        _with((), agent_id),
+        agent,
     )
     return [_to_session(row) for row in rows]
 
 
-def pending_compaction(conn: apsw.Connection, agent_id: str | None = None) -> list[SessionState]:
-    """Sessions flagged for compaction, least recently active first."""
+def pending_compaction(conn: apsw.Connection, scope: Scope = WHOLE) -> list[SessionState]:
+    """Sessions in ``scope`` flagged for compaction, least recently active first."""
+    mine, agent = scope.and_()
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1{_mine(agent_id)} "
+        f"SELECT {_COLUMNS} FROM sessions WHERE pending_compaction = 1{mine} "
         "ORDER BY last_active_at, session_id",
-        _with((), agent_id),
+        agent,
     )
     return [_to_session(row) for row in rows]
 
 
-def touch(conn: apsw.Connection, session_id: str, at: int) -> None:
-    """Move ``last_active_at`` forward."""
+def touch(conn: apsw.Connection, session_id: str, at: int, scope: Scope = WHOLE) -> None:
+    """Move ``last_active_at`` forward (a session out of ``scope`` is left as it is)."""
+    mine, agent = scope.and_()
     conn.execute(
-        "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
-        (at, session_id),
+        f"UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?{mine}",
+        (at, session_id, *agent),
     )
 
 
@@ -179,23 +170,34 @@ def insert_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
     )
 
 
-def append_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
-    """Insert a transcript line and bring its session's turn and activity forward."""
+def append_transcript(
+    conn: apsw.Connection, entry: TranscriptEntry, scope: Scope = WHOLE
+) -> bool:
+    """Insert a transcript line and bring its session's turn and activity forward;
+    False (nothing written) if ``scope`` holds no such session."""
+    if is_active(conn, entry.session_id, scope) is None:
+        return False
     insert_transcript(conn, entry)
     conn.execute(
         "UPDATE sessions SET turn_number = max(turn_number, ?), "
         "last_active_at = max(last_active_at, ?) WHERE session_id = ?",
         (entry.turn_number, entry.timestamp, entry.session_id),
     )
+    return True
 
 
-def transcripts(conn: apsw.Connection, session_id: str) -> list[TranscriptEntry]:
-    """A session's transcript in turn order (insertion order within a turn)."""
+def transcripts(
+    conn: apsw.Connection, session_id: str, scope: Scope = WHOLE
+) -> list[TranscriptEntry]:
+    """A session's transcript in turn order (insertion order within a turn); none for a
+    session out of ``scope``."""
+    mine, agent = scope.and_()
     rows = query_all(
         conn,
         "SELECT id, session_id, turn_number, role, content, timestamp, speaker "
-        "FROM session_transcripts WHERE session_id = ? ORDER BY turn_number, rowid",
-        (session_id,),
+        f"FROM session_transcripts WHERE session_id = ?{mine and ' AND ' + _OWNED} "
+        "ORDER BY turn_number, rowid",
+        (session_id, *agent),
     )
     return [_to_entry(row) for row in rows]
 
@@ -204,11 +206,12 @@ def page(
     conn: apsw.Connection, after_id: str, limit: int, agent_id: str | None = None
 ) -> list[SessionState]:
     """The next ``limit`` sessions (of ``agent_id``, if given) with id > ``after_id``."""
+    mine, agent = Scope.of(agent_id).and_()
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ?{_mine(agent_id)} "
+        f"SELECT {_COLUMNS} FROM sessions WHERE session_id > ?{mine} "
         "ORDER BY session_id LIMIT ?",
-        (*_with((after_id,), agent_id), limit),
+        (after_id, *agent, limit),
     )
     return [_to_session(row) for row in rows]
 
@@ -218,16 +221,13 @@ def transcript_page(
 ) -> list[tuple[int, TranscriptEntry]]:
     """The next ``limit`` transcript lines (of ``agent_id``'s sessions, if given) in
     insertion order, with their rowids."""
-    owner = (
-        ""
-        if agent_id is None
-        else " AND session_id IN (SELECT session_id FROM sessions WHERE agent_id = ?)"
-    )
+    mine, agent = Scope.of(agent_id).and_()
     rows = query_all(
         conn,
         "SELECT rowid, id, session_id, turn_number, role, content, timestamp, speaker "
-        f"FROM session_transcripts WHERE rowid > ?{owner} ORDER BY rowid LIMIT ?",
-        (*_with((after_rowid,), agent_id), limit),
+        f"FROM session_transcripts WHERE rowid > ?{mine and ' AND ' + _OWNED} "
+        "ORDER BY rowid LIMIT ?",
+        (after_rowid, *agent, limit),
     )
     return [(row[0], _to_entry(row[1:])) for row in rows]
 

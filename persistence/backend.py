@@ -101,8 +101,12 @@ def build_backend(
     from persistence.sqlite.note_store import NoteStore
     from persistence.sqlite.store import SQLiteStore
 
-    tunables = {"reset_after_changes": reset_after_changes,
-                "vector_resort_after": vector_resort_after}  # fmt: skip
+    tunables: dict[str, int] = {
+        name: value
+        for name, value in (("reset_after_changes", reset_after_changes),
+                            ("vector_resort_after", vector_resort_after))
+        if value is not None
+    }  # fmt: skip
     store = SQLiteStore(
         location,
         synchronous=synchronous,
@@ -114,7 +118,7 @@ def build_backend(
         idle_merge_s=idle_merge_s,
         trace=trace,
         scope=scope,
-        **{name: value for name, value in tunables.items() if value is not None},
+        **tunables,  # type: ignore[arg-type]  # the engine's defaults where None
     )
     if scope:
         return _agent_filtered(store, scope, backup_dir)

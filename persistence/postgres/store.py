@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 
 import psycopg
 
@@ -48,6 +47,7 @@ from persistence.records import (
     now_ms,
 )
 from persistence.stores.config import StoreConfig
+from persistence.stores.control import EngineControl
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
@@ -79,7 +79,7 @@ KEYWORD_INDEX_BLOCKED = (
 )
 
 
-class PostgresStore(ReferenceTierAPI):
+class PostgresStore(EngineControl, ReferenceTierAPI):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -93,6 +93,7 @@ class PostgresStore(ReferenceTierAPI):
     run (:mod:`~persistence.postgres.tracing`).
     """
 
+    db: PgDatabase
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
@@ -171,14 +172,6 @@ class PostgresStore(ReferenceTierAPI):
     @max_content_bytes.setter
     def max_content_bytes(self, value: int) -> None:
         self.config.max_content_bytes = value
-
-    @property
-    def is_open(self) -> bool:
-        return self.db.is_open
-
-    @property
-    def in_transaction(self) -> bool:
-        return self.db.in_transaction
 
     rows_per_trip = 60
     """A round trip to the server costs more than the rows it brings: recall's early
@@ -261,15 +254,8 @@ class PostgresStore(ReferenceTierAPI):
         with store:
             return before, store.schema_version
 
-    def close(self) -> None:
-        """Close every connection; twice is harmless."""
-        self.db.close()
-
     def __enter__(self) -> PostgresStore:
         return self.open()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def schema_version(self) -> int:
@@ -278,35 +264,6 @@ class PostgresStore(ReferenceTierAPI):
             return read_schema_version(conn)
 
     # --- the engine's API, offered on the store ---------------------------------------------
-
-    def transaction(self, *, join: bool = False) -> AbstractContextManager[Connection]:
-        """Group writes in one transaction (see :meth:`PgDatabase.transaction`)."""
-        return self.db.transaction(join=join)
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        self.db.after_commit(callback)
-
-    def after_rollback(self, callback: Callable[[], None]) -> None:
-        self.db.after_rollback(callback)
-
-    def on_external_change(self, callback: Callable[[], None]) -> None:
-        self.db.on_external_change(callback)
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        return self.db.check_external_changes(wait_s)
-
-    def require_writable(self) -> None:
-        self.db.require_writable()
-
-    def read_connection(self) -> AbstractContextManager[Connection]:
-        """A connection for reads (the transaction's inside one)."""
-        return self.db.reading()
-
-    def snapshot(self) -> AbstractContextManager[Connection]:
-        """Reads inside the block see one consistent snapshot (``REPEATABLE READ READ
-        ONLY`` on a connection of its own; inside this thread's transaction, that
-        transaction's view): :meth:`PgDatabase.snapshot`."""
-        return self.db.snapshot()
 
     # --- facts about the store ----------------------------------------------------------------
 

@@ -84,6 +84,7 @@ from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.stores.config import StoreConfig
+from persistence.stores.control import EngineControl
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
@@ -122,7 +123,7 @@ class _Shared(Generic[T]):
                 setattr(part, self.name, value)
 
 
-class SQLiteStore(ReferenceTierAPI):
+class SQLiteStore(EngineControl, ReferenceTierAPI):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -147,6 +148,7 @@ class SQLiteStore(ReferenceTierAPI):
     ``store.indexes.vectors`` and first stage ``store.indexes.vectors.first_stage``).
     """
 
+    db: Database
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
@@ -222,16 +224,6 @@ class SQLiteStore(ReferenceTierAPI):
     def is_memory(self) -> bool:
         """True for an in-memory store (nothing on disk)."""
         return self.path == MEMORY_PATH
-
-    @property
-    def is_open(self) -> bool:
-        """True between :meth:`open` and :meth:`close`."""
-        return self.db.is_open
-
-    @property
-    def in_transaction(self) -> bool:
-        """True when the calling thread is inside :meth:`transaction`."""
-        return self.db.in_transaction
 
     @property
     def _writer(self) -> apsw.Connection | None:
@@ -330,53 +322,18 @@ class SQLiteStore(ReferenceTierAPI):
             with store:
                 return before, store.schema_version
 
-    def close(self) -> None:
-        """Refresh planner statistics, then close every connection; twice is harmless.
-        Waits for writes and reads under way in other threads; refused inside this
-        thread's own :meth:`transaction` (finish it first). A read-only store changes
-        nothing (it removes the empty -wal and -shm files its open created, if it can)."""
-        self.db.close()
-
     def __enter__(self) -> SQLiteStore:
         return self.open()
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # --- the engine's API, offered on the store ------------------------------------------
-
-    def transaction(self, *, join: bool = False) -> AbstractContextManager[apsw.Connection]:
-        """Group writes in one transaction (see :meth:`Database.transaction`): nested use
-        is a savepoint, ``join=True`` joins the enclosing transaction."""
-        return self.db.transaction(join=join)
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside one)."""
-        self.db.after_commit(callback)
-
-    def after_rollback(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` if the current transaction (or savepoint) rolls back."""
-        self.db.after_rollback(callback)
-
-    def on_external_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` when another connection (another process, say) has committed."""
-        self.db.on_external_change(callback)
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
         return self.db.watch(wait_s)
 
-    def require_writable(self) -> None:
-        """Raise :class:`ReadOnlyError` if this store was opened with ``read_only=True``."""
-        self.db.require_writable()
-
     def exclusive_connection(self) -> AbstractContextManager[apsw.Connection]:
         """The write connection with no transaction open (backup, ``VACUUM``)."""
         return self.db.exclusive_connection()
-
-    def read_connection(self) -> AbstractContextManager[apsw.Connection]:
-        """A connection to read from (this thread's own; readers never wait for writers)."""
-        return self.db.reading()
 
     def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
         """A connection of its own for one read snapshot (for integrity checks)."""

@@ -34,7 +34,7 @@ def counts(
         sql, params = _AGENT, [agent_id, low]
         if high is not None:
             sql, params = sql + ' AND tag COLLATE "C" < %s', [*params, high]
-        rows = conn.execute(sql + " GROUP BY tag", params).fetchall()
-        return {str(tag): int(n) for tag, n in rows if n > 0}
+        found = conn.execute(sql + " GROUP BY tag", params).fetchall()
+        return {str(tag): int(n) for tag, n in found if n > 0}
     rows = conn.execute(_OPEN, (low,)) if high is None else conn.execute(_BOUNDED, (low, high))
     return {str(tag): int(n) for tag, n in rows.fetchall() if n > 0}

@@ -291,7 +291,7 @@ def insert_rows(conn: apsw.Connection, table: str, rows: Sequence[Sequence[Any]]
     marks = ", ".join("?" * len(columns))
     if table == "notes":
         for row in rows:
-            delete(conn, row[0], None)  # a merge: the document's note replaces this one
+            delete(conn, row[0])  # a merge: the document's note replaces this one
     conn.executemany(
         f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
     )

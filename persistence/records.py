@@ -696,3 +696,8 @@ class PoolSettings:
     wait_timeout_s: float = 30.0
     lock_timeout_s: float = 30.0
     ping_after_s: float = 2.0
+
+
+Turn = tuple[str | None, bool, str | None, str | None]
+"""A memory's conversation turn: (speaker, holds a question mark, id before it in its
+session, id after it), as both engines' conversation SQL returns it."""

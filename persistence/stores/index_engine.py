@@ -14,8 +14,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from persistence.engine import Connection
-from persistence.index_searches import Turn
-from persistence.records import KeywordParts, MemoryFilter, Tier
+from persistence.records import KeywordParts, MemoryFilter, Tier, Turn
 
 T = TypeVar("T")
 

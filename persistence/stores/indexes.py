@@ -31,8 +31,7 @@ import numpy as np
 from persistence.codecs import encode_embedding
 from persistence.engine import Connection, Engine
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
-from persistence.index_searches import Turn
-from persistence.records import KeywordParts, MemoryFilter, Tier, content_hash
+from persistence.records import KeywordParts, MemoryFilter, Tier, Turn, content_hash
 from persistence.stores.index_engine import (
     AlwaysRead,
     IndexSettings,

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from persistence.index_searches import Turn
+from persistence.records import Turn
 
 
 def _near(compare: str, order: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import apsw
 
 from persistence.codecs import encode_json
-from persistence.index_searches import Turn
+from persistence.records import Turn
 from persistence.sqlite.connection import query_all
 
 TIERS = ("scratchpad", "episodic", "semantic")

@@ -18,8 +18,8 @@ from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
 # A PostgreSQL server per session and a database per test: pg_server, pg_url,
-# any_location, and the postgres marker (tests/pg_server.py).
-pytest_plugins = ["tests.pg_server"]
+# any_location, and the postgres marker (tests/support/pg_server.py).
+pytest_plugins = ["tests.support.pg_server"]
 
 
 class NetworkAccessError(RuntimeError):
@@ -57,7 +57,7 @@ def _no_idle_merges_unless_asked() -> Iterator[None]:
     store is constructed with the merger waiting an hour (the documented environment
     variable, read as a store is constructed; tests of the idle work pass
     ``idle_merge_s`` themselves); worker subprocesses of the crash tests drop the
-    variable (tests/worker.py), so SIGKILLs land during merges."""
+    variable (tests/support/worker.py), so SIGKILLs land during merges."""
     saved = os.environ.get(IDLE_ENV)
     os.environ[IDLE_ENV] = "3600"  # before any module's fixtures
     yield
@@ -144,7 +144,7 @@ def make_memory(
     def make(**config: Any) -> AgentMemoryManager:
         config.setdefault("clock", clock)
         # Tests compare file checksums and count writes: background embedding is opted
-        # into by the tests about it (tests/test_embedding_queue.py).
+        # into by the tests about it (tests/domain/test_embedding_queue.py).
         config.setdefault("embed_in_background", False)
         if request.param == "memory":
             manager = AgentMemoryManager.in_memory(**config)

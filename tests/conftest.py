@@ -104,6 +104,67 @@ def file_store(db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
         yield opened
 
 
+# --- one way to run a test on both engines --------------------------------------------
+
+ENGINES = ("sqlite", "postgres")
+
+
+def location_on(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, label: str = "agent"
+) -> str:
+    """A new memory's location: ``:memory:`` (SQLite in RAM), a file ``tmp_path/<label>.db``
+    that does not exist yet (``sqlite``), or a fresh database on the session's server
+    (``postgres``: the server starts only when a test gets here)."""
+    if kind == "memory":
+        return ":memory:"
+    if kind == "sqlite":
+        return str(tmp_path / f"{label}.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine a test runs on, ``sqlite`` then ``postgres`` (the test ids): a test that
+    asks for it, or for a fixture built on it (``any_location``, ``new_location``), runs
+    once on each; the ``postgres`` case gets the ``postgres`` marker
+    (tests/support/pg_server.py)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def any_location(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where ``AgentMemoryManager.open`` should make a store on :func:`engine`: a new
+    file, or a new PostgreSQL database."""
+    return location_on(engine, request, tmp_path)
+
+
+@pytest.fixture
+def new_location(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], str]]:
+    """A maker of fresh locations on :func:`engine` for tests that need several:
+    ``new_location("a")`` is a new file ``tmp_path/a.db``, or a new database on the
+    server (dropped after the test)."""
+    with contextlib.ExitStack() as made:
+
+        def make(label: str) -> str:
+            if engine == "sqlite":
+                return location_on(engine, request, tmp_path, label)
+            server = request.getfixturevalue("pg_server")
+            url: str = made.enter_context(server.database(f"{request.node.name}_{label}"))
+            return url
+
+        yield make
+
+
+@pytest.fixture(params=["memory", *ENGINES])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """:func:`any_location`, or ``":memory:"`` (a store in RAM, for ``open()`` methods
+    that take it): every form a store can be opened in."""
+    return location_on(request.param, request, tmp_path)
+
+
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes (to prove a file was left untouched)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -14,8 +14,9 @@ from persistence.locations import is_server_url
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql import keyword_sql
 from persistence.sqlite import SQLiteStore
+from persistence.storage import MemoryStorage
 from tests.engines.postgres.test_pg_index import keyword_rows
-from tests.support.backends import AnyStore, keyword_state, rebuilt_keyword_state
+from tests.support.backends import keyword_state, rebuilt_keyword_state
 from tests.support.crash_checks import (
     batch_index_state,
     open_transactions,
@@ -52,7 +53,7 @@ def test_sigkill_during_batches_leaves_whole_batches_and_an_exact_index(
         assert indexed == len(state.where)
         assert all(memory_id in state.scheduled for memory_id in state.where)
     assert len(returned) > kills, "the worker hardly wrote: the test is not exercising it"
-    store: AnyStore = PostgresStore(any_location) if on_server else SQLiteStore(any_location)
+    store: MemoryStorage = PostgresStore(any_location) if on_server else SQLiteStore(any_location)
     with store.open():
         assert keyword_state(store, WORDS) == rebuilt_keyword_state(store, WORDS)
         if on_server:  # the rows the triggers kept are the rows a rebuild writes

@@ -21,8 +21,9 @@ from persistence import (
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql import stats_sql
 from persistence.sqlite import SQLiteStore
+from persistence.storage import MemoryStorage
 from tests.conftest import FakeClock
-from tests.support.backends import AnyStore, store_on_each_backend  # noqa: F401
+from tests.support.backends import store_on_each_backend  # noqa: F401
 
 
 def _session(session_id: str, at: int, **fields: object) -> SessionState:
@@ -129,7 +130,7 @@ def test_schedule_needs_a_memory_and_valid_numbers(store: SQLiteStore) -> None:
     assert store.get_repetition_schedule(memory_id) is None
 
 
-def _populate(store: AnyStore) -> None:
+def _populate(store: MemoryStorage) -> None:
     store.put_scratchpad("k", Memory.create("s", Tier.SCRATCHPAD))
     a = store.put_episodic(Memory.create("a"))
     store.put_episodic(Memory.create("b"))

@@ -1,43 +1,41 @@
-"""A store on each backend for the record-family tests: SQLite on a file, SQLite in
-memory, and PostgreSQL (a fresh database per test), with backend-neutral helpers. A test
-module imports :func:`store_on_each_backend`; it overrides the ``store`` fixture there."""
+"""A store on each backend for the record-family tests: SQLite in memory, SQLite on a
+file, and PostgreSQL (a fresh database per test): the conftest's ``any_store`` locations,
+with backend-neutral helpers. A test module imports :func:`store_on_each_backend`; it
+overrides the ``store`` fixture there."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from persistence.locations import is_server_url
 from persistence.postgres import PostgresStore
 from persistence.sqlite import SQLiteStore
+from persistence.storage import MemoryStorage
 from tests.conftest import FakeClock
 
-AnyStore = Any  # SQLiteStore | PostgresStore: the tests call each one's shared API
 
-
-@pytest.fixture(name="store", params=["file", "memory", "postgres"])
-def store_on_each_backend(
-    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
-) -> Iterator[AnyStore]:
-    """An open store: on a file, in memory, and on a PostgreSQL server."""
-    if request.param == "postgres":
-        opened: AnyStore = PostgresStore(request.getfixturevalue("pg_url"), clock=clock).open()
+@pytest.fixture(name="store")
+def store_on_each_backend(any_store: str, clock: FakeClock) -> Iterator[MemoryStorage]:
+    """An open store at each ``any_store`` location: in memory, on a file, on a server."""
+    opened: Any
+    if is_server_url(any_store):
+        opened = PostgresStore(any_store, clock=clock).open()
     else:
-        path = str(db_path) if request.param == "file" else ":memory:"
-        opened = SQLiteStore(path, clock=clock).open()
+        opened = SQLiteStore(any_store, clock=clock).open()
     try:
         yield opened
     finally:
         opened.close()
 
 
-def is_postgres(store: AnyStore) -> bool:
+def is_postgres(store: MemoryStorage) -> bool:
     return isinstance(store, PostgresStore)
 
 
-def snapshot(store: AnyStore) -> list[tuple[object, ...]]:
+def snapshot(store: MemoryStorage) -> list[tuple[object, ...]]:
     """Every row of every table, to prove a failed call changed nothing."""
     if is_postgres(store):
         with store.read_connection() as conn:
@@ -65,7 +63,9 @@ def snapshot(store: AnyStore) -> list[tuple[object, ...]]:
         return [(t, conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()) for t in tables]
 
 
-def refuse_inserts(store: AnyStore, table: str, message: str, when_id: str | None = None) -> None:
+def refuse_inserts(
+    store: MemoryStorage, table: str, message: str, when_id: str | None = None
+) -> None:
     """Make every insert into a log table fail with ``message`` (for one memory id, if
     given): a write that fails midway. ``table`` is SQLite's name; PostgreSQL's is
     ``tm_`` + it (``forgetting_log``, ``promotion_log``)."""
@@ -90,7 +90,7 @@ def refuse_inserts(store: AnyStore, table: str, message: str, when_id: str | Non
         )
 
 
-def keyword_state(store: AnyStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
+def keyword_state(store: MemoryStorage, words: Iterable[str]) -> tuple[dict[str, object], int]:
     """Each word's keyword hits with their scores, and the number of indexed memories."""
     if not is_postgres(store):
         from tests.engines.sqlite.test_keyword_context import scores_and_size
@@ -100,7 +100,9 @@ def keyword_state(store: AnyStore, words: Iterable[str]) -> tuple[dict[str, obje
         return _pg_keyword_state(conn, words)
 
 
-def rebuilt_keyword_state(store: AnyStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
+def rebuilt_keyword_state(
+    store: MemoryStorage, words: Iterable[str]
+) -> tuple[dict[str, object], int]:
     """:func:`keyword_state` after rebuilding the keyword index from scratch (rolled back)."""
     if not is_postgres(store):
         from tests.engines.sqlite.test_keyword_context import rebuilt_scores_and_size
@@ -137,7 +139,7 @@ def _pg_keyword_state(conn: Any, words: Iterable[str]) -> tuple[dict[str, object
     return scores, rows
 
 
-def index_rows(store: AnyStore) -> tuple[int, int]:
+def index_rows(store: MemoryStorage) -> tuple[int, int]:
     """(memories in the keyword index, tag rows) of a store."""
     with store.read_connection() as conn:
         if is_postgres(store):

@@ -20,15 +20,14 @@ Fixtures:
   of a database made for this test alone, with the ``vector`` extension (copied from the
   ``tm_template`` database prepared once); dropped after the test, its leftover
   connections terminated (``DROP DATABASE ... WITH (FORCE)``).
-- ``any_location`` (function, ids ``sqlite`` and ``postgres``): a location for
-  ``AgentMemoryManager.open``: a file path in ``tmp_path`` that does not exist yet, or a
-  fresh ``pg_url``. The server is requested lazily, so a run that selects only the
-  ``sqlite`` cases (or ``-m "not postgres"``) never starts one.
-- ``new_location`` (function, ids ``sqlite`` and ``postgres``): a maker of as many fresh
-  locations as a test needs (``new_location("copy")``): files, or databases.
 
-Tests that use ``pg_server``, ``pg_url`` or a ``postgres`` parameter of ``any_location``,
-``new_location`` or ``make_memory`` (tests/conftest.py) get the ``postgres``
+The fixtures that run a test on both engines are in ``tests/conftest.py``: ``engine``
+(ids ``sqlite`` and ``postgres``) and those built on it (``any_location``,
+``new_location``; ``any_store`` adds SQLite in RAM). The server is requested lazily, so a
+run that selects only the ``sqlite`` cases (or ``-m "not postgres"``) never starts one.
+
+Tests that use ``pg_server``, ``pg_url`` or a ``postgres`` parameter of ``engine``,
+``any_store`` or ``make_memory`` (tests/conftest.py) get the ``postgres``
 marker automatically (``pytest -m "not postgres"`` leaves them out). A test reaching the
 fixtures only through ``request.getfixturevalue`` must carry the marker itself.
 """
@@ -41,8 +40,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -59,7 +58,7 @@ INSTALL_HINT = (
 TEMPLATE = "tm_template"
 PG_FIXTURES = frozenset({"pg_server", "pg_url"})
 # Fixtures whose ``postgres`` parameter reaches pg_url through request.getfixturevalue.
-PG_PARAMETRIZED = ("any_location", "any_store", "make_memory", "new_location")
+PG_PARAMETRIZED = ("engine", "any_store", "make_memory")
 
 
 def _need(module: str, package: str) -> ModuleType:
@@ -225,44 +224,6 @@ def pg_url(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]
     binds it, where it does not bind a superuser)."""
     with pg_server.database(request.node.name) as url:
         yield app_url(pg_server, url)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where ``AgentMemoryManager.open`` should make a store: a new file, or a new
-    PostgreSQL database (the server starts only for the ``postgres`` case)."""
-    if request.param == "sqlite":
-        return str(tmp_path / "agent.db")
-    url: str = request.getfixturevalue("pg_url")
-    return url
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """:func:`any_location`, or ``":memory:"`` (a store in RAM, for ``open()`` methods
-    that take it): every form a store can be opened in."""
-    if request.param == "memory":
-        return ":memory:"
-    if request.param == "sqlite":
-        return str(tmp_path / "agent.db")
-    url: str = request.getfixturevalue("pg_url")
-    return url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def new_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """A maker of fresh locations for tests that need several: ``new_location("a")`` is a
-    new file ``tmp_path/a.db``, or a new database on the server (dropped after the test)."""
-    with ExitStack() as made:
-
-        def make(label: str) -> str:
-            if request.param == "sqlite":
-                return str(tmp_path / f"{label}.db")
-            server: PgServer = request.getfixturevalue("pg_server")
-            url: str = made.enter_context(server.database(f"{request.node.name}_{label}"))
-            return url
-
-        yield make
 
 
 def _needs_postgres(item: pytest.Item) -> bool:

@@ -12,7 +12,8 @@ from persistence.errors import EmbeddingDimensionError
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.sqlite.sql import dedup_sql
-from tests.support.backends import AnyStore, store_on_each_backend  # noqa: F401
+from persistence.storage import MemoryStorage
+from tests.support.backends import store_on_each_backend  # noqa: F401
 
 
 def test_the_dedup_key_is_the_sqlite_one() -> None:
@@ -20,7 +21,7 @@ def test_the_dedup_key_is_the_sqlite_one() -> None:
         assert content_key(*args) == dedup_sql.content_key(*args)
 
 
-def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: AnyStore) -> None:
+def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: MemoryStorage) -> None:
     batch = [
         Memory.create("first", tags=("x", "x", "y"), embedding=[1.0, 0.0], session_id="s"),
         Memory.create("Second", Tier.SEMANTIC, agent_id="a"),
@@ -40,7 +41,7 @@ def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: AnyStore
     assert store.count(Tier.EPISODIC) == 1
 
 
-def test_record_content_keys_replaces_an_older_note(store: AnyStore) -> None:
+def test_record_content_keys_replaces_an_older_note(store: MemoryStorage) -> None:
     memory = store.put_episodic(Memory.create("old words"))
     store.record_content_keys([memory])
     assert store.find_same_content("old words", Tier.EPISODIC, None, None) == [memory.id]
@@ -49,14 +50,14 @@ def test_record_content_keys_replaces_an_older_note(store: AnyStore) -> None:
     assert store.find_same_content("new words", Tier.EPISODIC, None, None) == [memory.id]
 
 
-def test_a_scratchpad_key_holds_one_entry(store: AnyStore) -> None:
+def test_a_scratchpad_key_holds_one_entry(store: MemoryStorage) -> None:
     first = store.put_scratchpad("goal", Memory.create("one", Tier.SCRATCHPAD))
     second = store.put_scratchpad("goal", Memory.create("two", Tier.SCRATCHPAD))
     assert store.get_all_scratchpad() == [second]
     assert store.get_memory(first.id) is None
 
 
-def test_decay_logs_the_forgotten_in_the_order_given(store: AnyStore) -> None:
+def test_decay_logs_the_forgotten_in_the_order_given(store: MemoryStorage) -> None:
     ids = [store.put_episodic(Memory.create(f"m{i}")).id for i in range(4)]
     forgotten = [(ids[3], 0.01), (ids[0], 0.02), ("missing", 0.0)]
     store.apply_decay(Tier.EPISODIC, [(ids[1], 0.25)], forgotten, "decay")

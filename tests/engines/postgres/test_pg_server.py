@@ -99,7 +99,7 @@ def test_a_stopped_server_refuses_connections_then_comes_back(
 
 
 def test_any_location_names_a_new_store(any_location: str, request: pytest.FixtureRequest) -> None:
-    on_postgres = request.node.callspec.params["any_location"] == "postgres"
+    on_postgres = request.node.callspec.params["engine"] == "postgres"
     assert (request.node.get_closest_marker("postgres") is not None) == on_postgres
     if on_postgres:
         assert any_location.startswith("postgresql://")

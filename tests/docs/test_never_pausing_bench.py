@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import cast
 
+import pytest
+
 from benchmarks import never_pausing
 from tests.support.data_checks import open_raw
 
@@ -55,6 +57,7 @@ def _values(path: Path) -> list[tuple[object, ...]]:
     return _query(path, _VALUES)
 
 
+@pytest.mark.slow  # 3.3 s measured on a busy machine
 def test_the_floor_indexes_the_librarys_window_and_a_rerun_continues(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     never_pausing.main(["--to", "120", "--window", "60", "--sessions", "7", "--dir", str(folder)])

@@ -29,6 +29,7 @@ def test_quick_start_runs_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert stats.promotion_count >= 1 and stats.forgotten_count >= 1
 
 
+@pytest.mark.slow  # 5.4 s measured on a busy machine
 @pytest.mark.subprocess
 def test_demo_runs_and_shows_what_survived_a_restart(tmp_path: Path) -> None:
     result = subprocess.run(

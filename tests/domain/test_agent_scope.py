@@ -145,6 +145,7 @@ def _doc(path: Path) -> str:
     return json.dumps(json.loads(path.read_text()), sort_keys=True)
 
 
+@pytest.mark.slow  # 3.9 s measured on a busy machine
 def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: Path) -> None:
     made = _populate(scoped_location, scoped_location.startswith("postgresql"))
     for agent, other in (("a", "b"), ("b", "a")):
@@ -167,6 +168,7 @@ def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: P
             assert [s.session_id for s in alone.active_sessions()] == [f"s-{agent}"]
 
 
+@pytest.mark.slow  # 6.8 s measured on a busy machine
 def test_cli_and_mcp_scoped(scoped_location: str, tmp_path: Path) -> None:
     made = _populate(scoped_location, scoped_location.startswith("postgresql"))
     runner = CliRunner()
@@ -335,6 +337,7 @@ def test_keyword_index_under_row_security_needs_a_leakproof_match(
     assert "tm_keywords_kw" in plan()
 
 
+@pytest.mark.slow  # 2.9 s measured on a busy machine
 @pytest.mark.postgres
 def test_a_scope_with_like_wildcards_matches_only_itself(pg_server: PgServer, pg_url: str) -> None:
     """Migration 8 reads rows through ``scope LIKE tm_scope_pattern()``: ``_``, ``%`` and
@@ -351,6 +354,7 @@ def test_a_scope_with_like_wildcards_matches_only_itself(pg_server: PgServer, pg
         assert len(operator.query()) == len(agents)
 
 
+@pytest.mark.slow  # 6.7 s measured on a busy machine
 @pytest.mark.postgres
 @pytest.mark.parametrize(("scope", "low", "high"), [("", 400, 400), ("a", 150, 250)])
 def test_the_planner_estimates_the_rows_row_security_keeps(

@@ -56,6 +56,7 @@ def fill(memory: AgentMemoryManager) -> list[str]:
                 for i in range(BACKLOG)]  # fmt: skip
 
 
+@pytest.mark.slow  # 18.3 s measured on a busy machine
 def test_recall_embeds_a_backlog_only_briefly_and_says_what_its_vectors_missed(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -106,6 +107,7 @@ def test_a_small_backlog_is_embedded_before_recall_searches(
     assert "vector" in [s.signal for s in hit.explanation.signals]
 
 
+@pytest.mark.slow  # 11.3 s measured on a busy machine
 def test_recall_does_not_wait_for_the_background_thread_embedding_a_backlog(
     any_location: str,
 ) -> None:

@@ -181,6 +181,7 @@ def test_a_text_just_under_the_limit_is_embedded_from_a_bounded_prefix(tmp_path:
     assert np.array_equal(np.asarray(stored.embedding), full[0])
 
 
+@pytest.mark.slow  # 2.5 s measured on a busy machine
 @pytest.mark.parametrize(
     "text",
     [

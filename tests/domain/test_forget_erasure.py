@@ -214,6 +214,7 @@ def test_a_file_from_before_gets_the_guarantee(tmp_path: Path) -> None:
     assert_forgotten(db, [*SECRET_WORDS, "vexmoor"], KEEP_WORDS, 12, [SECRET])
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 def test_a_crash_before_close_is_erased_at_the_next_open(tmp_path: Path) -> None:
     """SIGKILL after forget() returned: the next writable open finishes the erasure."""
     db = tmp_path / "m.db"
@@ -264,6 +265,7 @@ def _mcp_tool(tmp_path: Path, db: Path, tool: str, **arguments: Any) -> Any:
     return report
 
 
+@pytest.mark.slow  # 8.7 s measured on a busy machine
 @pytest.mark.subprocess
 def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
     """The MCP server's erasure tool: after the server exits, nothing of the session."""
@@ -277,6 +279,7 @@ def test_mcp_forget_session_over_stdio(tmp_path: Path) -> None:
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
 
 
+@pytest.mark.slow  # 4.1 s measured on a busy machine
 def test_cli_forget_by_id_with_json(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     with open_manager(db) as memory:
@@ -289,6 +292,7 @@ def test_cli_forget_by_id_with_json(tmp_path: Path) -> None:
     assert_forgotten(db, SECRET_WORDS, KEEP_WORDS, 12, [SECRET])
 
 
+@pytest.mark.slow  # 8.2 s measured on a busy machine
 @pytest.mark.parametrize("scope", ["--session", "--agent"])
 def test_cli_forget_a_session_or_an_agent_with_json(tmp_path: Path, scope: str) -> None:
     """``tiered-memory forget DB --session S`` / ``--agent A --json``: the report, and no
@@ -314,6 +318,7 @@ def test_cli_forget_a_session_or_an_agent_with_json(tmp_path: Path, scope: str) 
         assert [r.memory_id for r in memory.forgetting_log()] == [secret.id]
 
 
+@pytest.mark.slow  # 11.4 s measured on a busy machine
 @pytest.mark.subprocess
 def test_mcp_forget_agent_over_stdio(tmp_path: Path) -> None:
     """The writable MCP server's ``forget_agent``: after the server exits, nothing of the

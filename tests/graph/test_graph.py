@@ -150,6 +150,7 @@ def test_memories_about_and_provenance_safe_forget(memory: AgentMemoryManager) -
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 2.7 s measured on a busy machine
 def test_source_links_a_direct_call_to_a_memory(memory: AgentMemoryManager) -> None:
     m = memory.remember("Ana works with Bo")
     memory.graph.relate("Ana", "works_with", "Bo", source=m.id)

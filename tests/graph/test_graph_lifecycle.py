@@ -78,6 +78,7 @@ def test_decay_collects_what_forgotten_memories_supported(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 2.7 s measured on a busy machine
 def test_export_import_round_trip_is_lossless(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -104,6 +105,7 @@ def test_export_import_round_trip_is_lossless(
     assert one["tables"]["graph_queue"] and one["tables"]["entities"]
 
 
+@pytest.mark.slow  # 3.1 s measured on a busy machine
 def test_import_merge_follows_the_kept_version_of_each_memory(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -141,6 +143,7 @@ def test_an_export_without_a_graph_is_imported_and_queued(
     assert entity_names(memory) == {"Ana", "Bruno"}
 
 
+@pytest.mark.slow  # 2.6 s measured on a busy machine
 def test_a_partial_graph_in_a_document_is_refused(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def _compare_everything(p: Pair, rng: random.Random) -> None:
     p.both("entities", [e.id for e in entities[:3]] + ["ent_" + "0" * 24])
 
 
+@pytest.mark.slow  # 23.9 s measured on a busy machine
 @pytest.mark.parametrize("seed", range(4))
 def test_same_writes_give_the_same_graph_on_both_backends(
     pair: Pair, clock: FakeClock, seed: int
@@ -188,6 +189,7 @@ def test_extraction_queue_and_lifecycle(pair: Pair, clock: FakeClock) -> None:
     assert (after.entities, after.relations, after.provenance) == (0, 0, 0)
 
 
+@pytest.mark.slow  # 2.7 s measured on a busy machine
 def test_a_memory_deleted_and_inserted_in_one_transaction_keeps_its_provenance(
     pair: Pair, clock: FakeClock
 ) -> None:
@@ -208,6 +210,7 @@ def test_a_memory_deleted_and_inserted_in_one_transaction_keeps_its_provenance(
     assert [q[0] for q in pg.pending(clock(), 10)] == ["m1"]
 
 
+@pytest.mark.slow  # 2.5 s measured on a busy machine
 def test_graph_writes_join_the_callers_transaction(pair: Pair, clock: FakeClock) -> None:
     pg = pair.graphs[1]
     pair.remember("m1", "Alice", clock())
@@ -218,6 +221,7 @@ def test_graph_writes_join_the_callers_transaction(pair: Pair, clock: FakeClock)
     assert pg.statistics().entities == 0
 
 
+@pytest.mark.slow  # 3.5 s measured on a busy machine
 def test_snapshot_reads_see_one_state(pair: Pair, clock: FakeClock) -> None:
     pg = pair.graphs[1]
     pg.add_entity("Alice", "person", None, clock())
@@ -245,6 +249,7 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
             graph.add_entity("Bob", "person", None, clock())
 
 
+@pytest.mark.slow  # 12.0 s measured on a busy machine
 @pytest.mark.parametrize("seed", range(3))
 def test_pg_walk_agrees_with_every_simple_path(pg_url: str, clock: FakeClock, seed: int) -> None:
     """test_graph_walk's reference check, on PgGraphStore directly."""

@@ -147,6 +147,7 @@ def test_a_timeout_around_a_call_leaves_it_whole(any_location: str) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow  # 3.9 s measured on a busy machine
 def test_remembers_cancelled_at_random_moments_are_stored_whole_or_not_at_all(
     any_location: str,
 ) -> None:
@@ -182,6 +183,7 @@ def test_remembers_cancelled_at_random_moments_are_stored_whole_or_not_at_all(
     asyncio.run(main())
 
 
+@pytest.mark.slow  # 19.1 s measured on a busy machine
 def test_200_tasks_remember_recall_and_promote_on_one_file(any_location: str) -> None:
     async def agent(memory: AsyncAgentMemoryManager, n: int) -> str:
         m = await memory.remember(f"fact {n} about topic{n % 7} and word{n}", tags=[f"a{n}"])

@@ -96,6 +96,7 @@ def test_an_empty_session_list_says_why(tmp_path: Path) -> None:
     assert ok_json("sessions", str(db)) == []  # JSON stays clean
 
 
+@pytest.mark.slow  # 7.0 s measured on a busy machine
 def test_restore_onto_itself_is_refused(agent_db: Path) -> None:
     before = data_checksum(agent_db)
     result = run("restore", str(agent_db), str(agent_db))

@@ -33,6 +33,7 @@ def vault(tmp_path: Path) -> tuple[Path, Path]:
     return db, key
 
 
+@pytest.mark.slow  # 47.4 s measured on a busy machine
 def test_key_file_and_agent_are_taken_after_the_command(vault: tuple[Path, Path]) -> None:
     db, key = vault
     for args in (

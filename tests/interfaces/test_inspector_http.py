@@ -58,6 +58,7 @@ def twin(path: str) -> str:
     return f"{base}.json" + (f"?{query}" if query else "")
 
 
+@pytest.mark.slow  # 5.2 s measured on a busy machine
 def test_every_page_and_its_json_twin_answer(
     client: TestClient, built: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -314,6 +315,7 @@ def test_every_page_answers_on_postgresql(pg_url: str) -> None:
         assert re.search(r"postgresql://", client.get("/").text)
 
 
+@pytest.mark.slow  # 4.4 s measured on a busy machine
 @pytest.mark.subprocess
 def test_serving_another_host_prints_an_address_with_a_token(
     built: tuple[Path, dict[str, Any]],
@@ -341,6 +343,7 @@ def test_serving_another_host_prints_an_address_with_a_token(
     assert "read-only" in line
 
 
+@pytest.mark.slow  # 4.1 s measured on a busy machine
 @pytest.mark.subprocess
 def test_serve_refuses_a_missing_file(tmp_path: Path) -> None:
     result = subprocess.run(

@@ -28,6 +28,7 @@ print(loaded)
 """
 
 
+@pytest.mark.slow  # 2.6 s measured on a busy machine
 def test_the_core_imports_neither_the_integrations_nor_the_postgres_driver() -> None:
     result = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)  # fmt: skip
@@ -48,6 +49,7 @@ def test_the_mcp_command_without_the_extra_names_it(tmp_path: Path) -> None:
     assert not (tmp_path / "agent.db").exists()
 
 
+@pytest.mark.slow  # 5.3 s measured on a busy machine
 def test_the_serve_command_without_the_extra_names_it(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     subprocess.run([sys.executable, "-c", CREATE.format(db=str(db))], cwd=ROOT, check=True,

@@ -318,6 +318,7 @@ def test_an_indexed_put_without_text_is_refused_and_writes_nothing(
     assert all(i.key != "fieldless" for i in store.search(("n",), query="title x"))
 
 
+@pytest.mark.slow  # 2.6 s measured on a busy machine
 def test_a_namespace_of_the_wrong_type_or_an_unknown_keyword_is_a_typed_error(
     store: TieredMemoryStore,
 ) -> None:

@@ -87,6 +87,7 @@ def encrypted_db(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.slow  # 3.0 s measured on a busy machine
 def test_rekey_is_refused_while_another_process_has_the_file_open(encrypted_db: Path) -> None:
     before = encrypted_db.read_bytes()
     with running_agent(encrypted_db) as agent:
@@ -119,6 +120,7 @@ def test_rekey_is_refused_while_another_handle_of_this_process_is_open(
     assert issubclass(DatabaseInUseError, DatabaseBusyError)
 
 
+@pytest.mark.slow  # 6.8 s measured on a busy machine
 def test_the_cli_rekey_refuses_with_one_clear_line(encrypted_db: Path, tmp_path: Path) -> None:
     (tmp_path / "k1").write_text("k1\n")
     (tmp_path / "k2").write_text("k2\n")
@@ -135,6 +137,7 @@ def test_the_cli_rekey_refuses_with_one_clear_line(encrypted_db: Path, tmp_path:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow  # 5.0 s measured on a busy machine
 def test_restore_and_vacuum_keep_a_running_agent_working(
     encrypted_db: Path, tmp_path: Path
 ) -> None:

@@ -247,6 +247,7 @@ def test_filters_are_applied_and_reported(memory: AgentMemoryManager, clock: Fak
         memory.recall("green tea", min_retention=2.0)
 
 
+@pytest.mark.slow  # 3.3 s measured on a busy machine
 def test_recall_reinforces_due_memories_in_batches(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:

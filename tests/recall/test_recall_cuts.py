@@ -111,6 +111,7 @@ def test_bad_cuts_are_refused() -> None:
             RecallSettings(**bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # 4.8 s measured on a busy machine
 @pytest.mark.subprocess
 def test_the_cli_search_takes_the_cuts(tmp_path: Path) -> None:
     """``tiered-memory search --min-score`` / ``--relative-cut`` cut as recall does."""

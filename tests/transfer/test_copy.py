@@ -218,6 +218,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # 6.8 s measured on a busy machine
 @pytest.mark.subprocess
 def test_the_copy_command(source: Path, tmp_path: Path, clock: FakeClock) -> None:
     result = run("copy", str(source), str(tmp_path / "cli.db"), "--json")
@@ -238,6 +239,7 @@ def test_the_copy_command(source: Path, tmp_path: Path, clock: FakeClock) -> Non
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow  # 7.6 s measured on a busy machine
 @pytest.mark.subprocess
 def test_the_copy_command_to_a_server_and_back(
     source: Path, pg_url: str, tmp_path: Path, clock: FakeClock
@@ -254,6 +256,7 @@ def test_the_copy_command_to_a_server_and_back(
     assert again.returncode == 1 and "already holds" in again.stderr
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 @pytest.mark.subprocess
 def test_database_arguments_take_server_urls_and_check_paths_as_before(tmp_path: Path) -> None:
     folder = run("stats", str(tmp_path))

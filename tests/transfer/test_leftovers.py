@@ -150,6 +150,7 @@ def test_a_stale_file_is_deleted_with_its_sidecars_and_a_held_one_is_kept(tmp_pa
     assert leftovers_in(tmp_path) == []
 
 
+@pytest.mark.slow  # 3.8 s measured on a busy machine
 def test_held_temp_retries_when_a_cleaner_deleted_its_file_before_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -324,6 +324,7 @@ def _vectors(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     return data.astype(np.float32)
 
 
+@pytest.mark.slow  # 14.8 s measured on a busy machine
 def test_vector_recall_against_exact_search_plain_and_filtered(pg: PostgresStore) -> None:
     rng = np.random.default_rng(11)
     n, dim = 3000, 64

@@ -105,6 +105,7 @@ def test_an_open_transaction_of_agent_a_does_not_block_agent_b(pg_url: str) -> N
             holder.kill()
 
 
+@pytest.mark.slow  # 8.3 s measured on a busy machine
 @pytest.mark.subprocess
 @pytest.mark.crash
 @pytest.mark.parametrize("holding", ["hold-transaction", "hold-busy-transaction"])

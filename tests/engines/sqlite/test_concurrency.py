@@ -167,6 +167,7 @@ def test_two_stores_on_one_file_write_in_turn(db_path: Path) -> None:
         assert len(ids) == 200
 
 
+@pytest.mark.slow  # 3.0 s measured on a busy machine
 def test_close_waits_for_a_read_in_another_thread(file_store: SQLiteStore) -> None:
     for i in range(2000):
         file_store.put_episodic(Memory.create(f"m{i}", tags=("t",)))

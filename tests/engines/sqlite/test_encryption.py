@@ -302,6 +302,7 @@ def test_sigkill_during_rekey_leaves_exactly_one_key(tmp_path: Path) -> None:
     print(f"key after each kill: {outcomes}")
 
 
+@pytest.mark.slow  # 3.5 s measured on a busy machine
 @pytest.mark.crash
 @pytest.mark.subprocess
 @needs_root

@@ -112,6 +112,7 @@ def test_routine_notices_are_debug_and_others_info(
     assert levels["SQLITE_LOG: recovered frames"] == logging.INFO
 
 
+@pytest.mark.slow  # 2.9 s measured on a busy machine
 def test_every_logger_of_the_library_is_under_tiered_memory() -> None:
     """Every ``getLogger(...)`` in the packages names a logger in the ``tiered_memory``
     tree (``__name__`` only where the module itself is in it)."""
@@ -174,6 +175,7 @@ except TieredMemoryError as exc:
 """
 
 
+@pytest.mark.slow  # 7.9 s measured on a busy machine
 @pytest.mark.subprocess
 def test_a_schema_that_is_not_utf8_prints_no_traceback(tmp_path: Path) -> None:
     """SQLite quotes a damaged schema's text in its log; APSW could not decode it and

@@ -275,6 +275,7 @@ def leave_a_wal(db: Path) -> None:
     assert Path(f"{db}-wal").stat().st_size > 0 and Path(f"{db}-shm").exists()
 
 
+@pytest.mark.slow  # 2.9 s measured on a busy machine
 @pytest.mark.crash
 @pytest.mark.subprocess
 def test_a_wal_left_by_a_killed_writer_is_read_and_left_alone(filled: Path) -> None:

@@ -109,6 +109,7 @@ def test_salvage_copies_every_readable_row_and_names_the_lost(
     assert inspect_damage(db).lost_memories == result.lost_memories  # the dry run agrees
 
 
+@pytest.mark.slow  # 12.8 s measured on a busy machine
 def test_the_cli_check_and_salvage_report_the_damage(
     damaged: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -136,6 +137,7 @@ def test_the_cli_check_and_salvage_report_the_damage(
     assert again.returncode == 1 and "already exists" in again.stderr
 
 
+@pytest.mark.slow  # 5.4 s measured on a busy machine
 def test_a_file_too_damaged_to_open_is_still_reported_and_salvaged(tmp_path: Path) -> None:
     db = tmp_path / "worse.db"
     contents = make(db)
@@ -154,6 +156,7 @@ def test_a_file_too_damaged_to_open_is_still_reported_and_salvaged(tmp_path: Pat
     assert saved(out) == contents
 
 
+@pytest.mark.slow  # 2.7 s measured on a busy machine
 def test_an_encrypted_damaged_file_is_salvaged_under_its_key(tmp_path: Path) -> None:
     db = tmp_path / "vault.db"
     contents = make(db, key="k")

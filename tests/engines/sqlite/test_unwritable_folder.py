@@ -127,6 +127,7 @@ def test_read_commands_work_in_a_folder_this_user_cannot_write(
         pending_db.parent.chmod(0o755)
 
 
+@pytest.mark.slow  # 7.4 s measured on a busy machine
 def test_a_read_only_open_of_a_0444_file_leaves_no_wal_or_shm(
     pending_db: Path,  # noqa: F811 - the fixture
 ) -> None:

@@ -66,6 +66,7 @@ def packed(db_path: Path) -> tuple[Path, np.ndarray]:
     return db_path, vectors
 
 
+@pytest.mark.slow  # 3.6 s measured on a busy machine
 def test_maintain_packs_every_code_in_id_order(packed: tuple[Path, np.ndarray]) -> None:
     path, _ = packed
     packs = packs_in(path)
@@ -85,6 +86,7 @@ def test_maintain_packs_every_code_in_id_order(packed: tuple[Path, np.ndarray]) 
         assert code_sync.repack(conn) == 0  # complete and current: nothing written again
 
 
+@pytest.mark.slow  # 3.4 s measured on a busy machine
 def test_a_new_reader_maps_the_packs_and_answers_as_from_the_rows(
     packed: tuple[Path, np.ndarray], row_reads: list[str], tmp_path: Path
 ) -> None:
@@ -99,6 +101,7 @@ def test_a_new_reader_maps_the_packs_and_answers_as_from_the_rows(
     assert row_reads == []  # every code came from the packs
 
 
+@pytest.mark.slow  # 3.5 s measured on a busy machine
 def test_a_forgotten_memory_takes_its_pack_and_leaves_no_code_in_the_file(
     packed: tuple[Path, np.ndarray], row_reads: list[str]
 ) -> None:
@@ -121,6 +124,7 @@ def test_a_forgotten_memory_takes_its_pack_and_leaves_no_code_in_the_file(
     assert len(packs_in(path)) == -(-(COUNT - 1) // code_sync.PACK_ROWS)
 
 
+@pytest.mark.slow  # 3.1 s measured on a busy machine
 def test_changes_after_the_packs_are_taken_in(
     packed: tuple[Path, np.ndarray], row_reads: list[str], tmp_path: Path
 ) -> None:

@@ -92,6 +92,7 @@ def test_codes_round_trip_through_their_stored_form() -> None:
     assert CodeFit.from_row(fit.dim + 64, fit.fitted, 1.0, fit.to_blob()) is None
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 def test_maintain_keeps_codes_a_new_process_loads_and_answers_alike(
     db_path: Path, loads: list[str]
 ) -> None:
@@ -112,6 +113,7 @@ def test_maintain_keeps_codes_a_new_process_loads_and_answers_alike(
     assert loads == ["codes"]
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: list[str]) -> None:
     rng = np.random.default_rng(3)
     vectors = unit(rng, COUNT)
@@ -164,6 +166,7 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
     assert loads == ["codes"]
 
 
+@pytest.mark.slow  # 2.9 s measured on a busy machine
 def test_codes_behind_a_trimmed_or_foreign_log_are_not_used(
     db_path: Path, loads: list[str]
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import apsw
 import numpy as np
+import pytest
 
 import migrations
 from benchmarks.raw_sql import load_sqlite_vec
@@ -130,6 +131,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # 3.9 s measured on a busy machine
 def test_the_library_runs_without_sqlite_vec(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", _WITHOUT_SQLITE_VEC, str(tmp_path / "m.db")],

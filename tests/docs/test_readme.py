@@ -18,6 +18,7 @@ from tiered_memory import AgentMemoryManager
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_quick_start_runs_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (ROOT / "README.md").read_text()
     [code] = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[:1]

@@ -77,6 +77,7 @@ def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
     return made
 
 
+@pytest.mark.slow  # 9.3 s measured on a busy machine
 def test_scoped_handles_see_only_their_agent(scoped_location: str) -> None:
     server = scoped_location.startswith("postgresql")
     made = _populate(scoped_location, server)
@@ -238,6 +239,7 @@ def test_a_session_id_is_one_per_file(tmp_path: Path) -> None:
         memory.start_session("shared")
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 @pytest.mark.postgres
 def test_unfiltered_sql_on_a_scoped_connection_sees_only_its_scope(
     pg_server: PgServer, pg_url: str
@@ -271,6 +273,7 @@ def test_superuser_refused_a_scoped_handle(pg_server: PgServer, pg_url: str) -> 
         assert memory.query() == []
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 @pytest.mark.postgres
 def test_a_memory_moved_to_another_agent_takes_its_rows_along(
     pg_server: PgServer, pg_url: str

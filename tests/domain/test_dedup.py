@@ -45,6 +45,7 @@ def test_identical_content_reinforces_the_live_memory(
                         session_id=session.session_id)  # fmt: skip
 
 
+@pytest.mark.slow  # 1.7 s measured on a busy machine
 def test_a_forgotten_or_edited_memory_is_not_a_twin(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -59,6 +60,7 @@ def test_a_forgotten_or_edited_memory_is_not_a_twin(
     assert memory.remember("coffee at six").id == two.id
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_a_memory_inserted_through_the_store_is_found_by_remember(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -72,12 +74,14 @@ def test_a_memory_inserted_through_the_store_is_found_by_remember(
     assert memory.statistics().tier_counts[Tier.SEMANTIC] == 1
 
 
+@pytest.mark.slow  # 2.0 s measured on a busy machine
 def test_dedup_can_be_turned_off(make_memory: Callable[..., AgentMemoryManager]) -> None:
     memory = make_memory(embedder=None, extractor=None, dedup=False)
     assert memory.remember("same").id != memory.remember("same").id
     assert memory.statistics().graph.deduplicated == 0
 
 
+@pytest.mark.slow  # 2.2 s measured on a busy machine
 def test_consolidate_merges_near_duplicates_with_their_links(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:
@@ -105,6 +109,7 @@ def test_consolidate_merges_near_duplicates_with_their_links(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.8 s measured on a busy machine
 def test_dedup_false_on_one_call_adds_a_second_memory(any_location: str) -> None:
     with AgentMemoryManager.open(any_location, embedder=None) as memory:
         first = memory.remember("The office is in Berlin")

@@ -333,6 +333,7 @@ def test_mcp_forget_agent_over_stdio(tmp_path: Path) -> None:
     assert b"erasure 9" in folder_bytes(db)
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 @pytest.mark.both_backends
 def test_bulk_erasure_api_on_every_backend(memory: AgentMemoryManager) -> None:
     session = memory.start_session().session_id

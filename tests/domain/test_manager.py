@@ -47,6 +47,7 @@ def test_open_creates_the_file_and_in_memory_does_not(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["agent.db"]
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_initialize_and_shutdown_are_idempotent(any_location: str) -> None:
     memory = AgentMemoryManager(any_location)
     memory.initialize()
@@ -103,6 +104,7 @@ def test_config_object_and_overrides_combine(clock: FakeClock) -> None:
 # --- memories ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_remember_stores_everything_and_schedules_a_review(
     memory: AgentMemoryManager, clock: FakeClock
 ) -> None:
@@ -154,12 +156,14 @@ def test_bad_remember_raises_and_writes_nothing(
     assert _rows(memory) == before
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_remember_in_the_scratchpad(memory: AgentMemoryManager) -> None:
     m = memory.remember("Ship v1", tier=Tier.SCRATCHPAD, key="goal")
     assert memory.scratchpad.get("goal") == m
     assert memory.schedule(m.id) is not None
 
 
+@pytest.mark.slow  # 2.0 s measured on a busy machine
 def test_update_changes_fields_and_bumps_updated_at(
     memory: AgentMemoryManager, clock: FakeClock
 ) -> None:
@@ -180,6 +184,7 @@ def test_update_changes_fields_and_bumps_updated_at(
         memory.update("ghost", content="x")
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_forget_is_audited(memory: AgentMemoryManager) -> None:
     m = memory.remember("temporary")
     assert memory.forget(m.id, reason="user asked") is True
@@ -188,6 +193,7 @@ def test_forget_is_audited(memory: AgentMemoryManager) -> None:
     assert memory.forget(m.id) is False
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_grouped_calls_land_together_or_not_at_all(memory: AgentMemoryManager) -> None:
     with pytest.raises(Boom), memory.transaction():
         memory.remember("a")
@@ -200,6 +206,7 @@ def test_grouped_calls_land_together_or_not_at_all(memory: AgentMemoryManager) -
     assert sorted(m.content for m in memory.query()) == ["a", "b"]
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_query_filters_one_tier_or_all(memory: AgentMemoryManager, clock: FakeClock) -> None:
     made = []
     for i, tier in enumerate([Tier.EPISODIC, Tier.SEMANTIC, Tier.EPISODIC, Tier.SCRATCHPAD]):
@@ -215,6 +222,7 @@ def test_query_filters_one_tier_or_all(memory: AgentMemoryManager, clock: FakeCl
         memory.query(colour="red")
 
 
+@pytest.mark.slow  # 2.5 s measured on a busy machine
 def test_links_go_both_ways(memory: AgentMemoryManager) -> None:
     a = memory.remember("a")
     b = memory.remember("b", tier=Tier.SEMANTIC)
@@ -235,6 +243,7 @@ def test_links_go_both_ways(memory: AgentMemoryManager) -> None:
 # --- sessions ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 3.0 s measured on a busy machine
 def test_session_lifecycle_and_transcript(memory: AgentMemoryManager, clock: FakeClock) -> None:
     session = memory.start_session(metadata={"user": "ann"})
     other = memory.start_session("fixed-id")
@@ -268,6 +277,7 @@ def test_session_lifecycle_and_transcript(memory: AgentMemoryManager, clock: Fak
 # --- promotion ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 2.6 s measured on a busy machine
 def test_writes_into_an_ended_or_unknown_session_are_refused(memory: AgentMemoryManager) -> None:
     session = memory.start_session("closing")
     memory.remember("before the end", session_id="closing")
@@ -282,6 +292,7 @@ def test_writes_into_an_ended_or_unknown_session_are_refused(memory: AgentMemory
     assert memory.statistics().storage.episodic_count == before
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 def test_promote_along_the_tiers_with_history(memory: AgentMemoryManager) -> None:
     m = memory.remember("fact", tier=Tier.SCRATCHPAD, key="k")
     memory.promote(m.id, Tier.EPISODIC, reason="noted")
@@ -299,6 +310,7 @@ def test_promote_along_the_tiers_with_history(memory: AgentMemoryManager) -> Non
     assert _rows(memory) == before
 
 
+@pytest.mark.slow  # 2.1 s measured on a busy machine
 def test_statistics(memory: AgentMemoryManager) -> None:
     s = memory.start_session()
     memory.scratchpad.put("k", "12345678")
@@ -312,6 +324,7 @@ def test_statistics(memory: AgentMemoryManager) -> None:
     assert stats.storage.schema_version >= 2
 
 
+@pytest.mark.slow  # 2.1 s measured on a busy machine
 def test_tier_views_are_lazy_and_filtered(memory: AgentMemoryManager, clock: FakeClock) -> None:
     episodic = []
     for i in range(3):

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.both_backends
 DAY = 86_400_000
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_review_moves_the_ease_factor_both_ways_and_persists(
     memory: AgentMemoryManager, clock: FakeClock
 ) -> None:
@@ -52,6 +53,7 @@ def test_bad_quality_changes_nothing(memory: AgentMemoryManager) -> None:
     assert memory.schedule(m.id) == before
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_due_for_review(memory: AgentMemoryManager, clock: FakeClock) -> None:
     a = memory.remember("a")
     clock.advance(DAY // 2)
@@ -62,6 +64,7 @@ def test_due_for_review(memory: AgentMemoryManager, clock: FakeClock) -> None:
     assert [m.id for m in memory.due_for_review(before=clock() + DAY)] == [a.id, b.id]
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_decay_weakens_and_forgets_with_audit(memory: AgentMemoryManager, clock: FakeClock) -> None:
     weak = [memory.remember(f"weak {i}", importance=0.0) for i in range(4)]  # S0 = 1 day
     strong = [memory.remember(f"strong {i}", importance=1.0) for i in range(3)]  # S0 = 5 days
@@ -81,6 +84,7 @@ def test_decay_weakens_and_forgets_with_audit(memory: AgentMemoryManager, clock:
     assert memory.get(fact.id) is not None  # the semantic tier is not decayed by default
 
 
+@pytest.mark.slow  # 2.4 s measured on a busy machine
 def test_decay_of_semantic_when_configured(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:
@@ -92,6 +96,7 @@ def test_decay_of_semantic_when_configured(
     assert report.tiers == (Tier.EPISODIC, Tier.SEMANTIC)
 
 
+@pytest.mark.slow  # 2.1 s measured on a busy machine
 def test_a_review_protects_from_decay(memory: AgentMemoryManager, clock: FakeClock) -> None:
     m = memory.remember("reviewed", importance=0.0)
     clock.advance(DAY)
@@ -101,6 +106,7 @@ def test_a_review_protects_from_decay(memory: AgentMemoryManager, clock: FakeClo
     assert memory.get(m.id).retention == pytest.approx(math.exp(-3 / (1 / -math.log(0.9))))  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # 2.0 s measured on a busy machine
 def test_decay_walks_in_batches(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:
@@ -121,6 +127,7 @@ def test_decay_walks_in_batches(
     assert sizes == [3, 3, 3, 1, 0]
 
 
+@pytest.mark.slow  # 2.1 s measured on a busy machine
 def test_consolidate_promotes_well_learned_episodic_memories(
     memory: AgentMemoryManager, clock: FakeClock
 ) -> None:
@@ -142,6 +149,7 @@ def test_consolidate_promotes_well_learned_episodic_memories(
     assert record.reason is not None and record.reason.startswith("consolidated")
 
 
+@pytest.mark.slow  # 2.1 s measured on a busy machine
 def test_consolidate_needs_retention_too(memory: AgentMemoryManager, clock: FakeClock) -> None:
     m = memory.remember("old news")
     memory.review(m.id, 5)

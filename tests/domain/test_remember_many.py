@@ -46,6 +46,7 @@ def _counts(memory: AgentMemoryManager) -> tuple[Any, ...]:
             stats.schedule_count, fts, tags)  # fmt: skip
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_each_record_carries_its_own_fields(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     a, b = memory.start_session().session_id, memory.start_session().session_id
@@ -85,6 +86,7 @@ def test_each_record_carries_its_own_fields(make_memory: Make) -> None:
     assert set(found(memory.store, "bravo")) == {second.id}
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_the_old_call_form_still_works(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     stored = memory.remember_many(["one", "two"], Tier.SEMANTIC, tags=["t"], importance=0.7)
@@ -130,6 +132,7 @@ def test_a_bad_record_anywhere_writes_nothing(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_a_record_sequence_not_a_text(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     with pytest.raises(InvalidTypeError):
@@ -138,6 +141,7 @@ def test_a_record_sequence_not_a_text(make_memory: Make) -> None:
         memory.remember_many(["x"], colour="red")
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_duplicate_ids_are_refused_by_the_store(make_memory: Make) -> None:
     from persistence import Memory
 
@@ -159,6 +163,7 @@ def _interleaved(memory: AgentMemoryManager, count: int, sessions: list[str]) ->
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # 2.3 s measured on a busy machine
 def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     sessions = [memory.start_session().session_id for _ in range(5)]
@@ -208,6 +213,7 @@ def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memo
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.8 s measured on a busy machine
 def test_a_rolled_back_batch_leaves_the_index_as_it_was(make_memory: Make) -> None:
     memory = make_memory(embedder=None)
     session = memory.start_session().session_id
@@ -261,6 +267,7 @@ def test_remember_opens_no_savepoint(tmp_path: Any) -> None:
         assert len(found(memory.store, "grouped")) == 3
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_a_joined_block_that_fails_before_writing_leaves_the_transaction_usable(
     make_memory: Make,
 ) -> None:
@@ -276,6 +283,7 @@ def test_a_joined_block_that_fails_before_writing_leaves_the_transaction_usable(
     assert memory.statistics().storage.episodic_count == 2
 
 
+@pytest.mark.slow  # 2.3 s measured on a busy machine
 def test_a_joined_block_that_fails_after_writing_aborts_the_transaction(
     make_memory: Make,
 ) -> None:

@@ -22,6 +22,7 @@ class Boom(Exception):
     pass
 
 
+@pytest.mark.slow  # 1.8 s measured on a busy machine
 def test_put_get_delete_items_clear(memory: AgentMemoryManager) -> None:
     pad = memory.scratchpad
     goal = pad.put("goal", "Ship v1 on Friday", tags=("plan",))
@@ -37,6 +38,7 @@ def test_put_get_delete_items_clear(memory: AgentMemoryManager) -> None:
     assert len(pad) == 0 and memory.store.get_all_scratchpad() == []
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_token_budget_evicts_least_recently_used_to_episodic(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -61,6 +63,7 @@ def test_token_budget_evicts_least_recently_used_to_episodic(
     assert memory.get(a.id).tier is Tier.SCRATCHPAD  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_an_entry_larger_than_the_budget_is_refused(memory: AgentMemoryManager) -> None:
     memory.scratchpad.put("small", "ok")
     with pytest.raises(InvalidInputError, match="budget"):
@@ -95,6 +98,7 @@ def test_forget_from_the_scratchpad_is_audited(memory: AgentMemoryManager) -> No
     assert [r.tier for r in memory.forgetting_log(entry.id)] == [Tier.SCRATCHPAD]
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_scratchpad_survives_restart_in_write_order(any_location: str, clock: FakeClock) -> None:
     with AgentMemoryManager.open(any_location, clock=clock) as memory:
         for key in ("one", "two", "three"):
@@ -110,6 +114,7 @@ def test_scratchpad_survives_restart_in_write_order(any_location: str, clock: Fa
         ]
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_closed_manager_scratchpad_raises(memory: AgentMemoryManager) -> None:
     memory.shutdown()
     with pytest.raises(StoreClosedError):
@@ -211,6 +216,7 @@ def test_eight_threads_hammering_the_scratchpad_match_a_serial_replay(
     assert concurrent[0] == concurrent[2]  # RAM and file agree
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_a_get_during_another_threads_transaction_keeps_its_recency(
     memory: AgentMemoryManager,
 ) -> None:

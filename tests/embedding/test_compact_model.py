@@ -79,6 +79,7 @@ def test_without_onnx_the_error_names_the_extra_and_nothing_is_written(
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # 10.8 s measured on a busy machine
 def test_a_file_embedded_by_the_default_model_refuses_the_compact_one(
     cache: Path, tmp_path: Path
 ) -> None:

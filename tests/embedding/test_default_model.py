@@ -171,6 +171,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 @pytest.mark.subprocess
 def test_an_unwritable_cache_is_a_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
     """The child runs in its own mount namespace where the cache folder is bind-mounted

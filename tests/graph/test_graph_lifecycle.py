@@ -30,6 +30,7 @@ def entity_names(memory: AgentMemoryManager) -> set[str]:
 # --- provenance-safe forgetting -----------------------------------------------------------
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_update_re_extracts_and_drops_what_only_the_old_text_named(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -46,6 +47,7 @@ def test_update_re_extracts_and_drops_what_only_the_old_text_named(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_promotion_keeps_provenance_and_does_not_re_extract(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -125,6 +127,7 @@ def test_import_merge_follows_the_kept_version_of_each_memory(
     assert memory.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_an_export_without_a_graph_is_imported_and_queued(
     make_memory: Callable[..., AgentMemoryManager], tmp_path: Path
 ) -> None:
@@ -233,6 +236,7 @@ class Garbage:
         return ["not", "an", "extraction"]
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 @pytest.mark.parametrize("broken", [Failing, Garbage])
 def test_a_broken_extractor_keeps_the_memory_counts_and_retries_later(
     make_memory: Callable[..., AgentMemoryManager],

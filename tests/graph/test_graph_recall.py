@@ -64,6 +64,7 @@ def test_the_graph_signal_can_be_weighted_off_and_hops_limited() -> None:
         memory.shutdown()
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_filters_hold_for_graph_candidates(office: AgentMemoryManager) -> None:
     pad = office.remember("Pinned note", Tier.SCRATCHPAD, entities=["Berlin office"])
     assert pad.content in contents(office.recall("berlin office", k=5))

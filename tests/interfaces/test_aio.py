@@ -34,6 +34,7 @@ def test_every_public_method_of_the_manager_has_a_coroutine() -> None:
         assert getattr(AsyncAgentMemoryManager, name).__doc__
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_round_trip_on_a_file_and_reopen(any_location: str) -> None:
     async def main() -> str:
         async with await AsyncAgentMemoryManager.open(
@@ -132,6 +133,7 @@ def test_a_cancelled_call_still_queued_never_runs(any_location: str) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_a_timeout_around_a_call_leaves_it_whole(any_location: str) -> None:
     async def main() -> None:
         async with await AsyncAgentMemoryManager.open(

@@ -37,6 +37,7 @@ def client(built: tuple[Path, dict[str, Any]]) -> Iterator[TestClient]:
         yield TestClient(create_app(memory), base_url=BASE)
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_the_notes_list_has_a_tags_facet_search_sorting_and_paging(client: TestClient) -> None:
     everything = client.get("/notes.json?per_page=500").json()
     assert everything["total"] == len(everything["notes"]) == NOTES

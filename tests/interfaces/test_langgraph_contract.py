@@ -69,6 +69,7 @@ def store(location: str) -> Iterator[TieredMemoryStore]:
         yield opened
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_score_is_the_best_fields_cosine_similarity(store: TieredMemoryStore) -> None:
     docs: dict[str, Any] = {
         "exact": {"title": "zebra crossing", "notes": ["unrelated words here"]},
@@ -98,6 +99,7 @@ def test_score_is_the_best_fields_cosine_similarity(store: TieredMemoryStore) ->
     assert top.fused_score is not None and top.explanation is not None  # recall's view
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_index_per_put_path_forms_and_unindexed_items(store: TieredMemoryStore) -> None:
     store.put(("d",), "last", {"title": "x", "notes": ["aaaa", "bbbb"]}, index=["notes[-1]"])
     store.put(("d",), "none", {"title": "bbbb"}, index=False)
@@ -109,6 +111,7 @@ def test_index_per_put_path_forms_and_unindexed_items(store: TieredMemoryStore) 
     assert only_first[0].score == pytest.approx(0.0)  # "aaaa" was not embedded
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_an_embedder_of_the_wrong_size_changes_nothing(location: str) -> None:
     bad: Any = {"dims": DIMS, "embed": lambda texts: [[1.0, 0.0] for _ in texts]}
     with TieredMemoryStore.open(location, index=bad, embedder=None) as store:

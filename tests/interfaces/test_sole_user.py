@@ -158,6 +158,7 @@ def test_restore_and_vacuum_keep_a_running_agent_working(
         assert agent.work("b") == "OK 71 1 True"
 
 
+@pytest.mark.slow  # 1.8 s measured on a busy machine
 def test_a_key_changed_under_a_running_agent_is_not_reported_as_damage(
     encrypted_db: Path,
 ) -> None:

@@ -56,6 +56,7 @@ def test_create_update_history_keep_every_version(
     assert len(memory.notes.history(note.id)) == 3
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_list_by_recency_and_tag_and_delete_forgets_every_version(
     memory: AgentMemoryManager, clock: FakeClock
 ) -> None:
@@ -105,6 +106,7 @@ def test_links_to_memories_and_entities(memory: AgentMemoryManager) -> None:
     assert memory.notes.count() == 2  # the refused create wrote nothing
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_recall_finds_notes_as_their_own_kind(memory: AgentMemoryManager) -> None:
     memory.remember("The quarterly budget review is on Monday")
     note = memory.notes.create("Budget", "The quarterly budget needs sign-off from finance")

@@ -76,6 +76,7 @@ def test_export_import_round_trip_keeps_every_version_and_link(
     assert _exported(tmp_path / "b.db", tmp_path, clock) == one
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_copy_to_any_location_and_back_keeps_the_notes(
     any_location: str, tmp_path: Path, clock: FakeClock
 ) -> None:

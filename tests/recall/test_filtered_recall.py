@@ -160,6 +160,7 @@ def test_filtered_recall_equals_recall_over_only_the_matching_memories(
         assert _same_hits(found, expected), (found, expected)
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path: Path) -> None:
     """More accepted memories than the exact scan takes: candidates come from the RAM
     sign-bit copy, deeper until enough pass the filter; the top k equals an exact scan."""

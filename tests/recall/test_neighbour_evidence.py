@@ -49,6 +49,7 @@ def _cosine(a: object, b: object) -> float:
     return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 @pytest.mark.both_backends
 def test_the_turn_beside_a_matching_turn_is_lifted_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
@@ -79,6 +80,7 @@ def test_the_turn_beside_a_matching_turn_is_lifted_and_says_why(
     assert hits[reply.id].score > hits[loose.id].score  # the look-alike has no such neighbour
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 @pytest.mark.both_backends
 def test_without_the_weight_no_turn_is_lifted(
     make_memory: Callable[..., AgentMemoryManager],

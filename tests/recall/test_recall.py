@@ -30,6 +30,7 @@ def cosine(a: str, b: str) -> float:
 # --- the embedder ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_known_pairs_match_the_reference_model() -> None:
     assert cosine("The cat sits on the mat", "A cat is sitting on a mat") == pytest.approx(
         0.97, abs=0.02
@@ -98,6 +99,7 @@ def test_user_text_is_never_fts5_syntax(memory: AgentMemoryManager, text: str) -
     assert memory.recall(text, k=3)
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_queries_without_words_find_nothing(memory: AgentMemoryManager) -> None:
     memory.remember("anything")
     assert keywords("?!* ()") == ()
@@ -114,6 +116,7 @@ def recall_memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemory
     )
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_keyword_only_vector_only_and_fused_hits_are_explained(
     recall_memory: AgentMemoryManager,
 ) -> None:
@@ -171,6 +174,7 @@ def test_explanations_show_ranks_and_readable_shares_not_raw_bm25(
             assert len(shares) == len(hit.explanation.signals) and abs(sum(shares) - 100) <= 1
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_score_fusion_explains_each_share_of_the_raw_values(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -205,6 +209,7 @@ def test_score_fusion_explains_each_share_of_the_raw_values(
     assert max(hits.values(), key=lambda h: h.score).memory.id == fused.id
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_vector_distances_are_exact_and_skip_memories_without_a_vector(
     memory: AgentMemoryManager,
 ) -> None:
@@ -265,6 +270,7 @@ def test_recall_reinforces_due_memories_in_batches(
     assert memory.schedule(m.id).review_count == 1  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
     memory: AgentMemoryManager,
 ) -> None:
@@ -278,12 +284,14 @@ def test_remember_returns_before_embedding_and_keywords_find_it_at_once(
     assert memory.flush() == 0
 
 
+@pytest.mark.slow  # 2.0 s measured on a busy machine
 def test_remember_many_embeds_in_batches(memory: AgentMemoryManager) -> None:
     stored = memory.remember_many([f"fact number {i}" for i in range(70)], tags=["bulk"])
     assert len(stored) == 70 and all(m.embedding is not None for m in stored)
     assert memory.store.unembedded() == []
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_updated_content_is_re_embedded(memory: AgentMemoryManager) -> None:
     m = memory.remember("old words")
     memory.flush()
@@ -292,6 +300,7 @@ def test_updated_content_is_re_embedded(memory: AgentMemoryManager) -> None:
     assert memory.recall("different sentence", k=1)[0].memory.id == m.id
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_keyword_only_recall_without_an_embedder(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -301,6 +310,7 @@ def test_keyword_only_recall_without_an_embedder(
     assert hit.memory.id == m.id and [s.signal for s in hit.explanation.signals] == ["keyword"]
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_a_file_embedded_by_another_model_is_refused(any_location: str) -> None:
     class Other:
         dim = 384
@@ -319,6 +329,7 @@ def test_a_file_embedded_by_another_model_is_refused(any_location: str) -> None:
         memory.recall("x")
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_indexes_follow_promotion_forget_and_restart(any_location: str) -> None:
     with AgentMemoryManager.open(any_location, embedder=EMBEDDER) as memory:
         a = memory.remember("Bicycles are stored in the garage")
@@ -334,6 +345,7 @@ def test_indexes_follow_promotion_forget_and_restart(any_location: str) -> None:
         assert [h.memory.id for h in memory.recall("bicycle", k=5)] == [a.id]
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_score_fusion_is_the_default(memory: AgentMemoryManager) -> None:
     """Raw-value fusion measured better on LoCoMo (README); a hit found by keywords
     only still carries its computed cosine, as score fusion reports it."""

@@ -71,6 +71,7 @@ def test_the_backend_says_which_parts_matched(
     assert memory.store.keyword_parts(["nowhere"], list(ids.values())) == {}
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_min_score_and_relative_cut_drop_weak_hits(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -88,6 +89,7 @@ def test_min_score_and_relative_cut_drop_weak_hits(
     assert memory.recall("lighthouse trip", k=10, min_score=scores[0] + 1) == []
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_the_settings_give_the_default_cut_and_a_call_overrides_it(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

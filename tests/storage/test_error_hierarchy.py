@@ -97,6 +97,7 @@ def test_damage_found_while_opening_is_both(tmp_path: Path) -> None:
     assert raised.value.result_code == apsw.SQLITE_CORRUPT
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_busy_postgres_write_carries_its_sqlstate(pg_url: str) -> None:
     import psycopg
 

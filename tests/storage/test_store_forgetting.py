@@ -52,6 +52,7 @@ def test_retention_batches_page_by_id(store: SQLiteStore) -> None:
     assert store.retention_batch(Tier.EPISODIC, "", limit=10)[0].importance == 0.3
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_apply_decay_is_one_transaction(store: SQLiteStore) -> None:
     a, b, c = (store.put_episodic(Memory.create(n)).id for n in "abc")
     refuse_inserts(store, "forgetting_log", "audit refused", when_id=c)

@@ -344,6 +344,7 @@ def test_promotion_only_goes_forward(store: SQLiteStore, source: Tier, target: T
         store.promote_memory("any", source, target)
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_promoting_a_missing_memory_changes_nothing(store: SQLiteStore) -> None:
     memory = store.put_semantic(Memory.create("x", Tier.SEMANTIC))
     before = snapshot(store)

@@ -30,6 +30,7 @@ def _session(session_id: str, at: int, **fields: object) -> SessionState:
     return SessionState(session_id, started_at=at, last_active_at=at, **fields)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_session_round_trip_and_active_list(store: SQLiteStore) -> None:
     one = _session("s1", 10, active_agents=("planner",), metadata={"user": "ann"})
     store.put_session(one)
@@ -149,6 +150,7 @@ EXPECTED_COUNTS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_postgres_counts_everything_in_one_snapshot(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         _populate(store)

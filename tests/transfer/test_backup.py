@@ -106,6 +106,7 @@ def _corrupt_an_index(path: Path, index: str = "idx_episodic_created") -> None:
         handle.write(b"\xff" * 64)
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_a_damaged_database_is_not_backed_up(db_path: Path, clock: FakeClock) -> None:
     with AgentMemoryManager.open(db_path, clock=clock) as memory:
         for i in range(300):
@@ -118,6 +119,7 @@ def test_a_damaged_database_is_not_backed_up(db_path: Path, clock: FakeClock) ->
         assert memory.backups.list_backups() == []
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 @pytest.mark.subprocess
 def test_backup_while_another_process_writes(full: AgentMemoryManager, db_path: Path) -> None:
     writer = subprocess.Popen([sys.executable, WORKER, "write", str(db_path), "400", "busy"],

@@ -52,6 +52,7 @@ def vector_hits(store: SQLiteStore, queries: np.ndarray) -> list[list[str]]:
     return [[m for m, _ in store.vector_search(q, 10)] for q in queries]
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 @pytest.mark.parametrize("mode", ["merge", "replace"])
 def test_a_bulk_import_builds_the_same_indexes_as_row_by_row_writes(
     tmp_path: Path, mode: str
@@ -90,6 +91,7 @@ def test_a_bulk_import_builds_the_same_indexes_as_row_by_row_writes(
         assert vector_hits(store, (vectors[0] * -1)[None, :])[0][0] == "new"
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_another_processes_vector_copy_sees_a_bulk_import(tmp_path: Path) -> None:
     source = tmp_path / "source.db"
     vectors = build(source)

@@ -37,6 +37,7 @@ def test_a_failed_transaction_writes_nothing_and_runs_rollback_hooks(pg: Postgre
     assert seen == ["rollback"]
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_nested_block_rolls_back_alone(pg: PostgresStore) -> None:
     with pg.transaction():
         with pytest.raises(KeyError), pg.transaction():
@@ -46,6 +47,7 @@ def test_a_nested_block_rolls_back_alone(pg: PostgresStore) -> None:
     assert (pg.get_meta("inner"), pg.get_meta("outer")) == (None, "1")
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_joined_block_that_wrote_then_failed_aborts_the_transaction(pg: PostgresStore) -> None:
     with pytest.raises(TransactionAbortedError), pg.transaction():  # noqa: SIM117
         with pytest.raises(KeyError), pg.transaction(join=True):
@@ -54,6 +56,7 @@ def test_a_joined_block_that_wrote_then_failed_aborts_the_transaction(pg: Postgr
     assert pg.get_meta("half") is None
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_a_joined_block_failing_before_any_write_leaves_the_transaction_usable(
     pg: PostgresStore,
 ) -> None:
@@ -64,6 +67,7 @@ def test_a_joined_block_failing_before_any_write_leaves_the_transaction_usable(
     assert pg.get_meta("after") == "1"
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_counters_add_atomically_across_threads(pg_url: str) -> None:
     stores = [PostgresStore(pg_url).open() for _ in range(4)]
     try:
@@ -107,6 +111,7 @@ def test_another_handles_commit_reaches_the_change_listeners(pg_url: str) -> Non
         b.close()
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_writers_of_different_agents_do_not_wait_for_each_other(
     pg_server: PgServer, pg_url: str
 ) -> None:
@@ -137,6 +142,7 @@ def test_writers_of_different_agents_do_not_wait_for_each_other(
             s.close()
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_read_only_handle_refuses_writes(pg_url: str) -> None:
     PostgresStore(pg_url).open().close()
     ro = PostgresStore(pg_url, read_only=True).open()
@@ -163,6 +169,7 @@ def test_a_missing_database_and_a_dead_server_give_typed_errors_without_secrets(
     assert "s3cret-pw" not in repr(PostgresStore("postgresql://someone:s3cret-pw@127.0.0.1:1/db"))
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 @pytest.mark.parametrize(("synchronous", "expected"), [("NORMAL", "off"), ("FULL", "on")])
 def test_synchronous_sets_whether_a_commit_waits_for_the_wal_flush(
     pg_url: str, synchronous: str, expected: str

@@ -58,6 +58,7 @@ def filled(pg_url: str, clock: FakeClock) -> str:
     return pg_url
 
 
+@pytest.mark.slow  # 3.3 s measured on a busy machine
 def test_a_backup_restores_into_an_empty_database(
     filled: str, pg_server: PgServer, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -92,6 +93,7 @@ def test_restore_checks_the_source_first(pg_url: str, tmp_path: Path, clock: Fak
         assert memory.statistics().storage.episodic_count == 0
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_backups_are_named_like_sqlites_and_rotated(
     pg_url: str, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -107,6 +109,7 @@ def test_backups_are_named_like_sqlites_and_rotated(
     assert not list(tmp_path.glob(".*partial"))
 
 
+@pytest.mark.slow  # 2.8 s measured on a busy machine
 def test_import_replace_and_merge_keep_every_table(
     filled: str, pg_server: PgServer, tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -131,6 +134,7 @@ def test_import_replace_and_merge_keep_every_table(
         assert other.check_integrity().ok
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_check_integrity_lists_every_broken_invariant(
     filled: str, pg_server: PgServer, clock: FakeClock
 ) -> None:
@@ -163,6 +167,7 @@ def test_check_integrity_lists_every_broken_invariant(
     assert ("graph_invariants", "entity ent_x has no alias") in found
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_maintenance_vacuums_and_keys_are_refused(
     filled: str, tmp_path: Path, clock: FakeClock
 ) -> None:

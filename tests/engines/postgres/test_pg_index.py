@@ -146,6 +146,7 @@ def test_a_window_holds_two_before_and_two_after_in_its_session_and_tier(pg: Pos
     assert {m for m, _ in pg.keyword_search(["falcon"], 10)} == {"m5", "m3", "m4", "other"}
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> None:
     rng = random.Random(3)
     add(
@@ -205,6 +206,7 @@ def _bm25_from_rows(
     return [(m, s) for s, _, m in sorted(scored)]
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
     pg: PostgresStore,
 ) -> None:
@@ -233,6 +235,7 @@ def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
     assert found[0][0] == "rare"
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_a_search_inside_a_transaction_sees_its_own_writes(pg: PostgresStore) -> None:
     with pg.transaction() as conn:
         conn.execute(_INSERT, _row(id="new", content="brand new words"))
@@ -242,6 +245,7 @@ def test_a_search_inside_a_transaction_sees_its_own_writes(pg: PostgresStore) ->
     assert [m for m, _ in pg.keyword_search(["changed"], 5)] == ["new"]
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
     add(
         pg,
@@ -282,6 +286,7 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
         pg.keyword_search(["apple"], 5, Tier.EPISODIC, where=MemoryFilter(tier=Tier.SEMANTIC))
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_a_search_by_the_keyword_rows_own_columns_scores_as_the_join_does(
     pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,6 +378,7 @@ def test_vector_recall_against_exact_search_plain_and_filtered(pg: PostgresStore
         assert hits / total >= 0.95, (where, hits / total)
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_the_first_embedding_fixes_the_dimension(pg: PostgresStore) -> None:
     add(pg, _row(id="a", content="x"), _row(id="b", content="y"))
     assert pg.vector_search(np.ones(4), 5) == []
@@ -391,6 +397,7 @@ def _has_vector_index(store: PostgresStore) -> bool:
         return bool(conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0])
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 @pytest.mark.parametrize("write", ["put", "insert"])
 def test_a_memory_written_with_its_embedding_makes_the_vector_index(
     pg: PostgresStore, write: str
@@ -538,6 +545,7 @@ def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
     assert [m for m, _, _ in pg.unembedded()] == [r[0] for r in anti] == ["m1", "m3", "m5"]
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: str) -> None:
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((300, 8)).astype(np.float32)

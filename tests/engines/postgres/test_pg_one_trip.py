@@ -39,6 +39,7 @@ def _open(url: str) -> AgentMemoryManager:
     return AgentMemoryManager.open(url, embedder=None, embed_in_background=False)
 
 
+@pytest.mark.slow  # 3.3 s measured on a busy machine
 def test_remember_makes_one_round_trip(pg_url: str, proxy: RoundTripProxy) -> None:
     with _open(proxy.url(pg_url)) as memory:
         session = memory.start_session("s1")
@@ -58,6 +59,7 @@ def test_remember_makes_one_round_trip(pg_url: str, proxy: RoundTripProxy) -> No
         assert [h.memory.id for h in fresh.recall("deploy Fridays", k=1)] == [stored.id]
 
 
+@pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_a_duplicate_takes_the_checked_path_and_is_reinforced(pg_url: str) -> None:
     with _open(pg_url) as memory:
         first = memory.remember("Alice prefers tea", importance=0.3)
@@ -105,6 +107,7 @@ def test_the_version_moves_only_when_the_statements_wrote(pg_url: str) -> None:
         store.close()
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_a_one_trip_write_queues_behind_its_agents_open_transaction(
     pg_server: PgServer, pg_url: str
 ) -> None:
@@ -136,6 +139,7 @@ def test_a_one_trip_write_queues_behind_its_agents_open_transaction(
             s.close()
 
 
+@pytest.mark.slow  # 3.3 s measured on a busy machine
 def test_recall_reads_the_dimension_once_and_again_after_another_process_changed_it(
     pg_url: str, proxy: RoundTripProxy
 ) -> None:

@@ -128,6 +128,7 @@ def test_a_killed_writer_leaves_no_lock_on_its_agent(pg_url: str, holding: str) 
     assert "held by agent-a" not in contents and "the next writer of agent a" in contents
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_unscoped_handles_share_one_writer_lane(pg_url: str) -> None:
     """A handle of the whole store (no agent scope) may write for any agent: its writers
     queue behind each other whatever the memories' agent_id (the scratchpad budget and
@@ -201,6 +202,7 @@ def password_role(server: PgServer) -> Iterator[str]:
             conn.execute("SELECT pg_reload_conf()")
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_a_wrong_password_is_an_authentication_error_without_it(
     pg_server: PgServer, pg_url: str
 ) -> None:
@@ -232,6 +234,7 @@ def test_a_missing_database_and_a_stopped_server(pg_server: PgServer, pg_url: st
     assert count(pg_url, pg_server) == 1
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_a_call_whose_connection_is_cut_fails_typed_and_the_next_one_works(
     pg_server: PgServer, pg_url: str
 ) -> None:

@@ -61,6 +61,7 @@ def _settle(memory: AgentMemoryManager) -> None:
         memory.recall("deploy key", k=2)
 
 
+@pytest.mark.slow  # 4.2 s measured on a busy machine
 def test_a_recall_without_a_graph_or_a_backlog_makes_only_its_searches(
     pg_url: str, proxy: RoundTripProxy
 ) -> None:
@@ -81,6 +82,7 @@ def test_a_recall_without_a_graph_or_a_backlog_makes_only_its_searches(
         assert [h.memory.id for h in memory.recall("deploy key", k=1)] == [a.id]
 
 
+@pytest.mark.slow  # 3.4 s measured on a busy machine
 def test_this_handles_own_write_brings_the_graph_signal_back(
     pg_url: str, proxy: RoundTripProxy
 ) -> None:
@@ -114,6 +116,7 @@ def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
         assert memory.get(stored.id).embedding is not None  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # 3.6 s measured on a busy machine
 def test_the_change_watch_reads_the_version_on_the_listener_in_one_trip(
     pg_url: str, proxy: RoundTripProxy
 ) -> None:

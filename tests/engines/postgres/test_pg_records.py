@@ -21,6 +21,7 @@ def test_the_dedup_key_is_the_sqlite_one() -> None:
         assert content_key(*args) == dedup_sql.content_key(*args)
 
 
+@pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: MemoryStorage) -> None:
     batch = [
         Memory.create("first", tags=("x", "x", "y"), embedding=[1.0, 0.0], session_id="s"),
@@ -41,6 +42,7 @@ def test_insert_memories_writes_a_batch_with_schedules_and_notes(store: MemorySt
     assert store.count(Tier.EPISODIC) == 1
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_record_content_keys_replaces_an_older_note(store: MemoryStorage) -> None:
     memory = store.put_episodic(Memory.create("old words"))
     store.record_content_keys([memory])
@@ -50,6 +52,7 @@ def test_record_content_keys_replaces_an_older_note(store: MemoryStorage) -> Non
     assert store.find_same_content("new words", Tier.EPISODIC, None, None) == [memory.id]
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_a_scratchpad_key_holds_one_entry(store: MemoryStorage) -> None:
     first = store.put_scratchpad("goal", Memory.create("one", Tier.SCRATCHPAD))
     second = store.put_scratchpad("goal", Memory.create("two", Tier.SCRATCHPAD))
@@ -57,6 +60,7 @@ def test_a_scratchpad_key_holds_one_entry(store: MemoryStorage) -> None:
     assert store.get_memory(first.id) is None
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_decay_logs_the_forgotten_in_the_order_given(store: MemoryStorage) -> None:
     ids = [store.put_episodic(Memory.create(f"m{i}")).id for i in range(4)]
     forgotten = [(ids[3], 0.01), (ids[0], 0.02), ("missing", 0.0)]
@@ -69,6 +73,7 @@ def test_decay_logs_the_forgotten_in_the_order_given(store: MemoryStorage) -> No
     assert store.count(Tier.EPISODIC) == 2
 
 
+@pytest.mark.slow  # 1.3 s measured on a busy machine
 def test_forgetting_deletes_the_vector_schedule_and_content_key(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         memory = store.put_episodic(Memory.create("secret", embedding=[1.0, 2.0]))
@@ -84,6 +89,7 @@ def test_forgetting_deletes_the_vector_schedule_and_content_key(pg_url: str) -> 
         assert len(store.get_promotion_history(memory.id)) == 1  # the audit stays
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_fix_dimension_claims_once(pg_url: str) -> None:
     with PostgresStore(pg_url) as store, store.transaction() as conn:
         assert fix_dimension(conn, 3, None) is True
@@ -92,6 +98,7 @@ def test_fix_dimension_claims_once(pg_url: str) -> None:
             fix_dimension(conn, 4, None)
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_promotion_keeps_the_insertion_order(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         a = store.put_episodic(Memory.create("a"))

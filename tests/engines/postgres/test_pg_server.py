@@ -72,6 +72,7 @@ def test_a_database_is_dropped_with_its_connections_still_open(pg_server: PgServ
     left_open.close()
 
 
+@pytest.mark.slow  # 1.2 s measured on a busy machine
 def test_a_restart_keeps_committed_rows_and_the_url(pg_server: PgServer, pg_url: str) -> None:
     before = psycopg.connect(pg_url, autocommit=True)
     before.execute("CREATE TABLE kept (n int)")
@@ -86,6 +87,7 @@ def test_a_restart_keeps_committed_rows_and_the_url(pg_server: PgServer, pg_url:
         assert after.execute("SELECT n FROM kept ORDER BY n").fetchall() == [(1,), (2,)]
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_a_stopped_server_refuses_connections_then_comes_back(
     pg_server: PgServer, pg_url: str
 ) -> None:

@@ -78,10 +78,12 @@ def _bounded_run(db_path: Path, slow_s: float = 0.0) -> None:
         assert store.count(Tier.EPISODIC) == 600
 
 
+@pytest.mark.slow  # 1.5 s measured on a busy machine
 def test_wal_stays_bounded_under_a_writer_that_never_pauses(db_path: Path) -> None:
     _bounded_run(db_path)
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_slow_thread_lets_the_wal_pass_the_hard_length_by_one_commit_at_most(
     db_path: Path,
 ) -> None:
@@ -158,6 +160,7 @@ def test_maintenance_truncates_the_wal_while_the_thread_is_busy(db_path: Path) -
             assert result.wal_bytes_after == 0, result
 
 
+@pytest.mark.slow  # 1.4 s measured on a busy machine
 def test_after_rekey_the_thread_checkpoints_with_the_new_key(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

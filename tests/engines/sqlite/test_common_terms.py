@@ -41,6 +41,7 @@ def _search(store: SQLiteStore, words: tuple[str, ...], limit: int, cap: int | N
         return index_sql.keyword_search(conn, words, limit, MemoryFilter(), 0.5, 0.5, rank_cap=cap)
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_a_common_word_counts_only_beside_another_word(filled: SQLiteStore) -> None:
     cut = _search(filled, ("common", "rare", "absent"), RARE, CAP)
     # Every memory holding the rare word, and only those: the 480 holding just the

@@ -82,6 +82,7 @@ def saved(path: Path) -> dict[str, str]:
         return {m.id: m.content for m in memory.query(limit=10_000)}
 
 
+@pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_salvage_copies_every_readable_row_and_names_the_lost(
     damaged: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:

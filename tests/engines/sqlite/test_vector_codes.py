@@ -143,6 +143,7 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
     assert len(codes_in(db_path)) == len(stored)  # reading wrote nothing
 
 
+@pytest.mark.slow  # 1.9 s measured on a busy machine
 def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[str]) -> None:
     rng = np.random.default_rng(4)
     vectors = unit(rng, COUNT)

@@ -5,7 +5,7 @@ Run from the repository root (not collected by pytest, not run by CI)::
     .venv/bin/python benchmarks/fuzz.py --inputs 100000
     .venv/bin/python benchmarks/fuzz.py --inputs 20000 --targets mcp,pages --seed 3
 
-``--inputs`` is split evenly over the targets (tests/fuzz_targets.py): import documents
+``--inputs`` is split evenly over the targets (tests/support/fuzz_targets.py): import documents
 (a real export broken one to three ways, sometimes cut off, imported with a random
 mode), CLI arguments (random commands, options and values, in process with click's
 runner), MCP tool arguments (random values for each tool's parameters, through the
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz_targets import TARGETS  # noqa: E402
+from tests.support.fuzz_targets import TARGETS  # noqa: E402
 
 
 def main() -> int:

@@ -8,10 +8,10 @@ Run from the repository root (not collected by pytest, not run by CI)::
 For each ``synchronous`` level, a workload of ``--ops`` operations (writes, batches,
 promotions, reviews, forgets, imports, backups, decay, consolidation, checkpoints) runs
 through the public API on a store whose files go through a recording VFS
-(``tests/power_cut_vfs.py``); then, at every sync point (``--every N``: every N-th), the
+(``tests/support/power_cut_vfs.py``); then, at every sync point (``--every N``: every N-th), the
 files as a power cut would leave them (unsynced writes dropped, the last unsynced write
 of each file torn) are reopened by a fresh manager, checked with ``check_integrity()``
-and compared with what each operation acknowledged (``tests/power_cut_run.py``). Prints
+and compared with what each operation acknowledged (``tests/support/power_cut_run.py``). Prints
 one line per level; exits 1 when any cut is damaged, holds a state no prefix of the
 operations explains, or (``FULL``) lost an acknowledged operation.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.power_cut_run import judge, run_workload  # noqa: E402
+from tests.support.power_cut_run import judge, run_workload  # noqa: E402
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """Smoke mode: every benchmark runs once, at a tiny size, and nothing is timed or judged.
 
 ``pytest benchmarks/ --smoke`` (or ``TM_BENCH_SMOKE=1``) is what CI runs
-(``tests/test_benchmarks_smoke.py``), so a benchmark that no longer runs is caught
+(``tests/docs/test_benchmarks_smoke.py``), so a benchmark that no longer runs is caught
 without paying for a real measurement. Benchmarks take their sizes through :func:`size`.
 """
 

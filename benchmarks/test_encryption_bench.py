@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m pytest benchmarks/test_encryption_bench.py -s``. Both files
 are written and searched alternately, a block of calls at a time, so that load on a
 shared machine falls on both sides alike. Recall ranks by keywords and by vectors from a
-hash stand-in for the model (``tests/worker.py``'s ``HashEmbedder``, no model run), so
+hash stand-in for the model (``tests/support/worker.py``'s ``HashEmbedder``, no model run), so
 the cost measured is the storage's, where the cipher works. Prints the ratios; there is no target.
 """
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.smoke import size
-from tests.worker import HashEmbedder
+from tests.support.worker import HashEmbedder
 from tiered_memory import AgentMemoryManager
 
 CALLS = size(4_000, 40)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.smoke import size, smoke
-from tests.secret_corpus import corpus
+from tests.support.secret_corpus import corpus
 from tiered_memory import AgentMemoryManager
 from tiered_memory.redaction import SecretRedactor
 

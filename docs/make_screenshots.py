@@ -1,6 +1,6 @@
 """Take the README's screenshots of the inspector: ``python docs/make_screenshots.py``.
 
-Builds the tests' sample file (tests/inspector_data.py) dated to the last few days, serves
+Builds the tests' sample file (tests/support/inspector_data.py) dated to the last few days, serves
 it with ``tiered-memory serve`` and photographs each page with Debian's chromium
 (``/usr/bin/chromium``) through Playwright, into ``docs/inspector/*.png``.
 """
@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import ViewportSize, sync_playwright  # noqa: E402
 
-from tests.inspector_data import DAY, build  # noqa: E402
-from tests.inspector_server import serving  # noqa: E402
+from tests.support.inspector_data import DAY, build  # noqa: E402
+from tests.support.inspector_server import serving  # noqa: E402
 
 OUT = ROOT / "docs" / "inspector"
 VIEWPORT: ViewportSize = {"width": 1100, "height": 720}

@@ -18,8 +18,8 @@ from persistence.sqlite.keyword_index import IDLE_ENV
 from tiered_memory import AgentMemoryManager
 
 # A PostgreSQL server per session and a database per test: pg_server, pg_url,
-# any_location, and the postgres marker (tests/pg_server.py).
-pytest_plugins = ["tests.pg_server"]
+# any_location, and the postgres marker (tests/support/pg_server.py).
+pytest_plugins = ["tests.support.pg_server"]
 
 
 class NetworkAccessError(RuntimeError):
@@ -57,7 +57,7 @@ def _no_idle_merges_unless_asked() -> Iterator[None]:
     store is constructed with the merger waiting an hour (the documented environment
     variable, read as a store is constructed; tests of the idle work pass
     ``idle_merge_s`` themselves); worker subprocesses of the crash tests drop the
-    variable (tests/worker.py), so SIGKILLs land during merges."""
+    variable (tests/support/worker.py), so SIGKILLs land during merges."""
     saved = os.environ.get(IDLE_ENV)
     os.environ[IDLE_ENV] = "3600"  # before any module's fixtures
     yield
@@ -104,6 +104,67 @@ def file_store(db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
         yield opened
 
 
+# --- one way to run a test on both engines --------------------------------------------
+
+ENGINES = ("sqlite", "postgres")
+
+
+def location_on(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, label: str = "agent"
+) -> str:
+    """A new memory's location: ``:memory:`` (SQLite in RAM), a file ``tmp_path/<label>.db``
+    that does not exist yet (``sqlite``), or a fresh database on the session's server
+    (``postgres``: the server starts only when a test gets here)."""
+    if kind == "memory":
+        return ":memory:"
+    if kind == "sqlite":
+        return str(tmp_path / f"{label}.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine a test runs on, ``sqlite`` then ``postgres`` (the test ids): a test that
+    asks for it, or for a fixture built on it (``any_location``, ``new_location``), runs
+    once on each; the ``postgres`` case gets the ``postgres`` marker
+    (tests/support/pg_server.py)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def any_location(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where ``AgentMemoryManager.open`` should make a store on :func:`engine`: a new
+    file, or a new PostgreSQL database."""
+    return location_on(engine, request, tmp_path)
+
+
+@pytest.fixture
+def new_location(
+    engine: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], str]]:
+    """A maker of fresh locations on :func:`engine` for tests that need several:
+    ``new_location("a")`` is a new file ``tmp_path/a.db``, or a new database on the
+    server (dropped after the test)."""
+    with contextlib.ExitStack() as made:
+
+        def make(label: str) -> str:
+            if engine == "sqlite":
+                return location_on(engine, request, tmp_path, label)
+            server = request.getfixturevalue("pg_server")
+            url: str = made.enter_context(server.database(f"{request.node.name}_{label}"))
+            return url
+
+        yield make
+
+
+@pytest.fixture(params=["memory", *ENGINES])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """:func:`any_location`, or ``":memory:"`` (a store in RAM, for ``open()`` methods
+    that take it): every form a store can be opened in."""
+    return location_on(request.param, request, tmp_path)
+
+
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes (to prove a file was left untouched)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -144,7 +205,7 @@ def make_memory(
     def make(**config: Any) -> AgentMemoryManager:
         config.setdefault("clock", clock)
         # Tests compare file checksums and count writes: background embedding is opted
-        # into by the tests about it (tests/test_embedding_queue.py).
+        # into by the tests about it (tests/domain/test_embedding_queue.py).
         config.setdefault("embed_in_background", False)
         if request.param == "memory":
             manager = AgentMemoryManager.in_memory(**config)

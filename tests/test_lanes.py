@@ -20,14 +20,14 @@ TESTS = ROOT / "tests"
 
 
 def _test_files() -> set[str]:
-    return {path.name for path in TESTS.glob("test_*.py")}
+    return {path.name for path in TESTS.rglob("test_*.py")}
 
 
 def _wholly_slow_files() -> set[str]:
     """Files whose module-level ``pytestmark`` holds ``slow`` (read as text: cheap)."""
     return {
         path.name
-        for path in TESTS.glob("test_*.py")
+        for path in TESTS.rglob("test_*.py")
         if any(
             line.startswith("pytestmark") and "pytest.mark.slow" in line
             for line in path.read_text().splitlines()

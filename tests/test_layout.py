@@ -4,12 +4,18 @@ only) -> migrations (its runners only); none back."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's syntax tree, parsed and walked once per session: the
+    tests below read the same few hundred files many times (parsing was their cost)."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
 
 
 def _imports(package: str, *, names: bool = False) -> list[tuple[str, str]]:
@@ -18,7 +24,7 @@ def _imports(package: str, *, names: bool = False) -> list[tuple[str, str]]:
     found = []
     for path in sorted((ROOT / package).rglob("*.py")):  # subpackages (integrations) too
         name = str(path.relative_to(ROOT / package))
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found += [(name, node.module)]
                 if names:
@@ -33,7 +39,6 @@ def test_the_domain_imports_only_what_persistence_exports() -> None:
     assert private == []
 
 
-@pytest.mark.slow
 def test_persistence_never_imports_the_domain() -> None:
     assert [(f, m) for f, m in _imports("persistence") if m.startswith("tiered_memory")] == []
 
@@ -59,7 +64,7 @@ def test_the_domain_runs_no_sql_and_holds_no_connection() -> None:
     domain names none of them and never imports the SQLite driver."""
     found = []
     for path in sorted((ROOT / "tiered_memory").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             named = (
                 [node.id] if isinstance(node, ast.Name)
                 else [node.attr] if isinstance(node, ast.Attribute)
@@ -81,7 +86,7 @@ def test_the_manager_gets_its_storage_from_build_backend() -> None:
     named = sorted(
         f"{path.name}: {node.id}"
         for path in sorted((ROOT / "tiered_memory").rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in _nodes(path)
         if isinstance(node, ast.Name) and node.id in sqlite_classes and path.name != "cli.py"
     )
     assert named == []
@@ -112,7 +117,7 @@ def _import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in paths}
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -240,7 +245,7 @@ def _classes() -> list[tuple[int, str]]:
         (node.end_lineno - node.lineno + 1, f"{path.relative_to(ROOT)}: {node.name}")
         for package in PACKAGES
         for path in sorted((ROOT / package).rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in _nodes(path)
         if isinstance(node, ast.ClassDef) and node.end_lineno is not None
     ]
 

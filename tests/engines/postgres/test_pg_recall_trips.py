@@ -1,0 +1,137 @@
+"""``recall()`` on PostgreSQL in few round trips: what it checks at every call (any
+entity to name? any memory waiting for a vector? did another process commit?) costs no
+round trip while the answer cannot have changed, and is asked again as soon as this
+handle or another process writes. Counted through the round-trip proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from persistence import PoolSettings
+from persistence.postgres import PostgresStore
+from tests.engines.postgres.test_pg_one_trip import _socket
+from tests.support.round_trips import RoundTripProxy
+from tests.support.worker import HashEmbedder
+from tiered_memory import AgentMemoryManager, RecallSettings
+
+pytestmark = pytest.mark.postgres
+
+GRAPH_ON = RecallSettings(fusion="rrf", graph_weight=1.0)
+QUIET = 3_600_000  # ms: no version-row look during a counted call (set per test)
+STEADY = PoolSettings(min_size=2, max_size=2, ping_after_s=3600)
+"""Counted calls: the pool holds the two connections recall uses at once from the start
+(none opened during a count) and pings none."""
+
+
+@pytest.fixture
+def proxy(pg_url: str) -> Iterator[RoundTripProxy]:
+    with RoundTripProxy(_socket(pg_url)) as relay:
+        yield relay
+
+
+def _open(url: str, **config: Any) -> AgentMemoryManager:
+    return AgentMemoryManager.open(
+        url, embedder=HashEmbedder("trips", 3), embed_in_background=False, extractor=None,
+        recall=GRAPH_ON, recall_review_quality=None, **config,
+    )  # fmt: skip
+
+
+def _graph_found(hits: list) -> list[str]:  # type: ignore[type-arg]
+    """Ids of the hits the graph signal brought."""
+    return [h.memory.id for h in hits if any(s.signal == "graph" for s in h.explanation.signals)]
+
+
+def _trips(proxy: RoundTripProxy, call: object) -> int:
+    before = proxy.trips
+    call()  # type: ignore[operator]
+    return proxy.trips - before
+
+
+def _settle(memory: AgentMemoryManager) -> None:
+    """Run recall until psycopg has prepared its statements on both pooled connections.
+
+    psycopg prepares a statement on a connection at its 5th execution there, and that
+    execution costs one trip more (Parse, then Bind); which pooled connection a leg takes
+    varies, so without this a counted call could be the one that prepares (1 in ~3
+    runs). 40 calls give each connection each statement 5 times but for ~1e-8."""
+    for _ in range(40):
+        memory.recall("deploy key", k=2)
+
+
+@pytest.mark.slow  # 4.2 s measured on a busy machine
+def test_a_recall_without_a_graph_or_a_backlog_makes_only_its_searches(
+    pg_url: str, proxy: RoundTripProxy
+) -> None:
+    with _open(proxy.url(pg_url), external_change_check_ms=QUIET, pool=STEADY) as memory:
+        a = memory.remember("the deploy key rotates on Fridays", embedding=[1.0, 0.0, 0.0])
+        memory.remember("lunch is at noon", embedding=[0.0, 1.0, 0.0])
+        memory.recall("deploy key", k=2)  # the alias and queue checks: found empty
+        _settle(memory)
+        # keyword search, vector search, conversation turns, the hits' keyword parts:
+        # no alias look-up, no embedding-queue read, no snapshot for the graph
+        assert [_trips(proxy, lambda: memory.recall("deploy key", k=2)) for _ in range(3)] == [
+            4, 4, 4,
+        ]  # fmt: skip
+        memory.remember("the standup moved to ten", embedding=[0.0, 0.0, 1.0])  # a write
+        after_write = _trips(proxy, lambda: memory.recall("deploy key", k=2))
+        assert after_write == 4 + 2  # this handle wrote: both checks are made again, once
+        assert _trips(proxy, lambda: memory.recall("deploy key", k=2)) == 4
+        assert [h.memory.id for h in memory.recall("deploy key", k=1)] == [a.id]
+
+
+@pytest.mark.slow  # 3.4 s measured on a busy machine
+def test_this_handles_own_write_brings_the_graph_signal_back(
+    pg_url: str, proxy: RoundTripProxy
+) -> None:
+    with _open(proxy.url(pg_url), external_change_check_ms=QUIET, pool=STEADY) as memory:
+        memory.remember("Nothing to do with anyone", embedding=[0.0, 1.0, 0.0])
+        assert _graph_found(memory.recall("the Berlin office", k=2)) == []  # cached: no alias
+        stored = memory.remember(
+            "She leads the sales team", relations=[("Ana", "works_in", "Berlin office")],
+            embedding=[1.0, 0.0, 0.0],
+        )  # fmt: skip
+        hits = memory.recall("What about the berlin OFFICE?", k=2)
+        assert _graph_found(hits) == [stored.id]
+        assert "'Berlin office' (named in the query)" in str(hits[0].explanation)
+
+
+def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
+    pg_url: str,
+) -> None:
+    with _open(pg_url, external_change_check_ms=0) as memory, _open(pg_url) as other:
+        memory.remember("Nothing to do with anyone", embedding=[0.0, 1.0, 0.0])
+        assert _graph_found(memory.recall("the Berlin office", k=2)) == []  # cached: no alias
+        assert memory.store.indexes.unembedded_count() == 0
+        stored = other.remember(
+            "She leads the sales team", relations=[("Ana", "works_in", "Berlin office")]
+        )  # no vector: it waits in the queue
+        hits = memory.recall("What about the berlin OFFICE?", k=2)  # the next call sees it
+        assert _graph_found(hits) == [stored.id]
+        assert "'Berlin office' (named in the query)" in str(hits[0].explanation)
+        # the backlog was read, not taken from the cache: recall embedded the new memory
+        assert memory.store.indexes.unembedded_count() == 0
+        assert memory.get(stored.id).embedding is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.slow  # 3.6 s measured on a busy machine
+def test_the_change_watch_reads_the_version_on_the_listener_in_one_trip(
+    pg_url: str, proxy: RoundTripProxy
+) -> None:
+    store = PostgresStore(proxy.url(pg_url), change_check_interval_ms=0).open()
+    other = PostgresStore(pg_url).open()
+    try:
+        told: list[int] = []
+        store.on_external_change(lambda: told.append(1))
+        assert _trips(proxy, store.check_external_changes) == 1  # the row, on the listener
+        assert told == []
+        other.set_meta("k", "v")  # another handle commits
+        store.db._listener.execute("SELECT 1")  # type: ignore[union-attr]  # swallow the notice
+        store.db._listener.pgconn.notifies()  # type: ignore[union-attr]
+        store.check_external_changes()
+        assert told == [1]  # the row itself showed it
+    finally:
+        store.close()
+        other.close()

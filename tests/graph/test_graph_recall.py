@@ -1,0 +1,89 @@
+"""The graph signal of recall: entities named in the query bring their memories (and,
+one hop away, their neighbours'), fused with keywords and vectors, explained by path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from persistence import Tier
+from tiered_memory import AgentMemoryManager, RecallSettings
+
+pytestmark = pytest.mark.both_backends
+
+ON = RecallSettings(fusion="rrf", graph_weight=1.0)
+
+
+def contents(hits: list) -> list[str]:  # type: ignore[type-arg]
+    return [h.memory.content for h in hits]
+
+
+@pytest.fixture
+def office(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
+    memory = make_memory(embedder=None, extractor=None, recall=ON)
+    memory.remember("She leads the sales team", relations=[("Ana", "works_in", "Berlin office")])
+    memory.remember("Moved to Lisbon last spring", entities=["Ana"])
+    memory.remember("Nothing to do with anyone")
+    return memory
+
+
+def test_named_entities_and_their_neighbours_come_back_with_the_path(
+    office: AgentMemoryManager,
+) -> None:
+    hits = office.recall("What else do we know about the berlin OFFICE?", k=5)
+    assert contents(hits) == ["She leads the sales team", "Moved to Lisbon last spring"]
+    first, second = (str(h.explanation) for h in hits)
+    assert "graph #1: 'Berlin office' (named in the query)" in first
+    assert "'Berlin office' -works_in- 'Ana', 1 hop" in second
+    graph = [s for s in hits[1].explanation.signals if s.signal == "graph"]
+    assert graph and graph[0].path == "'Berlin office' -works_in- 'Ana', 1 hop"
+
+
+def test_the_graph_signal_can_be_weighted_off_and_hops_limited() -> None:
+    for settings, expected in (
+        (RecallSettings(graph_share=0.0), []),  # weighted off
+        (RecallSettings(), ["She leads the sales team", "Moved to Lisbon last spring"]),
+        (
+            RecallSettings(fusion="rrf", graph_weight=1.0, graph_hops=0),
+            ["She leads the sales team"],
+        ),
+        (RecallSettings(fusion="score", graph_weight=1.0, graph_share=0.0), []),
+        (RecallSettings(fusion="rrf"), []),  # off in rank fusion by default
+        (
+            RecallSettings(fusion="score", graph_share=0.1),
+            ["She leads the sales team", "Moved to Lisbon last spring"],
+        ),
+    ):
+        memory = AgentMemoryManager.in_memory(embedder=None, extractor=None, recall=settings)
+        memory.remember(
+            "She leads the sales team", relations=[("Ana", "works_in", "Berlin office")]
+        )
+        memory.remember("Moved to Lisbon last spring", entities=["Ana"])
+        assert contents(memory.recall("berlin office", k=5)) == expected, settings
+        memory.shutdown()
+
+
+@pytest.mark.slow  # 1.0 s measured on a busy machine
+def test_filters_hold_for_graph_candidates(office: AgentMemoryManager) -> None:
+    pad = office.remember("Pinned note", Tier.SCRATCHPAD, entities=["Berlin office"])
+    assert pad.content in contents(office.recall("berlin office", k=5))
+    assert pad.content not in contents(office.recall("berlin office", k=5, tier="episodic"))
+
+
+def test_names_match_without_accents_and_only_whole(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    memory = make_memory(embedder=None, extractor=None, recall=ON)
+    memory.remember("Paints every morning", entities=["Zoë Müller"])
+    assert contents(memory.recall("what does zoe muller do", k=3)) == ["Paints every morning"]
+    assert contents(memory.recall("what does zoe do", k=3)) == []  # half a name is not it
+
+
+def test_bad_graph_settings_are_refused() -> None:
+    from persistence import InvalidInputError
+
+    with pytest.raises(InvalidInputError):
+        RecallSettings(graph_hops=2)
+    with pytest.raises(InvalidInputError):
+        RecallSettings(graph_weight=-1)

@@ -108,7 +108,7 @@ def test_the_domain_and_the_store_refuse_a_field_by_the_same_rule(
             memory.remember_many([record])
         stored = Memory.create("text", Tier.SEMANTIC)
         with pytest.raises(error, match=rf"^(each of )?memory\.{field} ") as by_field:
-            memory.store.put_memory(replace(stored, **{field: bad}))
+            memory.store.memories.put_memory(replace(stored, **{field: bad}))
         assert memory.query() == []
     assert type(by_argument.value) is type(by_field.value) is type(by_record.value)
     named = str(by_argument.value).replace(f"{field} ", f"memory.{field} ", 1)
@@ -140,7 +140,7 @@ def test_an_empty_agent_id_is_refused_when_written_now_and_kept_from_a_file(
             with pytest.raises(InvalidInputError, match="agent_id must not be empty"):
                 write()
         assert memory.query() == [] and len(memory.scratchpad) == 0
-        kept = memory.store.put_memory(Memory.create("older", Tier.SEMANTIC, agent_id=""))
+        kept = memory.store.memories.put_memory(Memory.create("older", Tier.SEMANTIC, agent_id=""))
         exported = memory.export_json(tmp_path / "export.json")
     with AgentMemoryManager.open(tmp_path / "again.db", embedder=None) as again:
         again.import_json(exported)

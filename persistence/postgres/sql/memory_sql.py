@@ -26,12 +26,7 @@ from persistence.records import (
     QueryOptions,
     Tier,
 )
-from persistence.stores.rows import (
-    field_conditions,
-    filter_fields,
-    query_filters,
-    validate_query,
-)
+from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
 Connection = psycopg.Connection[Any]
@@ -485,8 +480,8 @@ def query(
 def page(
     conn: Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """The next ``limit`` memories of ``tier`` (in ``scope``) whose id sorts byte-wise
+    after ``after_id`` (``COLLATE "C"``, SQLite's order), in that order."""
     mine, agent = _mine(scope)
     rows = conn.execute(
         f"{SELECT} WHERE t.tier = %s AND {ID} > %s{mine} ORDER BY {ID} LIMIT %s",

@@ -55,12 +55,7 @@ from persistence.sqlite.row_checks import (
     json_texts,
     tier_named,
 )
-from persistence.stores.rows import (
-    field_conditions,
-    filter_fields,
-    query_filters,
-    validate_query,
-)
+from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
@@ -485,8 +480,8 @@ def query(
 def page(
     conn: apsw.Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """The next ``limit`` rows of ``tier``'s table (in ``scope``) with id > ``after_id``,
+    in id order: :meth:`MemoryStore.page`'s keyset paging."""
     mine, agent = _mine(scope)
     rows = query_all(
         conn,

@@ -82,6 +82,19 @@ def field_conditions(filters: Mapping[str, Any], mark: str) -> tuple[list[str], 
     return where, params
 
 
+def index_backed(where: MemoryFilter) -> bool:
+    """True if an index finds the memories ``where`` accepts (a session, agent, tag or
+    time range is set): listing or counting them costs about what they number, not the
+    whole store."""
+    return not (
+        where.session_id is None
+        and where.agent_id is None
+        and not where.tags
+        and where.created_after is None
+        and where.created_before is None
+    )
+
+
 def session_row(session: SessionState) -> tuple[Any, ...]:
     """Column values of ``session`` (validated) in insert order, JSON as text (the two
     flags as ``bool``: SQLite binds them as 1 and 0)."""

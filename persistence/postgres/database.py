@@ -44,6 +44,7 @@ from persistence.errors import (
     TieredMemoryError,
     TransactionAbortedError,
 )
+from persistence.frames import TransactionFrames, run_hooks
 from persistence.locations import redact
 from persistence.postgres.change_watch import Hook, PgChangeWatch
 from persistence.postgres.tracing import connection_class, traced_by
@@ -98,7 +99,7 @@ def _check_client(conn: Connection) -> None:
         )
 
 
-class PgDatabase(PgChangeWatch):
+class PgDatabase(TransactionFrames, PgChangeWatch):
     """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
     module docstring). ``url`` may hold a password: it is kept here only, never printed."""
 
@@ -129,11 +130,7 @@ class PgDatabase(PgChangeWatch):
         self._pool: ConnectionPool[Connection] | None = None
         self._listener: Connection | None = None
         self._tx: Connection | None = None  # the connection of the open transaction
-        self._depth = 0
-        self._owner: int | None = None
-        self._hooks: list[tuple[list[Hook], list[Hook]]] = []
-        self._aborted = False
-        self._joined = False
+        TransactionFrames.__init__(self)
         self._change_listeners: list[Hook] = []
         self._seen_version: int | None = None
         self.change_check_interval_s = change_check_interval_s
@@ -260,10 +257,6 @@ class PgDatabase(PgChangeWatch):
         return pool
 
     # --- reading --------------------------------------------------------------------------
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._depth > 0 and self._owner == threading.get_ident()
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -447,7 +440,7 @@ class PgDatabase(PgChangeWatch):
             self._rollback_quietly(conn)
             raise call_error(exc, self._url) from None
         self._tx = conn
-        self._frame()
+        self._open_frame()
         self._joined, self._aborted = join, False
         try:
             yield conn
@@ -462,7 +455,7 @@ class PgDatabase(PgChangeWatch):
         conn = self._tx
         assert conn is not None
         outer_joined, self._joined = self._joined, True
-        self._frame()
+        self._open_frame()
         before = writes(conn)
         try:
             yield conn
@@ -471,11 +464,11 @@ class PgDatabase(PgChangeWatch):
             # transaction on any error) takes the whole transaction with it.
             if conn.info.transaction_status == _INERROR or self._wrote(conn, before):
                 self._aborted = True
-            self._pop(commit=False)
+            self._close_inner_frame(commit=False)
             raise
         finally:
             self._joined = outer_joined
-        self._pop(commit=True)
+        self._close_inner_frame(commit=True)
 
     def _savepoint(self) -> Iterator[Connection]:
         if self._aborted:
@@ -484,15 +477,15 @@ class PgDatabase(PgChangeWatch):
         assert conn is not None
         name = f"tm_sp_{self._depth}"
         self._statement(conn, f"SAVEPOINT {name}")
-        self._frame()
+        self._open_frame()
         try:
             yield conn
         except BaseException:
             self._statement(conn, f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
-            self._pop(commit=False)
+            self._close_inner_frame(commit=False)
             raise
         self._statement(conn, f"RELEASE SAVEPOINT {name}")
-        self._pop(commit=True)
+        self._close_inner_frame(commit=True)
 
     def _statement(self, conn: Connection, text: str) -> None:
         try:
@@ -529,32 +522,15 @@ class PgDatabase(PgChangeWatch):
         if changed:
             self._tell_listeners()
 
-    def _frame(self) -> None:
-        self._depth += 1
-        self._owner = threading.get_ident()
-        self._hooks.append(([], []))
-
-    def _pop(self, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth -= 1
-        if commit:
-            self._hooks[-1][0].extend(on_commit)
-            self._hooks[-1][1].extend(on_rollback)
-        else:
-            for callback in reversed(on_rollback):
-                callback()
-
     def _end(self, conn: Connection, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth, self._owner, self._joined = 0, None, False
-        aborted, self._aborted = self._aborted, False
+        on_commit, on_rollback, aborted = self._close_outer_frame()
         if commit and (aborted or conn.info.transaction_status == _INERROR):
             self._rollback_quietly(conn)
-            self._run(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
             raise TransactionAbortedError("rolled back after an earlier error; nothing committed")
         if not commit:
             self._rollback_quietly(conn)
-            self._run(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
             return
         try:
             cur = conn.execute(sql.SQL(self._commit_sql).format(**self._literals))
@@ -562,20 +538,15 @@ class PgDatabase(PgChangeWatch):
         except psycopg.Error as exc:
             lost = conn.info.transaction_status != _IDLE or conn.closed
             self._rollback_quietly(conn)
-            self._run(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
             raise call_error(exc, self._url, committing=lost) from None
         except BaseException:
             self._rollback_quietly(conn)
-            self._run(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
             raise
         if row is not None:
             self._seen_version = int(row[0])
-        self._run(on_commit)
-
-    @staticmethod
-    def _run(callbacks: Iterator[Hook] | list[Hook]) -> None:
-        for callback in callbacks:
-            callback()
+        run_hooks(on_commit)
 
     @staticmethod
     def _rollback_quietly(conn: Connection) -> None:
@@ -585,15 +556,3 @@ class PgDatabase(PgChangeWatch):
             conn.execute("ROLLBACK")
         except psycopg.Error:
             log.debug("ROLLBACK failed on a broken connection", exc_info=True)
-
-    def after_commit(self, callback: Hook) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside one)."""
-        if self.in_transaction:
-            self._hooks[-1][0].append(callback)
-        else:
-            callback()
-
-    def after_rollback(self, callback: Hook) -> None:
-        """Run ``callback`` if the current transaction (or nested block) rolls back."""
-        if self.in_transaction:
-            self._hooks[-1][1].append(callback)

@@ -205,4 +205,5 @@ class ServerMemories:
 
 def server_memory_store(db: PgDatabase, config: StoreConfig) -> MemoryStore:
     """The shared memory store over a server database."""
-    return MemoryStore(db, memory_sql, ServerMemories(db, config), config)
+    own = ServerMemories(db, config)
+    return MemoryStore(db, memory_sql, own, config, one_trip=own.remember_new)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from types import TracebackType
@@ -31,6 +31,7 @@ from persistence.errors import (
     StoreClosedError,
     TransactionAbortedError,
 )
+from persistence.frames import Hook, TransactionFrames, run_hooks
 from persistence.sqlite import encryption, file_users
 from persistence.sqlite.background import Background, BackgroundJob
 from persistence.sqlite.connection import (
@@ -52,7 +53,6 @@ from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite, result_cod
 from persistence.sqlite.watcher import ChangeWatcher
 from persistence.validation import require_int
 
-Hook = Callable[[], None]
 T = TypeVar("T")
 logger = logging.getLogger("tiered_memory")
 
@@ -68,7 +68,7 @@ _ABORTED = (
 )
 
 
-class Database:
+class Database(TransactionFrames):
     """Connections and transactions of one SQLite file (or ``":memory:"``).
 
     ``path`` is already absolute (or ``":memory:"``). ``read_only`` opens with SQLite's
@@ -111,11 +111,7 @@ class Database:
         """One item per read under way through a thread's own connection (close() waits
         until it is empty): appended and popped without a lock, both atomic."""
         self._local = threading.local()
-        self._depth = 0
-        self._owner: int | None = None
-        self._hooks: list[tuple[list[Hook], list[Hook]]] = []
-        self._aborted = False
-        self._joined = False  # nested transaction() calls join the open one (no savepoint)
+        TransactionFrames.__init__(self)
         self._closed = False
         self._tidy_wal = False
         self._watcher = ChangeWatcher(
@@ -353,38 +349,6 @@ class Database:
             return _Savepoint(self)
         return _Outer(self, join)
 
-    def _begin_frame(self) -> None:
-        self._depth += 1
-        self._owner = threading.get_ident()
-        self._hooks.append(([], []))
-
-    def _finish_inner(self, commit: bool) -> None:
-        on_commit, on_rollback = self._hooks.pop()
-        self._depth -= 1
-        if commit:
-            self._hooks[-1][0].extend(on_commit)
-            self._hooks[-1][1].extend(on_rollback)
-        else:
-            _run_all(reversed(on_rollback))
-
-    @property
-    def in_transaction(self) -> bool:
-        """True when the calling thread is inside :meth:`transaction`."""
-        return self._depth > 0 and self._owner == threading.get_ident()
-
-    def after_commit(self, callback: Hook) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside one)."""
-        if self.in_transaction:
-            self._hooks[-1][0].append(callback)
-        else:
-            callback()
-
-    def after_rollback(self, callback: Hook) -> None:
-        """Run ``callback`` if the current transaction (or savepoint) rolls back; newest
-        first, like an undo log. Outside a transaction it is dropped."""
-        if self.in_transaction:
-            self._hooks[-1][1].append(callback)
-
     # --- other processes' writes ------------------------------------------------------
 
     def on_external_change(self, callback: Hook) -> None:
@@ -430,7 +394,7 @@ class Database:
                 with self.background.paused():
                     yield conn
             finally:
-                _run_all(self._exclusive_listeners)
+                run_hooks(self._exclusive_listeners)
 
     @contextmanager
     def fresh_read_connection(self) -> Iterator[apsw.Connection]:
@@ -610,7 +574,7 @@ class _Outer(_Locked):
                 f"{db.options.busy_timeout_ms} ms; try again",
                 result_code=result_code(exc),
             ) from exc
-        db._begin_frame()
+        db._open_frame()
         db._joined = self._join
         begun = conn.total_changes()
         try:
@@ -631,15 +595,11 @@ class _Outer(_Locked):
 
     def _close(self, conn: apsw.Connection, commit: bool) -> None:
         db = self._db
-        on_commit, on_rollback = db._hooks.pop()
-        db._depth = 0
-        db._owner = None
-        db._joined = False
-        aborted, db._aborted = db._aborted, False
+        on_commit, on_rollback, aborted = db._close_outer_frame()
         if commit and (aborted or not conn.in_transaction):
             if conn.in_transaction:  # a joined block wrote half: none of it may stay
                 conn.execute("ROLLBACK")
-            _run_all(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
             raise TransactionAbortedError(
                 "SQLite rolled this transaction back after an earlier error; nothing was committed"
             )
@@ -650,13 +610,13 @@ class _Outer(_Locked):
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                _run_all(reversed(on_rollback))
+                run_hooks(reversed(on_rollback))
                 raise
-            _run_all(on_commit)
+            run_hooks(on_commit)
         else:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            _run_all(reversed(on_rollback))
+            run_hooks(reversed(on_rollback))
 
 
 class _Savepoint(_Locked):
@@ -672,7 +632,7 @@ class _Savepoint(_Locked):
             raise TransactionAbortedError(_ABORTED)
         self._name = f"tm_savepoint_{db._depth}"
         conn.execute(f"SAVEPOINT {self._name}")
-        db._begin_frame()
+        db._open_frame()
         return conn
 
     def _end(self, commit: bool) -> None:
@@ -683,7 +643,7 @@ class _Savepoint(_Locked):
             except BaseException:
                 self._rollback()
                 raise
-            db._finish_inner(commit=True)
+            db._close_inner_frame(commit=True)
         else:
             self._rollback()
 
@@ -699,7 +659,7 @@ class _Savepoint(_Locked):
         except apsw.Error:
             db._aborted = True
         finally:
-            db._finish_inner(commit=False)
+            db._close_inner_frame(commit=False)
 
 
 class _Joined:
@@ -722,7 +682,7 @@ class _Joined:
         self._changes = conn.total_changes()
         self._outer_joined = db._joined
         db._joined = True
-        db._begin_frame()
+        db._open_frame()
         return conn
 
     def __exit__(
@@ -731,12 +691,12 @@ class _Joined:
         db = self._db
         if kind is None:
             db._joined = self._outer_joined
-            db._finish_inner(commit=True)
+            db._close_inner_frame(commit=True)
             return
         try:
             if self._conn.total_changes() != self._changes:
                 db._aborted = True  # half of it may be written: all must go
-            db._finish_inner(commit=False)
+            db._close_inner_frame(commit=False)
         finally:
             db._joined = self._outer_joined
 
@@ -815,8 +775,3 @@ def _reset_after_large(conn: apsw.Connection, begun: int, threshold: int) -> Non
             connection_reset_schema(conn)
     except apsw.Error as exc:
         logger.debug("schema reset after a large transaction skipped: %s", exc)
-
-
-def _run_all(callbacks: Iterable[Hook]) -> None:
-    for callback in callbacks:
-        callback()

@@ -34,6 +34,7 @@ from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
 __all__ = ["FileMemories", "MemoryStore", "check_dimension"]  # MemoryStore: for sqlite/__init__
 
+
 def check_dimension(conn: apsw.Connection, dim: int, configured: int | None) -> None:
     """The first embedding fixes the file's dimension (``configured``, if the store was
     given one); later ones must match it."""
@@ -129,18 +130,8 @@ class FileMemories:
             return tag_counts_sql.counts(conn, prefix)
         return tag_counts_sql.agent_counts(conn, prefix, agent_id)
 
-    def remember_new(
-        self,
-        memory: Memory,
-        schedule: RepetitionSchedule,
-        key: bytes,
-        touch_at: int | None,
-        dedup: bool,
-    ) -> Memory | None:
-        """None: a file write is a local call, the step-by-step path costs no round trips."""
-        return None
-
 
 def file_memory_store(db: Database, config: StoreConfig) -> MemoryStore:
-    """The shared memory store over a file."""
+    """The shared memory store over a file (no one-trip write: a file write is a local
+    call, the step-by-step path costs no round trips)."""
     return MemoryStore(db, memory_sql, FileMemories(db, config), config)

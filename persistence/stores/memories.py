@@ -7,7 +7,8 @@ returns) or on a read connection (:meth:`Engine.reading`). The engine supplies t
 things: ``sql``, its ``memory_sql`` module (functions of the same names on both engines,
 the connection first), and ``own``, a :class:`MemoryEngine`: what it does its own way (how
 a row and its vector are encoded and written, how the vector size is checked, promotion
-and forgetting, the one-statement reads and the one-trip write).
+and forgetting, the one-statement reads). An engine that can write ``remember()``'s new
+memory in one round trip also supplies that write (:class:`OneTripWrite`).
 """
 
 from __future__ import annotations
@@ -119,7 +120,12 @@ class MemoryEngine(Protocol):
         """Memories per namespace tag starting with ``prefix`` (of ``agent_id``, if given)."""
         ...
 
-    def remember_new(
+
+class OneTripWrite(Protocol):
+    """``remember()``'s write of a new memory in one round trip (see
+    :meth:`MemoryStore.remember_new`), on an engine that has one."""
+
+    def __call__(
         self,
         memory: Memory,
         schedule: RepetitionSchedule,
@@ -127,8 +133,8 @@ class MemoryEngine(Protocol):
         touch_at: int | None,
         dedup: bool,
     ) -> Memory | None:
-        """``remember()``'s write in one round trip where the engine has one; ``None``:
-        nothing written, the caller takes the step-by-step path."""
+        """The memory as stored; ``None``: nothing written, the caller takes the
+        step-by-step path."""
         ...
 
 
@@ -138,14 +144,23 @@ class MemoryStore:
     ``config`` is the store's, read live (``clock``, ``max_content_bytes``, ``scope``:
     every read and removal carries it, so a scoped handle sees its agent's memories).
     The per-tier methods (``put_episodic`` ... ``clear_scratchpad``) are the reference design's
-    lower-level API: thin wrappers over the tier-generic ones.
+    lower-level API: thin wrappers over the tier-generic ones. ``one_trip``: the engine's
+    one-round-trip write of a new memory, if it has one.
     """
 
-    def __init__(self, db: Engine, sql: Any, own: MemoryEngine, config: StoreConfig) -> None:
+    def __init__(
+        self,
+        db: Engine,
+        sql: Any,
+        own: MemoryEngine,
+        config: StoreConfig,
+        one_trip: OneTripWrite | None = None,
+    ) -> None:
         self.db = db
         self.sql = sql
         self.own = own
         self.config = config
+        self.one_trip = one_trip
 
     # --- memories of any tier ---------------------------------------------------------------
 
@@ -222,8 +237,10 @@ class MemoryStore:
             raise InvalidInputError("remember_new() takes an episodic or semantic memory")
         if schedule.memory_id != memory.id:
             raise InvalidInputError("remember_new(): the schedule is another memory's")
+        if self.one_trip is None:  # no one-trip write: the step-by-step path costs no more
+            return None
         key = content_key(memory.content, memory.agent_id, memory.session_id)
-        return self.own.remember_new(_normal(memory), schedule, key, touch_at, dedup)
+        return self.one_trip(_normal(memory), schedule, key, touch_at, dedup)
 
     def get_memory(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it, or ``None``."""

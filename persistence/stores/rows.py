@@ -1,9 +1,10 @@
-"""Driver-free pieces both engines' SQL modules share: query checks, filter fields, and
-the parameter rows of sessions and notes (each engine keeps only its SQL text)."""
+"""Driver-free pieces both engines' SQL modules share: query checks, filter fields and
+their column conditions, and the parameter rows of sessions and notes (each engine keeps
+only its own SQL text)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from persistence.codecs import encode_json
@@ -32,7 +33,7 @@ def validate_query(options: QueryOptions, order_columns: Collection[str]) -> Non
 
 
 def query_filters(options: QueryOptions) -> dict[str, Any]:
-    """The filters of ``options`` as keyword arguments of an engine's ``conditions()``."""
+    """The filters of ``options``, as an engine's ``conditions()`` takes them."""
     return {
         "session_id": options.session_id,
         "agent_id": options.agent_id,
@@ -44,7 +45,7 @@ def query_filters(options: QueryOptions) -> dict[str, Any]:
 
 
 def filter_fields(where: MemoryFilter) -> dict[str, Any]:
-    """The filters of ``where`` (its tier aside) as keyword arguments of ``conditions()``."""
+    """The filters of ``where`` (its tier aside), as an engine's ``conditions()`` takes them."""
     return {
         "session_id": where.session_id,
         "agent_id": where.agent_id,
@@ -53,6 +54,45 @@ def filter_fields(where: MemoryFilter) -> dict[str, Any]:
         "created_before": where.created_before,
         "min_retention": where.min_retention,
     }
+
+
+_FIELD_CONDITIONS = (
+    ("session_id", "t.session_id = {}"),
+    ("agent_id", "t.agent_id = {}"),
+    ("category", "t.category = {}"),
+    ("created_after", "t.created_at >= {}"),
+    ("created_before", "t.created_at < {}"),
+    ("min_retention", "t.retention >= {}"),
+)
+"""Each plain filter and its condition on a memory table aliased ``t`` (same columns on
+both engines); ``{}`` is the engine's placeholder."""
+
+
+def field_conditions(filters: Mapping[str, Any], mark: str) -> tuple[list[str], list[Any]]:
+    """The conditions of the plain filters ``filters`` sets (of :func:`query_filters` or
+    :func:`filter_fields`; tags aside, each engine keeps its own) and their parameters,
+    with the engine's placeholder ``mark`` (``?``, ``%s``)."""
+    where: list[str] = []
+    params: list[Any] = []
+    for name, condition in _FIELD_CONDITIONS:
+        value = filters.get(name)
+        if value is not None:
+            where.append(condition.format(mark))
+            params.append(value)
+    return where, params
+
+
+def index_backed(where: MemoryFilter) -> bool:
+    """True if an index finds the memories ``where`` accepts (a session, agent, tag or
+    time range is set): listing or counting them costs about what they number, not the
+    whole store."""
+    return not (
+        where.session_id is None
+        and where.agent_id is None
+        and not where.tags
+        and where.created_after is None
+        and where.created_before is None
+    )
 
 
 def session_row(session: SessionState) -> tuple[Any, ...]:

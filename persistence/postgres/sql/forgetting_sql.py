@@ -36,8 +36,8 @@ def retention_batch(
     min_reviews: int,
     scope: Scope = WHOLE,
 ) -> list[RetentionInput]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """:meth:`ScheduleStore.retention_batch`'s inputs from ``tm_memories`` joined with
+    ``tm_schedules`` (in ``scope``), ids compared byte-wise (``COLLATE "C"``)."""
     mine, agent = scope.and_("t.scope", "%s")
     rows = conn.execute(
         _BATCH + mine + _BATCH_ORDER, (tier.value, after_id, min_reviews, *agent, limit)

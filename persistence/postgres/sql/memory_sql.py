@@ -8,7 +8,7 @@ closed sets (column names of :data:`ORDER_COLUMNS`, fixed fragments).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -26,7 +26,7 @@ from persistence.records import (
     QueryOptions,
     Tier,
 )
-from persistence.stores.rows import filter_fields, query_filters, validate_query
+from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
 Connection = psycopg.Connection[Any]
@@ -433,35 +433,13 @@ def clear(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> int:
     return len(forget_rows(conn, ids, None, tier, None, None, scope)) if ids else 0
 
 
-def conditions(
-    *,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    category: str | None = None,
-    tags: Sequence[str] = (),
-    created_after: int | None = None,
-    created_before: int | None = None,
-    min_retention: float | None = None,
-) -> tuple[list[str], list[Any]]:
+def conditions(filters: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
     """WHERE conditions on ``tm_memories`` aliased ``t`` (joined with AND) and their
     parameters: the one place that turns filters into SQL, for queries and searches.
-    Tags must all be present (``@>``, served by the GIN index)."""
-    where: list[str] = []
-    params: list[Any] = []
-    for column, value in (("session_id", session_id), ("agent_id", agent_id),
-                          ("category", category)):  # fmt: skip
-        if value is not None:
-            where.append(f"t.{column} = %s")
-            params.append(value)
-    if created_after is not None:
-        where.append("t.created_at >= %s")
-        params.append(created_after)
-    if created_before is not None:
-        where.append("t.created_at < %s")
-        params.append(created_before)
-    if min_retention is not None:
-        where.append("t.retention >= %s")
-        params.append(min_retention)
+    The plain filters are the shared :func:`field_conditions`; tags must all be present
+    (``@>``, served by the GIN index)."""
+    where, params = field_conditions(filters, "%s")
+    tags = filters.get("tags", ())
     if tags:
         where.append("t.tags @> %s::text[]")
         params.append(list(dict.fromkeys(tags)))
@@ -470,7 +448,7 @@ def conditions(
 
 def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
     """:func:`conditions` of a :class:`MemoryFilter`, its tier included."""
-    found, params = conditions(**filter_fields(where))
+    found, params = conditions(filter_fields(where))
     if where.tier is not None:
         found.insert(0, "t.tier = %s")
         params.insert(0, where.tier.value)
@@ -483,7 +461,7 @@ def query(
     """Memories of ``tier`` (in ``scope``) matching every filter ``options`` sets, ordered
     as SQLite orders them (a missing ``last_accessed_at`` sorts lowest)."""
     validate_query(options, ORDER_COLUMNS)
-    where, params = conditions(**query_filters(options))
+    where, params = conditions(query_filters(options))
     if scope.scoped:
         mine, agent = scope.condition("t.scope", "%s")
         where, params = [*where, mine], [*params, *agent]
@@ -502,8 +480,8 @@ def query(
 def page(
     conn: Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """The next ``limit`` memories of ``tier`` (in ``scope``) whose id sorts byte-wise
+    after ``after_id`` (``COLLATE "C"``, SQLite's order), in that order."""
     mine, agent = _mine(scope)
     rows = conn.execute(
         f"{SELECT} WHERE t.tier = %s AND {ID} > %s{mine} ORDER BY {ID} LIMIT %s",

@@ -4,6 +4,7 @@ for the recall searches (the filter goes inside the search, never after its LIMI
 from __future__ import annotations
 
 from persistence.records import MemoryFilter
+from persistence.stores.rows import index_backed as index_backed  # shared; the store asks here
 
 
 def condition(where: MemoryFilter, alias: str = "m") -> tuple[str, dict[str, object]]:
@@ -32,15 +33,3 @@ def condition(where: MemoryFilter, alias: str = "m") -> tuple[str, dict[str, obj
         conds.append(f"{alias}.retention >= %(f_ret)s")
         params["f_ret"] = where.min_retention
     return (" AND ".join(conds) or "true"), params
-
-
-def index_backed(where: MemoryFilter) -> bool:
-    """True if an index lists the memories ``where`` accepts (a session, agent, tag or
-    time range is set): counting them costs about what they number, not the table."""
-    return not (
-        where.session_id is None
-        and where.agent_id is None
-        and not where.tags
-        and where.created_after is None
-        and where.created_before is None
-    )

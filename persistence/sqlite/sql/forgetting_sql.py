@@ -54,8 +54,8 @@ def retention_batch(
     min_reviews: int = 0,
     scope: Scope = WHOLE,
 ) -> list[RetentionInput]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """:meth:`ScheduleStore.retention_batch`'s inputs from ``tier``'s table joined with
+    each memory's schedule (in ``scope``), every value's type checked as it is read."""
     mine, agent = scope.and_("t.agent_id")
     rows = query_all(
         conn,

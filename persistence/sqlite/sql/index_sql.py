@@ -23,6 +23,7 @@ from persistence.sqlite.sql import schema_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
 from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
 from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
+from persistence.stores.rows import index_backed as index_backed  # shared; the store asks here
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:
@@ -138,18 +139,6 @@ NARROW_ROWS = 400
 seeks each one's row in every term's doclist (about 0.15 ms each at 100k memories)
 instead of scoring every match in the file and checking it (300 ms at 1M memories for
 a session of 50)."""
-
-
-def index_backed(where: MemoryFilter) -> bool:
-    """True if an index finds the memories ``where`` accepts (a session, agent, tag or
-    time range is set): listing them costs about what they number, not the file."""
-    return not (
-        where.session_id is None
-        and where.agent_id is None
-        and not where.tags
-        and where.created_after is None
-        and where.created_before is None
-    )
 
 
 def narrow_rowids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[int] | None:

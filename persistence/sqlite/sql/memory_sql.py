@@ -6,7 +6,7 @@ come only from the closed :class:`Tier` enum; every value is a bound parameter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -55,7 +55,7 @@ from persistence.sqlite.row_checks import (
     json_texts,
     tier_named,
 )
-from persistence.stores.rows import filter_fields, query_filters, validate_query
+from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
 TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC: "semantic"}
@@ -422,40 +422,16 @@ def clear(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> int:
     return len(ids)
 
 
-def conditions(
-    *,
-    session_id: str | None = None,
-    agent_id: str | None = None,
-    category: str | None = None,
-    tags: Sequence[str] = (),
-    created_after: int | None = None,
-    created_before: int | None = None,
-    min_retention: float | None = None,
-    probe_tags: bool = False,
-) -> tuple[list[str], list[Any]]:
+def conditions(filters: Mapping[str, Any], probe_tags: bool = False) -> tuple[list[str], list[Any]]:
     """WHERE conditions on a tier table aliased ``t`` (joined with AND) and their
     parameters: the one place that turns filters into SQL, for queries and searches.
 
-    A tag is a set to look ids up in (a listing: it may drive the query), or with
-    ``probe_tags`` one index probe per row (a search checks each candidate it finds).
+    The plain filters are the shared :func:`field_conditions`. A tag is a set to look
+    ids up in (a listing: it may drive the query), or with ``probe_tags`` one index probe
+    per row (a search checks each candidate it finds).
     """
-    where: list[str] = []
-    params: list[Any] = []
-    for column, value in (("session_id", session_id), ("agent_id", agent_id),
-                          ("category", category)):  # fmt: skip
-        if value is not None:
-            where.append(f"t.{column} = ?")
-            params.append(value)
-    if created_after is not None:
-        where.append("t.created_at >= ?")
-        params.append(created_after)
-    if created_before is not None:
-        where.append("t.created_at < ?")
-        params.append(created_before)
-    if min_retention is not None:
-        where.append("t.retention >= ?")
-        params.append(min_retention)
-    for tag in dict.fromkeys(tags):
+    where, params = field_conditions(filters, "?")
+    for tag in dict.fromkeys(filters.get("tags", ())):
         if probe_tags:
             where.append("EXISTS (SELECT 1 FROM memory_tags WHERE memory_id = t.id AND tag = ?)")
         else:
@@ -466,7 +442,7 @@ def conditions(
 
 def filter_conditions(where: MemoryFilter, probe_tags: bool = False) -> tuple[list[str], list[Any]]:
     """:func:`conditions` for a :class:`MemoryFilter` (its tier aside)."""
-    return conditions(**filter_fields(where), probe_tags=probe_tags)
+    return conditions(filter_fields(where), probe_tags)
 
 
 def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[Any]]:
@@ -488,7 +464,7 @@ def query(
 ) -> list[Memory]:
     """Memories of ``tier`` (in ``scope``) matching every filter that ``options`` sets."""
     validate_query(options, _ORDER_COLUMNS)
-    where, params = conditions(**query_filters(options))
+    where, params = conditions(query_filters(options))
     if scope.scoped:
         mine, agent = scope.condition("t.agent_id")
         where, params = [*where, mine], [*params, *agent]
@@ -504,8 +480,8 @@ def query(
 def page(
     conn: apsw.Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[Memory]:
-    """The next ``limit`` memories of ``tier`` (in ``scope``) with id > ``after_id``
-    (keyset paging)."""
+    """The next ``limit`` rows of ``tier``'s table (in ``scope``) with id > ``after_id``,
+    in id order: :meth:`MemoryStore.page`'s keyset paging."""
     mine, agent = _mine(scope)
     rows = query_all(
         conn,

@@ -1,4 +1,5 @@
-"""SQL for an agent-scoped graph view of a file: which graph rows are an agent's (the scope's subquery is :func:`memory_sql.scoped_ids`)."""
+"""SQL for an agent-scoped graph view of a file: which graph rows are an agent's (the
+scope's subquery is :func:`memory_sql.scoped_ids`)."""
 
 from __future__ import annotations
 

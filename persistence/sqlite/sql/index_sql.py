@@ -18,12 +18,12 @@ import numpy as np
 import orjson
 
 from persistence.records import KeywordHits, KeywordParts, MemoryFilter, Tier
-from persistence.stores.scope import WHOLE, Scope
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.sql import schema_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions, scoped_ids
 from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
 from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
+from persistence.stores.scope import WHOLE, Scope
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:

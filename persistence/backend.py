@@ -141,19 +141,13 @@ def _agent_filtered(
 ) -> Backend:
     """A file's parts for a handle scoped to agent ``agent_id``: ``store`` is built with
     the scope, which its parts' SQL carries (:mod:`persistence.stores.scope`); the file
-    operations refuse whole-file copies and export the agent's data. The recall indexes
-    and the graph take the scope through :mod:`persistence.sqlite.agent_filter` and
-    :mod:`persistence.sqlite.agent_graph` still."""
-    from persistence.sqlite.agent_filter import AgentIndexes
+    operations refuse whole-file copies and export the agent's data. The graph takes
+    the scope through :mod:`persistence.sqlite.agent_graph` still."""
     from persistence.sqlite.agent_graph import AgentFilteredGraph
     from persistence.sqlite.backup import BackupManager
     from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.note_store import NoteStore
 
-    # The domain searches through store.indexes: until the index store carries the scope
-    # itself, the store's index part is the scoped view (its own part stays in _parts).
-    store.indexes = AgentIndexes(store.indexes, store.config.scope, store.memories)
-    indexes = cast(RecallIndex, store.indexes)
     graph = cast(GraphStorage, AgentFilteredGraph(sqlite_graph_store(store.db), store, agent_id))
     return Backend(
         store,
@@ -163,7 +157,7 @@ def _agent_filtered(
         memories=store.memories,
         sessions=store.sessions,
         schedules=store.schedules,
-        indexes=indexes,
+        indexes=store.indexes,
         notes=NoteStore(store.db, agent_id),
     )
 

@@ -273,7 +273,7 @@ class PgFiles:
 
     def export_source(self) -> AbstractContextManager[ExportSource]:
         """Every table from one ``REPEATABLE READ READ ONLY`` snapshot, for the block."""
-        return json_io.export_source(self.store.db)
+        return json_io.export_source(self.store.db, self.store.config.scope)
 
     def import_sink(self) -> AbstractContextManager[ImportSink]:
         """One write transaction and the sink that writes in it: leaving the block

@@ -70,7 +70,9 @@ def build_index_store(db: PgDatabase, config: StoreConfig) -> IndexStore[HnswVec
     def clock() -> int:  # the configuration's clock at each call (settable)
         return config.clock()
 
-    settings = IndexSettings(db.location, clock, config.embedding_dim, EXACT_SCAN_MAX)
+    settings = IndexSettings(
+        db.location, clock, config.embedding_dim, EXACT_SCAN_MAX, config.scope
+    )
     return IndexStore(db, SQL, keyword_sql, HnswVectors(db), settings, EmptyAtVersion(db))
 
 

@@ -24,20 +24,21 @@ from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.sql import memory_sql, transfer_sql
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, Tier
+from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink
 
 
 @contextmanager
-def export_source(db: PgDatabase) -> Iterator[StoreExportSource]:
-    """Every table from one snapshot: inside this thread's transaction its view, else a
-    ``REPEATABLE READ READ ONLY`` transaction of its own for the block."""
+def export_source(db: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExportSource]:
+    """Every table (``scope``'s rows) from one snapshot: inside this thread's transaction
+    its view, else a ``REPEATABLE READ READ ONLY`` transaction of its own for the block."""
     with db.reading() as conn:
         own = not db.in_transaction
         try:
             if own:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield StoreExportSource(conn, transfer_sql)
+            yield StoreExportSource(conn, transfer_sql, scope=scope)
         except psycopg.Error as exc:
             raise call_error(exc, db._url) from None
         finally:

@@ -43,7 +43,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import agent_export, code_sync, json_io
+from persistence.sqlite import code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
@@ -373,7 +373,7 @@ class BackupManager:
             with (
                 partial.open("wb") as out,
                 self.store.read_connection() as conn,
-                agent_export.export_source(conn, self.agent_id) as source,
+                json_io.export_source(conn, self.scope) as source,
             ):
                 export_document(source, out, self.store.clock(), progress)
                 out.flush()
@@ -424,7 +424,7 @@ class BackupManager:
         writes out; :func:`~persistence.transfer.copy_store` reads it as records)."""
         with (
             self.store.read_connection() as conn,
-            agent_export.export_source(conn, self.agent_id) as source,
+            json_io.export_source(conn, self.scope) as source,
         ):
             yield source
 

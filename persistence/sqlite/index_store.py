@@ -35,6 +35,7 @@ from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.stores.index_engine import IndexSettings, IndexSql
 from persistence.stores.indexes import IndexStore
+from persistence.stores.scope import WHOLE, Scope
 
 __all__ = ["IndexStore", "MirrorVectors", "VectorCandidates", "build_index_store"]
 
@@ -64,10 +65,12 @@ def build_index_store(
     embedding_dim: int | None,
     keywords: KeywordIndex,
     resort_after: int = RESORT_AFTER,
+    scope: Scope = WHOLE,
 ) -> IndexStore[MirrorVectors]:
     """The recall indexes of one file: ``path`` names it in errors; ``resort_after``
-    tunes the vector copy (see :class:`~persistence.stores.indexes.IndexSettings`)."""
-    settings = IndexSettings(path, clock, embedding_dim, EXACT_SCAN_MAX)
+    tunes the vector copy; ``scope``: the agent a scoped handle searches (see
+    :class:`~persistence.stores.indexes.IndexSettings`)."""
+    settings = IndexSettings(path, clock, embedding_dim, EXACT_SCAN_MAX, scope)
     return IndexStore(db, SQL, keywords, MirrorVectors(db, resort_after), settings)
 
 

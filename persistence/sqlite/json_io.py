@@ -22,6 +22,7 @@ from persistence.records import Memory, Tier
 from persistence.sqlite import bulk_index
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import index_sql, json_io_sql, memory_sql
+from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink
 
@@ -29,14 +30,14 @@ BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
 
 
 @contextmanager
-def export_source(conn: apsw.Connection) -> Iterator[StoreExportSource]:
-    """The tables of ``conn`` from one snapshot: inside its read transaction, or one
-    opened here for the block."""
+def export_source(conn: apsw.Connection, scope: Scope = WHOLE) -> Iterator[StoreExportSource]:
+    """The tables of ``conn`` (``scope``'s rows) from one snapshot: inside its read
+    transaction, or one opened here for the block."""
     own_transaction = not conn.in_transaction
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        yield StoreExportSource(conn, json_io_sql)
+        yield StoreExportSource(conn, json_io_sql, scope=scope)
     finally:
         if own_transaction:
             conn.execute("COMMIT")

@@ -45,6 +45,7 @@ from persistence.errors import InvalidInputError
 from persistence.records import KeywordParts, MemoryFilter
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
+from persistence.stores.scope import WHOLE, Scope
 from persistence.worker import Worker
 
 logger = logging.getLogger("tiered_memory.keyword_index")
@@ -221,7 +222,9 @@ class KeywordIndex:
         return index_sql.keyword_search(conn, words, limit, where, context_weight, after_weight)
 
     def parts(
-        self, conn: apsw.Connection, words: Sequence[str], memory_ids: Sequence[str]
-    ) -> dict[str, KeywordParts]:
-        """Which columns of each memory's keyword window hold any of ``words``."""
-        return index_sql.keyword_parts(conn, index_sql.fts5_match(words), memory_ids)
+        self, conn: apsw.Connection, words: Sequence[str], memory_ids: Sequence[str],
+        scope: Scope = WHOLE,
+    ) -> dict[str, KeywordParts]:  # fmt: skip
+        """Which columns of each memory's keyword window hold any of ``words`` (memories
+        of ``scope`` only)."""
+        return index_sql.keyword_parts(conn, index_sql.fts5_match(words), memory_ids, scope)

@@ -209,7 +209,8 @@ class SQLiteStore(EngineControl, ReferenceTierAPI):
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
         self.indexes = build_index_store(self.db, self.path, self.clock, embedding_dim,
-                                         self.keywords, vector_resort_after)  # fmt: skip
+                                         self.keywords, vector_resort_after,
+                                         self.config.scope)  # fmt: skip
         self._parts = (self.memories, self.sessions, self.schedules, self.indexes)
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection

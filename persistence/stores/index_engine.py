@@ -15,6 +15,7 @@ import numpy as np
 
 from persistence.engine import Connection
 from persistence.records import KeywordParts, MemoryFilter, Tier, Turn
+from persistence.stores.scope import WHOLE, Scope
 
 T = TypeVar("T")
 
@@ -39,9 +40,11 @@ class KeywordSearch(Protocol):
         ...
 
     def parts(
-        self, conn: Connection, words: Sequence[str], memory_ids: Sequence[str]
-    ) -> dict[str, KeywordParts]:
-        """Which parts of each memory's keyword window hold any of ``words``."""
+        self, conn: Connection, words: Sequence[str], memory_ids: Sequence[str],
+        scope: Scope = WHOLE,
+    ) -> dict[str, KeywordParts]:  # fmt: skip
+        """Which parts of each memory's keyword window hold any of ``words`` (memories
+        of ``scope`` only)."""
         ...
 
 
@@ -165,9 +168,11 @@ class IndexSql:
 class IndexSettings:
     """``location`` names the store in errors; ``clock`` returns epoch milliseconds;
     ``embedding_dim`` is the configured size (``None``: the first embedding fixes it);
-    ``exact_scan_max``: a filter accepting at most this many is compared exactly."""
+    ``exact_scan_max``: a filter accepting at most this many is compared exactly;
+    ``scope``: the agent whose memories the searches find (a scoped handle)."""
 
     location: str
     clock: Callable[[], int]
     embedding_dim: int | None
     exact_scan_max: int
+    scope: Scope = WHOLE

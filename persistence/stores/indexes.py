@@ -15,6 +15,11 @@ both engines). What truly differs between the engines is handed in as named obje
 
 These and the SQL's shape are :mod:`persistence.stores.index_engine`.
 
+On an agent-scoped handle (``settings.scope``) the searches find that agent's memories
+only: the search filter's ``agent_id`` is the scope's agent (a filter naming another
+agent finds nothing), and keyword parts are read for its memories only. On PostgreSQL
+row-level security filters the same rows again.
+
 Vectors reach the SQL as float32 arrays (:func:`as_vector`); an engine stores them its
 own way (a BLOB, a pgvector value).
 """
@@ -75,6 +80,7 @@ class IndexStore(Generic[V]):
         self.embedding_dim = settings.embedding_dim
         self.exact_scan_max = settings.exact_scan_max
         """Settable: tests lower it to force the deeper search."""
+        self.scope = settings.scope
         self.queue = queue if queue is not None else AlwaysRead()
 
     # --- searching --------------------------------------------------------------------------
@@ -99,8 +105,8 @@ class IndexStore(Generic[V]):
         require_int(limit, "limit", minimum=1)
         require_unit_float(context_weight, "context_weight")
         require_unit_float(after_weight, "after_weight")
-        accepted = search_filter(tier, where)
-        if not words:
+        accepted = self._scoped(search_filter(tier, where))
+        if not words or accepted is None:
             return []
         with self.db.reading() as conn:
             if self.db.in_transaction:  # this transaction's writes are not indexed yet
@@ -119,7 +125,7 @@ class IndexStore(Generic[V]):
         with self.db.reading() as conn:
             if self.db.in_transaction:
                 self.keywords.catch_up(conn)
-            return self.keywords.parts(conn, words, memory_ids)
+            return self.keywords.parts(conn, words, memory_ids, self.scope)
 
     def vector_search(
         self,
@@ -134,13 +140,25 @@ class IndexStore(Generic[V]):
         ``exact_scan_max`` memories is compared exactly; otherwise the engine's index
         finds candidates that pass ``where`` (see :class:`VectorIndex`)."""
         require_int(limit, "limit", minimum=1)
-        accepted = search_filter(tier, where)
+        accepted = self._scoped(search_filter(tier, where))
+        if accepted is None:
+            return []
 
         def search(conn: Connection, dim: int) -> list[tuple[str, float]]:
             query = as_vector(vector, dim)
             return self.vectors.nearest(conn, query, limit, accepted, self.exact_scan_max)
 
         return self.vectors.searching(search, [])
+
+    def _scoped(self, where: MemoryFilter) -> MemoryFilter | None:
+        """``where`` within the scope: its agent the scope's (``None``: a filter naming
+        another agent, which finds nothing here)."""
+        agent_id = self.scope.agent_id
+        if agent_id is None:
+            return where
+        if where.agent_id not in (None, agent_id):
+            return None
+        return replace(where, agent_id=agent_id)
 
     def vector_distances(self, vector: object, memory_ids: Sequence[str]) -> dict[str, float]:
         """Exact cosine distance from ``vector`` to each of ``memory_ids`` that has an

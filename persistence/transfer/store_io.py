@@ -26,6 +26,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_write import GraphWriteSql, write_graph
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import Count, ImportDocument, Mode
@@ -61,22 +62,28 @@ class ExportSql(Protocol):
     def row_count(self, conn: Connection) -> int: ...
     def has_graph(self, conn: Connection) -> bool: ...
     def memory_page(
-        self, conn: Connection, tier: Tier, after: int, limit: int
+        self, conn: Connection, tier: Tier, after: int, limit: int, scope: Scope
     ) -> list[tuple[int, Memory]]: ...
-    def session_page(self, conn: Connection, after: str, limit: int) -> list[SessionState]: ...
+    def session_page(
+        self, conn: Connection, after: str, limit: int, scope: Scope
+    ) -> list[SessionState]: ...
     def transcript_page(
-        self, conn: Connection, after: int, limit: int
+        self, conn: Connection, after: int, limit: int, scope: Scope
     ) -> list[tuple[int, TranscriptEntry]]: ...
     def schedule_page(
-        self, conn: Connection, after: str, limit: int
+        self, conn: Connection, after: str, limit: int, scope: Scope
     ) -> list[RepetitionSchedule]: ...
-    def promotion_page(self, conn: Connection, after: int, limit: int) -> list[PromotionRecord]: ...
+    def promotion_page(
+        self, conn: Connection, after: int, limit: int, scope: Scope
+    ) -> list[PromotionRecord]: ...
     def forgetting_page(
-        self, conn: Connection, after: int, limit: int
+        self, conn: Connection, after: int, limit: int, scope: Scope
     ) -> list[tuple[int, ForgettingRecord]]: ...
-    def graph_pages(self, conn: Connection, table: str, size: int) -> Iterator[list[Any]]: ...
+    def graph_pages(
+        self, conn: Connection, table: str, size: int, scope: Scope
+    ) -> Iterator[list[Any]]: ...
     def has_notes(self, conn: Connection) -> bool: ...
-    def note_rows(self, conn: Connection, table: str) -> list[tuple[Any, ...]]: ...
+    def note_rows(self, conn: Connection, table: str, scope: Scope) -> list[tuple[Any, ...]]: ...
 
 
 class ImportSql(GraphWriteSql, Protocol):
@@ -127,12 +134,17 @@ MemoryWriter = Callable[[Connection, ImportDocument, Mode, Count], set[str]]
 
 class StoreExportSource:
     """The tables of one connection as an export reads them (an
-    :class:`~persistence.transfer.json_export.ExportSource`)."""
+    :class:`~persistence.transfer.json_export.ExportSource`); ``scope``: an agent-scoped
+    handle's export holds its agent's rows only (the engine's SQL carries the scope's
+    predicate; :meth:`row_count` stays the whole store's, an upper bound)."""
 
-    def __init__(self, conn: Connection, sql: ExportSql, page: int = PAGE) -> None:
+    def __init__(
+        self, conn: Connection, sql: ExportSql, page: int = PAGE, scope: Scope = WHOLE
+    ) -> None:
         self._conn = conn
         self._sql = sql
         self._page = page
+        self._scope = scope
 
     @property
     def page_size(self) -> int:
@@ -149,37 +161,37 @@ class StoreExportSource:
         return self._sql.has_graph(self._conn)
 
     def memories(self, tier: Tier) -> Iterator[list[Memory]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return records(pages(lambda a: sql.memory_page(conn, tier, a, size), first, 0))
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return records(pages(lambda a: sql.memory_page(conn, tier, a, size, scope), first, 0))
 
     def sessions(self) -> Iterator[list[SessionState]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return pages(lambda a: sql.session_page(conn, a, size), lambda s: s.session_id, "")
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return pages(lambda a: sql.session_page(conn, a, size, scope), lambda s: s.session_id, "")
 
     def transcripts(self) -> Iterator[list[TranscriptEntry]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return records(pages(lambda a: sql.transcript_page(conn, a, size), first, 0))
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return records(pages(lambda a: sql.transcript_page(conn, a, size, scope), first, 0))
 
     def schedules(self) -> Iterator[list[RepetitionSchedule]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return pages(lambda a: sql.schedule_page(conn, a, size), lambda r: r.memory_id, "")
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return pages(lambda a: sql.schedule_page(conn, a, size, scope), lambda r: r.memory_id, "")
 
     def promotions(self) -> Iterator[list[PromotionRecord]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return pages(lambda a: sql.promotion_page(conn, a, size), lambda p: p.id, 0)
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return pages(lambda a: sql.promotion_page(conn, a, size, scope), lambda p: p.id, 0)
 
     def forgotten(self) -> Iterator[list[tuple[int, ForgettingRecord]]]:
-        conn, sql, size = self._conn, self._sql, self._page
-        return pages(lambda a: sql.forgetting_page(conn, a, size), first, 0)
+        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
+        return pages(lambda a: sql.forgetting_page(conn, a, size, scope), first, 0)
 
     def graph_rows(self, table: str) -> Iterator[list[Any]]:
-        return self._sql.graph_pages(self._conn, table, self._page)
+        return self._sql.graph_pages(self._conn, table, self._page, self._scope)
 
     def has_notes(self) -> bool:
         return self._sql.has_notes(self._conn)
 
     def note_rows(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
-        rows = self._sql.note_rows(self._conn, table)
+        rows = self._sql.note_rows(self._conn, table, self._scope)
         return iter([rows] if rows else [])
 
 

@@ -3,9 +3,12 @@ column and placeholder; what a scope refuses."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from persistence import InvalidInputError, Memory, Tier, UnsupportedOperationError
+from persistence import InvalidInputError, Memory, MemoryFilter, Tier, UnsupportedOperationError
+from persistence.sqlite import SQLiteStore
 from persistence.stores.scope import WHOLE, Scope
 
 
@@ -26,3 +29,21 @@ def test_what_a_scope_refuses() -> None:
     with pytest.raises(UnsupportedOperationError, match="cannot back it up"):
         Scope.of("a").refuse_file_op("back it up")
     WHOLE.refuse_file_op("back it up")
+
+
+def test_a_scoped_file_searches_only_its_agents_memories(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    with SQLiteStore(path) as operator:
+        for agent in ("a", "b"):
+            memory = Memory.create(f"vault code of {agent}", Tier.EPISODIC, agent_id=agent)
+            operator.memories.put_memory(memory)
+            operator.indexes.set_embeddings([(Tier.EPISODIC, memory.id, [1.0, 0.0])])
+        ids = {m.agent_id: m.id for m in operator.memories.query(Tier.EPISODIC)}
+    with SQLiteStore(path, scope="a") as scoped:
+        indexes = scoped.indexes
+        assert [m for m, _ in indexes.keyword_search(["vault"], 10)] == [ids["a"]]
+        assert [m for m, _ in indexes.vector_search([1.0, 0.0], 10)] == [ids["a"]]
+        theirs = MemoryFilter(agent_id="b")  # another agent's memories: nothing
+        assert indexes.keyword_search(["vault"], 10, where=theirs) == []
+        assert indexes.vector_search([1.0, 0.0], 10, where=theirs) == []
+        assert set(indexes.keyword_parts(["vault"], list(ids.values()))) == {ids["a"]}

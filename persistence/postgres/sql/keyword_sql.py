@@ -32,6 +32,7 @@ import psycopg
 
 from persistence.postgres.sql import recall_filter_sql
 from persistence.records import KeywordParts, MemoryFilter
+from persistence.stores.scope import WHOLE, Scope
 
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]+")  # ASCII punctuation, as tm_tsv's [[:punct:]]
 
@@ -162,19 +163,22 @@ SELECT k.memory_id, bool_or(k.kw_fa[p.p] > 0), bool_or(k.kw_fb[p.p] > 0),
        bool_or(k.kw_fc[p.p] > 0)
 FROM tm_keywords k CROSS JOIN lexemes l
 CROSS JOIN LATERAL (SELECT array_position(k.kw_lex, l.lex) AS p) p
-WHERE k.memory_id = ANY(%(ids)s) AND p.p IS NOT NULL
+WHERE k.memory_id = ANY(%(ids)s) AND p.p IS NOT NULL{scope}
 GROUP BY k.memory_id
 """
 
 
 def parts(
-    conn: psycopg.Connection[Any], words: Sequence[str], memory_ids: Sequence[str]
-) -> dict[str, KeywordParts]:
+    conn: psycopg.Connection[Any], words: Sequence[str], memory_ids: Sequence[str],
+    scope: Scope = WHOLE,
+) -> dict[str, KeywordParts]:  # fmt: skip
     """Which parts of each memory's keyword window hold a lexeme of ``words``: the
     per-row term frequencies of its own words (weight A, ``kw_fa``), the memories before
-    it (B, ``kw_fb``) and after it (C, ``kw_fc``)."""
-    params = {"words": list(words), "ids": list(dict.fromkeys(memory_ids))}
-    rows = conn.execute(_PARTS, params, prepare=False).fetchall()
+    it (B, ``kw_fb``) and after it (C, ``kw_fc``); memories of ``scope`` only (row-level
+    security filters them again)."""
+    mine, _ = scope.and_("k.scope", "%(agent)s")
+    params = {"words": list(words), "ids": list(dict.fromkeys(memory_ids)), "agent": scope.agent_id}
+    rows = conn.execute(_PARTS.format(scope=mine), params, prepare=False).fetchall()
     found = {r[0]: KeywordParts(bool(r[1]), bool(r[2]), bool(r[3])) for r in rows}
     return {m: p for m, p in found.items() if p.own or p.before or p.after}
 

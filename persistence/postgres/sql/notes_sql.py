@@ -219,11 +219,12 @@ def has_notes(conn: Connection) -> bool:
     return bool(row and row[0])
 
 
-def table_rows(conn: Connection, table: str) -> list[tuple[Any, ...]]:
-    """Every row of one table the connection sees, in export order."""
+def table_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
+    """Every row of one table (of ``scope``) the connection sees, in export order."""
     columns = ", ".join(NOTE_TABLE_COLUMNS[table])
+    mine, agent = scope.condition("scope", "%s")
     return conn.execute(
-        f"SELECT {columns} FROM {_TABLE[table]} ORDER BY {_ORDER[table]}"
+        f"SELECT {columns} FROM {_TABLE[table]} WHERE {mine} ORDER BY {_ORDER[table]}", agent
     ).fetchall()
 
 

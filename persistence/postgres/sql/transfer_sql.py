@@ -46,6 +46,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
@@ -54,7 +55,6 @@ from persistence.transfer.json_import import ImportDocument, Mode
 has_entity = graph_sql.entity_exists
 clear_notes = notes_sql.clear
 insert_note_rows = notes_sql.insert_rows
-note_rows = notes_sql.table_rows
 fetch_schedule = schedule_sql.fetch
 upsert_schedule = schedule_sql.upsert
 fetch_session = session_sql.fetch
@@ -139,16 +139,25 @@ def counts(conn: Connection) -> dict[str, int]:
 _MEMORY_PAGE = (
     "SELECT t.seq, "
     + memory_sql.SELECT.removeprefix("SELECT ")
-    + " WHERE t.tier = %s AND t.seq > %s ORDER BY t.seq LIMIT %s"
+    + " WHERE t.tier = %s AND t.seq > %s{scope} ORDER BY t.seq LIMIT %s"
 )
 
 
+def _mine(scope: Scope, column: str = "scope") -> tuple[str, tuple[str, ...]]:
+    """The scope's condition on a row's scope column, to append after ``WHERE ...``
+    (row-level security keeps the same rows: the second wall)."""
+    return scope.and_(column, "%s")
+
+
 def memory_page(
-    conn: Connection, tier: Tier, after_seq: int, limit: int
+    conn: Connection, tier: Tier, after_seq: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, Memory]]:
-    """The next ``limit`` memories of ``tier`` in insertion order (seq > ``after_seq``),
-    each with its seq."""
-    rows = conn.execute(_MEMORY_PAGE, (tier.value, after_seq, limit)).fetchall()
+    """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order
+    (seq > ``after_seq``), each with its seq."""
+    mine, agent = _mine(scope, "t.scope")
+    rows = conn.execute(
+        _MEMORY_PAGE.format(scope=mine), (tier.value, after_seq, *agent, limit)
+    ).fetchall()
     return [(int(r[0]), memory_sql.to_memory(r[1:])) for r in rows]
 
 
@@ -158,86 +167,117 @@ _SESSION_COLUMNS = (
 )
 
 
-def session_rows(conn: Connection, after_id: str, limit: int) -> list[tuple[Any, ...]]:
-    """The next ``limit`` session rows by id (byte-wise) after ``after_id``."""
+def session_rows(
+    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[tuple[Any, ...]]:
+    """The next ``limit`` session rows (of ``scope``) by id (byte-wise) after ``after_id``."""
+    mine, agent = _mine(scope)
     return conn.execute(
-        f'SELECT {_SESSION_COLUMNS} FROM tm_sessions WHERE session_id COLLATE "C" > %s '
+        f'SELECT {_SESSION_COLUMNS} FROM tm_sessions WHERE session_id COLLATE "C" > %s{mine} '
         'ORDER BY session_id COLLATE "C" LIMIT %s',
-        (after_id, limit),
+        (after_id, *agent, limit),
     ).fetchall()
 
 
-def transcript_rows(conn: Connection, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
-    """The next ``limit`` transcript lines in insertion order: ``(seq, id, session_id,
-    turn_number, role, content, timestamp, speaker)``."""
+def transcript_rows(
+    conn: Connection, after_seq: int, limit: int, scope: Scope = WHOLE
+) -> list[tuple[Any, ...]]:
+    """The next ``limit`` transcript lines (of ``scope``) in insertion order: ``(seq, id,
+    session_id, turn_number, role, content, timestamp, speaker)``."""
+    mine, agent = _mine(scope)
     return conn.execute(
         "SELECT seq, id, session_id, turn_number, role, content, timestamp, speaker "
-        "FROM tm_transcripts WHERE seq > %s ORDER BY seq LIMIT %s",
-        (after_seq, limit),
+        f"FROM tm_transcripts WHERE seq > %s{mine} ORDER BY seq LIMIT %s",
+        (after_seq, *agent, limit),
     ).fetchall()
 
 
-def schedule_rows(conn: Connection, after_id: str, limit: int) -> list[tuple[Any, ...]]:
-    """The next ``limit`` schedules by memory id (byte-wise) after ``after_id``."""
+def schedule_rows(
+    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[tuple[Any, ...]]:
+    """The next ``limit`` schedules (of ``scope``) by memory id (byte-wise) after
+    ``after_id``."""
+    mine, agent = _mine(scope)
     return conn.execute(
         "SELECT memory_id, next_review_at, interval_ms, review_count, ease_factor, "
-        'stability_days, last_reviewed_at FROM tm_schedules WHERE memory_id COLLATE "C" > %s '
-        'ORDER BY memory_id COLLATE "C" LIMIT %s',
-        (after_id, limit),
+        'stability_days, last_reviewed_at FROM tm_schedules WHERE memory_id COLLATE "C" > %s'
+        f'{mine} ORDER BY memory_id COLLATE "C" LIMIT %s',
+        (after_id, *agent, limit),
     ).fetchall()
 
 
-def session_page(conn: Connection, after_id: str, limit: int) -> list[SessionState]:
-    """The next ``limit`` sessions by id (byte-wise) after ``after_id``."""
-    return [session_sql.to_session(r) for r in session_rows(conn, after_id, limit)]
+def session_page(
+    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[SessionState]:
+    """The next ``limit`` sessions (of ``scope``) by id (byte-wise) after ``after_id``."""
+    return [session_sql.to_session(r) for r in session_rows(conn, after_id, limit, scope)]
 
 
 def transcript_page(
-    conn: Connection, after_seq: int, limit: int
+    conn: Connection, after_seq: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, TranscriptEntry]]:
-    """The next ``limit`` transcript lines in insertion order, each with its seq."""
-    return [(int(r[0]), TranscriptEntry(*r[1:])) for r in transcript_rows(conn, after_seq, limit)]
+    """The next ``limit`` transcript lines (of ``scope``) in insertion order, with seqs."""
+    rows = transcript_rows(conn, after_seq, limit, scope)
+    return [(int(r[0]), TranscriptEntry(*r[1:])) for r in rows]
 
 
-def schedule_page(conn: Connection, after_id: str, limit: int) -> list[RepetitionSchedule]:
-    """The next ``limit`` schedules by memory id (byte-wise) after ``after_id``."""
-    return [RepetitionSchedule(*r) for r in schedule_rows(conn, after_id, limit)]
+def schedule_page(
+    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[RepetitionSchedule]:
+    """The next ``limit`` schedules (of ``scope``) by memory id (byte-wise) after ``after_id``."""
+    return [RepetitionSchedule(*r) for r in schedule_rows(conn, after_id, limit, scope)]
 
 
-def promotion_page(conn: Connection, after_id: int, limit: int) -> list[PromotionRecord]:
-    """The next ``limit`` promotion-log rows with id > ``after_id``."""
+def promotion_page(
+    conn: Connection, after_id: int, limit: int, scope: Scope = WHOLE
+) -> list[PromotionRecord]:
+    """The next ``limit`` promotion-log rows (of ``scope``) with id > ``after_id``."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
         "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM tm_promotion_log "
-        "WHERE id > %s ORDER BY id LIMIT %s",
-        (after_id, limit),
+        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
+        (after_id, *agent, limit),
     ).fetchall()
     return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
 
 
 def forgetting_page(
-    conn: Connection, after_id: int, limit: int
+    conn: Connection, after_id: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, ForgettingRecord]]:
-    """The next ``limit`` forgetting-log rows with id > ``after_id``, with their ids."""
+    """The next ``limit`` forgetting-log rows (of ``scope``) with id > ``after_id``, with
+    their ids."""
+    mine, agent = _mine(scope)
     rows = conn.execute(
         "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log "
-        "WHERE id > %s ORDER BY id LIMIT %s",
-        (after_id, limit),
+        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
+        (after_id, *agent, limit),
     ).fetchall()
     return [(int(r[0]), ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
 
 
-def graph_rows(conn: Connection, table: str) -> psycopg.Cursor[Any]:
-    """Every row of one graph table, values in the export's field order, in a stable
+def graph_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> psycopg.Cursor[Any]:
+    """Every row of one graph table (of ``scope``: on a server every graph row has one,
+    a fact no memory asserts included), values in the export's field order, in a stable
     order (a cursor: read it in pages)."""
     names = ", ".join(GRAPH_FIELDS[table])
-    return conn.execute(f"SELECT {names} FROM {TABLE[table]} ORDER BY {_GRAPH_ORDER[table]}")
+    mine, agent = scope.condition("scope", "%s")
+    return conn.execute(
+        f"SELECT {names} FROM {TABLE[table]} WHERE {mine} ORDER BY {_GRAPH_ORDER[table]}", agent
+    )
 
 
-def graph_pages(conn: Connection, table: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
-    """One graph table's rows in pages of ``size``, in a stable order."""
-    cursor = graph_rows(conn, table)
+def graph_pages(
+    conn: Connection, table: str, size: int, scope: Scope = WHOLE
+) -> Iterator[list[tuple[Any, ...]]]:
+    """One graph table's rows (of ``scope``) in pages of ``size``, in a stable order."""
+    cursor = graph_rows(conn, table, scope)
     while page := cursor.fetchmany(size):
         yield page
+
+
+def note_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
+    """Every row of one note table (of ``scope``), in export order."""
+    return notes_sql.table_rows(conn, table, scope)
 
 
 # --- import writes --------------------------------------------------------------------

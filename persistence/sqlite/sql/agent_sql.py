@@ -1,5 +1,5 @@
-"""SQL for an agent-scoped export and graph view of a file: which memories, audit rows
-and graph rows are an agent's (the scope's subquery is :func:`memory_sql.scoped_ids`)."""
+"""SQL for an agent-scoped graph view of a file: which graph rows are an agent's (the
+scope's subquery is :func:`memory_sql.scoped_ids`)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,6 @@ import apsw
 from persistence.sqlite.connection import query_all
 from persistence.sqlite.sql.memory_sql import scoped_ids
 from persistence.stores.scope import Scope
-
-
-def memory_ids(conn: apsw.Connection, agent_id: str) -> set[str]:
-    """Ids of the agent's live memories, every tier."""
-    return {r[0] for r in query_all(conn, *_mine(agent_id))}
-
-
-def forgotten_ids(conn: apsw.Connection, agent_id: str) -> set[str]:
-    """Ids of the agent's forgotten memories (audit rows naming the agent)."""
-    rows = query_all(conn, "SELECT memory_id FROM forgetting_log WHERE agent_id = ?", (agent_id,))
-    return {r[0] for r in rows}
 
 
 def _mine(agent_id: str) -> tuple[str, tuple[str, ...]]:

@@ -20,10 +20,11 @@ import orjson
 from persistence.records import KeywordHits, KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.sql import schema_sql
-from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions
+from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions, scoped_ids
 from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
 from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
 from persistence.stores.rows import index_backed as index_backed  # shared; the store asks here
+from persistence.stores.scope import WHOLE, Scope
 
 
 def fill_keyword_index(conn: apsw.Connection) -> None:
@@ -353,13 +354,18 @@ _PARTS_OF = (
 
 
 def keyword_parts(
-    conn: apsw.Connection, match: str, memory_ids: Sequence[str]
+    conn: apsw.Connection, match: str, memory_ids: Sequence[str], scope: Scope = WHOLE
 ) -> dict[str, KeywordParts]:
     """Which columns of each of ``memory_ids``' keyword row match ``match`` (an FTS5
-    expression, :func:`fts5_match`): one column-filtered query per column."""
+    expression, :func:`fts5_match`): one column-filtered query per column; memories of
+    ``scope`` only."""
     ids = orjson.dumps(list(dict.fromkeys(memory_ids))).decode()
+    sql, mine = _PARTS_OF, ()
+    if scope.scoped:
+        held, mine = scoped_ids(scope)
+        sql = f"{_PARTS_OF} AND i.memory_id IN ({held})"
     found = [
-        {r[0] for r in query_all(conn, _PARTS_OF, [f"{{{column}}} : ({match})", ids])}
+        {r[0] for r in query_all(conn, sql, [f"{{{column}}} : ({match})", ids, *mine])}
         for column in WINDOW_COLUMNS
     ]
     return {

@@ -19,7 +19,15 @@ import apsw
 import orjson
 
 from migrations.sqlite import read_schema_version
-from persistence.records import SessionState
+from persistence.records import (
+    ForgettingRecord,
+    Memory,
+    PromotionRecord,
+    RepetitionSchedule,
+    SessionState,
+    Tier,
+    TranscriptEntry,
+)
 from persistence.sqlite.connection import query_one, query_value
 from persistence.sqlite.sql import (
     dedup_sql,
@@ -38,7 +46,6 @@ from persistence.sqlite.sql.graph_sql import has_graph as has_graph
 from persistence.sqlite.sql.graph_sql import resolve as resolve
 from persistence.sqlite.sql.memory_sql import has_promotion as has_promotion
 from persistence.sqlite.sql.memory_sql import insert_promotion as insert_promotion
-from persistence.sqlite.sql.memory_sql import promotion_page as promotion_page
 from persistence.sqlite.sql.memory_sql import tier_of as tier_of
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
@@ -51,7 +58,7 @@ from persistence.sqlite.sql.notes_sql import has_notes as has_notes
 from persistence.sqlite.sql.session_sql import insert_transcript as insert_transcript
 from persistence.sqlite.sql.session_sql import session_ids as session_ids
 from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
-from persistence.sqlite.sql.session_sql import transcript_page as transcript_page
+from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES, ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
@@ -59,12 +66,9 @@ from persistence.transfer.json_import import ImportDocument, Mode
 # The functions of the shared names that the record families' SQL already has.
 has_forgetting = forgetting_sql.contains
 insert_forgetting = forgetting_sql.insert
-forgetting_page = forgetting_sql.page
 memory_ids = memory_sql.all_ids
-memory_page = memory_sql.page_in_order
 insert_note_rows = notes_sql.insert_rows
 fetch_schedule = schedule_sql.fetch
-schedule_page = schedule_sql.page
 upsert_schedule = schedule_sql.upsert
 fetch_session = session_sql.fetch
 
@@ -113,21 +117,81 @@ def row_count(conn: apsw.Connection) -> int:
     return rows
 
 
-def session_page(conn: apsw.Connection, after_id: str, limit: int) -> list[SessionState]:
-    """The next ``limit`` sessions with id > ``after_id``."""
-    return session_sql.page(conn, after_id, limit)
+# A scoped export holds the agent's data: its memories (``agent_id``), the sessions it
+# started and their transcripts, the schedules of its memories and the promotion log of
+# its memories live or forgotten, its forgetting-log rows, its notes, and the graph its
+# memories assert. A file's graph rows carry no agent: a fact no memory asserts is left
+# out (on a server every row has its scope).
 
 
-def graph_pages(conn: apsw.Connection, table: str, size: int) -> Iterator[list[apsw.SQLiteValues]]:
-    """One graph table's rows in pages of ``size``, in a stable order."""
-    rows = graph_rows(conn, table)
+def _ids(scope: Scope, audited: bool = False) -> tuple[str, tuple[str, ...]]:
+    """A subquery of the scope's live memory ids (``audited``: and its forgotten ones)."""
+    live, agent = memory_sql.scoped_ids(scope)
+    if not audited:
+        return live, agent
+    forgotten, agent_too = scope.condition()
+    return f"{live} UNION ALL SELECT memory_id FROM forgetting_log WHERE {forgotten}", (
+        *agent, *agent_too,
+    )  # fmt: skip
+
+
+def memory_page(
+    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int, scope: Scope = WHOLE
+) -> list[tuple[int, Memory]]:
+    """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order, each
+    with its rowid."""
+    return memory_sql.page_in_order(conn, tier, after_rowid, limit, scope)
+
+
+def session_page(
+    conn: apsw.Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[SessionState]:
+    """The next ``limit`` sessions (of ``scope``) with id > ``after_id``."""
+    return session_sql.page(conn, after_id, limit, scope.agent_id)
+
+
+def transcript_page(
+    conn: apsw.Connection, after_rowid: int, limit: int, scope: Scope = WHOLE
+) -> list[tuple[int, TranscriptEntry]]:
+    """The next ``limit`` transcript lines (of ``scope``'s sessions), with rowids."""
+    return session_sql.transcript_page(conn, after_rowid, limit, scope.agent_id)
+
+
+def schedule_page(
+    conn: apsw.Connection, after_id: str, limit: int, scope: Scope = WHOLE
+) -> list[RepetitionSchedule]:
+    """The next ``limit`` schedules (of ``scope``'s live memories) by memory id."""
+    return schedule_sql.page(conn, after_id, limit, _ids(scope) if scope.scoped else None)
+
+
+def promotion_page(
+    conn: apsw.Connection, after_id: int, limit: int, scope: Scope = WHOLE
+) -> list[PromotionRecord]:
+    """The next ``limit`` promotion-log rows (of ``scope``'s memories, live or forgotten)."""
+    held = _ids(scope, audited=True) if scope.scoped else None
+    return memory_sql.promotion_page(conn, after_id, limit, held)
+
+
+def forgetting_page(
+    conn: apsw.Connection, after_id: int, limit: int, scope: Scope = WHOLE
+) -> list[tuple[int, ForgettingRecord]]:
+    """The next ``limit`` forgetting-log rows (of ``scope``), with their ids."""
+    return forgetting_sql.page(conn, after_id, limit, scope.agent_id)
+
+
+def graph_pages(
+    conn: apsw.Connection, table: str, size: int, scope: Scope = WHOLE
+) -> Iterator[list[apsw.SQLiteValues]]:
+    """One graph table's rows (those ``scope``'s memories assert) in pages of ``size``,
+    in a stable order."""
+    rows = graph_rows(conn, table, scope)
     while page := list(itertools.islice(rows, size)):
         yield page
 
 
-def note_rows(conn: apsw.Connection, table: str) -> list[tuple[Any, ...]]:
-    """Every row of one note table."""
-    return notes_sql.table_rows(conn, table, None)
+def note_rows(conn: apsw.Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
+    """Every row of one note table (``scope``'s notes and its memories' content history)."""
+    return notes_sql.table_rows(conn, table, scope.agent_id)
 
 
 def table_count(conn: apsw.Connection, table: str) -> int:
@@ -137,10 +201,37 @@ def table_count(conn: apsw.Connection, table: str) -> int:
     return int(query_value(conn, f"SELECT count(*) FROM {table}"))
 
 
-def graph_rows(conn: apsw.Connection, table: str) -> Iterator[apsw.SQLiteValues]:
-    """Every row of one graph table, values in the export's field order, in a stable order."""
+def graph_rows(
+    conn: apsw.Connection, table: str, scope: Scope = WHOLE
+) -> Iterator[apsw.SQLiteValues]:
+    """Every row of one graph table (those ``scope``'s memories assert), values in the
+    export's field order, in a stable order."""
     names = GRAPH_FIELDS[table]
-    yield from conn.execute(f"SELECT {', '.join(names)} FROM {table} ORDER BY {_ORDER[table]}")
+    mine, params = _graph_scope(table, scope)
+    yield from conn.execute(
+        f"SELECT {', '.join(names)} FROM {table} WHERE {mine} ORDER BY {_ORDER[table]}", params
+    )
+
+
+def _graph_scope(table: str, scope: Scope) -> tuple[str, tuple[str, ...]]:
+    """The condition keeping a graph table's rows that ``scope``'s memories assert: their
+    provenance and queue rows, the relations with that provenance, the entities those
+    name or that provenance names, and their aliases."""
+    if not scope.scoped:
+        return "1 = 1", ()
+    live, agent = _ids(scope)
+    relations = f"SELECT relation_id FROM memory_relations WHERE memory_id IN ({live})"
+    if table in ("memory_entities", "memory_relations", "graph_queue"):
+        return f"memory_id IN ({live})", agent
+    if table == "relations":
+        return f"id IN ({relations})", agent
+    entities = (
+        f"SELECT entity_id FROM memory_entities WHERE memory_id IN ({live}) "
+        f"UNION SELECT subject_id FROM relations WHERE id IN ({relations}) "
+        f"UNION SELECT object_id FROM relations WHERE id IN ({relations})"
+    )
+    column = "id" if table == "entities" else "entity_id"
+    return f"{column} IN ({entities})", agent * 3
 
 
 def insert_graph_row(conn: apsw.Connection, table: str, row: Mapping[str, Any]) -> None:

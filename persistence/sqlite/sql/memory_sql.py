@@ -492,14 +492,16 @@ def page(
 
 
 def page_in_order(
-    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int
+    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, Memory]]:
-    """The next ``limit`` memories of ``tier`` in insertion order (rowid > ``after_rowid``),
-    each with its rowid: an export in this order keeps each session's order on import."""
+    """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order (rowid >
+    ``after_rowid``), each with its rowid: an export in this order keeps each session's
+    order on import."""
+    mine, agent = _mine(scope, "")
     rows = query_all(
         conn,
-        f"SELECT rowid, id FROM {TABLE[tier]} WHERE rowid > ? ORDER BY rowid LIMIT ?",
-        (after_rowid, limit),
+        f"SELECT rowid, id FROM {TABLE[tier]} WHERE rowid > ?{mine} ORDER BY rowid LIMIT ?",
+        (after_rowid, *agent, limit),
     )
     found = {m.id: m for m in fetch_many(conn, [memory_id for _, memory_id in rows], (tier,))}
     return [(rowid, found[memory_id]) for rowid, memory_id in rows]
@@ -559,13 +561,18 @@ def promotion_history(
     return [_promotion(r) for r in rows]
 
 
-def promotion_page(conn: apsw.Connection, after_id: int, limit: int) -> list[PromotionRecord]:
-    """The next ``limit`` promotion-log rows with id > ``after_id``."""
+def promotion_page(
+    conn: apsw.Connection, after_id: int, limit: int,
+    held: tuple[str, tuple[str, ...]] | None = None,
+) -> list[PromotionRecord]:  # fmt: skip
+    """The next ``limit`` promotion-log rows with id > ``after_id`` (``held``: of the
+    memory ids this subquery and its parameters give)."""
+    mine, params = ("", ()) if held is None else (f" AND memory_id IN ({held[0]})", held[1])
     rows = query_all(
         conn,
         "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
-        "WHERE id > ? ORDER BY id LIMIT ?",
-        (after_id, limit),
+        f"WHERE id > ?{mine} ORDER BY id LIMIT ?",
+        (after_id, *params, limit),
     )
     return [_promotion(r) for r in rows]
 

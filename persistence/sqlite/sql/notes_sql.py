@@ -18,6 +18,7 @@ from persistence.note_records import MemoryVersion, Note, NoteLink, NoteVersion
 from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.row_checks import INT, NULL_TEXT, TEXT, check_row, json_texts
 from persistence.sqlite.sql.index_sql import fts5_match
+from persistence.sqlite.sql.memory_sql import scoped_ids
 from persistence.stores.rows import note_row, note_version_row
 from persistence.stores.scope import WHOLE, Scope
 
@@ -271,9 +272,15 @@ FORGET_MEMORY_VERSIONS = (
 def table_rows(conn: apsw.Connection, table: str, agent: str | None) -> list[tuple[Any, ...]]:
     """Every row of one table in export order (a scoped handle: its agent's notes)."""
     columns = ", ".join(NOTE_TABLE_COLUMNS[table])
-    if table == "memory_versions":
-        return query_all(conn, f"SELECT {columns} FROM memory_versions ORDER BY {_ORDER[table]}")
-    mine, params = Scope.of(agent).condition()
+    scope = Scope.of(agent)
+    mine, params = scope.condition()
+    if table == "memory_versions":  # the content history of its memories
+        held, params = scoped_ids(scope)
+        where = f"memory_id IN ({held})" if scope.scoped else "1 = 1"
+        return query_all(
+            conn, f"SELECT {columns} FROM memory_versions WHERE {where} ORDER BY {_ORDER[table]}",
+            params if scope.scoped else (),
+        )  # fmt: skip
     if table == "notes":
         return query_all(conn, f"SELECT {columns} FROM notes WHERE {mine} ORDER BY id", params)
     return query_all(

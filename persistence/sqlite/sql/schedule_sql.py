@@ -107,12 +107,17 @@ def due(
     return [_to_schedule(row) for row in rows]
 
 
-def page(conn: apsw.Connection, after_id: str, limit: int) -> list[RepetitionSchedule]:
-    """The next ``limit`` schedules with memory id > ``after_id``."""
+def page(
+    conn: apsw.Connection, after_id: str, limit: int,
+    held: tuple[str, tuple[str, ...]] | None = None,
+) -> list[RepetitionSchedule]:  # fmt: skip
+    """The next ``limit`` schedules with memory id > ``after_id`` (``held``: of the
+    memory ids this subquery and its parameters give)."""
+    mine, params = ("", ()) if held is None else (f" AND memory_id IN ({held[0]})", held[1])
     rows = query_all(
         conn,
-        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id > ? "
+        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id > ?{mine} "
         "ORDER BY memory_id LIMIT ?",
-        (after_id, limit),
+        (after_id, *params, limit),
     )
     return [_to_schedule(row) for row in rows]

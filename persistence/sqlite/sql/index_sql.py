@@ -360,7 +360,8 @@ def keyword_parts(
     expression, :func:`fts5_match`): one column-filtered query per column; memories of
     ``scope`` only."""
     ids = orjson.dumps(list(dict.fromkeys(memory_ids))).decode()
-    sql, mine = _PARTS_OF, ()
+    sql = _PARTS_OF
+    mine: tuple[str, ...] = ()
     if scope.scoped:
         held, mine = scoped_ids(scope)
         sql = f"{_PARTS_OF} AND i.memory_id IN ({held})"

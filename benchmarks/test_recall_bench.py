@@ -254,7 +254,7 @@ def test_recall_latency_and_ann_quality(corpus: Any) -> None:
         f"numpy exact scan of floats in RAM p50 {bp50:.2f} ms; "
         f"ANN recall@10 vs exact {np.mean(overlap):.3f}; first recall (loads the vector "
         f"copy) {first * 1000:.0f} ms; vector copy "
-        f"{memory.store._vectors.nbytes / count:.0f} bytes per memory"
+        f"{memory.store.indexes.vectors.nbytes / count:.0f} bytes per memory"
     )
 
 

@@ -157,7 +157,7 @@ def test_vector_recall_against_exact(corpus: Any) -> None:
         found["10% tag"].append(len(truth & answers["10% tag"][i]) / K)
     short = sum(len(hits) < K for hits in answers["10% tag"])
     exact_ms = _p50_ms(timings["numpy exact"])
-    per_memory = store._vectors.nbytes / store._vectors.size
+    per_memory = store.indexes.vectors.nbytes / store.indexes.vectors.size
     print(
         f"\n{workload} {count:>7}: recall@{K} vs exact "
         + ", ".join(f"{name} {np.mean(values):.3f}" for name, values in found.items())

@@ -231,14 +231,14 @@ class MemoryStore:
         active and (``dedup``) no memory with the same content key is. ``None`` if
         nothing was written (the caller takes the step-by-step path, which raises or
         reinforces); else the memory as stored, durable when it returns."""
+        if self.one_trip is None:  # no one-trip write: the step-by-step path costs no more
+            return None  # (and checks everything itself: nothing to check twice here)
         validate_memory(memory, max_content_bytes=self.config.max_content_bytes)
         validate_schedule(schedule)
         if memory.tier is Tier.SCRATCHPAD:
             raise InvalidInputError("remember_new() takes an episodic or semantic memory")
         if schedule.memory_id != memory.id:
             raise InvalidInputError("remember_new(): the schedule is another memory's")
-        if self.one_trip is None:  # no one-trip write: the step-by-step path costs no more
-            return None
         key = content_key(memory.content, memory.agent_id, memory.session_id)
         return self.one_trip(_normal(memory), schedule, key, touch_at, dedup)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
@@ -38,6 +38,7 @@ from persistence.storage import (
     SessionRecords,
     StoreFiles,
 )
+from persistence.stores.scope import Scope
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 
 
@@ -120,45 +121,19 @@ def build_backend(
         scope=scope,
         **tunables,  # type: ignore[arg-type]  # the engine's defaults where None
     )
-    if scope:
-        return _agent_filtered(store, scope, backup_dir)
-    # The engine's hooks rather than the store's: one call less on every cached write.
+    # ``store`` and every part carry the scope (an agent-scoped handle, if ``scope``):
+    # its SQL adds the agent's predicate (:mod:`persistence.stores.scope`); the file
+    # operations refuse whole-file copies and export the agent's data.
     return Backend(
         store,
-        sqlite_graph_store(store.db),
+        sqlite_graph_store(store.db, Scope.of(scope)),
         store.db,
-        BackupManager(store, backup_dir),
+        BackupManager(store, backup_dir, agent_id=scope or None),
         memories=store.memories,
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
-        notes=NoteStore(store.db),
-    )
-
-
-def _agent_filtered(
-    store: Any, agent_id: str, backup_dir: str | os.PathLike[str] | None
-) -> Backend:
-    """A file's parts for a handle scoped to agent ``agent_id``: ``store`` is built with
-    the scope, which its parts' SQL carries (:mod:`persistence.stores.scope`); the file
-    operations refuse whole-file copies and export the agent's data. The graph takes
-    the scope through :mod:`persistence.sqlite.agent_graph` still."""
-    from persistence.sqlite.agent_graph import AgentFilteredGraph
-    from persistence.sqlite.backup import BackupManager
-    from persistence.sqlite.graph_store import sqlite_graph_store
-    from persistence.sqlite.note_store import NoteStore
-
-    graph = cast(GraphStorage, AgentFilteredGraph(sqlite_graph_store(store.db), store, agent_id))
-    return Backend(
-        store,
-        graph,
-        store.db,
-        BackupManager(store, backup_dir, agent_id=agent_id),
-        memories=store.memories,
-        sessions=store.sessions,
-        schedules=store.schedules,
-        indexes=store.indexes,
-        notes=NoteStore(store.db, agent_id),
+        notes=NoteStore(store.db, scope or None),
     )
 
 

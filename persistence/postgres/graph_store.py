@@ -1,7 +1,11 @@
 """The knowledge graph on PostgreSQL: the shared :class:`~persistence.stores.graph.GraphStore`
 over the server's database, its graph SQL, and a cache of "no alias" kept while the
 handle's version says nothing changed (recall asks at every call; a round trip each
-would cost more than the answer)."""
+would cost more than the answer).
+
+No :class:`~persistence.stores.graph_scope.GraphScope` filters here: on an agent-scoped
+handle the graph rows carry the scope and row-level security shows the agent its own,
+so facts without a source memory are allowed (a file refuses them)."""
 
 from __future__ import annotations
 

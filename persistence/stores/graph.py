@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
 
 from persistence import graph_records
 from persistence.engine import Connection, Engine
@@ -32,7 +31,9 @@ from persistence.graph_records import (
 )
 from persistence.meta_keys import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY
 from persistence.stores import graph_rows as rows
+from persistence.stores.graph_cache import EmptyCache, NothingCached
 from persistence.stores.graph_engine import GraphSql
+from persistence.stores.graph_scope import GraphScope, GraphView
 from persistence.stores.graph_walk import walk
 
 EXTRACTION_ERRORS_KEY = "graph_extraction_errors"
@@ -43,38 +44,18 @@ WALK_CAP = 100_000
 Extraction = tuple[str, str | None, Sequence[EntityFact], Sequence[RelationFact]]
 
 
-class EmptyCache(Protocol):
-    """Remembers that a read came back empty while nothing changed (PostgreSQL's
-    :class:`~persistence.postgres.empty_cache.EmptyAtVersion`), so recall's "any alias?"
-    costs no round trip on a store without a graph."""
-
-    def known_empty(self) -> bool: ...
-
-    def version(self) -> int | None: ...
-
-    def found(self, empty: bool, version: int | None) -> None: ...
-
-
-class NothingCached:
-    """An :class:`EmptyCache` that never knows (an engine whose reads cost nothing)."""
-
-    def known_empty(self) -> bool:
-        return False
-
-    def version(self) -> int | None:
-        return None
-
-    def found(self, empty: bool, version: int | None) -> None:
-        """Nothing to keep."""
-
-
 class GraphStore:
-    """Entities, relations and provenance in ``db``, through the engine's ``sql``."""
+    """Entities, relations and provenance in ``db``, through the engine's ``sql``; a
+    filtering ``scope`` shows an agent its part (:mod:`persistence.stores.graph_scope`)."""
 
-    def __init__(self, db: Engine, sql: GraphSql, no_aliases: EmptyCache | None = None) -> None:
+    def __init__(
+        self, db: Engine, sql: GraphSql, no_aliases: EmptyCache | None = None,
+        scope: GraphScope | None = None,
+    ) -> None:  # fmt: skip
         self.db = db
         self.sql = sql
         self._no_aliases = no_aliases or NothingCached()  # recall asks at every call
+        self._scope = scope or GraphScope()
 
     def snapshot(self) -> AbstractContextManager[Connection]:
         """Reads inside the block see one snapshot (nested blocks share it; inside this
@@ -105,7 +86,7 @@ class GraphStore:
         return rows.ensure_entity(self.sql, conn, ref, type_, now, direct=direct)[0]
 
     def _require_memory(self, conn: Connection, memory_id: str) -> None:
-        if self.sql.content_of(conn, memory_id) is None:
+        if self.sql.content_of(conn, memory_id) is None or not self._scope.owned(conn, [memory_id]):
             raise MemoryNotFoundError(f"no memory {memory_id} to record as the source")
 
     def _entity(self, conn: Connection, eid: str) -> Entity:
@@ -120,6 +101,8 @@ class GraphStore:
         source: str | None = None,
     ) -> Entity:  # fmt: skip
         """Add (or find) an entity; without ``source`` it is kept until removed directly."""
+        if source is None:
+            self._scope.refuse("add an entity without a source memory")
         with self.db.transaction() as conn:
             if source is not None:
                 self._require_memory(conn, source)
@@ -147,6 +130,8 @@ class GraphStore:
         """Assert a relation (creating named entities); with ``source`` it is derived from
         that memory, else kept until removed directly."""
         direct = source is None
+        if direct:
+            self._scope.refuse("relate without a source memory")
         with self.db.transaction() as conn:
             if source is not None:
                 self._require_memory(conn, source)
@@ -223,6 +208,7 @@ class GraphStore:
 
     def merge(self, keep: str, drop: str, now: int) -> Entity:
         """Fold entity ``drop`` into ``keep`` (both must exist)."""
+        self._scope.refuse("merge entities")
         with self.db.transaction() as conn:
             k = self._require(conn, keep)
             d = self._require(conn, drop)
@@ -232,6 +218,7 @@ class GraphStore:
 
     def invalidate(self, rid: str, at: int) -> Relation:
         """Mark a relation as no longer true from ``at`` on (its row stays)."""
+        self._scope.refuse("invalidate a relation")
         with self.db.transaction() as conn:
             if not self.sql.invalidate(conn, rid, at):
                 raise RelationNotFoundError(f"no relation {rid!r}")
@@ -239,12 +226,14 @@ class GraphStore:
 
     def remove_entity(self, ref: str) -> bool:
         """Delete an entity, its relations and provenance; False if missing."""
+        self._scope.refuse("remove an entity")
         with self.db.transaction() as conn:
             eid = self._resolve(conn, ref)
             return eid is not None and rows.remove_entity(self.sql, conn, eid)
 
     def remove_relation(self, rid: str) -> bool:
         """Delete a relation; endpoints nothing else supports go too. False if missing."""
+        self._scope.refuse("remove a relation")
         with self.db.transaction() as conn:
             ends = self.sql.remove_relation(conn, rid)
             if ends is None:
@@ -257,18 +246,39 @@ class GraphStore:
         with self.db.transaction() as conn:
             self.sql.enqueue(conn, memory_ids)
 
-    # --- reading ----------------------------------------------------------------------------
+    # --- reading (a filtering scope cuts each answer to its view) ---------------------------
+
+    def _seen(self, conn: Connection, ref: str, view: GraphView | None) -> str:
+        """Like :meth:`_require`, and the entity must be in ``view`` (if any)."""
+        if view is None:
+            return self._require(conn, ref)
+        eid = self._resolve(conn, ref)
+        if eid is None or eid not in view.entities:
+            raise EntityNotFoundError(f"no entity {ref!r}")
+        return eid
+
+    def _reads(self) -> AbstractContextManager[Connection]:
+        """One snapshot for a filtered read (its view agrees); one statement's read else."""
+        return self.db.snapshot() if self._scope.filtering else self.db.reading()
+
+    def _view(self, conn: Connection) -> GraphView | None:
+        return self._scope.view(conn) if self._scope.filtering else None
 
     def entity(self, ref: str, type_: str | None = None) -> Entity | None:
         """An entity by id or name, or ``None``."""
         with self.db.snapshot() as conn:
             eid = self._resolve(conn, ref, type_)
-            return None if eid is None else rows.fetch_entity(self.sql, conn, eid)
+            view = self._view(conn)
+            if eid is None or (view is not None and eid not in view.entities):
+                return None
+            return rows.fetch_entity(self.sql, conn, eid)
 
     def relations(self, ref: str) -> list[Relation]:
         """Every relation of an entity, invalidated ones too."""
         with self.db.snapshot() as conn:
-            return self.sql.relations_of(conn, self._require(conn, ref))
+            view = self._view(conn)
+            found = self.sql.relations_of(conn, self._seen(conn, ref, view))
+            return found if view is None else [r for r in found if r.id in view.relations]
 
     def neighbors(
         self,
@@ -282,11 +292,18 @@ class GraphStore:
         """Entities within ``depth`` hops (shallowest path to each), nearest and most
         supported first."""
         with self.db.snapshot() as conn:
-            start = self._require(conn, ref)
+            view = self._view(conn)
+            start = self._seen(conn, ref, view)
             # Deeper entities rank after nearer ones, so the walk ends on the level that
             # reaches ``limit``; ``cap`` bounds the last level's work on a hub-heavy graph.
-            cap = max(4 * limit, 200)
-            steps = walk(self.sql, conn, start, depth, at, fanout, cap, predicates, limit=limit)
+            ask = self._scope.ask(limit)
+            cap = max(4 * ask, 200)
+            steps = walk(self.sql, conn, start, depth, at, fanout, cap, predicates, limit=ask)
+            if view is not None:
+                steps = [
+                    s for s in steps
+                    if s.entity_id in view.entities and view.relations_inside(s.via)
+                ][:limit]  # fmt: skip
             entities = rows.fetch_entities(self.sql, conn, [s.entity_id for s in steps])
             return [Neighbor(entities[s.entity_id], s.depth, s.via) for s in steps]
 
@@ -294,7 +311,8 @@ class GraphStore:
         """The shortest path from ``a`` to ``b`` (at most ``max_depth`` hops; of several,
         the best supported), or ``None``."""
         with self.db.snapshot() as conn:
-            start, end = self._require(conn, a), self._require(conn, b)
+            view = self._view(conn)
+            start, end = self._seen(conn, a, view), self._seen(conn, b, view)
             if start == end:
                 return GraphPath((self._entity(conn, start),), ())
             steps = walk(self.sql, conn, start, max_depth, at, PATH_FANOUT, WALK_CAP, target=end)
@@ -305,29 +323,39 @@ class GraphStore:
             for r in hit.via:
                 chain.append(r.object_id if r.subject_id == chain[-1] else r.subject_id)
             entities = rows.fetch_entities(self.sql, conn, chain)
-            return GraphPath(tuple(entities[e] for e in chain), hit.via)
+            found = GraphPath(tuple(entities[e] for e in chain), hit.via)
+            return found if view is None or view.holds_path(found) else None
 
     def memory_ids_about(self, ref: str, limit: int) -> list[str]:
         """Ids of memories that name the entity."""
         with self.db.snapshot() as conn:
-            return self.sql.memory_ids_about(conn, self._require(conn, ref), limit)
+            eid = self._seen(conn, ref, self._view(conn))
+            found = self.sql.memory_ids_about(conn, eid, self._scope.ask(limit))
+            return self._scope.owned(conn, found)[:limit]
 
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """Entities (of one type, or all), in id order."""
         with self.db.snapshot() as conn:
-            return rows.list_entities(self.sql, conn, type_, limit)
+            found = rows.list_entities(self.sql, conn, type_, self._scope.ask(limit))
+            view = self._view(conn)
+            return found if view is None else [e for e in found if e.id in view.entities][:limit]
 
     def pending(self, now: int, limit: int) -> list[tuple[str, str, int]]:
         """Memories waiting for extraction now: ``(id, content, attempts)``."""
-        with self.db.reading() as conn:
-            return self.sql.pending(conn, now, limit) if self.sql.has_graph(conn) else []
+        with self._reads() as conn:
+            if not self.sql.has_graph(conn):
+                return []
+            waiting = self.sql.pending(conn, now, self._scope.ask(limit))
+            mine = set(self._scope.owned(conn, [w[0] for w in waiting]))
+            return [w for w in waiting if w[0] in mine][:limit]
 
     def statistics(self) -> GraphStatistics:
-        """The graph's counts."""
+        """The graph's counts (of the scope's part, on a filtering scope)."""
         with self.db.snapshot() as conn:
             meta = self.sql.read_meta
+            counts = self._scope.counts if self._scope.filtering else self.sql.counts
             return GraphStatistics(
-                **self.sql.counts(conn),
+                **counts(conn),
                 extraction_errors=int(meta(conn, EXTRACTION_ERRORS_KEY) or 0),
                 last_extraction_error=meta(conn, LAST_EXTRACTION_ERROR_KEY),
                 deduplicated=int(meta(conn, DEDUPLICATED_KEY) or 0),
@@ -355,38 +383,60 @@ class GraphStore:
 
     def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
         """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""
-        with self.db.reading() as conn:
-            return self.sql.entities_named_in(conn, words, limit)
+        with self._reads() as conn:
+            found = self.sql.entities_named_in(conn, words, self._scope.ask(limit))
+            view = self._view(conn)
+            return found if view is None else [p for p in found if p[0] in view.entities][:limit]
 
     def memory_count(self, entity_id: str, cap: int) -> int:
         """How many memories name the entity, counting no further than ``cap``."""
+        if self._scope.filtering:
+            return len(self.memories_naming(entity_id, cap))
         with self.db.reading() as conn:
             return self.sql.capped_memory_count(conn, entity_id, cap)
 
     def memories_naming(self, entity_id: str, limit: int) -> list[str]:
         """Ids of memories that name the entity, most recently asserted first."""
-        with self.db.reading() as conn:
-            return self.sql.memory_ids_about(conn, entity_id, limit)
+        with self._reads() as conn:
+            found = self.sql.memory_ids_about(conn, entity_id, self._scope.ask(limit))
+            return self._scope.owned(conn, found)[:limit]
 
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
         """Entities within ``depth`` hops, each with its best-supported shallowest path
         (see :func:`persistence.stores.graph_walk.walk`)."""
         with self.db.snapshot() as conn:
-            return walk(self.sql, conn, entity_id, depth, at, fanout, cap)
+            view = self._view(conn)
+            if view is None:
+                return walk(self.sql, conn, entity_id, depth, at, fanout, cap)
+            if entity_id not in view.entities:
+                return []
+            found = walk(self.sql, conn, entity_id, depth, at, fanout, cap)
+            return [
+                r for r in found if r.entity_id in view.entities and view.relations_inside(r.via)
+            ]  # fmt: skip
 
     def asserting_memories(self, relation_ids: Sequence[str]) -> dict[str, list[str]]:
         """Ids of the memories that assert each relation (unasserted ones left out)."""
-        with self.db.reading() as conn:
-            return self.sql.asserting_memories(conn, relation_ids)
+        with self._reads() as conn:
+            found = self.sql.asserting_memories(conn, relation_ids)
+            if not self._scope.filtering:
+                return found
+            kept = {rid: self._scope.owned(conn, ids) for rid, ids in found.items()}
+            return {rid: ids for rid, ids in kept.items() if ids}
 
     def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
-        """The entities and relations one memory asserts (its graph provenance)."""
+        """The entities and relations one memory asserts (its graph provenance); nothing
+        for a memory outside the scope."""
         with self.db.snapshot() as conn:
+            if not self._scope.owned(conn, [memory_id]):
+                return [], []
             entity_ids, relations = self.sql.facts_of(conn, memory_id)
             found = rows.fetch_entities(self.sql, conn, entity_ids)
         return [found[e] for e in entity_ids if e in found], relations
 
     def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
         """The entities with these ids (missing ones left out)."""
-        with self.db.reading() as conn:
-            return rows.fetch_entities(self.sql, conn, entity_ids)
+        with self._reads() as conn:
+            found = rows.fetch_entities(self.sql, conn, entity_ids)
+            view = self._view(conn)
+            return found if view is None else {k: e for k, e in found.items() if k in view.entities}

@@ -43,7 +43,7 @@ def test_bad_arguments_are_refused(memory: AgentMemoryManager) -> None:
         memory.graph.facts_of(None)  # type: ignore[arg-type]
 
 
-@pytest.mark.sqlite_only("agent-scoped graph views are the SQLite file's (AgentFilteredGraph)")
+@pytest.mark.sqlite_only("agent-scoped graph views of a file: the graph SQL carries the scope")
 def test_an_agent_sees_only_its_own_provenance(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     with AgentMemoryManager.open(path, embedder=None) as memory:

@@ -29,6 +29,8 @@ from persistence.sqlite.row_checks import (
     texts,
 )
 from persistence.sqlite.sql import meta_sql
+from persistence.sqlite.sql.memory_sql import scoped_ids
+from persistence.stores.scope import Scope
 
 
 def has_graph(conn: apsw.Connection) -> bool:
@@ -635,6 +637,70 @@ def counts(conn: apsw.Connection) -> dict[str, int]:
     if not has_graph(conn):
         return dict.fromkeys(STAT_QUERIES, 0)
     return {name: int(query_value(conn, sql)) for name, sql in STAT_QUERIES.items()}
+
+
+# --- an agent's part of the graph (a scoped handle: each statement carries the scope) ----
+
+
+def _scoped_rows(scope: Scope) -> tuple[str, str, tuple[str, ...]]:
+    """Subqueries of the relation ids and the entity ids the scope's memories assert
+    (relations with their provenance; entities they name or those relations join), and
+    the parameters of each."""
+    mine, agent = scoped_ids(scope)
+    relations = f"SELECT relation_id FROM memory_relations WHERE memory_id IN ({mine})"
+    entities = (
+        f"SELECT entity_id FROM memory_entities WHERE memory_id IN ({mine}) "
+        f"UNION SELECT subject_id FROM relations WHERE id IN ({relations}) "
+        f"UNION SELECT object_id FROM relations WHERE id IN ({relations})"
+    )
+    return relations, entities, agent
+
+
+def scope_view(conn: apsw.Connection, scope: Scope) -> tuple[set[str], set[str]]:
+    """``(entity ids, relation ids)`` the scope's memories assert."""
+    relations, entities, agent = _scoped_rows(scope)
+    return (
+        {r[0] for r in query_all(conn, entities, agent * 3)},
+        {r[0] for r in query_all(conn, relations, agent)},
+    )
+
+
+def owned_memories(conn: apsw.Connection, scope: Scope, ids: Sequence[str]) -> list[str]:
+    """Those of ``ids`` that are the scope's live memories, in the order given."""
+    mine, agent = scoped_ids(scope)
+    found = query_all(
+        conn, f"SELECT value FROM json_each(?) WHERE value IN ({mine})", (_ids(ids), *agent)
+    )
+    owned = {r[0] for r in found}
+    return [i for i in ids if i in owned]
+
+
+def scoped_counts(conn: apsw.Connection, scope: Scope) -> dict[str, int]:
+    """:func:`counts` of the scope's part of the graph (failed extractions: the file's)."""
+    if not has_graph(conn):
+        return dict.fromkeys(STAT_QUERIES, 0)
+    mine, agent = scoped_ids(scope)
+    relations, entities, _ = _scoped_rows(scope)
+    queries = {
+        "entities": (f"SELECT count(*) FROM entities WHERE id IN ({entities})", 3),
+        "aliases": (f"SELECT count(*) FROM entity_aliases WHERE entity_id IN ({entities})", 3),
+        "relations": (f"SELECT count(DISTINCT relation_id) FROM ({relations})", 1),
+        "current_relations": (
+            f"SELECT count(*) FROM relations WHERE valid_to IS NULL AND id IN ({relations})", 1
+        ),
+        "provenance": (
+            f"SELECT (SELECT count(*) FROM memory_entities WHERE memory_id IN ({mine})) + "
+            f"(SELECT count(*) FROM memory_relations WHERE memory_id IN ({mine}))", 2,
+        ),
+        "extraction_pending": (
+            f"SELECT count(*) FROM graph_queue WHERE memory_id IN ({mine})", 1
+        ),
+    }  # fmt: skip
+    found = {
+        name: int(query_value(conn, sql, agent * times)) for name, (sql, times) in queries.items()
+    }
+    found["extraction_failed"] = int(query_value(conn, STAT_QUERIES["extraction_failed"]))
+    return found
 
 
 _ALL_MEMORIES = (

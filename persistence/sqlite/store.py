@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Generic, TypeVar, overload
 
@@ -331,14 +330,6 @@ class SQLiteStore(EngineControl, ReferenceTierAPI):
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
         return self.db.watch(wait_s)
-
-    def exclusive_connection(self) -> AbstractContextManager[apsw.Connection]:
-        """The write connection with no transaction open (backup, ``VACUUM``)."""
-        return self.db.exclusive_connection()
-
-    def fresh_read_connection(self) -> AbstractContextManager[apsw.Connection]:
-        """A connection of its own for one read snapshot (for integrity checks)."""
-        return self.db.fresh_read_connection()
 
     # --- facts about the file -------------------------------------------------------------
 

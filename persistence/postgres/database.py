@@ -71,7 +71,7 @@ rolls back and its agent's writer lock is free within this, not when the stateme
 
 DEFAULT_EF_SEARCH = 100
 """``hnsw.ef_search`` set on every pooled connection when it opens (recall@10 >= 0.95 at
-this depth; see ``PgIndexStore``): a search at the usual depth sets nothing per call."""
+this depth; see ``HnswVectors``): a search at the usual depth sets nothing per call."""
 GIN_PENDING_LIST_KB = 128
 """``gin_pending_list_limit`` of the library's connections (PostgreSQL's default: 4 MB).
 New keyword entries wait in the GIN index's pending list, which every keyword search

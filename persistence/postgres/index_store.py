@@ -25,7 +25,6 @@ import psycopg
 
 from persistence.errors import EmbeddingDimensionError
 from persistence.meta_keys import EMBEDDING_DIM_KEY
-from persistence.postgres.config import StoreConfig
 from persistence.postgres.database import DEFAULT_EF_SEARCH, PgDatabase
 from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import (
@@ -39,10 +38,11 @@ from persistence.postgres.sql import (
 )
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import MemoryFilter
+from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSettings, IndexSql
 from persistence.stores.indexes import IndexStore
 
-__all__ = ["HnswVectors", "PgIndexStore", "build_index_store"]
+__all__ = ["HnswVectors", "build_index_store"]
 
 Connection = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -60,9 +60,6 @@ SQL = IndexSql(
     rebuild=rebuild_sql,
 )
 
-PgIndexStore = IndexStore
-"""The shared store under its old name (:mod:`persistence.postgres.store` annotates with it)."""
-
 
 def build_index_store(db: PgDatabase, config: StoreConfig) -> IndexStore[HnswVectors]:
     """The recall indexes of one database (see the module docstring)."""
@@ -70,9 +67,7 @@ def build_index_store(db: PgDatabase, config: StoreConfig) -> IndexStore[HnswVec
     def clock() -> int:  # the configuration's clock at each call (settable)
         return config.clock()
 
-    settings = IndexSettings(
-        db.location, clock, config.embedding_dim, EXACT_SCAN_MAX, config.scope
-    )
+    settings = IndexSettings(db.location, clock, config.embedding_dim, EXACT_SCAN_MAX, config.scope)
     return IndexStore(db, SQL, keyword_sql, HnswVectors(db), settings, EmptyAtVersion(db))
 
 

@@ -34,7 +34,7 @@ from persistence.meta_keys import (
     LAST_EMBEDDING_ERROR_KEY,
 )
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.index_store import HnswVectors, PgIndexStore, build_index_store
+from persistence.postgres.index_store import HnswVectors, build_index_store
 from persistence.postgres.memory_store import server_memory_store
 from persistence.postgres.schedule_store import server_schedule_store
 from persistence.postgres.session_store import server_session_store
@@ -48,6 +48,7 @@ from persistence.records import (
 )
 from persistence.stores.config import StoreConfig
 from persistence.stores.control import EngineControl
+from persistence.stores.indexes import IndexStore
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
@@ -97,7 +98,7 @@ class PostgresStore(EngineControl, ReferenceTierAPI):
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
-    indexes: PgIndexStore[HnswVectors]
+    indexes: IndexStore[HnswVectors]
 
     def __init__(
         self,

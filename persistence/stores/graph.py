@@ -31,7 +31,7 @@ from persistence.graph_records import (
 )
 from persistence.meta_keys import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY
 from persistence.stores import graph_rows as rows
-from persistence.stores.graph_cache import EmptyCache, NothingCached
+from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.graph_engine import GraphSql
 from persistence.stores.graph_scope import GraphScope, GraphView
 from persistence.stores.graph_walk import walk

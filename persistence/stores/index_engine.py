@@ -2,7 +2,7 @@
 SQL of the recall indexes (:class:`IndexSql`, modules of the same names on both engines,
 each function taking the engine's connection first) and the objects, named for what they
 do, where the engines truly differ (:class:`KeywordSearch`, :class:`VectorIndex`,
-:class:`QueueCache`). Vectors reach the SQL as float32 arrays.
+:class:`~persistence.stores.empty_cache.EmptyCache`). Vectors reach the SQL as float32 arrays.
 """
 
 from __future__ import annotations
@@ -80,29 +80,6 @@ class VectorIndex(Protocol):
     def swapping(self, conn: Connection) -> None:
         """A re-embedding replaces every vector in this transaction."""
         ...
-
-
-class QueueCache(Protocol):
-    """Whether a read of the embedding queue last came back empty and still holds."""
-
-    def known_empty(self) -> bool: ...
-
-    def version(self) -> int | None: ...
-
-    def found(self, empty: bool, version: int | None) -> None: ...
-
-
-class AlwaysRead:
-    """A :class:`QueueCache` that knows nothing: every question reads."""
-
-    def known_empty(self) -> bool:
-        return False
-
-    def version(self) -> int | None:
-        return None
-
-    def found(self, empty: bool, version: int | None) -> None:
-        return None
 
 
 class EmbeddingSql(Protocol):

@@ -10,8 +10,9 @@ both engines). What truly differs between the engines is handed in as named obje
 - :class:`VectorIndex`: how a search reads the stored dimension and finds the nearest
   (SQLite's RAM copy of 3-bit codes re-ranked exactly; PostgreSQL's HNSW), and what a
   new or swapped set of vectors must also update.
-- :class:`QueueCache`: whether "the embedding queue is empty" may be answered without a
-  read (PostgreSQL's version row; SQLite always reads, it is local).
+- :class:`~persistence.stores.empty_cache.EmptyCache`: whether "the embedding queue is
+  empty" may be answered without a read (PostgreSQL's version row; SQLite always reads,
+  it is local).
 
 These and the SQL's shape are :mod:`persistence.stores.index_engine`.
 
@@ -37,12 +38,11 @@ from persistence.codecs import encode_embedding
 from persistence.engine import Connection, Engine
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
 from persistence.records import KeywordParts, MemoryFilter, Tier, Turn, content_hash
+from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.index_engine import (
-    AlwaysRead,
     IndexSettings,
     IndexSql,
     KeywordSearch,
-    QueueCache,
     VectorIndex,
 )
 from persistence.validation import (
@@ -69,7 +69,7 @@ class IndexStore(Generic[V]):
         keywords: KeywordSearch,
         vectors: V,
         settings: IndexSettings,
-        queue: QueueCache | None = None,
+        queue: EmptyCache | None = None,
     ) -> None:
         self.db = db
         self.sql = sql
@@ -81,7 +81,7 @@ class IndexStore(Generic[V]):
         self.exact_scan_max = settings.exact_scan_max
         """Settable: tests lower it to force the deeper search."""
         self.scope = settings.scope
-        self.queue = queue if queue is not None else AlwaysRead()
+        self.queue = queue if queue is not None else NothingCached()
 
     # --- searching --------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""PgIndexStore on PostgreSQL: the keyword window kept by triggers, bm25-like scores,
+"""The shared IndexStore on PostgreSQL: the keyword window kept by triggers, bm25-like scores,
 vector recall against exact search (plain and filtered), conversation turns, the
 embedding queue and cache, and the staged re-embedding. Rows are written with plain SQL
 (the memory records part is built apart)."""

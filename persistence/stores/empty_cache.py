@@ -1,5 +1,5 @@
-"""EmptyCache: how a graph store remembers that recall's "any alias?" came back empty
-while nothing changed (see :meth:`persistence.stores.graph.GraphStore.may_name_entities`)."""
+"""EmptyCache: how a store remembers that a read came back empty while nothing changed
+(recall's "any alias?" of the graph, "anything to embed?" of the recall indexes)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Protocol
 
 class EmptyCache(Protocol):
     """Remembers that a read came back empty while nothing changed (PostgreSQL's
-    :class:`~persistence.postgres.empty_cache.EmptyAtVersion`), so recall's "any alias?"
-    costs no round trip on a store without a graph."""
+    :class:`~persistence.postgres.empty_cache.EmptyAtVersion`), so asking again costs no
+    round trip."""
 
     def known_empty(self) -> bool: ...
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support.pg_server import PgServer, _need
+from migrations.postgres.runner import LATEST_VERSION
+from tests.support.pg_server import APP_ROLE, PgServer, _need
 from tiered_memory import AgentMemoryManager
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,6 +33,7 @@ def _database_name(url: str) -> str:
     return str(row[0])
 
 
+@pytest.mark.pg_unmigrated
 def test_a_test_database_is_its_own_and_has_pgvector(pg_server: PgServer, pg_url: str) -> None:
     assert pg_url.startswith("postgresql://") and "host=/" in pg_url  # a Unix socket
     with psycopg.connect(pg_url) as conn:
@@ -49,6 +51,7 @@ def test_a_test_database_is_its_own_and_has_pgvector(pg_server: PgServer, pg_url
     assert _tables(pg_url) == {"only_here"}
 
 
+@pytest.mark.pg_unmigrated
 def test_databases_of_earlier_tests_are_gone(pg_server: PgServer, pg_url: str) -> None:
     """pg_server.created lists every database made this session, in order: all but this
     test's are dropped (with the file run in order, the test above made one)."""
@@ -58,6 +61,24 @@ def test_databases_of_earlier_tests_are_gone(pg_server: PgServer, pg_url: str) -
     on_server = pg_server.databases()
     assert mine in on_server
     assert on_server & set(pg_server.created[:-1]) == set()
+
+
+def test_a_test_database_comes_migrated_and_owned_by_the_app_role(pg_url: str) -> None:
+    """pg_url copies the migrated template: the newest schema, each version once, every
+    table the ordinary role's (as its own first open would have left them)."""
+    with psycopg.connect(pg_url) as conn:
+        versions = [row[0] for row in conn.execute("SELECT version FROM tm_schema_version")]
+        owners = {
+            row[0]
+            for row in conn.execute(
+                "SELECT tableowner FROM pg_tables WHERE schemaname = 'public'"
+            )
+        }
+        (user,) = conn.execute("SELECT current_user").fetchone() or (None,)
+    assert sorted(versions) == list(range(1, LATEST_VERSION + 1))
+    assert owners == {APP_ROLE} and user == APP_ROLE
+    with AgentMemoryManager.open(pg_url) as memory:  # opens without migrating again
+        assert memory.remember("a first memory").content == "a first memory"
 
 
 def test_a_database_is_dropped_with_its_connections_still_open(pg_server: PgServer) -> None:
@@ -105,7 +126,11 @@ def test_any_location_names_a_new_store(any_location: str, request: pytest.Fixtu
     assert (request.node.get_closest_marker("postgres") is not None) == on_postgres
     if on_postgres:
         assert any_location.startswith("postgresql://")
-        assert _tables(any_location) == set()
+        with psycopg.connect(any_location) as conn:  # a new store: the schema, no rows
+            assert conn.execute("SELECT count(*) FROM tm_memories").fetchone() == (0,)
+        with AgentMemoryManager.open(any_location, embedder=None) as memory:
+            memory.remember("kept on the server")
+            assert memory.statistics().storage.episodic_count == 1
     else:
         assert not Path(any_location).exists()
         with AgentMemoryManager.open(any_location, embedder=None) as memory:
@@ -137,5 +162,5 @@ def test_a_run_without_postgres_tests_starts_no_server(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
-    assert summary.startswith("2 passed, 7 deselected"), summary  # sqlite case + wheel check
+    assert summary.startswith("2 passed, 8 deselected"), summary  # sqlite case + wheel check
     assert list(private_tmp.iterdir()) == []  # the session never made a server

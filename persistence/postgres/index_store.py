@@ -39,7 +39,7 @@ from persistence.postgres.sql import (
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import MemoryFilter
 from persistence.stores.config import StoreConfig
-from persistence.stores.index_engine import IndexSettings, IndexSql
+from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
 
 __all__ = ["HnswVectors", "build_index_store"]
@@ -62,13 +62,12 @@ SQL = IndexSql(
 
 
 def build_index_store(db: PgDatabase, config: StoreConfig) -> IndexStore[HnswVectors]:
-    """The recall indexes of one database (see the module docstring)."""
-
-    def clock() -> int:  # the configuration's clock at each call (settable)
-        return config.clock()
-
-    settings = IndexSettings(db.location, clock, config.embedding_dim, EXACT_SCAN_MAX, config.scope)
-    return IndexStore(db, SQL, keyword_sql, HnswVectors(db), settings, EmptyAtVersion(db))
+    """The recall indexes of one database (see the module docstring); ``config`` is the
+    store's (read live)."""
+    return IndexStore(
+        db, SQL, keyword_sql, HnswVectors(db), config,
+        location=db.location, exact_scan_max=EXACT_SCAN_MAX, queue=EmptyAtVersion(db),
+    )  # fmt: skip
 
 
 class HnswVectors:

@@ -46,7 +46,7 @@ from persistence.records import (
     Synchronous,
     now_ms,
 )
-from persistence.stores.config import StoreConfig
+from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.control import EngineControl
 from persistence.stores.indexes import IndexStore
 from persistence.stores.memories import MemoryStore
@@ -80,7 +80,7 @@ KEYWORD_INDEX_BLOCKED = (
 )
 
 
-class PostgresStore(EngineControl, ReferenceTierAPI):
+class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -157,22 +157,6 @@ class PostgresStore(EngineControl, ReferenceTierAPI):
     @property
     def read_only(self) -> bool:
         return self.db.read_only
-
-    @property
-    def clock(self) -> Callable[[], int]:
-        return self.config.clock
-
-    @clock.setter
-    def clock(self, value: Callable[[], int]) -> None:
-        self.config.clock = value
-
-    @property
-    def max_content_bytes(self) -> int:
-        return self.config.max_content_bytes
-
-    @max_content_bytes.setter
-    def max_content_bytes(self, value: int) -> None:
-        self.config.max_content_bytes = value
 
     rows_per_trip = 60
     """A round trip to the server costs more than the rows it brings: recall's early

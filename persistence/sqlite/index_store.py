@@ -33,9 +33,9 @@ from persistence.sqlite.sql import (
 )
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
-from persistence.stores.index_engine import IndexSettings, IndexSql
+from persistence.stores.config import StoreConfig
+from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
-from persistence.stores.scope import WHOLE, Scope
 
 __all__ = ["IndexStore", "MirrorVectors", "VectorCandidates", "build_index_store"]
 
@@ -61,17 +61,16 @@ SQL = IndexSql(
 def build_index_store(
     db: Database,
     path: str,
-    clock: Callable[[], int],
-    embedding_dim: int | None,
+    config: StoreConfig,
     keywords: KeywordIndex,
     resort_after: int = RESORT_AFTER,
-    scope: Scope = WHOLE,
 ) -> IndexStore[MirrorVectors]:
-    """The recall indexes of one file: ``path`` names it in errors; ``resort_after``
-    tunes the vector copy; ``scope``: the agent a scoped handle searches (see
-    :class:`~persistence.stores.indexes.IndexSettings`)."""
-    settings = IndexSettings(path, clock, embedding_dim, EXACT_SCAN_MAX, scope)
-    return IndexStore(db, SQL, keywords, MirrorVectors(db, resort_after), settings)
+    """The recall indexes of one file: ``path`` names it in errors; ``config`` is the
+    store's (read live); ``resort_after`` tunes the vector copy."""
+    vectors = MirrorVectors(db, resort_after)
+    return IndexStore(
+        db, SQL, keywords, vectors, config, location=path, exact_scan_max=EXACT_SCAN_MAX
+    )
 
 
 class MirrorVectors(VectorMirror):

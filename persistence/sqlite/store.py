@@ -16,7 +16,6 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar, overload
 
 import apsw
 
@@ -82,7 +81,7 @@ from persistence.sqlite.sql.meta_sql import (
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
-from persistence.stores.config import StoreConfig
+from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.control import EngineControl
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
@@ -91,38 +90,10 @@ from persistence.stores.scope import Scope
 from persistence.stores.sessions import SessionStore
 from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
 
-T = TypeVar("T")
-
 logger = logging.getLogger("tiered_memory")
 
 
-class _Shared(Generic[T]):
-    """A setting of the store, kept in its :class:`StoreConfig` (``store.config``), which
-    the shared parts hold and read live: set on the store (also after it is built, as a
-    test sets ``clock``), they see it. A part that keeps its own copy (the index store)
-    is set too."""
-
-    def __set_name__(self, owner: type[object], name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, store: None, owner: type[object]) -> _Shared[T]: ...
-    @overload
-    def __get__(self, store: object, owner: type[object]) -> T: ...
-    def __get__(self, store: object | None, owner: type[object]) -> T | _Shared[T]:
-        if store is None:
-            return self
-        value: T = getattr(store.config, self.name)  # type: ignore[attr-defined]
-        return value
-
-    def __set__(self, store: object, value: T) -> None:
-        setattr(store.config, self.name, value)  # type: ignore[attr-defined]
-        for part in getattr(store, "_parts", ()):
-            if hasattr(part, self.name):
-                setattr(part, self.name, value)
-
-
-class SQLiteStore(EngineControl, ReferenceTierAPI):
+class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -155,10 +126,6 @@ class SQLiteStore(EngineControl, ReferenceTierAPI):
 
     rows_per_trip = 20
     """A read in-process costs microseconds: recall's batches are a little over its k."""
-
-    clock = _Shared[Callable[[], int]]()
-    max_content_bytes = _Shared[int]()
-    embedding_dim = _Shared[int | None]()
 
     def __init__(
         self,
@@ -207,10 +174,9 @@ class SQLiteStore(EngineControl, ReferenceTierAPI):
         self.schedules = file_schedule_store(self.db, self.config)
         self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
-        self.indexes = build_index_store(self.db, self.path, self.clock, embedding_dim,
-                                         self.keywords, vector_resort_after,
-                                         self.config.scope)  # fmt: skip
-        self._parts = (self.memories, self.sessions, self.schedules, self.indexes)
+        self.indexes = build_index_store(
+            self.db, self.path, self.config, self.keywords, vector_resort_after
+        )
         self.db.after_exclusive(self.indexes.vectors.reset)
         self._reading = self.db.reading  # this thread's read connection
 

@@ -22,3 +22,38 @@ class StoreConfig:
     max_content_bytes: int
     embedding_dim: int | None = None
     scope: Scope = WHOLE
+
+
+class ConfiguredStore:
+    """The settings of an engine's store, read from and written to its :class:`StoreConfig`
+    (``store.config``), which every part holds: set on the store (a test moves the clock
+    after opening), every part sees it at once. Mixed into both engines' stores."""
+
+    config: StoreConfig
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Returns epoch milliseconds; stamps every record."""
+        return self.config.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], int]) -> None:
+        self.config.clock = value
+
+    @property
+    def max_content_bytes(self) -> int:
+        """New content larger than this many UTF-8 bytes is refused."""
+        return self.config.max_content_bytes
+
+    @max_content_bytes.setter
+    def max_content_bytes(self, value: int) -> None:
+        self.config.max_content_bytes = value
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """The configured vector size (``None``: the first embedding written fixes it)."""
+        return self.config.embedding_dim
+
+    @embedding_dim.setter
+    def embedding_dim(self, value: int | None) -> None:
+        self.config.embedding_dim = value

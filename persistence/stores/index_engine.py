@@ -139,17 +139,3 @@ class IndexSql:
     conversation: ConversationSql
     cache: EmbeddingCacheSql
     rebuild: RebuildSql
-
-
-@dataclass(frozen=True)
-class IndexSettings:
-    """``location`` names the store in errors; ``clock`` returns epoch milliseconds;
-    ``embedding_dim`` is the configured size (``None``: the first embedding fixes it);
-    ``exact_scan_max``: a filter accepting at most this many is compared exactly;
-    ``scope``: the agent whose memories the searches find (a scoped handle)."""
-
-    location: str
-    clock: Callable[[], int]
-    embedding_dim: int | None
-    exact_scan_max: int
-    scope: Scope = WHOLE

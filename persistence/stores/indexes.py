@@ -16,7 +16,7 @@ both engines). What truly differs between the engines is handed in as named obje
 
 These and the SQL's shape are :mod:`persistence.stores.index_engine`.
 
-On an agent-scoped handle (``settings.scope``) the searches find that agent's memories
+On an agent-scoped handle (``config.scope``) the searches find that agent's memories
 only: the search filter's ``agent_id`` is the scope's agent (a filter naming another
 agent finds nothing), and keyword parts are read for its memories only. On PostgreSQL
 row-level security filters the same rows again.
@@ -38,9 +38,9 @@ from persistence.codecs import encode_embedding
 from persistence.engine import Connection, Engine
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
 from persistence.records import KeywordParts, MemoryFilter, Tier, Turn, content_hash
+from persistence.stores.config import StoreConfig
 from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.index_engine import (
-    IndexSettings,
     IndexSql,
     KeywordSearch,
     VectorIndex,
@@ -68,19 +68,22 @@ class IndexStore(Generic[V]):
         sql: IndexSql,
         keywords: KeywordSearch,
         vectors: V,
-        settings: IndexSettings,
+        config: StoreConfig,
+        *,
+        location: str,
+        exact_scan_max: int,
         queue: EmptyCache | None = None,
     ) -> None:
         self.db = db
         self.sql = sql
         self.keywords = keywords
         self.vectors = vectors
-        self.location = settings.location
-        self.clock = settings.clock
-        self.embedding_dim = settings.embedding_dim
-        self.exact_scan_max = settings.exact_scan_max
+        self.config = config
+        """The store's settings, read live (clock, embedding size, scope)."""
+        self.location = location
+        """Names the store in errors."""
+        self.exact_scan_max = exact_scan_max
         """Settable: tests lower it to force the deeper search."""
-        self.scope = settings.scope
         self.queue = queue if queue is not None else NothingCached()
 
     # --- searching --------------------------------------------------------------------------
@@ -125,7 +128,7 @@ class IndexStore(Generic[V]):
         with self.db.reading() as conn:
             if self.db.in_transaction:
                 self.keywords.catch_up(conn)
-            return self.keywords.parts(conn, words, memory_ids, self.scope)
+            return self.keywords.parts(conn, words, memory_ids, self.config.scope)
 
     def vector_search(
         self,
@@ -153,7 +156,7 @@ class IndexStore(Generic[V]):
     def _scoped(self, where: MemoryFilter) -> MemoryFilter | None:
         """``where`` within the scope: its agent the scope's (``None``: a filter naming
         another agent, which finds nothing here)."""
-        agent_id = self.scope.agent_id
+        agent_id = self.config.scope.agent_id
         if agent_id is None:
             return where
         if where.agent_id not in (None, agent_id):
@@ -234,7 +237,7 @@ class IndexStore(Generic[V]):
                     f"{self.location} is now embedded with {recorded!r}, not {model_id!r}"
                 )
             for dim in dict.fromkeys(v.size for _, _, v, _ in encoded):
-                self.vectors.fix_dimension(conn, dim, self.embedding_dim)
+                self.vectors.fix_dimension(conn, dim, self.config.embedding_dim)
             self.sql.embeddings.set_embeddings(conn, encoded)
             self.vectors.written(conn)
 
@@ -256,14 +259,14 @@ class IndexStore(Generic[V]):
         require_int(keep, "keep", minimum=0)
         encoded = [(h, as_vector(vector, None)) for h, vector in entries]
         with self.db.transaction() as conn:
-            self.sql.cache.remember(conn, model_id, encoded, self.clock())
+            self.sql.cache.remember(conn, model_id, encoded, self.config.clock())
             self.sql.cache.evict(conn, keep)
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding (with its message, stamped with the
         time); returns how many there have been."""
         require_str(message, "message")
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock() / 1000))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.config.clock() / 1000))
         with self.db.transaction() as conn:
             return self.sql.embeddings.record_embedding_error(conn, f"{stamp} {message[:1000]}")
 

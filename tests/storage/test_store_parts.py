@@ -14,8 +14,9 @@ def test_a_setting_changed_on_the_store_reaches_every_part(tmp_path: Path) -> No
     with SQLiteStore(tmp_path / "a.db", clock=lambda: 1_000) as store:
         first = store.put_episodic(Memory.create("hello"))
         store.clock = lambda: 9_999_000  # as the store's own methods read it at each call
-        shared = (store.memories, store.sessions, store.schedules)  # one StoreConfig
-        assert {p.config.clock() for p in shared} | {store.indexes.clock()} == {9_999_000}
+        shared = (store.memories, store.sessions, store.schedules, store.indexes)
+        assert all(p.config is store.config for p in shared)  # one StoreConfig, read live
+        assert {p.config.clock() for p in shared} == {9_999_000}
         store.memories.forget_memory(first.id, "bye")
         assert store.schedules.get_forgetting_log(first.id)[0].forgotten_at == 9_999_000
         store.max_content_bytes = 3

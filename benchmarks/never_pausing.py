@@ -61,8 +61,8 @@ import numpy as np
 from persistence import Memory, Tier
 from persistence.dedup_key import content_key
 from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
-from persistence.sqlite.sql import memory_sql, schema_sql
-from persistence.sqlite.sql.schema_sql import WINDOW
+from persistence.sqlite.sql import keyword_window_sql, memory_sql
+from persistence.sqlite.sql.keyword_window_sql import WINDOW
 from tiered_memory import AgentMemoryManager
 from tiered_memory.forgetting import ForgettingCurve, initial_stability
 from tiered_memory.tokens import EstimatedTokenCounter
@@ -261,7 +261,7 @@ class WriteFloor:
                 "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
                 (memory.created_at, session),
             )
-            schema_sql.work_off_keyword_dirty(conn)
+            keyword_window_sql.work_off_keyword_dirty(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

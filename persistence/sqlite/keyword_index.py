@@ -1,6 +1,6 @@
 """The keyword index's one home: the policy that keeps ``memory_fts`` right and fast.
 
-The SQL lives in ``sql/index_sql.py`` and ``sql/schema_sql.py``; what runs it, and
+The SQL lives in ``sql/index_sql.py`` and ``sql/keyword_window_sql.py``; what runs it, and
 when, is decided here. The invariants:
 
 1. **Nothing waits for indexing after a commit.** The tier tables' triggers only note

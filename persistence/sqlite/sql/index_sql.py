@@ -19,7 +19,7 @@ import orjson
 
 from persistence.records import KeywordHits, KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
-from persistence.sqlite.sql import schema_sql
+from persistence.sqlite.sql import keyword_window_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions, scoped_ids
 from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
 from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
@@ -40,7 +40,7 @@ def fill_keyword_index(conn: apsw.Connection) -> None:
             f"INSERT INTO memory_index (memory_id, tier) SELECT id, ? FROM {table} ORDER BY rowid",
             (tier.value,),
         )
-        schema_sql.fill_keyword_window(conn, table)
+        keyword_window_sql.fill_keyword_window(conn, table)
 
 
 BATCH_ROWS = 256
@@ -86,12 +86,12 @@ def update_keyword_index(
         total = sum(int(n or 0) for _, n, _ in counts)
         sessions = any(in_sessions for _, _, in_sessions in counts)
     if total < BATCH_ROWS:
-        schema_sql.work_off_tiers(conn, dirty, sessions)
+        keyword_window_sql.work_off_tiers(conn, dirty, sessions)
         return True
     setting = query_one(conn, _AUTOMERGE)
     conn.execute(_SET_AUTOMERGE, (0,))
     try:
-        schema_sql.work_off_tiers(conn, dirty, sessions)
+        keyword_window_sql.work_off_tiers(conn, dirty, sessions)
         return True
     finally:
         conn.execute(_SET_AUTOMERGE, (4 if setting is None else int(setting[0]),))

@@ -1,6 +1,6 @@
 """The keyword window's DDL has one home, the SQLite migration chain: a new file carries
 the triggers the chain last defined (v008, over v007's window), which the runtime's work-off in
-persistence/sqlite/sql/schema_sql.py relies on (test_keyword_context checks that work-off
+persistence/sqlite/sql/keyword_window_sql.py relies on (test_keyword_context checks that work-off
 against a recomputation)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from migrations.sqlite import v007_keyword_window as window
 from migrations.sqlite import v008_keyword_window_order as keyword_window
 from persistence.sqlite import SQLiteStore
 from persistence.sqlite.connection import query_all
-from persistence.sqlite.sql import schema_sql
+from persistence.sqlite.sql import keyword_window_sql
 
 
 def _schema(store: SQLiteStore, kind: str, like: str) -> dict[str, str]:
@@ -33,4 +33,4 @@ def test_a_new_file_carries_the_keyword_triggers_of_the_chain(file_store: SQLite
 
 
 def test_the_runtime_window_is_the_one_the_chain_built() -> None:
-    assert (schema_sql.TIERS, schema_sql.WINDOW) == (window.TIERS, window.WINDOW)
+    assert (keyword_window_sql.TIERS, keyword_window_sql.WINDOW) == (window.TIERS, window.WINDOW)

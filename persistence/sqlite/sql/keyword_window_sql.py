@@ -3,7 +3,8 @@
 
 The tables and triggers these statements serve are created by the migrations only
 (``migrations/sqlite/v007_keyword_window``, ``v008_keyword_window_order``); no copy of
-their DDL is kept here (``tests/test_schema_sql.py`` checks a new file against the chain).
+their DDL is kept here (``tests/engines/sqlite/test_keyword_window_sql.py`` checks a new
+file against the chain).
 The statements are the runtime's own, not imported from the frozen modules: they have
 moved on since v008 (one set per group of dirty tiers, the neighbour lookup skipped
 without sessions, a window-function fill), and a frozen module never changes.

@@ -23,6 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from migrations.postgres.v004_row_level_security import SCOPED_TABLES as V4_SCOPED
 from persistence import InvalidInputError, SessionNotFoundError, UnsupportedOperationError
+from tests.support.backends import open_as
 from tests.support.pg_server import PgServer, app_url
 from tiered_memory import AgentMemoryManager
 from tiered_memory.cli import main
@@ -33,17 +34,11 @@ SCOPED_TABLES = (*V4_SCOPED, "tm_unembedded")  # v005 adds the embedding queue
 SECRET = {"a": "vault code alpha 1111", "b": "vault code bravo 2222"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def scoped_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "agents.db")
-    request.applymarker(pytest.mark.postgres)
-    return app_url(request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url"))
-
-
-def _open(location: str, agent: str | None) -> AgentMemoryManager:
-    return AgentMemoryManager.open(location, agent_id=agent, embedder=None,
-                                   embed_in_background=False)  # fmt: skip
+@pytest.fixture
+def scoped_location(any_location: str) -> str:
+    """A new store on each engine (on PostgreSQL a database owned by, and reached as, an
+    ordinary role, whom row-level security binds)."""
+    return any_location
 
 
 def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
@@ -52,7 +47,7 @@ def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
     agent; the ids, per agent."""
     made: dict[str, dict[str, Any]] = {}
     for agent in ("a", "b"):
-        with _open(location, agent) as memory:
+        with open_as(location, agent) as memory:
             vault = f"Vault {agent.upper()}"
             m = memory.remember(SECRET[agent], importance=0.9,
                                 relations=[(vault, "guards", f"Code {agent.upper()}"),
@@ -69,7 +64,7 @@ def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
             else:  # a file could not tell whose it is
                 with pytest.raises(UnsupportedOperationError, match="agent-scoped"):
                     memory.graph.add_entity(f"Safe {agent.upper()}")
-    with _open(location, None) as operator:
+    with open_as(location, None) as operator:
         for agent in ("a", "b"):
             made[agent]["by_operator"] = operator.remember(
                 f"operator note {SECRET[agent]}", agent_id=agent
@@ -82,7 +77,7 @@ def test_scoped_handles_see_only_their_agent(scoped_location: str) -> None:
     server = scoped_location.startswith("postgresql")
     made = _populate(scoped_location, server)
     for agent, other in (("a", "b"), ("b", "a")):
-        with _open(scoped_location, agent) as memory:
+        with open_as(scoped_location, agent) as memory:
             assert memory.get(made[agent]["memory"]) is not None
             assert memory.get(made[other]["memory"]) is None
             assert memory.get(made[other]["pad"]) is None
@@ -135,7 +130,7 @@ def test_scoped_handles_see_only_their_agent(scoped_location: str) -> None:
             assert len(memory.graph.relations(oslo)) == 1
             stats = memory.graph.statistics()
             assert (stats.relations, stats.entities) == (2, 3 + server)
-    with _open(scoped_location, None) as operator:  # the unscoped handle sees everything
+    with open_as(scoped_location, None) as operator:  # the unscoped handle sees everything
         assert operator.get(made["a"]["memory"]) is not None
         assert operator.get(made["b"]["memory"]) is not None
         assert {s.session_id for s in operator.active_sessions()} == {"s-a", "s-b"}
@@ -150,7 +145,7 @@ def _doc(path: Path) -> str:
 def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: Path) -> None:
     made = _populate(scoped_location, scoped_location.startswith("postgresql"))
     for agent, other in (("a", "b"), ("b", "a")):
-        with _open(scoped_location, agent) as memory:
+        with open_as(scoped_location, agent) as memory:
             out = memory.export_json(tmp_path / f"{agent}.json")
         text = _doc(out)
         tables = json.loads(out.read_text())["tables"]
@@ -161,7 +156,7 @@ def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: P
         assert [f["memory_id"] for f in tables["forgetting_log"]] == [made[agent]["gone"]]
         copied = tmp_path / f"copy-{agent}.db"
         copy_memory(scoped_location, copied, agent_id=agent)
-        with _open(str(copied), None) as alone:
+        with open_as(str(copied), None) as alone:
             contents = sorted(m.content for m in alone.query())
             assert contents == sorted(
                 [SECRET[agent], f"pad {SECRET[agent]}", f"operator note {SECRET[agent]}"]
@@ -223,7 +218,7 @@ def test_cli_and_mcp_scoped(scoped_location: str, tmp_path: Path) -> None:
 
 
 def test_whole_file_operations_refused_on_a_scoped_file(tmp_path: Path) -> None:
-    with _open(str(tmp_path / "f.db"), "a") as memory:
+    with open_as(str(tmp_path / "f.db"), "a") as memory:
         memory.remember("x")
         with pytest.raises(UnsupportedOperationError, match="agent-scoped"):
             memory.backup(tmp_path / "out.db")
@@ -233,9 +228,9 @@ def test_whole_file_operations_refused_on_a_scoped_file(tmp_path: Path) -> None:
 
 def test_a_session_id_is_one_per_file(tmp_path: Path) -> None:
     location = str(tmp_path / "f.db")
-    with _open(location, "a") as memory:
+    with open_as(location, "a") as memory:
         memory.start_session("shared")
-    with _open(location, "b") as memory, pytest.raises(InvalidInputError, match="taken"):
+    with open_as(location, "b") as memory, pytest.raises(InvalidInputError, match="taken"):
         memory.start_session("shared")
 
 
@@ -268,8 +263,8 @@ def test_unfiltered_sql_on_a_scoped_connection_sees_only_its_scope(
 def test_superuser_refused_a_scoped_handle(pg_server: PgServer, pg_url: str) -> None:
     superuser = pg_url.replace("tm_app:@", "postgres:@", 1)  # pg_url connects as tm_app
     with pytest.raises(UnsupportedOperationError, match="superuser or has BYPASSRLS"):
-        _open(superuser, "a")
-    with _open(superuser, None) as memory:  # the operator's handle is fine
+        open_as(superuser, "a")
+    with open_as(superuser, None) as memory:  # the operator's handle is fine
         assert memory.query() == []
 
 
@@ -294,9 +289,9 @@ def test_a_memory_moved_to_another_agent_takes_its_rows_along(
             assert row.fetchone() == ("b",), table
         after = dict(conn.execute("SELECT scope, n FROM tm_kw_stats").fetchall())
         assert (after["a"], after["b"]) == (before["a"] - 1, before["b"] + 1)
-    with _open(url, "b") as memory:
+    with open_as(url, "b") as memory:
         assert memory.get(moved) is not None
-    with _open(url, "a") as memory:
+    with open_as(url, "a") as memory:
         assert memory.get(moved) is None
 
 
@@ -321,7 +316,7 @@ def test_keyword_index_under_row_security_needs_a_leakproof_match(
             conn.execute("SET enable_seqscan = off")  # a tiny table: the index if allowed
             return "\n".join(r[0] for r in conn.execute(_USES_KEYWORD_INDEX))
 
-    with caplog.at_level("INFO", logger="tiered_memory.postgres"), _open(url, "a") as memory:
+    with caplog.at_level("INFO", logger="tiered_memory.postgres"), open_as(url, "a") as memory:
         memory.remember("alpha beta gamma")
         assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
     warned = [r.getMessage() for r in caplog.records if "LEAKPROOF" in r.getMessage()]
@@ -332,9 +327,9 @@ def test_keyword_index_under_row_security_needs_a_leakproof_match(
         conn.execute("ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF")
     caplog.clear()
     with caplog.at_level("INFO", logger="tiered_memory.postgres"):
-        with _open(url, "a") as memory:
+        with open_as(url, "a") as memory:
             assert [h.memory.content for h in memory.recall("alpha", k=1)] == ["alpha beta gamma"]
-        with _open(superuser, None):
+        with open_as(superuser, None):
             pass
     assert not [r for r in caplog.records if "LEAKPROOF" in r.getMessage()]
     assert "tm_keywords_kw" in plan()
@@ -348,12 +343,12 @@ def test_a_scope_with_like_wildcards_matches_only_itself(pg_server: PgServer, pg
     url = app_url(pg_server, pg_url)
     agents = ("a_c", "abc", "a%", "a\\", "a\\\\")
     for agent in agents:
-        with _open(url, agent) as memory:
+        with open_as(url, agent) as memory:
             memory.remember(f"note of {agent}")
     for agent in agents:
-        with _open(url, agent) as memory:
+        with open_as(url, agent) as memory:
             assert [m.content for m in memory.query()] == [f"note of {agent}"], agent
-    with _open(url, None) as operator:
+    with open_as(url, None) as operator:
         assert len(operator.query()) == len(agents)
 
 

@@ -11,34 +11,27 @@ import pytest
 
 from migrations.postgres.v009_notes import SCOPED_TABLES
 from persistence import NoteNotFoundError
-from tests.support.pg_server import app_url
-from tiered_memory import AgentMemoryManager
+from tests.support.backends import open_as
 
 SECRET = {"a": "harbour cipher alpha", "b": "harbour cipher bravo"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def scoped_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "agents.db")
-    request.applymarker(pytest.mark.postgres)
-    return app_url(request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url"))
-
-
-def _open(location: str, agent: str | None) -> AgentMemoryManager:
-    return AgentMemoryManager.open(location, agent_id=agent, embedder=None,
-                                   embed_in_background=False)  # fmt: skip
+@pytest.fixture
+def scoped_location(any_location: str) -> str:
+    """A new store on each engine (on PostgreSQL a database owned by, and reached as, an
+    ordinary role, whom row-level security binds)."""
+    return any_location
 
 
 def test_an_agent_sees_only_its_notes(scoped_location: str, tmp_path: Path) -> None:
     ids = {}
     for agent in ("a", "b"):
-        with _open(scoped_location, agent) as memory:
+        with open_as(scoped_location, agent) as memory:
             note = memory.notes.create(f"plan {agent}", SECRET[agent], tags=["harbour"])
             memory.notes.update(note.id, title=f"plan {agent} v2", author=agent)
             ids[agent] = note.id
             assert note.agent_id == agent
-    with _open(scoped_location, "a") as memory:
+    with open_as(scoped_location, "a") as memory:
         assert [n.id for n in memory.notes.list()] == [ids["a"]]
         assert memory.notes.get(ids["b"]) is None
         assert memory.notes.count() == 1
@@ -53,7 +46,7 @@ def test_an_agent_sees_only_its_notes(scoped_location: str, tmp_path: Path) -> N
     text = out.read_bytes()
     assert SECRET["a"].encode() in text and SECRET["b"].encode() not in text
     assert [n["id"] for n in orjson.loads(text)["tables"]["notes"]] == [ids["a"]]
-    with _open(scoped_location, None) as operator:
+    with open_as(scoped_location, None) as operator:
         assert {n.id for n in operator.notes.list()} == {ids["a"], ids["b"]}
         b_note = operator.notes.get(ids["b"])
         assert b_note is not None and b_note.content == SECRET["b"]
@@ -64,7 +57,7 @@ def test_an_agent_sees_only_its_notes(scoped_location: str, tmp_path: Path) -> N
 def test_note_tables_are_under_row_level_security(pg_server: object, pg_url: str) -> None:
     """Every note table has a scope column and a forced policy, as the other tables of
     agent data (migration v4)."""
-    with _open(pg_url, None):
+    with open_as(pg_url, None):
         pass
     import psycopg
 
@@ -86,7 +79,7 @@ def test_note_tables_are_under_row_level_security(pg_server: object, pg_url: str
 def test_deleting_a_note_leaves_none_of_its_text_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     secret = "zanzibar-quokka-7731"
-    with _open(str(path), None) as memory:
+    with open_as(str(path), None) as memory:
         kept = memory.notes.create("kept", "an ordinary note")
         note = memory.notes.create(f"title {secret}", f"first {secret}", tags=[secret])
         for n in range(3):
@@ -99,7 +92,7 @@ def test_deleting_a_note_leaves_none_of_its_text_in_the_file(tmp_path: Path) -> 
     wal = path.with_name(path.name + "-wal")
     assert secret.encode() not in raw
     assert not wal.exists() or secret.encode() not in wal.read_bytes()
-    with _open(str(path), None) as memory:
+    with open_as(str(path), None) as memory:
         assert memory.notes.list() == [kept]
         assert memory.recall("zanzibar quokka", notes=True) == []
 
@@ -107,14 +100,14 @@ def test_deleting_a_note_leaves_none_of_its_text_in_the_file(tmp_path: Path) -> 
 def test_a_memory_s_history_is_in_its_agent_s_scope(scoped_location: str) -> None:
     """The operator edits a memory it wrote for agent a: a's handle reads the history,
     b's reads none; moving the memory to b (an import would) moves its history too."""
-    with _open(scoped_location, None) as operator:
+    with open_as(scoped_location, None) as operator:
         fact = operator.remember("the harbour opens at six", agent_id="a")
         operator.update(fact.id, content="the harbour opens at seven", author="operator")
-    with _open(scoped_location, "a") as memory:
+    with open_as(scoped_location, "a") as memory:
         assert [v.content for v in memory.history(fact.id)] == [
             "the harbour opens at six", "the harbour opens at seven"
         ]  # fmt: skip
-    with _open(scoped_location, "b") as memory:
+    with open_as(scoped_location, "b") as memory:
         assert memory.history(fact.id) == []
     if not scoped_location.startswith("postgresql"):
         return
@@ -122,5 +115,5 @@ def test_a_memory_s_history_is_in_its_agent_s_scope(scoped_location: str) -> Non
 
     with psycopg.connect(scoped_location) as conn:  # the owner: tm.scope unset, sees all
         conn.execute("UPDATE tm_memories SET agent_id = 'b' WHERE id = %s", (fact.id,))
-    with _open(scoped_location, "b") as memory:
+    with open_as(scoped_location, "b") as memory:
         assert len(memory.history(fact.id)) == 2

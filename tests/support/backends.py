@@ -15,6 +15,7 @@ from persistence.postgres import PostgresStore
 from persistence.sqlite import SQLiteStore
 from persistence.storage import MemoryStorage
 from tests.conftest import FakeClock
+from tiered_memory import AgentMemoryManager
 
 
 @pytest.fixture(name="store")
@@ -148,3 +149,10 @@ def index_rows(store: MemoryStorage) -> tuple[int, int]:
             return keywords, int(tags.fetchone()[0])
         fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]
         return fts, conn.execute("SELECT count(*) FROM memory_tags").fetchone()[0]
+
+
+def open_as(location: str, agent: str | None) -> AgentMemoryManager:
+    """A manager on ``location`` scoped to ``agent`` (``None``: the operator's, unscoped),
+    without an embedder: what scope tests write and read is the data, not its vectors."""
+    return AgentMemoryManager.open(location, agent_id=agent, embedder=None,
+                                   embed_in_background=False)  # fmt: skip

@@ -143,9 +143,11 @@ class MemoryStore:
 
     ``config`` is the store's, read live (``clock``, ``max_content_bytes``, ``scope``:
     every read and removal carries it, so a scoped handle sees its agent's memories).
-    The per-tier methods (``put_episodic`` ... ``clear_scratchpad``) are the reference design's
-    lower-level API: thin wrappers over the tier-generic ones. ``one_trip``: the engine's
-    one-round-trip write of a new memory, if it has one.
+    The reference design's per-tier API
+    (:class:`~persistence.stores.reference_api.ReferenceTierAPI`) calls the methods that
+    take a tier (:meth:`write`, :meth:`get`, :meth:`delete`, :meth:`query`) and the
+    scratchpad's. ``one_trip``: the engine's one-round-trip write of a new memory, if it
+    has one.
     """
 
     def __init__(
@@ -173,7 +175,7 @@ class MemoryStore:
         validate_memory(memory)
         if memory.tier is Tier.SCRATCHPAD:
             require_str(memory.key, "memory.key of a scratchpad memory", allow_empty=False)
-        return self._write(memory, memory.tier)
+        return self.write(memory, memory.tier)
 
     def insert_memories(
         self, memories: Sequence[Memory], schedules: Sequence[RepetitionSchedule] = ()
@@ -264,7 +266,10 @@ class MemoryStore:
 
     def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
         """Memories of ``tier`` matching every filter set in ``options``."""
-        return self._query(parse_tier(tier, "tier"), options)
+        tier = parse_tier(tier, "tier")
+        options = options or QueryOptions()
+        with self.db.reading() as conn:  # the engine's query validates the options
+            return list(self.sql.query(conn, tier, options, self.config.scope))
 
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
@@ -371,7 +376,7 @@ class MemoryStore:
             with self.db.reading() as conn:
                 held = self.sql.fetch_by_key(conn, key)
             self.config.scope.refuse_taken(f"scratchpad key {key!r}", held)
-        return self._write(replace(memory, key=key), Tier.SCRATCHPAD)
+        return self.write(replace(memory, key=key), Tier.SCRATCHPAD)
 
     def get_scratchpad(self, key: str) -> Memory | None:
         """The scratchpad memory under ``key``, or ``None``."""
@@ -400,48 +405,12 @@ class MemoryStore:
         with self.db.transaction() as conn:
             return int(self.sql.clear(conn, Tier.SCRATCHPAD, self.config.scope))
 
-    # --- the lower-level API: one method per tier -------------------------------------------
+    # --- one tier's memories (the reference design's per-tier API names the tier) -----------
 
-    def put_episodic(self, memory: Memory) -> Memory:
-        """Insert or update an episodic memory; return it as stored."""
-        return self._write(memory, Tier.EPISODIC)
-
-    def get_episodic(self, memory_id: str) -> Memory | None:
-        """The episodic memory with that id, or ``None``."""
-        return self._get(Tier.EPISODIC, memory_id)
-
-    def delete_episodic(self, memory_id: str) -> bool:
-        """Delete an episodic memory with its tags and schedule; True if it existed.
-
-        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
-        and its promotion-log rows stay.
-        """
-        return self._delete(Tier.EPISODIC, memory_id)
-
-    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Episodic memories matching every filter set in ``options``."""
-        return self._query(Tier.EPISODIC, options)
-
-    def put_semantic(self, memory: Memory) -> Memory:
-        """Insert or update a semantic memory; return it as stored."""
-        return self._write(memory, Tier.SEMANTIC)
-
-    def get_semantic(self, memory_id: str) -> Memory | None:
-        """The semantic memory with that id, or ``None``."""
-        return self._get(Tier.SEMANTIC, memory_id)
-
-    def delete_semantic(self, memory_id: str) -> bool:
-        """Delete a semantic memory with its tags and schedule; True if it existed (audited
-        like :meth:`delete_episodic`)."""
-        return self._delete(Tier.SEMANTIC, memory_id)
-
-    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Semantic memories matching every filter set in ``options``."""
-        return self._query(Tier.SEMANTIC, options)
-
-    # --- shared steps -----------------------------------------------------------------------
-
-    def _write(self, memory: Memory, tier: Tier) -> Memory:
+    def write(self, memory: Memory, tier: Tier) -> Memory:
+        """Insert or update ``memory``, which must name ``tier``; return it as stored. One
+        living in another tier is refused (promote it instead)."""
+        tier = parse_tier(tier, "tier")
         validate_memory(memory)
         if memory.tier is not tier:
             raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
@@ -468,22 +437,25 @@ class MemoryStore:
             return exc
         return None
 
-    def _get(self, tier: Tier, memory_id: str) -> Memory | None:
+    def get(self, tier: Tier, memory_id: str) -> Memory | None:
+        """The memory of ``tier`` with that id, or ``None``."""
+        tier = parse_tier(tier, "tier")
         require_str(memory_id, "memory_id")
         with self.db.reading() as conn:
             found: Memory | None = self.sql.fetch(conn, tier, memory_id, self.config.scope)
             return found
 
-    def _delete(self, tier: Tier, memory_id: str) -> bool:
+    def delete(self, tier: Tier, memory_id: str) -> bool:
+        """Delete a memory of ``tier`` with its tags and schedule; True if it existed.
+
+        Like :meth:`forget_memory` (reason ``"deleted"``): the forgetting log records it
+        and its promotion-log rows stay.
+        """
+        tier = parse_tier(tier, "tier")
         require_str(memory_id, "memory_id")
         with self.db.transaction() as conn:
             gone = self.own.forget(conn, memory_id, tier, None, "deleted", self.config.clock())
             return gone is not None
-
-    def _query(self, tier: Tier, options: QueryOptions | None) -> list[Memory]:
-        options = options or QueryOptions()
-        with self.db.reading() as conn:  # the engine's query validates the options
-            return list(self.sql.query(conn, tier, options, self.config.scope))
 
 
 def _normal(memory: Memory) -> Memory:

@@ -6,7 +6,9 @@ of the architecture) names one method per tier and record (``put_episodic``,
 its parts (:attr:`memories`, :attr:`sessions`, :attr:`schedules`, :attr:`indexes`), and
 the domain calls the parts; these methods stay as the public, documented lower-level API
 of :class:`~persistence.sqlite.SQLiteStore` and ``PostgresStore``: each is one call to the
-part that owns it, kept here, in one place, instead of on each engine's store.
+part that owns it, kept here, in one place, instead of on each engine's store (the
+episodic and semantic ones name their tier to the memories part's calls that take one:
+``memories.write(memory, Tier.EPISODIC)``, ...).
 """
 
 from __future__ import annotations
@@ -32,14 +34,10 @@ class TierMemories(Protocol):
     def delete_scratchpad(self, key: str) -> bool: ...
     def get_all_scratchpad(self) -> list[Memory]: ...
     def clear_scratchpad(self) -> int: ...
-    def put_episodic(self, memory: Memory) -> Memory: ...
-    def get_episodic(self, memory_id: str) -> Memory | None: ...
-    def delete_episodic(self, memory_id: str) -> bool: ...
-    def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]: ...
-    def put_semantic(self, memory: Memory) -> Memory: ...
-    def get_semantic(self, memory_id: str) -> Memory | None: ...
-    def delete_semantic(self, memory_id: str) -> bool: ...
-    def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]: ...
+    def write(self, memory: Memory, tier: Tier) -> Memory: ...
+    def get(self, tier: Tier, memory_id: str) -> Memory | None: ...
+    def delete(self, tier: Tier, memory_id: str) -> bool: ...
+    def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]: ...
 
     def promote_memory(
         self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None
@@ -107,35 +105,40 @@ class ReferenceTierAPI:
 
     def put_episodic(self, memory: Memory) -> Memory:
         """Insert or update an episodic memory; return it as stored."""
-        return self.memories.put_episodic(memory)
+        return self.memories.write(memory, Tier.EPISODIC)
 
     def get_episodic(self, memory_id: str) -> Memory | None:
         """The episodic memory with that id, or ``None``."""
-        return self.memories.get_episodic(memory_id)
+        return self.memories.get(Tier.EPISODIC, memory_id)
 
     def delete_episodic(self, memory_id: str) -> bool:
-        """Delete an episodic memory; True if it existed."""
-        return self.memories.delete_episodic(memory_id)
+        """Delete an episodic memory with its tags and schedule; True if it existed.
+
+        Like ``memories.forget_memory`` (reason ``"deleted"``): the forgetting log records
+        it and its promotion-log rows stay.
+        """
+        return self.memories.delete(Tier.EPISODIC, memory_id)
 
     def query_episodic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Episodic memories matching ``options``."""
-        return self.memories.query_episodic(options)
+        """Episodic memories matching every filter set in ``options``."""
+        return self.memories.query(Tier.EPISODIC, options)
 
     def put_semantic(self, memory: Memory) -> Memory:
         """Insert or update a semantic memory; return it as stored."""
-        return self.memories.put_semantic(memory)
+        return self.memories.write(memory, Tier.SEMANTIC)
 
     def get_semantic(self, memory_id: str) -> Memory | None:
         """The semantic memory with that id, or ``None``."""
-        return self.memories.get_semantic(memory_id)
+        return self.memories.get(Tier.SEMANTIC, memory_id)
 
     def delete_semantic(self, memory_id: str) -> bool:
-        """Delete a semantic memory; True if it existed."""
-        return self.memories.delete_semantic(memory_id)
+        """Delete a semantic memory with its tags and schedule; True if it existed (audited
+        like :meth:`delete_episodic`)."""
+        return self.memories.delete(Tier.SEMANTIC, memory_id)
 
     def query_semantic(self, options: QueryOptions | None = None) -> list[Memory]:
-        """Semantic memories matching ``options``."""
-        return self.memories.query_semantic(options)
+        """Semantic memories matching every filter set in ``options``."""
+        return self.memories.query(Tier.SEMANTIC, options)
 
     def promote_memory(
         self, memory_id: str, from_tier: Tier, to_tier: Tier, reason: str | None = None

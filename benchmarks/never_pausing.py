@@ -123,7 +123,7 @@ class Library:
     def connection(self) -> apsw.Connection:
         """The library's writer connection (SQLite store internals: a benchmark's look)."""
         store: Any = self.memory.store
-        conn: apsw.Connection = store.db.writer
+        conn: apsw.Connection = store.engine.writer
         return conn
 
     def close(self) -> None:

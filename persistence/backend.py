@@ -126,14 +126,14 @@ def build_backend(
     # operations refuse whole-file copies and export the agent's data.
     return Backend(
         store,
-        sqlite_graph_store(store.db, Scope.of(scope)),
-        store.db,
+        sqlite_graph_store(store.engine, Scope.of(scope)),
+        store.engine,
         BackupManager(store, backup_dir, agent_id=scope or None),
         memories=store.memories,
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
-        notes=NoteStore(store.db, scope or None),
+        notes=NoteStore(store.engine, scope or None),
     )
 
 
@@ -170,14 +170,14 @@ def _server_backend(
                              synchronous=synchronous, trace=trace)  # fmt: skip
     return Backend(
         store,
-        pg.pg_graph_store(store.db),
-        store.db,
+        pg.pg_graph_store(store.engine),
+        store.engine,
         pg.PgFiles(store, backup_dir),
         memories=store.memories,
         sessions=store.sessions,
         schedules=store.schedules,
         indexes=store.indexes,
-        notes=pg.PgNoteStore(store.db, store.config.scope),
+        notes=pg.PgNoteStore(store.engine, store.config.scope),
     )
 
 

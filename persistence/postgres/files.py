@@ -97,7 +97,7 @@ class PgFiles:
     def _stem(self) -> str:
         """The database's name (and the scope's), safe as part of a file name."""
         try:
-            name = conninfo_to_dict(self.store.db._url).get("dbname") or "memory"
+            name = conninfo_to_dict(self.store.engine._url).get("dbname") or "memory"
         except psycopg.Error:
             name = "memory"
         if self.store.scope:
@@ -273,13 +273,13 @@ class PgFiles:
 
     def export_source(self) -> AbstractContextManager[ExportSource]:
         """Every table from one ``REPEATABLE READ READ ONLY`` snapshot, for the block."""
-        return json_io.export_source(self.store.db, self.store.config.scope)
+        return json_io.export_source(self.store.engine, self.store.config.scope)
 
     def import_sink(self) -> AbstractContextManager[ImportSink]:
         """One write transaction and the sink that writes in it: leaving the block
         commits, an exception rolls everything back. Refused on a read-only store."""
         self.store.require_writable()
-        return json_io.import_sink(self.store.db)
+        return json_io.import_sink(self.store.engine)
 
     # --- integrity and maintenance -------------------------------------------------------
 
@@ -292,7 +292,7 @@ class PgFiles:
                 for name, check in integrity_sql.CHECKS.items():
                     problems += [IntegrityProblem(name, d) for d in check(conn)]
             except psycopg.Error as exc:
-                raise call_error(exc, self.store.db._url) from None
+                raise call_error(exc, self.store.engine._url) from None
         return IntegrityResult(not problems, tuple(integrity_sql.CHECKS), tuple(problems))
 
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
@@ -313,7 +313,7 @@ class PgFiles:
                     conn.execute(f"VACUUM (ANALYZE) {table}")
                 after = stats_sql.sizes(conn)["database_size_bytes"]
             except psycopg.Error as exc:
-                raise call_error(exc, self.store.db._url) from None
+                raise call_error(exc, self.store.engine._url) from None
         return MaintenanceResult(
             bytes_before=before,
             bytes_after=after,

@@ -15,6 +15,6 @@ from persistence.postgres.sql import graph_sql
 from persistence.stores.graph import GraphStore
 
 
-def pg_graph_store(db: PgDatabase) -> GraphStore:
-    """The graph of the store whose database is ``db`` (writes join its transactions)."""
-    return GraphStore(db, graph_sql, EmptyAtVersion(db))
+def pg_graph_store(engine: PgDatabase) -> GraphStore:
+    """The graph of the store whose database is ``engine`` (writes join its transactions)."""
+    return GraphStore(engine, graph_sql, EmptyAtVersion(engine))

@@ -61,12 +61,12 @@ SQL = IndexSql(
 )
 
 
-def build_index_store(db: PgDatabase, config: StoreConfig) -> IndexStore[HnswVectors]:
+def build_index_store(engine: PgDatabase, config: StoreConfig) -> IndexStore[HnswVectors]:
     """The recall indexes of one database (see the module docstring); ``config`` is the
     store's (read live)."""
     return IndexStore(
-        db, SQL, keyword_sql, HnswVectors(db), config,
-        location=db.location, exact_scan_max=EXACT_SCAN_MAX, queue=EmptyAtVersion(db),
+        engine, SQL, keyword_sql, HnswVectors(engine), config,
+        location=engine.location, exact_scan_max=EXACT_SCAN_MAX, queue=EmptyAtVersion(engine),
     )  # fmt: skip
 
 
@@ -74,11 +74,11 @@ class HnswVectors:
     """Vector search over HNSW, as the shared store's
     :class:`~persistence.stores.indexes.VectorIndex` (see the module docstring)."""
 
-    def __init__(self, db: PgDatabase) -> None:
-        self.db = db
+    def __init__(self, engine: PgDatabase) -> None:
+        self.engine = engine
         self._ef: dict[int, int] = {}  # id(pooled connection) -> its hnsw.ef_search
         self._dim: int | None = None  # the stored dimension as last read (searches only)
-        db.on_external_change(self.forget_dimension)
+        engine.on_external_change(self.forget_dimension)
 
     def forget_dimension(self) -> None:
         """Read the stored dimension again at the next search."""
@@ -89,11 +89,11 @@ class HnswVectors:
         Outside a transaction the value last read is used without a round trip: the
         search itself fails on a stale one (the column refuses another size), which
         :meth:`searching` answers by reading it again."""
-        if self._dim is not None and not self.db.in_transaction:
+        if self._dim is not None and not self.engine.in_transaction:
             return self._dim
         stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
         dim = None if stored is None else int(stored)
-        if not self.db.in_transaction:
+        if not self.engine.in_transaction:
             self._dim = dim
         return dim
 
@@ -102,8 +102,8 @@ class HnswVectors:
         embedding); a search refused because the dimension changed since it was last
         read (another process re-embedded) is redone once with the new one."""
         for attempt in (1, 2):
-            cached = self._dim is not None and not self.db.in_transaction
-            with self.db.reading() as conn:
+            cached = self._dim is not None and not self.engine.in_transaction
+            with self.engine.reading() as conn:
                 dim = self._search_dimension(conn)
                 if dim is None:
                     return empty
@@ -142,7 +142,7 @@ class HnswVectors:
         transaction only (a rollback would undo it)."""
         if self._ef.get(id(conn), DEFAULT_EF_SEARCH) == ef:
             return
-        if self.db.in_transaction:
+        if self.engine.in_transaction:
             vector_sql.set_ef_search(conn, ef, local=True)
         else:
             vector_sql.set_ef_search(conn, ef, local=False)

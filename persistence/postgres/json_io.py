@@ -30,17 +30,17 @@ from persistence.transfer.store_io import StoreExportSource, StoreImportSink
 
 
 @contextmanager
-def export_source(db: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExportSource]:
+def export_source(engine: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExportSource]:
     """Every table (``scope``'s rows) from one snapshot: inside this thread's transaction
     its view, else a ``REPEATABLE READ READ ONLY`` transaction of its own for the block."""
-    with db.reading() as conn:
-        own = not db.in_transaction
+    with engine.reading() as conn:
+        own = not engine.in_transaction
         try:
             if own:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield StoreExportSource(conn, transfer_sql, scope=scope)
         except psycopg.Error as exc:
-            raise call_error(exc, db._url) from None
+            raise call_error(exc, engine._url) from None
         finally:
             if own and not conn.closed:
                 with suppress(psycopg.Error):  # a broken connection: the pool drops it
@@ -48,10 +48,10 @@ def export_source(db: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExportS
 
 
 @contextmanager
-def import_sink(db: PgDatabase) -> Iterator[StoreImportSink]:
-    """One write transaction on ``db`` and the sink that writes in it (an
+def import_sink(engine: PgDatabase) -> Iterator[StoreImportSink]:
+    """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`); server errors translated."""
-    with db.transaction() as conn:
+    with engine.transaction() as conn:
         yield StoreImportSink(conn, transfer_sql, write_memories)
 
 

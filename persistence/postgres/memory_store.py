@@ -50,11 +50,11 @@ class ServerMemories:
 
     ids_per_query = 1000
 
-    def __init__(self, db: PgDatabase, config: StoreConfig) -> None:
-        self.db = db
+    def __init__(self, engine: PgDatabase, config: StoreConfig) -> None:
+        self.engine = engine
         self.config = config
         self._dim: int | None = None  # the vector column's dimension, once typed (committed)
-        db.on_external_change(self.forget_dimension)
+        engine.on_external_change(self.forget_dimension)
 
     def encode(self, memory: Memory) -> Encoded:
         vector = _vector(memory.embedding)
@@ -71,7 +71,7 @@ class ServerMemories:
         if fix_dimension(conn, dim, self.config.embedding_dim):
             vector_sql.ensure_vector_index(conn, dim)
         if vector_sql.column_dimension(conn) == dim:
-            self.db.after_commit(lambda: setattr(self, "_dim", dim))
+            self.engine.after_commit(lambda: setattr(self, "_dim", dim))
 
     def forget_dimension(self) -> None:
         """Read the dimension again at the next write (it changed, or may have)."""
@@ -148,7 +148,7 @@ class ServerMemories:
         return gone[0][1] if gone else None
 
     def read_any(self, memory_id: str) -> Memory | None:
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return memory_sql.fetch(conn, None, memory_id, self.config.scope)
 
     def content_key_seen(self, key: bytes) -> bool:
@@ -182,7 +182,7 @@ class ServerMemories:
             row, vector, key, _timing(schedule), touch_at=touch_at, dedup=dedup
         )
         try:
-            (answer,) = self.db.write_in_one_trip(
+            (answer,) = self.engine.write_in_one_trip(
                 [statement], wrote=memory_sql.inserted_condition(memory.id)
             )
         except StorageError as exc:
@@ -203,7 +203,7 @@ class ServerMemories:
         return memory_sql.as_stored(memory, row, vector)
 
 
-def server_memory_store(db: PgDatabase, config: StoreConfig) -> MemoryStore:
+def server_memory_store(engine: PgDatabase, config: StoreConfig) -> MemoryStore:
     """The shared memory store over a server database."""
-    own = ServerMemories(db, config)
-    return MemoryStore(db, memory_sql, own, config, one_trip=own.remember_new)
+    own = ServerMemories(engine, config)
+    return MemoryStore(engine, memory_sql, own, config, one_trip=own.remember_new)

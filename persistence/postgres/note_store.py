@@ -14,5 +14,5 @@ from persistence.stores.scope import WHOLE, Scope
 class PgNoteStore(NoteStore):
     """The notes of one server database (one scope), built as the backend builds it."""
 
-    def __init__(self, db: PgDatabase, scope: Scope = WHOLE) -> None:
-        super().__init__(db, notes_sql, scope)
+    def __init__(self, engine: PgDatabase, scope: Scope = WHOLE) -> None:
+        super().__init__(engine, notes_sql, scope)

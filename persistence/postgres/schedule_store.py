@@ -10,8 +10,7 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.schedules import ScheduleStore
 
 
-def server_schedule_store(db: PgDatabase, config: StoreConfig) -> ScheduleStore:
+def server_schedule_store(engine: PgDatabase, config: StoreConfig) -> ScheduleStore:
     """Schedules, retention and the forgetting log of one server database."""
-    return ScheduleStore(
-        db, config, schedule_sql=schedule_sql, forgetting_sql=forgetting_sql, memory_sql=memory_sql
-    )
+    return ScheduleStore(engine, config, schedule_sql=schedule_sql,
+                         forgetting_sql=forgetting_sql, memory_sql=memory_sql)  # fmt: skip

@@ -11,6 +11,6 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.sessions import SessionStore
 
 
-def server_session_store(db: PgDatabase, config: StoreConfig) -> SessionStore:
+def server_session_store(engine: PgDatabase, config: StoreConfig) -> SessionStore:
     """Sessions and transcripts of one server database."""
-    return SessionStore(db, session_sql, config)
+    return SessionStore(engine, session_sql, config)

@@ -3,7 +3,7 @@
 The composition root of the PostgreSQL backend, the twin of
 :class:`persistence.sqlite.SQLiteStore`: it opens the server (migrating the schema in
 transactions), owns the facts about the store (``tm_meta``), statistics, transactions and
-the change listener (the engine, :class:`PgDatabase`, is :attr:`db`), and holds one part
+the change listener (the engine, :class:`PgDatabase`, is :attr:`engine`), and holds one part
 per record family over the same engine: :attr:`memories`, :attr:`sessions`,
 :attr:`schedules` and :attr:`indexes`; callers use the parts (``store.memories.get_memory``),
 and the reference design's per-tier methods are
@@ -94,7 +94,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     run (:mod:`~persistence.postgres.tracing`).
     """
 
-    db: PgDatabase
+    engine: PgDatabase
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
@@ -121,33 +121,33 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
         require_int(change_check_interval_ms, "change_check_interval_ms", minimum=0)
         require_choice(synchronous, "synchronous", ("NORMAL", "FULL"))
-        self.db = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
-                             change_check_interval_s=change_check_interval_ms / 1000,
-                             synchronous=synchronous, trace=trace)  # fmt: skip
+        self.engine = PgDatabase(url, scope=scope, read_only=read_only, settings=pool,
+                                 change_check_interval_s=change_check_interval_ms / 1000,
+                                 synchronous=synchronous, trace=trace)  # fmt: skip
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim,
                                   Scope.of(scope))  # fmt: skip
-        self.memories = server_memory_store(self.db, self.config)
-        self.sessions = server_session_store(self.db, self.config)
-        self.schedules = server_schedule_store(self.db, self.config)
-        self.indexes = build_index_store(self.db, self.config)
-        self._reading = self.db.reading
+        self.memories = server_memory_store(self.engine, self.config)
+        self.sessions = server_session_store(self.engine, self.config)
+        self.schedules = server_schedule_store(self.engine, self.config)
+        self.indexes = build_index_store(self.engine, self.config)
+        self._reading = self.engine.reading
 
     # --- where and what -------------------------------------------------------------------
 
     @property
     def location(self) -> str:
         """The server URL without its password."""
-        return self.db.location
+        return self.engine.location
 
     @property
     def path(self) -> str:
         """The same as :attr:`location` (a server has no file)."""
-        return self.db.location
+        return self.engine.location
 
     @property
     def scope(self) -> str:
         """The agent this handle is scoped to (``''``: the whole store)."""
-        return self.db.scope
+        return self.engine.scope
 
     @property
     def is_memory(self) -> bool:
@@ -156,7 +156,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     @property
     def read_only(self) -> bool:
-        return self.db.read_only
+        return self.engine.read_only
 
     rows_per_trip = 60
     """A round trip to the server costs more than the rows it brings: recall's early
@@ -172,15 +172,15 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     def open(self) -> PostgresStore:
         """Connect, migrate the schema (read-write) and start the pool and the change
         listener; a second call does nothing."""
-        with self.db.lock:
-            if self.db.is_open:
+        with self.engine.lock:
+            if self.engine.is_open:
                 return self
-            conn = self.db.connect()
+            conn = self.engine.connect()
             try:
                 self._prepare(conn)
             finally:
                 conn.close()
-            self.db.start()
+            self.engine.start()
             return self
 
     def _prepare(self, conn: Connection) -> None:
@@ -213,22 +213,22 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             if isinstance(cause, psycopg.Error):
                 raise MigrationError(
                     f"{self.location}: migration {exc.version} failed and was rolled back "
-                    f"({call_error(cause, self.db._url)})"
+                    f"({call_error(cause, self.engine._url)})"
                 ) from None
             raise MigrationError(f"{self.location}: {exc}") from None
         except psycopg.Error as exc:
-            raise call_error(exc, self.db._url) from None
+            raise call_error(exc, self.engine._url) from None
 
     @classmethod
     def migrate(cls, url: str) -> tuple[int, int]:
         """Bring an existing tiered-memory database to the current schema: ``(version
         before, after)``. A database without the library's tables is refused as it was."""
         store = cls(url)
-        conn = store.db.connect()
+        conn = store.engine.connect()
         try:
             before = read_schema_version(conn)
         except psycopg.Error as exc:
-            raise call_error(exc, store.db._url) from None
+            raise call_error(exc, store.engine._url) from None
         finally:
             conn.close()
         if before == 0:

@@ -285,7 +285,7 @@ class BackupManager:
                     raise CorruptDatabaseError(f"{path}: {problems[0].detail}; nothing restored")
             staged_conn = connect_snapshot(staging, key)
             try:
-                with self.store.db.exclusive_connection() as live:
+                with self.store.engine.exclusive_connection() as live:
                     if int(staged_conn.pragma("page_size")) != int(live.pragma("page_size")):
                         raise BackupError(f"{path} has a different page size; nothing restored")
                     try:
@@ -408,7 +408,7 @@ class BackupManager:
         checked = import_mode(mode)
         path = existing_file(source)
         return import_document(
-            functools.partial(json_io.import_sink, self.store.db),
+            functools.partial(json_io.import_sink, self.store.engine),
             path,
             checked,
             progress,
@@ -434,7 +434,7 @@ class BackupManager:
         rolls everything back. Refused on a read-only store (and a scoped one)."""
         self.scope.refuse_file_op("copy into it")
         self.store.require_writable()
-        return json_io.import_sink(self.store.db)
+        return json_io.import_sink(self.store.engine)
 
     # --- integrity and maintenance ---------------------------------------------------
 
@@ -459,7 +459,7 @@ class BackupManager:
 
     def _integrity_problems(self, names: tuple[str, ...]) -> list[IntegrityProblem]:
         problems: list[IntegrityProblem] = []
-        with self.store.db.fresh_read_connection() as conn:
+        with self.store.engine.fresh_read_connection() as conn:
             for name in names:
                 try:
                     found = integrity_sql.CHECKS[name](conn)
@@ -478,7 +478,7 @@ class BackupManager:
         self.remove_leftovers()
         path = self.store.path
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
-        with self.store.db.exclusive_connection() as conn:
+        with self.store.engine.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
             code_sync.sync_alone(conn)  # later opens load codes, not every vector
             conn.pragma("optimize")

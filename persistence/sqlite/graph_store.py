@@ -15,7 +15,7 @@ from persistence.stores.graph_scope import GraphScope
 from persistence.stores.scope import WHOLE, Scope
 
 
-def sqlite_graph_store(db: Database, scope: Scope = WHOLE) -> GraphStore:
-    """The graph of the file whose database is ``db`` (writes join its transactions), as
+def sqlite_graph_store(engine: Database, scope: Scope = WHOLE) -> GraphStore:
+    """The graph of the file whose database is ``engine`` (writes join its transactions), as
     ``scope`` sees it."""
-    return GraphStore(db, graph_sql, scope=GraphScope(scope, graph_sql, sourceless_facts=False))
+    return GraphStore(engine, graph_sql, scope=GraphScope(scope, graph_sql, sourceless_facts=False))

@@ -59,7 +59,7 @@ SQL = IndexSql(
 
 
 def build_index_store(
-    db: Database,
+    engine: Database,
     path: str,
     config: StoreConfig,
     keywords: KeywordIndex,
@@ -67,9 +67,9 @@ def build_index_store(
 ) -> IndexStore[MirrorVectors]:
     """The recall indexes of one file: ``path`` names it in errors; ``config`` is the
     store's (read live); ``resort_after`` tunes the vector copy."""
-    vectors = MirrorVectors(db, resort_after)
+    vectors = MirrorVectors(engine, resort_after)
     return IndexStore(
-        db, SQL, keywords, vectors, config, location=path, exact_scan_max=EXACT_SCAN_MAX
+        engine, SQL, keywords, vectors, config, location=path, exact_scan_max=EXACT_SCAN_MAX
     )
 
 
@@ -77,15 +77,15 @@ class MirrorVectors(VectorMirror):
     """The RAM copy of the file's vectors as the shared store's
     :class:`~persistence.stores.indexes.VectorIndex` (see the module docstring)."""
 
-    def __init__(self, db: Database, resort_after: int = RESORT_AFTER) -> None:
+    def __init__(self, engine: Database, resort_after: int = RESORT_AFTER) -> None:
         super().__init__(resort_after)
-        self.db = db
+        self.engine = engine
         self.first_stage: VectorCandidates = self.vector_candidates
         """The first stage of :meth:`nearest` (a test swaps in a spy)."""
 
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
         """``search(conn, dim)`` in one snapshot, at the dimension the file records."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             dim = read_meta(conn, EMBEDDING_DIM_KEY)
             return empty if dim is None else search(conn, int(dim))
 
@@ -125,11 +125,11 @@ class MirrorVectors(VectorMirror):
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
     ) -> list[tuple[str, Tier]]:
         """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
-        if self.db.in_transaction:
+        if self.engine.in_transaction:
             candidates = self.candidates_in_write(conn, query, count, tier)
             if candidates is not None:
                 return candidates
-            self.db.after_rollback(self.reset)  # it will see uncommitted rows
+            self.engine.after_rollback(self.reset)  # it will see uncommitted rows
         return self.candidates(conn, query, count, tier)
 
     def distances(
@@ -151,5 +151,5 @@ class MirrorVectors(VectorMirror):
 
     def swapping(self, conn: apsw.Connection) -> None:
         """The codes were made for the old model's vectors; the copy reloads after commit."""
-        self.db.after_commit(self.reset)
+        self.engine.after_commit(self.reset)
         vector_codes_sql.drop_all(conn)

@@ -44,10 +44,10 @@ def export_source(conn: apsw.Connection, scope: Scope = WHOLE) -> Iterator[Store
 
 
 @contextmanager
-def import_sink(db: Database) -> Iterator[StoreImportSink]:
-    """One write transaction on ``db`` and the sink that writes in it (an
+def import_sink(engine: Database) -> Iterator[StoreImportSink]:
+    """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`)."""
-    with db.transaction() as conn:
+    with engine.transaction() as conn:
         yield StoreImportSink(conn, json_io_sql, write_memories)
 
 

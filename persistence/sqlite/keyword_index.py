@@ -83,17 +83,17 @@ class IdleMerger:
     (invariant 4). :meth:`committed` is told of every commit; ``idle_s`` may be changed
     while it runs (the next wait uses it)."""
 
-    def __init__(self, db: Database, idle_s: float) -> None:
-        self.db = db
+    def __init__(self, engine: Database, idle_s: float) -> None:
+        self.engine = engine
         self.idle_s = idle_s
         self.last_commit = time.monotonic()
         self.due = False  # a commit since the merges last ran out
         self.steps = 0  # merge steps that merged something
         self._worker = Worker(
-            f"tiered-memory keyword merger {db.path}",
+            f"tiered-memory keyword merger {engine.path}",
             self._job,
             logger=logger,
-            what=f"background keyword-index merging on {db.path}",
+            what=f"background keyword-index merging on {engine.path}",
             wait_s=self._wait_s,
             level=logging.WARNING,
         )
@@ -105,7 +105,7 @@ class IdleMerger:
 
     def start(self, writer: apsw.Connection) -> None:
         """Start the thread (a file's writer only: nothing in memory)."""
-        if not self.db.is_memory:
+        if not self.engine.is_memory:
             self._worker.start()
 
     def stop(self, writer: apsw.Connection | None) -> None:
@@ -133,13 +133,13 @@ class IdleMerger:
         """Merge step by step while the writer rests; then have what it wrote copied.
         Only while the checkpointer runs (it did this work on its own thread before):
         none when it could not start or gave up."""
-        if not self.due or self._idle_for() < self.idle_s or not self.db.background_running:
+        if not self.due or self._idle_for() < self.idle_s or not self.engine.background_running:
             return
         did = False
         try:
             while not self._worker.stopping and self._idle_for() >= self.idle_s:
                 try:
-                    if not self.db.when_idle(index_sql.merge_keyword_step):
+                    if not self.engine.when_idle(index_sql.merge_keyword_step):
                         self.due = False  # nothing left until the next commit
                         break
                 except apsw.BusyError:
@@ -154,19 +154,19 @@ class IdleMerger:
                 time.sleep(STEP_GAP_S)
         finally:
             if did and not self._worker.stopping:
-                self.db.request_checkpoint()
+                self.engine.request_checkpoint()
 
 
 class KeywordIndex:
     """The keyword index of one store (see the module docstring): its commit hook and
-    its idle merger, registered with ``db``."""
+    its idle merger, registered with ``engine``."""
 
-    def __init__(self, db: Database, idle_s: float | None = None) -> None:
+    def __init__(self, engine: Database, idle_s: float | None = None) -> None:
         self.deferred = False  # the file defers keyword indexing to commit (v8+)
         self.graph = False  # the file has a knowledge graph, collected at commit (v10+)
-        self.merger = IdleMerger(db, idle_seconds(idle_s))
-        db.before_commit(self.before_commit)
-        db.add_background(self.merger)
+        self.merger = IdleMerger(engine, idle_seconds(idle_s))
+        engine.before_commit(self.before_commit)
+        engine.add_background(self.merger)
 
     def opened(self, conn: apsw.Connection) -> bool:
         """Learn what the file defers to commit; True if work was left by a writer that

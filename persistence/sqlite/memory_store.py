@@ -51,8 +51,8 @@ class FileMemories:
 
     ids_per_query = 500
 
-    def __init__(self, db: Database, config: StoreConfig) -> None:
-        self.db = db
+    def __init__(self, engine: Database, config: StoreConfig) -> None:
+        self.engine = engine
         self.config = config
 
     def encode(self, memory: Memory) -> Encoded:
@@ -108,14 +108,14 @@ class FileMemories:
         return found
 
     def read_any(self, memory_id: str) -> Memory | None:
-        row = self.db.read_row(*memory_sql.fetch_any_query(memory_id, self.config.scope))
+        row = self.engine.read_row(*memory_sql.fetch_any_query(memory_id, self.config.scope))
         try:
             return memory_sql.any_tier_memory(row)
         except SQLITE_ERRORS as exc:  # a damaged value (read_row translated the read's)
-            raise _from_sqlite(exc, f"reading {self.db.path}", self.db.path) from exc
+            raise _from_sqlite(exc, f"reading {self.engine.path}", self.engine.path) from exc
 
     def content_key_seen(self, key: bytes) -> bool:
-        return self.db.read_row(dedup_sql.ANY, (key,)) is not None
+        return self.engine.read_row(dedup_sql.ANY, (key,)) is not None
 
     def find_same(self, conn: apsw.Connection, key: bytes, tier: Tier) -> list[str]:
         return dedup_sql.find(conn, key, tier)
@@ -131,7 +131,7 @@ class FileMemories:
         return tag_counts_sql.agent_counts(conn, prefix, agent_id)
 
 
-def file_memory_store(db: Database, config: StoreConfig) -> MemoryStore:
+def file_memory_store(engine: Database, config: StoreConfig) -> MemoryStore:
     """The shared memory store over a file (no one-trip write: a file write is a local
     call, the step-by-step path costs no round trips)."""
-    return MemoryStore(db, memory_sql, FileMemories(db, config), config)
+    return MemoryStore(engine, memory_sql, FileMemories(engine, config), config)

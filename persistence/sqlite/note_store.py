@@ -13,6 +13,6 @@ from persistence.stores.scope import Scope
 class NoteStore(notes.NoteStore):
     """The notes of one file (``agent_id``: one agent's), built as the backend builds it."""
 
-    def __init__(self, db: Database, agent_id: str | None = None) -> None:
-        super().__init__(db, notes_sql, Scope.of(agent_id))
+    def __init__(self, engine: Database, agent_id: str | None = None) -> None:
+        super().__init__(engine, notes_sql, Scope.of(agent_id))
         self.agent_id = agent_id

@@ -316,7 +316,7 @@ def _write_target(scratch: apsw.Connection, dst: Path, key: bytes | None) -> int
         json_io.export_source(scratch) as source,
     ):
         result = copy_store(
-            source, functools.partial(json_io.import_sink, store.db),
+            source, functools.partial(json_io.import_sink, store.engine),
             source_name="the salvaged rows", destination_name=str(dst),
         )  # fmt: skip
     return result.memories

@@ -12,8 +12,7 @@ from persistence.stores.schedules import ScheduleStore
 __all__ = ["ScheduleStore", "file_schedule_store"]  # ScheduleStore: for sqlite/__init__
 
 
-def file_schedule_store(db: Database, config: StoreConfig) -> ScheduleStore:
+def file_schedule_store(engine: Database, config: StoreConfig) -> ScheduleStore:
     """Schedules, retention and the forgetting log of one file."""
-    return ScheduleStore(
-        db, config, schedule_sql=schedule_sql, forgetting_sql=forgetting_sql, memory_sql=memory_sql
-    )
+    return ScheduleStore(engine, config, schedule_sql=schedule_sql,
+                         forgetting_sql=forgetting_sql, memory_sql=memory_sql)  # fmt: skip

@@ -17,7 +17,9 @@ class SessionStore(sessions.SessionStore):
     """The shared session store over a file, built from a clock: ``agent_id``, only
     that agent's sessions (``None``: every session)."""
 
-    def __init__(self, db: Database, clock: Callable[[], int], agent_id: str | None = None) -> None:
+    def __init__(
+        self, engine: Database, clock: Callable[[], int], agent_id: str | None = None
+    ) -> None:
         config = StoreConfig(clock, DEFAULT_MAX_CONTENT_BYTES, scope=Scope.of(agent_id))
-        super().__init__(db, session_sql, config)
+        super().__init__(engine, session_sql, config)
         self.agent_id = agent_id

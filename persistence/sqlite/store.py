@@ -1,7 +1,7 @@
 """SQLiteStore: the durable source of truth, one WAL-mode SQLite file driven by APSW.
 
 The composition root of the record families: it opens, migrates, rekeys and closes the
-file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`db`), owns
+file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`engine`), owns
 the facts about the file (``store_meta``), statistics, transactions and the commit hook,
 and holds one part per record family over the same engine: :attr:`memories`
 (:class:`MemoryStore`), :attr:`sessions` (:class:`SessionStore`), :attr:`schedules`
@@ -112,13 +112,13 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
     how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
-    statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`db`;
+    statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`engine`;
     :meth:`transaction`, the hooks and the connections are its, offered here too. The
     index part's settings live on it (``store.indexes.exact_scan_max``, its vector copy
     ``store.indexes.vectors`` and first stage ``store.indexes.vectors.first_stage``).
     """
 
-    db: Database
+    engine: Database
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
@@ -165,20 +165,20 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             raise InvalidInputError("an in-memory store has no file to encrypt: omit key")
         if key is not None:
             require_cipher()  # before anything is created
-        self.db = Database(self.path, self.options, read_only=read_only, trace=trace,
-                           change_check_interval_ms=change_check_interval_ms,
-                           reset_after_changes=reset_after_changes)  # fmt: skip
+        self.engine = Database(self.path, self.options, read_only=read_only, trace=trace,
+                               change_check_interval_ms=change_check_interval_ms,
+                               reset_after_changes=reset_after_changes)  # fmt: skip
         self._migrations = list(migrations) if migrations is not None else None
-        self.memories = file_memory_store(self.db, self.config)
-        self.sessions = SessionStore(self.db, session_sql, self.config)
-        self.schedules = file_schedule_store(self.db, self.config)
-        self.keywords = KeywordIndex(self.db, idle_merge_s)  # commit work, idle merges
+        self.memories = file_memory_store(self.engine, self.config)
+        self.sessions = SessionStore(self.engine, session_sql, self.config)
+        self.schedules = file_schedule_store(self.engine, self.config)
+        self.keywords = KeywordIndex(self.engine, idle_merge_s)  # commit work, idle merges
         require_int(vector_resort_after, "vector_resort_after", minimum=1)
         self.indexes = build_index_store(
-            self.db, self.path, self.config, self.keywords, vector_resort_after
+            self.engine, self.path, self.config, self.keywords, vector_resort_after
         )
-        self.db.after_exclusive(self.indexes.vectors.reset)
-        self._reading = self.db.reading  # this thread's read connection
+        self.engine.after_exclusive(self.indexes.vectors.reset)
+        self._reading = self.engine.reading  # this thread's read connection
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -193,11 +193,11 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     @property
     def _writer(self) -> apsw.Connection | None:
-        return self.db.writer
+        return self.engine.writer
 
     @property
     def _readers(self) -> list[apsw.Connection]:
-        return self.db.readers
+        return self.engine.readers
 
     def open(self) -> SQLiteStore:
         """Open (creating or migrating) the file; a second call does nothing.
@@ -206,9 +206,12 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         by an older version raises :class:`MigrationRequiredError`, as nothing migrates it.
         """
         route_sqlite_log()
-        with self.db.lock, storage_errors(f"opening {self.path}", self.db.place, opening=True):
+        with (
+            self.engine.lock,
+            storage_errors(f"opening {self.path}", self.engine.place, opening=True),
+        ):
             try:
-                opened = self.db.open(self._prepare)
+                opened = self.engine.open(self._prepare)
             except SchemaTooNew as exc:
                 raise SchemaTooNewError(exc.found, exc.supported, self.path) from exc
             except MigrationFailed as exc:
@@ -220,7 +223,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
                 raise MigrationError(f"{self.path}: {exc}") from exc
             if not opened or self.read_only:
                 return self
-            conn = self.db.require_open()
+            conn = self.engine.require_open()
             try:
                 if self.keywords.opened(conn):
                     with self.transaction():  # written without the store: caught up on commit
@@ -235,7 +238,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         caller gets no store to close, and an open connection to the path would fail every
         later open of it in this process."""
         try:
-            self.db.close()
+            self.engine.close()
         except Exception as exc:  # the open's error is the one to report
             logger.debug("closing %s after a failed open: %s", self.path, exc)
 
@@ -269,9 +272,9 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
                 f"{self.path} is not encrypted: rekey changes the key of an encrypted file "
                 "(nothing was changed)"
             )
-        with storage_errors(f"changing the key of {self.path}", self.db.place):
-            self.db.rekey(new)
-        self.options = self.db.options
+        with storage_errors(f"changing the key of {self.path}", self.engine.place):
+            self.engine.rekey(new)
+        self.options = self.engine.options
 
     @classmethod
     def migrate(cls, path: str | os.PathLike[str], key: Key | None = None) -> tuple[int, int]:
@@ -295,7 +298,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
-        return self.db.watch(wait_s)
+        return self.engine.watch(wait_s)
 
     # --- facts about the file -------------------------------------------------------------
 

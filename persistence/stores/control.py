@@ -35,24 +35,24 @@ class _Database(Protocol):
 
 
 class EngineControl:
-    """Lifecycle, transactions and hooks of a store, each its engine's (:attr:`db`)."""
+    """Lifecycle, transactions and hooks of a store, each its engine's (:attr:`engine`)."""
 
-    db: _Database
+    engine: _Database
 
     @property
     def is_open(self) -> bool:
         """True between ``open()`` and :meth:`close`."""
-        return self.db.is_open
+        return self.engine.is_open
 
     @property
     def in_transaction(self) -> bool:
         """True when the calling thread is inside :meth:`transaction`."""
-        return self.db.in_transaction
+        return self.engine.in_transaction
 
     def close(self) -> None:
         """Close every connection (waiting for work under way in other threads); twice is
         harmless; refused inside this thread's own :meth:`transaction`."""
-        self.db.close()
+        self.engine.close()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -60,33 +60,33 @@ class EngineControl:
     def transaction(self, *, join: bool = False) -> AbstractContextManager[Connection]:
         """Group writes in one transaction: all or nothing; nested use is a savepoint,
         ``join=True`` joins the enclosing transaction."""
-        return self.db.transaction(join=join)
+        return self.engine.transaction(join=join)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the current transaction commits (now, outside one)."""
-        self.db.after_commit(callback)
+        self.engine.after_commit(callback)
 
     def after_rollback(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` if the current transaction (or savepoint) rolls back."""
-        self.db.after_rollback(callback)
+        self.engine.after_rollback(callback)
 
     def on_external_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when another connection (another process, say) has committed."""
-        self.db.on_external_change(callback)
+        self.engine.on_external_change(callback)
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool:
         """Look for other connections' commits; True when the callbacks were called."""
-        return self.db.check_external_changes(wait_s)
+        return self.engine.check_external_changes(wait_s)
 
     def require_writable(self) -> None:
         """Raise :class:`~persistence.errors.ReadOnlyError` on a read-only store."""
-        self.db.require_writable()
+        self.engine.require_writable()
 
     def read_connection(self) -> AbstractContextManager[Connection]:
         """A connection to read from (the transaction's inside one)."""
-        return self.db.reading()
+        return self.engine.reading()
 
     def snapshot(self) -> AbstractContextManager[Connection]:
         """Reads inside the block see one snapshot (nested blocks share it; inside this
         thread's transaction, the transaction's view)."""
-        return self.db.snapshot()
+        return self.engine.snapshot()

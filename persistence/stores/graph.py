@@ -4,8 +4,8 @@ engine's graph SQL (:class:`~persistence.stores.graph_engine.GraphSql`).
 
 It shares the engine's database with the memory store, so a graph write and a memory
 write in one :meth:`~persistence.engine.Engine.transaction` commit together. Writes run
-in ``db.transaction()``; reads of several statements that must agree in
-``db.snapshot()``; reads of one statement in ``db.reading()``. Arguments arrive checked
+in ``engine.transaction()``; reads of several statements that must agree in
+``engine.snapshot()``; reads of one statement in ``engine.reading()``. Arguments arrive checked
 (see :mod:`tiered_memory.graph`); ids and names are resolved here. Deleting memories
 needs nothing from it: each engine collects their provenance at commit.
 """
@@ -45,14 +45,14 @@ Extraction = tuple[str, str | None, Sequence[EntityFact], Sequence[RelationFact]
 
 
 class GraphStore:
-    """Entities, relations and provenance in ``db``, through the engine's ``sql``; a
+    """Entities, relations and provenance in ``engine``, through the engine's ``sql``; a
     filtering ``scope`` shows an agent its part (:mod:`persistence.stores.graph_scope`)."""
 
     def __init__(
-        self, db: Engine, sql: GraphSql, no_aliases: EmptyCache | None = None,
+        self, engine: Engine, sql: GraphSql, no_aliases: EmptyCache | None = None,
         scope: GraphScope | None = None,
     ) -> None:  # fmt: skip
-        self.db = db
+        self.engine = engine
         self.sql = sql
         self._no_aliases = no_aliases or NothingCached()  # recall asks at every call
         self._scope = scope or GraphScope()
@@ -60,7 +60,7 @@ class GraphStore:
     def snapshot(self) -> AbstractContextManager[Connection]:
         """Reads inside the block see one snapshot (nested blocks share it; inside this
         thread's transaction, the transaction's view)."""
-        return self.db.snapshot()
+        return self.engine.snapshot()
 
     # --- resolving --------------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ class GraphStore:
         """Add (or find) an entity; without ``source`` it is kept until removed directly."""
         if source is None:
             self._scope.refuse("add an entity without a source memory")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             if source is not None:
                 self._require_memory(conn, source)
             eid, _ = rows.ensure_entity(
@@ -132,7 +132,7 @@ class GraphStore:
         direct = source is None
         if direct:
             self._scope.refuse("relate without a source memory")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             if source is not None:
                 self._require_memory(conn, source)
             s = self._endpoint(conn, subject, subject_type, now, direct)
@@ -154,7 +154,7 @@ class GraphStore:
         now: int,
     ) -> None:
         """The memory asserts these facts (in the caller's transaction, if any)."""
-        with self.db.transaction(join=True) as conn:
+        with self.engine.transaction(join=True) as conn:
             rows.assert_facts(self.sql, conn, memory_id, entities, relations, origin, now)
 
     def apply_extractions(
@@ -166,7 +166,7 @@ class GraphStore:
         are postponed to their retry time and counted. Returns the memories extracted."""
         done = 0
         sql = self.sql
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             for memory_id, content, entities, relations in results:
                 current = sql.content_of(conn, memory_id)
                 if current is None:
@@ -193,7 +193,7 @@ class GraphStore:
     def drop_extracted(self, memory_id: str) -> None:
         """The memory's text changed, so what the extractor found in it goes (and what
         nothing else supports); it is re-extracted. In the caller's transaction, if any."""
-        with self.db.transaction(join=True) as conn:
+        with self.engine.transaction(join=True) as conn:
             if self.sql.has_graph(conn):
                 entities, relations = self.sql.drop_provenance(
                     conn, [memory_id], graph_records.EXTRACTOR
@@ -203,13 +203,13 @@ class GraphStore:
     def move_provenance(self, drop: str, keep: str) -> None:
         """What memory ``drop`` asserted, memory ``keep`` asserts too (before ``drop``
         is forgotten as a duplicate of ``keep``). In the caller's transaction, if any."""
-        with self.db.transaction(join=True) as conn:
+        with self.engine.transaction(join=True) as conn:
             self.sql.move_provenance(conn, drop, keep)
 
     def merge(self, keep: str, drop: str, now: int) -> Entity:
         """Fold entity ``drop`` into ``keep`` (both must exist)."""
         self._scope.refuse("merge entities")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             k = self._require(conn, keep)
             d = self._require(conn, drop)
             if k != d:
@@ -219,7 +219,7 @@ class GraphStore:
     def invalidate(self, rid: str, at: int) -> Relation:
         """Mark a relation as no longer true from ``at`` on (its row stays)."""
         self._scope.refuse("invalidate a relation")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             if not self.sql.invalidate(conn, rid, at):
                 raise RelationNotFoundError(f"no relation {rid!r}")
             return self.sql.fetch_relations(conn, [rid])[rid]
@@ -227,14 +227,14 @@ class GraphStore:
     def remove_entity(self, ref: str) -> bool:
         """Delete an entity, its relations and provenance; False if missing."""
         self._scope.refuse("remove an entity")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             eid = self._resolve(conn, ref)
             return eid is not None and rows.remove_entity(self.sql, conn, eid)
 
     def remove_relation(self, rid: str) -> bool:
         """Delete a relation; endpoints nothing else supports go too. False if missing."""
         self._scope.refuse("remove a relation")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             ends = self.sql.remove_relation(conn, rid)
             if ends is None:
                 return False
@@ -243,7 +243,7 @@ class GraphStore:
 
     def enqueue(self, memory_ids: Sequence[str]) -> None:
         """Queue memories for extraction again."""
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             self.sql.enqueue(conn, memory_ids)
 
     # --- reading (a filtering scope cuts each answer to its view) ---------------------------
@@ -259,14 +259,14 @@ class GraphStore:
 
     def _reads(self) -> AbstractContextManager[Connection]:
         """One snapshot for a filtered read (its view agrees); one statement's read else."""
-        return self.db.snapshot() if self._scope.filtering else self.db.reading()
+        return self.engine.snapshot() if self._scope.filtering else self.engine.reading()
 
     def _view(self, conn: Connection) -> GraphView | None:
         return self._scope.view(conn) if self._scope.filtering else None
 
     def entity(self, ref: str, type_: str | None = None) -> Entity | None:
         """An entity by id or name, or ``None``."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             eid = self._resolve(conn, ref, type_)
             view = self._view(conn)
             if eid is None or (view is not None and eid not in view.entities):
@@ -275,7 +275,7 @@ class GraphStore:
 
     def relations(self, ref: str) -> list[Relation]:
         """Every relation of an entity, invalidated ones too."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             view = self._view(conn)
             found = self.sql.relations_of(conn, self._seen(conn, ref, view))
             return found if view is None else [r for r in found if r.id in view.relations]
@@ -291,7 +291,7 @@ class GraphStore:
     ) -> list[Neighbor]:
         """Entities within ``depth`` hops (shallowest path to each), nearest and most
         supported first."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             view = self._view(conn)
             start = self._seen(conn, ref, view)
             # Deeper entities rank after nearer ones, so the walk ends on the level that
@@ -310,7 +310,7 @@ class GraphStore:
     def path(self, a: str, b: str, max_depth: int, at: int) -> GraphPath | None:
         """The shortest path from ``a`` to ``b`` (at most ``max_depth`` hops; of several,
         the best supported), or ``None``."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             view = self._view(conn)
             start, end = self._seen(conn, a, view), self._seen(conn, b, view)
             if start == end:
@@ -328,14 +328,14 @@ class GraphStore:
 
     def memory_ids_about(self, ref: str, limit: int) -> list[str]:
         """Ids of memories that name the entity."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             eid = self._seen(conn, ref, self._view(conn))
             found = self.sql.memory_ids_about(conn, eid, self._scope.ask(limit))
             return self._scope.owned(conn, found)[:limit]
 
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """Entities (of one type, or all), in id order."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             found = rows.list_entities(self.sql, conn, type_, self._scope.ask(limit))
             view = self._view(conn)
             return found if view is None else [e for e in found if e.id in view.entities][:limit]
@@ -351,7 +351,7 @@ class GraphStore:
 
     def statistics(self) -> GraphStatistics:
         """The graph's counts (of the scope's part, on a filtering scope)."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             meta = self.sql.read_meta
             counts = self._scope.counts if self._scope.filtering else self.sql.counts
             return GraphStatistics(
@@ -366,7 +366,7 @@ class GraphStore:
 
     def has_graph(self) -> bool:
         """True if the store has the graph's tables (an old file read-only may not)."""
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.has_graph(conn)
 
     def may_name_entities(self) -> bool:
@@ -376,7 +376,7 @@ class GraphStore:
         if self._no_aliases.known_empty():
             return False
         version = self._no_aliases.version()
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             some = self.sql.any_alias(conn)
         self._no_aliases.found(not some, version)
         return some
@@ -392,7 +392,7 @@ class GraphStore:
         """How many memories name the entity, counting no further than ``cap``."""
         if self._scope.filtering:
             return len(self.memories_naming(entity_id, cap))
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.capped_memory_count(conn, entity_id, cap)
 
     def memories_naming(self, entity_id: str, limit: int) -> list[str]:
@@ -404,7 +404,7 @@ class GraphStore:
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
         """Entities within ``depth`` hops, each with its best-supported shallowest path
         (see :func:`persistence.stores.graph_walk.walk`)."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             view = self._view(conn)
             if view is None:
                 return walk(self.sql, conn, entity_id, depth, at, fanout, cap)
@@ -427,7 +427,7 @@ class GraphStore:
     def facts_of(self, memory_id: str) -> tuple[list[Entity], list[Relation]]:
         """The entities and relations one memory asserts (its graph provenance); nothing
         for a memory outside the scope."""
-        with self.db.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             if not self._scope.owned(conn, [memory_id]):
                 return [], []
             entity_ids, relations = self.sql.facts_of(conn, memory_id)

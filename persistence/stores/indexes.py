@@ -64,7 +64,7 @@ class IndexStore(Generic[V]):
 
     def __init__(
         self,
-        db: Engine,
+        engine: Engine,
         sql: IndexSql,
         keywords: KeywordSearch,
         vectors: V,
@@ -74,7 +74,7 @@ class IndexStore(Generic[V]):
         exact_scan_max: int,
         queue: EmptyCache | None = None,
     ) -> None:
-        self.db = db
+        self.engine = engine
         self.sql = sql
         self.keywords = keywords
         self.vectors = vectors
@@ -111,8 +111,8 @@ class IndexStore(Generic[V]):
         accepted = self._scoped(search_filter(tier, where))
         if not words or accepted is None:
             return []
-        with self.db.reading() as conn:
-            if self.db.in_transaction:  # this transaction's writes are not indexed yet
+        with self.engine.reading() as conn:
+            if self.engine.in_transaction:  # this transaction's writes are not indexed yet
                 self.keywords.catch_up(conn)
             return self.keywords.search(conn, words, limit, accepted, context_weight, after_weight)
 
@@ -125,8 +125,8 @@ class IndexStore(Generic[V]):
         require_str_tuple(memory_ids, "memory_ids")
         if not words or not memory_ids:
             return {}
-        with self.db.reading() as conn:
-            if self.db.in_transaction:
+        with self.engine.reading() as conn:
+            if self.engine.in_transaction:
                 self.keywords.catch_up(conn)
             return self.keywords.parts(conn, words, memory_ids, self.config.scope)
 
@@ -185,7 +185,7 @@ class IndexStore(Generic[V]):
         exist (recall's conversation signals and reranking)."""
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.conversation.turns(conn, list(dict.fromkeys(memory_ids)), before)
 
     # --- the embedding queue and cache ------------------------------------------------------
@@ -196,7 +196,7 @@ class IndexStore(Generic[V]):
         if self.queue.known_empty():
             return []
         version = self.queue.version()
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             found = self.sql.embeddings.unembedded(conn, limit)
         self.queue.found(not found, version)
         return found
@@ -206,7 +206,7 @@ class IndexStore(Generic[V]):
         if self.queue.known_empty():
             return 0
         version = self.queue.version()
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             count = self.sql.embeddings.unembedded_count(conn)
         self.queue.found(count == 0, version)
         return count
@@ -230,7 +230,7 @@ class IndexStore(Generic[V]):
             (tier, memory_id, as_vector(vector, None), text)
             for (tier, memory_id, vector), text in zip(rows, texts, strict=True)
         ]
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             recorded = self.sql.embeddings.embedding_model(conn)
             if model_id is not None and recorded not in (None, model_id):
                 raise EmbeddingModelMismatchError(
@@ -247,7 +247,7 @@ class IndexStore(Generic[V]):
         require_str(model_id, "model_id", allow_empty=False)
         if not all(isinstance(h, bytes) for h in hashes):
             raise InvalidTypeError("hashes must be bytes (see content_hash)")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.cache.lookup(conn, model_id, list(hashes))
 
     def cache_embeddings(
@@ -258,7 +258,7 @@ class IndexStore(Generic[V]):
         require_str(model_id, "model_id", allow_empty=False)
         require_int(keep, "keep", minimum=0)
         encoded = [(h, as_vector(vector, None)) for h, vector in entries]
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             self.sql.cache.remember(conn, model_id, encoded, self.config.clock())
             self.sql.cache.evict(conn, keep)
 
@@ -267,7 +267,7 @@ class IndexStore(Generic[V]):
         time); returns how many there have been."""
         require_str(message, "message")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.config.clock() / 1000))
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             return self.sql.embeddings.record_embedding_error(conn, f"{stamp} {message[:1000]}")
 
     # --- re-embedding with another model ----------------------------------------------------
@@ -276,30 +276,30 @@ class IndexStore(Generic[V]):
         """Start (or resume) staging vectors of ``model_id``; True if staged work is kept."""
         require_str(model_id, "model_id", allow_empty=False)
         require_int(dim, "dim", minimum=1)
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             return self.sql.rebuild.begin(conn, model_id, dim)
 
     def rebuild_state(self) -> tuple[str, int] | None:
         """``(model id, dimension)`` of the re-embedding under way, or ``None``."""
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.rebuild.state(conn)
 
     def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
         """Memories the re-embedding has no vector for yet: ``(id, content)``."""
         require_int(limit, "limit", minimum=1)
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.sql.rebuild.unstaged(conn, limit)
 
     def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
         """Stage ``(memory id, embedded content, vector)`` in one transaction."""
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             self.sql.rebuild.stage(conn, self._staged(conn, rows))
 
     def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
         """Swap the staged vectors in, in ONE transaction, and return how many memories
         changed. Memories added or edited since they were staged are embedded here with
         ``embed(texts) -> [n, dim]``. Before it commits, the store is unchanged."""
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             under_way = self.sql.rebuild.state(conn)
             if under_way is None:
                 raise InvalidInputError(NO_REBUILD)

@@ -152,13 +152,13 @@ class MemoryStore:
 
     def __init__(
         self,
-        db: Engine,
+        engine: Engine,
         sql: Any,
         own: MemoryEngine,
         config: StoreConfig,
         one_trip: OneTripWrite | None = None,
     ) -> None:
-        self.db = db
+        self.engine = engine
         self.sql = sql
         self.own = own
         self.config = config
@@ -213,7 +213,7 @@ class MemoryStore:
             )
         if not batch:
             return []
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             for dim in sorted({e.dim for e in batch if e.dim is not None}):
                 self.own.check_dimension(conn, dim)
             self.own.insert_new(conn, batch, schedules)
@@ -256,7 +256,7 @@ class MemoryStore:
             require_str(memory_id, "memory_id")
         found: dict[str, Memory] = {}
         step, scope = self.own.ids_per_query, self.config.scope
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             for start in range(0, len(memory_ids), step):
                 for memory in self.sql.fetch_many(
                     conn, memory_ids[start : start + step], scope=scope
@@ -268,13 +268,13 @@ class MemoryStore:
         """Memories of ``tier`` matching every filter set in ``options``."""
         tier = parse_tier(tier, "tier")
         options = options or QueryOptions()
-        with self.db.reading() as conn:  # the engine's query validates the options
+        with self.engine.reading() as conn:  # the engine's query validates the options
             return list(self.sql.query(conn, tier, options, self.config.scope))
 
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
         tier = parse_tier(tier, "tier")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return int(self.sql.count(conn, tier, self.config.scope))
 
     def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
@@ -283,7 +283,7 @@ class MemoryStore:
         require_str(prefix, "prefix", allow_empty=True)
         require_str(agent_id, "agent_id", allow_none=True)
         agent_id = self.config.scope.agent_id or agent_id
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.own.tag_counts(conn, prefix, agent_id)
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
@@ -291,7 +291,7 @@ class MemoryStore:
         require_str(after_id, "after_id")
         require_int(limit, "limit", minimum=1)
         tier = parse_tier(tier, "tier")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(self.sql.page(conn, tier, after_id, limit, self.config.scope))
 
     def forget_memory(
@@ -305,7 +305,7 @@ class MemoryStore:
         """
         require_str(memory_id, "memory_id")
         require_str(reason, "reason", allow_empty=False)
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             return self.own.forget(conn, memory_id, None, retention, reason, self.config.clock())
 
     # --- promotion --------------------------------------------------------------------------
@@ -327,7 +327,7 @@ class MemoryStore:
                 f"cannot promote from {source.value} to {target.value}: "
                 "promotion goes scratchpad -> episodic -> semantic"
             )
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             memory = self.sql.fetch(conn, source, memory_id, self.config.scope)
             if memory is None:
                 raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
@@ -344,14 +344,14 @@ class MemoryStore:
     def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
         require_str(memory_id, "memory_id")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(self.sql.promotion_history(conn, memory_id, self.config.scope))
 
     # --- deduplication ----------------------------------------------------------------------
 
     def record_content_keys(self, memories: Sequence[Memory]) -> None:
         """Note what these memories say (the content keys), for :meth:`find_same_content`."""
-        with self.db.transaction(join=True) as conn:
+        with self.engine.transaction(join=True) as conn:
             self.own.record_content_keys(conn, memories)
 
     def find_same_content(
@@ -363,7 +363,7 @@ class MemoryStore:
         if not self.own.content_key_seen(key):  # most contents are new
             return []
         tier = parse_tier(tier, "tier")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return self.own.find_same(conn, key, tier)
 
     # --- the scratchpad ---------------------------------------------------------------------
@@ -373,7 +373,7 @@ class MemoryStore:
         A key another agent holds is refused (one namespace per file)."""
         require_str(key, "key", allow_empty=False)
         if self.config.scope.scoped:
-            with self.db.reading() as conn:
+            with self.engine.reading() as conn:
                 held = self.sql.fetch_by_key(conn, key)
             self.config.scope.refuse_taken(f"scratchpad key {key!r}", held)
         return self.write(replace(memory, key=key), Tier.SCRATCHPAD)
@@ -381,14 +381,14 @@ class MemoryStore:
     def get_scratchpad(self, key: str) -> Memory | None:
         """The scratchpad memory under ``key``, or ``None``."""
         require_str(key, "key")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             found: Memory | None = self.sql.fetch_by_key(conn, key, self.config.scope)
             return found
 
     def delete_scratchpad(self, key: str) -> bool:
         """Delete the scratchpad entry under ``key``; True if there was one."""
         require_str(key, "key")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             memory = self.sql.fetch_by_key(conn, key, self.config.scope)
             if memory is None:
                 return False
@@ -397,12 +397,12 @@ class MemoryStore:
 
     def get_all_scratchpad(self) -> list[Memory]:
         """Every scratchpad entry, least recently written first."""
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(self.sql.fetch_all(conn, Tier.SCRATCHPAD, self.config.scope))
 
     def clear_scratchpad(self) -> int:
         """Delete every scratchpad entry; return how many."""
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             return int(self.sql.clear(conn, Tier.SCRATCHPAD, self.config.scope))
 
     # --- one tier's memories (the reference design's per-tier API names the tier) -----------
@@ -416,7 +416,7 @@ class MemoryStore:
             raise InvalidInputError(f"memory {memory.id} is {memory.tier.value}, not {tier.value}")
         oversized = self._oversized(memory.content)
         encoded = self.own.encode(_normal(memory))
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             found = self.sql.content_and_tier(conn, memory.id)
             if oversized is not None and (found is None or found[0] != memory.content):
                 raise oversized
@@ -441,7 +441,7 @@ class MemoryStore:
         """The memory of ``tier`` with that id, or ``None``."""
         tier = parse_tier(tier, "tier")
         require_str(memory_id, "memory_id")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             found: Memory | None = self.sql.fetch(conn, tier, memory_id, self.config.scope)
             return found
 
@@ -453,7 +453,7 @@ class MemoryStore:
         """
         tier = parse_tier(tier, "tier")
         require_str(memory_id, "memory_id")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             gone = self.own.forget(conn, memory_id, tier, None, "deleted", self.config.clock())
             return gone is not None
 

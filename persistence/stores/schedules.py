@@ -22,14 +22,14 @@ class ScheduleStore:
 
     def __init__(
         self,
-        db: Engine,
+        engine: Engine,
         config: StoreConfig,
         *,
         schedule_sql: Any,
         forgetting_sql: Any,
         memory_sql: Any,
     ) -> None:
-        self.db = db
+        self.engine = engine
         self.config = config
         self.sql = schedule_sql
         self.forgetting = forgetting_sql
@@ -40,7 +40,7 @@ class ScheduleStore:
     def put_repetition_schedule(self, schedule: RepetitionSchedule) -> None:
         """Insert or replace a memory's schedule; the memory must exist."""
         validate_schedule(schedule)
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             if self.memories.tier_of(conn, schedule.memory_id) is None:
                 raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
             self.sql.upsert(conn, schedule)
@@ -48,7 +48,7 @@ class ScheduleStore:
     def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
         """A memory's schedule, or ``None``."""
         require_str(memory_id, "memory_id")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             found: RepetitionSchedule | None = self.sql.fetch(conn, memory_id, self.config.scope)
             return found
 
@@ -58,7 +58,7 @@ class ScheduleStore:
         """Schedules due at or before ``before`` (epoch ms), most overdue first."""
         require_int(before, "before")
         require_int(limit, "limit", allow_none=True, minimum=0)
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(self.sql.due(conn, before, limit, self.config.scope))
 
     # --- forgetting curve batches -----------------------------------------------------------
@@ -72,7 +72,7 @@ class ScheduleStore:
         require_int(limit, "limit", minimum=1)
         require_int(min_reviews, "min_reviews", minimum=0)
         tier = parse_tier(tier, "tier")
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(
                 self.forgetting.retention_batch(
                     conn, tier, after_id, limit, min_reviews, self.config.scope
@@ -88,7 +88,7 @@ class ScheduleStore:
     ) -> None:
         """In one transaction: store new retentions, forget ``forgotten`` with audit rows."""
         tier = parse_tier(tier, "tier")
-        with self.db.transaction() as conn:
+        with self.engine.transaction() as conn:
             self.forgetting.set_retention(conn, tier, updates)
             if forgotten:
                 self.forgetting.forget_many(conn, tier, forgotten, reason, self.config.clock())
@@ -100,7 +100,7 @@ class ScheduleStore:
         ``agent_id``'s memories if given, where the engine's log names agents)."""
         require_str(memory_id, "memory_id", allow_none=True)
         require_str(agent_id, "agent_id", allow_none=True)
-        with self.db.reading() as conn:
+        with self.engine.reading() as conn:
             return list(
                 self.forgetting.forgetting_log(conn, memory_id, agent_id, self.config.scope)
             )

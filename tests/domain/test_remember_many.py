@@ -306,9 +306,9 @@ def test_writes_after_a_batch_that_reset_the_writers_schema_are_indexed(tmp_path
     state starts over, see persistence.sqlite.database.RESET_AFTER_CHANGES): the batch and the
     writes after it are all in the keyword index, which the rebuild agrees with."""
     with AgentMemoryManager.open(tmp_path / "reset.db", embedder=None) as memory:
-        engine = memory.store
-        assert isinstance(engine, SQLiteStore)
-        engine.db.reset_after_changes = 50  # (the engine's tunable: no MemoryConfig field)
+        store = memory.store
+        assert isinstance(store, SQLiteStore)
+        store.engine.reset_after_changes = 50  # (the engine's tunable: no MemoryConfig field)
         session = memory.start_session().session_id
         memory.remember_many(
             [{"content": f"batch word{n % 7}", "session_id": session} for n in range(40)]

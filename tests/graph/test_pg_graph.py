@@ -34,14 +34,14 @@ class Pair:
 
     def __init__(self, sqlite: SQLiteStore, pg: PostgresStore) -> None:
         self.sqlite, self.pg = sqlite, pg
-        self.graphs = (sqlite_graph_store(sqlite.db), pg_graph_store(pg.db))
+        self.graphs = (sqlite_graph_store(sqlite.engine), pg_graph_store(pg.engine))
 
     def remember(self, memory_id: str, content: str, now: int) -> None:
         self.sqlite.memories.put_memory(
             Memory(id=memory_id, content=content, tier=Tier.EPISODIC, created_at=now,
                    updated_at=now)
         )  # fmt: skip
-        with self.pg.db.transaction() as conn:
+        with self.pg.engine.transaction() as conn:
             conn.execute(
                 "INSERT INTO tm_memories (id, tier, content, created_at, updated_at) "
                 "VALUES (%s, 'episodic', %s, %s, %s)",
@@ -50,7 +50,7 @@ class Pair:
 
     def forget(self, memory_id: str) -> None:
         self.sqlite.memories.forget_memory(memory_id, "test")
-        with self.pg.db.transaction() as conn:
+        with self.pg.engine.transaction() as conn:
             conn.execute("DELETE FROM tm_memories WHERE id = %s", (memory_id,))
 
     def both(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -77,7 +77,7 @@ def pair(
         counters = [itertools.count() for _ in p.graphs]  # one per engine: ids agree
 
         def relation_id() -> str:  # the engine writing is the one in a transaction
-            n = next(i for i, g in enumerate(p.graphs) if g.db.in_transaction)
+            n = next(i for i, g in enumerate(p.graphs) if g.engine.in_transaction)
             return f"rel_{next(counters[n]):024x}"
 
         monkeypatch.setattr(graph_rows, "relation_id", relation_id)
@@ -201,7 +201,7 @@ def test_a_memory_deleted_and_inserted_in_one_transaction_keeps_its_provenance(
     pair.remember("m1", "Alice", clock())
     pg.assert_facts("m1", [EntityFact("Alice")], [], "caller", clock())
     pg.apply_extractions([("m1", "Alice", [], [])], [], clock())
-    with pair.pg.db.transaction() as conn:  # a promotion written as delete + insert
+    with pair.pg.engine.transaction() as conn:  # a promotion written as delete + insert
         conn.execute("DELETE FROM tm_memories WHERE id = 'm1'")
         conn.execute(
             "INSERT INTO tm_memories (id, tier, content, created_at, updated_at) "
@@ -209,7 +209,7 @@ def test_a_memory_deleted_and_inserted_in_one_transaction_keeps_its_provenance(
         )
     assert pg.memory_ids_about("Alice", 10) == ["m1"]
     assert pg.pending(clock(), 10) == []
-    with pair.pg.db.transaction() as conn:  # an edit queues it again
+    with pair.pg.engine.transaction() as conn:  # an edit queues it again
         conn.execute("UPDATE tm_memories SET content = 'Alice again' WHERE id = 'm1'")
     assert [q[0] for q in pg.pending(clock(), 10)] == ["m1"]
 
@@ -231,9 +231,9 @@ def test_snapshot_reads_see_one_state(pair: Pair, clock: FakeClock) -> None:
     pg.add_entity("Alice", "person", None, clock())
     with pg.snapshot():
         assert pg.statistics().entities == 1
-        other_store = PostgresStore(pair.pg.db._url, clock=clock).open()
+        other_store = PostgresStore(pair.pg.engine._url, clock=clock).open()
         try:
-            pg_graph_store(other_store.db).add_entity("Bob", "person", None, clock())
+            pg_graph_store(other_store.engine).add_entity("Bob", "person", None, clock())
         finally:
             other_store.close()
         assert pg.statistics().entities == 1
@@ -245,8 +245,8 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
     from persistence.errors import ReadOnlyError
 
     pair.graphs[1].add_entity("Alice", "person", None, clock())
-    with PostgresStore(pair.pg.db._url, read_only=True) as ro:
-        graph = pg_graph_store(ro.db)
+    with PostgresStore(pair.pg.engine._url, read_only=True) as ro:
+        graph = pg_graph_store(ro.engine)
         entity = graph.entity("alice")
         assert entity is not None and entity.name == "Alice"
         with pytest.raises(ReadOnlyError):
@@ -261,8 +261,8 @@ def test_pg_walk_agrees_with_every_simple_path(pg_url: str, clock: FakeClock, se
 
     rng = random.Random(seed)
     with PostgresStore(pg_url, clock=clock) as store:
-        graph = pg_graph_store(store.db)
-        with store.db.transaction() as conn:
+        graph = pg_graph_store(store.engine)
+        with store.engine.transaction() as conn:
             for n in range(4):
                 conn.execute(
                     "INSERT INTO tm_memories (id, tier, content, created_at, updated_at) "

@@ -231,7 +231,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
     sql = "EXPLAIN QUERY PLAN " + graph_sql.hop_sql(True)
     params = {"node": "x", "at": 0, "fanout": 5, "predicates": "[]"}
     with SQLiteStore(db_path, migrations=v10) as old:
-        graph = sqlite_graph_store(old.db)
+        graph = sqlite_graph_store(old.engine)
         for n, (s, p, o) in enumerate(
             [("Ana", "knows", "Bo"), ("Bo", "likes", "Cy"), ("Cy", "knows", "Ana"),
              ("Cy", "owns", "Dee"), ("Eve", "knows", "Bo")]
@@ -243,7 +243,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
         assert "COVERING INDEX" not in plan
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION >= 11
-        graph = sqlite_graph_store(store.db)
+        graph = sqlite_graph_store(store.engine)
         assert [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)] == before
         assert before[0] != before[1]  # the invalidated relation counts at one time only
         with store.read_connection() as conn:
@@ -266,7 +266,7 @@ def test_a_v11_file_keeps_its_sessions_and_log_store_wide(db_path: Path) -> None
     with SQLiteStore(db_path) as store:
         assert store.schema_version == sqlite_chain.LATEST_VERSION >= 12
         assert [s.session_id for s in store.sessions.get_sessions()] == ["old"]
-        assert SessionStore(store.db, store.clock, "a").get_sessions() == []
+        assert SessionStore(store.engine, store.clock, "a").get_sessions() == []
         assert len(store.schedules.get_forgetting_log()) == 1
         assert store.schedules.get_forgetting_log(agent_id="a") == []
         assert store.schedules.get_forgetting_log(agent_id="") == []

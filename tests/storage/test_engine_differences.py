@@ -140,7 +140,7 @@ def test_scope_enforcement(any_location: str) -> None:
         assert b.get(mine.id) is None and b.query() == []  # the same on both
         assert b.store.config.scope.agent_id == "b"  # every store's SQL carries it
         if _on_server(any_location):
-            with b.store.db.reading() as conn:
+            with b.store.engine.reading() as conn:
                 (forced,) = conn.execute(
                     "SELECT relforcerowsecurity FROM pg_class WHERE relname = 'tm_memories'"
                 ).fetchone()

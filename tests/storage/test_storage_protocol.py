@@ -125,7 +125,7 @@ def test_the_sqlite_classes_have_every_member_with_a_compatible_signature(
     protocol: type, implementation: type
 ) -> None:
     store = SQLiteStore(":memory:")
-    made = {SQLiteStore: lambda s: s, GraphStore: lambda s: sqlite_graph_store(s.db)}
+    made = {SQLiteStore: lambda s: s, GraphStore: lambda s: sqlite_graph_store(s.engine)}
     instance = made.get(implementation, implementation)(store)
     assert isinstance(instance, protocol)
     problems = _signature_problems(protocol, instance, implementation)
@@ -270,11 +270,11 @@ def test_both_engines_have_what_once_only_the_server_had() -> None:
     graph store: the domain calls them without asking."""
     file, server = SQLiteStore(":memory:"), PostgresStore("postgresql://nobody@localhost/none")
     assert (file.rows_per_trip, server.rows_per_trip) == (20, 60)
-    for graph in (sqlite_graph_store(file.db), pg_graph_store(server.db)):
+    for graph in (sqlite_graph_store(file.engine), pg_graph_store(server.engine)):
         assert isinstance(graph, GraphStorage)
         assert _signature_problems(GraphStorage, graph, type(graph)) == []
     with file.open():
-        assert sqlite_graph_store(file.db).may_name_entities() is True
+        assert sqlite_graph_store(file.engine).may_name_entities() is True
         memory = Memory.create("a fact", Tier.EPISODIC, now=1)
         schedule = RepetitionSchedule(memory.id, 2, 1)
         assert file.memories.remember_new(memory, schedule, touch_at=None, dedup=True) is None

@@ -27,8 +27,8 @@ def test_a_setting_changed_on_the_store_reaches_every_part(tmp_path: Path) -> No
 
 def test_the_parts_write_through_the_stores_engine(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "a.db") as store:
-        assert all(p.db is store.db for p in (store.memories, store.sessions, store.schedules,
-                                              store.indexes))  # fmt: skip
+        parts = (store.memories, store.sessions, store.schedules, store.indexes)
+        assert all(p.engine is store.engine for p in parts)
         with store.transaction():
             m = store.memories.put_memory(Memory.create("one transaction"))
             store.schedules.put_repetition_schedule(

@@ -152,7 +152,7 @@ def test_a_read_only_handle_refuses_writes(pg_url: str) -> None:
         with ro.read_connection() as conn, pytest.raises(ReadOnlyError):
             from persistence.postgres.translate import storage_errors
 
-            with storage_errors(ro.db._url):
+            with storage_errors(ro.engine._url):
                 conn.execute("INSERT INTO tm_meta VALUES ('k', 'v')")
     finally:
         ro.close()

@@ -57,7 +57,7 @@ def _row(**given: object) -> dict[str, object]:
 
 
 def keyword_rows(store: PostgresStore) -> list[tuple[object, ...]]:
-    with store.db.reading() as conn:
+    with store.engine.reading() as conn:
         return conn.execute(
             "SELECT memory_id, tier, session_id, seq, kw::text, kw_len, kw_lex, kw_fa, kw_fb, "
             "kw_fc FROM tm_keywords ORDER BY memory_id"
@@ -120,13 +120,13 @@ def test_the_keyword_window_kept_by_triggers_equals_a_rebuild(pg: PostgresStore)
                         (" ".join(rng.choices(WORDS, k=3)), rng.choice(ids)),
                     )
     kept = keyword_rows(pg)
-    with pg.db.reading() as conn:
+    with pg.engine.reading() as conn:
         stats_kept = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
     assert len(kept) == len(ids)
     with pg.transaction() as conn:
         keyword_sql.rebuild(conn)
     assert keyword_rows(pg) == kept
-    with pg.db.reading() as conn:
+    with pg.engine.reading() as conn:
         assert conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone() == stats_kept
 
 
@@ -176,7 +176,7 @@ def _bm25_from_rows(
 ) -> list[tuple[str, float]]:
     """FTS5's bm25 of every memory, computed here from the keyword rows' per-part term
     frequency arrays (``kw_lex``, ``kw_fa/fb/fc``), best first, ties by ``seq``."""
-    with store.db.reading() as conn:
+    with store.engine.reading() as conn:
         lexemes = [
             r[0]
             for r in conn.execute(
@@ -271,7 +271,7 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
     ]
     for where in cases:
         found = {m for m, _ in pg.indexes.keyword_search(["apple"], 100, where=where)}
-        with pg.db.reading() as conn:
+        with pg.engine.reading() as conn:
             from persistence.postgres.sql import recall_filter_sql
 
             cond, params = recall_filter_sql.condition(where, "m")
@@ -392,12 +392,12 @@ def test_the_first_embedding_fixes_the_dimension(pg: PostgresStore) -> None:
     assert pg.indexes.vector_distances([0.0, 1.0, 0.0, 0.0], ["a", "b", "zz"]) == pytest.approx(
         {"a": 1.0}
     )
-    with pg.db.reading() as conn:
+    with pg.engine.reading() as conn:
         assert conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0]
 
 
 def _has_vector_index(store: PostgresStore) -> bool:
-    with store.db.reading() as conn:
+    with store.engine.reading() as conn:
         return bool(conn.execute("SELECT to_regclass('tm_vectors_hnsw') IS NOT NULL").fetchone()[0])
 
 
@@ -412,7 +412,7 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
     else:
         pg.memories.insert_memories([memory])
     assert _has_vector_index(pg)
-    with pg.db.reading() as conn:  # a tiny table: the planner would rather sort it
+    with pg.engine.reading() as conn:  # a tiny table: the planner would rather sort it
         conn.execute("SET enable_seqscan = off")
         try:
             plan = "\n".join(
@@ -426,7 +426,7 @@ def test_a_memory_written_with_its_embedding_makes_the_vector_index(
         finally:
             conn.execute("RESET enable_seqscan")
     assert "tm_vectors_hnsw" in plan
-    with pg.db.reading() as conn:  # half precision in the index (v011), float32 in the table
+    with pg.engine.reading() as conn:  # half precision in the index (v011), float32 in the table
         definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)").fetchone()
         typed = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                              "WHERE attrelid = 'tm_vectors'::regclass AND attname = 'embedding'"
@@ -545,7 +545,7 @@ def test_the_embedding_queue_holds_exactly_the_memories_without_a_vector(
     )
     with pg.transaction() as conn:
         conn.execute("DELETE FROM tm_memories WHERE id = 'm4'")
-    with pg.db.reading() as conn:
+    with pg.engine.reading() as conn:
         anti = conn.execute(
             "SELECT m.id FROM tm_memories m WHERE NOT EXISTS "
             "(SELECT 1 FROM tm_vectors v WHERE v.memory_id = m.id) ORDER BY m.seq"
@@ -563,7 +563,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
             Memory(id=f"m{i}", content=f"memory {i}", tier=Tier.EPISODIC, embedding=v)
             for i, v in enumerate(vectors)
         ])  # fmt: skip
-        with store.db.transaction() as conn:  # the database as version 10 left it
+        with store.engine.transaction() as conn:  # the database as version 10 left it
             conn.execute("DROP INDEX tm_vectors_hnsw")
             conn.execute("CREATE INDEX tm_vectors_hnsw ON tm_vectors "
                          "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
@@ -574,7 +574,7 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
         store.close()
     store = PostgresStore(pg_url).open()  # migrates to v11
     try:
-        with store.db.reading() as conn:
+        with store.engine.reading() as conn:
             definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
             version = conn.execute("SELECT max(version) FROM tm_schema_version")
             [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()

@@ -76,12 +76,12 @@ def test_a_failed_statement_writes_nothing_and_leaves_the_store_usable(pg_url: s
         b.check_external_changes()
         insert = ("INSERT INTO tm_meta (key, value) VALUES (%s, %s)", ("half", "1"))
         with pytest.raises(StorageError):
-            a.db.write_in_one_trip([insert, ("SELECT 1 / %s", (0,))], wrote=("true", ()))
+            a.engine.write_in_one_trip([insert, ("SELECT 1 / %s", (0,))], wrote=("true", ()))
         assert a.get_meta("half") is None
         time.sleep(0.1)  # past b's interval for reading the version row
         b.check_external_changes()
         assert told == []  # nothing committed: nothing announced
-        (row,) = a.db.write_in_one_trip([insert], wrote=("true", ()))
+        (row,) = a.engine.write_in_one_trip([insert], wrote=("true", ()))
         assert row is None and a.get_meta("half") == "1"
         deadline = time.monotonic() + 5
         while not told and time.monotonic() < deadline:
@@ -100,7 +100,7 @@ def test_the_version_moves_only_when_the_statements_wrote(pg_url: str) -> None:
         with store.read_connection() as conn:
             before = conn.execute(read).fetchone()
         noop = ("INSERT INTO tm_meta (key, value) SELECT 'k', 'v' WHERE false", ())
-        store.db.write_in_one_trip([noop], wrote=("false", ()))
+        store.engine.write_in_one_trip([noop], wrote=("false", ()))
         with store.read_connection() as conn:
             assert conn.execute(read).fetchone() == before
     finally:
@@ -119,7 +119,7 @@ def test_a_one_trip_write_queues_behind_its_agents_open_transaction(
         def write(name: str, store: PostgresStore) -> None:
             start = time.monotonic()
             statement = ("INSERT INTO tm_meta (key, value) VALUES (%s, '1')", (name,))
-            store.db.write_in_one_trip([statement], wrote=("true", ()))
+            store.engine.write_in_one_trip([statement], wrote=("true", ()))
             waited[name] = time.monotonic() - start
 
         with x.transaction():

@@ -277,7 +277,7 @@ def test_an_idle_manager_carries_on_after_a_server_restart(
         assert memory.get(before.id) is None  # the cache was dropped: changes were missed
         after = memory.remember("after the restart")
         assert memory.get(after.id) is not None
-        listener = memory.store.db._listener  # type: ignore[attr-defined]
+        listener = memory.store.engine._listener  # type: ignore[attr-defined]
         assert listener is not None and not listener.closed  # listening again
 
 

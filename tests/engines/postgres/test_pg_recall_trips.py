@@ -128,8 +128,8 @@ def test_the_change_watch_reads_the_version_on_the_listener_in_one_trip(
         assert _trips(proxy, store.check_external_changes) == 1  # the row, on the listener
         assert told == []
         other.set_meta("k", "v")  # another handle commits
-        store.db._listener.execute("SELECT 1")  # type: ignore[union-attr]  # swallow the notice
-        store.db._listener.pgconn.notifies()  # type: ignore[union-attr]
+        store.engine._listener.execute("SELECT 1")  # type: ignore[union-attr]  # swallow the notice
+        store.engine._listener.pgconn.notifies()  # type: ignore[union-attr]
         store.check_external_changes()
         assert told == [1]  # the row itself showed it
     finally:

@@ -48,8 +48,8 @@ def _bounded_run(db_path: Path, slow_s: float = 0.0) -> None:
     one commit that crossed it. ``slow_s``: each of the thread's checkpoints takes that
     much longer (a busy machine)."""
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db.background.checkpointer
-        writer = store.db.writer
+        checkpointer = store.engine.background.checkpointer
+        writer = store.engine.writer
         assert checkpointer is not None and writer is not None
         commits: list[int] = []  # the WAL's length after each commit, in pages
         hook, copy = checkpointer._committed, checkpointer._checkpoint
@@ -100,11 +100,11 @@ def test_close_stops_the_thread_and_read_only_or_memory_start_none(db_path: Path
     store.close()
     assert len(_threads()) == before
     with SQLiteStore(db_path, read_only=True) as reader:
-        assert reader.db.background.checkpointer is None and len(_threads()) == before
+        assert reader.engine.background.checkpointer is None and len(_threads()) == before
     with SQLiteStore(":memory:") as in_memory:
-        assert in_memory.db.background.checkpointer is None and len(_threads()) == before
+        assert in_memory.engine.background.checkpointer is None and len(_threads()) == before
     with SQLiteStore(db_path, wal_autocheckpoint=0) as never:
-        assert never.db.background.checkpointer is None and len(_threads()) == before
+        assert never.engine.background.checkpointer is None and len(_threads()) == before
 
 
 @pytest.mark.slow  # 2.5 s measured on a busy machine
@@ -113,7 +113,7 @@ def test_a_failing_thread_is_logged_and_the_writer_checkpoints_again(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="tiered_memory.checkpointer")
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db.background.checkpointer
+        checkpointer = store.engine.background.checkpointer
         assert checkpointer is not None and checkpointer._conn is not None
         checkpointer._conn.close()  # every checkpoint of the thread now fails
         _write(store, 100, db_path)
@@ -170,12 +170,12 @@ def test_after_rekey_the_thread_checkpoints_with_the_new_key(
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES, key="old key") as store:
         _write(store, 100, db_path)
         store.rekey(b"new key")
-        before = store.db.background.checkpointer
+        before = store.engine.background.checkpointer
         assert before is not None
         done = before.checkpoints
         with caplog.at_level(logging.WARNING, logger="tiered_memory"):
             _write(store, 300, db_path)
-        checkpointer = store.db.background.checkpointer
+        checkpointer = store.engine.background.checkpointer
         assert checkpointer is not None and checkpointer.running
         assert checkpointer.checkpoints > (done if checkpointer is before else 0)
         assert not [r for r in caplog.records if "checkpoint" in r.getMessage()]
@@ -189,7 +189,7 @@ def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Pa
     the writer copying it; the thread copies it, and the next small commit lets the WAL
     start over."""
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES) as store:
-        checkpointer = store.db.background.checkpointer
+        checkpointer = store.engine.background.checkpointer
         assert checkpointer is not None
         batch = [Memory.create(f"batch {n} " + "words " * 200) for n in range(1200)]
         store.memories.insert_memories(batch)
@@ -202,7 +202,7 @@ def test_a_large_batch_commit_is_copied_by_the_thread_not_the_writer(db_path: Pa
             assert checkpointer.checkpoints > 0, "the thread never copied the batch"
         store.put_episodic(Memory.create("after the batch"))
         store.put_episodic(Memory.create("the WAL started over"))
-        log, _ = store.db.writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        log, _ = store.engine.writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
         assert log < PAGES, f"the WAL did not start over: {log} frames"
     with SQLiteStore(db_path) as store:
         assert store.memories.count(Tier.EPISODIC) == 1202
@@ -224,13 +224,13 @@ def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> N
     changes: list[int] = []
     # No idle time yet: build up segments first.
     with SQLiteStore(db_path, wal_autocheckpoint=PAGES, idle_merge_s=3600.0) as store:
-        store.db.on_external_change(lambda: changes.append(1))
+        store.engine.on_external_change(lambda: changes.append(1))
         merger = store.keywords.merger
         words = [f"w{i}" for i in range(50)]
         rng = random.Random(3)
         for n in range(300):
             store.put_episodic(Memory.create(f"m{n} " + " ".join(rng.choices(words, k=8))))
-        conn = store.db.writer
+        conn = store.engine.writer
         assert conn is not None
         before = _segments(conn)
         found = {w: _found(conn, w) for w in words[:10]}
@@ -239,13 +239,13 @@ def test_idle_writer_lets_the_thread_merge_the_keyword_index(db_path: Path) -> N
         deadline = time.monotonic() + 20
         while (merger.due or not merger.steps) and time.monotonic() < deadline:
             time.sleep(0.02)
-        with store.db.lock:  # (each merge step takes it)
+        with store.engine.lock:  # (each merge step takes it)
             assert merger.steps > 0, "the thread never merged"
             after = _segments(conn)
             assert after < before, (before, after)
             assert {w: _found(conn, w) for w in words[:10]} == found
             conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 0)")
-        assert store.db.check_external_changes()
+        assert store.engine.check_external_changes()
         store.put_episodic(Memory.create("after the merges"))
         assert changes == [], "the thread's merges were taken for another process's writes"
 
@@ -268,7 +268,7 @@ def test_sigkill_while_the_thread_merges_loses_no_returned_write(tmp_path: Path)
         lost = set(reported) - set(state.where)
         assert not lost, f"returned writes lost: {sorted(lost)[:3]}"
     with SQLiteStore(path) as store:
-        conn = store.db.writer
+        conn = store.engine.writer
         assert conn is not None
         conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 0)")
         for memory_id, token in reported.items():
@@ -284,7 +284,7 @@ def test_commits_while_the_thread_copies_do_not_queue_a_second_checkpoint(
     """They are the next round's: queued, they made a checkpoint (two syncs) of a few
     pages right after every round."""
     with SQLiteStore(tmp_path / "rounds.db", wal_autocheckpoint=PAGES) as store:
-        checkpointer, writer = store.db.background.checkpointer, store.db.writer
+        checkpointer, writer = store.engine.background.checkpointer, store.engine.writer
         assert checkpointer is not None and writer is not None
         wakes: list[bool] = []
         wake = checkpointer._wake

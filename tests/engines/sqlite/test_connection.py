@@ -38,7 +38,7 @@ def test_writer_and_reader_connections_get_the_policy(file_store: SQLiteStore) -
             "wal_autocheckpoint": 0,  # the checkpointer's WAL hook replaces SQLite's
         }
         assert writer.pragma("cache_size") == -32768
-    checkpointer = file_store.db.background.checkpointer
+    checkpointer = file_store.engine.background.checkpointer
     assert checkpointer is not None and checkpointer.pages == 1000 and checkpointer.running
     with file_store._reading() as reader:
         assert reader is not file_store._writer

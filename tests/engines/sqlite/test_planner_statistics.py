@@ -20,7 +20,7 @@ def _plan(conn: apsw.Connection) -> str:
 
 
 def _writer(memory: AgentMemoryManager) -> apsw.Connection:
-    conn: apsw.Connection = memory.store.db.writer  # type: ignore[attr-defined]
+    conn: apsw.Connection = memory.store.engine.writer  # type: ignore[attr-defined]
     return conn
 
 

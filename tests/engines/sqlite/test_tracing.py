@@ -82,11 +82,11 @@ def test_without_a_trace_no_connection_is_traced(tmp_path: Path) -> None:
     seen: list[TracedStatement] = []
     with AgentMemoryManager.open(tmp_path / "a.db", embedder=None) as memory:
         memory.remember("untraced")
-        assert memory.store.db.writer is not None
-        assert memory.store.db.writer.exec_trace is None
+        assert memory.store.engine.writer is not None
+        assert memory.store.engine.writer.exec_trace is None
     with AgentMemoryManager.open(tmp_path / "a.db", trace=seen.append, embedder=None) as memory:
-        assert memory.store.db.writer is not None
-        assert memory.store.db.writer.exec_trace is not None
+        assert memory.store.engine.writer is not None
+        assert memory.store.engine.writer.exec_trace is not None
         assert memory.query() and seen
 
 
@@ -157,11 +157,11 @@ def test_an_untraced_server_store_uses_plain_connections(pg_url: str) -> None:
 
     with (
         AgentMemoryManager.open(pg_url, embedder=None) as memory,
-        memory.store.db.reading() as conn,
+        memory.store.engine.reading() as conn,
     ):
         assert not isinstance(conn, TracedConnection)
     with (
         AgentMemoryManager.open(pg_url, trace=lambda s: None, embedder=None) as traced,
-        traced.store.db.reading() as conn,
+        traced.store.engine.reading() as conn,
     ):
         assert isinstance(conn, TracedConnection) and conn.tracer is not None

@@ -87,7 +87,7 @@ with AgentMemoryManager.open(sys.argv[1], embedder=embedder, recall_review_quali
     from tiered_memory.recall.settings import keywords
     leg = {}
     caps = (("keyword_rule", getattr(index_sql, "RANK_CAP", 0)), ("keyword_all", 2**62))
-    with memory.store.read_connection() as conn:  # (files before the rule: not measured)
+    with memory.store.engine.reading() as conn:  # (files before the rule: not measured)
         for name, cap in caps if hasattr(index_sql, "RANK_CAP") else ():
             spent = []
             for q in queries[10:60]:

@@ -23,7 +23,8 @@ V = TypeVar("V")
 
 
 class TransactionHooks(Protocol):
-    """What the cache needs from a store: ``SQLiteStore`` provides it."""
+    """What the cache needs of a store's transactions: its engine (``store.engine``)
+    provides it."""
 
     @property
     def in_transaction(self) -> bool: ...
@@ -58,8 +59,8 @@ class CacheLayer(Generic[K, V]):
     """An LRU cache of ``maxsize`` entries over a store.
 
     ``writer(key, value)`` and ``deleter(key) -> bool``, when given, make :meth:`set` and
-    :meth:`delete` write through; ``transactions`` (a ``SQLiteStore``) defers filling to
-    COMMIT. Without them it is a plain committed-values cache.
+    :meth:`delete` write through; ``transactions`` (a store's engine, ``store.engine``)
+    defers filling to COMMIT. Without them it is a plain committed-values cache.
     """
 
     def __init__(

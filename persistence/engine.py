@@ -1,4 +1,4 @@
-"""Engine: what the shared stores need of an engine's database, and nothing more.
+"""Engine: an engine's database as the shared stores and the domain use it.
 
 Every record family is written once (:mod:`persistence.stores`) over this interface; an
 engine (:mod:`persistence.sqlite`, :mod:`persistence.postgres`) provides a database with
@@ -14,11 +14,21 @@ looks inside it, so this module imports no driver.
   share it; inside a transaction, the transaction's view).
 - :meth:`Engine.transaction`: all or nothing; nested blocks are savepoints, ``join=True``
   joins the enclosing transaction. Driver errors leave as
-  :class:`~persistence.errors.TieredMemoryError`.
+  :class:`~persistence.errors.TieredMemoryError`. :meth:`Engine.after_commit` /
+  :meth:`Engine.after_rollback` hooks run exactly once when the outermost transaction
+  ends (the domain keeps its RAM copies in step with them).
+- :meth:`Engine.on_external_change` / :meth:`Engine.check_external_changes`: tell the
+  domain when another process changed the data (SQLite: ``data_version``; PostgreSQL:
+  ``LISTEN``/``NOTIFY`` and a version row), so it drops its caches.
+
+A store's engine is ``store.engine`` (:attr:`~persistence.storage.StoreControl.engine`),
+the graph records' is ``graph.engine``: the domain asks the engine itself for the hooks,
+other processes' commits and snapshots; no store hands them on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -48,4 +58,22 @@ class Engine(Protocol):
 
     def require_writable(self) -> None:
         """Raise :class:`~persistence.errors.ReadOnlyError` on a read-only handle."""
+        ...
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction commits (now, outside one)."""
+        ...
+
+    def after_rollback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` if the current transaction (or nested block) rolls back."""
+        ...
+
+    def on_external_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when another connection (another process, say) has committed."""
+        ...
+
+    def check_external_changes(self, wait_s: float = 0.05) -> bool:
+        """Look for other processes' commits (calling the :meth:`on_external_change`
+        callbacks if there were any); False when RAM copies may be stale (a write in
+        another thread held the engine ``wait_s`` seconds)."""
         ...

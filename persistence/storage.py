@@ -11,12 +11,13 @@ every backend (not found, duplicate, wrong embedding size, read-only, closed, bu
 What a second backend must provide, beyond storing the records:
 
 - :meth:`transaction`: all-or-nothing grouping; nested use rolls back alone (a
-  savepoint), ``join=True`` joins the enclosing one; :meth:`after_commit` /
-  :meth:`after_rollback` hooks run exactly once when the outermost transaction ends
-  (the domain keeps its RAM copies in step with them).
-- :meth:`on_external_change` / :meth:`check_external_changes`: tell the domain when
-  another process changed the data (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops
-  its caches.
+  savepoint), ``join=True`` joins the enclosing one.
+- :attr:`StoreControl.engine`: the database under the store
+  (:class:`~persistence.engine.Engine`), whose ``after_commit`` / ``after_rollback``
+  hooks run exactly once when the outermost transaction ends (the domain keeps its RAM
+  copies in step with them) and whose ``on_external_change`` /
+  ``check_external_changes`` tell the domain when another process changed the data
+  (PostgreSQL: ``LISTEN``/``NOTIFY``), so it drops its caches.
 - :meth:`RecallIndex.keyword_search`: takes the query's words (normalised by the domain, see
   ``tiered_memory.recall.settings.keywords``), never a query expression; each backend
   builds its own full-text query from them (SQLite: an FTS5 ``"dark" OR "mode"``;
@@ -40,8 +41,8 @@ path, ``":memory:"``, a URL without its password). Statistics are a size plus th
 backend's own figures (:class:`~persistence.records.PersistenceStatistics`).
 
 :class:`MemoryStorage` is the composition of the stores, no facade: the store itself is
-:class:`StoreControl` (lifecycle, transactions and hooks, meta, statistics), and it holds
-one part per record family, each implementing that family's Protocol, so a part of the
+:class:`StoreControl` (lifecycle, transactions, its engine, meta, statistics), and it
+holds one part per record family, each implementing that family's Protocol, so a part of the
 domain can ask for only what it uses: ``storage.memories`` (:class:`MemoryRecords`: the
 tiers, promotion, deduplication notes), ``storage.sessions`` (:class:`SessionRecords`:
 sessions, transcripts), ``storage.schedules`` (:class:`ScheduleRecords`: review
@@ -67,6 +68,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from persistence.engine import Engine
 from persistence.graph_records import (
     Entity,
     EntityFact,
@@ -107,8 +109,9 @@ if TYPE_CHECKING:  # named in signatures only: the contract loads no file format
 
 @runtime_checkable
 class StoreControl(Protocol):
-    """The store as a whole: where it lives, opening and closing, transactions and their
-    hooks, facts kept with the data, and statistics."""
+    """The store as a whole: where it lives, opening and closing, transactions, the engine
+    under it (their hooks, other processes' commits), facts kept with the data, and
+    statistics."""
 
     @property
     def path(self) -> str:
@@ -137,6 +140,13 @@ class StoreControl(Protocol):
         """True when the calling thread is inside :meth:`transaction`."""
 
     @property
+    def engine(self) -> Engine:
+        """The database under the store: the transactions' hooks (``after_commit``,
+        ``after_rollback``), other processes' commits (``on_external_change``,
+        ``check_external_changes``), ``require_writable`` and the read connections and
+        snapshots (:class:`~persistence.engine.Engine`)."""
+
+    @property
     def rows_per_trip(self) -> int:
         """How many rows one read by id is worth asking for at least: a few where a read
         costs microseconds (a file in-process), more where each round trip costs more
@@ -150,21 +160,6 @@ class StoreControl(Protocol):
 
     def transaction(self, *, join: bool = False) -> AbstractContextManager[object]:
         """All or nothing; nested use rolls back alone, ``join=True`` joins the outer one."""
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once the current transaction commits (now, outside one)."""
-
-    def after_rollback(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` if the current transaction (or nested block) rolls back."""
-
-    def on_external_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` when another process has committed changes."""
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other processes' commits; False when RAM copies may be stale."""
-
-    def require_writable(self) -> None:
-        """Raise :class:`~persistence.errors.ReadOnlyError` on a read-only store."""
 
     # --- facts about the store and statistics --------------------------------------------
 
@@ -618,8 +613,10 @@ class GraphStorage(Protocol):
 
     # --- reading ----------------------------------------------------------------------------
 
-    def snapshot(self) -> AbstractContextManager[object]:
-        """Reads inside the block see one snapshot (nested blocks share it)."""
+    @property
+    def engine(self) -> Engine:
+        """The database under the graph (the store's): reads inside its ``snapshot()``
+        block see one snapshot (nested blocks share it)."""
 
     def entity(self, ref: str, type_: str | None = None) -> Entity | None:
         """An entity by id or name, or ``None``."""

@@ -83,7 +83,7 @@ class Lifecycle:
         self._memories.require_open()
         require_int(batch_size, "batch_size", minimum=1)
         require_callable(progress, "progress", allow_none=True)
-        self.store.require_writable()
+        self.store.engine.require_writable()
         self._recaller.apply_reviews()
         embedded = self._embeddings.flush(batch_size, progress=progress)
         self._extraction.flush()  # and the knowledge graph catches up

@@ -154,7 +154,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self._recall.notebook = self.notes.notebook
         self._links = Links(memories, clock)
         self._files = FileOperations(backend, memories, self.embeddings, cfg)
-        self.store.on_external_change(self._files.reload)
+        self.store.engine.on_external_change(self._files.reload)
         self._lifecycle = Lifecycle(
             backend, memories, cfg, self.embeddings, self.extraction, self._recall
         )
@@ -298,7 +298,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
             self._require_open()
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
-        if not self.store.check_external_changes():
+        if not self.store.engine.check_external_changes():
             return self.store.memories.get_memory(memory_id)  # RAM may be stale: read the file
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:

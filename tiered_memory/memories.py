@@ -51,7 +51,7 @@ class Memories:
             self.require_open()
         if not isinstance(memory_id, str):
             require_str(memory_id, "memory_id")
-        if not self.store.check_external_changes():
+        if not self.store.engine.check_external_changes():
             return self.store.memories.get_memory(memory_id)  # RAM may be stale: read the file
         in_scratchpad = self.scratchpad.by_id(memory_id)
         if in_scratchpad is not None:
@@ -60,7 +60,7 @@ class Memories:
 
     def get_many(self, memory_ids: list[str]) -> dict[str, Memory]:
         """Several memories: scratchpad RAM, then the cache, then one query per tier."""
-        if not self.store.check_external_changes():
+        if not self.store.engine.check_external_changes():
             return self.store.memories.get_memories(memory_ids)  # RAM may be stale: read the file
         found = {i: m for i in memory_ids if (m := self.scratchpad.by_id(i)) is not None}
         rest = [i for i in memory_ids if i not in found]
@@ -111,7 +111,7 @@ class Memories:
         """Memories matching every filter; with no ``tier`` the three tiers are searched
         and merged in the requested order."""
         self.require_open()
-        self.store.check_external_changes()
+        self.store.engine.check_external_changes()
         unknown = set(filters) - QUERY_FILTERS
         if unknown:
             raise InvalidInputError(
@@ -137,7 +137,7 @@ class Memories:
         :meth:`AgentMemoryManager.tag_counts`)."""
         self.require_open()
         require_str(prefix, "prefix")
-        self.store.check_external_changes()
+        self.store.engine.check_external_changes()
         return self.store.memories.tag_counts(prefix)
 
     def embedded(self, rows: Sequence[tuple[str, Tier]]) -> None:

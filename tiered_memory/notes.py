@@ -135,7 +135,7 @@ class Notes:
         """Write a new note (version 1) and return it; ``author`` says who wrote it.
         ``memories`` and ``entities`` (ids, or entity names) are linked at once."""
         self._require_open()
-        self._store.require_writable()
+        self._store.engine.require_writable()
         title = _title(title)
         text, redacted = self._content(content)
         title, in_title = redact_text(self._redactor, title)
@@ -167,7 +167,7 @@ class Notes:
         """Change a note's title, content or tags; the write is kept as the next version
         (who, when, which fields changed). Changing nothing writes nothing."""
         self._require_open()
-        self._store.require_writable()
+        self._store.engine.require_writable()
         new_title = None if title is None else _title(title)
         new_content, redacted = (None, 0) if content is None else self._content(content)
         new_tags = None if tags is None else _tags(tags)
@@ -205,14 +205,14 @@ class Notes:
         there was one."""
         self._require_open()
         require_str(note_id, "note_id")
-        self._store.require_writable()
+        self._store.engine.require_writable()
         return self.notebook.delete_note(note_id)
 
     def link(self, note_id: str, *, memory: str | None = None, entity: str | None = None) -> bool:
         """Link a note to a memory (its id) or an entity (its id or name); False if it
         was linked already."""
         self._require_open()
-        self._store.require_writable()
+        self._store.engine.require_writable()
         if (memory is None) == (entity is None):
             raise InvalidInputError("link to one thing: give memory= or entity=")
         with self._store.transaction():
@@ -225,7 +225,7 @@ class Notes:
     def unlink(self, note_id: str, *, memory: str | None = None, entity: str | None = None) -> bool:
         """Remove a note's link to a memory or entity; True if there was one."""
         self._require_open()
-        self._store.require_writable()
+        self._store.engine.require_writable()
         if (memory is None) == (entity is None):
             raise InvalidInputError("unlink one thing: give memory= or entity=")
         require_str(note_id, "note_id")

@@ -139,8 +139,8 @@ class Scratchpad:
                 before = None if self._pending is None else self._pending.copy()
                 if self._pending is None:
                     self._pending = self._committed.copy()
-            self._store.after_rollback(lambda: self._set_pending(before))
-            self._store.after_commit(self._publish)
+            self._store.engine.after_rollback(lambda: self._set_pending(before))
+            self._store.engine.after_commit(self._publish)
             yield self._pending
 
     def _set_pending(self, entries: _Entries | None) -> None:

@@ -155,9 +155,9 @@ class MemoryWriter:
                 self.store.sessions.touch_session(session_id, self._clock())
             if facts[0] or facts[1]:
                 self.records.assert_facts(stored.id, *facts, graph_records.CALLER, now)
-            self.store.after_commit(self._extraction.notify)
+            self.store.engine.after_commit(self._extraction.notify)
             if stored.embedding is None:
-                self.store.after_commit(self._embeddings.notify)
+                self.store.engine.after_commit(self._embeddings.notify)
         return stored
 
     def _new_memory(self, content: str, tier: Tier, now: int, chosen: dict[str, Any]) -> Memory:
@@ -231,9 +231,9 @@ class MemoryWriter:
             touched_at = self._clock()
             for session_id in sorted(sessions):
                 self.store.sessions.touch_session(session_id, touched_at)
-            self.store.after_commit(self._extraction.notify)
+            self.store.engine.after_commit(self._extraction.notify)
             if any(m.embedding is None for m in stored.values()):
-                self.store.after_commit(self._embeddings.notify)
+                self.store.engine.after_commit(self._embeddings.notify)
         return [stored[n] for n in range(len(drafts))]
 
     def update(
@@ -280,10 +280,10 @@ class MemoryWriter:
                 changes["metadata"] = with_count(changes.get("metadata", memory.metadata), redacted)
                 count_in_file(self.store, redacted)
             if content is not None:
-                self.store.after_commit(self._embeddings.notify)
+                self.store.engine.after_commit(self._embeddings.notify)
                 if content != memory.content:  # re-extracted: the old findings go now
                     self.records.drop_extracted(memory_id)
-                    self.store.after_commit(self._extraction.notify)
+                    self.store.engine.after_commit(self._extraction.notify)
                     if keep_history:
                         self._keep_version(memory, content, author)
             updated = self._memories.rewrite(

@@ -129,7 +129,7 @@ def main(n: int = 10_000) -> None:
     times = []
     for _ in range(300):
         t0 = time.perf_counter()
-        store.check_external_changes()
+        store.engine.check_external_changes()
         times.append(time.perf_counter() - t0)
     out["check_external_changes_p50_ms"] = p50(times)
     store.close()

@@ -157,7 +157,7 @@ class PgFiles:
         whole document is checked first, then written in one transaction. A database
         that holds anything is refused (load into a new one, or replace its content with
         ``import_json(mode="replace")``)."""
-        self.store.require_writable()
+        self.store.engine.require_writable()
         path = existing_file(source)
         with _os_errors(f"restoring into {self.store.location} from", path):
             doc = read_document(path, self.store.max_content_bytes)
@@ -165,7 +165,7 @@ class PgFiles:
             self._require_empty(sink, path)
             check_against_store(doc, "replace", sink)
             sink.write(doc, "replace", 0, _uncounted)
-        with self.store.read_connection() as conn:
+        with self.store.engine.reading() as conn:
             version = read_schema_version(conn)
         return RestoreResult(str(path), doc.schema_version, version, len(doc.memories))
 
@@ -212,7 +212,7 @@ class PgFiles:
         (``replace``: the database holds exactly the document; ``merge``: the newer row
         wins on id conflicts)."""
         checked = import_mode(mode)
-        self.store.require_writable()
+        self.store.engine.require_writable()
         path = existing_file(source)
         with _os_errors(f"importing into {self.store.location} from", path):
             return import_document(
@@ -278,7 +278,7 @@ class PgFiles:
     def import_sink(self) -> AbstractContextManager[ImportSink]:
         """One write transaction and the sink that writes in it: leaving the block
         commits, an exception rolls everything back. Refused on a read-only store."""
-        self.store.require_writable()
+        self.store.engine.require_writable()
         return json_io.import_sink(self.store.engine)
 
     # --- integrity and maintenance -------------------------------------------------------
@@ -287,7 +287,7 @@ class PgFiles:
         """Check the library's invariants (what the server's constraints do not cover)
         from one snapshot; list every problem found."""
         problems: list[IntegrityProblem] = []
-        with self.store.snapshot() as conn:
+        with self.store.engine.snapshot() as conn:
             try:
                 for name, check in integrity_sql.CHECKS.items():
                     problems += [IntegrityProblem(name, d) for d in check(conn)]
@@ -302,9 +302,9 @@ class PgFiles:
         tables: run it yourself in a quiet hour). Sizes are the database's; the WAL
         fields are zero (the server manages its WAL). Leftover temporary files of
         interrupted backups in the backup directory are deleted too."""
-        self.store.require_writable()
+        self.store.engine.require_writable()
         self.remove_leftovers()
-        with self.store.read_connection() as conn:
+        with self.store.engine.reading() as conn:
             if self.store.in_transaction:
                 raise InvalidInputError("maintenance cannot run inside a transaction")
             try:

@@ -2,11 +2,11 @@
 
 The composition root of the PostgreSQL backend, the twin of
 :class:`persistence.sqlite.SQLiteStore`: it opens the server (migrating the schema in
-transactions), owns the facts about the store (``tm_meta``), statistics, transactions and
-the change listener (the engine, :class:`PgDatabase`, is :attr:`engine`), and holds one part
-per record family over the same engine: :attr:`memories`, :attr:`sessions`,
-:attr:`schedules` and :attr:`indexes`; callers use the parts (``store.memories.get_memory``),
-and the reference design's per-tier methods are
+transactions), owns the facts about the store (``tm_meta``) and statistics (the engine,
+:class:`PgDatabase`, is :attr:`engine`: the transactions, their hooks and the change
+listener are its), and holds one part per record family over the same engine:
+:attr:`memories`, :attr:`sessions`, :attr:`schedules` and :attr:`indexes`; callers use the
+parts (``store.memories.get_memory``), and the reference design's per-tier methods are
 :class:`~persistence.stores.reference_api.ReferenceTierAPI`. ``scope`` makes an
 agent-scoped handle (``''``: the whole store).
 """
@@ -130,7 +130,6 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         self.sessions = server_session_store(self.engine, self.config)
         self.schedules = server_schedule_store(self.engine, self.config)
         self.indexes = build_index_store(self.engine, self.config)
-        self._reading = self.engine.reading
 
     # --- where and what -------------------------------------------------------------------
 
@@ -245,16 +244,14 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     @property
     def schema_version(self) -> int:
         """The schema version of the database."""
-        with self._reading() as conn:
+        with self.engine.reading() as conn:
             return read_schema_version(conn)
-
-    # --- the engine's API, offered on the store ---------------------------------------------
 
     # --- facts about the store ----------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """One fact about the store (``tm_meta``), or ``None``."""
-        with self._reading() as conn:
+        with self.engine.reading() as conn:
             return meta_sql.read(conn, key)
 
     def set_meta(self, key: str, value: str | None) -> None:
@@ -274,7 +271,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         """Row counts (one snapshot) and sizes: ``size_bytes`` is what the library's
         tables and their indexes take; ``backend_details`` adds the whole database's
         size (``database_size_bytes``)."""
-        with self.snapshot() as conn:
+        with self.engine.snapshot() as conn:
             counts = stats_sql.counts(conn)
             sizes = stats_sql.sizes(conn)
             version = read_schema_version(conn)

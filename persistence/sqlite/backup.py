@@ -86,7 +86,7 @@ def _storage_errors(
         @functools.wraps(method)
         def run(self: BackupManager, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
             if writes:
-                self.store.require_writable()
+                self.store.engine.require_writable()
             place = None if self.store.is_memory else self.store.path
             named = args[0] if args else kwargs.get("target", kwargs.get("source"))
             also = ""
@@ -202,7 +202,7 @@ class BackupManager:
         return final
 
     def _vacuum_into(self, partial: Path, progress: Progress | None) -> None:
-        with self.store.read_connection() as conn:
+        with self.store.engine.reading() as conn:
             if progress is not None:
                 total = int(conn.pragma("page_count")) * int(conn.pragma("page_size"))
                 conn.set_progress_handler(
@@ -372,7 +372,7 @@ class BackupManager:
         with partial_beside(final) as partial:
             with (
                 partial.open("wb") as out,
-                self.store.read_connection() as conn,
+                self.store.engine.reading() as conn,
                 json_io.export_source(conn, self.scope) as source,
             ):
                 export_document(source, out, self.store.clock(), progress)
@@ -423,7 +423,7 @@ class BackupManager:
         """Every table from one read snapshot, for the block (what :meth:`export_json`
         writes out; :func:`~persistence.transfer.copy_store` reads it as records)."""
         with (
-            self.store.read_connection() as conn,
+            self.store.engine.reading() as conn,
             json_io.export_source(conn, self.scope) as source,
         ):
             yield source
@@ -433,7 +433,7 @@ class BackupManager:
         :data:`~persistence.transfer.OpenSink`): leaving the block commits, an exception
         rolls everything back. Refused on a read-only store (and a scoped one)."""
         self.scope.refuse_file_op("copy into it")
-        self.store.require_writable()
+        self.store.engine.require_writable()
         return json_io.import_sink(self.store.engine)
 
     # --- integrity and maintenance ---------------------------------------------------
@@ -447,7 +447,7 @@ class BackupManager:
         """Re-encrypt the file with ``new_key`` in one transaction (see
         :meth:`SQLiteStore.rekey`); refused on a read-only, plain or scoped store."""
         self.scope.refuse_file_op("rekey it")
-        self.store.require_writable()
+        self.store.engine.require_writable()
         self.store.rekey(new_key)
 
     @_storage_errors("checking")

@@ -117,8 +117,6 @@ class Database(TransactionFrames):
         self._watcher = ChangeWatcher(
             self._in_memory, change_check_interval_ms / 1000, self.lock, self._idle_writer
         )
-        self.watch = self._watcher.check
-        """:meth:`check_external_changes` itself, one call shorter (for the hot paths)."""
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
         self.background = Background(path, path == MEMORY_PATH)

@@ -1,13 +1,14 @@
 """SQLiteStore: the durable source of truth, one WAL-mode SQLite file driven by APSW.
 
 The composition root of the record families: it opens, migrates, rekeys and closes the
-file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`engine`), owns
-the facts about the file (``store_meta``), statistics, transactions and the commit hook,
-and holds one part per record family over the same engine: :attr:`memories`
-(:class:`MemoryStore`), :attr:`sessions` (:class:`SessionStore`), :attr:`schedules`
-(:class:`ScheduleStore`) and :attr:`indexes` (:class:`IndexStore`). Callers use the parts
-(``store.memories.put_memory(...)``); the reference design's per-tier methods
-(``put_episodic``, ...) are :class:`~persistence.stores.reference_api.ReferenceTierAPI`.
+file (the engine, :class:`~persistence.sqlite.database.Database`, is :attr:`engine`: the
+transactions, their hooks and the connections are its), owns the facts about the file
+(``store_meta``) and statistics, and holds one part per record family over the same
+engine: :attr:`memories` (:class:`MemoryStore`), :attr:`sessions` (:class:`SessionStore`),
+:attr:`schedules` (:class:`ScheduleStore`) and :attr:`indexes` (:class:`IndexStore`).
+Callers use the parts (``store.memories.put_memory(...)``); the reference design's
+per-tier methods (``put_episodic``, ...) are
+:class:`~persistence.stores.reference_api.ReferenceTierAPI`.
 """
 
 from __future__ import annotations
@@ -112,10 +113,11 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
     how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
-    statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`engine`;
-    :meth:`transaction`, the hooks and the connections are its, offered here too. The
-    index part's settings live on it (``store.indexes.exact_scan_max``, its vector copy
-    ``store.indexes.vectors`` and first stage ``store.indexes.vectors.first_stage``).
+    statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`engine`:
+    the transactions' hooks, other processes' commits and the connections are asked of
+    it (``store.engine.after_commit(...)``). The index part's settings live on it
+    (``store.indexes.exact_scan_max``, its vector copy ``store.indexes.vectors`` and
+    first stage ``store.indexes.vectors.first_stage``).
     """
 
     engine: Database
@@ -178,7 +180,6 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             self.engine, self.path, self.config, self.keywords, vector_resort_after
         )
         self.engine.after_exclusive(self.indexes.vectors.reset)
-        self._reading = self.engine.reading  # this thread's read connection
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -294,17 +295,11 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     def __enter__(self) -> SQLiteStore:
         return self.open()
 
-    # --- the engine's API, offered on the store ------------------------------------------
-
-    def check_external_changes(self, wait_s: float = 0.05) -> bool:
-        """Look for other connections' commits (see :meth:`Database.check_external_changes`)."""
-        return self.engine.watch(wait_s)
-
     # --- facts about the file -------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """One fact about the file (``store_meta``), or ``None``."""
-        with self._reading() as conn:
+        with self.engine.reading() as conn:
             return read_meta(conn, key)
 
     def set_meta(self, key: str, value: str | None) -> None:
@@ -325,12 +320,12 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     @property
     def schema_version(self) -> int:
         """The schema version of the open file."""
-        with self._reading() as conn:
+        with self.engine.reading() as conn:
             return read_schema_version(conn)
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
-        with self._reading() as conn:
+        with self.engine.reading() as conn:
             return _statistics(conn, self.path, self.config.scope)
 
 

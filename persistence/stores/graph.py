@@ -57,11 +57,6 @@ class GraphStore:
         self._no_aliases = no_aliases or NothingCached()  # recall asks at every call
         self._scope = scope or GraphScope()
 
-    def snapshot(self) -> AbstractContextManager[Connection]:
-        """Reads inside the block see one snapshot (nested blocks share it; inside this
-        thread's transaction, the transaction's view)."""
-        return self.engine.snapshot()
-
     # --- resolving --------------------------------------------------------------------------
 
     def _resolve(self, conn: Connection, ref: str, type_: str | None = None) -> str | None:

@@ -20,7 +20,7 @@ from tiered_memory import AgentMemoryManager
 
 
 def _log(memory: AgentMemoryManager) -> list[tuple[str, str, str]]:
-    with memory.store.read_connection() as conn:
+    with memory.store.engine.reading() as conn:
         rows = query_all(conn, "SELECT memory_id, from_tier, to_tier FROM promotion_log")
     return [(str(a), str(b), str(c)) for a, b, c in rows]
 

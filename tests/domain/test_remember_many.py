@@ -185,7 +185,7 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
     assert set(found(memory.store, "u3x")) == inside
     assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
     dirty = "tm_kw_dirty" if is_postgres(memory.store) else "keyword_dirty"
-    with memory.store.read_connection() as conn:
+    with memory.store.engine.reading() as conn:
         assert conn.execute(f"SELECT count(*) FROM {dirty}").fetchone() == (0,)
     assert memory.check_integrity().ok
 
@@ -197,7 +197,7 @@ def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memo
     from persistence.sqlite.sql import index_sql
 
     def automerge() -> object:
-        with memory.store.read_connection() as conn:
+        with memory.store.engine.reading() as conn:
             row = conn.execute("SELECT v FROM memory_fts_config WHERE k = 'automerge'")
             return (row.fetchall() or [(4,)])[0][0]
 

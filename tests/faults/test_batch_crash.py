@@ -64,7 +64,7 @@ def test_sigkill_during_batches_leaves_whole_batches_and_an_exact_index(
 
 
 def _keyword_stats(store: PostgresStore) -> tuple[object, ...] | None:
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         row: tuple[object, ...] | None = conn.execute(
             "SELECT sum(n), sum(tokens) FROM tm_kw_stats"
         ).fetchone()

@@ -205,7 +205,7 @@ def graph_rows(memory: AgentMemoryManager) -> dict[str, list[tuple[object, ...]]
               "graph_queue", "graph_dirty", "episodic")  # fmt: skip
     if is_postgres(memory.store):  # every table, the version row of commits included
         return {"all": list(snapshot(memory.store))}
-    with memory.store.read_connection() as conn:
+    with memory.store.engine.reading() as conn:
         rows = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
         rows["data_version"] = [(conn.pragma("data_version"),)]
     return rows

@@ -229,7 +229,7 @@ def test_graph_writes_join_the_callers_transaction(pair: Pair, clock: FakeClock)
 def test_snapshot_reads_see_one_state(pair: Pair, clock: FakeClock) -> None:
     pg = pair.graphs[1]
     pg.add_entity("Alice", "person", None, clock())
-    with pg.snapshot():
+    with pg.engine.snapshot():
         assert pg.statistics().entities == 1
         other_store = PostgresStore(pair.pg.engine._url, clock=clock).open()
         try:

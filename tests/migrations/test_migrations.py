@@ -238,7 +238,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
         ):  # fmt: skip
             graph.relate(s, p, o, 1, confidence=0.5 + n / 10, valid_to=None if n else 5)
         before = [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)]
-        with old.read_connection() as conn:
+        with old.engine.reading() as conn:
             plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
         assert "COVERING INDEX" not in plan
     with SQLiteStore(db_path) as store:
@@ -246,7 +246,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
         graph = sqlite_graph_store(store.engine)
         assert [graph.neighbors("Ana", 3, None, 10, 10, at) for at in (1, 9)] == before
         assert before[0] != before[1]  # the invalidated relation counts at one time only
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
             assert graph_sql.check(conn) == []
         assert "COVERING INDEX idx_relations_subject" in plan

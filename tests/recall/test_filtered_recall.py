@@ -212,7 +212,7 @@ def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: 
             MemoryFilter(created_after=START + 30 * DAY, created_before=START + 45 * DAY),
             MemoryFilter(session_id="nobody"),
         ]
-        with memory.store.engine.reading() as conn:  # type: ignore[attr-defined]
+        with memory.store.engine.reading() as conn:
             for where in filters:
                 for query in (("apple", "river"), ("stone",), ("lamp", "pie", "cloud")):
                     assert index_sql.narrow_rowids(conn, where, 1000) is not None

@@ -60,7 +60,7 @@ def test_bad_maxsize_is_refused() -> None:
 def test_write_through_fills_only_after_commit(store: SQLiteStore) -> None:
     cache: CacheLayer[str, Memory] = CacheLayer(
         10,
-        transactions=store,
+        transactions=store.engine,
         writer=lambda key, memory: store.memories.put_memory(memory) and None,
     )
     memory = Memory.create("x", Tier.SEMANTIC)
@@ -72,7 +72,7 @@ def test_write_through_fills_only_after_commit(store: SQLiteStore) -> None:
 
 
 def test_rollback_drops_the_entry(store: SQLiteStore) -> None:
-    cache: CacheLayer[str, str] = CacheLayer(10, transactions=store)
+    cache: CacheLayer[str, str] = CacheLayer(10, transactions=store.engine)
     cache.set("k", "committed")
     with pytest.raises(Boom), store.transaction():
         cache.set("k", "never committed")
@@ -83,7 +83,7 @@ def test_rollback_drops_the_entry(store: SQLiteStore) -> None:
 def test_delete_through(store: SQLiteStore) -> None:
     memory = store.put_episodic(Memory.create("x"))
     cache: CacheLayer[str, Memory] = CacheLayer(
-        10, transactions=store, deleter=store.delete_episodic
+        10, transactions=store.engine, deleter=store.delete_episodic
     )
     cache.set(memory.id, memory)
     assert cache.delete(memory.id) is True

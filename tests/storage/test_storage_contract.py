@@ -45,7 +45,7 @@ def test_keyword_search_takes_words_and_builds_the_same_fts5_expression(
     assert words == ("user", "like", "dark", "mode")
     assert index_sql.fts5_match(words) == '"user" OR "like" OR "dark" OR "mode"'
     found = store.indexes.keyword_search(words, 10)
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         expected = conn.execute(
             "SELECT i.memory_id, bm25(memory_fts, 1.0, 0.5, 0.5) AS s FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid WHERE memory_fts MATCH ? "

@@ -28,6 +28,7 @@ from persistence import (
     Tier,
     build_backend,
 )
+from persistence.engine import Engine
 from persistence.postgres import PostgresStore
 from persistence.postgres.graph_store import pg_graph_store
 from persistence.sqlite import BackupManager, IndexStore, SQLiteStore
@@ -222,9 +223,41 @@ def test_the_domain_calls_only_what_the_graph_protocol_lists() -> None:
         if name not in allowed
     }
     assert outside == set()
-    assert "snapshot" in _store_attributes(
+    assert "engine" in _store_attributes(
         (ROOT / "tiered_memory" / "recall" / "graph_signal.py").read_text(), GRAPH_NAMES
-    )  # the check does see the recall signal's reads
+    )  # the check does see the recall signal's reads (in the engine's snapshot)
+
+
+def _engine_attributes(source: str) -> set[str]:
+    """Every ``name`` of ``store.engine.name`` / ``records.engine.name`` the source uses."""
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        engine = node.value if isinstance(node, ast.Attribute) else None
+        if isinstance(engine, ast.Attribute) and engine.attr == "engine":
+            holder = engine.value
+            held_as = holder.id if isinstance(holder, ast.Name) else getattr(holder, "attr", None)
+            if held_as in STORE_NAMES | GRAPH_NAMES:
+                used.add(node.attr)  # type: ignore[union-attr]
+    return used
+
+
+def test_both_engines_databases_have_every_member_of_the_engine_protocol() -> None:
+    file, server = SQLiteStore(":memory:"), PostgresStore("postgresql://nobody@localhost/none")
+    for engine in (file.engine, server.engine):
+        assert _signature_problems(Engine, engine, type(engine)) == []
+
+
+def test_the_domain_asks_the_engine_only_what_the_engine_protocol_lists() -> None:
+    """The transactions' hooks, other processes' commits and snapshots are the engine's
+    (``store.engine.after_commit(...)``): the domain asks for nothing else of it."""
+    used = {
+        (path.name, name)
+        for path in _domain_modules()
+        for name in _engine_attributes(path.read_text())
+    }
+    assert {"after_commit", "check_external_changes", "snapshot"} <= {n for _, n in used}
+    outside = {f"{module}: engine.{name}" for module, name in used if name not in _members(Engine)}
+    assert outside == set()
 
 
 def test_the_check_sees_a_call_outside_the_protocol() -> None:

@@ -154,7 +154,7 @@ EXPECTED_COUNTS = {
 def test_postgres_counts_everything_in_one_snapshot(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         _populate(store)
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             counts = stats_sql.counts(conn)
         assert {name: counts[name] for name in EXPECTED_COUNTS} == EXPECTED_COUNTS
         assert counts["unembedded_count"] == 4 and counts["embedding_cache_count"] == 0

@@ -39,7 +39,7 @@ def is_postgres(store: MemoryStorage) -> bool:
 def snapshot(store: MemoryStorage) -> list[tuple[object, ...]]:
     """Every row of every table, to prove a failed call changed nothing."""
     if is_postgres(store):
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             tables = [
                 r[0]
                 for r in conn.execute(
@@ -97,7 +97,7 @@ def keyword_state(store: MemoryStorage, words: Iterable[str]) -> tuple[dict[str,
         from tests.engines.sqlite.test_keyword_context import scores_and_size
 
         return scores_and_size(store, words)
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         return _pg_keyword_state(conn, words)
 
 
@@ -142,7 +142,7 @@ def _pg_keyword_state(conn: Any, words: Iterable[str]) -> tuple[dict[str, object
 
 def index_rows(store: MemoryStorage) -> tuple[int, int]:
     """(memories in the keyword index, tag rows) of a store."""
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         if is_postgres(store):
             keywords = conn.execute("SELECT count(*) FROM tm_keywords").fetchone()[0]
             tags = conn.execute("SELECT coalesce(sum(cardinality(tags)), 0) FROM tm_memories")

@@ -38,7 +38,7 @@ def build(path: Path, count: int = COUNT, prefix: str = "m") -> np.ndarray:
 
 
 def triggers(store: SQLiteStore) -> list[tuple[str, str]]:
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         return conn.execute(
             "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name"
         ).fetchall()
@@ -81,7 +81,7 @@ def test_a_bulk_import_builds_the_same_indexes_as_row_by_row_writes(
         store.memories.put_memory(Memory.create("brandnew", Tier.EPISODIC, id="new",
                                                 session_id="ms1",
                                                 embedding=vectors[0] * -1))  # fmt: skip
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             before = conn.execute(
                 "SELECT id FROM episodic WHERE session_id = 'ms1' AND id != 'new' "
                 "ORDER BY rowid DESC LIMIT 2"

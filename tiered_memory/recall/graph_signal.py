@@ -69,7 +69,7 @@ def graph_candidates(
         if amount > paths.get(memory_id, (0.0, ""))[0]:
             paths[memory_id] = (amount, path)
 
-    with records.snapshot():  # one snapshot for every read below
+    with records.engine.snapshot():  # one snapshot for every read below
         if not records.has_graph():
             return GraphCandidates([], {})
         named: dict[str, str] = {}

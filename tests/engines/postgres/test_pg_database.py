@@ -30,8 +30,8 @@ def test_a_failed_transaction_writes_nothing_and_runs_rollback_hooks(pg: Postgre
     seen: list[str] = []
     with pytest.raises(RuntimeError), pg.transaction():
         pg.set_meta("k", "v")
-        pg.after_commit(lambda: seen.append("commit"))
-        pg.after_rollback(lambda: seen.append("rollback"))
+        pg.engine.after_commit(lambda: seen.append("commit"))
+        pg.engine.after_rollback(lambda: seen.append("rollback"))
         raise RuntimeError
     assert pg.get_meta("k") is None
     assert seen == ["rollback"]
@@ -91,20 +91,20 @@ def test_another_handles_commit_reaches_the_change_listeners(pg_url: str) -> Non
     a, b = PostgresStore(pg_url).open(), PostgresStore(pg_url).open()
     try:
         told: list[int] = []
-        b.on_external_change(lambda: told.append(1))
-        b.check_external_changes()
+        b.engine.on_external_change(lambda: told.append(1))
+        b.engine.check_external_changes()
         assert told == []
         a.set_meta("x", "1")
         deadline = time.monotonic() + 5
         while not told and time.monotonic() < deadline:
-            b.check_external_changes()
+            b.engine.check_external_changes()
             time.sleep(0.01)
         assert told, "b never heard of a's commit"
         a.set_meta("own", "1")
         told.clear()
         a_told: list[int] = []
-        a.on_external_change(lambda: a_told.append(1))
-        a.check_external_changes()
+        a.engine.on_external_change(lambda: a_told.append(1))
+        a.engine.check_external_changes()
         assert a_told == []  # a's own commit is not another process's
     finally:
         a.close()
@@ -149,7 +149,7 @@ def test_a_read_only_handle_refuses_writes(pg_url: str) -> None:
     try:
         with pytest.raises(ReadOnlyError):
             ro.set_meta("k", "v")
-        with ro.read_connection() as conn, pytest.raises(ReadOnlyError):
+        with ro.engine.reading() as conn, pytest.raises(ReadOnlyError):
             from persistence.postgres.translate import storage_errors
 
             with storage_errors(ro.engine._url):

@@ -72,20 +72,20 @@ def test_a_failed_statement_writes_nothing_and_leaves_the_store_usable(pg_url: s
     a, b = PostgresStore(pg_url).open(), PostgresStore(pg_url).open()
     try:
         told: list[int] = []
-        b.on_external_change(lambda: told.append(1))
-        b.check_external_changes()
+        b.engine.on_external_change(lambda: told.append(1))
+        b.engine.check_external_changes()
         insert = ("INSERT INTO tm_meta (key, value) VALUES (%s, %s)", ("half", "1"))
         with pytest.raises(StorageError):
             a.engine.write_in_one_trip([insert, ("SELECT 1 / %s", (0,))], wrote=("true", ()))
         assert a.get_meta("half") is None
         time.sleep(0.1)  # past b's interval for reading the version row
-        b.check_external_changes()
+        b.engine.check_external_changes()
         assert told == []  # nothing committed: nothing announced
         (row,) = a.engine.write_in_one_trip([insert], wrote=("true", ()))
         assert row is None and a.get_meta("half") == "1"
         deadline = time.monotonic() + 5
         while not told and time.monotonic() < deadline:
-            b.check_external_changes()
+            b.engine.check_external_changes()
             time.sleep(0.01)
         assert told, "b never heard of a's one-trip commit"
     finally:
@@ -97,11 +97,11 @@ def test_the_version_moves_only_when_the_statements_wrote(pg_url: str) -> None:
     store = PostgresStore(pg_url).open()
     try:
         read = "SELECT v FROM tm_version WHERE scope = ''"
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             before = conn.execute(read).fetchone()
         noop = ("INSERT INTO tm_meta (key, value) SELECT 'k', 'v' WHERE false", ())
         store.engine.write_in_one_trip([noop], wrote=("false", ()))
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             assert conn.execute(read).fetchone() == before
     finally:
         store.close()

@@ -124,13 +124,13 @@ def test_the_change_watch_reads_the_version_on_the_listener_in_one_trip(
     other = PostgresStore(pg_url).open()
     try:
         told: list[int] = []
-        store.on_external_change(lambda: told.append(1))
-        assert _trips(proxy, store.check_external_changes) == 1  # the row, on the listener
+        store.engine.on_external_change(lambda: told.append(1))
+        assert _trips(proxy, store.engine.check_external_changes) == 1  # the row, on the listener
         assert told == []
         other.set_meta("k", "v")  # another handle commits
         store.engine._listener.execute("SELECT 1")  # type: ignore[union-attr]  # swallow the notice
         store.engine._listener.pgconn.notifies()  # type: ignore[union-attr]
-        store.check_external_changes()
+        store.engine.check_external_changes()
         assert told == [1]  # the row itself showed it
     finally:
         store.close()

@@ -83,7 +83,7 @@ def test_forgetting_deletes_the_vector_schedule_and_content_key(pg_url: str) -> 
         store.put_repetition_schedule(RepetitionSchedule(memory.id, 1, 1))
         store.promote_memory(memory.id, Tier.EPISODIC, Tier.SEMANTIC)
         assert store.memories.forget_memory(memory.id, "asked") is Tier.SEMANTIC
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             tables = ("tm_memories", "tm_vectors", "tm_schedules", "tm_content_keys")
             counts = " + ".join(f"(SELECT count(*) FROM {table})" for table in tables)
             left = conn.execute(f"SELECT {counts}").fetchone()  # noqa: S608
@@ -106,6 +106,6 @@ def test_promotion_keeps_the_insertion_order(pg_url: str) -> None:
         a = store.put_episodic(Memory.create("a"))
         store.put_episodic(Memory.create("b"))
         store.promote_memory(a.id, Tier.EPISODIC, Tier.SEMANTIC)
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             rows = conn.execute("SELECT content FROM tm_memories ORDER BY seq").fetchall()
         assert [r[0] for r in rows] == ["a", "b"]

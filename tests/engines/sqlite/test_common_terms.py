@@ -39,7 +39,7 @@ def filled(file_store: SQLiteStore) -> SQLiteStore:
 
 
 def _search(store: SQLiteStore, words: tuple[str, ...], limit: int, cap: int | None) -> KeywordHits:
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         return index_sql.keyword_search(conn, words, limit, MemoryFilter(), 0.5, 0.5, rank_cap=cap)
 
 
@@ -63,7 +63,7 @@ def test_the_rule_gives_way_when_it_finds_too_few(filled: SQLiteStore) -> None:
     """Asked for more rows than the rule's memories hold: every match is ranked."""
     hits = _search(filled, ("common", "rare"), 200, CAP)
     assert hits.skipped is None and len(hits) == 200
-    with filled.read_connection() as conn:
+    with filled.engine.reading() as conn:
         expected = conn.execute(
             "SELECT i.memory_id, bm25(memory_fts, 1.0, 0.5, 0.5) AS s FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid WHERE memory_fts MATCH ? "
@@ -77,7 +77,7 @@ def test_a_file_no_larger_than_the_cap_never_takes_the_rule(filled: SQLiteStore)
     """Every word in every row, and still no rule while the cap is at least the file's
     size: a query cannot match more rows than the file holds."""
     words = ("common", "rare", "filler1", "filler2")
-    with filled.read_connection() as conn:
+    with filled.engine.reading() as conn:
         for cap in (ROWS, ROWS + 1, index_sql.RANK_CAP):
             assert index_sql.coordinated(conn, words, cap) is None
         assert index_sql.coordinated(conn, words, ROWS - 1) is not None

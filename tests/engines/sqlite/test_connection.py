@@ -40,7 +40,7 @@ def test_writer_and_reader_connections_get_the_policy(file_store: SQLiteStore) -
         assert writer.pragma("cache_size") == -32768
     checkpointer = file_store.engine.background.checkpointer
     assert checkpointer is not None and checkpointer.pages == 1000 and checkpointer.running
-    with file_store._reading() as reader:
+    with file_store.engine.reading() as reader:
         assert reader is not file_store._writer
         assert _pragmas(reader)["synchronous"] == 1
         assert _pragmas(reader)["foreign_keys"] == 1

@@ -106,7 +106,7 @@ def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path
                     live[memory_id] = (tier, moved)
         tables = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic",
                   Tier.SEMANTIC: "semantic"}  # fmt: skip
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             expected: dict[str, set[str]] = {}
             for table in tables.values():
                 rows = conn.execute(
@@ -130,7 +130,7 @@ def test_the_index_matches_a_recomputation_after_random_operations(db_path: Path
 
 
 def scores_and_size(store: SQLiteStore, words: Iterable[str]) -> tuple[dict[str, object], int]:
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         return _scores_and_size(conn, words)
 
 

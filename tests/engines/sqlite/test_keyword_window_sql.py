@@ -13,7 +13,7 @@ from persistence.sqlite.sql import keyword_window_sql
 
 
 def _schema(store: SQLiteStore, kind: str, like: str) -> dict[str, str]:
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         rows = query_all(
             conn, "SELECT name, sql FROM sqlite_schema WHERE type = ? AND name LIKE ?", (kind, like)
         )

@@ -23,7 +23,7 @@ def test_sqlite_log_messages_reach_the_tiered_memory_sqlite_logger(
     caplog.set_level(logging.DEBUG, logger="tiered_memory")
     with AgentMemoryManager.open(db_path, embedder=None) as memory:  # opening routes it
         for table in ("no_such_table_here", "nor_this_one"):
-            with memory.store.read_connection() as conn, pytest.raises(apsw.SQLError):
+            with memory.store.engine.reading() as conn, pytest.raises(apsw.SQLError):
                 conn.execute(f"SELECT * FROM {table}")
             route_sqlite_log()  # a second call is harmless: routing stays as it was
     for table in ("no_such_table_here", "nor_this_one"):
@@ -41,7 +41,7 @@ def test_nothing_is_printed_when_the_application_configures_no_logging(tmp_path:
         from tiered_memory import AgentMemoryManager
         with AgentMemoryManager.open({str(tmp_path / "a.db")!r}, embedder=None) as memory:
             memory.remember("x")
-            with memory.store.read_connection() as conn:
+            with memory.store.engine.reading() as conn:
                 try:
                     conn.execute("SELECT * FROM no_such_table_here")
                 except apsw.SQLError:
@@ -98,7 +98,7 @@ def test_routine_notices_are_debug_and_others_info(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="tiered_memory")
     with AgentMemoryManager.open(db_path, embedder=None) as memory:
-        with memory.store.read_connection() as conn:
+        with memory.store.engine.reading() as conn:
             conn.execute("CREATE TEMP TABLE x(a); CREATE TEMP TABLE y(b)")
             conn.execute("INSERT INTO x VALUES (1); INSERT INTO y VALUES (1)")
             conn.execute("SELECT count(*) FROM x JOIN y ON x.a = y.b").fetchall()

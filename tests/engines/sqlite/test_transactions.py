@@ -44,15 +44,15 @@ def test_nested_transaction_is_a_savepoint(store: SQLiteStore) -> None:
 def test_hooks_run_after_commit_or_on_rollback(store: SQLiteStore) -> None:
     events: list[str] = []
     with store.transaction() as conn:
-        store.after_commit(lambda: events.append(f"commit in_tx={conn.in_transaction}"))
-        store.after_rollback(lambda: events.append("rollback"))
+        store.engine.after_commit(lambda: events.append(f"commit in_tx={conn.in_transaction}"))
+        store.engine.after_rollback(lambda: events.append("rollback"))
         assert events == []
     assert events == ["commit in_tx=False"]
 
     events.clear()
     with pytest.raises(Boom), store.transaction():
-        store.after_commit(lambda: events.append("commit"))
-        store.after_rollback(lambda: events.append("rollback"))
+        store.engine.after_commit(lambda: events.append("commit"))
+        store.engine.after_rollback(lambda: events.append("rollback"))
         raise Boom
     assert events == ["rollback"]
 
@@ -60,10 +60,10 @@ def test_hooks_run_after_commit_or_on_rollback(store: SQLiteStore) -> None:
 def test_savepoint_rollback_runs_only_its_own_hooks(store: SQLiteStore) -> None:
     events: list[str] = []
     with store.transaction():
-        store.after_commit(lambda: events.append("outer commit"))
+        store.engine.after_commit(lambda: events.append("outer commit"))
         with pytest.raises(Boom), store.transaction():
-            store.after_commit(lambda: events.append("inner commit"))
-            store.after_rollback(lambda: events.append("inner rollback"))
+            store.engine.after_commit(lambda: events.append("inner commit"))
+            store.engine.after_rollback(lambda: events.append("inner rollback"))
             raise Boom
         assert events == ["inner rollback"]
     assert events == ["inner rollback", "outer commit"]
@@ -71,8 +71,8 @@ def test_savepoint_rollback_runs_only_its_own_hooks(store: SQLiteStore) -> None:
 
 def test_after_commit_outside_a_transaction_runs_now(store: SQLiteStore) -> None:
     events: list[str] = []
-    store.after_commit(lambda: events.append("now"))
-    store.after_rollback(lambda: events.append("never"))
+    store.engine.after_commit(lambda: events.append("now"))
+    store.engine.after_rollback(lambda: events.append("never"))
     assert events == ["now"]
 
 
@@ -84,7 +84,7 @@ def test_failed_commit_rolls_back_and_runs_rollback_hooks(store: SQLiteStore) ->
             "CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
         )
     with pytest.raises(Exception, match="FOREIGN KEY"), store.transaction() as conn:
-        store.after_rollback(lambda: events.append("rollback"))
+        store.engine.after_rollback(lambda: events.append("rollback"))
         conn.execute("INSERT INTO child VALUES (42)")
         store.put_episodic(Memory.create("doomed"))
     assert events == ["rollback"]
@@ -98,7 +98,7 @@ def test_rollback_hooks_run_newest_first_like_an_undo_log(store: SQLiteStore) ->
     with pytest.raises(Boom), store.transaction():
         for n in range(3):
             with store.transaction():
-                store.after_rollback(lambda n=n: events.append(n))  # type: ignore[misc]
+                store.engine.after_rollback(lambda n=n: events.append(n))  # type: ignore[misc]
         raise Boom
     assert events == [2, 1, 0]
 
@@ -107,7 +107,7 @@ def test_an_inner_error_that_ends_the_whole_transaction_is_reported(store: SQLit
     """If SQLite drops the whole transaction, later writes must not autocommit."""
     events: list[str] = []
     with pytest.raises(Exception), store.transaction() as conn:  # noqa: B017
-        store.after_rollback(lambda: events.append("outer rollback"))
+        store.engine.after_rollback(lambda: events.append("outer rollback"))
         with pytest.raises(Boom), store.transaction():
             conn.execute("ROLLBACK")  # what SQLite does itself on disk-full or I/O errors
             raise Boom

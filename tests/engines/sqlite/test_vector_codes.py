@@ -161,7 +161,7 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
             store.indexes.set_embeddings(rows)
             if start + 512 < FIT_ROWS:
                 assert codes_in(db_path) == {}  # too few vectors to fit on yet
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             head = index_sql.change_head(conn)
     assert len(codes_in(db_path)) == COUNT
     assert fit_position(db_path) == head

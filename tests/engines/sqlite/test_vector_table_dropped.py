@@ -91,7 +91,7 @@ def test_a_v15_file_loses_the_vector_table_and_keeps_its_memories(db_path: Path)
         assert _vector_objects(db_path) == []
         for i, vector in enumerate(vectors):
             assert store.indexes.vector_search(vector, 1)[0][0] == f"m{i}"
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
             (count,) = conn.execute("SELECT count(*) FROM episodic").fetchone()
         assert count == len(vectors)
@@ -157,7 +157,7 @@ def _plans(store: SQLiteStore, run: Any) -> list[str]:
             seen.append((sql, bindings))
         return True
 
-    with store.read_connection() as conn:
+    with store.engine.reading() as conn:
         conn.set_exec_trace(trace)
         try:
             run(store)
@@ -179,14 +179,14 @@ def test_agent_and_category_indexes_are_partial_and_still_used(db_path: Path) ->
                               category="c" if i % 40 == 0 else None)
                 for i in range(2000)
             ])  # fmt: skip
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             conn.execute("ANALYZE")
         for tier in (Tier.EPISODIC, Tier.SEMANTIC):
             for index, column, value, expected in (
                 (f"idx_{tier.value}_agent", "agent_id", "a", 40),
                 (f"idx_{tier.value}_category", "category", "c", 50),
             ):
-                with store.read_connection() as conn:
+                with store.engine.reading() as conn:
                     (sql,) = conn.execute(
                         "SELECT sql FROM sqlite_schema WHERE name = ?", (index,)
                     ).fetchone()
@@ -202,7 +202,7 @@ def test_agent_and_category_indexes_are_partial_and_still_used(db_path: Path) ->
                 assert len(found[0]) == expected
                 assert any(f"INDEX {index}" in plan for plan in plans), plans
         # The agent's own listing (agent-scoped handles) uses it too.
-        with store.read_connection() as conn:
+        with store.engine.reading() as conn:
             sql = "EXPLAIN QUERY PLAN SELECT id FROM episodic WHERE agent_id = ?"
             plan = " ".join(str(r[3]) for r in conn.execute(sql, ("a",)))
         assert "INDEX idx_episodic_agent" in plan

@@ -33,7 +33,7 @@ from persistence.errors import (
 )
 from persistence.frames import Hook, TransactionFrames, run_hooks
 from persistence.sqlite import encryption, file_users
-from persistence.sqlite.background import Background, BackgroundJob
+from persistence.sqlite.background import Background
 from persistence.sqlite.connection import (
     MEMORY_PATH,
     WRITER_CACHE_KIB,
@@ -120,7 +120,9 @@ class Database(TransactionFrames):
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
         self.background = Background(path, path == MEMORY_PATH)
-        """The threads beside the writer: WAL checkpoints, registered jobs."""
+        """The threads beside the writer: WAL checkpoints (``request_checkpoint()``) and the
+        jobs registered in ``jobs`` (each started as a writable file's writer opens,
+        stopped before it closes)."""
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -188,11 +190,6 @@ class Database(TransactionFrames):
                 self.background.start(conn, self.options)
             return True
 
-    def add_background(self, job: BackgroundJob) -> None:
-        """Run ``job`` beside the writer of a writable file: started as it opens, stopped
-        before it closes (persistence/sqlite/background.py)."""
-        self.background.jobs.append(job)
-
     def when_idle(self, work: Callable[[apsw.Connection], T]) -> T:
         """``work(writer)`` for a background job, on the writer's connection and under its
         lock, so its commits are the writer's own (``data_version`` does not report them
@@ -211,15 +208,6 @@ class Database(TransactionFrames):
                 writer.set_busy_timeout(self.options.busy_timeout_ms)
         finally:
             self.lock.release()
-
-    def request_checkpoint(self) -> None:
-        """Have the background checkpointer copy the WAL soon (after idle work)."""
-        self.background.request_checkpoint()
-
-    @property
-    def background_running(self) -> bool:
-        """True while the background checkpointer runs."""
-        return self.background.running
 
     def _tidy_after_read_only(self) -> None:
         tidy, self._tidy_wal = self._tidy_wal, False

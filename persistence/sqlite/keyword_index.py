@@ -133,7 +133,7 @@ class IdleMerger:
         """Merge step by step while the writer rests; then have what it wrote copied.
         Only while the checkpointer runs (it did this work on its own thread before):
         none when it could not start or gave up."""
-        if not self.due or self._idle_for() < self.idle_s or not self.engine.background_running:
+        if not self.due or self._idle_for() < self.idle_s or not self.engine.background.running:
             return
         did = False
         try:
@@ -154,7 +154,7 @@ class IdleMerger:
                 time.sleep(STEP_GAP_S)
         finally:
             if did and not self._worker.stopping:
-                self.engine.request_checkpoint()
+                self.engine.background.request_checkpoint()
 
 
 class KeywordIndex:
@@ -166,7 +166,7 @@ class KeywordIndex:
         self.graph = False  # the file has a knowledge graph, collected at commit (v10+)
         self.merger = IdleMerger(engine, idle_seconds(idle_s))
         engine.before_commit(self.before_commit)
-        engine.add_background(self.merger)
+        engine.background.jobs.append(self.merger)  # started as the writer opens
 
     def opened(self, conn: apsw.Connection) -> bool:
         """Learn what the file defers to commit; True if work was left by a writer that

@@ -3,8 +3,7 @@
 :func:`build_backend` is the only place that names an engine's classes for the domain:
 ``AgentMemoryManager`` takes a :class:`Backend` and uses its parts through their
 Protocols (:class:`~persistence.MemoryStorage`, :class:`~persistence.GraphStorage`,
-:class:`~persistence.cache_layer.TransactionHooks`, :class:`~persistence.StoreFiles`
-for the operator's file operations, and one per record family:
+:class:`~persistence.StoreFiles` for the operator's file operations, and one per record family:
 :class:`~persistence.MemoryRecords`, :class:`~persistence.SessionRecords`,
 :class:`~persistence.ScheduleRecords`, :class:`~persistence.RecallIndex`). A second
 backend (PostgreSQL + pgvector, say) is one more branch here, picked by the location (a
@@ -24,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from persistence.cache_layer import TransactionHooks
 from persistence.errors import ExtraMissingError, UnsupportedOperationError
 from persistence.locations import is_server_url
 from persistence.records import Key, PoolSettings, SalvageResult, Synchronous, TracedStatement
@@ -44,16 +42,16 @@ from persistence.validation import DEFAULT_MAX_CONTENT_BYTES
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """One store's parts: its records, its graph's records, the transaction hooks a
-    cache keeps in step with, and the file operations (backup, restore, JSON, integrity,
-    maintenance). ``memories``, ``sessions``, ``schedules`` and ``indexes`` are the
-    record families of ``store`` (the same data and transactions), each by its own
-    Protocol, for a part of the domain that needs only one of them. ``notes`` are the
-    notes and memories' content history, over the same data and transactions."""
+    """One store's parts: its records, its graph's records and the file operations
+    (backup, restore, JSON, integrity, maintenance). ``memories``, ``sessions``,
+    ``schedules`` and ``indexes`` are the record families of ``store`` (the same data
+    and transactions), each by its own Protocol, for a part of the domain that needs
+    only one of them. ``notes`` are the notes and memories' content history, over the
+    same data and transactions. The transactions' hooks a cache keeps in step with are
+    the store's engine's (``store.engine``)."""
 
     store: MemoryStorage
     graph: GraphStorage
-    hooks: TransactionHooks
     backups: StoreFiles
     memories: MemoryRecords
     sessions: SessionRecords
@@ -127,7 +125,6 @@ def build_backend(
     return Backend(
         store,
         sqlite_graph_store(store.engine, Scope.of(scope)),
-        store.engine,
         BackupManager(store, backup_dir, agent_id=scope or None),
         memories=store.memories,
         sessions=store.sessions,
@@ -171,7 +168,6 @@ def _server_backend(
     return Backend(
         store,
         pg.pg_graph_store(store.engine),
-        store.engine,
         pg.PgFiles(store, backup_dir),
         memories=store.memories,
         sessions=store.sessions,

@@ -113,8 +113,9 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,
                                      cfg.target_retention)  # fmt: skip
-        self._cache: CacheLayer[str, Memory] = CacheLayer(cfg.cache_size,
-                                                          transactions=backend.hooks)  # fmt: skip
+        self._cache: CacheLayer[str, Memory] = CacheLayer(
+            cfg.cache_size, transactions=self.store.engine
+        )
         redactor = cfg.active_redactor
         self.scratchpad = Scratchpad(
             self.store, cfg.scratchpad_token_budget, cfg.token_counter, clock, redactor=redactor

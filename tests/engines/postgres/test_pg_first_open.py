@@ -1,0 +1,46 @@
+"""The first open of a new PostgreSQL database, as a fleet meets it: many processes
+opening it at once all succeed and the schema is made once."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from migrations.postgres import LATEST_VERSION
+from tests.support.pg_server import PgServer
+from tests.support.processes import spawn_worker
+
+OPENERS = 16
+
+
+def database_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+def version_rows(server: PgServer, url: str) -> list[tuple[int, int]]:
+    """``(version, rows)`` of ``tm_schema_version``, in version order."""
+    with server.connect(database_of(url)) as conn:
+        rows = conn.execute(
+            "SELECT version, count(*) FROM tm_schema_version GROUP BY version ORDER BY version"
+        ).fetchall()
+    return [(int(v), int(n)) for v, n in rows]
+
+
+@pytest.mark.pg_unmigrated
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_sixteen_processes_opening_a_new_database_at_once_all_succeed(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    workers = [spawn_worker("open-on-cue", pg_url, stdin=True) for _ in range(OPENERS)]
+    for worker in workers:  # every one is waiting on its stdin: release them together
+        assert worker.process.stdin is not None
+        worker.process.stdin.write("go\n")
+    for worker in workers:
+        assert worker.process.stdin is not None
+        worker.process.stdin.flush()
+    results = [w.finish(180)[-1] for w in workers]
+    failed = [r for r in results if r != "OPENED"]
+    assert failed == [], f"{len(failed)} of {OPENERS} opens failed: {failed[:3]}"
+    assert version_rows(pg_server, pg_url) == [(v, 1) for v in range(1, LATEST_VERSION + 1)]

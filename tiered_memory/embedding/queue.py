@@ -52,6 +52,11 @@ REBUILD_BATCH = 64
 """Memories per committed step of a re-embedding (each step survives a crash)."""
 CATCH_UP_SECONDS = 0.25
 """How long ``recall()`` embeds pending memories before it searches without them."""
+CATCH_UP_ALWAYS = 32
+"""A backlog of at most this many memories is embedded whole before ``recall()``
+searches, however long that takes, waiting for the background thread's batch if it is on
+one: what was just written is never missed by the vector search (a new store's first
+batch, which warms the model up, took 0.2-0.45 s: longer than ``CATCH_UP_SECONDS``)."""
 CATCH_UP_FIRST = 4
 """Recall's first batch when it catches up: small, as its pace is not known yet."""
 CATCH_UP_BATCH = 64
@@ -259,7 +264,9 @@ class EmbeddingQueue:
         Recall calls this: it never waits for a whole backlog. The first batch is small;
         each next one is sized by the pace measured so far to end before the deadline.
         The right to embed is waited for only until the deadline (the background thread
-        may be on a batch; then the search goes on without the rest).
+        may be on a batch; then the search goes on without the rest), except that a
+        backlog of at most :data:`CATCH_UP_ALWAYS` is embedded whole, the background
+        thread's batch waited for: a memory just written is always seen.
         """
         embedder = self.embedder()
         if embedder is None:
@@ -279,7 +286,14 @@ class EmbeddingQueue:
                 started = time.monotonic()
                 self._embed_batch(embedder, batch)
                 per_text = max((time.monotonic() - started) / len(batch), 1e-6)
-        return self.store.indexes.unembedded_count()
+        unseen = self.store.indexes.unembedded_count()
+        if 0 < unseen <= CATCH_UP_ALWAYS:
+            with self._working():  # after the background thread's batch, if it is on one
+                batch = self.store.indexes.unembedded(CATCH_UP_ALWAYS)
+                if batch:
+                    self._embed_batch(embedder, batch)
+            unseen = self.store.indexes.unembedded_count()
+        return unseen
 
     def _never(self) -> bool:
         return False

@@ -256,6 +256,12 @@ class DatabaseMissingError(DatabaseOpenError):
     """The server has no database of that name; create it (``createdb NAME``) first."""
 
 
+class ExtensionMissingError(MigrationError):
+    """The database lacks pgvector's ``vector`` extension and the role opening it may not
+    create it (only a superuser may); nothing was made. A superuser runs ``CREATE
+    EXTENSION vector`` in that database once; then the role opens it."""
+
+
 class ConnectionLostError(StorageError):
     """The connection to the server broke during the call; it was rolled back (during
     a commit, the outcome is unknown: read before you retry)."""

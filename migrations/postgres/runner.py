@@ -2,7 +2,12 @@
 lock, and the ``tm_schema_version`` table.
 
 Two processes opening a new database race safely: a transaction-level advisory lock
-serialises them and the core reads the version again under it. PostgreSQL runs DDL inside
+serialises them and the core reads the version again under it, in a ``READ COMMITTED``
+transaction (each statement sees the commits made before it). Whether the version table
+exists is read from ``pg_class`` itself, never through ``to_regclass``: that looks the name
+up in the backend's catalog cache without taking a lock, and a backend that waited on the
+advisory lock has not yet processed the catalog changes of the commit it waited for (its
+cache still said "no such table", and it ran version 1 again). PostgreSQL runs DDL inside
 a transaction, so a version applies whole or not at all. Nothing here imports psycopg:
 the connection passed in is any object with ``execute`` (a psycopg 3 connection).
 """
@@ -18,6 +23,10 @@ from migrations.core import apply_chain, chain_head, discover
 _FOLDER = os.path.dirname(os.path.abspath(__file__))
 LOCK_KEY = 0x746D5F6D6967  # pg_advisory_xact_lock key of the migration chain ("tm_mig")
 VERSION_TABLE = "tm_schema_version"
+_TABLE_EXISTS = (  # reading pg_class locks it, which brings the catalog cache up to date
+    "SELECT EXISTS (SELECT FROM pg_catalog.pg_class "
+    "WHERE relname = %s AND pg_catalog.pg_table_is_visible(oid))"
+)
 
 
 class PgConnection(Protocol):
@@ -41,7 +50,7 @@ def available_migrations() -> list[PgMigration]:
 
 def read_schema_version(conn: PgConnection) -> int:
     """The highest applied version; 0 when the database has no tiered-memory schema."""
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (VERSION_TABLE,)).fetchone()
+    row = conn.execute(_TABLE_EXISTS, (VERSION_TABLE,)).fetchone()
     if not row[0]:
         return 0
     row = conn.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
@@ -58,7 +67,9 @@ class PgVersionBook:
         return read_schema_version(self._conn)
 
     def begin(self) -> None:
-        self._conn.execute("BEGIN")
+        # READ COMMITTED whatever the server's default: a snapshot taken before the lock
+        # was granted would not show the version the previous holder committed.
+        self._conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
 
     def commit(self) -> None:

@@ -17,11 +17,13 @@ import logging
 from collections.abc import Callable
 
 import psycopg
+from psycopg.errors import InsufficientPrivilege
 
 from migrations import MigrationFailed, SchemaTooNew
 from migrations.postgres import LATEST_VERSION, apply_migrations, read_schema_version
 from persistence.errors import (
     EmbeddingDimensionError,
+    ExtensionMissingError,
     MigrationError,
     MigrationRequiredError,
     NotADatabaseError,
@@ -78,6 +80,24 @@ KEYWORD_INDEX_BLOCKED = (
     + scope_sql.MAKE_MATCH_LEAKPROOF
     + " (see the README, 'Agents on one memory: scoped handles')"
 )
+
+
+VECTOR_NEEDS_SUPERUSER = (
+    "%s: the database has no pgvector extension and this role may not create it (only a "
+    "superuser may): a superuser (your DBA) runs once, connected to this database: "
+    + scope_sql.CREATE_VECTOR
+    + "; then this role opens it and creates the library's tables itself (see the "
+    "README, 'A file or a PostgreSQL server')"
+)
+
+
+def _lacks_vector(conn: Connection) -> bool:
+    """True if the database is known to have no pgvector extension (False when that
+    cannot be read: the migration's own error is reported then)."""
+    try:
+        return not scope_sql.has_vector(conn)
+    except psycopg.Error:
+        return False
 
 
 class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
@@ -209,6 +229,8 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             raise SchemaTooNewError(exc.found, exc.supported, self.location) from None
         except MigrationFailed as exc:
             cause = exc.__cause__
+            if isinstance(cause, InsufficientPrivilege) and _lacks_vector(conn):
+                raise ExtensionMissingError(VECTOR_NEEDS_SUPERUSER % self.location) from None
             if isinstance(cause, psycopg.Error):
                 raise MigrationError(
                     f"{self.location}: migration {exc.version} failed and was rolled back "

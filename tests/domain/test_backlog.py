@@ -107,6 +107,27 @@ def test_a_small_backlog_is_embedded_before_recall_searches(
     assert "vector" in [s.signal for s in hit.explanation.signals]
 
 
+FRESH_STORES = 6
+
+
+@pytest.mark.slow
+def test_the_first_recall_after_a_write_on_a_new_store_finds_it_by_its_vector(
+    new_location: Callable[[str], str],
+) -> None:
+    """The issue's case, as a new user meets it: a new store with the default model and
+    background embedding, one memory, and at once a recall sharing none of its words, so
+    only its vector can find it, while the background thread embeds it (the first batch
+    warms the model up: it took longer than recall's 250 ms catch-up)."""
+    for attempt in range(FRESH_STORES):
+        with AgentMemoryManager.open(new_location(f"fresh{attempt}")) as memory:
+            fact = memory.remember("I love hiking in the Alps every summer")
+            hits = memory.recall("what outdoor activities do I enjoy", k=3)
+            assert [h.memory.id for h in hits] == [fact.id], f"store {attempt}: {hits}"
+            assert hits[0].explanation.vector_pending == 0
+            assert "vector" in [s.signal for s in hits[0].explanation.signals]
+            assert memory.statistics().vector_pending == 0
+
+
 @pytest.mark.slow  # 11.3 s measured on a busy machine
 def test_recall_does_not_wait_for_the_background_thread_embedding_a_backlog(
     any_location: str,

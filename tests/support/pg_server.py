@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -226,6 +227,37 @@ def app_url(pg_server: PgServer, superuser_url: str) -> str:
         ensure_app_role(conn)
         conn.execute(f'ALTER DATABASE "{db.group(1)}" OWNER TO {APP_ROLE}')
     return superuser_url.replace("postgres:@", f"{APP_ROLE}:@", 1)
+
+
+PW_ROLE = "tm_pw_user"
+
+
+def with_password(url: str, user: str, password: str) -> str:
+    """``url`` with ``user:password@`` in its user part."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+
+
+@contextmanager
+def password_role(server: PgServer, password: str) -> Iterator[str]:
+    """A superuser role that must give ``password`` over the Unix socket (a pg_hba line
+    ahead of the wheel's ``trust`` lines, taken out after the block); yields its name."""
+    hba = server.datadir / "pg_hba.conf"
+    before = hba.read_text()
+    with server.connect() as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {PW_ROLE}")
+        conn.execute(f"CREATE ROLE {PW_ROLE} LOGIN SUPERUSER PASSWORD '{password}'")
+    hba.write_text(f"local all {PW_ROLE} scram-sha-256\n" + before)
+    try:
+        with server.connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
+        time.sleep(0.2)
+        yield PW_ROLE
+    finally:
+        hba.write_text(before)
+        with server.connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,9 @@ the key to ``$NEW_KEY`` and prints ``REKEYED``.
 ``worker.py remember-on-cue DB CONTENT AGENT``: opens DB through AgentMemoryManager,
 prints ``READY``, waits for a line on stdin, remembers CONTENT for AGENT and prints
 ``ID id``.
+``worker.py open-on-cue DB``: prints ``READY``, waits for a line on stdin, opens DB through
+AgentMemoryManager (a new database is created and migrated) and prints ``OPENED``, or
+``FAILED`` with the error's type and first line.
 ``worker.py hold-transaction DB SCOPE``: opens a store scoped to SCOPE (a server URL; ''
 for the whole store), writes one memory inside a transaction, prints ``HOLDING`` and
 keeps the transaction open until a line on stdin, then commits and prints ``COMMITTED``;
@@ -255,6 +258,19 @@ def remember_on_cue(path: str, content: str, agent: str) -> None:
         _say("ID", memory.remember(content, agent_id=agent).id)
 
 
+def open_on_cue(path: str) -> None:
+    if is_server_url(path):  # the driver loaded before the cue: the opens start together
+        import persistence.postgres  # noqa: F401
+    _say("READY")
+    sys.stdin.readline()
+    try:
+        AgentMemoryManager.open(path, embedder=None).close()
+    except Exception as exc:
+        _say("FAILED", type(exc).__name__, str(exc).splitlines()[0])
+        return
+    _say("OPENED")
+
+
 def hold_transaction(path: str, scope: str, busy: bool = False) -> None:
     store = open_store(path, scope=scope)
     try:
@@ -354,6 +370,8 @@ if __name__ == "__main__":
         rekey(db)
     elif command == "remember-on-cue":
         remember_on_cue(db, rest[0], rest[1])
+    elif command == "open-on-cue":
+        open_on_cue(db)
     elif command == "hold-transaction":
         hold_transaction(db, rest[0])
     elif command == "hold-busy-transaction":

@@ -25,6 +25,7 @@ from persistence import (
     EmbeddingModelMismatchError,
     MemoryNotFoundError,
     Tier,
+    display,
     is_server_url,
 )
 from persistence import (
@@ -248,7 +249,7 @@ def show(db: str, memory_id: str, as_json: bool) -> None:
         found = memory.get(memory_id)
         history = memory.promotion_history(memory_id) if found else []
     if found is None:
-        raise MemoryNotFoundError(f"no memory {memory_id} in {db}")
+        raise MemoryNotFoundError(f"no memory {memory_id} in {display(db)}")
     row = _memory_row(found) | {"promotions": history}
 
     def human() -> None:
@@ -302,8 +303,9 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
             click.echo(f"{s.session_id}  {state:<6}  turns={s.turn_number}")
         if not found:  # say why the list is empty, on stderr: stdout stays one line per session
             ended = f"{total} ended session(s): pass --all to list them" if total else ""
-            click.echo(f"no active sessions in {db}; {ended}" if ended else f"no sessions in {db}",
-                       err=True)  # fmt: skip
+            where = display(db)
+            click.echo(f"no active sessions in {where}; {ended}" if ended
+                       else f"no sessions in {where}", err=True)  # fmt: skip
 
     _emit(as_json, found, human)
 
@@ -391,13 +393,14 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
 def migrate(db: str, as_json: bool) -> None:
     """Upgrade DB to this version's schema (read commands refuse an older file)."""
     before, after = migrate_file(db, key=_key())
+    where = display(db)
     _emit(
         as_json,
-        {"database": db, "from_version": before, "to_version": after},
+        {"database": where, "from_version": before, "to_version": after},
         lambda: click.echo(
-            f"{db}: schema v{before} -> v{after}"
+            f"{where}: schema v{before} -> v{after}"
             if before != after
-            else f"{db}: already at schema v{after}"
+            else f"{where}: already at schema v{after}"
         ),
     )
 
@@ -419,7 +422,9 @@ def rekey(db: str, new_key_file: str, as_json: bool) -> None:
     new_key = read_key_file(new_key_file)
     with _open(db, write=True) as memory:
         memory.rekey(new_key)
-    _emit(as_json, {"database": db, "rekeyed": True}, lambda: click.echo(f"{db}: key changed"))
+    where = display(db)
+    _emit(as_json, {"database": where, "rekeyed": True},
+          lambda: click.echo(f"{where}: key changed"))  # fmt: skip
 
 
 @main.command()

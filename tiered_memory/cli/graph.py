@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from persistence import Entity, EntityNotFoundError
+from persistence import Entity, EntityNotFoundError, display
 from tiered_memory.cli.app import _emit, _open, db_argument, json_option, main
 
 
@@ -31,7 +31,7 @@ def graph(db: str, entity: str, depth: int, limit: int, as_json: bool) -> None:
     with _open(db) as memory:
         found = memory.graph.entity(entity)
         if found is None:
-            raise EntityNotFoundError(f"no entity {entity!r} in {db}")
+            raise EntityNotFoundError(f"no entity {entity!r} in {display(db)}")
         near = memory.graph.neighbors(found, depth=depth, limit=limit)
         about = memory.graph.memories_about(found, limit=10_000)
         names = {found.id: found.name} | {n.entity.id: n.entity.name for n in near}

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from persistence import Note, NoteNotFoundError, NoteVersion
+from persistence import Note, NoteNotFoundError, NoteVersion, display
 from tiered_memory.cli.app import _emit, _open, db_argument, json_option, main
 
 
@@ -71,7 +71,7 @@ def show(db: str, note_id: str, as_json: bool) -> None:
     with _open(db) as memory:
         note = memory.notes.get(note_id)
     if note is None:
-        raise NoteNotFoundError(f"no note {note_id!r} in {db}")
+        raise NoteNotFoundError(f"no note {note_id!r} in {display(db)}")
 
     def human() -> None:
         _show(note)
@@ -141,7 +141,7 @@ def delete(db: str, note_id: str) -> None:
     """Delete a note and every version of it."""
     with _open(db, write=True, embedder=None) as memory:
         if not memory.notes.delete(note_id):
-            raise NoteNotFoundError(f"no note {note_id!r} in {db}")
+            raise NoteNotFoundError(f"no note {note_id!r} in {display(db)}")
     click.echo(f"deleted {note_id}")
 
 

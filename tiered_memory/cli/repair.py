@@ -11,6 +11,7 @@ from persistence import (
     CorruptDatabaseError,
     SalvageResult,
     TableSalvage,
+    display,
     inspect_damage,
     is_server_url,
 )
@@ -66,6 +67,7 @@ def _report(db: str, problems: list[dict[str, str]], checks: list[str], as_json:
     """``check``'s report on a damaged file: ``problems`` found so far, then SQLite's
     integrity check (if it has not run) and what every table still yields."""
     report = inspect_damage(db, key=_key())
+    where = display(db)
     seen = {p["detail"] for p in problems}
     problems += [{"check": "integrity_check", "detail": d} for d in report.damage if d not in seen]
     problems += [{"check": "readable_rows", "detail": _loss_line(t)}
@@ -79,10 +81,10 @@ def _report(db: str, problems: list[dict[str, str]], checks: list[str], as_json:
         for problem in problems:
             click.echo(f"{problem['check']}: {problem['detail']}")
         click.echo(f"readable: {report.memories} memories" + _lost_memories_line(report))
-        click.echo(f"salvage: `tiered-memory salvage {db} NEW.db` copies every readable row")
+        click.echo(f"salvage: `tiered-memory salvage {where} NEW.db` copies every readable row")
 
     _emit(as_json, data, human)
-    click.echo(f"error: {db} is damaged: {len(problems)} problem(s) found", err=True)
+    click.echo(f"error: {where} is damaged: {len(problems)} problem(s) found", err=True)
 
 
 def _loss_line(table: TableSalvage) -> str:

@@ -8,6 +8,7 @@ import secrets
 
 import click
 
+from persistence import display
 from tiered_memory.cli.app import _open, db_argument, main
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -53,5 +54,5 @@ def serve(db: str, port: int, host: str, token: str | None, allow_edits: bool,
         shown = f"[{host}]" if ":" in host else host
         address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
         mode = "edits allowed" if allow_edits else "read-only"
-        click.echo(f"serving {db} ({mode}) at {address}  (Ctrl-C stops)", err=True)
+        click.echo(f"serving {display(db)} ({mode}) at {address}  (Ctrl-C stops)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -52,6 +52,12 @@ REBUILD_BATCH = 64
 """Memories per committed step of a re-embedding (each step survives a crash)."""
 CATCH_UP_SECONDS = 0.25
 """How long ``recall()`` embeds pending memories before it searches without them."""
+CATCH_UP_ALWAYS = 32
+"""A backlog of at most this many memories when ``recall()`` begins is embedded whole
+before it searches, however long that takes, waiting for the background thread's batch
+if it is on one: what was just written is never missed by the vector search (a new
+store's first batch, which warms the model up, took 0.2-0.45 s: longer than
+``CATCH_UP_SECONDS``). A bigger one gets ``CATCH_UP_SECONDS``, as before."""
 CATCH_UP_FIRST = 4
 """Recall's first batch when it catches up: small, as its pace is not known yet."""
 CATCH_UP_BATCH = 64
@@ -259,13 +265,15 @@ class EmbeddingQueue:
         Recall calls this: it never waits for a whole backlog. The first batch is small;
         each next one is sized by the pace measured so far to end before the deadline.
         The right to embed is waited for only until the deadline (the background thread
-        may be on a batch; then the search goes on without the rest).
+        may be on a batch; then the search goes on without the rest), except that a
+        backlog of at most :data:`CATCH_UP_ALWAYS` when recall began is embedded whole,
+        the background thread's batch waited for: a memory just written is always seen.
         """
         embedder = self.embedder()
         if embedder is None:
             return 0
         deadline = time.monotonic() + seconds
-        size, per_text = CATCH_UP_FIRST, 0.0
+        size, per_text, done = CATCH_UP_FIRST, 0.0, 0
         while True:
             with self._working_until(deadline) as acquired:
                 left = deadline - time.monotonic()
@@ -279,7 +287,15 @@ class EmbeddingQueue:
                 started = time.monotonic()
                 self._embed_batch(embedder, batch)
                 per_text = max((time.monotonic() - started) / len(batch), 1e-6)
-        return self.store.indexes.unembedded_count()
+                done += len(batch)
+        unseen = self.store.indexes.unembedded_count()
+        if unseen > 0 and unseen + done <= CATCH_UP_ALWAYS:  # a small backlog to begin with
+            with self._working():  # after the background thread's batch, if it is on one
+                batch = self.store.indexes.unembedded(CATCH_UP_ALWAYS)
+                if batch:
+                    self._embed_batch(embedder, batch)
+            unseen = self.store.indexes.unembedded_count()
+        return unseen
 
     def _never(self) -> bool:
         return False

@@ -1,4 +1,5 @@
-"""SQL for agent scopes: whether row-level security applies to the connected role."""
+"""SQL about the connected role: whether row-level security applies to it, and what a
+superuser must do for it once (mark the keyword match LEAKPROOF, create pgvector)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,16 @@ def keyword_index_blocked(conn: Any) -> bool:
         return False
     row = conn.execute(MATCH_IS_LEAKPROOF).fetchone()
     return not (row and row[0])
+
+
+CREATE_VECTOR = "CREATE EXTENSION vector"
+"""Run once per database by a superuser where the owner may not create pgvector's
+extension (it is not a trusted extension): the schema's first version needs it."""
+
+HAS_VECTOR = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'vector')"
+
+
+def has_vector(conn: Any) -> bool:
+    """True if pgvector's ``vector`` extension is installed in the connected database."""
+    row = conn.execute(HAS_VECTOR).fetchone()
+    return bool(row and row[0])

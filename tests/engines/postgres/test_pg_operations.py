@@ -9,9 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -26,19 +24,17 @@ from persistence import (
     TieredMemoryError,
 )
 from persistence.postgres import PostgresStore
-from tests.support.pg_server import PgServer
+from tests.support.pg_server import PgServer, password_role
+from tests.support.pg_server import with_password as url_with_password
 from tests.support.processes import spawn_worker
 from tiered_memory import AgentMemoryManager
 
 SECRET = "s3cret-Pa55word"
-PW_ROLE = "tm_pw_user"
 
 
 def with_password(url: str, user: str = "postgres", password: str = SECRET) -> str:
     """``url`` with ``user:password@`` in its user part."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+    return url_with_password(url, user, password)
 
 
 def count(url: str, server: PgServer, where: str = "true") -> int:
@@ -181,32 +177,11 @@ def test_with_the_default_interval_another_change_shows_within_it(pg_url: str) -
 # --- failures: typed, nothing written, no password ------------------------------------------
 
 
-@contextmanager
-def password_role(server: PgServer) -> Iterator[str]:
-    """A role that must give the password ``SECRET`` over the Unix socket (a pg_hba line
-    ahead of the wheel's ``trust`` lines); yields its name."""
-    hba = server.datadir / "pg_hba.conf"
-    before = hba.read_text()
-    with server.connect() as conn:
-        conn.execute(f"DROP ROLE IF EXISTS {PW_ROLE}")
-        conn.execute(f"CREATE ROLE {PW_ROLE} LOGIN SUPERUSER PASSWORD '{SECRET}'")
-    hba.write_text(f"local all {PW_ROLE} scram-sha-256\n" + before)
-    try:
-        with server.connect() as conn:
-            conn.execute("SELECT pg_reload_conf()")
-        time.sleep(0.2)
-        yield PW_ROLE
-    finally:
-        hba.write_text(before)
-        with server.connect() as conn:
-            conn.execute("SELECT pg_reload_conf()")
-
-
 @pytest.mark.slow  # 1.6 s measured on a busy machine
 def test_a_wrong_password_is_an_authentication_error_without_it(
     pg_server: PgServer, pg_url: str
 ) -> None:
-    with password_role(pg_server) as role:
+    with password_role(pg_server, SECRET) as role:
         good = with_password(pg_url, role)
         with AgentMemoryManager.open(good, embedder=None) as memory:
             memory.remember("the right password opens it")

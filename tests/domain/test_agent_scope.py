@@ -34,13 +34,6 @@ SCOPED_TABLES = (*V4_SCOPED, "tm_unembedded")  # v005 adds the embedding queue
 SECRET = {"a": "vault code alpha 1111", "b": "vault code bravo 2222"}
 
 
-@pytest.fixture
-def scoped_location(any_location: str) -> str:
-    """A new store on each engine (on PostgreSQL a database owned by, and reached as, an
-    ordinary role, whom row-level security binds)."""
-    return any_location
-
-
 def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
     """Each agent writes a memory, a scratchpad entry, a session with a transcript line,
     a forgotten memory and (on a server) an entity; the operator writes a memory for each
@@ -73,11 +66,11 @@ def _populate(location: str, server: bool) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow  # 9.3 s measured on a busy machine
-def test_scoped_handles_see_only_their_agent(scoped_location: str) -> None:
-    server = scoped_location.startswith("postgresql")
-    made = _populate(scoped_location, server)
+def test_scoped_handles_see_only_their_agent(any_location: str) -> None:
+    server = any_location.startswith("postgresql")
+    made = _populate(any_location, server)
     for agent, other in (("a", "b"), ("b", "a")):
-        with open_as(scoped_location, agent) as memory:
+        with open_as(any_location, agent) as memory:
             assert memory.get(made[agent]["memory"]) is not None
             assert memory.get(made[other]["memory"]) is None
             assert memory.get(made[other]["pad"]) is None
@@ -130,7 +123,7 @@ def test_scoped_handles_see_only_their_agent(scoped_location: str) -> None:
             assert len(memory.graph.relations(oslo)) == 1
             stats = memory.graph.statistics()
             assert (stats.relations, stats.entities) == (2, 3 + server)
-    with open_as(scoped_location, None) as operator:  # the unscoped handle sees everything
+    with open_as(any_location, None) as operator:  # the unscoped handle sees everything
         assert operator.get(made["a"]["memory"]) is not None
         assert operator.get(made["b"]["memory"]) is not None
         assert {s.session_id for s in operator.active_sessions()} == {"s-a", "s-b"}
@@ -142,10 +135,10 @@ def _doc(path: Path) -> str:
 
 
 @pytest.mark.slow  # 3.9 s measured on a busy machine
-def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: Path) -> None:
-    made = _populate(scoped_location, scoped_location.startswith("postgresql"))
+def test_scoped_export_and_copy_hold_one_agent(any_location: str, tmp_path: Path) -> None:
+    made = _populate(any_location, any_location.startswith("postgresql"))
     for agent, other in (("a", "b"), ("b", "a")):
-        with open_as(scoped_location, agent) as memory:
+        with open_as(any_location, agent) as memory:
             out = memory.export_json(tmp_path / f"{agent}.json")
         text = _doc(out)
         tables = json.loads(out.read_text())["tables"]
@@ -155,7 +148,7 @@ def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: P
         assert [t["content"] for t in tables["session_transcripts"]] == [SECRET[agent]]
         assert [f["memory_id"] for f in tables["forgetting_log"]] == [made[agent]["gone"]]
         copied = tmp_path / f"copy-{agent}.db"
-        copy_memory(scoped_location, copied, agent_id=agent)
+        copy_memory(any_location, copied, agent_id=agent)
         with open_as(str(copied), None) as alone:
             contents = sorted(m.content for m in alone.query())
             assert contents == sorted(
@@ -165,14 +158,14 @@ def test_scoped_export_and_copy_hold_one_agent(scoped_location: str, tmp_path: P
 
 
 @pytest.mark.slow  # 6.8 s measured on a busy machine
-def test_cli_and_mcp_scoped(scoped_location: str, tmp_path: Path) -> None:
-    made = _populate(scoped_location, scoped_location.startswith("postgresql"))
+def test_cli_and_mcp_scoped(any_location: str, tmp_path: Path) -> None:
+    made = _populate(any_location, any_location.startswith("postgresql"))
     runner = CliRunner()
     for agent, other in (("a", "b"), ("b", "a")):
         mine, theirs = agent.upper(), other.upper()
         for command in (["sessions", "--all"], ["entities"], ["graph", "Oslo", "--depth", "2"],
                         ["export", str(tmp_path / f"cli-{agent}.json")]):  # fmt: skip
-            out = runner.invoke(main, ["--agent", agent, command[0], scoped_location,
+            out = runner.invoke(main, ["--agent", agent, command[0], any_location,
                                        *command[1:], "--json"])  # fmt: skip
             assert out.exit_code == 0, out.output
             text = out.output
@@ -181,22 +174,22 @@ def test_cli_and_mcp_scoped(scoped_location: str, tmp_path: Path) -> None:
             assert f"s-{other}" not in text and f"Vault {theirs}" not in text
             assert SECRET[other] not in text
             assert f"s-{agent}" in text or f"Vault {mine}" in text or command[0] == "entities"
-        missing = runner.invoke(main, ["--agent", agent, "graph", scoped_location,
+        missing = runner.invoke(main, ["--agent", agent, "graph", any_location,
                                        f"Vault {theirs}"])  # fmt: skip
         assert missing.exit_code != 0
-        listed = runner.invoke(main, ["--agent", agent, "list", scoped_location, "--json"])
+        listed = runner.invoke(main, ["--agent", agent, "list", any_location, "--json"])
         assert listed.exit_code == 0, listed.output
         assert SECRET[agent] in listed.output and SECRET[other] not in listed.output
-        shown = runner.invoke(main, ["--agent", agent, "show", scoped_location,
+        shown = runner.invoke(main, ["--agent", agent, "show", any_location,
                                      made[other]["memory"]])  # fmt: skip
         assert shown.exit_code != 0
-        found = runner.invoke(main, ["--agent", agent, "search", scoped_location, "vault",
+        found = runner.invoke(main, ["--agent", agent, "search", any_location, "vault",
                                      "--keywords-only", "--json"])  # fmt: skip
         assert found.exit_code == 0, found.output
         assert SECRET[agent] in found.output and SECRET[other] not in found.output
 
         async def through_mcp(agent: str = agent, other: str = other) -> None:
-            async with serving(scoped_location, keywords_only=True, agent_id=agent) as srv:
+            async with serving(any_location, keywords_only=True, agent_id=agent) as srv:
                 got = await srv.call_tool("get", {"memory_id": made[other]["memory"]})
                 assert SECRET[other] not in str(got)
                 hits = await srv.call_tool("recall", {"query": "vault code", "k": 10})

@@ -16,22 +16,15 @@ from tests.support.backends import open_as
 SECRET = {"a": "harbour cipher alpha", "b": "harbour cipher bravo"}
 
 
-@pytest.fixture
-def scoped_location(any_location: str) -> str:
-    """A new store on each engine (on PostgreSQL a database owned by, and reached as, an
-    ordinary role, whom row-level security binds)."""
-    return any_location
-
-
-def test_an_agent_sees_only_its_notes(scoped_location: str, tmp_path: Path) -> None:
+def test_an_agent_sees_only_its_notes(any_location: str, tmp_path: Path) -> None:
     ids = {}
     for agent in ("a", "b"):
-        with open_as(scoped_location, agent) as memory:
+        with open_as(any_location, agent) as memory:
             note = memory.notes.create(f"plan {agent}", SECRET[agent], tags=["harbour"])
             memory.notes.update(note.id, title=f"plan {agent} v2", author=agent)
             ids[agent] = note.id
             assert note.agent_id == agent
-    with open_as(scoped_location, "a") as memory:
+    with open_as(any_location, "a") as memory:
         assert [n.id for n in memory.notes.list()] == [ids["a"]]
         assert memory.notes.get(ids["b"]) is None
         assert memory.notes.count() == 1
@@ -46,7 +39,7 @@ def test_an_agent_sees_only_its_notes(scoped_location: str, tmp_path: Path) -> N
     text = out.read_bytes()
     assert SECRET["a"].encode() in text and SECRET["b"].encode() not in text
     assert [n["id"] for n in orjson.loads(text)["tables"]["notes"]] == [ids["a"]]
-    with open_as(scoped_location, None) as operator:
+    with open_as(any_location, None) as operator:
         assert {n.id for n in operator.notes.list()} == {ids["a"], ids["b"]}
         b_note = operator.notes.get(ids["b"])
         assert b_note is not None and b_note.content == SECRET["b"]
@@ -97,23 +90,23 @@ def test_deleting_a_note_leaves_none_of_its_text_in_the_file(tmp_path: Path) -> 
         assert memory.recall("zanzibar quokka", notes=True) == []
 
 
-def test_a_memory_s_history_is_in_its_agent_s_scope(scoped_location: str) -> None:
+def test_a_memory_s_history_is_in_its_agent_s_scope(any_location: str) -> None:
     """The operator edits a memory it wrote for agent a: a's handle reads the history,
     b's reads none; moving the memory to b (an import would) moves its history too."""
-    with open_as(scoped_location, None) as operator:
+    with open_as(any_location, None) as operator:
         fact = operator.remember("the harbour opens at six", agent_id="a")
         operator.update(fact.id, content="the harbour opens at seven", author="operator")
-    with open_as(scoped_location, "a") as memory:
+    with open_as(any_location, "a") as memory:
         assert [v.content for v in memory.history(fact.id)] == [
             "the harbour opens at six", "the harbour opens at seven"
         ]  # fmt: skip
-    with open_as(scoped_location, "b") as memory:
+    with open_as(any_location, "b") as memory:
         assert memory.history(fact.id) == []
-    if not scoped_location.startswith("postgresql"):
+    if not any_location.startswith("postgresql"):
         return
     import psycopg
 
-    with psycopg.connect(scoped_location) as conn:  # the owner: tm.scope unset, sees all
+    with psycopg.connect(any_location) as conn:  # the owner: tm.scope unset, sees all
         conn.execute("UPDATE tm_memories SET agent_id = 'b' WHERE id = %s", (fact.id,))
-    with open_as(scoped_location, "b") as memory:
+    with open_as(any_location, "b") as memory:
         assert len(memory.history(fact.id)) == 2

@@ -46,6 +46,7 @@ from persistence.records import (
     Progress,
     RestoreResult,
 )
+from persistence.statements import column, run
 from persistence.transfer.files import (
     existing_file,
     fsync_path,
@@ -309,8 +310,8 @@ class PgFiles:
                 raise InvalidInputError("maintenance cannot run inside a transaction")
             try:
                 before = stats_sql.sizes(conn)["database_size_bytes"]
-                for table in transfer_sql.maintained_tables(conn):
-                    conn.execute(f"VACUUM (ANALYZE) {table}")
+                for table in column(conn, transfer_sql.maintained_tables()):
+                    run(conn, transfer_sql.vacuum_analyze(table))
                 after = stats_sql.sizes(conn)["database_size_bytes"]
             except psycopg.Error as exc:
                 raise call_error(exc, self.store.engine._url) from None

@@ -1,7 +1,7 @@
 """The JSON export and import on PostgreSQL: the shared reader and writer of
-:mod:`persistence.transfer.store_io` over this engine's SQL
-(:mod:`~persistence.postgres.sql.transfer_sql`), and what differs: how the memories are
-written.
+:mod:`persistence.transfer.store_io` over this engine's statements
+(:mod:`~persistence.postgres.sql.transfer_sql`) and steps
+(:mod:`~persistence.postgres.transfer_steps`), and what differs: how the memories are written.
 
 :func:`export_source` reads every table from one ``REPEATABLE READ READ ONLY``
 transaction (a snapshot), page by page with keyset paging. :func:`import_sink` writes a
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from persistence.postgres import transfer_steps
 from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.sql import memory_sql, transfer_sql
 from persistence.postgres.translate import call_error
@@ -38,7 +39,7 @@ def export_source(engine: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExp
         try:
             if own:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield StoreExportSource(conn, transfer_sql, scope=scope)
+            yield StoreExportSource(conn, transfer_sql, transfer_steps, scope=scope)
         except psycopg.Error as exc:
             raise call_error(exc, engine._url) from None
         finally:
@@ -52,7 +53,7 @@ def import_sink(engine: PgDatabase) -> Iterator[StoreImportSink]:
     """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`); server errors translated."""
     with engine.transaction() as conn:
-        yield StoreImportSink(conn, transfer_sql, write_memories)
+        yield StoreImportSink(conn, transfer_sql, transfer_steps, write_memories)
 
 
 def write_memories(conn: Connection, doc: ImportDocument, mode: Mode, count: Count) -> set[str]:

@@ -1,7 +1,7 @@
 """The JSON export and import on SQLite: the shared reader and writer of
-:mod:`persistence.transfer.store_io` over this engine's SQL
-(:mod:`~persistence.sqlite.sql.json_io_sql`), and what differs: how the memories are
-written.
+:mod:`persistence.transfer.store_io` over this engine's statements
+(:mod:`~persistence.sqlite.sql.json_io_sql`) and steps
+(:mod:`~persistence.sqlite.transfer_steps`), and what differs: how the memories are written.
 
 :func:`export_source` reads every table from one read transaction (a snapshot), page by
 page with keyset paging. :func:`import_sink` writes a checked document in ONE write
@@ -19,7 +19,7 @@ import apsw
 import numpy as np
 
 from persistence.records import Memory, Tier
-from persistence.sqlite import bulk_index
+from persistence.sqlite import bulk_index, transfer_steps
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import index_sql, json_io_sql, memory_sql
 from persistence.stores.scope import WHOLE, Scope
@@ -37,7 +37,7 @@ def export_source(conn: apsw.Connection, scope: Scope = WHOLE) -> Iterator[Store
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        yield StoreExportSource(conn, json_io_sql, scope=scope)
+        yield StoreExportSource(conn, json_io_sql, transfer_steps, scope=scope)
     finally:
         if own_transaction:
             conn.execute("COMMIT")
@@ -48,7 +48,7 @@ def import_sink(engine: Database) -> Iterator[StoreImportSink]:
     """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`)."""
     with engine.transaction() as conn:
-        yield StoreImportSink(conn, json_io_sql, write_memories)
+        yield StoreImportSink(conn, json_io_sql, transfer_steps, write_memories)
 
 
 def write_memories(

@@ -2,7 +2,9 @@
 
 The document's side (tables, fields, checks) is :mod:`persistence.transfer.graph_io`;
 this module writes a checked :class:`~persistence.transfer.graph_io.GraphDocument`
-inside the import's transaction through the engine's :class:`GraphWriteSql`. Replace
+inside the import's transaction: the lookups and writes both engines build alike
+(:class:`GraphWriteStatements`) run here, the graph family's own steps through the
+engine's :class:`GraphWriteSteps`. Replace
 mode takes the document's graph as it is. Merge mode joins entities by id and name,
 relations by id or by the same current ``subject -predicate-> object``; the provenance
 of a memory follows the version of that memory the merge kept; whatever is left
@@ -14,24 +16,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from persistence import statements
 from persistence.engine import Connection
+from persistence.statements import Statement, run, value
 from persistence.transfer.graph_io import GRAPH_TABLES, GraphDocument
 from persistence.transfer.json_import import Count, Mode
 
 
-class GraphWriteSql(Protocol):
-    """The engine's graph writes and lookups of an import."""
+class GraphWriteStatements(Protocol):
+    """The graph writes and lookups of an import both engines build alike."""
 
-    def insert_graph_row(self, conn: Connection, table: str, row: Mapping[str, Any]) -> None: ...
+    def insert_graph_row(self, table: str, row: Mapping[str, Any]) -> Statement: ...
+    def unqueue(self, memory_ids: Iterable[str]) -> Statement: ...
+    def has_entity(self, eid: str) -> Statement: ...
+    def mark_direct(self, eid: str, direct: bool) -> Statement: ...
+    def has_relation(self, rid: str) -> Statement: ...
+    def current_twin(self, triple: Sequence[str]) -> Statement: ...
+
+
+class GraphWriteSteps(Protocol):
+    """The graph family's steps an import takes (each engine's own)."""
+
     def drop_provenance(
         self, conn: Connection, memory_ids: Sequence[str]
     ) -> tuple[list[str], list[str]]: ...
-    def unqueue(self, conn: Connection, memory_ids: Iterable[str]) -> None: ...
-    def has_entity(self, conn: Connection, eid: str) -> bool: ...
-    def mark_direct(self, conn: Connection, eid: str, direct: bool) -> None: ...
     def resolve(self, conn: Connection, norm: str, etype: str) -> str | None: ...
-    def has_relation(self, conn: Connection, rid: str) -> bool: ...
-    def current_twin(self, conn: Connection, triple: Sequence[str]) -> str | None: ...
     def add_provenance(
         self,
         conn: Connection,
@@ -46,41 +55,42 @@ class GraphWriteSql(Protocol):
 
 
 def write_graph(
-    conn: Connection, sql: GraphWriteSql, doc: GraphDocument, mode: Mode, written: set[str],
-    count: Count,
+    conn: Connection, sql: GraphWriteStatements, steps: GraphWriteSteps, doc: GraphDocument,
+    mode: Mode, written: set[str], count: Count,
 ) -> None:  # fmt: skip
     """Write the document's graph (after its memories; ``written`` are the memories
     whose document version was written)."""
     if mode == "replace":
         for table in GRAPH_TABLES:
             for _, row in doc.rows[table]:
-                sql.insert_graph_row(conn, table, row)
+                run(conn, sql.insert_graph_row(table, row))
                 count(table, "inserted")
         return
-    _merge_graph(conn, sql, doc, written, count)
+    _merge_graph(conn, sql, steps, doc, written, count)
 
 
 def _merge_graph(
-    conn: Connection, sql: GraphWriteSql, doc: GraphDocument, written: set[str], count: Count
-) -> None:
+    conn: Connection, sql: GraphWriteStatements, steps: GraphWriteSteps, doc: GraphDocument,
+    written: set[str], count: Count,
+) -> None:  # fmt: skip
     touched_entities: list[str] = []
     touched_relations: list[str] = []
     if written:  # the document's version of these memories won: their old facts go
-        touched_entities, touched_relations = sql.drop_provenance(conn, sorted(written))
-        sql.unqueue(conn, written)
+        touched_entities, touched_relations = steps.drop_provenance(conn, sorted(written))
+        run(conn, sql.unqueue(written))
     entity_map: dict[str, str] = {}
     for _, row in doc.rows["entities"]:
-        if not sql.has_entity(conn, row["id"]):
-            sql.insert_graph_row(conn, "entities", row)
+        if statements.row(conn, sql.has_entity(row["id"])) is None:
+            run(conn, sql.insert_graph_row("entities", row))
             count("entities", "inserted")
         else:
-            sql.mark_direct(conn, row["id"], row["direct"])
+            run(conn, sql.mark_direct(row["id"], row["direct"]))
             count("entities", "skipped")
         entity_map[row["id"]] = row["id"]
     for _, row in doc.rows["entity_aliases"]:
-        found = sql.resolve(conn, row["norm"], row["type"])
+        found = steps.resolve(conn, row["norm"], row["type"])
         if found is None:
-            sql.insert_graph_row(conn, "entity_aliases", row)
+            run(conn, sql.insert_graph_row("entity_aliases", row))
             count("entity_aliases", "inserted")
         else:
             count("entity_aliases", "skipped")
@@ -92,27 +102,27 @@ def _merge_graph(
             count("memory_entities", "skipped")
             continue
         eid = entity_map.get(row["entity_id"], row["entity_id"])
-        sql.add_provenance(conn, row["memory_id"], [eid], [], row["origin"])
+        steps.add_provenance(conn, row["memory_id"], [eid], [], row["origin"])
         count("memory_entities", "inserted")
     for _, row in doc.rows["memory_relations"]:
         if row["memory_id"] not in written:
             count("memory_relations", "skipped")
             continue
         rid = relation_map[row["relation_id"]]
-        sql.add_provenance(conn, row["memory_id"], [], [rid], row["origin"])
+        steps.add_provenance(conn, row["memory_id"], [], [rid], row["origin"])
         touched_relations.append(rid)
         count("memory_relations", "inserted")
     for _, row in doc.rows["graph_queue"]:
         if row["memory_id"] not in written:
             count("graph_queue", "skipped")
             continue
-        sql.insert_graph_row(conn, "graph_queue", row)
+        run(conn, sql.insert_graph_row("graph_queue", row))
         count("graph_queue", "inserted")
-    sql.collect(conn, [*touched_entities, *entity_map.values()], touched_relations)
+    steps.collect(conn, [*touched_entities, *entity_map.values()], touched_relations)
 
 
 def _merge_relations(
-    conn: Connection, sql: GraphWriteSql, doc: GraphDocument, entity_map: dict[str, str],
+    conn: Connection, sql: GraphWriteStatements, doc: GraphDocument, entity_map: dict[str, str],
     touched: list[str], count: Count,
 ) -> dict[str, str]:  # fmt: skip
     """Insert the document's relations the store lacks (by id, or by the same current
@@ -121,14 +131,17 @@ def _merge_relations(
     for _, row in doc.rows["relations"]:
         subject = entity_map.get(row["subject_id"], row["subject_id"])
         obj = entity_map.get(row["object_id"], row["object_id"])
-        twin = row["id"] if sql.has_relation(conn, row["id"]) else None
+        held = statements.row(conn, sql.has_relation(row["id"])) is not None
+        twin = row["id"] if held else None
         if twin is None and row["valid_to"] is None:
-            twin = sql.current_twin(conn, (subject, row["predicate"], obj))
+            current = value(conn, sql.current_twin((subject, row["predicate"], obj)))
+            twin = None if current is None else str(current)
         if twin is not None:
             relation_map[row["id"]] = twin
             count("relations", "skipped")
             continue
-        sql.insert_graph_row(conn, "relations", {**row, "subject_id": subject, "object_id": obj})
+        inserted = {**row, "subject_id": subject, "object_id": obj}
+        run(conn, sql.insert_graph_row("relations", inserted))
         relation_map[row["id"]] = row["id"]
         touched.append(row["id"])
         count("relations", "inserted")

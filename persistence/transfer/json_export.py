@@ -31,6 +31,7 @@ from typing import IO, Any, Protocol, TypeVar
 import numpy as np
 import orjson
 
+from migrations.sqlite import LATEST_VERSION
 from persistence import records
 from persistence.records import (
     ForgettingRecord,
@@ -45,6 +46,9 @@ from persistence.transfer import graph_io, note_io
 
 FORMAT = "tiered-memory"
 FORMAT_VERSION = 1
+DOCUMENT_VERSION = LATEST_VERSION
+"""The data model this code exports, numbered as the file chain numbers it (every field
+and the graph): a document does not say which engine wrote it."""
 TABLES = (
     "scratchpad", "episodic", "semantic", "sessions", "session_transcripts",
     "repetition_schedules", "promotion_log", "forgetting_log",

@@ -1,17 +1,19 @@
 """The JSON export's reading and the import's writing, written once for both engines.
 
-:class:`StoreExportSource` reads every table page by page (keyset paging) through the
-engine's :class:`TransferSql`; the caller holds the snapshot that makes every page come
-from one moment. :class:`StoreImportSink` writes a checked document through the same
-SQL inside the import's one write transaction; the memories themselves are written by
-the engine's :data:`MemoryWriter` (SQLite rebuilds its indexes once for a large import,
-PostgreSQL inserts in batches). The engine's SQL is a module of functions of the same
-names on both engines (SQLite: :mod:`persistence.sqlite.sql.json_io_sql`; PostgreSQL:
-:mod:`persistence.postgres.sql.transfer_sql`), each taking the connection first.
+:class:`StoreExportSource` reads every table page by page (keyset paging); the caller
+holds the snapshot that makes every page come from one moment. :class:`StoreImportSink`
+writes a checked document inside the import's one write transaction; the memories
+themselves are written by the engine's :data:`MemoryWriter` (SQLite rebuilds its
+indexes once for a large import, PostgreSQL inserts in batches). Each engine hands over
+two modules of functions of the same names: its ``sql/`` module BUILDS the statements
+both engines run alike (:class:`TransferStatements`, run here with
+:mod:`persistence.statements`), and its steps module takes the steps that engine takes
+its own way, each taking the connection first (:class:`TransferSteps`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -26,8 +28,9 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.statements import Statement, run_all, stream
 from persistence.stores.scope import WHOLE, Scope
-from persistence.transfer.graph_write import GraphWriteSql, write_graph
+from persistence.transfer.graph_write import GraphWriteStatements, GraphWriteSteps, write_graph
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.note_io import NOTE_TABLES
@@ -55,8 +58,14 @@ def first(row: Sequence[Any]) -> Any:
     return row[0]
 
 
-class ExportSql(Protocol):
-    """The engine's reads for an export."""
+class ExportStatements(Protocol):
+    """The export's statements both engines build alike."""
+
+    def graph_rows(self, table: str, scope: Scope) -> Statement: ...
+
+
+class ExportSteps(Protocol):
+    """The engine's own reads of an export."""
 
     def header(self, conn: Connection) -> ExportHeader: ...
     def row_count(self, conn: Connection) -> int: ...
@@ -79,15 +88,18 @@ class ExportSql(Protocol):
     def forgetting_page(
         self, conn: Connection, after: int, limit: int, scope: Scope
     ) -> list[tuple[int, ForgettingRecord]]: ...
-    def graph_pages(
-        self, conn: Connection, table: str, size: int, scope: Scope
-    ) -> Iterator[list[Any]]: ...
     def has_notes(self, conn: Connection) -> bool: ...
     def note_rows(self, conn: Connection, table: str, scope: Scope) -> list[tuple[Any, ...]]: ...
 
 
-class ImportSql(GraphWriteSql, Protocol):
-    """The engine's reads and writes for an import (inside its write transaction)."""
+class ImportStatements(GraphWriteStatements, Protocol):
+    """The import's statements both engines build alike."""
+
+    def logs_written(self) -> Sequence[Statement]: ...
+
+
+class ImportSteps(GraphWriteSteps, Protocol):
+    """The engine's own reads and writes of an import (inside its write transaction)."""
 
     def stored_embedding(self, conn: Connection) -> tuple[int | None, str | None]: ...
     def memory_ids(self, conn: Connection) -> set[str]: ...
@@ -109,7 +121,6 @@ class ImportSql(GraphWriteSql, Protocol):
     def insert_forgetting(
         self, conn: Connection, row_id: int | None, record: ForgettingRecord
     ) -> None: ...
-    def logs_written(self, conn: Connection) -> None: ...
     def add_redactions(self, conn: Connection, count: int) -> None: ...
     def prepare_graph(
         self, conn: Connection, present: bool, mode: Mode, written: set[str], every: Sequence[str]
@@ -124,8 +135,16 @@ class ImportSql(GraphWriteSql, Protocol):
     ) -> list[str]: ...
 
 
-class TransferSql(ExportSql, ImportSql, Protocol):
-    """The engine's SQL of the JSON export and import."""
+class TransferStatements(ExportStatements, ImportStatements, Protocol):
+    """The statements of the JSON export and import an engine's ``sql/`` module builds
+    (SQLite: :mod:`persistence.sqlite.sql.json_io_sql`; PostgreSQL:
+    :mod:`persistence.postgres.sql.transfer_sql`)."""
+
+
+class TransferSteps(ExportSteps, ImportSteps, Protocol):
+    """The steps of the JSON export and import an engine takes its own way (SQLite:
+    :mod:`persistence.sqlite.transfer_steps`; PostgreSQL:
+    :mod:`persistence.postgres.transfer_steps`)."""
 
 
 MemoryWriter = Callable[[Connection, ImportDocument, Mode, Count], set[str]]
@@ -139,10 +158,16 @@ class StoreExportSource:
     predicate; :meth:`row_count` stays the whole store's, an upper bound)."""
 
     def __init__(
-        self, conn: Connection, sql: ExportSql, page: int = PAGE, scope: Scope = WHOLE
+        self,
+        conn: Connection,
+        sql: ExportStatements,
+        steps: ExportSteps,
+        page: int = PAGE,
+        scope: Scope = WHOLE,
     ) -> None:
         self._conn = conn
         self._sql = sql
+        self._steps = steps
         self._page = page
         self._scope = scope
 
@@ -152,46 +177,49 @@ class StoreExportSource:
         return self._page
 
     def header(self) -> ExportHeader:
-        return self._sql.header(self._conn)
+        return self._steps.header(self._conn)
 
     def row_count(self) -> int:
-        return self._sql.row_count(self._conn)
+        return self._steps.row_count(self._conn)
 
     def has_graph(self) -> bool:
-        return self._sql.has_graph(self._conn)
+        return self._steps.has_graph(self._conn)
 
     def memories(self, tier: Tier) -> Iterator[list[Memory]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return records(pages(lambda a: sql.memory_page(conn, tier, a, size, scope), first, 0))
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return records(pages(lambda a: steps.memory_page(conn, tier, a, size, scope), first, 0))
 
     def sessions(self) -> Iterator[list[SessionState]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return pages(lambda a: sql.session_page(conn, a, size, scope), lambda s: s.session_id, "")
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return pages(lambda a: steps.session_page(conn, a, size, scope), lambda s: s.session_id, "")
 
     def transcripts(self) -> Iterator[list[TranscriptEntry]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return records(pages(lambda a: sql.transcript_page(conn, a, size, scope), first, 0))
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return records(pages(lambda a: steps.transcript_page(conn, a, size, scope), first, 0))
 
     def schedules(self) -> Iterator[list[RepetitionSchedule]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return pages(lambda a: sql.schedule_page(conn, a, size, scope), lambda r: r.memory_id, "")
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return pages(lambda a: steps.schedule_page(conn, a, size, scope), lambda r: r.memory_id, "")
 
     def promotions(self) -> Iterator[list[PromotionRecord]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return pages(lambda a: sql.promotion_page(conn, a, size, scope), lambda p: p.id, 0)
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return pages(lambda a: steps.promotion_page(conn, a, size, scope), lambda p: p.id, 0)
 
     def forgotten(self) -> Iterator[list[tuple[int, ForgettingRecord]]]:
-        conn, sql, size, scope = self._conn, self._sql, self._page, self._scope
-        return pages(lambda a: sql.forgetting_page(conn, a, size, scope), first, 0)
+        conn, steps, size, scope = self._conn, self._steps, self._page, self._scope
+        return pages(lambda a: steps.forgetting_page(conn, a, size, scope), first, 0)
 
     def graph_rows(self, table: str) -> Iterator[list[Any]]:
-        return self._sql.graph_pages(self._conn, table, self._page, self._scope)
+        """One graph table's rows in pages, read from one cursor in a stable order."""
+        found = stream(self._conn, self._sql.graph_rows(table, self._scope))
+        while page := list(itertools.islice(found, self._page)):
+            yield page
 
     def has_notes(self) -> bool:
-        return self._sql.has_notes(self._conn)
+        return self._steps.has_notes(self._conn)
 
     def note_rows(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
-        rows = self._sql.note_rows(self._conn, table, self._scope)
+        rows = self._steps.note_rows(self._conn, table, self._scope)
         return iter([rows] if rows else [])
 
 
@@ -199,105 +227,112 @@ class StoreImportSink:
     """Writes a checked document through the connection of one write transaction (an
     :class:`~persistence.transfer.json_import.ImportSink`)."""
 
-    def __init__(self, conn: Connection, sql: ImportSql, write_memories: MemoryWriter) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        sql: ImportStatements,
+        steps: ImportSteps,
+        write_memories: MemoryWriter,
+    ) -> None:
         self._conn = conn
         self._sql = sql
+        self._steps = steps
         self._write_memories = write_memories
 
     def stored_embedding(self) -> tuple[int | None, str | None]:
-        return self._sql.stored_embedding(self._conn)
+        return self._steps.stored_embedding(self._conn)
 
     def memory_ids(self) -> set[str]:
-        return self._sql.memory_ids(self._conn)
+        return self._steps.memory_ids(self._conn)
 
     def session_ids(self) -> set[str]:
-        return self._sql.session_ids(self._conn)
+        return self._steps.session_ids(self._conn)
 
     def forgotten_ids(self) -> set[str]:
-        return self._sql.forgotten_ids(self._conn)
+        return self._steps.forgotten_ids(self._conn)
 
     def write(self, doc: ImportDocument, mode: Mode, redacted: int, count: Count) -> None:
-        conn, sql = self._conn, self._sql
-        sql.prepare(conn, doc, mode)  # the embedding model and size; replace empties
+        conn, steps = self._conn, self._steps
+        steps.prepare(conn, doc, mode)  # the embedding model and size; replace empties
         written = self._write_memories(conn, doc, mode, count)
         self._write_sessions(doc, mode, count)
         self._write_schedules(doc, mode, written, count)
         self._write_logs(doc, mode, written, count)
         if redacted:
-            sql.add_redactions(conn, redacted)
+            steps.add_redactions(conn, redacted)
         every = [m.id for _, m in doc.memories]
-        if sql.prepare_graph(conn, doc.graph.present, mode, written, every):
-            write_graph(conn, sql, doc.graph, mode, written, count)
+        if steps.prepare_graph(conn, doc.graph.present, mode, written, every):
+            write_graph(conn, self._sql, steps, doc.graph, mode, written, count)
         self._write_notes(doc, mode, count)
-        problems = sql.import_problems(conn, doc, mode, written)  # a failure rolls all back
+        problems = steps.import_problems(conn, doc, mode, written)  # a failure rolls all back
         if problems:
             raise InvalidImportError("$", f"would leave the database inconsistent: {problems[0]}")
 
     def _write_notes(self, doc: ImportDocument, mode: Mode, count: Count) -> None:
         """The document's notes: replace mode holds exactly them; merge replaces a note
         of the same id with the document's (see :mod:`persistence.transfer.note_io`)."""
-        conn, sql = self._conn, self._sql
-        if mode == "replace" and sql.has_notes(conn):
-            sql.clear_notes(conn)
+        conn, steps = self._conn, self._steps
+        if mode == "replace" and steps.has_notes(conn):
+            steps.clear_notes(conn)
         if not doc.notes.present:
             return
         for table in NOTE_TABLES:
             rows = doc.notes.rows[table]
-            sql.insert_note_rows(conn, table, rows)
+            steps.insert_note_rows(conn, table, rows)
             for _ in rows:
                 count(table, "inserted")
 
     def _write_sessions(self, doc: ImportDocument, mode: Mode, count: Count) -> None:
-        conn, sql = self._conn, self._sql
+        conn, steps = self._conn, self._steps
         for _, session in doc.sessions:
-            current = sql.fetch_session(conn, session.session_id) if mode == "merge" else None
+            current = steps.fetch_session(conn, session.session_id) if mode == "merge" else None
             if current is not None and session.last_active_at <= current.last_active_at:
                 count("sessions", "skipped")
                 continue
-            sql.upsert_session(conn, session)
+            steps.upsert_session(conn, session)
             count("sessions", "inserted" if current is None else "updated")
-        known = sql.transcript_ids(conn) if mode == "merge" else set()
+        known = steps.transcript_ids(conn) if mode == "merge" else set()
         for _, entry in doc.transcripts:
             if entry.id in known:
                 count("session_transcripts", "skipped")
                 continue
-            sql.insert_transcript(conn, entry)
+            steps.insert_transcript(conn, entry)
             count("session_transcripts", "inserted")
 
     def _write_schedules(
         self, doc: ImportDocument, mode: Mode, written: set[str], count: Count
     ) -> None:
-        conn, sql = self._conn, self._sql
+        conn, steps = self._conn, self._steps
         for _, schedule in doc.schedules:
-            current = sql.fetch_schedule(conn, schedule.memory_id) if mode == "merge" else None
+            current = steps.fetch_schedule(conn, schedule.memory_id) if mode == "merge" else None
             if schedule.memory_id not in written and (
-                current is not None or sql.tier_of(conn, schedule.memory_id) is None
+                current is not None or steps.tier_of(conn, schedule.memory_id) is None
             ):
                 count("repetition_schedules", "skipped")
                 continue
-            sql.upsert_schedule(conn, schedule)
+            steps.upsert_schedule(conn, schedule)
             count("repetition_schedules", "inserted" if current is None else "updated")
 
     def _write_logs(self, doc: ImportDocument, mode: Mode, written: set[str], count: Count) -> None:
-        conn, sql = self._conn, self._sql
+        conn, steps = self._conn, self._steps
         for _, record in doc.promotions:
             # Merging keeps the store's history of a memory whose stored version was kept;
             # the history of a forgotten memory joins unless the store already has it.
             if mode == "merge" and (
-                sql.has_promotion(conn, record)
+                steps.has_promotion(conn, record)
                 or (
                     record.memory_id not in written
-                    and sql.tier_of(conn, record.memory_id) is not None
+                    and steps.tier_of(conn, record.memory_id) is not None
                 )
             ):
                 count("promotion_log", "skipped")
                 continue
-            sql.insert_promotion(conn, record, keep_id=mode == "replace")
+            steps.insert_promotion(conn, record, keep_id=mode == "replace")
             count("promotion_log", "inserted")
         for _, row_id, forgotten in doc.forgotten:
-            if mode == "merge" and sql.has_forgetting(conn, forgotten):
+            if mode == "merge" and steps.has_forgetting(conn, forgotten):
                 count("forgetting_log", "skipped")
                 continue
-            sql.insert_forgetting(conn, row_id if mode == "replace" else None, forgotten)
+            steps.insert_forgetting(conn, row_id if mode == "replace" else None, forgotten)
             count("forgetting_log", "inserted")
-        sql.logs_written(conn)
+        run_all(conn, self._sql.logs_written())

@@ -1,42 +1,24 @@
 """The PostgreSQL engine's SQL of the JSON export and import
-(:class:`~persistence.transfer.store_io.TransferSql`: the functions of the same names as
-SQLite's :mod:`~persistence.sqlite.sql.json_io_sql`), and what backup and copy need:
-pages of every table in its export order, row counts, whole-table clears for a replace,
-log rows written with their ids, the graph tables row by row, and the checks an import
-must pass before it commits.
+(:class:`~persistence.transfer.store_io.TransferStatements`: the builders of the same
+names as SQLite's :mod:`~persistence.sqlite.sql.json_io_sql`), and what backup and copy
+need: pages of every table in its export order with their decoders, row counts,
+whole-table clears for a replace, log rows written with their ids, the graph tables row
+by row, and the library's tables for maintenance. Each function builds a
+:class:`~persistence.statements.Statement` (or decodes rows) and runs nothing;
+:mod:`persistence.postgres.transfer_steps` and the shared
+:mod:`persistence.transfer.store_io` run them.
 
 Table and column names come from the closed lists below (and those of
 :mod:`persistence.transfer`), never from a document; values are always parameters.
-Functions run in the caller's transaction.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import psycopg
-
-from migrations.sqlite import LATEST_VERSION as DOCUMENT_VERSION
-from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
-from persistence.postgres.sql import (
-    dedup_sql,
-    graph_sql,
-    integrity_sql,
-    memory_sql,
-    meta_sql,
-    notes_sql,
-    schedule_sql,
-    session_sql,
-    vector_sql,
-)
-from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
-from persistence.postgres.sql.graph_sql import collect as collect
-from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
-from persistence.postgres.sql.graph_sql import resolve as resolve
-from persistence.postgres.sql.memory_sql import tier_of as tier_of
-from persistence.postgres.sql.notes_sql import has_notes as has_notes
+from persistence.postgres.sql import memory_sql, session_sql
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -46,21 +28,10 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.statements import Row, Statement
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
-from persistence.transfer.json_export import ExportHeader
-from persistence.transfer.json_import import ImportDocument, Mode
 
-# The functions of the shared names that the record families' SQL already has.
-has_entity = graph_sql.entity_exists
-clear_notes = notes_sql.clear
-insert_note_rows = notes_sql.insert_rows
-fetch_schedule = schedule_sql.fetch
-upsert_schedule = schedule_sql.upsert
-fetch_session = session_sql.fetch
-
-
-Connection = psycopg.Connection[Any]
 WORDS = re.compile(r"\w+")
 """An alias's words (its ``tokens``), split as :mod:`graph_sql` splits them."""
 
@@ -103,35 +74,9 @@ _CLEARED = (
 """What a replace empties besides the memories, in an order no foreign key minds."""
 
 
-def header(conn: Connection) -> ExportHeader:
-    """The document's schema version is the data model this code exports, numbered as
-    the file chain numbers it (every field and the graph): a document does not say
-    which engine wrote it."""
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-    return ExportHeader(
-        schema_version=DOCUMENT_VERSION,
-        embedding_dim=None if dim is None else int(dim),
-        embedding_model=meta_sql.read(conn, EMBEDDING_MODEL_KEY),
-    )
-
-
-def has_graph(conn: Connection) -> bool:
-    """Every PostgreSQL schema has the graph (version 3)."""
-    return True
-
-
-def row_count(conn: Connection) -> int:
-    """Rows an export lists: every table's, the graph's and the notes' included."""
-    row = conn.execute(_COUNT_ALL).fetchone()
-    assert row is not None
-    return sum(int(n) for n in row) + notes_sql.row_count(conn)
-
-
-def counts(conn: Connection) -> dict[str, int]:
-    """Rows per export table (one statement)."""
-    row = conn.execute(_COUNT_ALL).fetchone()
-    assert row is not None
-    return {name: int(n) for name, n in zip(TABLE, row, strict=True)}
+def count_all() -> Statement:
+    """One row: how many rows each export table holds, in :data:`TABLE`'s order."""
+    return Statement(_COUNT_ALL)
 
 
 # --- export pages ---------------------------------------------------------------------
@@ -149,15 +94,15 @@ def _mine(scope: Scope, column: str = "scope") -> tuple[str, tuple[str, ...]]:
     return scope.and_(column, "%s")
 
 
-def memory_page(
-    conn: Connection, tier: Tier, after_seq: int, limit: int, scope: Scope = WHOLE
-) -> list[tuple[int, Memory]]:
+def memory_page(tier: Tier, after_seq: int, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order
-    (seq > ``after_seq``), each with its seq."""
+    (seq > ``after_seq``), each with its seq (:func:`to_memory_page`)."""
     mine, agent = _mine(scope, "t.scope")
-    rows = conn.execute(
-        _MEMORY_PAGE.format(scope=mine), (tier.value, after_seq, *agent, limit)
-    ).fetchall()
+    return Statement(_MEMORY_PAGE.format(scope=mine), (tier.value, after_seq, *agent, limit))
+
+
+def to_memory_page(rows: Sequence[Row]) -> list[tuple[int, Memory]]:
+    """The rows of :func:`memory_page` as ``(seq, memory)``."""
     return [(int(r[0]), memory_sql.to_memory(r[1:])) for r in rows]
 
 
@@ -167,244 +112,195 @@ _SESSION_COLUMNS = (
 )
 
 
-def session_rows(
-    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[tuple[Any, ...]]:
-    """The next ``limit`` session rows (of ``scope``) by id (byte-wise) after ``after_id``."""
+def session_page(after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` session rows (of ``scope``) by id (byte-wise) after ``after_id``
+    (:func:`to_sessions`)."""
     mine, agent = _mine(scope)
-    return conn.execute(
+    return Statement(
         f'SELECT {_SESSION_COLUMNS} FROM tm_sessions WHERE session_id COLLATE "C" > %s{mine} '
         'ORDER BY session_id COLLATE "C" LIMIT %s',
         (after_id, *agent, limit),
-    ).fetchall()
+    )
 
 
-def transcript_rows(
-    conn: Connection, after_seq: int, limit: int, scope: Scope = WHOLE
-) -> list[tuple[Any, ...]]:
+def to_sessions(rows: Sequence[Row]) -> list[SessionState]:
+    """The rows of :func:`session_page` as sessions."""
+    return [session_sql.to_session(r) for r in rows]
+
+
+def transcript_page(after_seq: int, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` transcript lines (of ``scope``) in insertion order: ``(seq, id,
-    session_id, turn_number, role, content, timestamp, speaker)``."""
+    session_id, turn_number, role, content, timestamp, speaker)`` (:func:`to_transcripts`)."""
     mine, agent = _mine(scope)
-    return conn.execute(
+    return Statement(
         "SELECT seq, id, session_id, turn_number, role, content, timestamp, speaker "
         f"FROM tm_transcripts WHERE seq > %s{mine} ORDER BY seq LIMIT %s",
         (after_seq, *agent, limit),
-    ).fetchall()
+    )
 
 
-def schedule_rows(
-    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[tuple[Any, ...]]:
+def to_transcripts(rows: Sequence[Row]) -> list[tuple[int, TranscriptEntry]]:
+    """The rows of :func:`transcript_page` as ``(seq, entry)``."""
+    return [(int(r[0]), TranscriptEntry(*r[1:])) for r in rows]
+
+
+def schedule_page(after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` schedules (of ``scope``) by memory id (byte-wise) after
-    ``after_id``."""
+    ``after_id`` (:func:`to_schedules`)."""
     mine, agent = _mine(scope)
-    return conn.execute(
+    return Statement(
         "SELECT memory_id, next_review_at, interval_ms, review_count, ease_factor, "
         'stability_days, last_reviewed_at FROM tm_schedules WHERE memory_id COLLATE "C" > %s'
         f'{mine} ORDER BY memory_id COLLATE "C" LIMIT %s',
         (after_id, *agent, limit),
-    ).fetchall()
-
-
-def session_page(
-    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[SessionState]:
-    """The next ``limit`` sessions (of ``scope``) by id (byte-wise) after ``after_id``."""
-    return [session_sql.to_session(r) for r in session_rows(conn, after_id, limit, scope)]
-
-
-def transcript_page(
-    conn: Connection, after_seq: int, limit: int, scope: Scope = WHOLE
-) -> list[tuple[int, TranscriptEntry]]:
-    """The next ``limit`` transcript lines (of ``scope``) in insertion order, with seqs."""
-    rows = transcript_rows(conn, after_seq, limit, scope)
-    return [(int(r[0]), TranscriptEntry(*r[1:])) for r in rows]
-
-
-def schedule_page(
-    conn: Connection, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[RepetitionSchedule]:
-    """The next ``limit`` schedules (of ``scope``) by memory id (byte-wise) after ``after_id``."""
-    return [RepetitionSchedule(*r) for r in schedule_rows(conn, after_id, limit, scope)]
-
-
-def promotion_page(
-    conn: Connection, after_id: int, limit: int, scope: Scope = WHOLE
-) -> list[PromotionRecord]:
-    """The next ``limit`` promotion-log rows (of ``scope``) with id > ``after_id``."""
-    mine, agent = _mine(scope)
-    rows = conn.execute(
-        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM tm_promotion_log "
-        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
-        (after_id, *agent, limit),
-    ).fetchall()
-    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
-
-
-def forgetting_page(
-    conn: Connection, after_id: int, limit: int, scope: Scope = WHOLE
-) -> list[tuple[int, ForgettingRecord]]:
-    """The next ``limit`` forgetting-log rows (of ``scope``) with id > ``after_id``, with
-    their ids."""
-    mine, agent = _mine(scope)
-    rows = conn.execute(
-        "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log "
-        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
-        (after_id, *agent, limit),
-    ).fetchall()
-    return [(int(r[0]), ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
-
-
-def graph_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> psycopg.Cursor[Any]:
-    """Every row of one graph table (of ``scope``: on a server every graph row has one,
-    a fact no memory asserts included), values in the export's field order, in a stable
-    order (a cursor: read it in pages)."""
-    names = ", ".join(GRAPH_FIELDS[table])
-    mine, agent = scope.condition("scope", "%s")
-    return conn.execute(
-        f"SELECT {names} FROM {TABLE[table]} WHERE {mine} ORDER BY {_GRAPH_ORDER[table]}", agent
     )
 
 
-def graph_pages(
-    conn: Connection, table: str, size: int, scope: Scope = WHOLE
-) -> Iterator[list[tuple[Any, ...]]]:
-    """One graph table's rows (of ``scope``) in pages of ``size``, in a stable order."""
-    cursor = graph_rows(conn, table, scope)
-    while page := cursor.fetchmany(size):
-        yield page
+def to_schedules(rows: Sequence[Row]) -> list[RepetitionSchedule]:
+    """The rows of :func:`schedule_page` as schedules."""
+    return [RepetitionSchedule(*r) for r in rows]
 
 
-def note_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
-    """Every row of one note table (of ``scope``), in export order."""
-    return notes_sql.table_rows(conn, table, scope)
+def promotion_page(after_id: int, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` promotion-log rows (of ``scope``) with id > ``after_id``
+    (:func:`to_promotions`)."""
+    mine, agent = _mine(scope)
+    return Statement(
+        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM tm_promotion_log "
+        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
+        (after_id, *agent, limit),
+    )
+
+
+def to_promotions(rows: Sequence[Row]) -> list[PromotionRecord]:
+    """The rows of :func:`promotion_page` as promotion records."""
+    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+
+
+def forgetting_page(after_id: int, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` forgetting-log rows (of ``scope``) with id > ``after_id``
+    (:func:`to_forgotten`)."""
+    mine, agent = _mine(scope)
+    return Statement(
+        "SELECT id, memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log "
+        f"WHERE id > %s{mine} ORDER BY id LIMIT %s",
+        (after_id, *agent, limit),
+    )
+
+
+def to_forgotten(rows: Sequence[Row]) -> list[tuple[int, ForgettingRecord]]:
+    """The rows of :func:`forgetting_page` as ``(id, record)``."""
+    return [(int(r[0]), ForgettingRecord(r[1], Tier(r[2]), r[3], r[4], r[5])) for r in rows]
+
+
+def graph_rows(table: str, scope: Scope = WHOLE) -> Statement:
+    """Every row of one graph table (of ``scope``: on a server every graph row has one,
+    a fact no memory asserts included), values in the export's field order, in a stable
+    order."""
+    names = ", ".join(GRAPH_FIELDS[table])
+    mine, agent = scope.condition("scope", "%s")
+    return Statement(
+        f"SELECT {names} FROM {TABLE[table]} WHERE {mine} ORDER BY {_GRAPH_ORDER[table]}", agent
+    )
 
 
 # --- import writes --------------------------------------------------------------------
 
 
-def clear_all(conn: Connection) -> None:
+def clear_all() -> list[Statement]:
     """Empty every table an export lists (replace mode): memories with their vectors and
     keyword rows, sessions with their transcripts, schedules, logs, content keys, graph."""
-    conn.execute("DELETE FROM tm_memories")
-    for table in _CLEARED:
-        conn.execute(f"DELETE FROM {table}")
+    return [
+        Statement("DELETE FROM tm_memories"),
+        *(Statement(f"DELETE FROM {t}") for t in _CLEARED),
+    ]
 
 
-def stored_embedding(conn: Connection) -> tuple[int | None, str | None]:
-    """The store's embedding size and model (``None`` when not fixed yet)."""
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-    return (None if dim is None else int(dim)), meta_sql.read(conn, EMBEDDING_MODEL_KEY)
+def clear_vectors() -> Statement:
+    """Empty the vector table (a replace that changes the vector size: the memories go
+    anyway)."""
+    return Statement("DELETE FROM tm_vectors")
 
 
-def prepare(conn: Connection, doc: ImportDocument, mode: Mode) -> None:
-    """The embedding model becomes the document's (replace, or where none is yet); the
-    store's vector size becomes the document's (replace) or is fixed by it (merge into a
-    store without one), the vector column typed to match; replace empties every table."""
-    if mode == "replace" or meta_sql.read(conn, EMBEDDING_MODEL_KEY) is None:
-        meta_sql.write(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
-    stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-    wanted = None if doc.embedding_dim is None else str(doc.embedding_dim)
-    if mode == "replace" and stored != wanted:
-        conn.execute("DELETE FROM tm_vectors")  # the memories go anyway
-        vector_sql.drop_vector_index(conn)
-        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
-    elif mode == "merge" and stored is None and wanted is not None:
-        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-    if dim is not None:
-        vector_sql.ensure_vector_index(conn, int(dim))
-    if mode == "replace":
-        clear_all(conn)
-
-
-def memory_ids(conn: Connection) -> set[str]:
+def memory_ids() -> Statement:
     """The id of every memory."""
-    return {r[0] for r in conn.execute("SELECT id FROM tm_memories")}
+    return Statement("SELECT id FROM tm_memories")
 
 
-def session_ids(conn: Connection) -> set[str]:
+def session_ids() -> Statement:
     """The id of every session."""
-    return {r[0] for r in conn.execute("SELECT session_id FROM tm_sessions")}
+    return Statement("SELECT session_id FROM tm_sessions")
 
 
-def forgotten_ids(conn: Connection) -> set[str]:
+def forgotten_ids() -> Statement:
     """The memory ids the forgetting log names."""
-    return {r[0] for r in conn.execute("SELECT DISTINCT memory_id FROM tm_forgetting_log")}
+    return Statement("SELECT DISTINCT memory_id FROM tm_forgetting_log")
 
 
-def transcript_ids(conn: Connection) -> set[str]:
+def transcript_ids() -> Statement:
     """The id of every transcript line."""
-    return {r[0] for r in conn.execute("SELECT id FROM tm_transcripts")}
+    return Statement("SELECT id FROM tm_transcripts")
 
 
-def upsert_session(conn: Connection, session: SessionState) -> None:
-    session_sql.upsert(conn, session_sql.encode_row(session))
-
-
-def insert_transcript(conn: Connection, e: TranscriptEntry) -> None:
+def insert_transcript(e: TranscriptEntry) -> Statement:
     """Insert one transcript line as exported; its session is not touched."""
-    conn.execute(
+    return Statement(
         "INSERT INTO tm_transcripts (id, session_id, turn_number, role, content, timestamp, "
         "speaker) VALUES (%s, %s, %s, %s, %s, %s, %s)",
         (e.id, e.session_id, e.turn_number, e.role, e.content, e.timestamp, e.speaker),
     )
 
 
-def insert_promotion(conn: Connection, record: PromotionRecord, keep_id: bool) -> None:
+def insert_promotion(record: PromotionRecord, keep_id: bool) -> Statement:
     """Insert a promotion-log row as exported (a fresh id unless ``keep_id``)."""
     values = (record.memory_id, record.from_tier.value, record.to_tier.value,
               record.promoted_at, record.reason)  # fmt: skip
     if keep_id:
-        conn.execute(
+        return Statement(
             "INSERT INTO tm_promotion_log (id, memory_id, from_tier, to_tier, promoted_at, "
             "reason) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s)",
             (record.id, *values),
         )
-    else:
-        conn.execute(
-            "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            values,
-        )
+    return Statement(
+        "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
+        "VALUES (%s, %s, %s, %s, %s)",
+        values,
+    )
 
 
-def has_promotion(conn: Connection, record: PromotionRecord) -> bool:
-    """True if the log holds this promotion (same memory, tiers and time)."""
-    row = conn.execute(
+def has_promotion(record: PromotionRecord) -> Statement:
+    """A row if the log holds this promotion (same memory, tiers and time)."""
+    return Statement(
         "SELECT 1 FROM tm_promotion_log WHERE memory_id = %s AND from_tier = %s "
         "AND to_tier = %s AND promoted_at = %s",
         (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
-    ).fetchone()
-    return row is not None
+    )
 
 
-def insert_forgetting(conn: Connection, row_id: int | None, record: ForgettingRecord) -> None:
+def insert_forgetting(row_id: int | None, record: ForgettingRecord) -> Statement:
     """Insert a forgetting-log row as exported (``row_id=None``: a fresh id)."""
     values = (record.memory_id, record.tier.value, record.forgotten_at, record.retention,
               record.reason)  # fmt: skip
     if row_id is None:
-        conn.execute(
+        return Statement(
             "INSERT INTO tm_forgetting_log (memory_id, tier, forgotten_at, retention, reason) "
             "VALUES (%s, %s, %s, %s, %s)",
             values,
         )
-    else:
-        conn.execute(
-            "INSERT INTO tm_forgetting_log (id, memory_id, tier, forgotten_at, retention, "
-            "reason) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s)",
-            (row_id, *values),
-        )
+    return Statement(
+        "INSERT INTO tm_forgetting_log (id, memory_id, tier, forgotten_at, retention, "
+        "reason) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, %s, %s)",
+        (row_id, *values),
+    )
 
 
-def has_forgetting(conn: Connection, record: ForgettingRecord) -> bool:
-    """True if the log holds this row (same memory, tier, time and reason)."""
-    row = conn.execute(
+def has_forgetting(record: ForgettingRecord) -> Statement:
+    """A row if the log holds this row (same memory, tier, time and reason)."""
+    return Statement(
         "SELECT 1 FROM tm_forgetting_log WHERE memory_id = %s AND tier = %s "
         "AND forgotten_at = %s AND reason = %s",
         (record.memory_id, record.tier.value, record.forgotten_at, record.reason),
-    ).fetchone()
-    return row is not None
+    )
 
 
 _ADVANCE = (
@@ -414,26 +310,28 @@ _ADVANCE = (
 )
 
 
-def logs_written(conn: Connection) -> None:
+def logs_written() -> list[Statement]:
     """After an import wrote the logs: move the id sequences of both logs past the ids
     written with their values, so the next row gets a new one (a sequence never goes
     back)."""
-    for table in ("tm_promotion_log", "tm_forgetting_log"):
-        conn.execute(_ADVANCE.format(t=f"'{table}'", table=table))
+    return [
+        Statement(_ADVANCE.format(t=f"'{table}'", table=table))
+        for table in ("tm_promotion_log", "tm_forgetting_log")
+    ]
 
 
-def unqueue(conn: Connection, memory_ids: Iterable[str]) -> None:
+def unqueue(memory_ids: Iterable[str]) -> Statement:
     """Take these memories off the extraction queue."""
-    conn.execute("DELETE FROM tm_graph_queue WHERE memory_id = ANY(%s::text[])",
-                 (sorted(set(memory_ids)),))  # fmt: skip
+    return Statement("DELETE FROM tm_graph_queue WHERE memory_id = ANY(%s::text[])",
+                     (sorted(set(memory_ids)),))  # fmt: skip
 
 
-def clear_queue(conn: Connection) -> None:
+def clear_queue() -> Statement:
     """Empty the extraction queue (the insert triggers filled it during a replace)."""
-    conn.execute("DELETE FROM tm_graph_queue")
+    return Statement("DELETE FROM tm_graph_queue")
 
 
-def insert_graph_row(conn: Connection, table: str, row: Mapping[str, Any]) -> None:
+def insert_graph_row(table: str, row: Mapping[str, Any]) -> Statement:
     """Insert one document row into a graph table (an alias gets its words)."""
     names = list(GRAPH_FIELDS[table])
     values = [row[n] for n in names]
@@ -441,37 +339,38 @@ def insert_graph_row(conn: Connection, table: str, row: Mapping[str, Any]) -> No
         names.append("tokens")
         values.append(_words(row["norm"]))
     marks = ", ".join("%s" for _ in names)
-    conn.execute(f"INSERT INTO {TABLE[table]} ({', '.join(names)}) VALUES ({marks})", values)
+    return Statement(f"INSERT INTO {TABLE[table]} ({', '.join(names)}) VALUES ({marks})", values)
 
 
 def _words(norm: str) -> list[str]:
     return WORDS.findall(norm)
 
 
-def has_relation(conn: Connection, rid: str) -> bool:
-    """True if a relation with this id exists."""
-    return conn.execute("SELECT 1 FROM tm_relations WHERE id = %s", (rid,)).fetchone() is not None
+def has_entity(eid: str) -> Statement:
+    """A row if an entity with this id exists."""
+    return Statement("SELECT 1 FROM tm_entities WHERE id = %s", (eid,))
 
 
-def mark_direct(conn: Connection, eid: str, direct: bool) -> None:
+def has_relation(rid: str) -> Statement:
+    """A row if a relation with this id exists."""
+    return Statement("SELECT 1 FROM tm_relations WHERE id = %s", (rid,))
+
+
+def mark_direct(eid: str, direct: bool) -> Statement:
     """An entity becomes direct if the document says so (never the other way)."""
-    conn.execute("UPDATE tm_entities SET direct = direct OR %s WHERE id = %s", (direct, eid))
+    return Statement("UPDATE tm_entities SET direct = direct OR %s WHERE id = %s", (direct, eid))
 
 
-def current_twin(conn: Connection, triple: Sequence[str]) -> str | None:
+def current_twin(triple: Sequence[str]) -> Statement:
     """The id of the current relation ``subject -predicate-> object``, if there is one."""
-    row = conn.execute(
+    return Statement(
         "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s "
         "AND object_id = %s AND valid_to IS NULL",
         tuple(triple),
-    ).fetchone()
-    return None if row is None else str(row[0])
+    )
 
 
-def rebuild_content_keys(conn: Connection, memories: Sequence[Memory]) -> None:
-    """Note the content keys of ``memories`` afresh (after a replace, all of them)."""
-    dedup_sql.record(conn, memories)
-
+# --- maintenance ------------------------------------------------------------------------
 
 _MAINTAINED = (
     "SELECT quote_ident(c.relname) FROM pg_class AS c JOIN pg_namespace AS n "
@@ -480,38 +379,11 @@ _MAINTAINED = (
 )
 
 
-def maintained_tables(conn: Connection) -> list[str]:
+def maintained_tables() -> Statement:
     """The library's tables in the current schema, quoted for a ``VACUUM``."""
-    return [str(r[0]) for r in conn.execute(_MAINTAINED)]
+    return Statement(_MAINTAINED)
 
 
-def add_redactions(conn: Connection, count: int) -> None:
-    """Count ``count`` more secrets redacted before they reached the store."""
-    meta_sql.add(conn, REDACTIONS_KEY, count)
-
-
-def prepare_graph(
-    conn: Connection, present: bool, mode: Mode, written: set[str], every: Sequence[str]
-) -> bool:
-    """Before the graph of an import: False without one in the document (the memories'
-    insert triggers queued them for extraction: they stay queued); replace empties the
-    extraction queue those triggers filled (the rest was emptied with the tables)."""
-    if not present:
-        return False
-    if mode == "replace":
-        clear_queue(conn)
-    return True
-
-
-def import_problems(
-    conn: Connection, doc: ImportDocument, mode: Mode, written: set[str]
-) -> list[str]:
-    """The content keys of the memories written are made; then what the import would
-    break (the first check that fails), or ``[]``."""
-    memories = [m for _, m in doc.memories if mode == "replace" or m.id in written]
-    rebuild_content_keys(conn, memories)
-    for check in integrity_sql.IMPORT_CHECKS.values():
-        problems = check(conn)
-        if problems:
-            return list(problems)
-    return []
+def vacuum_analyze(quoted_table: str) -> Statement:
+    """``VACUUM (ANALYZE)`` one table, named as :func:`maintained_tables` quotes it."""
+    return Statement(f"VACUUM (ANALYZE) {quoted_table}")

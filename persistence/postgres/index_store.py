@@ -38,6 +38,7 @@ from persistence.postgres.sql import (
 )
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import MemoryFilter
+from persistence.statements import value
 from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
@@ -91,7 +92,7 @@ class HnswVectors:
         :meth:`searching` answers by reading it again."""
         if self._dim is not None and not self.engine.in_transaction:
             return self._dim
-        stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+        stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
         dim = None if stored is None else int(stored)
         if not self.engine.in_transaction:
             self._dim = dim

@@ -48,6 +48,7 @@ from persistence.records import (
     Synchronous,
     now_ms,
 )
+from persistence.statements import run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.control import EngineControl
 from persistence.stores.indexes import IndexStore
@@ -222,7 +223,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             if scope_sql.keyword_index_blocked(conn):
                 log.info(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
-            stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+            stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             if dim is not None and stored is not None and int(stored) != dim:
                 raise EmbeddingDimensionError(dim, int(stored))
         except SchemaTooNew as exc:
@@ -274,20 +275,21 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     def get_meta(self, key: str) -> str | None:
         """One fact about the store (``tm_meta``), or ``None``."""
         with self.engine.reading() as conn:
-            return meta_sql.read(conn, key)
+            found: str | None = value(conn, meta_sql.read(key))
+            return found
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the store."""
         require_str(key, "key", allow_empty=False)
         with self.transaction(join=True) as conn:
-            meta_sql.write(conn, key, value)
+            run(conn, meta_sql.write(key, value))
 
     def increment_meta(self, key: str, by: int = 1) -> int:
         """Add ``by`` to a counter, atomically (one ``UPSERT``); returns the new value."""
         require_str(key, "key", allow_empty=False)
         require_int(by, "by")
         with self.transaction(join=True) as conn:
-            return meta_sql.add(conn, key, by)
+            return int(value(conn, meta_sql.add(key, by)))
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one snapshot) and sizes: ``size_bytes`` is what the library's
@@ -297,8 +299,8 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
             counts = stats_sql.counts(conn)
             sizes = stats_sql.sizes(conn)
             version = read_schema_version(conn)
-            errors = meta_sql.read(conn, EMBEDDING_ERRORS_KEY)
-            last_error = meta_sql.read(conn, LAST_EMBEDDING_ERROR_KEY)
+            errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
+            last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
         return PersistenceStatistics(
             **counts,
             schema_version=version,

@@ -23,8 +23,8 @@ import apsw
 import numpy as np
 
 from persistence.records import Tier
-from persistence.sqlite.sql import index_sql, vector_codes_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql import index_sql, meta_sql, vector_codes_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_codes import (
     CAL_ROWS,
     EXACT_BELOW,
@@ -33,6 +33,7 @@ from persistence.sqlite.vector_codes import (
     CodeFit,
     code_blobs,
 )
+from persistence.statements import value
 
 log = logging.getLogger("tiered_memory")
 
@@ -78,7 +79,7 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
     With it, codes no reader can use (none yet, another model, a log trimmed past them)
     are made again from every vector.
     """
-    dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+    dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim_text is None or int(dim_text) < EXACT_BELOW:
         return 0  # no vectors yet, or too few dimensions for codes (scanned exactly)
     dim = int(dim_text)

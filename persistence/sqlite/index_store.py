@@ -28,11 +28,13 @@ from persistence.sqlite.sql import (
     conversation_sql,
     embedding_cache_sql,
     index_sql,
+    meta_sql,
     rebuild_sql,
     vector_codes_sql,
 )
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
+from persistence.statements import value
 from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
@@ -86,7 +88,7 @@ class MirrorVectors(VectorMirror):
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
         """``search(conn, dim)`` in one snapshot, at the dimension the file records."""
         with self.engine.snapshot() as conn:
-            dim = read_meta(conn, EMBEDDING_DIM_KEY)
+            dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             return empty if dim is None else search(conn, int(dim))
 
     def nearest(

@@ -24,11 +24,13 @@ from persistence.sqlite.sql import (
     dedup_sql,
     forgetting_sql,
     memory_sql,
+    meta_sql,
     schedule_sql,
     tag_counts_sql,
 )
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta, write_meta
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite
+from persistence.statements import run, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
@@ -38,12 +40,12 @@ __all__ = ["FileMemories", "MemoryStore", "check_dimension"]  # MemoryStore: for
 def check_dimension(conn: apsw.Connection, dim: int, configured: int | None) -> None:
     """The first embedding fixes the file's dimension (``configured``, if the store was
     given one); later ones must match it."""
-    stored = read_meta(conn, EMBEDDING_DIM_KEY)
+    stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     expected = int(stored) if stored is not None else configured
     if expected is not None and dim != expected:
         raise EmbeddingDimensionError(dim, expected)
     if stored is None:
-        write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
+        run(conn, meta_sql.write(EMBEDDING_DIM_KEY, str(dim)))
 
 
 class FileMemories:

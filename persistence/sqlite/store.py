@@ -71,17 +71,16 @@ from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import file_memory_store
 from persistence.sqlite.schedule_store import file_schedule_store
-from persistence.sqlite.sql import memory_sql, session_sql, stats_sql
+from persistence.sqlite.sql import memory_sql, meta_sql, session_sql, stats_sql
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
-    add_to_counter,
-    embedding_errors,
-    read_meta,
-    write_meta,
+    EMBEDDING_ERRORS_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
 )
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
+from persistence.statements import run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.control import EngineControl
 from persistence.stores.memories import MemoryStore
@@ -300,12 +299,13 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     def get_meta(self, key: str) -> str | None:
         """One fact about the file (``store_meta``), or ``None``."""
         with self.engine.reading() as conn:
-            return read_meta(conn, key)
+            found: str | None = value(conn, meta_sql.read(key))
+            return found
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the file."""
         with self.transaction() as conn:
-            write_meta(conn, key, value)
+            run(conn, meta_sql.write(key, value))
 
     def increment_meta(self, key: str, by: int = 1) -> int:
         """Add ``by`` to a counter kept in the file, atomically (in the caller's
@@ -313,7 +313,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
         require_str(key, "key", allow_empty=False)
         require_int(by, "by")
         with self.transaction(join=True) as conn:
-            return add_to_counter(conn, key, by)
+            return int(value(conn, meta_sql.add(key, by)))
 
     # --- statistics ---------------------------------------------------------------------
 
@@ -350,7 +350,7 @@ def _check_schema(conn: apsw.Connection, path: str, latest: int, read_only: bool
 
 def _check_configured_dim(conn: apsw.Connection, dim: int) -> None:
     """Refuse a file whose embeddings have another size than the store was given."""
-    stored = read_meta(conn, EMBEDDING_DIM_KEY)
+    stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if stored is not None and int(stored) != dim:
         raise EmbeddingDimensionError(dim, int(stored))
 
@@ -397,7 +397,8 @@ def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceSt
         version = read_schema_version(conn)
         page_size = int(conn.pragma("page_size"))
         page_count = int(conn.pragma("page_count"))
-        errors, last_error = embedding_errors(conn)
+        errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
+        last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
     finally:
         if not nested:
             conn.execute("COMMIT")
@@ -416,7 +417,7 @@ def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceSt
             "page_count": page_count,
         },
         path=path,
-        embedding_errors=errors,
+        embedding_errors=int(errors) if errors and errors.isdigit() else 0,
         last_embedding_error=last_error,
         **scalar,
     )

@@ -54,8 +54,8 @@ import numpy as np
 
 from persistence.records import Tier
 from persistence.sqlite import code_sync
-from persistence.sqlite.sql import index_sql, vector_codes_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql import index_sql, meta_sql, vector_codes_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_codes import (
     CAL_ROWS,
     EXACT_BELOW,
@@ -70,6 +70,7 @@ from persistence.sqlite.vector_codes import (
     split_packed_codes,
     words_for,
 )
+from persistence.statements import value
 
 _TIERS = tuple(Tier)
 _CODE = TIER_BYTE  # a slot's tier byte, as stored codes keep it
@@ -164,7 +165,7 @@ class VectorMirror:
         must reload; then use :meth:`candidates` and :meth:`reset` after a rollback.
         """
         with self._lock:
-            dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+            dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             dim = None if dim_text is None else int(dim_text)
             _, changed = self._changes(conn, dim)
             if changed is None or len(changed) > _CHUNK:
@@ -254,7 +255,7 @@ class VectorMirror:
         return head, index_sql.changed_since(conn, self._seq)
 
     def _catch_up(self, conn: apsw.Connection) -> None:
-        dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+        dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
         dim = None if dim_text is None else int(dim_text)
         (head_seq, head_id), changed = self._changes(conn, dim)
         fitted = self._fit.fitted if self._fit is not None else 0

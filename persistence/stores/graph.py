@@ -30,6 +30,7 @@ from persistence.graph_records import (
     RelationFact,
 )
 from persistence.meta_keys import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY
+from persistence.statements import run, value
 from persistence.stores import graph_rows as rows
 from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.graph_engine import GraphSql
@@ -181,8 +182,8 @@ class GraphStore:
             for memory_id, until, error in failures:
                 sql.postpone(conn, memory_id, until, error)
             if failures:
-                sql.add_to_counter(conn, EXTRACTION_ERRORS_KEY, len(failures))
-                sql.write_meta(conn, LAST_EXTRACTION_ERROR_KEY, failures[-1][2][:1000])
+                run(conn, sql.add_to_counter(EXTRACTION_ERRORS_KEY, len(failures)))
+                run(conn, sql.write_meta(LAST_EXTRACTION_ERROR_KEY, failures[-1][2][:1000]))
         return done
 
     def drop_extracted(self, memory_id: str) -> None:
@@ -351,10 +352,10 @@ class GraphStore:
             counts = self._scope.counts if self._scope.filtering else self.sql.counts
             return GraphStatistics(
                 **counts(conn),
-                extraction_errors=int(meta(conn, EXTRACTION_ERRORS_KEY) or 0),
-                last_extraction_error=meta(conn, LAST_EXTRACTION_ERROR_KEY),
-                deduplicated=int(meta(conn, DEDUPLICATED_KEY) or 0),
-                near_duplicates_merged=int(meta(conn, NEAR_DUPLICATES_KEY) or 0),
+                extraction_errors=int(value(conn, meta(EXTRACTION_ERRORS_KEY)) or 0),
+                last_extraction_error=value(conn, meta(LAST_EXTRACTION_ERROR_KEY)),
+                deduplicated=int(value(conn, meta(DEDUPLICATED_KEY)) or 0),
+                near_duplicates_merged=int(value(conn, meta(NEAR_DUPLICATES_KEY)) or 0),
             )
 
     # --- the graph signal of recall (ids in, ids out: no name resolving) --------------------

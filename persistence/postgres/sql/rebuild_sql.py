@@ -14,6 +14,7 @@ import psycopg
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
 from persistence.postgres.sql import meta_sql, vector_sql
 from persistence.records import content_hash
+from persistence.statements import run, value
 
 REBUILD_MODEL_KEY = "rebuild_model"
 REBUILD_DIM_KEY = "rebuild_dim"
@@ -21,8 +22,8 @@ REBUILD_DIM_KEY = "rebuild_dim"
 
 def state(conn: psycopg.Connection[Any]) -> tuple[str, int] | None:
     """``(model id, dimension)`` of the rebuild under way, or ``None``."""
-    model = meta_sql.read(conn, REBUILD_MODEL_KEY)
-    dim = meta_sql.read(conn, REBUILD_DIM_KEY)
+    model = value(conn, meta_sql.read(REBUILD_MODEL_KEY))
+    dim = value(conn, meta_sql.read(REBUILD_DIM_KEY))
     return None if model is None or dim is None else (model, int(dim))
 
 
@@ -31,8 +32,8 @@ def begin(conn: psycopg.Connection[Any], model_id: str, dim: int) -> bool:
     if state(conn) == (model_id, dim):
         return True
     conn.execute("DELETE FROM tm_embedding_rebuild")
-    meta_sql.write(conn, REBUILD_MODEL_KEY, model_id)
-    meta_sql.write(conn, REBUILD_DIM_KEY, str(dim))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, str(dim)))
     return False
 
 
@@ -90,10 +91,10 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
         "DELETE FROM tm_vectors v WHERE NOT EXISTS "
         "(SELECT 1 FROM tm_embedding_rebuild r WHERE r.memory_id = v.memory_id)"
     )
-    meta_sql.write(conn, EMBEDDING_MODEL_KEY, model_id)
-    meta_sql.write(conn, EMBEDDING_DIM_KEY, str(dim))
-    meta_sql.write(conn, REBUILD_MODEL_KEY, None)
-    meta_sql.write(conn, REBUILD_DIM_KEY, None)
+    run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(EMBEDDING_DIM_KEY, str(dim)))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, None))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, None))
     conn.execute("DELETE FROM tm_embedding_rebuild")
     vector_sql.ensure_vector_index(conn, dim)
     return max(updated, 0) + max(added, 0)

@@ -46,6 +46,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.statements import run, value
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
@@ -107,11 +108,11 @@ def header(conn: Connection) -> ExportHeader:
     """The document's schema version is the data model this code exports, numbered as
     the file chain numbers it (every field and the graph): a document does not say
     which engine wrote it."""
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     return ExportHeader(
         schema_version=DOCUMENT_VERSION,
         embedding_dim=None if dim is None else int(dim),
-        embedding_model=meta_sql.read(conn, EMBEDDING_MODEL_KEY),
+        embedding_model=value(conn, meta_sql.read(EMBEDDING_MODEL_KEY)),
     )
 
 
@@ -293,25 +294,25 @@ def clear_all(conn: Connection) -> None:
 
 def stored_embedding(conn: Connection) -> tuple[int | None, str | None]:
     """The store's embedding size and model (``None`` when not fixed yet)."""
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
-    return (None if dim is None else int(dim)), meta_sql.read(conn, EMBEDDING_MODEL_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
+    return (None if dim is None else int(dim)), value(conn, meta_sql.read(EMBEDDING_MODEL_KEY))
 
 
 def prepare(conn: Connection, doc: ImportDocument, mode: Mode) -> None:
     """The embedding model becomes the document's (replace, or where none is yet); the
     store's vector size becomes the document's (replace) or is fixed by it (merge into a
     store without one), the vector column typed to match; replace empties every table."""
-    if mode == "replace" or meta_sql.read(conn, EMBEDDING_MODEL_KEY) is None:
-        meta_sql.write(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
-    stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    if mode == "replace" or value(conn, meta_sql.read(EMBEDDING_MODEL_KEY)) is None:
+        run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, doc.embedding_model))
+    stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     wanted = None if doc.embedding_dim is None else str(doc.embedding_dim)
     if mode == "replace" and stored != wanted:
         conn.execute("DELETE FROM tm_vectors")  # the memories go anyway
         vector_sql.drop_vector_index(conn)
-        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
+        run(conn, meta_sql.write(EMBEDDING_DIM_KEY, wanted))
     elif mode == "merge" and stored is None and wanted is not None:
-        meta_sql.write(conn, EMBEDDING_DIM_KEY, wanted)
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+        run(conn, meta_sql.write(EMBEDDING_DIM_KEY, wanted))
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim is not None:
         vector_sql.ensure_vector_index(conn, int(dim))
     if mode == "replace":
@@ -487,7 +488,7 @@ def maintained_tables(conn: Connection) -> list[str]:
 
 def add_redactions(conn: Connection, count: int) -> None:
     """Count ``count`` more secrets redacted before they reached the store."""
-    meta_sql.add(conn, REDACTIONS_KEY, count)
+    run(conn, meta_sql.add(REDACTIONS_KEY, count))
 
 
 def prepare_graph(

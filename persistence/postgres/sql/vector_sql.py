@@ -21,6 +21,7 @@ from persistence.meta_keys import (
 )
 from persistence.postgres.sql import meta_sql, recall_filter_sql
 from persistence.records import MemoryFilter, Tier
+from persistence.statements import run, value
 
 INDEX_NAME = "tm_vectors_hnsw"
 HALFVEC_INDEX_MAX_DIM = 4000
@@ -184,11 +185,12 @@ def set_embeddings(
 
 def embedding_model(conn: psycopg.Connection[Any]) -> str | None:
     """The model id the store's vectors were made with (``None`` before any)."""
-    return meta_sql.read(conn, EMBEDDING_MODEL_KEY)
+    model: str | None = value(conn, meta_sql.read(EMBEDDING_MODEL_KEY))
+    return model
 
 
 def record_embedding_error(conn: psycopg.Connection[Any], message: str) -> int:
     """Count one failure of background embedding and keep its message; returns the count."""
-    count = meta_sql.add(conn, EMBEDDING_ERRORS_KEY, 1)
-    meta_sql.write(conn, LAST_EMBEDDING_ERROR_KEY, message)
+    count = int(value(conn, meta_sql.add(EMBEDDING_ERRORS_KEY, 1)))
+    run(conn, meta_sql.write(LAST_EMBEDDING_ERROR_KEY, message))
     return count

@@ -783,6 +783,6 @@ def collection_behind(conn: apsw.Connection) -> bool:
 
 # --- facts kept with the data (``store_meta``): the shared store reads them here ----------
 
-read_meta = meta_sql.read_meta
-write_meta = meta_sql.write_meta
-add_to_counter = meta_sql.add_to_counter
+read_meta = meta_sql.read
+write_meta = meta_sql.write
+add_to_counter = meta_sql.add

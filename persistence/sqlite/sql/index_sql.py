@@ -19,10 +19,14 @@ import orjson
 
 from persistence.records import KeywordHits, KeywordParts, MemoryFilter, Tier
 from persistence.sqlite.connection import query_all, query_one, query_value
-from persistence.sqlite.sql import keyword_window_sql
+from persistence.sqlite.sql import keyword_window_sql, meta_sql
 from persistence.sqlite.sql.memory_sql import TABLE, accepts, filter_conditions, scoped_ids
-from persistence.sqlite.sql.meta_sql import EMBEDDING_MODEL_KEY, read_meta
-from persistence.sqlite.sql.meta_sql import record_embedding_error as record_embedding_error
+from persistence.sqlite.sql.meta_sql import (
+    EMBEDDING_ERRORS_KEY,
+    EMBEDDING_MODEL_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
+)
+from persistence.statements import run, value
 from persistence.stores.rows import index_backed as index_backed  # shared; the store asks here
 from persistence.stores.scope import WHOLE, Scope
 
@@ -554,4 +558,16 @@ def blob_of(vector: np.ndarray) -> bytes:
 
 def embedding_model(conn: apsw.Connection) -> str | None:
     """The model id the file's vectors were made with (``None`` before any)."""
-    return read_meta(conn, EMBEDDING_MODEL_KEY)
+    model: str | None = value(conn, meta_sql.read(EMBEDDING_MODEL_KEY))
+    return model
+
+
+def record_embedding_error(conn: apsw.Connection, message: str) -> int:
+    """Count one failure of background embedding and keep its message; returns the count.
+
+    Kept in the file so that every process (the operator's ``tiered-memory stats``
+    beside a running agent) sees it.
+    """
+    count = int(value(conn, meta_sql.add(EMBEDDING_ERRORS_KEY, 1)))
+    run(conn, meta_sql.write(LAST_EMBEDDING_ERROR_KEY, message))
+    return count

@@ -10,8 +10,9 @@ from collections.abc import Callable
 import apsw
 
 from persistence.sqlite.connection import query_all, read_snapshot
-from persistence.sqlite.sql import graph_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql import graph_sql, meta_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
+from persistence.statements import value
 
 _ALL_IDS = (
     "SELECT id, 'scratchpad' AS tier FROM scratchpad UNION ALL "
@@ -111,7 +112,7 @@ def promotion_log_agrees(conn: apsw.Connection) -> list[str]:
 
 def embedding_sizes(conn: apsw.Connection) -> list[str]:
     """Every embedding has the dimension the file records."""
-    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim is None:
         return []
     problems = []

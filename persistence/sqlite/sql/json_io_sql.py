@@ -35,6 +35,7 @@ from persistence.sqlite.sql import (
     graph_sql,
     integrity_sql,
     memory_sql,
+    meta_sql,
     notes_sql,
     schedule_sql,
     session_sql,
@@ -50,14 +51,13 @@ from persistence.sqlite.sql.memory_sql import tier_of as tier_of
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
-    read_meta,
-    write_meta,
+    REDACTIONS_KEY,
 )
-from persistence.sqlite.sql.meta_sql import add_redactions as add_redactions
 from persistence.sqlite.sql.notes_sql import has_notes as has_notes
 from persistence.sqlite.sql.session_sql import insert_transcript as insert_transcript
 from persistence.sqlite.sql.session_sql import session_ids as session_ids
 from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
+from persistence.statements import run, value
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES, ExportHeader
@@ -101,11 +101,11 @@ _INVARIANTS = (
 
 def header(conn: apsw.Connection) -> ExportHeader:
     """The file's schema version and embedding size and model."""
-    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     return ExportHeader(
         schema_version=read_schema_version(conn),
         embedding_dim=None if dim is None else int(dim),
-        embedding_model=read_meta(conn, EMBEDDING_MODEL_KEY),
+        embedding_model=value(conn, meta_sql.read(EMBEDDING_MODEL_KEY)),
     )
 
 
@@ -293,24 +293,31 @@ def current_twin(conn: apsw.Connection, triple: Sequence[str]) -> str | None:
 
 def stored_embedding(conn: apsw.Connection) -> tuple[int | None, str | None]:
     """The file's embedding size and model (``None`` when not fixed yet)."""
-    dim = read_meta(conn, EMBEDDING_DIM_KEY)
-    return (None if dim is None else int(dim)), read_meta(conn, EMBEDDING_MODEL_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
+    return (None if dim is None else int(dim)), value(conn, meta_sql.read(EMBEDDING_MODEL_KEY))
 
 
 def prepare(conn: apsw.Connection, doc: ImportDocument, mode: Mode) -> None:
     """The embedding model and size become the document's (replace) or are fixed by it
     (where none is yet); replace empties the memories, sessions and logs."""
-    stored_dim = read_meta(conn, EMBEDDING_DIM_KEY)
-    if mode == "replace" or read_meta(conn, EMBEDDING_MODEL_KEY) is None:
-        write_meta(conn, EMBEDDING_MODEL_KEY, doc.embedding_model)
+    stored_dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
+    if mode == "replace" or value(conn, meta_sql.read(EMBEDDING_MODEL_KEY)) is None:
+        run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, doc.embedding_model))
     if mode == "replace":
         memory_sql.delete_all(conn)
         session_sql.delete_all(conn)
         clear_schedules_and_forgetting_log(conn)
         dim = doc.embedding_dim
-        write_meta(conn, EMBEDDING_DIM_KEY, None if dim is None else str(dim))
+        run(conn, meta_sql.write(EMBEDDING_DIM_KEY, None if dim is None else str(dim)))
     elif stored_dim is None and doc.embedding_dim is not None:
-        write_meta(conn, EMBEDDING_DIM_KEY, str(doc.embedding_dim))
+        run(conn, meta_sql.write(EMBEDDING_DIM_KEY, str(doc.embedding_dim)))
+
+
+def add_redactions(conn: apsw.Connection, count: int) -> None:
+    """Count ``count`` more secrets redacted before they reached the file (in the same
+    transaction as the write they were removed from)."""
+    if count:
+        run(conn, meta_sql.add(REDACTIONS_KEY, count))
 
 
 def upsert_session(conn: apsw.Connection, session: SessionState) -> None:

@@ -13,14 +13,11 @@ import numpy as np
 
 from persistence.records import Tier, content_hash
 from persistence.sqlite.connection import query_all
+from persistence.sqlite.sql import meta_sql
 from persistence.sqlite.sql.index_sql import blob_of
 from persistence.sqlite.sql.memory_sql import TABLE
-from persistence.sqlite.sql.meta_sql import (
-    EMBEDDING_DIM_KEY,
-    EMBEDDING_MODEL_KEY,
-    read_meta,
-    write_meta,
-)
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
+from persistence.statements import run, value
 
 REBUILD_MODEL_KEY = "rebuild_model"
 REBUILD_DIM_KEY = "rebuild_dim"
@@ -28,8 +25,8 @@ REBUILD_DIM_KEY = "rebuild_dim"
 
 def state(conn: apsw.Connection) -> tuple[str, int] | None:
     """``(model id, dimension)`` of the rebuild under way, or ``None``."""
-    model = read_meta(conn, REBUILD_MODEL_KEY)
-    dim = read_meta(conn, REBUILD_DIM_KEY)
+    model = value(conn, meta_sql.read(REBUILD_MODEL_KEY))
+    dim = value(conn, meta_sql.read(REBUILD_DIM_KEY))
     return None if model is None or dim is None else (model, int(dim))
 
 
@@ -38,8 +35,8 @@ def begin(conn: apsw.Connection, model_id: str, dim: int) -> bool:
     if state(conn) == (model_id, dim):
         return True
     conn.execute("DELETE FROM embedding_rebuild")
-    write_meta(conn, REBUILD_MODEL_KEY, model_id)
-    write_meta(conn, REBUILD_DIM_KEY, str(dim))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, str(dim)))
     return False
 
 
@@ -95,9 +92,9 @@ def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
             f"AS r WHERE r.memory_id = {TABLE[tier]}.id)"
         )
         updated += conn.changes()
-    write_meta(conn, EMBEDDING_MODEL_KEY, model_id)
-    write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
-    write_meta(conn, REBUILD_MODEL_KEY, None)
-    write_meta(conn, REBUILD_DIM_KEY, None)
+    run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(EMBEDDING_DIM_KEY, str(dim)))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, None))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, None))
     conn.execute("DELETE FROM embedding_rebuild")
     return updated

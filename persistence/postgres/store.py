@@ -50,7 +50,7 @@ from persistence.records import (
 )
 from persistence.statements import run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
-from persistence.stores.control import EngineControl
+from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.indexes import IndexStore
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
@@ -101,7 +101,7 @@ def _lacks_vector(conn: Connection) -> bool:
         return False
 
 
-class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
+class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -120,6 +120,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     sessions: SessionStore
     schedules: ScheduleStore
     indexes: IndexStore[HnswVectors]
+    meta_sql: MetaSql = meta_sql
 
     def __init__(
         self,
@@ -272,24 +273,11 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     # --- facts about the store ----------------------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        """One fact about the store (``tm_meta``), or ``None``."""
-        with self.engine.reading() as conn:
-            found: str | None = value(conn, meta_sql.read(key))
-            return found
-
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the store."""
         require_str(key, "key", allow_empty=False)
         with self.transaction(join=True) as conn:
             run(conn, meta_sql.write(key, value))
-
-    def increment_meta(self, key: str, by: int = 1) -> int:
-        """Add ``by`` to a counter, atomically (one ``UPSERT``); returns the new value."""
-        require_str(key, "key", allow_empty=False)
-        require_int(by, "by")
-        with self.transaction(join=True) as conn:
-            return int(value(conn, meta_sql.add(key, by)))
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one snapshot) and sizes: ``size_bytes`` is what the library's

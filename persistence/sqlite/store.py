@@ -82,7 +82,7 @@ from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.statements import run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
-from persistence.stores.control import EngineControl
+from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
@@ -93,7 +93,7 @@ from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, requ
 logger = logging.getLogger("tiered_memory")
 
 
-class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
+class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -124,6 +124,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     sessions: SessionStore
     schedules: ScheduleStore
     indexes: IndexStore[MirrorVectors]
+    meta_sql: MetaSql = meta_sql
 
     rows_per_trip = 20
     """A read in-process costs microseconds: recall's batches are a little over its k."""
@@ -296,24 +297,10 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     # --- facts about the file -------------------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        """One fact about the file (``store_meta``), or ``None``."""
-        with self.engine.reading() as conn:
-            found: str | None = value(conn, meta_sql.read(key))
-            return found
-
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the file."""
         with self.transaction() as conn:
             run(conn, meta_sql.write(key, value))
-
-    def increment_meta(self, key: str, by: int = 1) -> int:
-        """Add ``by`` to a counter kept in the file, atomically (in the caller's
-        transaction, if any); returns the new value."""
-        require_str(key, "key", allow_empty=False)
-        require_int(by, "by")
-        with self.transaction(join=True) as conn:
-            return int(value(conn, meta_sql.add(key, by)))
 
     # --- statistics ---------------------------------------------------------------------
 

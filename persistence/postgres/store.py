@@ -48,7 +48,7 @@ from persistence.records import (
     Synchronous,
     now_ms,
 )
-from persistence.statements import run, value
+from persistence.statements import row, run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.indexes import IndexStore
@@ -96,7 +96,7 @@ def _lacks_vector(conn: Connection) -> bool:
     """True if the database is known to have no pgvector extension (False when that
     cannot be read: the migration's own error is reported then)."""
     try:
-        return not scope_sql.has_vector(conn)
+        return not value(conn, scope_sql.HAS_VECTOR)
     except psycopg.Error:
         return False
 
@@ -219,9 +219,12 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
                     raise MigrationRequiredError(version, LATEST_VERSION, self.location)
             else:
                 apply_migrations(conn, clock=self.config.clock)
-            if self.scope and scope_sql.bypasses_row_security(conn):
+            bypasses = bool(value(conn, scope_sql.BYPASSES_RLS))
+            if self.scope and bypasses:
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
-            if scope_sql.keyword_index_blocked(conn):
+            if not bypasses and not value(conn, scope_sql.MATCH_IS_LEAKPROOF):
+                # Row-level security binds the role and ``@@`` is not LEAKPROOF: the
+                # planner may not use the keyword index, every search reads every row.
                 log.info(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
             stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
@@ -284,8 +287,8 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         tables and their indexes take; ``backend_details`` adds the whole database's
         size (``database_size_bytes``)."""
         with self.engine.snapshot() as conn:
-            counts = stats_sql.counts(conn)
-            sizes = stats_sql.sizes(conn)
+            counts = stats_sql.to_counts(row(conn, stats_sql.COUNT_ALL))
+            sizes = stats_sql.to_sizes(row(conn, stats_sql.SIZES))
             version = read_schema_version(conn)
             errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
             last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))

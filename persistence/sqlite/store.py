@@ -80,7 +80,7 @@ from persistence.sqlite.sql.meta_sql import (
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
-from persistence.statements import run, value
+from persistence.statements import column, run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.memories import MemoryStore
@@ -312,7 +312,7 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
-        with self.engine.reading() as conn:
+        with self.engine.snapshot() as conn:
             return _statistics(conn, self.path, self.config.scope)
 
 
@@ -358,7 +358,7 @@ def _existing_version(path: str, options: ConnectionOptions) -> int:
 def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> None:
     """A file without a schema version is another application's, or new and empty
     (which only a read-write open may turn into a database)."""
-    tables = stats_sql.user_tables(conn)
+    tables = [str(name) for name in column(conn, stats_sql.USER_TABLES)]
     if tables:
         names = ", ".join(tables[:5])
         raise ForeignDatabaseError(
@@ -373,22 +373,15 @@ def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> 
 
 
 def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceStatistics:
-    """Row counts (one consistent snapshot on ``conn``; of ``scope``'s rows) and the
+    """Row counts (of ``scope``'s rows, in the caller's snapshot on ``conn``) and the
     sizes of ``path``."""
-    nested = conn.in_transaction
-    if not nested:
-        conn.execute("BEGIN")
-    try:
-        counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
-        scalar = stats_sql.counts(conn, scope)
-        version = read_schema_version(conn)
-        page_size = int(conn.pragma("page_size"))
-        page_count = int(conn.pragma("page_count"))
-        errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
-        last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
-    finally:
-        if not nested:
-            conn.execute("COMMIT")
+    counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
+    scalar = {name: int(value(conn, count)) for name, count in stats_sql.counts(scope).items()}
+    version = read_schema_version(conn)
+    page_size = int(value(conn, stats_sql.PAGE_SIZE))
+    page_count = int(value(conn, stats_sql.PAGE_COUNT))
+    errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
+    last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
     file_size, wal_size = _file_size(path), _file_size(path + "-wal")
     return PersistenceStatistics(
         scratchpad_count=counts[0],

@@ -47,8 +47,8 @@ from persistence.sqlite import code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
+from persistence.sqlite.planner import fix_shadow_statistics
 from persistence.sqlite.sql import integrity_sql, memory_sql
-from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
 from persistence.stores.scope import Scope

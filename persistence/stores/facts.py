@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from persistence.engine import Connection
+from persistence.meta_keys import (
+    EMBEDDING_DIM_KEY,
+    EMBEDDING_MODEL_KEY,
+    REBUILD_DIM_KEY,
+    REBUILD_MODEL_KEY,
+)
 from persistence.statements import Statement, value
 from persistence.stores.control import EngineControl
 from persistence.validation import require_int, require_str
@@ -24,6 +31,24 @@ class MetaSql(Protocol):
     def write(self, key: str, value: str | None) -> Statement: ...
 
     def add(self, key: str, by: int) -> Statement: ...
+
+
+def rebuild_state(conn: Connection, meta: MetaSql) -> tuple[str, int] | None:
+    """``(model id, dimension)`` of the re-embedding under way, or ``None``."""
+    model = value(conn, meta.read(REBUILD_MODEL_KEY))
+    dim = value(conn, meta.read(REBUILD_DIM_KEY))
+    return None if model is None or dim is None else (str(model), int(dim))
+
+
+def swapped_model(meta: MetaSql, model_id: str, dim: int) -> list[Statement]:
+    """The facts a finished re-embedding leaves: the store's model and size are the new
+    ones, and no rebuild is under way."""
+    return [
+        meta.write(EMBEDDING_MODEL_KEY, model_id),
+        meta.write(EMBEDDING_DIM_KEY, str(dim)),
+        meta.write(REBUILD_MODEL_KEY, None),
+        meta.write(REBUILD_DIM_KEY, None),
+    ]
 
 
 class StoreFacts(EngineControl):

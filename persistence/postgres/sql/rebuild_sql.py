@@ -11,20 +11,19 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
+from persistence.meta_keys import (
+    REBUILD_DIM_KEY,
+    REBUILD_MODEL_KEY,
+)
 from persistence.postgres.sql import meta_sql, vector_sql
 from persistence.records import content_hash
-from persistence.statements import run, value
-
-REBUILD_MODEL_KEY = "rebuild_model"
-REBUILD_DIM_KEY = "rebuild_dim"
+from persistence.statements import run, run_all
+from persistence.stores.facts import rebuild_state, swapped_model
 
 
 def state(conn: psycopg.Connection[Any]) -> tuple[str, int] | None:
-    """``(model id, dimension)`` of the rebuild under way, or ``None``."""
-    model = value(conn, meta_sql.read(REBUILD_MODEL_KEY))
-    dim = value(conn, meta_sql.read(REBUILD_DIM_KEY))
-    return None if model is None or dim is None else (model, int(dim))
+    """The rebuild under way in the store (see :func:`~persistence.stores.facts.rebuild_state`)."""
+    return rebuild_state(conn, meta_sql)
 
 
 def begin(conn: psycopg.Connection[Any], model_id: str, dim: int) -> bool:
@@ -91,10 +90,7 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
         "DELETE FROM tm_vectors v WHERE NOT EXISTS "
         "(SELECT 1 FROM tm_embedding_rebuild r WHERE r.memory_id = v.memory_id)"
     )
-    run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, model_id))
-    run(conn, meta_sql.write(EMBEDDING_DIM_KEY, str(dim)))
-    run(conn, meta_sql.write(REBUILD_MODEL_KEY, None))
-    run(conn, meta_sql.write(REBUILD_DIM_KEY, None))
+    run_all(conn, swapped_model(meta_sql, model_id, dim))
     conn.execute("DELETE FROM tm_embedding_rebuild")
     vector_sql.ensure_vector_index(conn, dim)
     return max(updated, 0) + max(added, 0)

@@ -36,7 +36,6 @@ from persistence.postgres.sql.graph_sql import collect as collect
 from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
 from persistence.postgres.sql.graph_sql import resolve as resolve
 from persistence.postgres.sql.memory_sql import tier_of as tier_of
-from persistence.postgres.sql.notes_sql import has_notes as has_notes
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -47,6 +46,7 @@ from persistence.records import (
     TranscriptEntry,
 )
 from persistence.statements import run, value
+from persistence.stores import notes
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
@@ -54,8 +54,6 @@ from persistence.transfer.json_import import ImportDocument, Mode
 
 # The functions of the shared names that the record families' SQL already has.
 has_entity = graph_sql.entity_exists
-clear_notes = notes_sql.clear
-insert_note_rows = notes_sql.insert_rows
 fetch_schedule = schedule_sql.fetch
 upsert_schedule = schedule_sql.upsert
 fetch_session = session_sql.fetch
@@ -125,7 +123,7 @@ def row_count(conn: Connection) -> int:
     """Rows an export lists: every table's, the graph's and the notes' included."""
     row = conn.execute(_COUNT_ALL).fetchone()
     assert row is not None
-    return sum(int(n) for n in row) + notes_sql.row_count(conn)
+    return sum(int(n) for n in row) + notes.note_row_count(conn, notes_sql)
 
 
 def counts(conn: Connection) -> dict[str, int]:
@@ -278,10 +276,22 @@ def graph_pages(
 
 def note_rows(conn: Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
     """Every row of one note table (of ``scope``), in export order."""
-    return notes_sql.table_rows(conn, table, scope)
+    return notes.note_rows(conn, notes_sql, table, scope)
 
 
 # --- import writes --------------------------------------------------------------------
+
+
+def has_notes(conn: Connection) -> bool:
+    return notes.has_notes(conn, notes_sql)
+
+
+def clear_notes(conn: Connection) -> None:
+    notes.clear_notes(conn, notes_sql)
+
+
+def insert_note_rows(conn: Connection, table: str, rows: Sequence[Sequence[Any]]) -> None:
+    notes.insert_note_rows(conn, notes_sql, table, rows)
 
 
 def clear_all(conn: Connection) -> None:

@@ -53,11 +53,11 @@ from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_MODEL_KEY,
     REDACTIONS_KEY,
 )
-from persistence.sqlite.sql.notes_sql import has_notes as has_notes
 from persistence.sqlite.sql.session_sql import insert_transcript as insert_transcript
 from persistence.sqlite.sql.session_sql import session_ids as session_ids
 from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
 from persistence.statements import run, value
+from persistence.stores import notes
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES, ExportHeader
@@ -67,7 +67,6 @@ from persistence.transfer.json_import import ImportDocument, Mode
 has_forgetting = forgetting_sql.contains
 insert_forgetting = forgetting_sql.insert
 memory_ids = memory_sql.all_ids
-insert_note_rows = notes_sql.insert_rows
 fetch_schedule = schedule_sql.fetch
 upsert_schedule = schedule_sql.upsert
 fetch_session = session_sql.fetch
@@ -111,7 +110,7 @@ def header(conn: apsw.Connection) -> ExportHeader:
 
 def row_count(conn: apsw.Connection) -> int:
     """Rows an export lists: every table's, the graph's and the notes' included."""
-    rows = sum(table_count(conn, t) for t in TABLES) + notes_sql.row_count(conn)
+    rows = sum(table_count(conn, t) for t in TABLES) + notes.note_row_count(conn, notes_sql)
     if graph_sql.has_graph(conn):
         rows += sum(table_count(conn, t) for t in GRAPH_TABLES)
     return rows
@@ -191,7 +190,7 @@ def graph_pages(
 
 def note_rows(conn: apsw.Connection, table: str, scope: Scope = WHOLE) -> list[tuple[Any, ...]]:
     """Every row of one note table (``scope``'s notes and its memories' content history)."""
-    return notes_sql.table_rows(conn, table, scope.agent_id)
+    return notes.note_rows(conn, notes_sql, table, scope)
 
 
 def table_count(conn: apsw.Connection, table: str) -> int:
@@ -352,8 +351,16 @@ def collect(conn: apsw.Connection, entity_ids: Sequence[str], relation_ids: Sequ
     graph_sql.collect_garbage(conn)
 
 
+def has_notes(conn: apsw.Connection) -> bool:
+    return notes.has_notes(conn, notes_sql)
+
+
 def clear_notes(conn: apsw.Connection) -> None:
-    notes_sql.clear(conn)
+    notes.clear_notes(conn, notes_sql)
+
+
+def insert_note_rows(conn: apsw.Connection, table: str, rows: Sequence[Sequence[Any]]) -> None:
+    notes.insert_note_rows(conn, notes_sql, table, rows)
 
 
 def import_problems(

@@ -25,6 +25,7 @@ from persistence.postgres.database import Connection, PgDatabase
 from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql, vector_sql
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
+from persistence.statements import run_batch
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
@@ -101,7 +102,7 @@ class ServerMemories:
                 "a memory id of the batch was taken by another writer; nothing was written"
             ) from None
         dedup_sql.record(conn, [e.memory for e in batch])
-        schedule_sql.insert_many(conn, schedules)
+        run_batch(conn, schedule_sql.insert_many(schedules))
 
     def _insert_one(
         self, conn: Connection, encoded: Encoded, schedule: RepetitionSchedule | None

@@ -20,9 +20,9 @@ from persistence.codecs import encode_embedding
 from persistence.errors import EmbeddingDimensionError
 from persistence.records import Memory, RepetitionSchedule, Tier
 from persistence.sqlite.database import Database
+from persistence.sqlite.forgetting_steps import forget
 from persistence.sqlite.sql import (
     dedup_sql,
-    forgetting_sql,
     memory_sql,
     meta_sql,
     schedule_sql,
@@ -30,7 +30,7 @@ from persistence.sqlite.sql import (
 )
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite
-from persistence.statements import run, value
+from persistence.statements import run, run_batch, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
@@ -81,7 +81,7 @@ class FileMemories:
             raise ids_taken(taken)
         memory_sql.insert_many(conn, [(e.memory, e.row) for e in batch])
         dedup_sql.record(conn, [e.memory for e in batch])
-        schedule_sql.insert_many(conn, schedules)
+        run_batch(conn, schedule_sql.insert_many(schedules))
 
     def move(
         self, conn: apsw.Connection, memory: Memory, target: Tier, metadata: dict[str, Any], at: int
@@ -105,7 +105,7 @@ class FileMemories:
         found = memory_sql.tier_of(conn, memory_id, scope) if tier is None or scope.scoped else tier
         if found is None or (tier is not None and found is not tier):
             return None
-        if not forgetting_sql.forget(conn, found, memory_id, retention, reason, at):
+        if not forget(conn, found, memory_id, retention, reason, at):
             return None
         return found
 

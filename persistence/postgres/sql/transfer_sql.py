@@ -45,7 +45,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.statements import run, value
+from persistence.statements import row, run, value
 from persistence.stores import notes
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
@@ -54,12 +54,28 @@ from persistence.transfer.json_import import ImportDocument, Mode
 
 # The functions of the shared names that the record families' SQL already has.
 has_entity = graph_sql.entity_exists
-fetch_schedule = schedule_sql.fetch
-upsert_schedule = schedule_sql.upsert
-fetch_session = session_sql.fetch
 
 
 Connection = psycopg.Connection[Any]
+
+
+def fetch_schedule(conn: Connection, memory_id: str) -> RepetitionSchedule | None:
+    """The schedule of ``memory_id``, or ``None``."""
+    found = row(conn, schedule_sql.fetch(memory_id))
+    return None if found is None else schedule_sql.to_schedule(found)
+
+
+def upsert_schedule(conn: Connection, schedule: RepetitionSchedule) -> None:
+    """Insert or replace the schedule of one memory."""
+    run(conn, schedule_sql.upsert(schedule))
+
+
+def fetch_session(conn: Connection, session_id: str) -> SessionState | None:
+    """The session, or ``None``."""
+    found = row(conn, session_sql.fetch(session_id))
+    return None if found is None else session_sql.to_session(found)
+
+
 WORDS = re.compile(r"\w+")
 """An alias's words (its ``tokens``), split as :mod:`graph_sql` splits them."""
 
@@ -350,7 +366,7 @@ def transcript_ids(conn: Connection) -> set[str]:
 
 
 def upsert_session(conn: Connection, session: SessionState) -> None:
-    session_sql.upsert(conn, session_sql.encode_row(session))
+    run(conn, session_sql.upsert(session_sql.encode_row(session)))
 
 
 def insert_transcript(conn: Connection, e: TranscriptEntry) -> None:

@@ -40,7 +40,6 @@ from persistence.sqlite.sql import (
     schedule_sql,
     session_sql,
 )
-from persistence.sqlite.sql.forgetting_sql import forgotten_ids as forgotten_ids
 from persistence.sqlite.sql.graph_sql import add_provenance as add_provenance
 from persistence.sqlite.sql.graph_sql import drop_provenance as drop_provenance
 from persistence.sqlite.sql.graph_sql import has_graph as has_graph
@@ -53,10 +52,7 @@ from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_MODEL_KEY,
     REDACTIONS_KEY,
 )
-from persistence.sqlite.sql.session_sql import insert_transcript as insert_transcript
-from persistence.sqlite.sql.session_sql import session_ids as session_ids
-from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
-from persistence.statements import run, value
+from persistence.statements import column, row, rows, run, run_all, value
 from persistence.stores import notes
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
@@ -64,12 +60,52 @@ from persistence.transfer.json_export import TABLES, ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
 
 # The functions of the shared names that the record families' SQL already has.
-has_forgetting = forgetting_sql.contains
-insert_forgetting = forgetting_sql.insert
 memory_ids = memory_sql.all_ids
-fetch_schedule = schedule_sql.fetch
-upsert_schedule = schedule_sql.upsert
-fetch_session = session_sql.fetch
+def has_forgetting(conn: apsw.Connection, record: ForgettingRecord) -> bool:
+    """True if the log already holds this event (same memory, time and reason)."""
+    return row(conn, forgetting_sql.contains(record)) is not None
+
+
+def insert_forgetting(conn: apsw.Connection, row_id: int | None, record: ForgettingRecord) -> None:
+    """Insert an audit row as it was exported (``row_id=None`` for a fresh id)."""
+    run(conn, forgetting_sql.insert(row_id, record))
+
+
+def forgotten_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory the log says was forgotten."""
+    return set(column(conn, forgetting_sql.FORGOTTEN_IDS))
+
+
+def fetch_schedule(conn: apsw.Connection, memory_id: str) -> RepetitionSchedule | None:
+    """The schedule of ``memory_id``, or ``None``."""
+    found = row(conn, schedule_sql.fetch(memory_id))
+    return None if found is None else schedule_sql.to_schedule(found)
+
+
+def upsert_schedule(conn: apsw.Connection, schedule: RepetitionSchedule) -> None:
+    """Insert or replace the schedule of one memory."""
+    run(conn, schedule_sql.upsert(schedule))
+
+
+def fetch_session(conn: apsw.Connection, session_id: str) -> SessionState | None:
+    """The session, or ``None``."""
+    found = row(conn, session_sql.fetch(session_id))
+    return None if found is None else session_sql.to_session(found)
+
+
+def insert_transcript(conn: apsw.Connection, entry: TranscriptEntry) -> None:
+    """Insert one transcript line as it is (the session row is not touched)."""
+    run(conn, session_sql.insert_transcript(entry))
+
+
+def session_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every session."""
+    return set(column(conn, session_sql.SESSION_IDS))
+
+
+def transcript_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every transcript line."""
+    return set(column(conn, session_sql.TRANSCRIPT_IDS))
 
 
 _ORDER = {
@@ -146,21 +182,26 @@ def session_page(
     conn: apsw.Connection, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[SessionState]:
     """The next ``limit`` sessions (of ``scope``) with id > ``after_id``."""
-    return session_sql.page(conn, after_id, limit, scope.agent_id)
+    found = rows(conn, session_sql.page(after_id, limit, scope.agent_id))
+    return [session_sql.to_session(r) for r in found]
 
 
 def transcript_page(
     conn: apsw.Connection, after_rowid: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, TranscriptEntry]]:
     """The next ``limit`` transcript lines (of ``scope``'s sessions), with rowids."""
-    return session_sql.transcript_page(conn, after_rowid, limit, scope.agent_id)
+    found = rows(conn, session_sql.transcript_page(after_rowid, limit, scope.agent_id))
+    return [session_sql.to_numbered_entry(r) for r in found]
 
 
 def schedule_page(
     conn: apsw.Connection, after_id: str, limit: int, scope: Scope = WHOLE
 ) -> list[RepetitionSchedule]:
     """The next ``limit`` schedules (of ``scope``'s live memories) by memory id."""
-    return schedule_sql.page(conn, after_id, limit, _ids(scope) if scope.scoped else None)
+    held = _ids(scope) if scope.scoped else None
+    return [
+        schedule_sql.to_schedule(r) for r in rows(conn, schedule_sql.page(after_id, limit, held))
+    ]
 
 
 def promotion_page(
@@ -175,7 +216,8 @@ def forgetting_page(
     conn: apsw.Connection, after_id: int, limit: int, scope: Scope = WHOLE
 ) -> list[tuple[int, ForgettingRecord]]:
     """The next ``limit`` forgetting-log rows (of ``scope``), with their ids."""
-    return forgetting_sql.page(conn, after_id, limit, scope.agent_id)
+    found = rows(conn, forgetting_sql.page(after_id, limit, scope.agent_id))
+    return [forgetting_sql.to_numbered_record(r) for r in found]
 
 
 def graph_pages(
@@ -304,7 +346,7 @@ def prepare(conn: apsw.Connection, doc: ImportDocument, mode: Mode) -> None:
         run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, doc.embedding_model))
     if mode == "replace":
         memory_sql.delete_all(conn)
-        session_sql.delete_all(conn)
+        run_all(conn, session_sql.DELETE_ALL)
         clear_schedules_and_forgetting_log(conn)
         dim = doc.embedding_dim
         run(conn, meta_sql.write(EMBEDDING_DIM_KEY, None if dim is None else str(dim)))
@@ -320,7 +362,7 @@ def add_redactions(conn: apsw.Connection, count: int) -> None:
 
 
 def upsert_session(conn: apsw.Connection, session: SessionState) -> None:
-    session_sql.upsert(conn, session_sql.encode_row(session))
+    run(conn, session_sql.upsert(session_sql.encode_row(session)))
 
 
 def logs_written(conn: apsw.Connection) -> None:

@@ -25,13 +25,9 @@ def catch_up(conn: Connection) -> None:
 
 
 def search(
-    conn: Connection,
-    words: Sequence[str],
-    limit: int,
-    where: MemoryFilter,
-    context_weight: float,
-    after_weight: float,
-) -> list[tuple[str, float]]:
+    conn: Connection, words: Sequence[str], limit: int, where: MemoryFilter,
+    context_weight: float, after_weight: float,
+) -> list[tuple[str, float]]:  # fmt: skip
     """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first."""
     statement = keyword_sql.search(words, limit, where, context_weight, after_weight)
     if statement is None:

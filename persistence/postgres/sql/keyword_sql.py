@@ -132,12 +132,9 @@ def _on_keyword_rows(where: MemoryFilter) -> bool:
 
 
 def search(
-    words: Sequence[str],
-    limit: int,
-    where: MemoryFilter,
-    context_weight: float,
+    words: Sequence[str], limit: int, where: MemoryFilter, context_weight: float,
     after_weight: float,
-) -> Statement | None:
+) -> Statement | None:  # fmt: skip
     """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first;
     ``None`` when no word has a token (nothing can match)."""
     query = tsquery_text(words)

@@ -21,8 +21,9 @@ from psycopg import errors as pg
 from persistence.codecs import decode_embedding, encode_embedding, encode_json
 from persistence.dedup_key import content_key
 from persistence.errors import DuplicateMemoryError, EmbeddingDimensionError, StorageError
+from persistence.postgres import vector_column
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql, vector_sql
+from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql
 from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
 from persistence.statements import run_batch
@@ -70,8 +71,8 @@ class ServerMemories:
         if self._dim == dim:
             return
         if fix_dimension(conn, dim, self.config.embedding_dim):
-            vector_sql.ensure_vector_index(conn, dim)
-        if vector_sql.column_dimension(conn) == dim:
+            vector_column.ensure_vector_index(conn, dim)
+        if vector_column.column_dimension(conn) == dim:
             self.engine.after_commit(lambda: setattr(self, "_dim", dim))
 
     def forget_dimension(self) -> None:

@@ -22,6 +22,7 @@ from persistence.records import Memory, Tier
 from persistence.sqlite import bulk_index
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import index_sql, json_io_sql, memory_sql
+from persistence.statements import value
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink
@@ -57,7 +58,9 @@ def write_memories(
     """Write the memories; return the ids whose document version was written."""
     written: set[str] = set()
     # Most of the file is new: rebuilding the indexes once beats row-by-row triggers.
-    bulk = len(doc.memories) >= BULK_AT and len(doc.memories) >= index_sql.memory_count(conn)
+    bulk = len(doc.memories) >= BULK_AT and len(doc.memories) >= int(
+        value(conn, index_sql.memory_count()) or 0
+    )
     with bulk_index.triggers_suspended(conn) if bulk else nullcontext():
         for _, memory in doc.memories:
             outcome = _put_memory(conn, memory, mode)

@@ -15,7 +15,8 @@ import psycopg
 
 from migrations.postgres import LATEST_VERSION, read_schema_version
 from persistence.meta_keys import EMBEDDING_DIM_KEY
-from persistence.postgres.sql import meta_sql, vector_sql
+from persistence.postgres import vector_column
+from persistence.postgres.sql import meta_sql
 from persistence.statements import value
 
 Connection = psycopg.Connection[Any]
@@ -92,7 +93,7 @@ def embedding_sizes(conn: Connection) -> list[str]:
         (int(dim),),
     )
     problems = [f"memory {i} has a {n}-dim embedding, not {dim}" for i, n in rows]
-    typed = vector_sql.column_dimension(conn)
+    typed = vector_column.column_dimension(conn)
     if typed is not None and typed != int(dim):
         problems.append(f"the vector column holds {typed}-dim vectors, the store {dim}")
     return problems

@@ -15,7 +15,8 @@ from persistence.meta_keys import (
     REBUILD_DIM_KEY,
     REBUILD_MODEL_KEY,
 )
-from persistence.postgres.sql import meta_sql, vector_sql
+from persistence.postgres import vector_column
+from persistence.postgres.sql import meta_sql
 from persistence.records import content_hash
 from persistence.statements import run, run_all
 from persistence.stores.facts import rebuild_state, swapped_model
@@ -77,7 +78,7 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
 
     Every memory must have an up-to-date staged vector (see :func:`stale`).
     """
-    vector_sql.drop_vector_index(conn)
+    vector_column.drop_vector_index(conn)
     updated = conn.execute(
         "UPDATE tm_vectors v SET embedding = r.embedding FROM tm_embedding_rebuild r "
         "WHERE r.memory_id = v.memory_id"
@@ -92,5 +93,5 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
     )
     run_all(conn, swapped_model(meta_sql, model_id, dim))
     conn.execute("DELETE FROM tm_embedding_rebuild")
-    vector_sql.ensure_vector_index(conn, dim)
+    vector_column.ensure_vector_index(conn, dim)
     return max(updated, 0) + max(added, 0)

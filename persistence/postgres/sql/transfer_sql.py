@@ -20,6 +20,7 @@ import psycopg
 
 from migrations.sqlite import LATEST_VERSION as DOCUMENT_VERSION
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
+from persistence.postgres import vector_column
 from persistence.postgres.sql import (
     dedup_sql,
     graph_sql,
@@ -29,7 +30,6 @@ from persistence.postgres.sql import (
     notes_sql,
     schedule_sql,
     session_sql,
-    vector_sql,
 )
 from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
 from persistence.postgres.sql.graph_sql import collect as collect
@@ -334,13 +334,13 @@ def prepare(conn: Connection, doc: ImportDocument, mode: Mode) -> None:
     wanted = None if doc.embedding_dim is None else str(doc.embedding_dim)
     if mode == "replace" and stored != wanted:
         conn.execute("DELETE FROM tm_vectors")  # the memories go anyway
-        vector_sql.drop_vector_index(conn)
+        vector_column.drop_vector_index(conn)
         run(conn, meta_sql.write(EMBEDDING_DIM_KEY, wanted))
     elif mode == "merge" and stored is None and wanted is not None:
         run(conn, meta_sql.write(EMBEDDING_DIM_KEY, wanted))
     dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim is not None:
-        vector_sql.ensure_vector_index(conn, int(dim))
+        vector_column.ensure_vector_index(conn, int(dim))
     if mode == "replace":
         clear_all(conn)
 

@@ -36,7 +36,7 @@ from persistence.postgres.sql import (
     recall_filter_sql,
     vector_sql,
 )
-from persistence.postgres.sql.vector_dim_sql import fix_dimension
+from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import MemoryFilter
 from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql

@@ -82,6 +82,7 @@ from persistence.sqlite.sql.meta_sql import (
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
+from persistence.statements import value
 from persistence.stores.config import ConfiguredStore, StoreConfig
 from persistence.stores.control import EngineControl
 from persistence.stores.memories import MemoryStore
@@ -392,7 +393,7 @@ def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceSt
     if not nested:
         conn.execute("BEGIN")
     try:
-        counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
+        counts = [int(value(conn, memory_sql.count(tier, scope))) for tier in Tier]
         scalar = stats_sql.counts(conn, scope)
         version = read_schema_version(conn)
         page_size = int(conn.pragma("page_size"))

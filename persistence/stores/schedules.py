@@ -12,6 +12,7 @@ from typing import Any
 from persistence.engine import Engine
 from persistence.errors import MemoryNotFoundError
 from persistence.records import ForgettingRecord, RepetitionSchedule, RetentionInput, Tier
+from persistence.statements import value
 from persistence.stores.config import StoreConfig
 from persistence.validation import parse_tier, require_int, require_str, validate_schedule
 
@@ -41,7 +42,7 @@ class ScheduleStore:
         """Insert or replace a memory's schedule; the memory must exist."""
         validate_schedule(schedule)
         with self.engine.transaction() as conn:
-            if self.memories.tier_of(conn, schedule.memory_id) is None:
+            if value(conn, self.memories.tier_of(schedule.memory_id)) is None:
                 raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
             self.sql.upsert(conn, schedule)
 

@@ -12,6 +12,7 @@ import psycopg
 from persistence.errors import InvalidInputError
 from persistence.postgres.sql import memory_sql
 from persistence.records import ForgettingRecord, RetentionInput, Tier
+from persistence.statements import run
 from persistence.stores.scope import WHOLE, Scope
 
 _BATCH = (
@@ -63,14 +64,9 @@ def forget_many(
     at: int,
 ) -> None:
     """Forget each ``(id, retention)`` of ``tier`` with an audit row (one statement)."""
-    memory_sql.forget_rows(
-        conn,
-        [memory_id for memory_id, _ in forgotten],
-        [float(retention) for _, retention in forgotten],
-        tier,
-        reason,
-        at,
-    )
+    ids = [memory_id for memory_id, _ in forgotten]
+    retentions = [float(retention) for _, retention in forgotten]
+    run(conn, memory_sql.forget_rows(ids, retentions, tier, reason, at))
 
 
 def forgetting_log(

@@ -8,6 +8,7 @@ from typing import Any
 import apsw
 
 from persistence.records import ForgettingRecord, RetentionInput, Tier
+from persistence.sqlite import memory_steps
 from persistence.sqlite.connection import query_all, query_one
 from persistence.sqlite.row_checks import (
     INT,
@@ -18,7 +19,6 @@ from persistence.sqlite.row_checks import (
     check_row,
     tier_named,
 )
-from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.sql.memory_sql import TABLE
 from persistence.stores.scope import WHOLE, Scope
 
@@ -114,7 +114,7 @@ def forget(
     """Delete a memory of ``tier`` (tags, schedule) and, with a ``reason``, log why,
     stamped ``at``; False if there was none."""
     agent_id = agent_of(conn, tier, memory_id) if reason is not None else None
-    if not memory_sql.delete(conn, tier, memory_id):
+    if not memory_steps.delete(conn, tier, memory_id):
         return False
     if reason is not None:
         log_forgotten(conn, ForgettingRecord(memory_id, tier, at, retention, reason), agent_id)
@@ -144,8 +144,7 @@ def forgetting_log(
     unscoped handle reads them)."""
     mine, params = scope.condition()
     sql = (
-        "SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log "
-        f"WHERE {mine}"
+        f"SELECT memory_id, tier, forgotten_at, retention, reason FROM forgetting_log WHERE {mine}"
     )
     if memory_id is not None:
         sql += " AND memory_id = ?"

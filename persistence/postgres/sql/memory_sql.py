@@ -488,7 +488,7 @@ _PROMOTION_COLUMNS = "id, memory_id, from_tier, to_tier, promoted_at, reason"
 def log_promotion(
     memory_id: str, from_tier: Tier, to_tier: Tier, promoted_at: int, reason: str | None
 ) -> Statement:
-    """Append one row to the promotion log; its value is the row's id."""
+    """A new row of ``tm_promotion_log``, returning its id."""
     return Statement(
         "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
         "VALUES (%s, %s, %s, %s, %s) RETURNING id",

@@ -11,6 +11,7 @@ import psycopg
 
 from persistence.postgres.sql import memory_sql
 from persistence.records import Tier
+from persistence.statements import run
 
 
 def forget_many(
@@ -21,11 +22,13 @@ def forget_many(
     at: int,
 ) -> None:
     """Forget each ``(id, retention)`` of ``tier`` with an audit row (one statement)."""
-    memory_sql.forget_rows(
+    run(
         conn,
-        [memory_id for memory_id, _ in forgotten],
-        [float(retention) for _, retention in forgotten],
-        tier,
-        reason,
-        at,
+        memory_sql.forget_rows(
+            [memory_id for memory_id, _ in forgotten],
+            [float(retention) for _, retention in forgotten],
+            tier,
+            reason,
+            at,
+        ),
     )

@@ -36,8 +36,8 @@ from persistence.postgres.sql import (
     recall_filter_sql,
     vector_sql,
 )
-from persistence.postgres.sql.vector_dim_sql import fix_dimension
 from persistence.postgres.vector_column import ensure_vector_index
+from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import MemoryFilter
 from persistence.statements import rows, run, value
 from persistence.stores.config import StoreConfig

@@ -21,9 +21,11 @@ import numpy as np
 import psycopg
 
 from persistence.postgres.database import Connection, PgDatabase
+from persistence.postgres.memory_steps import upsert
 from persistence.postgres.sql import memory_sql, transfer_sql
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, Tier
+from persistence.statements import Statement, row, run, run_batch
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink
@@ -74,24 +76,30 @@ def write_memories(conn: Connection, doc: ImportDocument, mode: Mode, count: Cou
             written.add(memory.id)
         count(memory.tier.value, outcome)
     if rows:
-        memory_sql.insert_many(conn, rows, vectors)
+        for batch in memory_sql.insert_many(rows, vectors):
+            run_batch(conn, batch)
     return written
 
 
 def _merge_memory(conn: Connection, memory: Memory, vector: np.ndarray | None) -> str:
     """Write one memory unless the stored version is as new (by ``updated_at``); a
     scratchpad key held by an older memory moves to this one."""
-    current = memory_sql.fetch(conn, None, memory.id)
+    current = _memory(conn, memory_sql.fetch(None, memory.id))
     if current is not None and memory.updated_at <= current.updated_at:
         return "skipped"
     if memory.key is not None and memory.tier is Tier.SCRATCHPAD:
-        rival = memory_sql.fetch_by_key(conn, memory.key)
+        rival = _memory(conn, memory_sql.fetch_by_key(memory.key))
         if rival is not None and rival.id != memory.id:
             if rival.updated_at >= memory.updated_at:
                 return "skipped"
-            memory_sql.forget_rows(conn, [rival.id], None, Tier.SCRATCHPAD, None, None)
-    memory_sql.upsert(conn, memory_sql.encode_row(memory), vector)
+            run(conn, memory_sql.forget_rows([rival.id], None, Tier.SCRATCHPAD, None, None))
+    upsert(conn, memory_sql.encode_row(memory), vector)
     return "inserted" if current is None else "updated"
+
+
+def _memory(conn: Connection, statement: Statement) -> Memory | None:
+    found = row(conn, statement)
+    return None if found is None else memory_sql.to_memory(found)
 
 
 def _vector(memory: Memory) -> np.ndarray | None:

@@ -51,6 +51,7 @@ from persistence.sqlite.planner import fix_shadow_statistics
 from persistence.sqlite.sql import integrity_sql, memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
+from persistence.statements import value
 from persistence.stores.scope import Scope
 from persistence.transfer.files import (
     existing_file,
@@ -297,7 +298,7 @@ class BackupManager:
                             result_code=result_code(exc),
                         ) from exc
                     version = read_schema_version(live)
-                    memories = sum(memory_sql.count(live, tier) for tier in Tier)
+                    memories = sum(int(value(live, memory_sql.count(tier))) for tier in Tier)
             finally:
                 staged_conn.close()
         return RestoreResult(str(path), source_version, version, memories)

@@ -1,5 +1,5 @@
 """Forgetting on a file, step by step: a memory's rows leave its tier's table and the
-tables kept beside it (:func:`~persistence.sqlite.sql.memory_sql.delete`), then an audit
+tables kept beside it (:func:`~persistence.sqlite.memory_steps.delete`), then an audit
 row names its agent; the statements are :mod:`~persistence.sqlite.sql.forgetting_sql`'s.
 (PostgreSQL forgets in one statement: :mod:`persistence.postgres.forgetting_steps`.)"""
 
@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import apsw
 
 from persistence.records import ForgettingRecord, Tier
-from persistence.sqlite.sql import forgetting_sql, memory_sql
+from persistence.sqlite import memory_steps
+from persistence.sqlite.sql import forgetting_sql
 from persistence.statements import run, value
 
 
@@ -25,7 +26,7 @@ def forget(
     """Delete a memory of ``tier`` (tags, schedule) and, with a ``reason``, log why,
     stamped ``at``; False if there was none."""
     agent_id = value(conn, forgetting_sql.agent_of(tier, memory_id)) if reason is not None else None
-    if not memory_sql.delete(conn, tier, memory_id):
+    if not memory_steps.delete(conn, tier, memory_id):
         return False
     if reason is not None:
         record = ForgettingRecord(memory_id, tier, at, retention, reason)

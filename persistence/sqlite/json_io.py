@@ -19,10 +19,10 @@ import apsw
 import numpy as np
 
 from persistence.records import Memory, Tier
-from persistence.sqlite import bulk_index
+from persistence.sqlite import bulk_index, memory_steps
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import index_sql, json_io_sql, memory_sql
-from persistence.statements import value
+from persistence.statements import Statement, row, run, value
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink
@@ -73,23 +73,30 @@ def write_memories(
 def _put_memory(conn: apsw.Connection, memory: Memory, mode: Mode) -> str:
     """Write one memory; in merge mode the newer of two versions wins (by updated_at)."""
     blob = None if memory.embedding is None else np.asarray(memory.embedding, "<f4").tobytes()
-    row = memory_sql.encode_row(memory, blob)
+    columns = memory_sql.encode_row(memory, blob)
     if mode == "replace":
-        memory_sql.upsert(conn, memory, row)
+        memory_steps.write(conn, memory, columns)
         return "inserted"
-    current_tier = memory_sql.tier_of(conn, memory.id)
-    current = None if current_tier is None else memory_sql.fetch(conn, current_tier, memory.id)
+    current_tier = json_io_sql.tier_of(conn, memory.id)
+    current = (
+        None if current_tier is None else _memory(conn, memory_sql.fetch(current_tier, memory.id))
+    )
     if current is not None and memory.updated_at <= current.updated_at:
         return "skipped"
-    rival = memory_sql.fetch_by_key(conn, memory.key) if memory.key is not None else None
+    rival = _memory(conn, memory_sql.fetch_by_key(memory.key)) if memory.key is not None else None
     if rival is not None and rival.id != memory.id:
         if rival.updated_at >= memory.updated_at:
             return "skipped"
-        memory_sql.delete(conn, Tier.SCRATCHPAD, rival.id)
+        memory_steps.delete(conn, Tier.SCRATCHPAD, rival.id)
     if current_tier is None:
-        memory_sql.upsert(conn, memory, row)
+        memory_steps.write(conn, memory, columns)
         return "inserted"
     if current_tier is not memory.tier:
-        memory_sql.remove_row(conn, current_tier, memory.id)
-    memory_sql.upsert(conn, memory, row)
+        run(conn, memory_sql.remove_row(current_tier, memory.id))
+    memory_steps.write(conn, memory, columns)
     return "updated"
+
+
+def _memory(conn: apsw.Connection, statement: Statement) -> Memory | None:
+    found = row(conn, statement)
+    return None if found is None else memory_sql.to_memory(found)

@@ -375,7 +375,7 @@ def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> 
 def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceStatistics:
     """Row counts (of ``scope``'s rows, in the caller's snapshot on ``conn``) and the
     sizes of ``path``."""
-    counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
+    counts = [int(value(conn, memory_sql.count(tier, scope))) for tier in Tier]
     scalar = {name: int(value(conn, count)) for name, count in stats_sql.counts(scope).items()}
     version = read_schema_version(conn)
     page_size = int(value(conn, stats_sql.PAGE_SIZE))

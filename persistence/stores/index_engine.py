@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from persistence.engine import Connection
-from persistence.records import KeywordParts, MemoryFilter, Tier, Turn
+from persistence.records import KeywordParts, MemoryFilter, Tier
 from persistence.statements import Batch, Row, Statement
 from persistence.stores.facts import MetaSql
 from persistence.stores.scope import WHOLE, Scope
@@ -104,9 +104,7 @@ class EmbeddingSql(Protocol):
 
 
 class ConversationSql(Protocol):
-    def turns(
-        self, conn: Connection, memory_ids: Sequence[str], before: bool = False
-    ) -> dict[str, Turn]: ...
+    def turns(self, memory_ids: Sequence[str], before: bool = False) -> Statement: ...
 
 
 class EmbeddingCacheSql(Protocol):

@@ -192,8 +192,12 @@ class IndexStore(Generic[V]):
         exist (recall's conversation signals and reranking)."""
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
+        ids = list(dict.fromkeys(memory_ids))
         with self.engine.reading() as conn:
-            return self.sql.conversation.turns(conn, list(dict.fromkeys(memory_ids)), before)
+            if not ids:
+                return {}
+            found = rows(conn, self.sql.conversation.turns(ids, before))
+            return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in found}
 
     # --- the embedding queue and cache ------------------------------------------------------
 

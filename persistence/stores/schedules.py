@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from persistence.engine import Connection, Engine
 from persistence.errors import MemoryNotFoundError
 from persistence.records import ForgettingRecord, RepetitionSchedule, RetentionInput, Tier
-from persistence.statements import Batch, Statement, row, rows, run, run_batch
+from persistence.statements import Batch, Statement, row, rows, run, run_batch, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.scope import Scope
 from persistence.validation import parse_tier, require_int, require_str, validate_schedule
@@ -84,7 +84,7 @@ class ScheduleStore:
         """Insert or replace a memory's schedule; the memory must exist."""
         validate_schedule(schedule)
         with self.engine.transaction() as conn:
-            if self.memories.tier_of(conn, schedule.memory_id) is None:
+            if value(conn, self.memories.tier_of(schedule.memory_id)) is None:
                 raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
             run(conn, self.sql.upsert(schedule))
 

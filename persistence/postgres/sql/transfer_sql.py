@@ -35,7 +35,6 @@ from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
 from persistence.postgres.sql.graph_sql import collect as collect
 from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
 from persistence.postgres.sql.graph_sql import resolve as resolve
-from persistence.postgres.sql.memory_sql import tier_of as tier_of
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -45,7 +44,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.statements import row, run, value
+from persistence.statements import row, run, run_batch, value
 from persistence.stores import notes
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
@@ -497,7 +496,13 @@ def current_twin(conn: Connection, triple: Sequence[str]) -> str | None:
 
 def rebuild_content_keys(conn: Connection, memories: Sequence[Memory]) -> None:
     """Note the content keys of ``memories`` afresh (after a replace, all of them)."""
-    dedup_sql.record(conn, memories)
+    run_batch(conn, dedup_sql.record(memories))
+
+
+def tier_of(conn: Connection, memory_id: str) -> Tier | None:
+    """The tier that holds ``memory_id``, or ``None``."""
+    name = value(conn, memory_sql.tier_of(memory_id))
+    return None if name is None else Tier(name)
 
 
 _MAINTAINED = (

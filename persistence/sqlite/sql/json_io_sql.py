@@ -28,9 +28,9 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.sqlite import memory_steps
 from persistence.sqlite.connection import query_one, query_value
 from persistence.sqlite.sql import (
-    dedup_sql,
     forgetting_sql,
     graph_sql,
     integrity_sql,
@@ -44,9 +44,6 @@ from persistence.sqlite.sql.graph_sql import add_provenance as add_provenance
 from persistence.sqlite.sql.graph_sql import drop_provenance as drop_provenance
 from persistence.sqlite.sql.graph_sql import has_graph as has_graph
 from persistence.sqlite.sql.graph_sql import resolve as resolve
-from persistence.sqlite.sql.memory_sql import has_promotion as has_promotion
-from persistence.sqlite.sql.memory_sql import insert_promotion as insert_promotion
-from persistence.sqlite.sql.memory_sql import tier_of as tier_of
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
@@ -59,8 +56,8 @@ from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLE
 from persistence.transfer.json_export import TABLES, ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
 
+
 # The functions of the shared names that the record families' SQL already has.
-memory_ids = memory_sql.all_ids
 def has_forgetting(conn: apsw.Connection, record: ForgettingRecord) -> bool:
     """True if the log already holds this event (same memory, time and reason)."""
     return row(conn, forgetting_sql.contains(record)) is not None
@@ -159,6 +156,27 @@ def row_count(conn: apsw.Connection) -> int:
 # out (on a server every row has its scope).
 
 
+def memory_ids(conn: apsw.Connection) -> set[str]:
+    """Ids of every memory in every tier."""
+    return set(column(conn, memory_sql.all_ids()))
+
+
+def tier_of(conn: apsw.Connection, memory_id: str) -> Tier | None:
+    """The tier that holds ``memory_id``, or ``None``."""
+    name = value(conn, memory_sql.tier_of(memory_id))
+    return None if name is None else Tier(name)
+
+
+def has_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
+    """True if the log already holds this event (same memory, tiers and time)."""
+    return row(conn, memory_sql.has_promotion(record)) is not None
+
+
+def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bool) -> None:
+    """Insert a promotion-log row as it was exported (a fresh id unless ``keep_id``)."""
+    run(conn, memory_sql.insert_promotion(record, keep_id))
+
+
 def _ids(scope: Scope, audited: bool = False) -> tuple[str, tuple[str, ...]]:
     """A subquery of the scope's live memory ids (``audited``: and its forgotten ones)."""
     live, agent = memory_sql.scoped_ids(scope)
@@ -175,7 +193,8 @@ def memory_page(
 ) -> list[tuple[int, Memory]]:
     """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order, each
     with its rowid."""
-    return memory_sql.page_in_order(conn, tier, after_rowid, limit, scope)
+    found = rows(conn, memory_sql.page_in_order(tier, after_rowid, limit, scope))
+    return [(r[0], memory_sql.to_memory(r[1:])) for r in found]
 
 
 def session_page(
@@ -209,7 +228,8 @@ def promotion_page(
 ) -> list[PromotionRecord]:
     """The next ``limit`` promotion-log rows (of ``scope``'s memories, live or forgotten)."""
     held = _ids(scope, audited=True) if scope.scoped else None
-    return memory_sql.promotion_page(conn, after_id, limit, held)
+    found = rows(conn, memory_sql.promotion_page(after_id, limit, held))
+    return [memory_sql.to_promotion(r) for r in found]
 
 
 def forgetting_page(
@@ -345,7 +365,7 @@ def prepare(conn: apsw.Connection, doc: ImportDocument, mode: Mode) -> None:
     if mode == "replace" or value(conn, meta_sql.read(EMBEDDING_MODEL_KEY)) is None:
         run(conn, meta_sql.write(EMBEDDING_MODEL_KEY, doc.embedding_model))
     if mode == "replace":
-        memory_sql.delete_all(conn)
+        run_all(conn, memory_sql.delete_all())
         run_all(conn, session_sql.DELETE_ALL)
         clear_schedules_and_forgetting_log(conn)
         dim = doc.embedding_dim
@@ -377,7 +397,7 @@ def prepare_graph(
     extraction). Replace empties the graph; the duplicate keys follow the memories."""
     if not graph_sql.has_graph(conn):
         return False
-    dedup_sql.rebuild(conn)  # derived from the memories as imported
+    memory_steps.rebuild_content_keys(conn)  # derived from the memories as imported
     if mode == "replace":
         clear_graph(conn)
     if not present:

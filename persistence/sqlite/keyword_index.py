@@ -43,8 +43,10 @@ import apsw
 
 from persistence.errors import InvalidInputError
 from persistence.records import KeywordParts, MemoryFilter
+from persistence.sqlite import graph_steps
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
+from persistence.statements import row
 from persistence.stores.scope import WHOLE, Scope
 from persistence.worker import Worker
 
@@ -172,9 +174,9 @@ class KeywordIndex:
         """Learn what the file defers to commit; True if work was left by a writer that
         bypassed the store (a commit catches it up)."""
         self.deferred = index_sql.defers_keyword_index(conn)
-        self.graph = graph_sql.has_graph(conn)
+        self.graph = row(conn, graph_sql.has_graph()) is not None
         behind = self.deferred and index_sql.keyword_index_behind(conn)
-        return behind or (self.graph and graph_sql.collection_behind(conn))
+        return behind or (self.graph and row(conn, graph_sql.collection_behind()) is not None)
 
     def before_commit(self, conn: apsw.Connection) -> None:
         """The work a transaction leaves for its commit: provenance-safe forgetting (what
@@ -193,14 +195,14 @@ class KeywordIndex:
         pending = conn.execute(index_sql.PENDING_WORK).fetchall()
         counts = [row for row in pending if row[0] is not None]
         if len(counts) < len(pending):  # graph_dirty holds rows
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
         if counts:
             index_sql.update_keyword_index(conn, counts)
 
     def collect_graph(self, conn: apsw.Connection) -> None:
         """Provenance-safe forgetting: what deleted memories alone supported goes."""
         if self.graph:
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
 
     def catch_up(self, conn: apsw.Connection) -> None:
         """Index what this transaction's writes left waiting (see migration v8)."""

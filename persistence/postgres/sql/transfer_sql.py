@@ -31,10 +31,6 @@ from persistence.postgres.sql import (
     session_sql,
     vector_sql,
 )
-from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
-from persistence.postgres.sql.graph_sql import collect as collect
-from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
-from persistence.postgres.sql.graph_sql import resolve as resolve
 from persistence.postgres.sql.memory_sql import tier_of as tier_of
 from persistence.postgres.sql.notes_sql import has_notes as has_notes
 from persistence.records import (
@@ -46,13 +42,14 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
+from persistence.statements import run_all
+from persistence.stores import graph_reads
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
 
 # The functions of the shared names that the record families' SQL already has.
-has_entity = graph_sql.entity_exists
 clear_notes = notes_sql.clear
 insert_note_rows = notes_sql.insert_rows
 fetch_schedule = schedule_sql.fetch
@@ -61,6 +58,36 @@ fetch_session = session_sql.fetch
 
 
 Connection = psycopg.Connection[Any]
+
+
+# --- the graph family's reads and writes (run over graph_sql's statements) ---------------
+
+
+def has_entity(conn: Connection, eid: str) -> bool:
+    return graph_reads.entity_exists(graph_sql, conn, eid)
+
+
+def resolve(conn: Connection, norm: str, type_: str | None) -> str | None:
+    return graph_reads.resolve(graph_sql, conn, norm, type_)
+
+
+def drop_provenance(
+    conn: Connection, memory_ids: Sequence[str], origin: str | None = None
+) -> tuple[list[str], list[str]]:
+    return graph_reads.drop_provenance(graph_sql, conn, memory_ids, origin)
+
+
+def add_provenance(
+    conn: Connection, memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str],
+    origin: str,
+) -> None:  # fmt: skip
+    run_all(conn, graph_sql.add_provenance(memory_id, entity_ids, relation_ids, origin))
+
+
+def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+    run_all(conn, graph_sql.collect(entity_ids, relation_ids))
+
+
 WORDS = re.compile(r"\w+")
 """An alias's words (its ``tokens``), split as :mod:`graph_sql` splits them."""
 

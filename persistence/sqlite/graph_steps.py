@@ -23,7 +23,7 @@ def collect(conn: apsw.Connection, entity_ids: Sequence[str], relation_ids: Sequ
     if relation_ids:
         gone = rows(conn, graph_sql.collect_relations(relation_ids))
         ends = texts("relations", "subject_id or object_id", (e for r in gone for e in r))
-        run_all(conn, graph_sql.reweigh(relation_ids))
+        run(conn, graph_sql.reweigh(relation_ids))
     candidates = set(entity_ids) | set(ends)
     if candidates:
         run(conn, graph_sql.collect_entities(candidates))

@@ -111,7 +111,7 @@ class GraphStore:
                 self.sql, conn, name, type_, now, direct=source is None, description=description
             )
             if source is not None:
-                run_all(conn, self.sql.add_provenance(source, [eid], [], graph_records.CALLER))
+                graph_rows.add_provenance(self.sql, conn, source, [eid], [], graph_records.CALLER)
             return self._entity(conn, eid)
 
     def relate(
@@ -143,7 +143,9 @@ class GraphStore:
                 valid_from=valid_from, valid_to=valid_to, direct=direct,
             )  # fmt: skip
             if source is not None:
-                run_all(conn, self.sql.add_provenance(source, [s, o], [rid], graph_records.CALLER))
+                graph_rows.add_provenance(
+                    self.sql, conn, source, [s, o], [rid], graph_records.CALLER
+                )
             return reads.fetch_relations(self.sql, conn, [rid])[rid]
 
     def assert_facts(

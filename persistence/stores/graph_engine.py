@@ -162,12 +162,21 @@ class GraphSql(Protocol):
 
     def move_provenance(self, drop: str, keep: str) -> list[Statement]: ...
 
-    def add_provenance(
-        self, memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str],
-        origin: str,
-    ) -> list[Statement]: ...  # fmt: skip
+    def add_entity_provenance(
+        self, memory_id: str, entity_ids: Sequence[str], origin: str
+    ) -> Statement:
+        """``memory_id`` asserted these entities (rows already there stay as they are)."""
+        ...
 
-    def reweigh(self, relation_ids: Sequence[str]) -> list[Statement]: ...
+    def add_relation_provenance(
+        self, memory_id: str, relation_ids: Sequence[str], origin: str
+    ) -> Statement:
+        """``memory_id`` asserted these relations (rows already there stay as they are)."""
+        ...
+
+    def reweigh(self, relation_ids: Sequence[str]) -> Statement:
+        """``weight`` = how many memories support each relation."""
+        ...
 
     def drop_provenance(
         self, memory_ids: Sequence[str], origin: str | None = None
@@ -187,16 +196,26 @@ class GraphSql(Protocol):
         """Delete it, returning its endpoints if it was there."""
         ...
 
-    def merge_entity(self, keep: str, drop: str, now: int) -> list[Statement]:
-        """``drop``'s aliases and provenance move to ``keep``, which takes its directness
-        and (if it has none) its description."""
+    def move_aliases(self, keep: str, drop: str) -> Statement:
+        """``drop``'s aliases become ``keep``'s."""
+        ...
+
+    def merge_entity_provenance(self, keep: str, drop: str) -> Statement:
+        """The memories that name ``drop`` name ``keep`` too."""
+        ...
+
+    def merge_entity(self, keep: str, drop: str, now: int) -> Statement:
+        """``keep`` takes ``drop``'s directness and (if it has none) its description."""
         ...
 
     def move_relation(self, rid: str, subject: str, obj: str) -> Statement: ...
 
-    def join_relation(self, into: str, rel: Relation) -> list[Statement]:
-        """Relation ``rel`` joins relation ``into``: its provenance, confidence and
-        directness move over, and its row goes."""
+    def merge_relation_provenance(self, into: str, rid: str) -> Statement:
+        """The memories that assert relation ``rid`` assert ``into`` too."""
+        ...
+
+    def join_relation(self, into: str, confidence: float, direct: bool) -> Statement:
+        """``into`` takes the larger confidence; ``direct`` sticks."""
         ...
 
     # --- recall, the extraction queue, counts -----------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from persistence.engine import Connection
 from persistence.graph_records import (
@@ -20,7 +20,7 @@ from persistence.graph_records import (
     RelationFact,
     normalise,
 )
-from persistence.statements import row, rows, run, run_all
+from persistence.statements import row, rows, run
 from persistence.stores import graph_reads as reads
 from persistence.stores.graph_engine import GraphSql, Row
 
@@ -182,13 +182,29 @@ def assert_facts(
             confidence=r.confidence, valid_from=None, valid_to=None, direct=False,
         )  # fmt: skip
         relation_ids.append(rid)
-    run_all(conn, sql.add_provenance(memory_id, entity_ids, relation_ids, origin))
+    add_provenance(sql, conn, memory_id, entity_ids, relation_ids, origin)
+
+
+def add_provenance(
+    sql: GraphSql, conn: Connection, memory_id: str, entity_ids: Iterable[str],
+    relation_ids: Iterable[str], origin: str,
+) -> None:  # fmt: skip
+    """Record that ``memory_id`` asserted these entities and relations (rows already
+    there left as they are), and re-weigh the relations."""
+    entities, relations = sorted(set(entity_ids)), sorted(set(relation_ids))
+    if entities:
+        run(conn, sql.add_entity_provenance(memory_id, entities, origin))
+    if relations:
+        run(conn, sql.add_relation_provenance(memory_id, relations, origin))
+        run(conn, sql.reweigh(relations))
 
 
 def merge(sql: GraphSql, conn: Connection, keep: str, drop: str, now: int) -> None:
     """Fold entity ``drop`` into ``keep``: aliases, relations and provenance move over;
     relations that become the same current relation are joined."""
-    run_all(conn, sql.merge_entity(keep, drop, now))
+    run(conn, sql.move_aliases(keep, drop))
+    run(conn, sql.merge_entity_provenance(keep, drop))
+    run(conn, sql.merge_entity(keep, drop, now))
     touched: list[str] = []
     for rel in reads.relations_of(sql, conn, drop):
         subject = keep if rel.subject_id == drop else rel.subject_id
@@ -204,7 +220,10 @@ def merge(sql: GraphSql, conn: Connection, keep: str, drop: str, now: int) -> No
         if twin is None:
             run(conn, sql.move_relation(rel.id, subject, obj))
             continue
-        run_all(conn, sql.join_relation(twin, rel))
+        run(conn, sql.merge_relation_provenance(twin, rel.id))  # rel joins twin
+        run(conn, sql.join_relation(twin, rel.confidence, rel.direct))
+        run(conn, sql.delete_relations([rel.id]))
         touched.append(twin)
-    run_all(conn, sql.reweigh(touched))
+    if touched:
+        run(conn, sql.reweigh(touched))
     run(conn, sql.delete_entity(drop))

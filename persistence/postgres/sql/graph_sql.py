@@ -288,21 +288,16 @@ def move_provenance(drop: str, keep: str) -> list[Statement]:
     return [Statement(_MOVE_ENTITIES, (keep, drop)), Statement(_MOVE_RELATIONS, (keep, drop))]
 
 
-def add_provenance(
-    memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str], origin: str
-) -> list[Statement]:
-    """Record that ``memory_id`` asserted these entities and relations (one statement
-    per kind, rows already there left as they are), and re-weigh the relations."""
-    entities, relations = _ids(entity_ids), _ids(relation_ids)
-    found = [Statement(_ADD_ENTITIES, (memory_id, origin, entities))] if entities else []
-    if relations:
-        found.append(Statement(_ADD_RELATIONS, (memory_id, origin, relations)))
-    return found + reweigh(relations)
+def add_entity_provenance(memory_id: str, entity_ids: Sequence[str], origin: str) -> Statement:
+    return Statement(_ADD_ENTITIES, (memory_id, origin, _ids(entity_ids)))
 
 
-def reweigh(relation_ids: Sequence[str]) -> list[Statement]:
-    """``weight`` = how many memories support each relation (nothing for no relation)."""
-    return [Statement(_REWEIGH, (_ids(relation_ids),))] if relation_ids else []
+def add_relation_provenance(memory_id: str, relation_ids: Sequence[str], origin: str) -> Statement:
+    return Statement(_ADD_RELATIONS, (memory_id, origin, _ids(relation_ids)))
+
+
+def reweigh(relation_ids: Sequence[str]) -> Statement:
+    return Statement(_REWEIGH, (_ids(relation_ids),))
 
 
 def drop_provenance(
@@ -372,14 +367,18 @@ def remove_relation(rid: str) -> Statement:
     return Statement(_DELETE_RELATION, (rid,))
 
 
-def merge_entity(keep: str, drop: str, now: int) -> list[Statement]:
-    """``drop``'s aliases and provenance move to ``keep``, which takes its directness and
-    (if it has none) its description."""
-    return [
-        Statement(_MOVE_ALIASES, (keep, drop)),
-        Statement(_MERGE_PROVENANCE, (keep, drop)),
-        Statement(_MERGE_ENTITY, (now, keep, drop)),
-    ]
+def move_aliases(keep: str, drop: str) -> Statement:
+    return Statement(_MOVE_ALIASES, (keep, drop))
+
+
+def merge_entity_provenance(keep: str, drop: str) -> Statement:
+    return Statement(_MERGE_PROVENANCE, (keep, drop))
+
+
+def merge_entity(keep: str, drop: str, now: int) -> Statement:
+    """``keep`` takes ``drop``'s directness and (having none) description (a join of the
+    two rows, in one scope)."""
+    return Statement(_MERGE_ENTITY, (now, keep, drop))
 
 
 def move_relation(rid: str, subject: str, obj: str) -> Statement:
@@ -387,13 +386,12 @@ def move_relation(rid: str, subject: str, obj: str) -> Statement:
     return Statement(_MOVE_RELATION, (subject, obj, rid))
 
 
-def join_relation(into: str, rel: Relation) -> list[Statement]:
-    """``rel`` joins relation ``into``: provenance, confidence and directness move over."""
-    return [
-        Statement(_MERGE_RELATION_PROVENANCE, (into, rel.id)),
-        Statement(_JOIN_RELATION, (rel.confidence, rel.direct, into)),
-        Statement(_DELETE_RELATIONS, ([rel.id],)),
-    ]
+def merge_relation_provenance(into: str, rid: str) -> Statement:
+    return Statement(_MERGE_RELATION_PROVENANCE, (into, rid))
+
+
+def join_relation(into: str, confidence: float, direct: bool) -> Statement:
+    return Statement(_JOIN_RELATION, (confidence, direct, into))
 
 
 # --- traversal: one query per batch of a level's entities -------------------------------

@@ -44,6 +44,7 @@ from persistence.records import (
 )
 from persistence.statements import run_all
 from persistence.stores import graph_reads
+from persistence.stores.graph_rows import add_provenance as record_provenance
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
@@ -81,7 +82,7 @@ def add_provenance(
     conn: Connection, memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str],
     origin: str,
 ) -> None:  # fmt: skip
-    run_all(conn, graph_sql.add_provenance(memory_id, entity_ids, relation_ids, origin))
+    record_provenance(graph_sql, conn, memory_id, entity_ids, relation_ids, origin)
 
 
 def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:

@@ -126,7 +126,7 @@ def touch_entity(eid: str, direct: bool, description: str | None, now: int) -> S
 def insert_entity(
     eid: str, name: str, type_: str, description: str | None, direct: bool, now: int
 ) -> Statement:
-    """A new entity row."""
+    """A new entity row (``direct`` kept as 0 or 1)."""
     return Statement(
         "INSERT INTO entities (id, name, type, description, direct, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -260,7 +260,8 @@ def current_relation(subject: str, predicate: str, obj: str, other_than: str = "
 def strengthen_relation(
     rid: str, confidence: float, direct: bool, valid_from: int | None
 ) -> Statement:
-    """Asserted again: the larger confidence, ``direct`` sticks, the earlier start."""
+    """Asserted again (``max``/``min`` of the row's and the new): the larger confidence,
+    ``direct`` (0 or 1) sticks, the earlier start."""
     return Statement(
         "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?), "
         "valid_from = CASE WHEN valid_from IS NULL OR ? IS NULL THEN NULL "
@@ -270,9 +271,16 @@ def strengthen_relation(
 
 
 def insert_relation(
-    rid: str, subject: str, predicate: str, obj: str, confidence: float,
-    valid_from: int | None, valid_to: int | None, direct: bool, now: int,
-) -> Statement:  # fmt: skip
+    rid: str,
+    subject: str,
+    predicate: str,
+    obj: str,
+    confidence: float,
+    valid_from: int | None,
+    valid_to: int | None,
+    direct: bool,
+    now: int,
+) -> Statement:
     """A new relation row (weight 0 until provenance re-weighs it)."""
     return Statement(
         "INSERT INTO relations (id, subject_id, predicate, object_id, confidence, weight, "
@@ -301,43 +309,31 @@ def move_provenance(drop: str, keep: str) -> list[Statement]:
     ]
 
 
-def add_provenance(
-    memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str], origin: str
-) -> list[Statement]:
-    """Record that ``memory_id`` asserted these entities and relations (one statement
-    per kind, rows already there left as they are), and re-weigh the relations."""
-    entities, relations = sorted(set(entity_ids)), sorted(set(relation_ids))
-    found = []
-    if entities:
-        found.append(
-            Statement(
-                "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id, origin) "
-                "SELECT ?, value, ? FROM json_each(?)",
-                (memory_id, origin, _ids(entities)),
-            )
-        )
-    if relations:
-        found.append(
-            Statement(
-                "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
-                "SELECT ?, value, ? FROM json_each(?)",
-                (memory_id, origin, _ids(relations)),
-            )
-        )
-    return found + reweigh(relations)
+def add_entity_provenance(memory_id: str, entity_ids: Sequence[str], origin: str) -> Statement:
+    """``memory_id`` asserted these entities (``INSERT OR IGNORE``: rows there stay)."""
+    return Statement(
+        "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id, origin) "
+        "SELECT ?, value, ? FROM json_each(?)",
+        (memory_id, origin, _ids(entity_ids)),
+    )
 
 
-def reweigh(relation_ids: Sequence[str]) -> list[Statement]:
-    """``weight`` = how many memories support each relation (nothing for no relation)."""
-    if not relation_ids:
-        return []
-    return [
-        Statement(
-            "UPDATE relations SET weight = (SELECT count(DISTINCT memory_id) FROM memory_relations "
-            "AS m WHERE m.relation_id = relations.id) WHERE id IN (SELECT value FROM json_each(?))",
-            (_ids(relation_ids),),
-        )
-    ]
+def add_relation_provenance(memory_id: str, relation_ids: Sequence[str], origin: str) -> Statement:
+    """``memory_id`` asserted these relations (``INSERT OR IGNORE``: rows there stay)."""
+    return Statement(
+        "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
+        "SELECT ?, value, ? FROM json_each(?)",
+        (memory_id, origin, _ids(relation_ids)),
+    )
+
+
+def reweigh(relation_ids: Sequence[str]) -> Statement:
+    """``weight`` = how many memories support each relation."""
+    return Statement(
+        "UPDATE relations SET weight = (SELECT count(DISTINCT memory_id) FROM memory_relations "
+        "AS m WHERE m.relation_id = relations.id) WHERE id IN (SELECT value FROM json_each(?))",
+        (_ids(relation_ids),),
+    )
 
 
 def drop_provenance(
@@ -434,23 +430,26 @@ def remove_relation(rid: str) -> Statement:
     return Statement("DELETE FROM relations WHERE id = ? RETURNING subject_id, object_id", (rid,))
 
 
-def merge_entity(keep: str, drop: str, now: int) -> list[Statement]:
-    """``drop``'s aliases and provenance move to ``keep``, which takes its directness and
-    (if it has none) its description."""
-    return [
-        Statement("UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?", (keep, drop)),
-        Statement(
-            "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id, origin) "
-            "SELECT memory_id, ?, origin FROM memory_entities WHERE entity_id = ?",
-            (keep, drop),
-        ),
-        Statement(
-            "UPDATE entities SET direct = max(direct, (SELECT direct FROM entities WHERE id = ?)), "
-            "description = coalesce(description, "
-            "(SELECT description FROM entities WHERE id = ?)), updated_at = ? WHERE id = ?",
-            (drop, drop, now, keep),
-        ),
-    ]
+def move_aliases(keep: str, drop: str) -> Statement:
+    return Statement("UPDATE entity_aliases SET entity_id = ? WHERE entity_id = ?", (keep, drop))
+
+
+def merge_entity_provenance(keep: str, drop: str) -> Statement:
+    return Statement(
+        "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id, origin) "
+        "SELECT memory_id, ?, origin FROM memory_entities WHERE entity_id = ?",
+        (keep, drop),
+    )
+
+
+def merge_entity(keep: str, drop: str, now: int) -> Statement:
+    """``keep`` takes ``drop``'s directness and (having none) description (``max``)."""
+    return Statement(
+        "UPDATE entities SET direct = max(direct, (SELECT direct FROM entities WHERE id = ?)), "
+        "description = coalesce(description, "
+        "(SELECT description FROM entities WHERE id = ?)), updated_at = ? WHERE id = ?",
+        (drop, drop, now, keep),
+    )
 
 
 def move_relation(rid: str, subject: str, obj: str) -> Statement:
@@ -460,21 +459,21 @@ def move_relation(rid: str, subject: str, obj: str) -> Statement:
     )
 
 
-def join_relation(into: str, rel: Relation) -> list[Statement]:
-    """``rel`` joins relation ``into``: provenance, confidence and directness move over."""
-    return [
-        Statement(
-            "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
-            "SELECT memory_id, ?, origin FROM memory_relations WHERE relation_id = ?",
-            (into, rel.id),
-        ),
-        Statement(
-            "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?) "
-            "WHERE id = ?",
-            (rel.confidence, int(rel.direct), into),
-        ),
-        Statement("DELETE FROM relations WHERE id = ?", (rel.id,)),
-    ]
+def merge_relation_provenance(into: str, rid: str) -> Statement:
+    return Statement(
+        "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id, origin) "
+        "SELECT memory_id, ?, origin FROM memory_relations WHERE relation_id = ?",
+        (into, rid),
+    )
+
+
+def join_relation(into: str, confidence: float, direct: bool) -> Statement:
+    """``into`` takes the larger confidence; ``direct`` sticks (``max``)."""
+    return Statement(
+        "UPDATE relations SET confidence = max(confidence, ?), direct = max(direct, ?) "
+        "WHERE id = ?",
+        (confidence, int(direct), into),
+    )
 
 
 # --- traversal -------------------------------------------------------------------------

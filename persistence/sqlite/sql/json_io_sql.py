@@ -57,6 +57,7 @@ from persistence.sqlite.sql.session_sql import session_ids as session_ids
 from persistence.sqlite.sql.session_sql import transcript_ids as transcript_ids
 from persistence.statements import run_all
 from persistence.stores import graph_reads
+from persistence.stores.graph_rows import add_provenance as record_provenance
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES, ExportHeader
@@ -116,7 +117,7 @@ def add_provenance(
     conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str],
     relation_ids: Iterable[str], origin: str,
 ) -> None:  # fmt: skip
-    run_all(conn, graph_sql.add_provenance(memory_id, entity_ids, relation_ids, origin))
+    record_provenance(graph_sql, conn, memory_id, entity_ids, relation_ids, origin)
 
 
 # --- export -----------------------------------------------------------------------------

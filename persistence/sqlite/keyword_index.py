@@ -44,10 +44,10 @@ import apsw
 
 from persistence.errors import InvalidInputError
 from persistence.records import KeywordParts, MemoryFilter
-from persistence.sqlite import keyword_search, keyword_upkeep
+from persistence.sqlite import graph_steps, keyword_search, keyword_upkeep
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
-from persistence.statements import rows
+from persistence.statements import row, rows
 from persistence.stores.scope import WHOLE, Scope
 from persistence.worker import Worker
 
@@ -175,9 +175,9 @@ class KeywordIndex:
         """Learn what the file defers to commit; True if work was left by a writer that
         bypassed the store (a commit catches it up)."""
         self.deferred = keyword_upkeep.defers_keyword_index(conn)
-        self.graph = graph_sql.has_graph(conn)
+        self.graph = row(conn, graph_sql.has_graph()) is not None
         behind = self.deferred and keyword_upkeep.keyword_index_behind(conn)
-        return behind or (self.graph and graph_sql.collection_behind(conn))
+        return behind or (self.graph and row(conn, graph_sql.collection_behind()) is not None)
 
     def before_commit(self, conn: apsw.Connection) -> None:
         """The work a transaction leaves for its commit: provenance-safe forgetting (what
@@ -196,14 +196,14 @@ class KeywordIndex:
         pending = rows(conn, index_sql.PENDING_WORK)
         counts = [row for row in pending if row[0] is not None]
         if len(counts) < len(pending):  # graph_dirty holds rows
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
         if counts:
             keyword_upkeep.update_keyword_index(conn, counts)
 
     def collect_graph(self, conn: apsw.Connection) -> None:
         """Provenance-safe forgetting: what deleted memories alone supported goes."""
         if self.graph:
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
 
     def catch_up(self, conn: apsw.Connection) -> None:
         """Index what this transaction's writes left waiting (see migration v8)."""

@@ -31,10 +31,6 @@ from persistence.postgres.sql import (
     schedule_sql,
     session_sql,
 )
-from persistence.postgres.sql.graph_sql import add_provenance as add_provenance
-from persistence.postgres.sql.graph_sql import collect as collect
-from persistence.postgres.sql.graph_sql import drop_provenance as drop_provenance
-from persistence.postgres.sql.graph_sql import resolve as resolve
 from persistence.records import (
     ForgettingRecord,
     Memory,
@@ -44,15 +40,15 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.statements import row, run, run_batch, value
-from persistence.stores import notes
+from persistence.statements import row, run, run_all, run_batch, value
+from persistence.stores import graph_reads, notes
+from persistence.stores.graph_rows import add_provenance as record_provenance
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_FIELDS
 from persistence.transfer.json_export import ExportHeader
 from persistence.transfer.json_import import ImportDocument, Mode
 
 # The functions of the shared names that the record families' SQL already has.
-has_entity = graph_sql.entity_exists
 
 
 Connection = psycopg.Connection[Any]
@@ -73,6 +69,32 @@ def fetch_session(conn: Connection, session_id: str) -> SessionState | None:
     """The session, or ``None``."""
     found = row(conn, session_sql.fetch(session_id))
     return None if found is None else session_sql.to_session(found)
+# --- the graph family's reads and writes (run over graph_sql's statements) ---------------
+
+
+def has_entity(conn: Connection, eid: str) -> bool:
+    return graph_reads.entity_exists(graph_sql, conn, eid)
+
+
+def resolve(conn: Connection, norm: str, type_: str | None) -> str | None:
+    return graph_reads.resolve(graph_sql, conn, norm, type_)
+
+
+def drop_provenance(
+    conn: Connection, memory_ids: Sequence[str], origin: str | None = None
+) -> tuple[list[str], list[str]]:
+    return graph_reads.drop_provenance(graph_sql, conn, memory_ids, origin)
+
+
+def add_provenance(
+    conn: Connection, memory_id: str, entity_ids: Iterable[str], relation_ids: Iterable[str],
+    origin: str,
+) -> None:  # fmt: skip
+    record_provenance(graph_sql, conn, memory_id, entity_ids, relation_ids, origin)
+
+
+def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+    run_all(conn, graph_sql.collect(entity_ids, relation_ids))
 
 
 WORDS = re.compile(r"\w+")

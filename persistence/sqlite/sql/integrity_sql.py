@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 import apsw
 
+from persistence.sqlite import graph_steps
 from persistence.sqlite.connection import query_all, read_snapshot
-from persistence.sqlite.sql import graph_sql, meta_sql
+from persistence.sqlite.sql import meta_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.statements import value
 
@@ -158,5 +159,5 @@ CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "promotion_log_agrees_with_tiers": promotion_log_agrees,
     "embedding_sizes": embedding_sizes,
     "keyword_index_matches": keyword_index_matches,
-    "graph_invariants": graph_sql.check,
+    "graph_invariants": graph_steps.check,
 }

@@ -28,7 +28,7 @@ from persistence.records import (
     Tier,
     TranscriptEntry,
 )
-from persistence.sqlite import memory_steps
+from persistence.sqlite import graph_steps, memory_steps
 from persistence.sqlite.connection import query_one, query_value
 from persistence.sqlite.sql import (
     forgetting_sql,
@@ -40,17 +40,14 @@ from persistence.sqlite.sql import (
     schedule_sql,
     session_sql,
 )
-from persistence.sqlite.sql.graph_sql import add_provenance as add_provenance
-from persistence.sqlite.sql.graph_sql import drop_provenance as drop_provenance
-from persistence.sqlite.sql.graph_sql import has_graph as has_graph
-from persistence.sqlite.sql.graph_sql import resolve as resolve
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
     EMBEDDING_MODEL_KEY,
     REDACTIONS_KEY,
 )
 from persistence.statements import column, row, rows, run, run_all, value
-from persistence.stores import notes
+from persistence.stores import graph_reads, notes
+from persistence.stores.graph_rows import add_provenance as record_provenance
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES, ExportHeader
@@ -128,6 +125,30 @@ _INVARIANTS = (
 )  # fmt: skip
 """Checked inside the import's transaction; a failure rolls everything back."""
 
+# --- the graph family's reads and writes (run over graph_sql's statements) ---------------
+
+
+def has_graph(conn: apsw.Connection) -> bool:
+    return graph_reads.has_graph(graph_sql, conn)
+
+
+def resolve(conn: apsw.Connection, norm: str, type_: str | None) -> str | None:
+    return graph_reads.resolve(graph_sql, conn, norm, type_)
+
+
+def drop_provenance(
+    conn: apsw.Connection, memory_ids: Sequence[str], origin: str | None = None
+) -> tuple[list[str], list[str]]:
+    return graph_reads.drop_provenance(graph_sql, conn, memory_ids, origin)
+
+
+def add_provenance(
+    conn: apsw.Connection, memory_id: str, entity_ids: Iterable[str],
+    relation_ids: Iterable[str], origin: str,
+) -> None:  # fmt: skip
+    record_provenance(graph_sql, conn, memory_id, entity_ids, relation_ids, origin)
+
+
 # --- export -----------------------------------------------------------------------------
 
 
@@ -144,7 +165,7 @@ def header(conn: apsw.Connection) -> ExportHeader:
 def row_count(conn: apsw.Connection) -> int:
     """Rows an export lists: every table's, the graph's and the notes' included."""
     rows = sum(table_count(conn, t) for t in TABLES) + notes.note_row_count(conn, notes_sql)
-    if graph_sql.has_graph(conn):
+    if has_graph(conn):
         rows += sum(table_count(conn, t) for t in GRAPH_TABLES)
     return rows
 
@@ -395,22 +416,22 @@ def prepare_graph(
     """Before the graph of an import: False if there is nothing more to write (a file
     without the graph; a document without one, whose new memories are queued for
     extraction). Replace empties the graph; the duplicate keys follow the memories."""
-    if not graph_sql.has_graph(conn):
+    if not has_graph(conn):
         return False
     memory_steps.rebuild_content_keys(conn)  # derived from the memories as imported
     if mode == "replace":
         clear_graph(conn)
     if not present:
-        graph_sql.enqueue(conn, sorted(written if mode == "merge" else set(every)))
-        graph_sql.collect_garbage(conn)
+        run_all(conn, graph_sql.enqueue(sorted(written if mode == "merge" else set(every))))
+        graph_steps.collect_garbage(conn)
         return False
     return True
 
 
 def collect(conn: apsw.Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
     """Collect what a merge left unsupported."""
-    graph_sql.collect(conn, entity_ids, relation_ids)
-    graph_sql.collect_garbage(conn)
+    graph_steps.collect(conn, entity_ids, relation_ids)
+    graph_steps.collect_garbage(conn)
 
 
 def has_notes(conn: apsw.Connection) -> bool:

@@ -83,7 +83,7 @@ with AgentMemoryManager.open(sys.argv[1], embedder=embedder, recall_review_quali
         cpu.append(time.process_time() - used)
     # The keyword leg alone, with the common-terms rule and without (every match ranked)
     from persistence import MemoryFilter
-    from persistence.sqlite.sql import index_sql
+    from persistence.sqlite import keyword_search as index_sql  # (index_sql before issue 41)
     from tiered_memory.recall.settings import keywords
     leg = {}
     caps = (("keyword_rule", getattr(index_sql, "RANK_CAP", 0)), ("keyword_all", 2**62))

@@ -60,8 +60,9 @@ import numpy as np
 
 from persistence import Memory, Tier
 from persistence.dedup_key import content_key
+from persistence.sqlite import keyword_upkeep
 from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
-from persistence.sqlite.sql import keyword_window_sql, memory_sql
+from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.sql.keyword_window_sql import WINDOW
 from tiered_memory import AgentMemoryManager
 from tiered_memory.forgetting import ForgettingCurve, initial_stability
@@ -261,7 +262,7 @@ class WriteFloor:
                 "UPDATE sessions SET last_active_at = max(last_active_at, ?) WHERE session_id = ?",
                 (memory.created_at, session),
             )
-            keyword_window_sql.work_off_keyword_dirty(conn)
+            keyword_upkeep.work_off_keyword_dirty(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -31,8 +31,9 @@ import pytest
 from benchmarks.raw_sql import raw_promote
 from benchmarks.smoke import size, smoke
 from persistence import Memory, Tier
+from persistence.sqlite import keyword_upkeep
 from persistence.sqlite.connection import ConnectionOptions, connect, connection_wal
-from persistence.sqlite.sql import keyword_window_sql, memory_sql
+from persistence.sqlite.sql import memory_sql
 from tiered_memory import AgentMemoryManager
 
 PREFILL = size(int(os.environ.get("TM_BENCH_PREFILL", "10000")), 1_200)
@@ -110,7 +111,7 @@ def _raw_insert(raw: apsw.Connection, memory: Memory) -> None:
         "VALUES (?, ?, ?)",
         (memory.id, memory.created_at + DAY, DAY),
     )
-    keyword_window_sql.work_off_keyword_dirty(raw)
+    keyword_upkeep.work_off_keyword_dirty(raw)
     raw.execute("COMMIT")
 
 

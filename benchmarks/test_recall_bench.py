@@ -26,7 +26,7 @@ import pytest
 from benchmarks.raw_sql import attach_raw_vec0, build_raw_vec0, raw_keyword, raw_vec0_knn
 from benchmarks.smoke import size, smoke
 from persistence import Memory, SessionState, Tier
-from persistence.sqlite import SQLiteStore, bulk_index, vector_mirror
+from persistence.sqlite import SQLiteStore, bulk_index, memory_steps, vector_mirror
 from persistence.sqlite.sql import index_sql, memory_sql
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding import compact_model, quality_model
@@ -91,7 +91,7 @@ def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
                         text, Tier.EPISODIC, id=f"m{i:07d}", embedding=vectors[i],
                         session_id=f"s{i - i % SESSION_SIZE}", speaker=("Ann", "Bob")[i % 2],
                     )  # fmt: skip
-                    memory_sql.upsert(
+                    memory_steps.write(
                         conn, memory, memory_sql.encode_row(memory, vectors[i].tobytes())
                     )
     return vectors

@@ -31,7 +31,7 @@ import pytest
 
 from benchmarks.smoke import size, smoke
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite import SQLiteStore, bulk_index, memory_steps
 from persistence.sqlite.sql import memory_sql
 
 DIM = 384
@@ -85,7 +85,7 @@ def build(path: Path, vectors: np.ndarray) -> None:
                 memory = Memory.create(
                     f"memory {i}", Tier.EPISODIC, id=f"m{i:031d}", embedding=vector, tags=tags
                 )
-                memory_sql.upsert(conn, memory, memory_sql.encode_row(memory, vector.tobytes()))
+                memory_steps.write(conn, memory, memory_sql.encode_row(memory, vector.tobytes()))
 
 
 def exact_top(vectors: np.ndarray, query: np.ndarray, rows: np.ndarray | None = None) -> set[int]:

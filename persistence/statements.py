@@ -19,7 +19,7 @@ blocks turn them into :class:`~persistence.errors.TieredMemoryError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from persistence.engine import Connection
@@ -29,10 +29,12 @@ Row = tuple[Any, ...]
 
 
 class Statement(NamedTuple):
-    """One SQL statement and its parameters: ``sql, params = statement`` unpacks it."""
+    """One SQL statement and its parameters: ``sql, params = statement`` unpacks it.
+    Positional parameters (``?``, ``%s``) take a sequence; PostgreSQL's named ones
+    (``%(name)s``) a mapping."""
 
     sql: str
-    params: Sequence[Any] = ()
+    params: Sequence[Any] | Mapping[str, Any] = ()
 
 
 class Batch(NamedTuple):
@@ -42,7 +44,7 @@ class Batch(NamedTuple):
     rows: Sequence[Sequence[Any]]
 
 
-def _params(statement: Statement) -> Sequence[Any] | None:
+def _params(statement: Statement) -> Sequence[Any] | Mapping[str, Any] | None:
     """The parameters as the drivers take them (``None`` when there are none, so that
     psycopg reads a literal ``%`` in parameterless SQL as itself)."""
     return statement.params if statement.params else None

@@ -46,7 +46,7 @@ from persistence.records import (
     Progress,
     RestoreResult,
 )
-from persistence.statements import column, run
+from persistence.statements import column, row, run
 from persistence.transfer.files import (
     existing_file,
     fsync_path,
@@ -309,10 +309,10 @@ class PgFiles:
             if self.store.in_transaction:
                 raise InvalidInputError("maintenance cannot run inside a transaction")
             try:
-                before = stats_sql.sizes(conn)["database_size_bytes"]
+                before = stats_sql.to_sizes(row(conn, stats_sql.SIZES))["database_size_bytes"]
                 for table in column(conn, transfer_sql.maintained_tables()):
                     run(conn, transfer_sql.vacuum_analyze(table))
-                after = stats_sql.sizes(conn)["database_size_bytes"]
+                after = stats_sql.to_sizes(row(conn, stats_sql.SIZES))["database_size_bytes"]
             except psycopg.Error as exc:
                 raise call_error(exc, self.store.engine._url) from None
         return MaintenanceResult(

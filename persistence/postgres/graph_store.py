@@ -9,12 +9,22 @@ so facts without a source memory are allowed (a file refuses them)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from persistence.engine import Connection
 from persistence.postgres.database import PgDatabase
 from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import graph_sql
+from persistence.statements import run_all
 from persistence.stores.graph import GraphStore
+
+
+def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+    """What nothing supports any more goes, in one round trip (the server's
+    ``tm_graph_collect``)."""
+    run_all(conn, graph_sql.collect(entity_ids, relation_ids))
 
 
 def pg_graph_store(engine: PgDatabase) -> GraphStore:
     """The graph of the store whose database is ``engine`` (writes join its transactions)."""
-    return GraphStore(engine, graph_sql, EmptyAtVersion(engine))
+    return GraphStore(engine, graph_sql, collect, EmptyAtVersion(engine))

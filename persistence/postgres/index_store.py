@@ -1,7 +1,7 @@
 """The PostgreSQL engine's part of the recall indexes: what differs from SQLite, handed to
 the shared :class:`~persistence.stores.indexes.IndexStore`.
 
-- keyword search is :mod:`~persistence.postgres.sql.keyword_sql` (FTS5's bm25 over
+- keyword search is :mod:`~persistence.postgres.keyword_search` (FTS5's bm25 over
   ``tm_keywords``, kept by triggers: migration v002; re-indexed at COMMIT, or early for a
   search inside the transaction).
 - :class:`HnswVectors`: vectors live in ``tm_vectors`` under an HNSW index (cosine),
@@ -25,19 +25,21 @@ import psycopg
 
 from persistence.errors import EmbeddingDimensionError
 from persistence.meta_keys import EMBEDDING_DIM_KEY
+from persistence.postgres import keyword_search, unprepared
 from persistence.postgres.database import DEFAULT_EF_SEARCH, PgDatabase
 from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import (
     conversation_sql,
     embedding_cache_sql,
-    keyword_sql,
     meta_sql,
     rebuild_sql,
     recall_filter_sql,
     vector_sql,
 )
-from persistence.postgres.sql.vector_dim_sql import fix_dimension
+from persistence.postgres.vector_column import ensure_vector_index
+from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import MemoryFilter
+from persistence.statements import rows, run, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
@@ -58,6 +60,7 @@ SQL = IndexSql(
     conversation=conversation_sql,
     cache=embedding_cache_sql,
     rebuild=rebuild_sql,
+    meta=meta_sql,
 )
 
 
@@ -65,7 +68,7 @@ def build_index_store(engine: PgDatabase, config: StoreConfig) -> IndexStore[Hns
     """The recall indexes of one database (see the module docstring); ``config`` is the
     store's (read live)."""
     return IndexStore(
-        engine, SQL, keyword_sql, HnswVectors(engine), config,
+        engine, SQL, keyword_search, HnswVectors(engine), config,
         location=engine.location, exact_scan_max=EXACT_SCAN_MAX, queue=EmptyAtVersion(engine),
     )  # fmt: skip
 
@@ -91,7 +94,7 @@ class HnswVectors:
         :meth:`searching` answers by reading it again."""
         if self._dim is not None and not self.engine.in_transaction:
             return self._dim
-        stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+        stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
         dim = None if stored is None else int(stored)
         if not self.engine.in_transaction:
             self._dim = dim
@@ -126,13 +129,13 @@ class HnswVectors:
         if (
             where.narrows
             and recall_filter_sql.index_backed(where)
-            and vector_sql.accepted_at_most(conn, where, exact_scan_max)
+            and _accepted_at_most(conn, where, exact_scan_max)
         ):
-            return vector_sql.nearest(conn, query, limit, where, exact=True)
+            return _nearest(conn, query, limit, where, exact=True)
         self._ef_search(conn, max(limit, MIN_EF_SEARCH))
-        found = vector_sql.nearest(conn, query, limit, where, exact=False)
+        found = _nearest(conn, query, limit, where, exact=False)
         if len(found) < limit and where != MemoryFilter():
-            found = vector_sql.nearest(conn, query, limit, where, exact=True)
+            found = _nearest(conn, query, limit, where, exact=True)
         return found
 
     def _ef_search(self, conn: Connection, ef: int) -> None:
@@ -143,23 +146,38 @@ class HnswVectors:
         if self._ef.get(id(conn), DEFAULT_EF_SEARCH) == ef:
             return
         if self.engine.in_transaction:
-            vector_sql.set_ef_search(conn, ef, local=True)
+            run(conn, vector_sql.set_ef_search(ef, local=True))
         else:
-            vector_sql.set_ef_search(conn, ef, local=False)
+            run(conn, vector_sql.set_ef_search(ef, local=False))
             self._ef[id(conn)] = ef
 
     def distances(
         self, conn: Connection, query: np.ndarray, memory_ids: list[str]
     ) -> dict[str, float]:
-        return vector_sql.distances(conn, query, memory_ids)
+        return {r[0]: float(r[1]) for r in rows(conn, vector_sql.distances(query, memory_ids))}
 
     def fix_dimension(self, conn: Connection, dim: int, configured: int | None) -> None:
         """The embedding that fixes the dimension also makes the vector index."""
         if fix_dimension(conn, dim, configured):
-            vector_sql.ensure_vector_index(conn, dim)
+            ensure_vector_index(conn, dim)
 
     def written(self, conn: Connection) -> None:
         """Nothing more to keep: the HNSW index follows the table."""
 
     def swapping(self, conn: Connection) -> None:
         """Nothing more to keep: the swap rebuilds the index at the new size."""
+
+
+def _accepted_at_most(conn: Connection, where: MemoryFilter, cap: int) -> bool:
+    """True if ``where`` accepts at most ``cap`` memories (counted no further)."""
+    (found,) = unprepared.rows(conn, vector_sql.accepted_count(where, cap))
+    return int(found[0]) <= cap
+
+
+def _nearest(
+    conn: Connection, query: np.ndarray, limit: int, where: MemoryFilter, *, exact: bool
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` nearest ``where`` accepts (see
+    :func:`~persistence.postgres.sql.vector_sql.nearest`)."""
+    statement = vector_sql.nearest(query, limit, where, exact=exact)
+    return [(r[0], float(r[1])) for r in unprepared.rows(conn, statement)]

@@ -22,12 +22,26 @@ import psycopg
 
 from persistence.postgres import transfer_steps
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import memory_sql, transfer_sql
+from persistence.postgres.memory_steps import upsert
+from persistence.postgres.sql import (
+    graph_sql,
+    memory_sql,
+    meta_sql,
+    notes_sql,
+    schedule_sql,
+    session_sql,
+    transfer_sql,
+)
 from persistence.postgres.translate import call_error
 from persistence.records import Memory, Tier
+from persistence.statements import Statement, row, run, run_batch
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
-from persistence.transfer.store_io import StoreExportSource, StoreImportSink
+from persistence.transfer.store_io import StoreExportSource, StoreImportSink, TransferSql
+
+SQL = TransferSql(
+    transfer_sql, memory_sql, session_sql, schedule_sql, meta_sql, notes_sql, graph_sql
+)
 
 
 @contextmanager
@@ -39,7 +53,7 @@ def export_source(engine: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExp
         try:
             if own:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield StoreExportSource(conn, transfer_sql, transfer_steps, scope=scope)
+            yield StoreExportSource(conn, SQL, transfer_steps, scope=scope)
         except psycopg.Error as exc:
             raise call_error(exc, engine._url) from None
         finally:
@@ -53,7 +67,7 @@ def import_sink(engine: PgDatabase) -> Iterator[StoreImportSink]:
     """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`); server errors translated."""
     with engine.transaction() as conn:
-        yield StoreImportSink(conn, transfer_sql, transfer_steps, write_memories)
+        yield StoreImportSink(conn, SQL, transfer_steps, write_memories)
 
 
 def write_memories(conn: Connection, doc: ImportDocument, mode: Mode, count: Count) -> set[str]:
@@ -75,24 +89,30 @@ def write_memories(conn: Connection, doc: ImportDocument, mode: Mode, count: Cou
             written.add(memory.id)
         count(memory.tier.value, outcome)
     if rows:
-        memory_sql.insert_many(conn, rows, vectors)
+        for batch in memory_sql.insert_many(rows, vectors):
+            run_batch(conn, batch)
     return written
 
 
 def _merge_memory(conn: Connection, memory: Memory, vector: np.ndarray | None) -> str:
     """Write one memory unless the stored version is as new (by ``updated_at``); a
     scratchpad key held by an older memory moves to this one."""
-    current = memory_sql.fetch(conn, None, memory.id)
+    current = _memory(conn, memory_sql.fetch(None, memory.id))
     if current is not None and memory.updated_at <= current.updated_at:
         return "skipped"
     if memory.key is not None and memory.tier is Tier.SCRATCHPAD:
-        rival = memory_sql.fetch_by_key(conn, memory.key)
+        rival = _memory(conn, memory_sql.fetch_by_key(memory.key))
         if rival is not None and rival.id != memory.id:
             if rival.updated_at >= memory.updated_at:
                 return "skipped"
-            memory_sql.forget_rows(conn, [rival.id], None, Tier.SCRATCHPAD, None, None)
-    memory_sql.upsert(conn, memory_sql.encode_row(memory), vector)
+            run(conn, memory_sql.forget_rows([rival.id], None, Tier.SCRATCHPAD, None, None))
+    upsert(conn, memory_sql.encode_row(memory), vector)
     return "inserted" if current is None else "updated"
+
+
+def _memory(conn: Connection, statement: Statement) -> Memory | None:
+    found = row(conn, statement)
+    return None if found is None else memory_sql.to_memory(found)
 
 
 def _vector(memory: Memory) -> np.ndarray | None:

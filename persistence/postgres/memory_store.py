@@ -1,7 +1,8 @@
 """The PostgreSQL half of the memory store: what a server does its own way for memories.
 
 The shared :class:`~persistence.stores.memories.MemoryStore` runs over this
-:class:`ServerMemories` and :mod:`~persistence.postgres.sql.memory_sql`. Here: a memory's
+:class:`ServerMemories` and the statements of :mod:`~persistence.postgres.sql.memory_sql`.
+Here: a memory's
 vector lives in ``tm_vectors`` and the store's dimension is the column's type, checked
 against the server once and then remembered (:meth:`ServerMemories.check_dimension`);
 one new memory goes in with one statement, a batch with a few; promotion updates the
@@ -21,10 +22,12 @@ from psycopg import errors as pg
 from persistence.codecs import decode_embedding, encode_embedding, encode_json
 from persistence.dedup_key import content_key
 from persistence.errors import DuplicateMemoryError, EmbeddingDimensionError, StorageError
+from persistence.postgres import memory_steps, vector_column
 from persistence.postgres.database import Connection, PgDatabase
-from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql, vector_sql
-from persistence.postgres.sql.vector_dim_sql import fix_dimension
+from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql
+from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
+from persistence.statements import column, row, rows, run, run_batch
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
@@ -69,8 +72,8 @@ class ServerMemories:
         if self._dim == dim:
             return
         if fix_dimension(conn, dim, self.config.embedding_dim):
-            vector_sql.ensure_vector_index(conn, dim)
-        if vector_sql.column_dimension(conn) == dim:
+            vector_column.ensure_vector_index(conn, dim)
+        if vector_column.column_dimension(conn) == dim:
             self.engine.after_commit(lambda: setattr(self, "_dim", dim))
 
     def forget_dimension(self) -> None:
@@ -78,7 +81,7 @@ class ServerMemories:
         self._dim = None
 
     def upsert(self, conn: Connection, encoded: Encoded) -> None:
-        memory_sql.upsert(conn, *encoded.row)
+        memory_steps.upsert(conn, *encoded.row)
 
     def insert_new(
         self, conn: Connection, batch: Sequence[Encoded], schedules: Sequence[RepetitionSchedule]
@@ -88,29 +91,30 @@ class ServerMemories:
         if len(batch) == 1:
             self._insert_one(conn, batch[0], schedules[0] if schedules else None)
             return
-        memory_sql.bulk_keyword_entries(conn)
-        ids = [e.memory.id for e in batch]
-        taken = memory_sql.existing_ids(conn, ids)
+        run(conn, memory_sql.bulk_keyword_entries())
+        taken = column(conn, memory_sql.existing_ids([e.memory.id for e in batch]))
         if taken:
-            raise ids_taken(taken)
+            raise ids_taken(set(taken))
         vectors = [(e.memory.id, e.row[1]) for e in batch if e.row[1] is not None]
+        memories, vectored = memory_sql.insert_many([e.row[0] for e in batch], vectors)
         try:
-            memory_sql.insert_many(conn, [e.row[0] for e in batch], vectors)
+            run_batch(conn, memories)
         except pg.UniqueViolation:  # another writer took an id since the check
             raise DuplicateMemoryError(
                 "a memory id of the batch was taken by another writer; nothing was written"
             ) from None
-        dedup_sql.record(conn, [e.memory for e in batch])
-        schedule_sql.insert_many(conn, schedules)
+        run_batch(conn, vectored)
+        run_batch(conn, dedup_sql.record([e.memory for e in batch]))
+        run_batch(conn, schedule_sql.insert_many(schedules))
 
     def _insert_one(
         self, conn: Connection, encoded: Encoded, schedule: RepetitionSchedule | None
     ) -> None:
-        memory, (row, vector) = encoded.memory, encoded.row
+        memory, (columns, vector) = encoded.memory, encoded.row
         key = content_key(memory.content, memory.agent_id, memory.session_id)
         timing = None if schedule is None else _timing(schedule)
         try:
-            inserted = memory_sql.insert_one(conn, row, vector, key, timing)
+            inserted = row(conn, memory_sql.insert_one(columns, vector, key, timing)) is not None
         except pg.UniqueViolation:  # another writer (or another agent) has the id
             raise DuplicateMemoryError(
                 f"memory id {memory.id} is already used; nothing was written"
@@ -131,7 +135,7 @@ class ServerMemories:
     ) -> None:
         """The row's tier is updated in place (vector, tags and schedule stay)."""
         encoded = encode_json(metadata, "metadata") if metadata else "{}"
-        memory_sql.move(conn, memory.id, memory.tier, target, encoded, at)
+        run(conn, memory_sql.move(memory.id, memory.tier, target, encoded, at))
 
     def forget(
         self,
@@ -142,27 +146,30 @@ class ServerMemories:
         reason: str | None,
         at: int,
     ) -> Tier | None:
-        gone = memory_sql.forget_rows(
-            conn, [memory_id], [retention], tier, reason, at, self.config.scope
+        statement = memory_sql.forget_rows(
+            [memory_id], [retention], tier, reason, at, self.config.scope
         )
+        gone = memory_sql.forgotten(rows(conn, statement))
         return gone[0][1] if gone else None
+
+    def remove(self, conn: Connection, memory_ids: Sequence[str], tier: Tier) -> int:
+        statement = memory_sql.forget_rows(memory_ids, None, tier, None, None, self.config.scope)
+        return len(rows(conn, statement))
 
     def read_any(self, memory_id: str) -> Memory | None:
         with self.engine.reading() as conn:
-            return memory_sql.fetch(conn, None, memory_id, self.config.scope)
+            found = row(conn, memory_sql.fetch(None, memory_id, self.config.scope))
+            return None if found is None else memory_sql.to_memory(found)
 
     def content_key_seen(self, key: bytes) -> bool:
         """True: :meth:`find_same` is one round trip itself, a probe would double it."""
         return True
 
     def find_same(self, conn: Connection, key: bytes, tier: Tier) -> list[str]:
-        return dedup_sql.find(conn, key, tier)
-
-    def record_content_keys(self, conn: Connection, memories: Sequence[Memory]) -> None:
-        dedup_sql.record(conn, memories)
-
-    def tag_counts(self, conn: Connection, prefix: str, agent_id: str | None) -> dict[str, int]:
-        return tag_counts_sql.counts(conn, prefix, agent_id)
+        """Probes first: most contents are new, and the probe is cheaper than the join."""
+        if row(conn, dedup_sql.seen(key)) is None:
+            return []
+        return [str(found) for found in column(conn, dedup_sql.find(key, tier))]
 
     def remember_new(
         self,
@@ -177,9 +184,9 @@ class ServerMemories:
         vector = _vector(memory.embedding)
         if vector is not None and self._dim != len(vector):
             return None  # the first embedding, or another size: the checked path
-        row = memory_sql.encode_row(memory)
+        columns = memory_sql.encode_row(memory)
         statement = memory_sql.remember_statement(
-            row, vector, key, _timing(schedule), touch_at=touch_at, dedup=dedup
+            columns, vector, key, _timing(schedule), touch_at=touch_at, dedup=dedup
         )
         try:
             (answer,) = self.engine.write_in_one_trip(
@@ -200,10 +207,18 @@ class ServerMemories:
             raise DuplicateMemoryError(
                 f"memory id {memory.id} is already used (1 in the batch); nothing was written"
             )
-        return memory_sql.as_stored(memory, row, vector)
+        return memory_sql.as_stored(memory, columns, vector)
 
 
 def server_memory_store(engine: PgDatabase, config: StoreConfig) -> MemoryStore:
     """The shared memory store over a server database."""
     own = ServerMemories(engine, config)
-    return MemoryStore(engine, memory_sql, own, config, one_trip=own.remember_new)
+    return MemoryStore(
+        engine,
+        memory_sql,
+        own,
+        config,
+        one_trip=own.remember_new,
+        dedup=dedup_sql,
+        tag_counts=tag_counts_sql,
+    )

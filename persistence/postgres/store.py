@@ -48,8 +48,9 @@ from persistence.records import (
     Synchronous,
     now_ms,
 )
+from persistence.statements import row, run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
-from persistence.stores.control import EngineControl
+from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.indexes import IndexStore
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
@@ -95,12 +96,12 @@ def _lacks_vector(conn: Connection) -> bool:
     """True if the database is known to have no pgvector extension (False when that
     cannot be read: the migration's own error is reported then)."""
     try:
-        return not scope_sql.has_vector(conn)
+        return not value(conn, scope_sql.HAS_VECTOR)
     except psycopg.Error:
         return False
 
 
-class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
+class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     """Durable storage of every record family on a PostgreSQL server (see the module
     docstring). ``url`` is a libpq URL (``postgresql://user:password@host/db``); it is
     never printed with its password (:attr:`location`). ``read_only=True`` refuses every
@@ -119,6 +120,7 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     sessions: SessionStore
     schedules: ScheduleStore
     indexes: IndexStore[HnswVectors]
+    meta_sql: MetaSql = meta_sql
 
     def __init__(
         self,
@@ -217,12 +219,15 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
                     raise MigrationRequiredError(version, LATEST_VERSION, self.location)
             else:
                 apply_migrations(conn, clock=self.config.clock)
-            if self.scope and scope_sql.bypasses_row_security(conn):
+            bypasses = bool(value(conn, scope_sql.BYPASSES_RLS))
+            if self.scope and bypasses:
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
-            if scope_sql.keyword_index_blocked(conn):
+            if not bypasses and not value(conn, scope_sql.MATCH_IS_LEAKPROOF):
+                # Row-level security binds the role and ``@@`` is not LEAKPROOF: the
+                # planner may not use the keyword index, every search reads every row.
                 log.info(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
-            stored = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+            stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             if dim is not None and stored is not None and int(stored) != dim:
                 raise EmbeddingDimensionError(dim, int(stored))
         except SchemaTooNew as exc:
@@ -271,34 +276,22 @@ class PostgresStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     # --- facts about the store ----------------------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        """One fact about the store (``tm_meta``), or ``None``."""
-        with self.engine.reading() as conn:
-            return meta_sql.read(conn, key)
-
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the store."""
         require_str(key, "key", allow_empty=False)
         with self.transaction(join=True) as conn:
-            meta_sql.write(conn, key, value)
-
-    def increment_meta(self, key: str, by: int = 1) -> int:
-        """Add ``by`` to a counter, atomically (one ``UPSERT``); returns the new value."""
-        require_str(key, "key", allow_empty=False)
-        require_int(by, "by")
-        with self.transaction(join=True) as conn:
-            return meta_sql.add(conn, key, by)
+            run(conn, meta_sql.write(key, value))
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one snapshot) and sizes: ``size_bytes`` is what the library's
         tables and their indexes take; ``backend_details`` adds the whole database's
         size (``database_size_bytes``)."""
         with self.engine.snapshot() as conn:
-            counts = stats_sql.counts(conn)
-            sizes = stats_sql.sizes(conn)
+            counts = stats_sql.to_counts(row(conn, stats_sql.COUNT_ALL))
+            sizes = stats_sql.to_sizes(row(conn, stats_sql.SIZES))
             version = read_schema_version(conn)
-            errors = meta_sql.read(conn, EMBEDDING_ERRORS_KEY)
-            last_error = meta_sql.read(conn, LAST_EMBEDDING_ERROR_KEY)
+            errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
+            last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
         return PersistenceStatistics(
             **counts,
             schema_version=version,

@@ -47,10 +47,11 @@ from persistence.sqlite import code_sync, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
+from persistence.sqlite.planner import fix_shadow_statistics
 from persistence.sqlite.sql import integrity_sql, memory_sql
-from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
+from persistence.statements import value
 from persistence.stores.scope import Scope
 from persistence.transfer.files import (
     existing_file,
@@ -297,7 +298,7 @@ class BackupManager:
                             result_code=result_code(exc),
                         ) from exc
                     version = read_schema_version(live)
-                    memories = sum(memory_sql.count(live, tier) for tier in Tier)
+                    memories = sum(int(value(live, memory_sql.count(tier))) for tier in Tier)
             finally:
                 staged_conn.close()
         return RestoreResult(str(path), source_version, version, memories)

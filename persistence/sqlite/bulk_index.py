@@ -16,10 +16,9 @@ from contextlib import contextmanager
 
 import apsw
 
-from persistence.records import Tier
-from persistence.sqlite.connection import query_all
+from persistence.sqlite import keyword_upkeep
 from persistence.sqlite.sql import index_sql, vector_codes_sql
-from persistence.sqlite.sql.memory_sql import TABLE
+from persistence.statements import Statement, rows, run_all
 
 
 @contextmanager
@@ -28,22 +27,10 @@ def triggers_suspended(conn: apsw.Connection) -> Iterator[None]:
     index is rebuilt and the triggers are back. ``conn`` must be in a transaction."""
     if not conn.in_transaction:
         raise RuntimeError("triggers_suspended() needs an open transaction")
-    tables = [TABLE[tier] for tier in Tier]
-    marks = ", ".join("?" for _ in tables)
-    saved = query_all(
-        conn,
-        f"SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name IN ({marks})",
-        tables,
-    )
-    for name, _ in saved:
-        conn.execute(f'DROP TRIGGER "{name}"')
+    saved = rows(conn, index_sql.TIER_TRIGGERS)
+    run_all(conn, [index_sql.drop_trigger(name) for name, _ in saved])
     yield
-    index_sql.fill_keyword_index(conn)
-    for table in tables:
-        conn.execute(
-            f"INSERT INTO vector_changes (memory_id) SELECT id FROM {table} "
-            "WHERE embedding IS NOT NULL"
-        )
-    vector_codes_sql.drop_all(conn)  # rows went without their triggers: codes may be stale
-    for _, sql in saved:
-        conn.execute(sql)
+    keyword_upkeep.fill_keyword_index(conn)
+    run_all(conn, index_sql.LOG_EVERY_EMBEDDING)
+    run_all(conn, vector_codes_sql.DROP_ALL)  # rows went without their triggers: codes may be stale
+    run_all(conn, [Statement(sql) for _, sql in saved])

@@ -22,9 +22,11 @@ from itertools import islice
 import apsw
 import numpy as np
 
+from persistence import statements
 from persistence.records import Tier
-from persistence.sqlite.sql import index_sql, vector_codes_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite import vector_reads
+from persistence.sqlite.sql import index_sql, meta_sql, vector_codes_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_codes import (
     CAL_ROWS,
     EXACT_BELOW,
@@ -33,6 +35,7 @@ from persistence.sqlite.vector_codes import (
     CodeFit,
     code_blobs,
 )
+from persistence.statements import run, run_all, run_batch, stream, value
 
 log = logging.getLogger("tiered_memory")
 
@@ -50,7 +53,7 @@ and a million memories are a thousand rows."""
 def stored_fit(conn: apsw.Connection, dim: int) -> tuple[CodeFit, int, str | None] | None:
     """The stored fit with the log position ``(seq, seq_id)`` its codes stand at, if it
     is for ``dim`` dimensions and that position is still in the change log."""
-    row = vector_codes_sql.read_fit(conn)
+    row = _read_fit(conn)
     if row is None:
         return None
     fit_dim, fitted, factor, blob, seq, seq_id = row
@@ -60,13 +63,17 @@ def stored_fit(conn: apsw.Connection, dim: int) -> tuple[CodeFit, int, str | Non
     return fit, seq, seq_id
 
 
+def _read_fit(conn: apsw.Connection) -> vector_codes_sql.FitRow | None:
+    return vector_codes_sql.to_fit(statements.row(conn, vector_codes_sql.READ_FIT))
+
+
 def position_kept(conn: apsw.Connection, seq: int, seq_id: str | None) -> bool:
     """True if every change logged after position ``(seq, seq_id)`` is still in the log,
     and it is the log that position was taken from."""
-    if index_sql.change_floor(conn) > seq + 1:
+    if vector_reads.change_floor(conn) > seq + 1:
         return False  # changes after ``seq`` were trimmed from the log
     # A different id at ``seq``: not the log the codes followed (the file was replaced).
-    return not seq or index_sql.change_at(conn, seq) == seq_id
+    return not seq or vector_reads.change_at(conn, seq) == seq_id
 
 
 def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
@@ -78,31 +85,31 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False) -> int:
     With it, codes no reader can use (none yet, another model, a log trimmed past them)
     are made again from every vector.
     """
-    dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+    dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim_text is None or int(dim_text) < EXACT_BELOW:
         return 0  # no vectors yet, or too few dimensions for codes (scanned exactly)
     dim = int(dim_text)
-    head_seq, head_id = index_sql.change_head(conn)
+    head_seq, head_id = vector_reads.change_head(conn)
     stored = stored_fit(conn, dim)
     if stored is not None:
         fit, seq, _ = stored
         if seq == head_seq:
             return 0
-        changed = index_sql.changed_since(conn, seq)
+        changed = vector_reads.changed_since(conn, seq)
         if len(changed) > INCREMENTAL_MAX and not rebuild:
             return 0
         written = _write(conn, fit, changed)
-        vector_codes_sql.move_to(conn, head_seq, head_id)
+        run(conn, vector_codes_sql.move_to(head_seq, head_id))
         return written
-    unembedded = index_sql.unembedded_count(conn)
+    unembedded = int(value(conn, index_sql.unembedded_count()) or 0)
     # Counted only as far as the rule needs: a sync runs with every embedding batch.
     bound = None if rebuild else FIRST_FIT_MAX + unembedded + 1
-    embedded = index_sql.memory_count(conn, at_most=bound) - unembedded
+    embedded = vector_reads.memory_count(conn, at_most=bound) - unembedded
     if embedded > FIRST_FIT_MAX and not rebuild:
         return 0
     if embedded < FIT_ROWS:
-        if vector_codes_sql.read_fit(conn) is not None:
-            vector_codes_sql.drop_all(conn)
+        if _read_fit(conn) is not None:
+            run_all(conn, vector_codes_sql.DROP_ALL)
         return 0
     return _rebuild(conn, dim, head_seq, head_id)
 
@@ -126,19 +133,19 @@ def repack(conn: apsw.Connection) -> int:
     """Write the packs (migration v017) again from the code rows, in the caller's write
     transaction, unless all of them are there at the codes' position; the number of
     pack rows written. Without codes there are no packs."""
-    row = vector_codes_sql.read_fit(conn)
+    row = _read_fit(conn)
     fit = None if row is None else CodeFit.from_row(*row[:4])
     if row is None or fit is None:
-        vector_codes_sql.drop_packs(conn)
+        run(conn, vector_codes_sql.DROP_PACKS)
         return 0
     seq, seq_id = row[4], row[5]
-    if vector_codes_sql.packs_complete_at(conn, seq, seq_id):
+    if vector_codes_sql.complete(statements.row(conn, vector_codes_sql.pack_state(seq, seq_id))):
         return 0
-    vector_codes_sql.drop_packs(conn)
+    run(conn, vector_codes_sql.DROP_PACKS)
     width = fit.code_bytes
-    count = vector_codes_sql.count_of_width(conn, width)
+    count = int(value(conn, vector_codes_sql.count_of_width(width)) or 0)
     chunks = -(-count // PACK_ROWS)
-    rows = vector_codes_sql.keyed_rows_of_width(conn, ID_END, width)
+    rows = stream(conn, vector_codes_sql.keyed_rows_of_width(ID_END, width))
     for chunk in range(chunks):
         batch = list(islice(rows, PACK_ROWS))
         keys = np.array([key for key, _ in batch])
@@ -146,7 +153,7 @@ def repack(conn: apsw.Connection) -> int:
             chunk, chunks, batch[0][0][:-1].decode(), batch[-1][0][:-1].decode(),
             keys.itemsize, seq, seq_id, keys.tobytes(), b"".join(code for _, code in batch),
         )  # fmt: skip
-        vector_codes_sql.put_packs(conn, [pack])
+        run_batch(conn, vector_codes_sql.put_packs([pack]))
     log.info("vector codes packed: %d codes in %d rows", count, chunks)
     return chunks
 
@@ -164,7 +171,9 @@ def _put(conn: apsw.Connection, fit: CodeFit, rows: list[tuple[str, Tier, bytes]
         return 0
     bits, low = fit.encode(_normalised([blob for _, _, blob in rows], fit.dim))
     codes = code_blobs([tier for _, tier, _ in rows], bits, low)
-    vector_codes_sql.put(conn, [(i, c) for (i, _, _), c in zip(rows, codes, strict=True)])
+    run_batch(
+        conn, vector_codes_sql.put([(i, c) for (i, _, _), c in zip(rows, codes, strict=True)])
+    )
     return len(rows)
 
 
@@ -173,18 +182,18 @@ def _write(conn: apsw.Connection, fit: CodeFit, changed: list[str]) -> int:
     written = 0
     for start in range(0, len(changed), _CHUNK):
         chunk = changed[start : start + _CHUNK]
-        vector_codes_sql.drop(conn, chunk)
-        written += _put(conn, fit, index_sql.embeddings_of(conn, chunk))
+        run_batch(conn, vector_codes_sql.drop(chunk))
+        written += _put(conn, fit, vector_reads.embeddings_of(conn, chunk))
     return written
 
 
 def _rebuild(conn: apsw.Connection, dim: int, seq: int, seq_id: str | None) -> int:
     """Every code made again, with a new fit (on the first ``FIT_ROWS`` vectors in tier
     order, as a reader without codes fits) calibrated on a sample."""
-    vector_codes_sql.drop_all(conn)
+    run_all(conn, vector_codes_sql.DROP_ALL)
     first: list[bytes] = []
     for tier in Tier:
-        for _, blob in index_sql.embedded_rows(conn, tier):
+        for _, blob in vector_reads.embedded_rows(conn, tier):
             if len(blob) == 4 * dim:
                 first.append(blob)
                 if len(first) == FIT_ROWS:
@@ -192,12 +201,12 @@ def _rebuild(conn: apsw.Connection, dim: int, seq: int, seq_id: str | None) -> i
         if len(first) == FIT_ROWS:
             break
     fit = CodeFit.of(_normalised(first, dim))
-    total = index_sql.memory_count(conn)
+    total = vector_reads.memory_count(conn)
     every = max(total // CAL_ROWS, 1)
     sample: list[bytes] = []
     written = seen = 0
     for tier in Tier:
-        rows = index_sql.embedded_rows(conn, tier)
+        rows = vector_reads.embedded_rows(conn, tier)
         batch: list[tuple[str, Tier, bytes]] = []
         for memory_id, blob in rows:
             batch.append((memory_id, tier, blob))
@@ -209,7 +218,8 @@ def _rebuild(conn: apsw.Connection, dim: int, seq: int, seq_id: str | None) -> i
                 batch = []
         written += _put(conn, fit, batch)
     fit = fit.calibrated(_normalised(sample, dim))
-    vector_codes_sql.write_fit(conn, (dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), seq, seq_id))
+    fit_row = (dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), seq, seq_id)
+    run(conn, vector_codes_sql.write_fit(fit_row))
     log.info("vector codes rebuilt: %d codes, first stage %.1f * sqrt(size)", written,
              fit.sqrt_factor)  # fmt: skip
     return written

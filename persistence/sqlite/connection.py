@@ -34,7 +34,7 @@ from persistence.errors import (
 from persistence.records import Synchronous
 from persistence.sqlite.encryption import apply_key, check_file_for_key, wrong_key
 from persistence.sqlite.erasure import connection_secure_delete
-from persistence.sqlite.sql.planner_sql import fix_shadow_statistics
+from persistence.sqlite.planner import fix_shadow_statistics
 from persistence.sqlite.translate import read_only_storage, storage_errors
 from persistence.validation import require_choice, require_int
 

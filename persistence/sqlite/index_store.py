@@ -8,7 +8,8 @@ the shared :class:`~persistence.stores.indexes.IndexStore`.
 - keyword search is :class:`~persistence.sqlite.keyword_index.KeywordIndex` (FTS5 bm25).
 
 The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,
-``embedding_cache_sql`` and ``rebuild_sql``.
+``embedding_cache_sql`` and ``rebuild_sql``; the vector reads the search runs are
+:mod:`~persistence.sqlite.vector_reads`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import apsw
 import numpy as np
 
 from persistence.records import MemoryFilter, Tier
-from persistence.sqlite import code_sync
+from persistence.sqlite import code_sync, vector_reads
 from persistence.sqlite.database import Database
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.memory_store import check_dimension
@@ -28,11 +29,13 @@ from persistence.sqlite.sql import (
     conversation_sql,
     embedding_cache_sql,
     index_sql,
+    meta_sql,
     rebuild_sql,
     vector_codes_sql,
 )
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
+from persistence.statements import run_all, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
@@ -55,6 +58,7 @@ SQL = IndexSql(
     conversation=conversation_sql,
     cache=embedding_cache_sql,
     rebuild=rebuild_sql,
+    meta=meta_sql,
 )
 
 
@@ -86,7 +90,7 @@ class MirrorVectors(VectorMirror):
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
         """``search(conn, dim)`` in one snapshot, at the dimension the file records."""
         with self.engine.snapshot() as conn:
-            dim = read_meta(conn, EMBEDDING_DIM_KEY)
+            dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             return empty if dim is None else search(conn, int(dim))
 
     def nearest(
@@ -101,25 +105,25 @@ class MirrorVectors(VectorMirror):
         accepts at most ``exact_scan_max`` is compared exactly at once."""
         if where.narrows and index_sql.index_backed(where):
             # Few accepted (a session, say): compare them all, before searching the copy.
-            everything = index_sql.accepted_embeddings(conn, where, exact_scan_max)
+            everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
             if everything is not None:
-                return index_sql.nearest(everything, query, limit)
+                return vector_reads.nearest(everything, query, limit)
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         candidates = self.first_stage(conn, query, count, where.tier)
         while where.narrows:
-            passed = index_sql.accepted_among(conn, where, candidates)
+            passed = vector_reads.accepted_among(conn, where, candidates)
             total = self.size
             if len(passed) >= wanted or len(candidates) < count or count >= total:
                 candidates = passed
                 break
             share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
             if share * total <= exact_scan_max:
-                everything = index_sql.accepted_embeddings(conn, where, exact_scan_max)
+                everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
                 if everything is not None:
-                    return index_sql.nearest(everything, query, limit)
+                    return vector_reads.nearest(everything, query, limit)
             count = min(max(count * 4, int(2 * wanted / share)), total)
             candidates = self.first_stage(conn, query, count, where.tier)
-        return index_sql.rerank(conn, candidates, query, limit)
+        return vector_reads.rerank(conn, candidates, query, limit)
 
     def vector_candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
@@ -136,10 +140,10 @@ class MirrorVectors(VectorMirror):
         self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]
     ) -> dict[str, float]:
         """Exact, from the float vectors in the file."""
-        found = index_sql.embeddings_of(conn, memory_ids)
+        found = vector_reads.embeddings_of(conn, memory_ids)
         if not found:
             return {}
-        ids, distances = index_sql.cosine_distances(found, query)
+        ids, distances = vector_reads.cosine_distances(found, query)
         return {memory_id: float(d) for memory_id, d in zip(ids, distances, strict=True)}
 
     def fix_dimension(self, conn: apsw.Connection, dim: int, configured: int | None) -> None:
@@ -152,4 +156,4 @@ class MirrorVectors(VectorMirror):
     def swapping(self, conn: apsw.Connection) -> None:
         """The codes were made for the old model's vectors; the copy reloads after commit."""
         self.engine.after_commit(self.reset)
-        vector_codes_sql.drop_all(conn)
+        run_all(conn, vector_codes_sql.DROP_ALL)

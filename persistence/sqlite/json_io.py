@@ -19,14 +19,28 @@ import apsw
 import numpy as np
 
 from persistence.records import Memory, Tier
-from persistence.sqlite import bulk_index, transfer_steps
+from persistence.sqlite import bulk_index, memory_steps, transfer_steps
 from persistence.sqlite.database import Database
-from persistence.sqlite.sql import index_sql, json_io_sql, memory_sql
+from persistence.sqlite.sql import (
+    graph_sql,
+    index_sql,
+    json_io_sql,
+    memory_sql,
+    meta_sql,
+    notes_sql,
+    schedule_sql,
+    session_sql,
+)
+from persistence.statements import Statement, row, run, value
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
-from persistence.transfer.store_io import StoreExportSource, StoreImportSink
+from persistence.transfer.store_io import StoreExportSource, StoreImportSink, TransferSql
 
 BULK_AT = 1_000  # memories; fewer: row-by-row index triggers are cheap enough
+
+SQL = TransferSql(
+    json_io_sql, memory_sql, session_sql, schedule_sql, meta_sql, notes_sql, graph_sql
+)
 
 
 @contextmanager
@@ -37,7 +51,7 @@ def export_source(conn: apsw.Connection, scope: Scope = WHOLE) -> Iterator[Store
     if own_transaction:
         conn.execute("BEGIN")
     try:
-        yield StoreExportSource(conn, json_io_sql, transfer_steps, scope=scope)
+        yield StoreExportSource(conn, SQL, transfer_steps, scope=scope)
     finally:
         if own_transaction:
             conn.execute("COMMIT")
@@ -48,7 +62,7 @@ def import_sink(engine: Database) -> Iterator[StoreImportSink]:
     """One write transaction on ``engine`` and the sink that writes in it (an
     :data:`~persistence.transfer.json_import.OpenSink`)."""
     with engine.transaction() as conn:
-        yield StoreImportSink(conn, json_io_sql, transfer_steps, write_memories)
+        yield StoreImportSink(conn, SQL, transfer_steps, write_memories)
 
 
 def write_memories(
@@ -57,7 +71,9 @@ def write_memories(
     """Write the memories; return the ids whose document version was written."""
     written: set[str] = set()
     # Most of the file is new: rebuilding the indexes once beats row-by-row triggers.
-    bulk = len(doc.memories) >= BULK_AT and len(doc.memories) >= index_sql.memory_count(conn)
+    bulk = len(doc.memories) >= BULK_AT and len(doc.memories) >= int(
+        value(conn, index_sql.memory_count()) or 0
+    )
     with bulk_index.triggers_suspended(conn) if bulk else nullcontext():
         for _, memory in doc.memories:
             outcome = _put_memory(conn, memory, mode)
@@ -70,23 +86,31 @@ def write_memories(
 def _put_memory(conn: apsw.Connection, memory: Memory, mode: Mode) -> str:
     """Write one memory; in merge mode the newer of two versions wins (by updated_at)."""
     blob = None if memory.embedding is None else np.asarray(memory.embedding, "<f4").tobytes()
-    row = memory_sql.encode_row(memory, blob)
+    columns = memory_sql.encode_row(memory, blob)
     if mode == "replace":
-        memory_sql.upsert(conn, memory, row)
+        memory_steps.write(conn, memory, columns)
         return "inserted"
-    current_tier = memory_sql.tier_of(conn, memory.id)
-    current = None if current_tier is None else memory_sql.fetch(conn, current_tier, memory.id)
+    held = value(conn, memory_sql.tier_of(memory.id))
+    current_tier = None if held is None else Tier(held)
+    current = (
+        None if current_tier is None else _memory(conn, memory_sql.fetch(current_tier, memory.id))
+    )
     if current is not None and memory.updated_at <= current.updated_at:
         return "skipped"
-    rival = memory_sql.fetch_by_key(conn, memory.key) if memory.key is not None else None
+    rival = _memory(conn, memory_sql.fetch_by_key(memory.key)) if memory.key is not None else None
     if rival is not None and rival.id != memory.id:
         if rival.updated_at >= memory.updated_at:
             return "skipped"
-        memory_sql.delete(conn, Tier.SCRATCHPAD, rival.id)
+        memory_steps.delete(conn, Tier.SCRATCHPAD, rival.id)
     if current_tier is None:
-        memory_sql.upsert(conn, memory, row)
+        memory_steps.write(conn, memory, columns)
         return "inserted"
     if current_tier is not memory.tier:
-        memory_sql.remove_row(conn, current_tier, memory.id)
-    memory_sql.upsert(conn, memory, row)
+        run(conn, memory_sql.remove_row(current_tier, memory.id))
+    memory_steps.write(conn, memory, columns)
     return "updated"
+
+
+def _memory(conn: apsw.Connection, statement: Statement) -> Memory | None:
+    found = row(conn, statement)
+    return None if found is None else memory_sql.to_memory(found)

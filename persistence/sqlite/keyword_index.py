@@ -1,7 +1,8 @@
 """The keyword index's one home: the policy that keeps ``memory_fts`` right and fast.
 
-The SQL lives in ``sql/index_sql.py`` and ``sql/keyword_window_sql.py``; what runs it, and
-when, is decided here. The invariants:
+The SQL lives in ``sql/index_sql.py`` and ``sql/keyword_window_sql.py``, the steps that
+run it in ``keyword_upkeep.py`` and ``keyword_search.py``; when they run is decided
+here. The invariants:
 
 1. **Nothing waits for indexing after a commit.** The tier tables' triggers only note
    what a write changed (``keyword_dirty``, schema 8 on); :meth:`KeywordIndex.before_commit`
@@ -11,7 +12,7 @@ when, is decided here. The invariants:
    transaction's own writes. A file written without the store (rows left dirty) is
    caught up as it opens.
 2. **A batch does not pay for old merges.** A transaction that leaves ``BATCH_ROWS`` or
-   more rows is indexed with FTS5's ``automerge`` off (``index_sql.update_keyword_index``).
+   more rows is indexed with FTS5's ``automerge`` off (``keyword_upkeep.update_keyword_index``).
 3. **A bulk write rebuilds instead** (``bulk_index.triggers_suspended``): triggers off,
    then the whole index rebuilt from the tier tables, in the caller's transaction.
 4. **Segments are merged while the writer rests.** Once the writer has committed
@@ -43,8 +44,10 @@ import apsw
 
 from persistence.errors import InvalidInputError
 from persistence.records import KeywordParts, MemoryFilter
+from persistence.sqlite import graph_steps, keyword_search, keyword_upkeep
 from persistence.sqlite.database import Database
 from persistence.sqlite.sql import graph_sql, index_sql
+from persistence.statements import row, rows
 from persistence.stores.scope import WHOLE, Scope
 from persistence.worker import Worker
 
@@ -139,7 +142,7 @@ class IdleMerger:
         try:
             while not self._worker.stopping and self._idle_for() >= self.idle_s:
                 try:
-                    if not self.engine.when_idle(index_sql.merge_keyword_step):
+                    if not self.engine.when_idle(keyword_upkeep.merge_keyword_step):
                         self.due = False  # nothing left until the next commit
                         break
                 except apsw.BusyError:
@@ -171,10 +174,10 @@ class KeywordIndex:
     def opened(self, conn: apsw.Connection) -> bool:
         """Learn what the file defers to commit; True if work was left by a writer that
         bypassed the store (a commit catches it up)."""
-        self.deferred = index_sql.defers_keyword_index(conn)
-        self.graph = graph_sql.has_graph(conn)
-        behind = self.deferred and index_sql.keyword_index_behind(conn)
-        return behind or (self.graph and graph_sql.collection_behind(conn))
+        self.deferred = keyword_upkeep.defers_keyword_index(conn)
+        self.graph = row(conn, graph_sql.has_graph()) is not None
+        behind = self.deferred and keyword_upkeep.keyword_index_behind(conn)
+        return behind or (self.graph and row(conn, graph_sql.collection_behind()) is not None)
 
     def before_commit(self, conn: apsw.Connection) -> None:
         """The work a transaction leaves for its commit: provenance-safe forgetting (what
@@ -190,22 +193,22 @@ class KeywordIndex:
             self.collect_graph(conn)
             self.catch_up(conn)
             return
-        pending = conn.execute(index_sql.PENDING_WORK).fetchall()
+        pending = rows(conn, index_sql.PENDING_WORK)
         counts = [row for row in pending if row[0] is not None]
         if len(counts) < len(pending):  # graph_dirty holds rows
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
         if counts:
-            index_sql.update_keyword_index(conn, counts)
+            keyword_upkeep.update_keyword_index(conn, counts)
 
     def collect_graph(self, conn: apsw.Connection) -> None:
         """Provenance-safe forgetting: what deleted memories alone supported goes."""
         if self.graph:
-            graph_sql.collect_garbage(conn)
+            graph_steps.collect_garbage(conn)
 
     def catch_up(self, conn: apsw.Connection) -> None:
         """Index what this transaction's writes left waiting (see migration v8)."""
         if self.deferred:
-            index_sql.update_keyword_index(conn)
+            keyword_upkeep.update_keyword_index(conn)
 
     def search(
         self,
@@ -218,8 +221,10 @@ class KeywordIndex:
     ) -> list[tuple[str, float]]:
         """``(memory_id, bm25)`` of the memories ``where`` accepts that hold any of
         ``words`` (one FTS5 expression: each word quoted, joined with ``OR``), best
-        (lowest) first: :func:`~persistence.sqlite.sql.index_sql.keyword_search`."""
-        return index_sql.keyword_search(conn, words, limit, where, context_weight, after_weight)
+        (lowest) first: :func:`~persistence.sqlite.keyword_search.keyword_search`."""
+        return keyword_search.keyword_search(
+            conn, words, limit, where, context_weight, after_weight
+        )
 
     def parts(
         self, conn: apsw.Connection, words: Sequence[str], memory_ids: Sequence[str],
@@ -227,4 +232,5 @@ class KeywordIndex:
     ) -> dict[str, KeywordParts]:  # fmt: skip
         """Which columns of each memory's keyword window hold any of ``words`` (memories
         of ``scope`` only)."""
-        return index_sql.keyword_parts(conn, index_sql.fts5_match(words), memory_ids, scope)
+        match = index_sql.fts5_match(words)
+        return keyword_search.keyword_parts(conn, match, memory_ids, scope)

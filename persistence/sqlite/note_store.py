@@ -1,6 +1,8 @@
 """The shared note store over a file: :mod:`~persistence.sqlite.sql.notes_sql` as it is
 (each statement carries the handle's :class:`~persistence.stores.scope.Scope`; search
-words become an FTS5 query and a delete runs with ``secure_delete`` on, in the SQL)."""
+words become an FTS5 query; a note's writes and deletes come with the statements that keep
+its keywords in ``notes_fts``, and the pages a delete frees are zeroed: ``secure_delete``
+is on for every connection that writes)."""
 
 from __future__ import annotations
 

@@ -71,19 +71,18 @@ from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.log import route_sqlite_log
 from persistence.sqlite.memory_store import file_memory_store
 from persistence.sqlite.schedule_store import file_schedule_store
-from persistence.sqlite.sql import memory_sql, session_sql, stats_sql
+from persistence.sqlite.sql import memory_sql, meta_sql, session_sql, stats_sql
 from persistence.sqlite.sql.meta_sql import (
     EMBEDDING_DIM_KEY,
-    add_to_counter,
-    embedding_errors,
-    read_meta,
-    write_meta,
+    EMBEDDING_ERRORS_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
 )
 from persistence.sqlite.tracing import TraceCallback
 from persistence.sqlite.translate import storage_errors
 from persistence.sqlite.vector_mirror import RESORT_AFTER
+from persistence.statements import column, run, value
 from persistence.stores.config import ConfiguredStore, StoreConfig
-from persistence.stores.control import EngineControl
+from persistence.stores.facts import MetaSql, StoreFacts
 from persistence.stores.memories import MemoryStore
 from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
@@ -94,7 +93,7 @@ from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, requ
 logger = logging.getLogger("tiered_memory")
 
 
-class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
+class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     """Durable storage of tiers, sessions, transcripts, schedules and the promotion log.
 
     ``path`` is a file (created with mode 0600 if missing; its directory must exist) or
@@ -125,6 +124,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
     sessions: SessionStore
     schedules: ScheduleStore
     indexes: IndexStore[MirrorVectors]
+    meta_sql: MetaSql = meta_sql
 
     rows_per_trip = 20
     """A read in-process costs microseconds: recall's batches are a little over its k."""
@@ -297,23 +297,10 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     # --- facts about the file -------------------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        """One fact about the file (``store_meta``), or ``None``."""
-        with self.engine.reading() as conn:
-            return read_meta(conn, key)
-
     def set_meta(self, key: str, value: str | None) -> None:
         """Record (or with ``None`` forget) one fact about the file."""
         with self.transaction() as conn:
-            write_meta(conn, key, value)
-
-    def increment_meta(self, key: str, by: int = 1) -> int:
-        """Add ``by`` to a counter kept in the file, atomically (in the caller's
-        transaction, if any); returns the new value."""
-        require_str(key, "key", allow_empty=False)
-        require_int(by, "by")
-        with self.transaction(join=True) as conn:
-            return add_to_counter(conn, key, by)
+            run(conn, meta_sql.write(key, value))
 
     # --- statistics ---------------------------------------------------------------------
 
@@ -325,7 +312,7 @@ class SQLiteStore(ConfiguredStore, EngineControl, ReferenceTierAPI):
 
     def get_statistics(self) -> PersistenceStatistics:
         """Row counts (one consistent snapshot) and file sizes."""
-        with self.engine.reading() as conn:
+        with self.engine.snapshot() as conn:
             return _statistics(conn, self.path, self.config.scope)
 
 
@@ -350,7 +337,7 @@ def _check_schema(conn: apsw.Connection, path: str, latest: int, read_only: bool
 
 def _check_configured_dim(conn: apsw.Connection, dim: int) -> None:
     """Refuse a file whose embeddings have another size than the store was given."""
-    stored = read_meta(conn, EMBEDDING_DIM_KEY)
+    stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if stored is not None and int(stored) != dim:
         raise EmbeddingDimensionError(dim, int(stored))
 
@@ -371,7 +358,7 @@ def _existing_version(path: str, options: ConnectionOptions) -> int:
 def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> None:
     """A file without a schema version is another application's, or new and empty
     (which only a read-write open may turn into a database)."""
-    tables = stats_sql.user_tables(conn)
+    tables = [str(name) for name in column(conn, stats_sql.USER_TABLES)]
     if tables:
         names = ", ".join(tables[:5])
         raise ForeignDatabaseError(
@@ -386,21 +373,15 @@ def _refuse_unversioned(conn: apsw.Connection, path: str, *, empty_ok: bool) -> 
 
 
 def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceStatistics:
-    """Row counts (one consistent snapshot on ``conn``; of ``scope``'s rows) and the
+    """Row counts (of ``scope``'s rows, in the caller's snapshot on ``conn``) and the
     sizes of ``path``."""
-    nested = conn.in_transaction
-    if not nested:
-        conn.execute("BEGIN")
-    try:
-        counts = [memory_sql.count(conn, tier, scope) for tier in Tier]
-        scalar = stats_sql.counts(conn, scope)
-        version = read_schema_version(conn)
-        page_size = int(conn.pragma("page_size"))
-        page_count = int(conn.pragma("page_count"))
-        errors, last_error = embedding_errors(conn)
-    finally:
-        if not nested:
-            conn.execute("COMMIT")
+    counts = [int(value(conn, memory_sql.count(tier, scope))) for tier in Tier]
+    scalar = {name: int(value(conn, count)) for name, count in stats_sql.counts(scope).items()}
+    version = read_schema_version(conn)
+    page_size = int(value(conn, stats_sql.PAGE_SIZE))
+    page_count = int(value(conn, stats_sql.PAGE_COUNT))
+    errors = value(conn, meta_sql.read(EMBEDDING_ERRORS_KEY))
+    last_error = value(conn, meta_sql.read(LAST_EMBEDDING_ERROR_KEY))
     file_size, wal_size = _file_size(path), _file_size(path + "-wal")
     return PersistenceStatistics(
         scratchpad_count=counts[0],
@@ -416,7 +397,7 @@ def _statistics(conn: apsw.Connection, path: str, scope: Scope) -> PersistenceSt
             "page_count": page_count,
         },
         path=path,
-        embedding_errors=errors,
+        embedding_errors=int(errors) if errors and errors.isdigit() else 0,
         last_embedding_error=last_error,
         **scalar,
     )

@@ -53,9 +53,9 @@ import apsw
 import numpy as np
 
 from persistence.records import Tier
-from persistence.sqlite import code_sync
-from persistence.sqlite.sql import index_sql, vector_codes_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite import code_sync, vector_reads
+from persistence.sqlite.sql import meta_sql, vector_codes_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_codes import (
     CAL_ROWS,
     EXACT_BELOW,
@@ -70,6 +70,7 @@ from persistence.sqlite.vector_codes import (
     split_packed_codes,
     words_for,
 )
+from persistence.statements import rows, stream, value
 
 _TIERS = tuple(Tier)
 _CODE = TIER_BYTE  # a slot's tier byte, as stored codes keep it
@@ -164,7 +165,7 @@ class VectorMirror:
         must reload; then use :meth:`candidates` and :meth:`reset` after a rollback.
         """
         with self._lock:
-            dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+            dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             dim = None if dim_text is None else int(dim_text)
             _, changed = self._changes(conn, dim)
             if changed is None or len(changed) > _CHUNK:
@@ -173,7 +174,7 @@ class VectorMirror:
         if not changed:
             return found
         chosen = tuple(Tier) if tier is None else (tier,)
-        return found + [(i, t) for i, t, _ in index_sql.embeddings_of(conn, changed, chosen)]
+        return found + [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
 
     def _nearest(self, query: np.ndarray, count: int, tier: Tier | None) -> list[tuple[str, Tier]]:
         n = self._used
@@ -243,18 +244,18 @@ class VectorMirror:
     ) -> tuple[tuple[int, str | None], list[str] | None]:
         """The log's head, and the ids whose vectors changed since the copy's position
         (``None``: the copy cannot catch up and must reload)."""
-        head = head_seq, head_id = index_sql.change_head(conn)
+        head = head_seq, head_id = vector_reads.change_head(conn)
         if not self._loaded or dim != self._dim or head_seq < self._seq:
             return head, None
         if head_seq == self._seq:
             return head, ([] if head_id == self._seq_id else None)
-        trimmed = index_sql.change_floor(conn) > self._seq + 1
-        if trimmed or (self._seq and index_sql.change_at(conn, self._seq) != self._seq_id):
+        trimmed = vector_reads.change_floor(conn) > self._seq + 1
+        if trimmed or (self._seq and vector_reads.change_at(conn, self._seq) != self._seq_id):
             return head, None  # log trimmed past us, or file replaced
-        return head, index_sql.changed_since(conn, self._seq)
+        return head, vector_reads.changed_since(conn, self._seq)
 
     def _catch_up(self, conn: apsw.Connection) -> None:
-        dim_text = read_meta(conn, EMBEDDING_DIM_KEY)
+        dim_text = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
         dim = None if dim_text is None else int(dim_text)
         (head_seq, head_id), changed = self._changes(conn, dim)
         fitted = self._fit.fitted if self._fit is not None else 0
@@ -275,7 +276,7 @@ class VectorMirror:
             chunk = changed[start : start + _CHUNK]
             for memory_id in chunk:
                 self._remove(memory_id)
-            self._add(index_sql.embeddings_of(conn, chunk))
+            self._add(vector_reads.embeddings_of(conn, chunk))
 
     def _load(self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None) -> None:
         """Load the copy: from the codes the file keeps (:mod:`persistence.sqlite.code_sync`)
@@ -302,10 +303,10 @@ class VectorMirror:
         self._sqrt_factor = fit.sqrt_factor
         self._bits = np.zeros((self._words, 0), dtype=np.uint64)
         self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
-        self._reserve(index_sql.memory_count(conn), 1, exact=True)  # (every memory: enough)
+        self._reserve(vector_reads.memory_count(conn), 1, exact=True)  # (every memory: enough)
         packed = self._load_packs(conn, fit)
         if packed is None:
-            self._take_rows(vector_codes_sql.keyed_rows(conn, _END), fit.code_bytes)
+            self._take_rows(stream(conn, vector_codes_sql.keyed_rows(_END)), fit.code_bytes)
         else:
             seq, seq_id = packed
         self._compact(ordered=True)
@@ -318,7 +319,7 @@ class VectorMirror:
         is gone; the log position the copy then stands at. ``None`` (nothing taken) if
         there are no usable packs, or they stand more than a few thousand changes behind
         the log (the code rows are nearer then)."""
-        heads = vector_codes_sql.pack_heads(conn)
+        heads = vector_codes_sql.to_pack_heads(rows(conn, vector_codes_sql.PACK_HEADS))
         if not heads:
             return None
         _, chunks, _, _, _, seq, seq_id, _, _ = heads[0]
@@ -332,10 +333,10 @@ class VectorMirror:
             return None  # not one consistent set for this fit: damaged
         if not code_sync.position_kept(conn, seq, seq_id):
             return None
-        if index_sql.change_head(conn)[0] - seq > _CHUNK:
+        if vector_reads.change_head(conn)[0] - seq > _CHUNK:
             return None
         present = {h[0]: h for h in heads}
-        for chunk, ids, codes in vector_codes_sql.pack_blobs(conn):
+        for chunk, ids, codes in stream(conn, vector_codes_sql.PACK_BLOBS):
             keys = np.frombuffer(ids, dtype=f"S{present[chunk][4]}")
             self._take(keys, split_packed_codes(codes, len(keys), self._words))
         chunk = 0
@@ -347,7 +348,8 @@ class VectorMirror:
             while chunk < chunks and chunk not in present:
                 chunk += 1
             before = present[chunk][2] if chunk < chunks else None
-            self._take_rows(vector_codes_sql.keyed_rows_between(conn, _END, after, before), width)
+            between = vector_codes_sql.keyed_rows_between(_END, after, before)
+            self._take_rows(stream(conn, between), width)
         return seq, seq_id
 
     def _take_rows(self, rows: Iterable[tuple[bytes, bytes]], width: int) -> None:
@@ -386,14 +388,14 @@ class VectorMirror:
         self._low = np.zeros((0, self._words * 16), dtype=np.uint8)
         self._floats = np.zeros((0, dim if self._exact and dim else 0), dtype=np.float32)
         if dim is not None:
-            total = index_sql.memory_count(conn)
+            total = vector_reads.memory_count(conn)
             self._reserve(total, 1, exact=True)  # no regrowth while loading
             self._sample_every = 0 if self._exact else max(total // CAL_ROWS, 1)
             if self._sample_every:  # one array, not one small array per kept vector
                 self._sample = np.empty((total // self._sample_every + 1, dim), dtype=np.float32)
             waiting: list[tuple[str, Tier, bytes]] = []  # until there are enough to fit on
             for tier in Tier:
-                rows_of_tier = index_sql.embedded_rows(conn, tier)
+                rows_of_tier = vector_reads.embedded_rows(conn, tier)
                 while rows := list(islice(rows_of_tier, _CHUNK)):
                     batch = [(memory_id, tier, blob) for memory_id, blob in rows]
                     if self._fit is not None or self._exact:

@@ -1,6 +1,7 @@
 """GraphStore: the knowledge graph's records (:class:`~persistence.storage.GraphStorage`),
 written once over the engine interface (:class:`~persistence.engine.Engine`) and an
-engine's graph SQL (:class:`~persistence.stores.graph_engine.GraphSql`).
+engine's graph SQL (:class:`~persistence.stores.graph_engine.GraphSql`), whose
+statements it runs (:mod:`persistence.statements`).
 
 It shares the engine's database with the memory store, so a graph write and a memory
 write in one :meth:`~persistence.engine.Engine.transaction` commit together. Writes run
@@ -30,9 +31,11 @@ from persistence.graph_records import (
     RelationFact,
 )
 from persistence.meta_keys import DEDUPLICATED_KEY, NEAR_DUPLICATES_KEY
-from persistence.stores import graph_rows as rows
+from persistence.statements import row, rows, run, run_all, value
+from persistence.stores import graph_reads as reads
+from persistence.stores import graph_rows
 from persistence.stores.empty_cache import EmptyCache, NothingCached
-from persistence.stores.graph_engine import GraphSql
+from persistence.stores.graph_engine import Collect, GraphSql
 from persistence.stores.graph_scope import GraphScope, GraphView
 from persistence.stores.graph_walk import walk
 
@@ -45,15 +48,17 @@ Extraction = tuple[str, str | None, Sequence[EntityFact], Sequence[RelationFact]
 
 
 class GraphStore:
-    """Entities, relations and provenance in ``engine``, through the engine's ``sql``; a
-    filtering ``scope`` shows an agent its part (:mod:`persistence.stores.graph_scope`)."""
+    """Entities, relations and provenance in ``engine``, through the engine's ``sql`` and
+    its ``collect``; a filtering ``scope`` shows an agent its part
+    (:mod:`persistence.stores.graph_scope`)."""
 
     def __init__(
-        self, engine: Engine, sql: GraphSql, no_aliases: EmptyCache | None = None,
-        scope: GraphScope | None = None,
+        self, engine: Engine, sql: GraphSql, collect: Collect,
+        no_aliases: EmptyCache | None = None, scope: GraphScope | None = None,
     ) -> None:  # fmt: skip
         self.engine = engine
         self.sql = sql
+        self._collect = collect
         self._no_aliases = no_aliases or NothingCached()  # recall asks at every call
         self._scope = scope or GraphScope()
 
@@ -62,8 +67,8 @@ class GraphStore:
     def _resolve(self, conn: Connection, ref: str, type_: str | None = None) -> str | None:
         """The id an entity id or a name (of a type, or of any) stands for, or ``None``."""
         if graph_records.is_entity_id(ref):
-            return ref if self.sql.entity_exists(conn, ref) else None
-        return self.sql.resolve(conn, graph_records.normalise(ref), type_)
+            return ref if reads.entity_exists(self.sql, conn, ref) else None
+        return reads.resolve(self.sql, conn, graph_records.normalise(ref), type_)
 
     def _require(self, conn: Connection, ref: str, type_: str | None = None) -> str:
         """Like :meth:`_resolve`, raising :class:`EntityNotFoundError`."""
@@ -78,14 +83,15 @@ class GraphStore:
         """An entity id stands for itself (and must exist); a name is found or created."""
         if graph_records.is_entity_id(ref):
             return self._require(conn, ref)
-        return rows.ensure_entity(self.sql, conn, ref, type_, now, direct=direct)[0]
+        return graph_rows.ensure_entity(self.sql, conn, ref, type_, now, direct=direct)[0]
 
     def _require_memory(self, conn: Connection, memory_id: str) -> None:
-        if self.sql.content_of(conn, memory_id) is None or not self._scope.owned(conn, [memory_id]):
+        missing = reads.content_of(self.sql, conn, memory_id) is None
+        if missing or not self._scope.owned(conn, [memory_id]):
             raise MemoryNotFoundError(f"no memory {memory_id} to record as the source")
 
     def _entity(self, conn: Connection, eid: str) -> Entity:
-        entity = rows.fetch_entity(self.sql, conn, eid)
+        entity = graph_rows.fetch_entity(self.sql, conn, eid)
         assert entity is not None
         return entity
 
@@ -101,11 +107,11 @@ class GraphStore:
         with self.engine.transaction() as conn:
             if source is not None:
                 self._require_memory(conn, source)
-            eid, _ = rows.ensure_entity(
+            eid, _ = graph_rows.ensure_entity(
                 self.sql, conn, name, type_, now, direct=source is None, description=description
             )
             if source is not None:
-                self.sql.add_provenance(conn, source, [eid], [], graph_records.CALLER)
+                graph_rows.add_provenance(self.sql, conn, source, [eid], [], graph_records.CALLER)
             return self._entity(conn, eid)
 
     def relate(
@@ -132,13 +138,15 @@ class GraphStore:
                 self._require_memory(conn, source)
             s = self._endpoint(conn, subject, subject_type, now, direct)
             o = self._endpoint(conn, obj, object_type, now, direct)
-            rid = rows.ensure_relation(
+            rid = graph_rows.ensure_relation(
                 self.sql, conn, s, predicate, o, now, confidence=confidence,
                 valid_from=valid_from, valid_to=valid_to, direct=direct,
             )  # fmt: skip
             if source is not None:
-                self.sql.add_provenance(conn, source, [s, o], [rid], graph_records.CALLER)
-            return self.sql.fetch_relations(conn, [rid])[rid]
+                graph_rows.add_provenance(
+                    self.sql, conn, source, [s, o], [rid], graph_records.CALLER
+                )
+            return reads.fetch_relations(self.sql, conn, [rid])[rid]
 
     def assert_facts(
         self,
@@ -150,7 +158,7 @@ class GraphStore:
     ) -> None:
         """The memory asserts these facts (in the caller's transaction, if any)."""
         with self.engine.transaction(join=True) as conn:
-            rows.assert_facts(self.sql, conn, memory_id, entities, relations, origin, now)
+            graph_rows.assert_facts(self.sql, conn, memory_id, entities, relations, origin, now)
 
     def apply_extractions(
         self, results: Sequence[Extraction], failures: Sequence[tuple[str, int, str]], now: int
@@ -163,43 +171,43 @@ class GraphStore:
         sql = self.sql
         with self.engine.transaction() as conn:
             for memory_id, content, entities, relations in results:
-                current = sql.content_of(conn, memory_id)
+                current = reads.content_of(sql, conn, memory_id)
                 if current is None:
-                    sql.dequeue(conn, memory_id)
+                    run(conn, sql.dequeue(memory_id))
                     continue
                 if current != content:
                     continue  # edited meanwhile: queued again by its trigger
-                old_entities, old_relations = sql.drop_provenance(
-                    conn, [memory_id], graph_records.EXTRACTOR
+                old_entities, old_relations = reads.drop_provenance(
+                    sql, conn, [memory_id], graph_records.EXTRACTOR
                 )
-                rows.assert_facts(
+                graph_rows.assert_facts(
                     sql, conn, memory_id, entities, relations, graph_records.EXTRACTOR, now
                 )
-                sql.collect(conn, old_entities, old_relations)
-                sql.dequeue(conn, memory_id)
+                self._collect(conn, old_entities, old_relations)
+                run(conn, sql.dequeue(memory_id))
                 done += 1
             for memory_id, until, error in failures:
-                sql.postpone(conn, memory_id, until, error)
+                run(conn, sql.postpone(memory_id, until, error))
             if failures:
-                sql.add_to_counter(conn, EXTRACTION_ERRORS_KEY, len(failures))
-                sql.write_meta(conn, LAST_EXTRACTION_ERROR_KEY, failures[-1][2][:1000])
+                run(conn, sql.add_to_counter(EXTRACTION_ERRORS_KEY, len(failures)))
+                run(conn, sql.write_meta(LAST_EXTRACTION_ERROR_KEY, failures[-1][2][:1000]))
         return done
 
     def drop_extracted(self, memory_id: str) -> None:
         """The memory's text changed, so what the extractor found in it goes (and what
         nothing else supports); it is re-extracted. In the caller's transaction, if any."""
         with self.engine.transaction(join=True) as conn:
-            if self.sql.has_graph(conn):
-                entities, relations = self.sql.drop_provenance(
-                    conn, [memory_id], graph_records.EXTRACTOR
+            if reads.has_graph(self.sql, conn):
+                entities, relations = reads.drop_provenance(
+                    self.sql, conn, [memory_id], graph_records.EXTRACTOR
                 )
-                self.sql.collect(conn, entities, relations)
+                self._collect(conn, entities, relations)
 
     def move_provenance(self, drop: str, keep: str) -> None:
         """What memory ``drop`` asserted, memory ``keep`` asserts too (before ``drop``
         is forgotten as a duplicate of ``keep``). In the caller's transaction, if any."""
         with self.engine.transaction(join=True) as conn:
-            self.sql.move_provenance(conn, drop, keep)
+            run_all(conn, self.sql.move_provenance(drop, keep))
 
     def merge(self, keep: str, drop: str, now: int) -> Entity:
         """Fold entity ``drop`` into ``keep`` (both must exist)."""
@@ -208,38 +216,38 @@ class GraphStore:
             k = self._require(conn, keep)
             d = self._require(conn, drop)
             if k != d:
-                rows.merge(self.sql, conn, k, d, now)
+                graph_rows.merge(self.sql, conn, k, d, now)
             return self._entity(conn, k)
 
     def invalidate(self, rid: str, at: int) -> Relation:
         """Mark a relation as no longer true from ``at`` on (its row stays)."""
         self._scope.refuse("invalidate a relation")
         with self.engine.transaction() as conn:
-            if not self.sql.invalidate(conn, rid, at):
+            if row(conn, self.sql.invalidate(rid, at)) is None:
                 raise RelationNotFoundError(f"no relation {rid!r}")
-            return self.sql.fetch_relations(conn, [rid])[rid]
+            return reads.fetch_relations(self.sql, conn, [rid])[rid]
 
     def remove_entity(self, ref: str) -> bool:
         """Delete an entity, its relations and provenance; False if missing."""
         self._scope.refuse("remove an entity")
         with self.engine.transaction() as conn:
             eid = self._resolve(conn, ref)
-            return eid is not None and rows.remove_entity(self.sql, conn, eid)
+            return eid is not None and graph_rows.remove_entity(self.sql, conn, eid)
 
     def remove_relation(self, rid: str) -> bool:
         """Delete a relation; endpoints nothing else supports go too. False if missing."""
         self._scope.refuse("remove a relation")
         with self.engine.transaction() as conn:
-            ends = self.sql.remove_relation(conn, rid)
+            ends = row(conn, self.sql.remove_relation(rid))
             if ends is None:
                 return False
-            self.sql.collect(conn, list(ends), [])
+            self._collect(conn, [str(ends[0]), str(ends[1])], [])
             return True
 
     def enqueue(self, memory_ids: Sequence[str]) -> None:
         """Queue memories for extraction again."""
         with self.engine.transaction() as conn:
-            self.sql.enqueue(conn, memory_ids)
+            run_all(conn, self.sql.enqueue(memory_ids))
 
     # --- reading (a filtering scope cuts each answer to its view) ---------------------------
 
@@ -266,13 +274,13 @@ class GraphStore:
             view = self._view(conn)
             if eid is None or (view is not None and eid not in view.entities):
                 return None
-            return rows.fetch_entity(self.sql, conn, eid)
+            return graph_rows.fetch_entity(self.sql, conn, eid)
 
     def relations(self, ref: str) -> list[Relation]:
         """Every relation of an entity, invalidated ones too."""
         with self.engine.snapshot() as conn:
             view = self._view(conn)
-            found = self.sql.relations_of(conn, self._seen(conn, ref, view))
+            found = reads.relations_of(self.sql, conn, self._seen(conn, ref, view))
             return found if view is None else [r for r in found if r.id in view.relations]
 
     def neighbors(
@@ -299,7 +307,7 @@ class GraphStore:
                     s for s in steps
                     if s.entity_id in view.entities and view.relations_inside(s.via)
                 ][:limit]  # fmt: skip
-            entities = rows.fetch_entities(self.sql, conn, [s.entity_id for s in steps])
+            entities = graph_rows.fetch_entities(self.sql, conn, [s.entity_id for s in steps])
             return [Neighbor(entities[s.entity_id], s.depth, s.via) for s in steps]
 
     def path(self, a: str, b: str, max_depth: int, at: int) -> GraphPath | None:
@@ -317,7 +325,7 @@ class GraphStore:
             chain = [start]
             for r in hit.via:
                 chain.append(r.object_id if r.subject_id == chain[-1] else r.subject_id)
-            entities = rows.fetch_entities(self.sql, conn, chain)
+            entities = graph_rows.fetch_entities(self.sql, conn, chain)
             found = GraphPath(tuple(entities[e] for e in chain), hit.via)
             return found if view is None or view.holds_path(found) else None
 
@@ -325,22 +333,22 @@ class GraphStore:
         """Ids of memories that name the entity."""
         with self.engine.snapshot() as conn:
             eid = self._seen(conn, ref, self._view(conn))
-            found = self.sql.memory_ids_about(conn, eid, self._scope.ask(limit))
+            found = reads.memory_ids_about(self.sql, conn, eid, self._scope.ask(limit))
             return self._scope.owned(conn, found)[:limit]
 
     def list_entities(self, type_: str | None, limit: int) -> list[Entity]:
         """Entities (of one type, or all), in id order."""
         with self.engine.snapshot() as conn:
-            found = rows.list_entities(self.sql, conn, type_, self._scope.ask(limit))
+            found = graph_rows.list_entities(self.sql, conn, type_, self._scope.ask(limit))
             view = self._view(conn)
             return found if view is None else [e for e in found if e.id in view.entities][:limit]
 
     def pending(self, now: int, limit: int) -> list[tuple[str, str, int]]:
         """Memories waiting for extraction now: ``(id, content, attempts)``."""
         with self._reads() as conn:
-            if not self.sql.has_graph(conn):
+            if not reads.has_graph(self.sql, conn):
                 return []
-            waiting = self.sql.pending(conn, now, self._scope.ask(limit))
+            waiting = self.sql.queued(rows(conn, self.sql.pending(now, self._scope.ask(limit))))
             mine = set(self._scope.owned(conn, [w[0] for w in waiting]))
             return [w for w in waiting if w[0] in mine][:limit]
 
@@ -348,13 +356,13 @@ class GraphStore:
         """The graph's counts (of the scope's part, on a filtering scope)."""
         with self.engine.snapshot() as conn:
             meta = self.sql.read_meta
-            counts = self._scope.counts if self._scope.filtering else self.sql.counts
+            counts = self._scope.counts() if self._scope.filtering else self.sql.counts()
             return GraphStatistics(
-                **counts(conn),
-                extraction_errors=int(meta(conn, EXTRACTION_ERRORS_KEY) or 0),
-                last_extraction_error=meta(conn, LAST_EXTRACTION_ERROR_KEY),
-                deduplicated=int(meta(conn, DEDUPLICATED_KEY) or 0),
-                near_duplicates_merged=int(meta(conn, NEAR_DUPLICATES_KEY) or 0),
+                **reads.counts(self.sql, conn, counts),
+                extraction_errors=int(value(conn, meta(EXTRACTION_ERRORS_KEY)) or 0),
+                last_extraction_error=value(conn, meta(LAST_EXTRACTION_ERROR_KEY)),
+                deduplicated=int(value(conn, meta(DEDUPLICATED_KEY)) or 0),
+                near_duplicates_merged=int(value(conn, meta(NEAR_DUPLICATES_KEY)) or 0),
             )
 
     # --- the graph signal of recall (ids in, ids out: no name resolving) --------------------
@@ -362,7 +370,7 @@ class GraphStore:
     def has_graph(self) -> bool:
         """True if the store has the graph's tables (an old file read-only may not)."""
         with self.engine.reading() as conn:
-            return self.sql.has_graph(conn)
+            return reads.has_graph(self.sql, conn)
 
     def may_name_entities(self) -> bool:
         """False when no entity can be named: this handle sees no alias. Kept while the
@@ -371,15 +379,18 @@ class GraphStore:
         if self._no_aliases.known_empty():
             return False
         version = self._no_aliases.version()
+        statement = self.sql.any_alias()
         with self.engine.reading() as conn:
-            some = self.sql.any_alias(conn)
+            some = statement is None or bool(value(conn, statement))
         self._no_aliases.found(not some, version)
         return some
 
     def entities_named_in(self, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
         """``(entity id, alias)`` of aliases holding any of ``words`` (normalised)."""
         with self._reads() as conn:
-            found = self.sql.entities_named_in(conn, words, self._scope.ask(limit))
+            ask = self._scope.ask(limit)
+            named = rows(conn, self.sql.entities_named_in(words, ask)) if words else []
+            found = [(str(eid), str(alias)) for eid, alias in named]
             view = self._view(conn)
             return found if view is None else [p for p in found if p[0] in view.entities][:limit]
 
@@ -388,12 +399,12 @@ class GraphStore:
         if self._scope.filtering:
             return len(self.memories_naming(entity_id, cap))
         with self.engine.reading() as conn:
-            return self.sql.capped_memory_count(conn, entity_id, cap)
+            return int(value(conn, self.sql.capped_memory_count(entity_id, cap)) or 0)
 
     def memories_naming(self, entity_id: str, limit: int) -> list[str]:
         """Ids of memories that name the entity, most recently asserted first."""
         with self._reads() as conn:
-            found = self.sql.memory_ids_about(conn, entity_id, self._scope.ask(limit))
+            found = reads.memory_ids_about(self.sql, conn, entity_id, self._scope.ask(limit))
             return self._scope.owned(conn, found)[:limit]
 
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
@@ -413,7 +424,7 @@ class GraphStore:
     def asserting_memories(self, relation_ids: Sequence[str]) -> dict[str, list[str]]:
         """Ids of the memories that assert each relation (unasserted ones left out)."""
         with self._reads() as conn:
-            found = self.sql.asserting_memories(conn, relation_ids)
+            found = reads.asserting_memories(self.sql, conn, relation_ids)
             if not self._scope.filtering:
                 return found
             kept = {rid: self._scope.owned(conn, ids) for rid, ids in found.items()}
@@ -425,13 +436,13 @@ class GraphStore:
         with self.engine.snapshot() as conn:
             if not self._scope.owned(conn, [memory_id]):
                 return [], []
-            entity_ids, relations = self.sql.facts_of(conn, memory_id)
-            found = rows.fetch_entities(self.sql, conn, entity_ids)
+            entity_ids, relations = reads.facts_of(self.sql, conn, memory_id)
+            found = graph_rows.fetch_entities(self.sql, conn, entity_ids)
         return [found[e] for e in entity_ids if e in found], relations
 
     def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
         """The entities with these ids (missing ones left out)."""
         with self._reads() as conn:
-            found = rows.fetch_entities(self.sql, conn, entity_ids)
+            found = graph_rows.fetch_entities(self.sql, conn, entity_ids)
             view = self._view(conn)
             return found if view is None else {k: e for k, e in found.items() if k in view.entities}

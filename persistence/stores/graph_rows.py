@@ -1,15 +1,15 @@
 """The knowledge graph's row logic, written once over an engine's graph SQL
 (:class:`~persistence.stores.graph_engine.GraphSql`): ids and shown names, finding or
 creating entities and relations, reading entities with their aliases, removing and
-merging. Each function takes the engine's SQL and connection first and runs in the
-caller's transaction or snapshot."""
+merging. Each function takes the engine's SQL and connection first and runs its
+statements (:mod:`persistence.statements`) in the caller's transaction or snapshot."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from persistence.engine import Connection
 from persistence.graph_records import (
@@ -20,6 +20,8 @@ from persistence.graph_records import (
     RelationFact,
     normalise,
 )
+from persistence.statements import row, rows, run
+from persistence.stores import graph_reads as reads
 from persistence.stores.graph_engine import GraphSql, Row
 
 
@@ -57,38 +59,38 @@ def ensure_entity(
     whether it was created. ``direct`` marks it as added through the graph API. A name
     of the default type finds an entity of that name of any type."""
     norm = normalise(name)
-    found = sql.resolve(conn, norm, type_)
+    found = reads.resolve(sql, conn, norm, type_)
     if found is None and type_ == DEFAULT_TYPE:
-        found = sql.resolve(conn, norm, None)  # an untyped mention of a typed entity is it
+        found = reads.resolve(sql, conn, norm, None)  # an untyped mention of a typed entity
     if found is not None:
         if direct or description is not None:
-            sql.touch_entity(conn, found, direct, description, now)
+            run(conn, sql.touch_entity(found, direct, description, now))
         return found, False
     eid = entity_id(norm, type_)
-    created = not sql.entity_exists(conn, eid)
+    created = not reads.entity_exists(sql, conn, eid)
     if created:  # else the id's entity was merged away and its alias moved: a new one takes it
-        sql.insert_entity(conn, eid, display(name), type_, description, direct, now)
-    sql.insert_alias(conn, norm, type_, display(name), eid)
+        run(conn, sql.insert_entity(eid, display(name), type_, description, direct, now))
+    run(conn, sql.insert_alias(norm, type_, display(name), eid))
     return eid, created
 
 
 def _with_aliases(
-    sql: GraphSql, rows: Sequence[Row], aliases: dict[str, list[str]]
+    sql: GraphSql, found: Sequence[Row], aliases: dict[str, list[str]]
 ) -> list[Entity]:
-    return [sql.entity(r, tuple(dict.fromkeys(aliases.get(r[0], ())))) for r in rows]
+    return [sql.entity(r, tuple(dict.fromkeys(aliases.get(r[0], ())))) for r in found]
 
 
 def fetch_entities(sql: GraphSql, conn: Connection, ids: Sequence[str]) -> dict[str, Entity]:
     """The entities with these ids (missing ones left out), with their aliases."""
     if not ids:
         return {}
-    rows = sql.entities_with_aliases(conn, ids)  # one row per alias
+    found = rows(conn, sql.entities_with_aliases(ids))  # one row per alias
     aliases: dict[str, list[str]] = {}
-    for r in rows:
+    for r in found:
         names = aliases.setdefault(r[0], [])
         if r[7] is not None:
             names.append(r[7])
-    return {e.id: e for e in _with_aliases(sql, rows, aliases)}
+    return {e.id: e for e in _with_aliases(sql, found, aliases)}
 
 
 def fetch_entity(sql: GraphSql, conn: Connection, eid: str) -> Entity | None:
@@ -100,19 +102,21 @@ def list_entities(
     sql: GraphSql, conn: Connection, type_: str | None, limit: int, after: str = ""
 ) -> list[Entity]:
     """Entities (of one type, or all) in id order after ``after``."""
-    rows = sql.entity_rows(conn, type_, limit, after)
+    found = rows(conn, sql.entity_rows(type_, limit, after))
+    named = rows(conn, sql.alias_rows([r[0] for r in found])) if found else []
     aliases: dict[str, list[str]] = {}
-    for eid, alias in sql.alias_rows(conn, [r[0] for r in rows]) if rows else ():
+    names = sql.texts("entity_aliases", "alias", (alias for _, alias in named))
+    for (eid, _), alias in zip(named, names, strict=True):
         aliases.setdefault(eid, []).append(alias)
-    return _with_aliases(sql, rows, aliases)
+    return _with_aliases(sql, found, aliases)
 
 
 def remove_entity(sql: GraphSql, conn: Connection, eid: str) -> bool:
     """Delete an entity with its relations and provenance; False if missing."""
-    rels = [r.id for r in sql.relations_of(conn, eid)]
+    rels = [r.id for r in reads.relations_of(sql, conn, eid)]
     if rels:
-        sql.delete_relations(conn, rels)
-    return sql.delete_entity(conn, eid)
+        run(conn, sql.delete_relations(rels))
+    return row(conn, sql.delete_entity(eid)) is not None
 
 
 # --- relations -----------------------------------------------------------------------------
@@ -136,13 +140,16 @@ def ensure_relation(
     if predicate == MENTIONED_WITH and obj < subject:
         subject, obj = obj, subject  # symmetric: one row per pair
     if valid_to is None:
-        current = sql.current_relation(conn, subject, predicate, obj)
+        current = reads.current_relation(sql, conn, subject, predicate, obj)
         if current is not None:
-            sql.strengthen_relation(conn, current, confidence, direct, valid_from)
+            run(conn, sql.strengthen_relation(current, confidence, direct, valid_from))
             return current
     rid = relation_id()
-    sql.insert_relation(
-        conn, rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now
+    run(
+        conn,
+        sql.insert_relation(
+            rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now
+        ),
     )
     return rid
 
@@ -175,29 +182,48 @@ def assert_facts(
             confidence=r.confidence, valid_from=None, valid_to=None, direct=False,
         )  # fmt: skip
         relation_ids.append(rid)
-    sql.add_provenance(conn, memory_id, entity_ids, relation_ids, origin)
+    add_provenance(sql, conn, memory_id, entity_ids, relation_ids, origin)
+
+
+def add_provenance(
+    sql: GraphSql, conn: Connection, memory_id: str, entity_ids: Iterable[str],
+    relation_ids: Iterable[str], origin: str,
+) -> None:  # fmt: skip
+    """Record that ``memory_id`` asserted these entities and relations (rows already
+    there left as they are), and re-weigh the relations."""
+    entities, relations = sorted(set(entity_ids)), sorted(set(relation_ids))
+    if entities:
+        run(conn, sql.add_entity_provenance(memory_id, entities, origin))
+    if relations:
+        run(conn, sql.add_relation_provenance(memory_id, relations, origin))
+        run(conn, sql.reweigh(relations))
 
 
 def merge(sql: GraphSql, conn: Connection, keep: str, drop: str, now: int) -> None:
     """Fold entity ``drop`` into ``keep``: aliases, relations and provenance move over;
     relations that become the same current relation are joined."""
-    sql.merge_entity(conn, keep, drop, now)
+    run(conn, sql.move_aliases(keep, drop))
+    run(conn, sql.merge_entity_provenance(keep, drop))
+    run(conn, sql.merge_entity(keep, drop, now))
     touched: list[str] = []
-    for rel in sql.relations_of(conn, drop):
+    for rel in reads.relations_of(sql, conn, drop):
         subject = keep if rel.subject_id == drop else rel.subject_id
         obj = keep if rel.object_id == drop else rel.object_id
         if subject == obj:  # a relation between the two merged entities: nothing left
-            sql.delete_relations(conn, [rel.id])
+            run(conn, sql.delete_relations([rel.id]))
             continue
         if rel.predicate == MENTIONED_WITH and obj < subject:
             subject, obj = obj, subject
         twin = None
         if rel.valid_to is None:
-            twin = sql.current_relation(conn, subject, rel.predicate, obj, other_than=rel.id)
+            twin = reads.current_relation(sql, conn, subject, rel.predicate, obj, rel.id)
         if twin is None:
-            sql.move_relation(conn, rel.id, subject, obj)
+            run(conn, sql.move_relation(rel.id, subject, obj))
             continue
-        sql.join_relation(conn, twin, rel)
+        run(conn, sql.merge_relation_provenance(twin, rel.id))  # rel joins twin
+        run(conn, sql.join_relation(twin, rel.confidence, rel.direct))
+        run(conn, sql.delete_relations([rel.id]))
         touched.append(twin)
-    sql.reweigh(conn, touched)
-    sql.delete_entity(conn, drop)
+    if touched:
+        run(conn, sql.reweigh(touched))
+    run(conn, sql.delete_entity(drop))

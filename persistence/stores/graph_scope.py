@@ -25,6 +25,7 @@ from typing import Protocol
 from persistence.engine import Connection
 from persistence.errors import UnsupportedOperationError
 from persistence.graph_records import GraphPath, Relation
+from persistence.statements import Statement, column
 from persistence.stores.scope import WHOLE, Scope
 
 ALL = 1_000_000_000
@@ -38,19 +39,20 @@ _DIRECT = (
 
 
 class GraphScopeSql(Protocol):
-    """The engine SQL a filtering :class:`GraphScope` runs (each statement carries the
+    """The engine statements a filtering :class:`GraphScope` runs (each carries the
     scope's predicate)."""
 
-    def scope_view(self, conn: Connection, scope: Scope) -> tuple[set[str], set[str]]:
-        """``(entity ids, relation ids)`` the scope's memories assert."""
+    def scope_view(self, scope: Scope) -> tuple[Statement, Statement]:
+        """The entity ids, then the relation ids, the scope's memories assert."""
         ...
 
-    def owned_memories(self, conn: Connection, scope: Scope, ids: Sequence[str]) -> list[str]:
-        """Those of ``ids`` that are the scope's live memories, in order."""
+    def owned_memories(self, scope: Scope, ids: Sequence[str]) -> Statement:
+        """Those of ``ids`` that are the scope's live memories."""
         ...
 
-    def scoped_counts(self, conn: Connection, scope: Scope) -> dict[str, int]:
-        """The graph's row counts, of the scope's part."""
+    def scoped_counts(self, scope: Scope) -> list[Statement]:
+        """The graph's row counts, of the scope's part (as
+        :meth:`~persistence.stores.graph_engine.GraphSql.counts`)."""
         ...
 
 
@@ -90,19 +92,20 @@ class GraphScope:
     def view(self, conn: Connection) -> GraphView:
         """What the scope sees (only asked while :attr:`filtering`)."""
         assert self._sql is not None
-        entities, relations = self._sql.scope_view(conn, self.scope)
-        return GraphView(frozenset(entities), frozenset(relations))
+        entities, relations = self._sql.scope_view(self.scope)
+        return GraphView(frozenset(column(conn, entities)), frozenset(column(conn, relations)))
 
     def owned(self, conn: Connection, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the scope holds (all of them unfiltered)."""
         if self._sql is None or not self.filtering:
             return list(ids)
-        return self._sql.owned_memories(conn, self.scope, ids)
+        owned = set(column(conn, self._sql.owned_memories(self.scope, ids)))
+        return [i for i in ids if i in owned]
 
-    def counts(self, conn: Connection) -> dict[str, int]:
-        """The row counts of the scope's part of the graph."""
+    def counts(self) -> list[Statement]:
+        """The statements of the row counts of the scope's part of the graph."""
         assert self._sql is not None
-        return self._sql.scoped_counts(conn, self.scope)
+        return self._sql.scoped_counts(self.scope)
 
     def refuse(self, what: str) -> None:
         """Refuse a write of facts no memory of the agent asserts (on a filtering scope)."""

@@ -1,7 +1,7 @@
 """The graph walk, written once: breadth first, level by level, over an engine's
-:meth:`~persistence.stores.graph_engine.GraphSql.hops` (SQLite asks one query per
-entity, PostgreSQL one per batch of a level's entities), so every engine returns the
-same reaches for the same graph."""
+:meth:`~persistence.stores.graph_engine.GraphSql.hops` statements (SQLite builds one per
+entity, run only as the walk reads that entity's rows; PostgreSQL one per batch of a
+level's entities), so every engine returns the same reaches for the same graph."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from persistence.engine import Connection
 from persistence.graph_records import Reach, Relation
+from persistence.statements import rows as rows_of_statement
 from persistence.stores.graph_engine import GraphSql, Row
 
 
@@ -58,7 +59,9 @@ def walk(
             size = max(1, math.ceil((cap - read) / max(1, 2 * fanout)))
             batch = frontier[i : i + size]
             i += len(batch)
-            rows_of = sql.hops(conn, batch, at, fanout, predicates)  # lazily, on SQLite
+            statements = sql.hops(batch, at, fanout, predicates)
+            results = (rows_of_statement(conn, s) for s in statements)  # run as read
+            rows_of = sql.hop_rows(batch, results)
             for node, rows in zip(batch, rows_of, strict=True):
                 if read >= cap:
                     break

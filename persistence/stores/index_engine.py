@@ -1,8 +1,9 @@
 """What an engine hands the shared :class:`~persistence.stores.indexes.IndexStore`: its
-SQL of the recall indexes (:class:`IndexSql`, modules of the same names on both engines,
-each function taking the engine's connection first) and the objects, named for what they
-do, where the engines truly differ (:class:`KeywordSearch`, :class:`VectorIndex`,
-:class:`~persistence.stores.empty_cache.EmptyCache`). Vectors reach the SQL as float32 arrays.
+SQL of the recall indexes (:class:`IndexSql`, modules of the same names on both engines:
+the embedding queue's and the cache's build statements the store runs) and the objects,
+named for what they do, where the engines truly differ (:class:`KeywordSearch`,
+:class:`VectorIndex`, :class:`~persistence.stores.empty_cache.EmptyCache`). Vectors reach
+the SQL as float32 arrays.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from persistence.engine import Connection
-from persistence.records import KeywordParts, MemoryFilter, Tier, Turn
+from persistence.records import KeywordParts, MemoryFilter, Tier
+from persistence.statements import Batch, Row, Statement
+from persistence.stores.facts import MetaSql
 from persistence.stores.scope import WHOLE, Scope
 
 T = TypeVar("T")
@@ -85,36 +88,50 @@ class VectorIndex(Protocol):
 class EmbeddingSql(Protocol):
     """The engine's SQL of the embedding queue and the embedding bookkeeping."""
 
-    def unembedded(self, conn: Connection, limit: int) -> list[tuple[str, Tier, str]]: ...
+    def unembedded(self, limit: int) -> Statement:
+        """``(id, tier value, content)`` of up to ``limit`` memories without a vector."""
+        ...
 
-    def unembedded_count(self, conn: Connection) -> int: ...
+    def unembedded_count(self) -> Statement:
+        """How many memories wait for a vector (one value)."""
+        ...
 
     def set_embeddings(
-        self, conn: Connection, rows: Sequence[tuple[Tier, str, np.ndarray, str | None]]
-    ) -> None: ...
-
-    def embedding_model(self, conn: Connection) -> str | None: ...
-
-    def record_embedding_error(self, conn: Connection, message: str) -> int: ...
+        self, rows: Sequence[tuple[Tier, str, np.ndarray, str | None]]
+    ) -> Sequence[Batch]:
+        """Store ``(tier, id, vector, content)`` where no vector was set meanwhile."""
+        ...
 
 
 class ConversationSql(Protocol):
-    def turns(
-        self, conn: Connection, memory_ids: Sequence[str], before: bool = False
-    ) -> dict[str, Turn]: ...
+    def turns(self, memory_ids: Sequence[str], before: bool = False) -> Statement: ...
 
 
 class EmbeddingCacheSql(Protocol):
-    def lookup(
-        self, conn: Connection, model_id: str, hashes: Sequence[bytes]
-    ) -> dict[bytes, np.ndarray]: ...
+    """The engine's SQL of the embedding cache."""
+
+    @property
+    def COUNT(self) -> Statement:  # noqa: N802 (the modules' constant)
+        """How many embeddings are cached (one value)."""
+        ...
+
+    def lookup(self, model_id: str, hashes: Sequence[bytes]) -> Statement:
+        """``(hash, vector)`` rows of ``hashes`` (at least one) cached for ``model_id``."""
+        ...
+
+    def cached(self, rows: Sequence[Row]) -> dict[bytes, np.ndarray]:
+        """``hash -> float32 vector`` from :meth:`lookup`'s rows."""
+        ...
 
     def remember(
-        self, conn: Connection, model_id: str, entries: Sequence[tuple[bytes, np.ndarray]],
-        now: int,
-    ) -> None: ...  # fmt: skip
+        self, model_id: str, entries: Sequence[tuple[bytes, np.ndarray]], now: int
+    ) -> Batch:
+        """Add or refresh ``(hash, vector)`` entries (a hit counts as a use)."""
+        ...
 
-    def evict(self, conn: Connection, keep: int) -> int: ...
+    def evict(self, excess: int) -> Statement:
+        """Delete the ``excess`` least recently used rows."""
+        ...
 
 
 class RebuildSql(Protocol):
@@ -139,3 +156,4 @@ class IndexSql:
     conversation: ConversationSql
     cache: EmbeddingCacheSql
     rebuild: RebuildSql
+    meta: MetaSql

@@ -1,9 +1,10 @@
 """IndexStore: what recall searches (keyword and vector search, conversation turns) and
 the embeddings that feed the vector search, written once for both engines.
 
-It runs over the engine interface (:class:`~persistence.engine.Engine`) and hands the
-engine's connection to the engine's SQL (:class:`IndexSql`: modules of the same names on
-both engines). What truly differs between the engines is handed in as named objects:
+It runs over the engine interface (:class:`~persistence.engine.Engine`) the statements
+the engine's SQL builds (:class:`IndexSql`: modules of the same names on both engines),
+with :mod:`persistence.statements`. What truly differs between the engines is handed in
+as named objects:
 
 - :class:`KeywordSearch`: FTS5 bm25 over the file (SQLite) or text search over
   ``tm_keywords`` (PostgreSQL); a search inside a transaction catches its writes up first.
@@ -37,7 +38,13 @@ import numpy as np
 from persistence.codecs import encode_embedding
 from persistence.engine import Connection, Engine
 from persistence.errors import EmbeddingModelMismatchError, InvalidInputError, InvalidTypeError
+from persistence.meta_keys import (
+    EMBEDDING_ERRORS_KEY,
+    EMBEDDING_MODEL_KEY,
+    LAST_EMBEDDING_ERROR_KEY,
+)
 from persistence.records import KeywordParts, MemoryFilter, Tier, Turn, content_hash
+from persistence.statements import rows, run, run_batch, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.index_engine import (
@@ -185,8 +192,12 @@ class IndexStore(Generic[V]):
         exist (recall's conversation signals and reranking)."""
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
+        ids = list(dict.fromkeys(memory_ids))
         with self.engine.reading() as conn:
-            return self.sql.conversation.turns(conn, list(dict.fromkeys(memory_ids)), before)
+            if not ids:
+                return {}
+            found = rows(conn, self.sql.conversation.turns(ids, before))
+            return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in found}
 
     # --- the embedding queue and cache ------------------------------------------------------
 
@@ -196,8 +207,9 @@ class IndexStore(Generic[V]):
         if self.queue.known_empty():
             return []
         version = self.queue.version()
+        statement = self.sql.embeddings.unembedded(limit)
         with self.engine.reading() as conn:
-            found = self.sql.embeddings.unembedded(conn, limit)
+            found = [(r[0], Tier(r[1]), r[2]) for r in rows(conn, statement)]
         self.queue.found(not found, version)
         return found
 
@@ -207,7 +219,7 @@ class IndexStore(Generic[V]):
             return 0
         version = self.queue.version()
         with self.engine.reading() as conn:
-            count = self.sql.embeddings.unembedded_count(conn)
+            count = int(value(conn, self.sql.embeddings.unembedded_count()) or 0)
         self.queue.found(count == 0, version)
         return count
 
@@ -231,14 +243,15 @@ class IndexStore(Generic[V]):
             for (tier, memory_id, vector), text in zip(rows, texts, strict=True)
         ]
         with self.engine.transaction() as conn:
-            recorded = self.sql.embeddings.embedding_model(conn)
+            recorded = value(conn, self.sql.meta.read(EMBEDDING_MODEL_KEY))
             if model_id is not None and recorded not in (None, model_id):
                 raise EmbeddingModelMismatchError(
                     f"{self.location} is now embedded with {recorded!r}, not {model_id!r}"
                 )
             for dim in dict.fromkeys(v.size for _, _, v, _ in encoded):
                 self.vectors.fix_dimension(conn, dim, self.config.embedding_dim)
-            self.sql.embeddings.set_embeddings(conn, encoded)
+            for batch in self.sql.embeddings.set_embeddings(encoded):
+                run_batch(conn, batch)
             self.vectors.written(conn)
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[bytes]) -> dict[bytes, np.ndarray]:
@@ -248,7 +261,9 @@ class IndexStore(Generic[V]):
         if not all(isinstance(h, bytes) for h in hashes):
             raise InvalidTypeError("hashes must be bytes (see content_hash)")
         with self.engine.reading() as conn:
-            return self.sql.cache.lookup(conn, model_id, list(hashes))
+            if not hashes:
+                return {}
+            return self.sql.cache.cached(rows(conn, self.sql.cache.lookup(model_id, hashes)))
 
     def cache_embeddings(
         self, model_id: str, entries: Sequence[tuple[bytes, object]], keep: int
@@ -258,9 +273,12 @@ class IndexStore(Generic[V]):
         require_str(model_id, "model_id", allow_empty=False)
         require_int(keep, "keep", minimum=0)
         encoded = [(h, as_vector(vector, None)) for h, vector in entries]
+        cache = self.sql.cache
         with self.engine.transaction() as conn:
-            self.sql.cache.remember(conn, model_id, encoded, self.config.clock())
-            self.sql.cache.evict(conn, keep)
+            run_batch(conn, cache.remember(model_id, encoded, self.config.clock()))
+            excess = int(value(conn, cache.COUNT) or 0) - keep
+            if excess > 0:
+                run(conn, cache.evict(excess))
 
     def record_embedding_error(self, message: str) -> int:
         """Count a failure of background embedding (with its message, stamped with the
@@ -268,7 +286,9 @@ class IndexStore(Generic[V]):
         require_str(message, "message")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.config.clock() / 1000))
         with self.engine.transaction() as conn:
-            return self.sql.embeddings.record_embedding_error(conn, f"{stamp} {message[:1000]}")
+            count = int(value(conn, self.sql.meta.add(EMBEDDING_ERRORS_KEY, 1)))
+            run(conn, self.sql.meta.write(LAST_EMBEDDING_ERROR_KEY, f"{stamp} {message[:1000]}"))
+            return count
 
     # --- re-embedding with another model ----------------------------------------------------
 

@@ -1,14 +1,16 @@
 """MemoryStore: the memories of the three tiers, promotion and its log, and what
 deduplication notes about their content, written once for both engines.
 
-Each method validates its input, then runs the engine's SQL in one transaction
-(:meth:`Engine.transaction <persistence.engine.Engine.transaction>`: durable when it
-returns) or on a read connection (:meth:`Engine.reading`). The engine supplies two
-things: ``sql``, its ``memory_sql`` module (functions of the same names on both engines,
-the connection first), and ``own``, a :class:`MemoryEngine`: what it does its own way (how
-a row and its vector are encoded and written, how the vector size is checked, promotion
-and forgetting, the one-statement reads). An engine that can write ``remember()``'s new
-memory in one round trip also supplies that write (:class:`OneTripWrite`).
+Each method validates its input, then runs the statements the engine's SQL builds
+(:mod:`persistence.statements`) in one transaction (:meth:`Engine.transaction
+<persistence.engine.Engine.transaction>`: durable when it returns) or on a read
+connection (:meth:`Engine.reading`). The engine supplies its builders (``sql``, its
+``memory_sql`` module; ``dedup`` and ``tag_counts``: see
+:mod:`~persistence.stores.memory_builders`) and ``own``, a :class:`MemoryEngine`: what it
+does its own way (how a row and its vector are encoded and written, how the vector size
+is checked, promotion and forgetting, the one-statement reads). An engine that can write
+``remember()``'s new memory in one round trip also supplies that write
+(:class:`OneTripWrite`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from persistence.errors import (
     TieredMemoryError,
 )
 from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
+from persistence.statements import Statement, column, row, rows, run_batch, value
 from persistence.stores.config import StoreConfig
+from persistence.stores.memory_builders import DedupSql, MemorySql, TagCountsSql
 from persistence.validation import (
     parse_tier,
     require_content_size,
@@ -100,6 +104,10 @@ class MemoryEngine(Protocol):
         content key; with a ``reason``, log it. Returns the tier it was in, or ``None``."""
         ...
 
+    def remove(self, conn: Connection, memory_ids: Sequence[str], tier: Tier) -> int:
+        """Delete these memories of ``tier`` as :meth:`forget` does, unlogged; how many."""
+        ...
+
     def read_any(self, memory_id: str) -> Memory | None:
         """The memory with that id in whichever tier holds it (one read, no block)."""
         ...
@@ -110,14 +118,6 @@ class MemoryEngine(Protocol):
 
     def find_same(self, conn: Connection, key: bytes, tier: Tier) -> list[str]:
         """Ids of live memories of ``tier`` noted with ``key``, oldest first."""
-        ...
-
-    def record_content_keys(self, conn: Connection, memories: Sequence[Memory]) -> None:
-        """Note the content keys of these memories."""
-        ...
-
-    def tag_counts(self, conn: Connection, prefix: str, agent_id: str | None) -> dict[str, int]:
-        """Memories per namespace tag starting with ``prefix`` (of ``agent_id``, if given)."""
         ...
 
 
@@ -153,16 +153,21 @@ class MemoryStore:
     def __init__(
         self,
         engine: Engine,
-        sql: Any,
+        sql: MemorySql,
         own: MemoryEngine,
         config: StoreConfig,
         one_trip: OneTripWrite | None = None,
+        *,
+        dedup: DedupSql,
+        tag_counts: TagCountsSql,
     ) -> None:
         self.engine = engine
         self.sql = sql
         self.own = own
         self.config = config
         self.one_trip = one_trip
+        self.dedup = dedup
+        self.tag_sql = tag_counts
 
     # --- memories of any tier ---------------------------------------------------------------
 
@@ -255,27 +260,27 @@ class MemoryStore:
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
         found: dict[str, Memory] = {}
-        step, scope = self.own.ids_per_query, self.config.scope
+        step, scope, to_memory = self.own.ids_per_query, self.config.scope, self.sql.to_memory
         with self.engine.reading() as conn:
             for start in range(0, len(memory_ids), step):
-                for memory in self.sql.fetch_many(
-                    conn, memory_ids[start : start + step], scope=scope
-                ):
-                    found[memory.id] = memory
+                for statement in self.sql.fetch_many(memory_ids[start : start + step], scope):
+                    for memory in map(to_memory, rows(conn, statement)):
+                        found[memory.id] = memory
         return found
 
     def query(self, tier: Tier, options: QueryOptions | None = None) -> list[Memory]:
         """Memories of ``tier`` matching every filter set in ``options``."""
         tier = parse_tier(tier, "tier")
         options = options or QueryOptions()
-        with self.engine.reading() as conn:  # the engine's query validates the options
-            return list(self.sql.query(conn, tier, options, self.config.scope))
+        statement = self.sql.query(tier, options, self.config.scope)  # validates the options
+        with self.engine.reading() as conn:
+            return [self.sql.to_memory(r) for r in rows(conn, statement)]
 
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
         tier = parse_tier(tier, "tier")
         with self.engine.reading() as conn:
-            return int(self.sql.count(conn, tier, self.config.scope))
+            return int(value(conn, self.sql.count(tier, self.config.scope)))
 
     def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
         """How many memories carry each namespace tag starting with ``prefix`` (with
@@ -284,7 +289,7 @@ class MemoryStore:
         require_str(agent_id, "agent_id", allow_none=True)
         agent_id = self.config.scope.agent_id or agent_id
         with self.engine.reading() as conn:
-            return self.own.tag_counts(conn, prefix, agent_id)
+            return self.tag_sql.to_counts(rows(conn, self.tag_sql.counts(prefix, agent_id)))
 
     def page(self, tier: Tier, after_id: str = "", limit: int = 500) -> list[Memory]:
         """The next ``limit`` memories of ``tier`` after ``after_id`` in id order (byte-wise)."""
@@ -292,7 +297,8 @@ class MemoryStore:
         require_int(limit, "limit", minimum=1)
         tier = parse_tier(tier, "tier")
         with self.engine.reading() as conn:
-            return list(self.sql.page(conn, tier, after_id, limit, self.config.scope))
+            found = rows(conn, self.sql.page(tier, after_id, limit, self.config.scope))
+            return [self.sql.to_memory(r) for r in found]
 
     def forget_memory(
         self, memory_id: str, reason: str, retention: float | None = None
@@ -328,7 +334,7 @@ class MemoryStore:
                 "promotion goes scratchpad -> episodic -> semantic"
             )
         with self.engine.transaction() as conn:
-            memory = self.sql.fetch(conn, source, memory_id, self.config.scope)
+            memory = self._read(conn, self.sql.fetch(source, memory_id, self.config.scope))
             if memory is None:
                 raise MemoryNotFoundError(f"no memory {memory_id} in {source.value}")
             metadata = dict(memory.metadata)
@@ -336,23 +342,22 @@ class MemoryStore:
                 metadata["scratchpad_key"] = memory.key
             now = self.config.clock()
             self.own.move(conn, memory, target, metadata, now)
-            record: PromotionRecord = self.sql.log_promotion(
-                conn, memory_id, source, target, now, reason
-            )
-            return record
+            logged = value(conn, self.sql.log_promotion(memory_id, source, target, now, reason))
+            return PromotionRecord(int(logged), memory_id, source, target, now, reason)
 
     def get_promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
         require_str(memory_id, "memory_id")
         with self.engine.reading() as conn:
-            return list(self.sql.promotion_history(conn, memory_id, self.config.scope))
+            found = rows(conn, self.sql.promotion_history(memory_id, self.config.scope))
+            return [self.sql.to_promotion(r) for r in found]
 
     # --- deduplication ----------------------------------------------------------------------
 
     def record_content_keys(self, memories: Sequence[Memory]) -> None:
         """Note what these memories say (the content keys), for :meth:`find_same_content`."""
         with self.engine.transaction(join=True) as conn:
-            self.own.record_content_keys(conn, memories)
+            run_batch(conn, self.dedup.record(memories))
 
     def find_same_content(
         self, content: str, tier: Tier, agent_id: str | None, session_id: str | None
@@ -374,7 +379,7 @@ class MemoryStore:
         require_str(key, "key", allow_empty=False)
         if self.config.scope.scoped:
             with self.engine.reading() as conn:
-                held = self.sql.fetch_by_key(conn, key)
+                held = self._read(conn, self.sql.fetch_by_key(key))
             self.config.scope.refuse_taken(f"scratchpad key {key!r}", held)
         return self.write(replace(memory, key=key), Tier.SCRATCHPAD)
 
@@ -382,14 +387,13 @@ class MemoryStore:
         """The scratchpad memory under ``key``, or ``None``."""
         require_str(key, "key")
         with self.engine.reading() as conn:
-            found: Memory | None = self.sql.fetch_by_key(conn, key, self.config.scope)
-            return found
+            return self._read(conn, self.sql.fetch_by_key(key, self.config.scope))
 
     def delete_scratchpad(self, key: str) -> bool:
         """Delete the scratchpad entry under ``key``; True if there was one."""
         require_str(key, "key")
         with self.engine.transaction() as conn:
-            memory = self.sql.fetch_by_key(conn, key, self.config.scope)
+            memory = self._read(conn, self.sql.fetch_by_key(key, self.config.scope))
             if memory is None:
                 return False
             gone = self.own.forget(conn, memory.id, Tier.SCRATCHPAD, None, None, 0)
@@ -398,12 +402,14 @@ class MemoryStore:
     def get_all_scratchpad(self) -> list[Memory]:
         """Every scratchpad entry, least recently written first."""
         with self.engine.reading() as conn:
-            return list(self.sql.fetch_all(conn, Tier.SCRATCHPAD, self.config.scope))
+            found = rows(conn, self.sql.fetch_all(Tier.SCRATCHPAD, self.config.scope))
+            return [self.sql.to_memory(r) for r in found]
 
     def clear_scratchpad(self) -> int:
         """Delete every scratchpad entry; return how many."""
         with self.engine.transaction() as conn:
-            return int(self.sql.clear(conn, Tier.SCRATCHPAD, self.config.scope))
+            ids = column(conn, self.sql.ids_in(Tier.SCRATCHPAD, self.config.scope))
+            return self.own.remove(conn, ids, Tier.SCRATCHPAD) if ids else 0
 
     # --- one tier's memories (the reference design's per-tier API names the tier) -----------
 
@@ -417,12 +423,12 @@ class MemoryStore:
         oversized = self._oversized(memory.content)
         encoded = self.own.encode(_normal(memory))
         with self.engine.transaction() as conn:
-            found = self.sql.content_and_tier(conn, memory.id)
+            found = row(conn, self.sql.content_and_tier(memory.id))
             if oversized is not None and (found is None or found[0] != memory.content):
                 raise oversized
-            if found is not None and found[1] is not tier:
+            if found is not None and found[1] != tier.value:
                 raise DuplicateMemoryError(
-                    f"memory {memory.id} already lives in {found[1].value}; promote it instead"
+                    f"memory {memory.id} already lives in {found[1]}; promote it instead"
                 )
             if encoded.dim is not None:
                 self.own.check_dimension(conn, encoded.dim)
@@ -442,8 +448,12 @@ class MemoryStore:
         tier = parse_tier(tier, "tier")
         require_str(memory_id, "memory_id")
         with self.engine.reading() as conn:
-            found: Memory | None = self.sql.fetch(conn, tier, memory_id, self.config.scope)
-            return found
+            return self._read(conn, self.sql.fetch(tier, memory_id, self.config.scope))
+
+    def _read(self, conn: Connection, statement: Statement) -> Memory | None:
+        """The memory of a one-memory read's row, or ``None``."""
+        found = row(conn, statement)
+        return None if found is None else self.sql.to_memory(found)
 
     def delete(self, tier: Tier, memory_id: str) -> bool:
         """Delete a memory of ``tier`` with its tags and schedule; True if it existed.

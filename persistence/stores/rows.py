@@ -1,6 +1,7 @@
 """Driver-free pieces both engines' SQL modules share: query checks, filter fields and
-their column conditions, and the parameter rows of sessions and notes (each engine keeps
-only its own SQL text)."""
+their column conditions, the parameter rows of sessions, schedules and notes, and the
+schedule upsert's conflict clause, the same SQL on both (each engine keeps its own
+statements)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from persistence.codecs import encode_json
 from persistence.errors import InvalidInputError, InvalidTypeError
 from persistence.note_records import Note, NoteVersion
-from persistence.records import MemoryFilter, QueryOptions, SessionState
+from persistence.records import MemoryFilter, QueryOptions, RepetitionSchedule, SessionState
 from persistence.validation import require_bool, require_int, require_str, require_str_tuple
 
 
@@ -93,6 +94,27 @@ def index_backed(where: MemoryFilter) -> bool:
         and where.created_after is None
         and where.created_before is None
     )
+
+
+SCHEDULE_COLUMNS = (
+    "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
+    "last_reviewed_at"
+)
+"""A schedule's columns, in :func:`schedule_row`'s order."""
+SCHEDULE_CONFLICT = (
+    "ON CONFLICT (memory_id) DO UPDATE SET next_review_at = excluded.next_review_at, "
+    "interval_ms = excluded.interval_ms, review_count = excluded.review_count, "
+    "ease_factor = excluded.ease_factor, stability_days = excluded.stability_days, "
+    "last_reviewed_at = excluded.last_reviewed_at"
+)
+"""A schedule upsert's conflict clause: the new schedule replaces the old."""
+
+
+def schedule_row(s: RepetitionSchedule) -> tuple[Any, ...]:
+    """Parameter values of a schedule in :data:`SCHEDULE_COLUMNS` order (its two factors
+    as ``float``)."""
+    return (s.memory_id, s.next_review_at, s.interval_ms, s.review_count,
+            float(s.ease_factor), float(s.stability_days), s.last_reviewed_at)  # fmt: skip
 
 
 def session_row(session: SessionState) -> tuple[Any, ...]:

@@ -1,19 +1,60 @@
 """ScheduleStore: spaced-repetition schedules and the forgetting curve's batch work,
-written once for both engines: review schedules (the engine's ``schedule_sql``),
-retention walked in bounded batches, decay applied in one transaction, and the
-forgetting log (the engine's ``forgetting_sql``); ``memory_sql`` says which tier holds
-a memory. Each module has functions of the same names on both engines."""
+written once for both engines: review schedules (the statements the engine's
+``schedule_sql`` builds, :class:`ScheduleSql`), retention walked in bounded batches,
+decay applied in one transaction, and the forgetting log (the engine's
+``forgetting_sql``, :class:`ForgettingSql`). Forgetting a batch is the engine's own
+compound step (:class:`ForgetMany`); ``memory_sql`` says which tier holds a memory."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from persistence.engine import Engine
+from persistence.engine import Connection, Engine
 from persistence.errors import MemoryNotFoundError
 from persistence.records import ForgettingRecord, RepetitionSchedule, RetentionInput, Tier
+from persistence.statements import Batch, Statement, row, rows, run, run_batch, value
 from persistence.stores.config import StoreConfig
+from persistence.stores.scope import Scope
 from persistence.validation import parse_tier, require_int, require_str, validate_schedule
+
+
+class ScheduleSql(Protocol):
+    """What each engine's ``schedule_sql`` module builds and decodes for the store."""
+
+    def to_schedule(self, row: Sequence[Any]) -> RepetitionSchedule: ...
+    def upsert(self, schedule: RepetitionSchedule) -> Statement: ...
+    def insert_many(self, schedules: Sequence[RepetitionSchedule]) -> Batch: ...
+    def fetch(self, memory_id: str, scope: Scope = ...) -> Statement: ...
+    def due(self, before: int, limit: int | None, scope: Scope = ...) -> Statement: ...
+
+
+class ForgettingSql(Protocol):
+    """What each engine's ``forgetting_sql`` module builds and decodes for the store."""
+
+    def to_input(self, row: Sequence[Any], tier: Tier) -> RetentionInput: ...
+    def to_record(self, row: Sequence[Any]) -> ForgettingRecord: ...
+    def set_retention(self, tier: Tier, updates: Sequence[tuple[str, float]]) -> Batch: ...
+    def retention_batch(
+        self, tier: Tier, after_id: str, limit: int, min_reviews: int = ..., scope: Scope = ...
+    ) -> Statement: ...
+    def forgetting_log(
+        self, memory_id: str | None, agent_id: str | None = ..., scope: Scope = ...
+    ) -> Statement: ...
+
+
+class ForgetMany(Protocol):
+    """The engine's step forgetting ``(id, retention)`` pairs of ``tier``, each with an
+    audit row giving ``reason``, stamped ``at``."""
+
+    def __call__(
+        self,
+        conn: Connection,
+        tier: Tier,
+        forgotten: Sequence[tuple[str, float]],
+        reason: str,
+        at: int,
+    ) -> None: ...
 
 
 class ScheduleStore:
@@ -25,14 +66,16 @@ class ScheduleStore:
         engine: Engine,
         config: StoreConfig,
         *,
-        schedule_sql: Any,
-        forgetting_sql: Any,
+        schedule_sql: ScheduleSql,
+        forgetting_sql: ForgettingSql,
+        forget_many: ForgetMany,
         memory_sql: Any,
     ) -> None:
         self.engine = engine
         self.config = config
         self.sql = schedule_sql
         self.forgetting = forgetting_sql
+        self.forget_many = forget_many
         self.memories = memory_sql
 
     # --- repetition schedules ---------------------------------------------------------------
@@ -41,16 +84,16 @@ class ScheduleStore:
         """Insert or replace a memory's schedule; the memory must exist."""
         validate_schedule(schedule)
         with self.engine.transaction() as conn:
-            if self.memories.tier_of(conn, schedule.memory_id) is None:
+            if value(conn, self.memories.tier_of(schedule.memory_id)) is None:
                 raise MemoryNotFoundError(f"no memory {schedule.memory_id} to schedule")
-            self.sql.upsert(conn, schedule)
+            run(conn, self.sql.upsert(schedule))
 
     def get_repetition_schedule(self, memory_id: str) -> RepetitionSchedule | None:
         """A memory's schedule, or ``None``."""
         require_str(memory_id, "memory_id")
         with self.engine.reading() as conn:
-            found: RepetitionSchedule | None = self.sql.fetch(conn, memory_id, self.config.scope)
-            return found
+            found = row(conn, self.sql.fetch(memory_id, self.config.scope))
+            return None if found is None else self.sql.to_schedule(found)
 
     def get_schedules_due_for_review(
         self, before: int, limit: int | None = None
@@ -59,7 +102,8 @@ class ScheduleStore:
         require_int(before, "before")
         require_int(limit, "limit", allow_none=True, minimum=0)
         with self.engine.reading() as conn:
-            return list(self.sql.due(conn, before, limit, self.config.scope))
+            found = rows(conn, self.sql.due(before, limit, self.config.scope))
+            return [self.sql.to_schedule(r) for r in found]
 
     # --- forgetting curve batches -----------------------------------------------------------
 
@@ -72,12 +116,11 @@ class ScheduleStore:
         require_int(limit, "limit", minimum=1)
         require_int(min_reviews, "min_reviews", minimum=0)
         tier = parse_tier(tier, "tier")
+        batch = self.forgetting.retention_batch(
+            tier, after_id, limit, min_reviews, self.config.scope
+        )
         with self.engine.reading() as conn:
-            return list(
-                self.forgetting.retention_batch(
-                    conn, tier, after_id, limit, min_reviews, self.config.scope
-                )
-            )
+            return [self.forgetting.to_input(r, tier) for r in rows(conn, batch)]
 
     def apply_decay(
         self,
@@ -89,9 +132,9 @@ class ScheduleStore:
         """In one transaction: store new retentions, forget ``forgotten`` with audit rows."""
         tier = parse_tier(tier, "tier")
         with self.engine.transaction() as conn:
-            self.forgetting.set_retention(conn, tier, updates)
+            run_batch(conn, self.forgetting.set_retention(tier, updates))
             if forgotten:
-                self.forgetting.forget_many(conn, tier, forgotten, reason, self.config.clock())
+                self.forget_many(conn, tier, forgotten, reason, self.config.clock())
 
     def get_forgetting_log(
         self, memory_id: str | None = None, *, agent_id: str | None = None
@@ -101,6 +144,5 @@ class ScheduleStore:
         require_str(memory_id, "memory_id", allow_none=True)
         require_str(agent_id, "agent_id", allow_none=True)
         with self.engine.reading() as conn:
-            return list(
-                self.forgetting.forgetting_log(conn, memory_id, agent_id, self.config.scope)
-            )
+            log = self.forgetting.forgetting_log(memory_id, agent_id, self.config.scope)
+            return [self.forgetting.to_record(r) for r in rows(conn, log)]

@@ -3,12 +3,13 @@
 The document's side (tables, fields, checks) is :mod:`persistence.transfer.graph_io`;
 this module writes a checked :class:`~persistence.transfer.graph_io.GraphDocument`
 inside the import's transaction: the lookups and writes both engines build alike
-(:class:`GraphWriteStatements`) run here, the graph family's own steps through the
-engine's :class:`GraphWriteSteps`. Replace
-mode takes the document's graph as it is. Merge mode joins entities by id and name,
-relations by id or by the same current ``subject -predicate-> object``; the provenance
-of a memory follows the version of that memory the merge kept; whatever is left
-unsupported is collected in the same transaction.
+(:class:`GraphWriteStatements`) and the graph family's reads and provenance writes
+(over its :class:`~persistence.stores.graph_engine.GraphSql`) run here; what a merge
+leaves unsupported is collected by the engine's own step. Replace mode takes the
+document's graph as it is. Merge mode joins entities by id and name, relations by id
+or by the same current ``subject -predicate-> object``; the provenance of a memory
+follows the version of that memory the merge kept; whatever is left unsupported is
+collected in the same transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any, Protocol
 from persistence import statements
 from persistence.engine import Connection
 from persistence.statements import Statement, run, value
+from persistence.stores import graph_reads
+from persistence.stores.graph_engine import Collect, GraphSql
+from persistence.stores.graph_rows import add_provenance
 from persistence.transfer.graph_io import GRAPH_TABLES, GraphDocument
 from persistence.transfer.json_import import Count, Mode
 
@@ -28,35 +32,14 @@ class GraphWriteStatements(Protocol):
 
     def insert_graph_row(self, table: str, row: Mapping[str, Any]) -> Statement: ...
     def unqueue(self, memory_ids: Iterable[str]) -> Statement: ...
-    def has_entity(self, eid: str) -> Statement: ...
     def mark_direct(self, eid: str, direct: bool) -> Statement: ...
     def has_relation(self, rid: str) -> Statement: ...
     def current_twin(self, triple: Sequence[str]) -> Statement: ...
 
 
-class GraphWriteSteps(Protocol):
-    """The graph family's steps an import takes (each engine's own)."""
-
-    def drop_provenance(
-        self, conn: Connection, memory_ids: Sequence[str]
-    ) -> tuple[list[str], list[str]]: ...
-    def resolve(self, conn: Connection, norm: str, etype: str) -> str | None: ...
-    def add_provenance(
-        self,
-        conn: Connection,
-        memory_id: str,
-        entity_ids: Sequence[str],
-        relation_ids: Sequence[str],
-        origin: str,
-    ) -> None: ...
-    def collect(
-        self, conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]
-    ) -> None: ...
-
-
 def write_graph(
-    conn: Connection, sql: GraphWriteStatements, steps: GraphWriteSteps, doc: GraphDocument,
-    mode: Mode, written: set[str], count: Count,
+    conn: Connection, sql: GraphWriteStatements, graph: GraphSql, collect: Collect,
+    doc: GraphDocument, mode: Mode, written: set[str], count: Count,
 ) -> None:  # fmt: skip
     """Write the document's graph (after its memories; ``written`` are the memories
     whose document version was written)."""
@@ -66,21 +49,23 @@ def write_graph(
                 run(conn, sql.insert_graph_row(table, row))
                 count(table, "inserted")
         return
-    _merge_graph(conn, sql, steps, doc, written, count)
+    _merge_graph(conn, sql, graph, collect, doc, written, count)
 
 
 def _merge_graph(
-    conn: Connection, sql: GraphWriteStatements, steps: GraphWriteSteps, doc: GraphDocument,
-    written: set[str], count: Count,
+    conn: Connection, sql: GraphWriteStatements, graph: GraphSql, collect: Collect,
+    doc: GraphDocument, written: set[str], count: Count,
 ) -> None:  # fmt: skip
     touched_entities: list[str] = []
     touched_relations: list[str] = []
     if written:  # the document's version of these memories won: their old facts go
-        touched_entities, touched_relations = steps.drop_provenance(conn, sorted(written))
+        touched_entities, touched_relations = graph_reads.drop_provenance(
+            graph, conn, sorted(written)
+        )
         run(conn, sql.unqueue(written))
     entity_map: dict[str, str] = {}
     for _, row in doc.rows["entities"]:
-        if statements.row(conn, sql.has_entity(row["id"])) is None:
+        if not graph_reads.entity_exists(graph, conn, row["id"]):
             run(conn, sql.insert_graph_row("entities", row))
             count("entities", "inserted")
         else:
@@ -88,7 +73,7 @@ def _merge_graph(
             count("entities", "skipped")
         entity_map[row["id"]] = row["id"]
     for _, row in doc.rows["entity_aliases"]:
-        found = steps.resolve(conn, row["norm"], row["type"])
+        found = graph_reads.resolve(graph, conn, row["norm"], row["type"])
         if found is None:
             run(conn, sql.insert_graph_row("entity_aliases", row))
             count("entity_aliases", "inserted")
@@ -102,14 +87,14 @@ def _merge_graph(
             count("memory_entities", "skipped")
             continue
         eid = entity_map.get(row["entity_id"], row["entity_id"])
-        steps.add_provenance(conn, row["memory_id"], [eid], [], row["origin"])
+        add_provenance(graph, conn, row["memory_id"], [eid], [], row["origin"])
         count("memory_entities", "inserted")
     for _, row in doc.rows["memory_relations"]:
         if row["memory_id"] not in written:
             count("memory_relations", "skipped")
             continue
         rid = relation_map[row["relation_id"]]
-        steps.add_provenance(conn, row["memory_id"], [], [rid], row["origin"])
+        add_provenance(graph, conn, row["memory_id"], [], [rid], row["origin"])
         touched_relations.append(rid)
         count("memory_relations", "inserted")
     for _, row in doc.rows["graph_queue"]:
@@ -118,7 +103,7 @@ def _merge_graph(
             continue
         run(conn, sql.insert_graph_row("graph_queue", row))
         count("graph_queue", "inserted")
-    steps.collect(conn, [*touched_entities, *entity_map.values()], touched_relations)
+    collect(conn, [*touched_entities, *entity_map.values()], touched_relations)
 
 
 def _merge_relations(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_readme import LOCOMO_LIKE
+from tests.docs.test_pages import LOCOMO_LIKE
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (100, 400)

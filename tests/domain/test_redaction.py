@@ -83,8 +83,10 @@ def _walk_strings(value: Any) -> Iterator[str]:
 
 def test_no_false_positive_in_conversations_or_the_readme() -> None:
     """LoCoMo's conversations (when the team's data sits beside the repository, as in
-    CI) and the project's own README and CHANGELOG: nothing may be redacted."""
-    texts = [(ROOT / name).read_text() for name in ("README.md", "CHANGELOG.md")]
+    CI) and the project's own README, documentation pages and CHANGELOG: nothing may be
+    redacted."""
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    texts = [page.read_text() for page in pages]
     texts += [line for text in texts[:] for line in text.splitlines()]
     if LOCOMO.is_file():
         texts += list(_walk_strings(json.loads(LOCOMO.read_text())))

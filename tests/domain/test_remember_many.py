@@ -194,7 +194,7 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
 def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memory: Make) -> None:
     """A batch of at least ``BATCH_ROWS`` writes its keyword rows with FTS5's automerge
     off and sets it back before the commit."""
-    from persistence.sqlite.sql import index_sql
+    from persistence.sqlite import keyword_upkeep
 
     def automerge() -> object:
         with memory.store.engine.reading() as conn:
@@ -205,7 +205,7 @@ def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memo
     sessions = [memory.start_session().session_id for _ in range(7)]
     memory.remember_many(_interleaved(memory, 50, sessions))
     before = automerge()
-    records = _interleaved(memory, index_sql.BATCH_ROWS + 150, sessions)
+    records = _interleaved(memory, keyword_upkeep.BATCH_ROWS + 150, sessions)
     memory.remember_many(records)
     assert automerge() == before
     words = ["w10x", "w300x", "turn", "early"]

@@ -11,8 +11,7 @@ import random
 import pytest
 
 from persistence.locations import is_server_url
-from persistence.postgres import PostgresStore
-from persistence.postgres.sql import keyword_sql
+from persistence.postgres import PostgresStore, keyword_search
 from persistence.sqlite import SQLiteStore
 from persistence.storage import MemoryStorage
 from tests.engines.postgres.test_pg_index import keyword_rows
@@ -59,7 +58,7 @@ def test_sigkill_during_batches_leaves_whole_batches_and_an_exact_index(
         if on_server:  # the rows the triggers kept are the rows a rebuild writes
             kept = keyword_rows(store), _keyword_stats(store)
             with store.transaction() as conn:
-                keyword_sql.rebuild(conn)
+                keyword_search.rebuild(conn)
             assert (keyword_rows(store), _keyword_stats(store)) == kept
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from persistence import graph_records
 from persistence.locations import is_server_url
-from persistence.sqlite.sql import graph_sql
+from persistence.sqlite import graph_steps
 from tests.support.crash_checks import open_transactions, server_problems
 from tests.support.data_checks import open_raw
 from tests.support.processes import spawn_worker
@@ -40,7 +40,7 @@ _PROVENANCE_OF = {
 
 class _Reader:
     """The crashed store's committed state through a plain connection, and its graph
-    invariants (SQLite's graph_sql.check, PostgreSQL's integrity checks)."""
+    invariants (SQLite's graph_steps.check, PostgreSQL's integrity checks)."""
 
     def __init__(self, location: str) -> None:
         self.kind = "postgres" if is_server_url(location) else "sqlite"
@@ -52,7 +52,7 @@ class _Reader:
         else:
             self.conn = open_raw(Path(location))
             assert self.conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-            self.problems = graph_sql.check(self.conn)
+            self.problems = graph_steps.check(self.conn)
 
     def live(self) -> set[str]:
         return {r[0] for r in self.conn.execute(_LIVE[self.kind])}

@@ -224,12 +224,13 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
     """Version 11 widens the two relation indexes a graph walk reads so that they cover
     every column it asks for: the walk then reads no table row, and finds what it found
     through the version-10 indexes."""
+    from persistence.sqlite import graph_steps
     from persistence.sqlite.graph_store import sqlite_graph_store
     from persistence.sqlite.sql import graph_sql
 
     v10 = sqlite_chain.available_migrations()[:10]
     sql = "EXPLAIN QUERY PLAN " + graph_sql.hop_sql(True)
-    params = {"node": "x", "at": 0, "fanout": 5, "predicates": "[]"}
+    params = ("x", 0, 5, "[]")  # node, time, fanout, predicates
     with SQLiteStore(db_path, migrations=v10) as old:
         graph = sqlite_graph_store(old.engine)
         for n, (s, p, o) in enumerate(
@@ -248,7 +249,7 @@ def test_a_v10_file_gets_covering_relation_indexes_and_walks_the_same(db_path: P
         assert before[0] != before[1]  # the invalidated relation counts at one time only
         with store.engine.reading() as conn:
             plan = " ".join(str(row[3]) for row in conn.execute(sql, params))
-            assert graph_sql.check(conn) == []
+            assert graph_steps.check(conn) == []
         assert "COVERING INDEX idx_relations_subject" in plan
         assert "COVERING INDEX idx_relations_object" in plan
 

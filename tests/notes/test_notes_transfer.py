@@ -104,6 +104,9 @@ def test_merge_replaces_a_note_with_the_documents(tmp_path: Path, clock: FakeClo
         memory.import_json(out, mode="merge")
         assert memory.notes.get(made["note"]).content == "Find a flat near the office"  # type: ignore[union-attr]
         assert len(memory.notes.history(made["note"])) == 3
+        search = memory.notes.notebook.search_notes  # the note's keywords are the document's
+        assert search(["changed"], 10) == []
+        assert [found for found, _ in search(["flat"], 10)] == [made["note"]]
         assert memory.notes.get(mine.id) is not None
         memory.import_json(out)  # replace: exactly the document's notes
         assert memory.notes.get(mine.id) is None

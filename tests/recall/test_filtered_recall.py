@@ -185,9 +185,9 @@ def test_a_wide_filter_deepens_the_vector_candidates_until_enough_pass(tmp_path:
 
 
 def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: Path) -> None:
-    """A filter that accepts few memories is searched through their rowids (index_sql
+    """A filter that accepts few memories is searched through their rowids (keyword_search
     ``narrow_rowids``); it must give the very rows and scores of the wide search."""
-    from persistence.sqlite.sql import index_sql
+    from persistence.sqlite import keyword_search
 
     rng = np.random.default_rng(5)
     with _open(tmp_path / "narrow.db") as memory:
@@ -215,13 +215,15 @@ def test_a_narrow_filter_searched_by_rowids_scores_as_the_wide_search(tmp_path: 
         with memory.store.engine.reading() as conn:
             for where in filters:
                 for query in (("apple", "river"), ("stone",), ("lamp", "pie", "cloud")):
-                    assert index_sql.narrow_rowids(conn, where, 1000) is not None
-                    narrow = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5)
-                    wide = index_sql.keyword_search(conn, query, 7, where, 0.5, 0.5, narrow_cap=0)
+                    assert keyword_search.narrow_rowids(conn, where, 1000) is not None
+                    narrow = keyword_search.keyword_search(conn, query, 7, where, 0.5, 0.5)
+                    wide = keyword_search.keyword_search(
+                        conn, query, 7, where, 0.5, 0.5, narrow_cap=0
+                    )
                     assert narrow == wide, (where, query)
                     assert (wide == []) == (where.session_id == "nobody"), (where, query)
-            assert index_sql.narrow_rowids(conn, MemoryFilter(tags=("odd",)), 10) is None
-            assert index_sql.narrow_rowids(conn, MemoryFilter(min_retention=0.1), 1000) is None
+            assert keyword_search.narrow_rowids(conn, MemoryFilter(tags=("odd",)), 10) is None
+            assert keyword_search.narrow_rowids(conn, MemoryFilter(min_retention=0.1), 1000) is None
 
 
 def test_a_session_filter_compares_its_memories_exactly_without_searching_the_copy(

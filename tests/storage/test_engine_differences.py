@@ -1,4 +1,4 @@
-"""The README's "Engine differences" table, row by row, on both engines.
+"""The "Engine differences" table (docs/engine-differences.md), row by row, on both engines.
 
 Each row of the table names its test here (``test_<key>``, the key in backticks in the
 row's first cell); :func:`test_every_row_of_the_readme_table_has_its_test` keeps the table
@@ -18,7 +18,7 @@ from persistence import TracedStatement, salvage
 from tiered_memory import AgentMemoryManager
 from tiered_memory.errors import InvalidInputError, UnsupportedOperationError
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "engine-differences.md"
 _ROW_KEY = re.compile(r"^\|\s*[^|]*?\(`(\w+)`\)\s*\|")
 
 
@@ -27,16 +27,15 @@ def _on_server(location: str) -> bool:
 
 
 def _table_keys() -> list[str]:
-    """The keys of the rows of the README's "Engine differences" table."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("### Engine differences", 1)[1].split("\n#", 1)[0]
+    """The keys of the rows of the "Engine differences" table."""
+    section = PAGE.read_text(encoding="utf-8")
     rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # head, rule
     keys = [m.group(1) for m in map(_ROW_KEY.match, rows) if m]
     assert len(keys) == len(rows), "every row's first cell ends with its key: (`key`)"
     return keys
 
 
-def test_every_row_of_the_readme_table_has_its_test() -> None:
+def test_every_row_of_the_table_has_its_test() -> None:
     keys = _table_keys()
     assert 8 <= len(keys) <= 25, keys
     tests = {name for name in vars(sys.modules[__name__]) if name.startswith("test_")}

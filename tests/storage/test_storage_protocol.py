@@ -316,8 +316,8 @@ def test_both_engines_have_what_once_only_the_server_had() -> None:
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_each_engine_s_graph_sql_has_every_function_the_shared_store_calls(engine: str) -> None:
-    """The graph is written once over GraphSql: each engine's module has every function
-    under the same name with the same parameters (the connection first)."""
+    """The graph is written once over GraphSql: each engine's module has every builder
+    and decoder under the same name with the same parameters."""
     module = importlib.import_module(f"persistence.{engine}.sql.graph_sql")
 
     def shape(parameters: list[inspect.Parameter]) -> list[tuple[str, object, object]]:

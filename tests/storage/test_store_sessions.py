@@ -21,6 +21,7 @@ from persistence import (
 from persistence.postgres import PostgresStore
 from persistence.postgres.sql import stats_sql
 from persistence.sqlite import SQLiteStore
+from persistence.statements import row
 from persistence.storage import MemoryStorage
 from tests.conftest import FakeClock
 from tests.support.backends import store_on_each_backend  # noqa: F401
@@ -155,7 +156,7 @@ def test_postgres_counts_everything_in_one_snapshot(pg_url: str) -> None:
     with PostgresStore(pg_url) as store:
         _populate(store)
         with store.engine.reading() as conn:
-            counts = stats_sql.counts(conn)
+            counts = stats_sql.to_counts(row(conn, stats_sql.COUNT_ALL))
         assert {name: counts[name] for name in EXPECTED_COUNTS} == EXPECTED_COUNTS
         assert counts["unembedded_count"] == 4 and counts["embedding_cache_count"] == 0
         stats = store.get_statistics()

@@ -109,14 +109,14 @@ def rebuilt_keyword_state(
         from tests.engines.sqlite.test_keyword_context import rebuilt_scores_and_size
 
         return rebuilt_scores_and_size(store, words)
-    from persistence.postgres.sql import keyword_sql
+    from persistence.postgres import keyword_search
 
     class Undo(Exception):
         pass
 
     try:
         with store.transaction() as conn:
-            keyword_sql.rebuild(conn)
+            keyword_search.rebuild(conn)
             result = _pg_keyword_state(conn, words)
             raise Undo
     except Undo:
@@ -124,15 +124,15 @@ def rebuilt_keyword_state(
 
 
 def _pg_keyword_state(conn: Any, words: Iterable[str]) -> tuple[dict[str, object], int]:
-    from persistence.postgres.sql import keyword_sql
+    from persistence.postgres import keyword_search
     from persistence.records import MemoryFilter
 
     if conn.info.transaction_status != 0:  # inside a transaction: index its writes first
-        keyword_sql.catch_up(conn)
+        keyword_search.catch_up(conn)
     scores: dict[str, object] = {
         w: sorted(
             (m, round(s, 9))
-            for m, s in keyword_sql.search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
+            for m, s in keyword_search.search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
         )
         for w in words
     }

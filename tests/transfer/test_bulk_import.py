@@ -125,7 +125,7 @@ def test_a_failed_bulk_import_leaves_the_file_as_it_was(
     def broken(conn: object) -> None:
         raise OSError("disk full while rebuilding the keyword index")
 
-    monkeypatch.setattr(bulk_index.index_sql, "fill_keyword_index", broken)
+    monkeypatch.setattr(bulk_index.keyword_upkeep, "fill_keyword_index", broken)
     with SQLiteStore(target) as store:
         with pytest.raises(StorageError, match="disk full"):  # no raw OSError escapes
             BackupManager(store).import_json(exported, "replace")

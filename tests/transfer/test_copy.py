@@ -14,8 +14,9 @@ import pytest
 
 from persistence import CopyResult, InvalidInputError, SameDatabaseError, Tier, copy_store
 from persistence.sqlite import SQLiteStore
-from persistence.sqlite import transfer_steps as sqlite_steps
 from persistence.sqlite.backup import BackupManager
+from persistence.sqlite.sql import json_io_sql
+from persistence.statements import Statement
 from tests.conftest import FakeClock, file_digest
 from tests.support.data_checks import data_checksum
 from tests.support.populate import populate
@@ -166,13 +167,13 @@ def test_a_failed_copy_leaves_any_location_empty(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     _open(any_location, clock).close()
-    from persistence.postgres import transfer_steps as pg_steps
+    from persistence.postgres.sql import transfer_sql
 
     def fail(*args: Any) -> None:
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(sqlite_steps, "insert_forgetting", fail)
-    monkeypatch.setattr(pg_steps, "insert_forgetting", fail)
+    monkeypatch.setattr(json_io_sql, "insert_forgetting", fail)
+    monkeypatch.setattr(transfer_sql, "insert_forgetting", fail)
     with pytest.raises(OSError, match="simulated"):
         copy_memory(source, any_location)
     assert all(not rows for rows in exported(any_location, tmp_path, clock)["tables"].values())
@@ -185,15 +186,15 @@ def test_a_failure_mid_copy_leaves_the_destination_as_it_was(
     _open(empty, clock).close()
     empty_rows = data_checksum(empty)
     written: list[object] = []
-    real_insert = sqlite_steps.insert_forgetting
+    real_insert = json_io_sql.insert_forgetting
 
-    def fail_after_two(*args: Any) -> None:
+    def fail_after_two(*args: Any) -> Statement:
         if len(written) == 2:
             raise OSError("disk full (simulated)")
         written.append(args)
-        real_insert(*args)
+        return real_insert(*args)
 
-    monkeypatch.setattr(sqlite_steps, "insert_forgetting", fail_after_two)
+    monkeypatch.setattr(json_io_sql, "insert_forgetting", fail_after_two)
     for destination in (empty, tmp_path / "new.db"):
         written.clear()
         with pytest.raises(OSError, match="simulated"):

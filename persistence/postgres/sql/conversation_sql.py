@@ -1,15 +1,13 @@
 """SQL for conversation structure: who said a memory, whether it asks something, and
 the memories just before and after it in its session (insertion order ``seq``, within
-its tier, as the keyword window counts them; the ``tm_memories_window`` index)."""
+its tier, as the keyword window counts them; the ``tm_memories_window`` index). Builds
+the statement; the index store runs it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import psycopg
-
-from persistence.records import Turn
+from persistence.statements import Statement
 
 
 def _near(compare: str, order: str) -> str:
@@ -30,12 +28,7 @@ _TURNS = {
 }
 
 
-def turns(
-    conn: psycopg.Connection[Any], memory_ids: Sequence[str], before: bool = False
-) -> dict[str, Turn]:
-    """Memory id -> its :data:`Turn`, for those of ``memory_ids`` that exist (the id
-    before each only with ``before``)."""
-    if not memory_ids:
-        return {}
-    rows = conn.execute(_TURNS[before], (list(memory_ids),))
-    return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in rows}
+def turns(memory_ids: Sequence[str], before: bool = False) -> Statement:
+    """The turns of those of ``memory_ids`` (not empty) that exist: rows of ``(id,
+    speaker, asks, id before (only with ``before``), id after)``."""
+    return Statement(_TURNS[before], (list(memory_ids),))

@@ -1,15 +1,14 @@
 """SQL of deduplication notes: ``tm_content_keys`` maps each memory to the key of its
-normalised content, agent and session (the rule and the key: :mod:`persistence.dedup_key`)."""
+normalised content, agent and session (the rule and the key: :mod:`persistence.dedup_key`).
+Builds statements; the stores run them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import psycopg
 
 from persistence.dedup_key import content_key_rows
 from persistence.records import Memory, Tier
+from persistence.statements import Batch, Statement
 
 _RECORD = (
     "INSERT INTO tm_content_keys (memory_id, key) VALUES (%s, %s) "
@@ -22,19 +21,17 @@ _FIND = (
 )
 
 
-def record(conn: psycopg.Connection[Any], memories: Sequence[Memory]) -> None:
+def record(memories: Sequence[Memory]) -> Batch:
     """Note the content keys of these memories (replacing older notes)."""
-    rows = content_key_rows(memories)
-    if len(rows) == 1:
-        conn.execute(_RECORD, rows[0])
-    elif rows:
-        with conn.cursor() as cur:
-            cur.executemany(_RECORD, rows)
+    return Batch(_RECORD, content_key_rows(memories))
 
 
-def find(conn: psycopg.Connection[Any], key: bytes, tier: Tier) -> list[str]:
-    """Ids of live memories of ``tier`` noted with ``key``, oldest first (at most 8).
-    Probes first: most contents are new, and the probe is cheaper than the join."""
-    if conn.execute(_ANY, (key,)).fetchone() is None:
-        return []
-    return [str(r[0]) for r in conn.execute(_FIND, (key, tier.value))]
+def seen(key: bytes) -> Statement:
+    """A row if some memory is noted with ``key``: the probe before :func:`find` (most
+    contents are new, and the probe is cheaper than the join)."""
+    return Statement(_ANY, (key,))
+
+
+def find(key: bytes, tier: Tier) -> Statement:
+    """Ids of live memories of ``tier`` noted with ``key``, oldest first (at most 8)."""
+    return Statement(_FIND, (key, tier.value))

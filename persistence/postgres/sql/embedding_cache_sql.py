@@ -1,17 +1,17 @@
 """SQL for ``tm_embedding_cache``: embeddings kept by (scope, model id, content hash), so
 the same text is embedded once per model and agent. Bounded per scope: the least
-recently used rows are evicted."""
+recently used rows are evicted (the store runs :data:`COUNT`, then :func:`evict`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-import psycopg
+
+from persistence.statements import Batch, Row, Statement
 
 _LOOKUP = (
-    "SELECT content_hash, embedding FROM tm_embedding_cache "
+    "SELECT content_hash, vector_send(embedding) FROM tm_embedding_cache "
     "WHERE scope = tm_scope() AND model_id = %s AND content_hash = ANY(%s)"
 )
 _REMEMBER = (
@@ -19,7 +19,8 @@ _REMEMBER = (
     "VALUES (%s, %s, %b, %s) ON CONFLICT (scope, model_id, content_hash) "
     "DO UPDATE SET used_at = excluded.used_at"
 )
-_COUNT = "SELECT count(*) FROM tm_embedding_cache WHERE scope = tm_scope()"
+COUNT = Statement("SELECT count(*) FROM tm_embedding_cache WHERE scope = tm_scope()")
+"""How many embeddings this scope has cached (all models)."""
 _EVICT = (
     "DELETE FROM tm_embedding_cache WHERE (scope, model_id, content_hash) IN ("
     "SELECT scope, model_id, content_hash FROM tm_embedding_cache WHERE scope = tm_scope() "
@@ -27,40 +28,27 @@ _EVICT = (
 )
 
 
-def lookup(
-    conn: psycopg.Connection[Any], model_id: str, hashes: Sequence[bytes]
-) -> dict[bytes, np.ndarray]:
-    """``hash -> float32 vector`` for each of ``hashes`` cached for ``model_id``."""
-    if not hashes:
-        return {}
-    with conn.cursor(binary=True) as cur:
-        rows = cur.execute(_LOOKUP, (model_id, list(hashes))).fetchall()
-    return {bytes(h): np.asarray(v.to_numpy(), dtype=np.float32) for h, v in rows}
+def lookup(model_id: str, hashes: Sequence[bytes]) -> Statement:
+    """``(hash, vector)`` of each of ``hashes`` (at least one) cached for ``model_id``:
+    :func:`cached` decodes them. The vector comes in pgvector's binary form
+    (``vector_send``), read without parsing text."""
+    return Statement(_LOOKUP, (model_id, list(hashes)))
 
 
-def remember(
-    conn: psycopg.Connection[Any],
-    model_id: str,
-    entries: Sequence[tuple[bytes, np.ndarray]],
-    now: int,
-) -> None:
+def cached(rows: Sequence[Row]) -> dict[bytes, np.ndarray]:
+    """``hash -> float32 vector`` from :func:`lookup`'s rows (``vector_send``: a 2-byte
+    dimension, 2 unused bytes, then big-endian float32)."""
+    return {
+        bytes(h): np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32) for h, data in rows
+    }
+
+
+def remember(model_id: str, entries: Sequence[tuple[bytes, np.ndarray]], now: int) -> Batch:
     """Add or refresh ``(hash, vector)`` entries (a hit counts as a use)."""
-    if entries:
-        with conn.cursor() as cur:
-            cur.executemany(_REMEMBER, [(model_id, h, v, now) for h, v in entries])
+    return Batch(_REMEMBER, [(model_id, h, v, now) for h, v in entries])
 
 
-def evict(conn: psycopg.Connection[Any], keep: int) -> int:
-    """Delete this scope's least recently used rows beyond ``keep``; how many."""
-    row = conn.execute(_COUNT).fetchone()
-    excess = (int(row[0]) if row else 0) - keep
-    if excess <= 0:
-        return 0
-    conn.execute(_EVICT, (excess,))
-    return excess
-
-
-def count(conn: psycopg.Connection[Any]) -> int:
-    """How many embeddings this scope has cached (all models)."""
-    row = conn.execute(_COUNT).fetchone()
-    return int(row[0]) if row else 0
+def evict(excess: int) -> Statement:
+    """Delete this scope's ``excess`` least recently used rows (:data:`COUNT` beyond the
+    rows kept)."""
+    return Statement(_EVICT, (excess,))

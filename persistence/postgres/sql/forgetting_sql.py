@@ -1,17 +1,16 @@
 """SQL of the forgetting curve's batch work: retention inputs, new retentions in one
-statement, and the audit log (``tm_forgetting_log``). Forgetting itself (delete and log)
-is :func:`persistence.postgres.sql.memory_sql.forget_rows` (:func:`forget_many`)."""
+statement, and the audit log (``tm_forgetting_log``), as statements built
+(:class:`Statement`, :class:`Batch`) and the rows they return decoded. Forgetting itself
+(delete and log) is :mod:`persistence.postgres.forgetting_steps`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-
 from persistence.errors import InvalidInputError
-from persistence.postgres.sql import memory_sql
 from persistence.records import ForgettingRecord, RetentionInput, Tier
+from persistence.statements import Batch, Statement
 from persistence.stores.scope import WHOLE, Scope
 
 _BATCH = (
@@ -28,57 +27,40 @@ _SET_RETENTION = (
 _LOG = "SELECT memory_id, tier, forgotten_at, retention, reason FROM tm_forgetting_log"
 
 
+def to_record(row: Sequence[Any]) -> ForgettingRecord:
+    """The audit record a log row holds."""
+    return ForgettingRecord(row[0], Tier(row[1]), row[2], row[3], row[4])
+
+
+def to_input(row: Sequence[Any], tier: Tier) -> RetentionInput:
+    """A :func:`retention_batch` row."""
+    return RetentionInput(*row)
+
+
 def retention_batch(
-    conn: psycopg.Connection[Any],
-    tier: Tier,
-    after_id: str,
-    limit: int,
-    min_reviews: int,
-    scope: Scope = WHOLE,
-) -> list[RetentionInput]:
+    tier: Tier, after_id: str, limit: int, min_reviews: int = 0, scope: Scope = WHOLE
+) -> Statement:
     """:meth:`ScheduleStore.retention_batch`'s inputs from ``tm_memories`` joined with
     ``tm_schedules`` (in ``scope``), ids compared byte-wise (``COLLATE "C"``)."""
     mine, agent = scope.and_("t.scope", "%s")
-    rows = conn.execute(
+    return Statement(
         _BATCH + mine + _BATCH_ORDER, (tier.value, after_id, min_reviews, *agent, limit)
-    ).fetchall()
-    return [RetentionInput(*row) for row in rows]
-
-
-def set_retention(
-    conn: psycopg.Connection[Any], tier: Tier, updates: Sequence[tuple[str, float]]
-) -> None:
-    """Write new retention strengths (``(id, retention)`` pairs) in one statement."""
-    if updates:
-        ids = [memory_id for memory_id, _ in updates]
-        values = [float(retention) for _, retention in updates]
-        conn.execute(_SET_RETENTION, (ids, values, tier.value))
-
-
-def forget_many(
-    conn: psycopg.Connection[Any],
-    tier: Tier,
-    forgotten: Sequence[tuple[str, float]],
-    reason: str,
-    at: int,
-) -> None:
-    """Forget each ``(id, retention)`` of ``tier`` with an audit row (one statement)."""
-    memory_sql.forget_rows(
-        conn,
-        [memory_id for memory_id, _ in forgotten],
-        [float(retention) for _, retention in forgotten],
-        tier,
-        reason,
-        at,
     )
 
 
+def set_retention(tier: Tier, updates: Sequence[tuple[str, float]]) -> Batch:
+    """New retention strengths (``(id, retention)`` pairs) written in one statement
+    (none: no statement)."""
+    if not updates:
+        return Batch(_SET_RETENTION, [])
+    ids = [memory_id for memory_id, _ in updates]
+    values = [float(retention) for _, retention in updates]
+    return Batch(_SET_RETENTION, [(ids, values, tier.value)])
+
+
 def forgetting_log(
-    conn: psycopg.Connection[Any],
-    memory_id: str | None,
-    agent_id: str | None = None,
-    scope: Scope = WHOLE,
-) -> list[ForgettingRecord]:
+    memory_id: str | None, agent_id: str | None = None, scope: Scope = WHOLE
+) -> Statement:
     """Audit rows (in ``scope``), oldest first, for one memory or for all. The log names
     no agent (a scoped handle sees its own rows): ``agent_id`` is refused."""
     if agent_id is not None:
@@ -88,8 +70,5 @@ def forgetting_log(
         )
     mine, params = scope.condition("scope", "%s")
     if memory_id is None:
-        rows = conn.execute(f"{_LOG} WHERE {mine} ORDER BY id", params).fetchall()
-    else:
-        sql = f"{_LOG} WHERE memory_id = %s AND {mine} ORDER BY id"
-        rows = conn.execute(sql, (memory_id, *params)).fetchall()
-    return [ForgettingRecord(r[0], Tier(r[1]), r[2], r[3], r[4]) for r in rows]
+        return Statement(f"{_LOG} WHERE {mine} ORDER BY id", params)
+    return Statement(f"{_LOG} WHERE memory_id = %s AND {mine} ORDER BY id", (memory_id, *params))

@@ -2,9 +2,10 @@
 extraction queue (schema version 3, :mod:`migrations.postgres.v003_graph`).
 
 PostgreSQL's :class:`~persistence.stores.graph_engine.GraphSql` (the shared
-:mod:`persistence.stores.graph` runs it). Functions take a connection and run inside the
-caller's transaction; lists go as one array parameter (``= ANY(%s)``). Deleted memories
-need nothing from here: a deferred trigger collects their provenance at COMMIT.
+:mod:`persistence.stores.graph` runs it, in the caller's transaction). Functions build
+statements and decode rows; none runs one. Lists go as one array parameter
+(``= ANY(%s)``). Deleted memories need nothing from here: a deferred trigger collects
+their provenance at COMMIT.
 """
 
 from __future__ import annotations
@@ -13,26 +14,16 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import psycopg
-
 from persistence.graph_records import Entity, Relation
 from persistence.postgres.sql import meta_sql
+from persistence.statements import Statement
 
-Connection = psycopg.Connection[Any]
+Row = tuple[Any, ...]
 _WORDS = re.compile(r"\w+")
 
 
 def _ids(values: Iterable[str]) -> list[str]:
     return sorted(set(values))
-
-
-def _one(conn: Connection, query: str, params: Any) -> tuple[Any, ...] | None:
-    row: tuple[Any, ...] | None = conn.execute(query, params).fetchone()
-    return row
-
-
-def _all(conn: Connection, query: str, params: Any) -> list[tuple[Any, ...]]:
-    return list(conn.execute(query, params).fetchall())
 
 
 # --- entities ------------------------------------------------------------------------
@@ -78,9 +69,9 @@ _CAPPED_COUNT = (
 )
 
 
-def has_graph(conn: Connection) -> bool:
-    """Always True: every PostgreSQL schema has the graph (no round trip)."""
-    return True
+def has_graph() -> None:
+    """None: every PostgreSQL schema has the graph (no round trip)."""
+    return None
 
 
 def entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
@@ -91,69 +82,66 @@ def entity(row: Sequence[Any], aliases: tuple[str, ...] = ()) -> Entity:
     )  # fmt: skip
 
 
-def alias_rows(conn: Connection, ids: Sequence[str]) -> list[tuple[str, str]]:
+def texts(table: str, column: str, values: Iterable[Any]) -> list[str]:
+    """``values`` read from ``table.column`` as texts (the server checks the types)."""
+    return [str(v) for v in values]
+
+
+def alias_rows(ids: Sequence[str]) -> Statement:
     """``(entity id, alias)`` of these entities, in the order they were added."""
-    return [(str(r[0]), str(r[1])) for r in _all(conn, _ALIASES_OF, (_ids(ids),))]
+    return Statement(_ALIASES_OF, (_ids(ids),))
 
 
-def entities_with_aliases(conn: Connection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+def entities_with_aliases(ids: Sequence[str]) -> Statement:
     """Entity rows of these ids, one per alias (the alias last)."""
-    return _all(conn, _ENTITIES_WITH_ALIASES, (_ids(ids),))
+    return Statement(_ENTITIES_WITH_ALIASES, (_ids(ids),))
 
 
-def entity_exists(conn: Connection, eid: str) -> bool:
-    """True if an entity has this id."""
-    return _one(conn, _ENTITY_EXISTS, (eid,)) is not None
+def entity_exists(eid: str) -> Statement:
+    """A row if an entity has this id."""
+    return Statement(_ENTITY_EXISTS, (eid,))
 
 
-def resolve(conn: Connection, norm: str, type_: str | None) -> str | None:
+def resolve(norm: str, type_: str | None) -> Statement:
     """The entity a normalised name (of a type, or of any) resolves to; of several of
     different types, the best supported, then the directly added, then the smallest id."""
     if type_ is not None:
-        row = _one(conn, _RESOLVE_TYPED, (norm, type_))
-    else:
-        row = _one(conn, _RESOLVE_ANY, (norm,))
-    return None if row is None else str(row[0])
+        return Statement(_RESOLVE_TYPED, (norm, type_))
+    return Statement(_RESOLVE_ANY, (norm,))
 
 
-def touch_entity(
-    conn: Connection, eid: str, direct: bool, description: str | None, now: int
-) -> None:
+def touch_entity(eid: str, direct: bool, description: str | None, now: int) -> Statement:
     """Mark the entity direct (if ``direct``), set a new description, move ``updated_at``."""
-    conn.execute(_TOUCH_ENTITY, (direct, description, now, eid))
+    return Statement(_TOUCH_ENTITY, (direct, description, now, eid))
 
 
 def insert_entity(
-    conn: Connection, eid: str, name: str, type_: str, description: str | None, direct: bool,
-    now: int,
-) -> None:  # fmt: skip
+    eid: str, name: str, type_: str, description: str | None, direct: bool, now: int
+) -> Statement:
     """A new entity row."""
-    conn.execute(_INSERT_ENTITY, (eid, name, type_, description, direct, now, now))
+    return Statement(_INSERT_ENTITY, (eid, name, type_, description, direct, now, now))
 
 
-def insert_alias(conn: Connection, norm: str, type_: str, alias: str, eid: str) -> None:
+def insert_alias(norm: str, type_: str, alias: str, eid: str) -> Statement:
     """A name that resolves to ``eid``, with its words for recall's lookup."""
-    conn.execute(_INSERT_ALIAS, (norm, type_, alias, _WORDS.findall(norm), eid))
+    return Statement(_INSERT_ALIAS, (norm, type_, alias, _WORDS.findall(norm), eid))
 
 
-def entity_rows(
-    conn: Connection, type_: str | None, limit: int, after: str
-) -> list[tuple[Any, ...]]:
+def entity_rows(type_: str | None, limit: int, after: str) -> Statement:
     """Entity rows (of one type, or all) in id order after ``after``."""
     if type_ is None:
-        return _all(conn, _LIST_ALL, (after, limit))
-    return _all(conn, _LIST_TYPE, (type_, after, limit))
+        return Statement(_LIST_ALL, (after, limit))
+    return Statement(_LIST_TYPE, (type_, after, limit))
 
 
-def memory_ids_about(conn: Connection, eid: str, limit: int) -> list[str]:
+def memory_ids_about(eid: str, limit: int) -> Statement:
     """Memories that name the entity (by id)."""
-    return [str(r[0]) for r in _all(conn, _MEMORIES_ABOUT, (eid, limit))]
+    return Statement(_MEMORIES_ABOUT, (eid, limit))
 
 
-def capped_memory_count(conn: Connection, eid: str, cap: int) -> int:
+def capped_memory_count(eid: str, cap: int) -> Statement:
     """How many memories name the entity, counting no further than ``cap``."""
-    row = _one(conn, _CAPPED_COUNT, (eid, cap))
-    return 0 if row is None else int(row[0])
+    return Statement(_CAPPED_COUNT, (eid, cap))
 
 
 # --- relations -----------------------------------------------------------------------
@@ -165,16 +153,16 @@ RELATION_COLUMNS = (
 _RELATION = f"SELECT {RELATION_COLUMNS} FROM tm_relations"
 _FETCH_RELATIONS = f"{_RELATION} WHERE id = ANY(%s::text[])"
 _RELATIONS_OF = (
-    f"{_RELATION} WHERE subject_id = %(e)s UNION {_RELATION} WHERE object_id = %(e)s ORDER BY 1"
+    f"{_RELATION} WHERE subject_id = %s UNION {_RELATION} WHERE object_id = %s ORDER BY 1"
 )
 _CURRENT = (
     "SELECT id FROM tm_relations WHERE subject_id = %s AND predicate = %s AND object_id = %s "
     "AND valid_to IS NULL AND id != %s"
 )
 _STRENGTHEN = (
-    "UPDATE tm_relations SET confidence = greatest(confidence, %(c)s), "
-    "direct = direct OR %(d)s, valid_from = CASE WHEN valid_from IS NULL "
-    "OR %(f)s::bigint IS NULL THEN NULL ELSE least(valid_from, %(f)s::bigint) END WHERE id = %(id)s"
+    "UPDATE tm_relations SET confidence = greatest(confidence, %s), "
+    "direct = direct OR %s, valid_from = CASE WHEN valid_from IS NULL "
+    "OR %s::bigint IS NULL THEN NULL ELSE least(valid_from, %s::bigint) END WHERE id = %s"
 )
 _INSERT_RELATION = (
     "INSERT INTO tm_relations (id, subject_id, predicate, object_id, confidence, weight, "
@@ -192,16 +180,14 @@ def relation(row: Sequence[Any]) -> Relation:
     )  # fmt: skip
 
 
-def fetch_relations(conn: Connection, ids: Sequence[str]) -> dict[str, Relation]:
+def fetch_relations(ids: Sequence[str]) -> Statement:
     """The relations with these ids (missing ones left out)."""
-    if not ids:
-        return {}
-    return {r[0]: relation(r) for r in _all(conn, _FETCH_RELATIONS, (_ids(ids),))}
+    return Statement(_FETCH_RELATIONS, (_ids(ids),))
 
 
-def relations_of(conn: Connection, eid: str) -> list[Relation]:
+def relations_of(eid: str) -> Statement:
     """Every relation (also invalidated ones) with ``eid`` at one end, by id."""
-    return [relation(r) for r in _all(conn, _RELATIONS_OF, {"e": eid})]
+    return Statement(_RELATIONS_OF, (eid, eid))
 
 
 _ASSERTING = (
@@ -215,53 +201,52 @@ _FACT_RELATIONS = (
 )
 
 
-def asserting_memories(conn: Connection, relation_ids: Sequence[str]) -> dict[str, list[str]]:
-    """Ids of the memories that assert each relation (by memory id), in one query;
-    relations no memory asserts are left out."""
-    if not relation_ids:
-        return {}
+def asserting_memories(relation_ids: Sequence[str]) -> Statement:
+    """``(relation id, memory id)`` of the memories that assert each relation, in one
+    query."""
+    return Statement(_ASSERTING, (_ids(relation_ids),))
+
+
+def asserted(rows: Sequence[Row]) -> dict[str, list[str]]:
+    """Rows of :func:`asserting_memories` as relation id -> memory ids."""
     found: dict[str, list[str]] = {}
-    for rid, mid in _all(conn, _ASSERTING, (_ids(relation_ids),)):
+    for rid, mid in rows:
         found.setdefault(str(rid), []).append(str(mid))
     return found
 
 
-def facts_of(conn: Connection, memory_id: str) -> tuple[list[str], list[Relation]]:
-    """The entity ids and the relations (by id) that one memory asserts."""
-    entities = [str(r[0]) for r in _all(conn, _FACT_ENTITIES, (memory_id,))]
-    return entities, [relation(r) for r in _all(conn, _FACT_RELATIONS, (memory_id,))]
+def facts_of(memory_id: str) -> tuple[Statement, Statement]:
+    """The entity ids, then the relation rows (by id), that one memory asserts."""
+    return Statement(_FACT_ENTITIES, (memory_id,)), Statement(_FACT_RELATIONS, (memory_id,))
 
 
-def current_relation(
-    conn: Connection, subject: str, predicate: str, obj: str, other_than: str = ""
-) -> str | None:
+def current_relation(subject: str, predicate: str, obj: str, other_than: str = "") -> Statement:
     """The id of the relation ``subject -predicate-> obj`` valid now (not
-    ``other_than``), or ``None``."""
-    row = _one(conn, _CURRENT, (subject, predicate, obj, other_than))
-    return None if row is None else str(row[0])
+    ``other_than``)."""
+    return Statement(_CURRENT, (subject, predicate, obj, other_than))
 
 
 def strengthen_relation(
-    conn: Connection, rid: str, confidence: float, direct: bool, valid_from: int | None
-) -> None:
+    rid: str, confidence: float, direct: bool, valid_from: int | None
+) -> Statement:
     """Asserted again: the larger confidence, ``direct`` sticks, the earlier start."""
-    conn.execute(_STRENGTHEN, {"c": confidence, "d": direct, "f": valid_from, "id": rid})
+    return Statement(_STRENGTHEN, (confidence, direct, valid_from, valid_from, rid))
 
 
 def insert_relation(
-    conn: Connection, rid: str, subject: str, predicate: str, obj: str, confidence: float,
+    rid: str, subject: str, predicate: str, obj: str, confidence: float,
     valid_from: int | None, valid_to: int | None, direct: bool, now: int,
-) -> None:  # fmt: skip
+) -> Statement:  # fmt: skip
     """Insert a relation row; its weight is 0 until its provenance re-weighs it."""
-    conn.execute(
+    return Statement(
         _INSERT_RELATION,
         (rid, subject, predicate, obj, confidence, valid_from, valid_to, direct, now),
     )
 
 
-def invalidate(conn: Connection, rid: str, at: int) -> bool:
-    """Set ``valid_to``; False if the relation is missing."""
-    return _one(conn, _INVALIDATE, (at, rid)) is not None
+def invalidate(rid: str, at: int) -> Statement:
+    """Set ``valid_to``; a row comes back if the relation is there."""
+    return Statement(_INVALIDATE, (at, rid))
 
 
 # --- provenance ----------------------------------------------------------------------
@@ -298,54 +283,44 @@ _OF_ORIGIN = "AND origin = %s "
 _COLLECT = "SELECT tm_graph_collect(%s::text[], %s::text[])"
 
 
-def move_provenance(conn: Connection, drop: str, keep: str) -> None:
+def move_provenance(drop: str, keep: str) -> list[Statement]:
     """Every entity and relation memory ``drop`` supports, memory ``keep`` supports too."""
-    conn.execute(_MOVE_ENTITIES, (keep, drop))
-    conn.execute(_MOVE_RELATIONS, (keep, drop))
+    return [Statement(_MOVE_ENTITIES, (keep, drop)), Statement(_MOVE_RELATIONS, (keep, drop))]
 
 
-def add_provenance(
-    conn: Connection,
-    memory_id: str,
-    entity_ids: Iterable[str],
-    relation_ids: Iterable[str],
-    origin: str,
-) -> None:
-    """Record that ``memory_id`` asserted these entities and relations (one statement
-    per kind, rows already there left as they are), and re-weigh the relations."""
-    entities = _ids(entity_ids)
-    if entities:
-        conn.execute(_ADD_ENTITIES, (memory_id, origin, entities))
-    relations = _ids(relation_ids)
-    if relations:
-        conn.execute(_ADD_RELATIONS, (memory_id, origin, relations))
-        reweigh(conn, relations)
+def add_entity_provenance(memory_id: str, entity_ids: Sequence[str], origin: str) -> Statement:
+    return Statement(_ADD_ENTITIES, (memory_id, origin, _ids(entity_ids)))
 
 
-def reweigh(conn: Connection, relation_ids: Sequence[str]) -> None:
-    """``weight`` = how many memories support each relation."""
-    if relation_ids:
-        conn.execute(_REWEIGH, (_ids(relation_ids),))
+def add_relation_provenance(memory_id: str, relation_ids: Sequence[str], origin: str) -> Statement:
+    return Statement(_ADD_RELATIONS, (memory_id, origin, _ids(relation_ids)))
+
+
+def reweigh(relation_ids: Sequence[str]) -> Statement:
+    return Statement(_REWEIGH, (_ids(relation_ids),))
 
 
 def drop_provenance(
-    conn: Connection, memory_ids: Sequence[str], origin: str | None = None
-) -> tuple[list[str], list[str]]:
-    """Delete these memories' provenance rows (of one origin, or all); the entities and
-    relations they named come back (``RETURNING``)."""
+    memory_ids: Sequence[str], origin: str | None = None
+) -> tuple[Statement, Statement]:
+    """Delete these memories' provenance rows (of one origin, or all); the entities,
+    then the relations, they named come back (``RETURNING``)."""
     ids = _ids(memory_ids)
     where = "" if origin is None else _OF_ORIGIN
     params: tuple[Any, ...] = (ids,) if origin is None else (ids, origin)
-    entities = [r[0] for r in _all(conn, _DROP_ENTITIES.format(where), params)]
-    relations = [r[0] for r in _all(conn, _DROP_RELATIONS.format(where), params)]
-    return _ids(entities), _ids(relations)
+    return (
+        Statement(_DROP_ENTITIES.format(where), params),
+        Statement(_DROP_RELATIONS.format(where), params),
+    )
 
 
-def collect(conn: Connection, entity_ids: Sequence[str], relation_ids: Sequence[str]) -> None:
+def collect(entity_ids: Sequence[str], relation_ids: Sequence[str]) -> list[Statement]:
     """Delete the derived relations, then entities, among these that nothing supports
-    any more (an entity also stays while a relation uses it); re-weigh the rest."""
-    if entity_ids or relation_ids:
-        conn.execute(_COLLECT, (_ids(entity_ids), _ids(relation_ids)))
+    any more (an entity also stays while a relation uses it); re-weigh the rest: one
+    call of the server's function (nothing for nothing)."""
+    if not entity_ids and not relation_ids:
+        return []
+    return [Statement(_COLLECT, (_ids(entity_ids), _ids(relation_ids)))]
 
 
 # --- removing and merging --------------------------------------------------------------
@@ -361,8 +336,8 @@ _MERGE_PROVENANCE = (
 )
 _MERGE_ENTITY = (
     "UPDATE tm_entities AS k SET direct = k.direct OR d.direct, "
-    "description = coalesce(k.description, d.description), updated_at = %(now)s "
-    "FROM tm_entities AS d WHERE k.id = %(keep)s AND d.id = %(drop)s AND d.scope = k.scope"
+    "description = coalesce(k.description, d.description), updated_at = %s "
+    "FROM tm_entities AS d WHERE k.id = %s AND d.id = %s AND d.scope = k.scope"
 )
 _MOVE_RELATION = "UPDATE tm_relations SET subject_id = %s, object_id = %s WHERE id = %s"
 _MERGE_RELATION_PROVENANCE = (
@@ -376,67 +351,72 @@ _JOIN_RELATION = (
 )
 
 
-def delete_entity(conn: Connection, eid: str) -> bool:
-    """Delete an entity row (its aliases and provenance go with it); False if missing."""
-    return _one(conn, _DELETE_ENTITY, (eid,)) is not None
+def delete_entity(eid: str) -> Statement:
+    """Delete an entity row (its aliases and provenance go with it), returning a row if
+    it was there."""
+    return Statement(_DELETE_ENTITY, (eid,))
 
 
-def delete_relations(conn: Connection, ids: Sequence[str]) -> None:
+def delete_relations(ids: Sequence[str]) -> Statement:
     """Delete these relations (their provenance goes with them)."""
-    conn.execute(_DELETE_RELATIONS, (list(ids),))
+    return Statement(_DELETE_RELATIONS, (list(ids),))
 
 
-def remove_relation(conn: Connection, rid: str) -> tuple[str, str] | None:
-    """Delete a relation (and its provenance); its endpoints, or ``None`` if missing."""
-    row = _one(conn, _DELETE_RELATION, (rid,))
-    return None if row is None else (str(row[0]), str(row[1]))
+def remove_relation(rid: str) -> Statement:
+    """Delete a relation (and its provenance), returning its endpoints if it was there."""
+    return Statement(_DELETE_RELATION, (rid,))
 
 
-def merge_entity(conn: Connection, keep: str, drop: str, now: int) -> None:
-    """``drop``'s aliases and provenance move to ``keep``, which takes its directness and
-    (if it has none) its description."""
-    conn.execute(_MOVE_ALIASES, (keep, drop))
-    conn.execute(_MERGE_PROVENANCE, (keep, drop))
-    conn.execute(_MERGE_ENTITY, {"now": now, "keep": keep, "drop": drop})
+def move_aliases(keep: str, drop: str) -> Statement:
+    return Statement(_MOVE_ALIASES, (keep, drop))
 
 
-def move_relation(conn: Connection, rid: str, subject: str, obj: str) -> None:
+def merge_entity_provenance(keep: str, drop: str) -> Statement:
+    return Statement(_MERGE_PROVENANCE, (keep, drop))
+
+
+def merge_entity(keep: str, drop: str, now: int) -> Statement:
+    """``keep`` takes ``drop``'s directness and (having none) description (a join of the
+    two rows, in one scope)."""
+    return Statement(_MERGE_ENTITY, (now, keep, drop))
+
+
+def move_relation(rid: str, subject: str, obj: str) -> Statement:
     """Give a relation new endpoints."""
-    conn.execute(_MOVE_RELATION, (subject, obj, rid))
+    return Statement(_MOVE_RELATION, (subject, obj, rid))
 
 
-def join_relation(conn: Connection, into: str, rel: Relation) -> None:
-    """``rel`` joins relation ``into``: provenance, confidence and directness move over."""
-    conn.execute(_MERGE_RELATION_PROVENANCE, (into, rel.id))
-    conn.execute(_JOIN_RELATION, (rel.confidence, rel.direct, into))
-    conn.execute(_DELETE_RELATIONS, ([rel.id],))
+def merge_relation_provenance(into: str, rid: str) -> Statement:
+    return Statement(_MERGE_RELATION_PROVENANCE, (into, rid))
+
+
+def join_relation(into: str, confidence: float, direct: bool) -> Statement:
+    return Statement(_JOIN_RELATION, (confidence, direct, into))
 
 
 # --- traversal: one query per batch of a level's entities -------------------------------
 
-_VALID = (
-    "(r.valid_from IS NULL OR r.valid_from <= %(at)s) "
-    "AND (r.valid_to IS NULL OR r.valid_to > %(at)s)"
-)
+_VALID = "(r.valid_from IS NULL OR r.valid_from <= %s) AND (r.valid_to IS NULL OR r.valid_to > %s)"
 _HOP_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RELATION_COLUMNS.split(","))
 
 
 def hop_sql(predicates: bool) -> str:
-    """The relations each entity of ``%(nodes)s`` follows, in the nodes' order: its
-    ``%(fanout)s`` best supported valid ones (weight, then confidence, then id) with it as
-    subject, then as object. Each arm is an index scan of ``tm_relations_subject`` /
-    ``tm_relations_object`` that stops after ``fanout`` rows, so a hub costs no more
-    than a leaf; the columns are the relation's (:func:`relation`) after ``ord``."""
-    only = " AND r.predicate = ANY(%(predicates)s::text[])" if predicates else ""
+    """The relations each of the nodes (the first parameter) follows, in the nodes' order:
+    its ``fanout`` best supported valid ones (weight, then confidence, then id) with it as
+    subject, then as object (the parameters: :func:`hops`). Each arm is an index scan of
+    ``tm_relations_subject`` / ``tm_relations_object`` that stops after ``fanout`` rows,
+    so a hub costs no more than a leaf; the columns are the relation's (:func:`relation`)
+    after ``ord``."""
+    only = " AND r.predicate = ANY(%s::text[])" if predicates else ""
     arm = (
         "(SELECT {arm} AS arm, " + _HOP_COLUMNS + " FROM tm_relations AS r "
         "WHERE r.{end} = f.node AND " + _VALID + only + " "
-        "ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT %(fanout)s)"
+        "ORDER BY r.weight DESC, r.confidence DESC, r.id LIMIT %s)"
     )
     return (
         "SELECT f.ord, h.id, h.subject_id, h.predicate, h.object_id, h.confidence, h.weight, "
         "h.valid_from, h.valid_to, h.direct, h.created_at "
-        "FROM unnest(%(nodes)s::text[]) WITH ORDINALITY AS f(node, ord) CROSS JOIN LATERAL ("
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS f(node, ord) CROSS JOIN LATERAL ("
         + arm.format(arm=0, end="subject_id")
         + " UNION ALL "
         + arm.format(arm=1, end="object_id")
@@ -445,19 +425,21 @@ def hop_sql(predicates: bool) -> str:
 
 
 def hops(
-    conn: Connection,
-    nodes: Sequence[str],
-    at: int,
-    fanout: int,
-    predicates: Sequence[str] | None,
-) -> list[list[tuple[Any, ...]]]:
-    """For each of ``nodes``, the relation rows it follows (:func:`hop_sql`)."""
-    params: dict[str, Any] = {"nodes": list(nodes), "at": at, "fanout": fanout}
-    if predicates is not None:
-        params["predicates"] = list(predicates)
-    found: list[list[tuple[Any, ...]]] = [[] for _ in nodes]
-    for row in _all(conn, hop_sql(predicates is not None), params):
-        found[int(row[0]) - 1].append(tuple(row[1:]))
+    nodes: Sequence[str], at: int, fanout: int, predicates: Sequence[str] | None
+) -> list[Statement]:
+    """The relation rows all of ``nodes`` follow, in one statement (:func:`hop_sql`):
+    the nodes, then each arm's time, time, (predicates,) fanout."""
+    arm = [at, at, *([] if predicates is None else [list(predicates)]), fanout]
+    return [Statement(hop_sql(predicates is not None), [list(nodes), *arm, *arm])]
+
+
+def hop_rows(nodes: Sequence[str], results: Iterable[list[Row]]) -> list[list[Row]]:
+    """For each of ``nodes``, its relation rows (split from the one statement's rows by
+    their ``ord``)."""
+    found: list[list[Row]] = [[] for _ in nodes]
+    for rows in results:
+        for row in rows:
+            found[int(row[0]) - 1].append(tuple(row[1:]))
     return found
 
 
@@ -466,18 +448,18 @@ def hops(
 _NAMED_IN = "SELECT entity_id, alias FROM tm_entity_aliases WHERE tokens && %s::text[] LIMIT %s"
 
 
-def any_alias(conn: Connection) -> bool:
+_ANY_ALIAS = Statement("SELECT EXISTS (SELECT 1 FROM tm_entity_aliases)")
+
+
+def any_alias() -> Statement:
     """True if the handle sees any entity alias (row-level security applies)."""
-    row = conn.execute("SELECT EXISTS (SELECT 1 FROM tm_entity_aliases)").fetchone()
-    return bool(row and row[0])
+    return _ANY_ALIAS
 
 
-def entities_named_in(conn: Connection, words: Sequence[str], limit: int) -> list[tuple[str, str]]:
+def entities_named_in(words: Sequence[str], limit: int) -> Statement:
     """``(entity id, alias)`` of aliases holding any of ``words`` (normalised words; the
     caller checks that the whole alias occurs in the text)."""
-    if not words:
-        return []
-    return [(str(r[0]), str(r[1])) for r in _all(conn, _NAMED_IN, (list(words), limit))]
+    return Statement(_NAMED_IN, (list(words), limit))
 
 
 # --- the extraction queue --------------------------------------------------------------
@@ -499,31 +481,34 @@ _POSTPONE = (
 _CONTENT = "SELECT content FROM tm_memories WHERE id = %s"
 
 
-def pending(conn: Connection, now: int, limit: int) -> list[tuple[str, str, int]]:
+def pending(now: int, limit: int) -> Statement:
     """``(memory id, content, attempts)`` of memories waiting for extraction now."""
-    return [(str(r[0]), r[1], int(r[2])) for r in _all(conn, _PENDING, (now, limit))]
+    return Statement(_PENDING, (now, limit))
 
 
-def dequeue(conn: Connection, memory_id: str) -> None:
+def queued(rows: Sequence[Row]) -> list[tuple[str, str, int]]:
+    """Rows of :func:`pending`."""
+    return [(str(r[0]), r[1], int(r[2])) for r in rows]
+
+
+def dequeue(memory_id: str) -> Statement:
     """The memory's extraction is done."""
-    conn.execute(_DEQUEUE, (memory_id,))
+    return Statement(_DEQUEUE, (memory_id,))
 
 
-def enqueue(conn: Connection, memory_ids: Sequence[str]) -> None:
+def enqueue(memory_ids: Sequence[str]) -> list[Statement]:
     """Queue memories for (re-)extraction."""
-    if memory_ids:
-        conn.execute(_ENQUEUE, (_ids(memory_ids),))
+    return [Statement(_ENQUEUE, (_ids(memory_ids),))] if memory_ids else []
 
 
-def postpone(conn: Connection, memory_id: str, until: int, error: str) -> None:
+def postpone(memory_id: str, until: int, error: str) -> Statement:
     """An extraction failed: retry at ``until``."""
-    conn.execute(_POSTPONE, (until, error[:1000], memory_id))
+    return Statement(_POSTPONE, (until, error[:1000], memory_id))
 
 
-def content_of(conn: Connection, memory_id: str) -> str | None:
-    """A memory's content in any tier, or ``None``."""
-    row = _one(conn, _CONTENT, (memory_id,))
-    return None if row is None else str(row[0])
+def content_of(memory_id: str) -> Statement:
+    """A memory's content in any tier."""
+    return Statement(_CONTENT, (memory_id,))
 
 
 # --- statistics ------------------------------------------------------------------------
@@ -536,17 +521,12 @@ _COUNTS = (
     "(SELECT count(*) FROM tm_graph_queue), "
     "(SELECT count(*) FROM tm_graph_queue WHERE attempts > 0)"
 )
-COUNT_NAMES = (
-    "entities", "aliases", "relations", "current_relations", "provenance",
-    "extraction_pending", "extraction_failed",
-)  # fmt: skip
 
 
-def counts(conn: Connection) -> dict[str, int]:
-    """The graph's row counts (one statement, so one snapshot)."""
-    row = _one(conn, _COUNTS, ())
-    assert row is not None
-    return {name: int(value) for name, value in zip(COUNT_NAMES, row, strict=True)}
+def counts() -> list[Statement]:
+    """The graph's row counts, in one statement (so one snapshot): its row's values are
+    :data:`~persistence.stores.graph_engine.COUNT_NAMES` in turn."""
+    return [Statement(_COUNTS)]
 
 
 # --- facts kept with the data (``tm_meta``): the shared store reads them here -------------

@@ -15,7 +15,9 @@ import psycopg
 
 from migrations.postgres import LATEST_VERSION, read_schema_version
 from persistence.meta_keys import EMBEDDING_DIM_KEY
-from persistence.postgres.sql import meta_sql, vector_sql
+from persistence.postgres import vector_column
+from persistence.postgres.sql import meta_sql
+from persistence.statements import value
 
 Connection = psycopg.Connection[Any]
 LIMIT = 50
@@ -80,7 +82,7 @@ def promotion_log_agrees(conn: Connection) -> list[str]:
 def embedding_sizes(conn: Connection) -> list[str]:
     """Every vector has the store's fixed dimension, and the vector column is typed
     with it (the HNSW index needs it)."""
-    dim = meta_sql.read(conn, EMBEDDING_DIM_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim is None:
         rows = _rows(conn, "SELECT memory_id FROM tm_vectors")
         return [f"memory {r[0]} has a vector but the store has no dimension" for r in rows]
@@ -91,7 +93,7 @@ def embedding_sizes(conn: Connection) -> list[str]:
         (int(dim),),
     )
     problems = [f"memory {i} has a {n}-dim embedding, not {dim}" for i, n in rows]
-    typed = vector_sql.column_dimension(conn)
+    typed = vector_column.column_dimension(conn)
     if typed is not None and typed != int(dim):
         problems.append(f"the vector column holds {typed}-dim vectors, the store {dim}")
     return problems

@@ -26,19 +26,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
-
-import psycopg
 
 from persistence.postgres.sql import recall_filter_sql
 from persistence.records import KeywordParts, MemoryFilter
+from persistence.statements import Row, Statement
 from persistence.stores.scope import WHOLE, Scope
 
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]+")  # ASCII punctuation, as tm_tsv's [[:punct:]]
 
-CATCH_UP = "SET CONSTRAINTS tm_kw_work IMMEDIATE"
-"""Runs this transaction's pending keyword work now (a search inside it sees its writes)."""
-DEFER = "SET CONSTRAINTS tm_kw_work DEFERRED"
+CATCH_UP = (
+    Statement("SET CONSTRAINTS tm_kw_work IMMEDIATE"),
+    Statement("SET CONSTRAINTS tm_kw_work DEFERRED"),
+)
+"""Runs this transaction's pending keyword work now (a search inside it sees its
+writes), then defers the rest of its work to COMMIT again (inside a transaction only)."""
 
 _HEAD = """
 WITH stats AS MATERIALIZED (
@@ -131,17 +132,14 @@ def _on_keyword_rows(where: MemoryFilter) -> bool:
 
 
 def search(
-    conn: psycopg.Connection[Any],
-    words: Sequence[str],
-    limit: int,
-    where: MemoryFilter,
-    context_weight: float,
+    words: Sequence[str], limit: int, where: MemoryFilter, context_weight: float,
     after_weight: float,
-) -> list[tuple[str, float]]:
-    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first."""
+) -> Statement | None:  # fmt: skip
+    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first;
+    ``None`` when no word has a token (nothing can match)."""
     query = tsquery_text(words)
     if not query:
-        return []
+        return None
     own_columns = _on_keyword_rows(where)
     if own_columns and _single_tokens(words):
         cond, params = recall_filter_sql.condition(where, "c")
@@ -152,7 +150,7 @@ def search(
         sql = _HEAD.format(join=join, cond=cond) + _HITS.format(ok="true") + _DF_FROM_INDEX
         sql += _SCORE
     params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
-    return [(r[0], float(r[1])) for r in conn.execute(sql, params, prepare=False)]
+    return Statement(sql, params)
 
 
 _PARTS = """
@@ -168,33 +166,29 @@ GROUP BY k.memory_id
 """
 
 
-def parts(
-    conn: psycopg.Connection[Any], words: Sequence[str], memory_ids: Sequence[str],
-    scope: Scope = WHOLE,
-) -> dict[str, KeywordParts]:  # fmt: skip
+def parts(words: Sequence[str], memory_ids: Sequence[str], scope: Scope = WHOLE) -> Statement:
     """Which parts of each memory's keyword window hold a lexeme of ``words``: the
     per-row term frequencies of its own words (weight A, ``kw_fa``), the memories before
     it (B, ``kw_fb``) and after it (C, ``kw_fc``); memories of ``scope`` only (row-level
-    security filters them again)."""
+    security filters them again). :func:`to_parts` decodes the rows."""
     mine, _ = scope.and_("k.scope", "%(agent)s")
     params = {"words": list(words), "ids": list(dict.fromkeys(memory_ids)), "agent": scope.agent_id}
-    rows = conn.execute(_PARTS.format(scope=mine), params, prepare=False).fetchall()
+    return Statement(_PARTS.format(scope=mine), params)
+
+
+def to_parts(rows: Sequence[Row]) -> dict[str, KeywordParts]:
+    """Memory id -> the parts :func:`parts`' rows say hold a query word (none: left out)."""
     found = {r[0]: KeywordParts(bool(r[1]), bool(r[2]), bool(r[3])) for r in rows}
     return {m: p for m, p in found.items() if p.own or p.before or p.after}
 
 
-def catch_up(conn: psycopg.Connection[Any]) -> None:
-    """Re-index what this transaction wrote so far (inside a transaction only)."""
-    conn.execute(CATCH_UP)
-    conn.execute(DEFER)
-
-
-def rebuild(conn: psycopg.Connection[Any]) -> None:
-    """Re-index every memory from scratch, in the caller's transaction (repair, tests)."""
-    conn.execute("DELETE FROM tm_keywords")
-    conn.execute(
+REBUILD = (
+    Statement("DELETE FROM tm_keywords"),
+    Statement(
         "INSERT INTO tm_kw_dirty (scope, tier, session_id, seq) "
         "SELECT scope, tier, NULL, seq FROM tm_memories"
-    )
-    conn.execute("SELECT tm_kw_flag_tx()")
-    catch_up(conn)
+    ),
+    Statement("SELECT tm_kw_flag_tx()"),
+    *CATCH_UP,
+)
+"""Re-index every memory from scratch, in the caller's transaction (repair, tests)."""

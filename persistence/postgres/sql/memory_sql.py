@@ -1,9 +1,10 @@
 """SQL of the memory family on PostgreSQL: ``tm_memories`` (one table, a ``tier``
 column), each memory's vector in ``tm_vectors`` and the promotion log.
 
-Functions take an open connection and run inside the caller's transaction (or on a read
-connection). Every value is a bound parameter; the only text put into SQL comes from
-closed sets (column names of :data:`ORDER_COLUMNS`, fixed fragments).
+Functions build statements (:class:`~persistence.statements.Statement`) and decode the
+rows they return; the stores run them (:mod:`persistence.statements`) inside the caller's
+transaction or on a read connection. Every value is a bound parameter; the only text put
+into SQL comes from closed sets (column names of :data:`ORDER_COLUMNS`, fixed fragments).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import orjson
-import psycopg
 from pgvector import Vector
 
 from persistence.codecs import encode_json
@@ -26,10 +26,9 @@ from persistence.records import (
     QueryOptions,
     Tier,
 )
+from persistence.statements import Batch, Statement
 from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
-
-Connection = psycopg.Connection[Any]
 
 ORDER_COLUMNS = frozenset(
     {"created_at", "updated_at", "importance", "retention", "last_accessed_at"}
@@ -47,11 +46,12 @@ _COLUMNS = (
 )  # fmt: skip
 _WRITTEN = ", ".join(_COLUMNS)
 SELECT = (
-    f"SELECT {', '.join(f't.{c}' for c in _COLUMNS)}, v.embedding "
+    f"SELECT {', '.join(f't.{c}' for c in _COLUMNS)}, vector_send(v.embedding) "
     "FROM tm_memories AS t LEFT JOIN tm_vectors AS v ON v.memory_id = t.id"
 )
 """Every column of a memory (its vector included): rows decode with :func:`to_memory`.
-Fetched in binary (``binary=True``): a vector in text took most of a fetch's time."""
+The vector comes in pgvector's binary form (``vector_send``): parsing its text took
+most of a fetch's time."""
 
 _INSERT = f"INSERT INTO tm_memories ({_WRITTEN}) VALUES ({', '.join('%s' for _ in _COLUMNS)})"
 _UPSERT = (
@@ -76,12 +76,22 @@ _EMBEDDING_AT = len(_COLUMNS)
 
 
 def read_only_vector(value: Any) -> np.ndarray | None:
-    """A read-only float32 array of a ``vector`` value (``None`` stays ``None``)."""
+    """A read-only float32 array of a ``vector`` value, or of its binary form
+    (``vector_send``: dimension, unused, big-endian floats); ``None`` stays ``None``."""
     if value is None:
         return None
+    if isinstance(value, (bytes, memoryview)):
+        return _from_binary(bytes(value))
     if isinstance(value, Vector):  # pgvector's loader type
         value = value.to_numpy()
     array = np.array(value, dtype=np.float32)
+    array.setflags(write=False)
+    return array
+
+
+def _from_binary(value: bytes) -> np.ndarray:
+    dim = int.from_bytes(value[:2], "big")
+    array = np.frombuffer(value, dtype=">f4", count=dim, offset=4).astype(np.float32)
     array.setflags(write=False)
     return array
 
@@ -136,44 +146,38 @@ def as_stored(memory: Memory, row: tuple[Any, ...], vector: np.ndarray | None) -
     return stored
 
 
-def upsert(conn: Connection, row: tuple[Any, ...], vector: np.ndarray | None) -> None:
+def stale_keys(row: tuple[Any, ...]) -> Statement:
+    """Ids of other scratchpad memories under the key of a scratchpad ``row`` (a write
+    evicts them with :func:`forget_rows`)."""
+    return Statement("SELECT id FROM tm_memories WHERE key = %s AND id <> %s", (row[3], row[0]))
+
+
+def upsert(row: tuple[Any, ...], vector: np.ndarray | None) -> list[Statement]:
     """Insert or update one memory row and its vector (none: the stored one goes); a
-    scratchpad row first evicts another entry under the same key."""
-    memory_id, tier, key = row[0], row[2], row[3]
-    if tier == Tier.SCRATCHPAD.value:
-        stale = conn.execute(
-            "SELECT id FROM tm_memories WHERE key = %s AND id <> %s", (key, memory_id)
-        ).fetchall()
-        if stale:
-            forget_rows(conn, [r[0] for r in stale], None, None, None, None)
-    conn.execute(_UPSERT, row)
+    scratchpad row's :func:`stale_keys` are evicted first."""
+    memory_id = row[0]
     if vector is None:
-        conn.execute(_DROP_VECTOR, (memory_id,))
-    else:
-        conn.execute(_PUT_VECTOR, (memory_id, vector))
+        return [Statement(_UPSERT, row), Statement(_DROP_VECTOR, (memory_id,))]
+    return [Statement(_UPSERT, row), Statement(_PUT_VECTOR, (memory_id, vector))]
 
 
-def bulk_keyword_entries(conn: Connection) -> None:
+def is_scratchpad(row: tuple[Any, ...]) -> bool:
+    """Whether an :func:`encode_row` row is a scratchpad memory's."""
+    return bool(row[2] == Tier.SCRATCHPAD.value)
+
+
+def bulk_keyword_entries() -> Statement:
     """Let this transaction's new keyword entries wait in the GIN pending list up to
     PostgreSQL's default 4 MB (the connections keep it small for searches): a batch's
     entries are merged into the index in a few large steps, not many small ones."""
-    conn.execute("SELECT set_config('gin_pending_list_limit', '4096', true)")
+    return Statement("SELECT set_config('gin_pending_list_limit', '4096', true)")
 
 
 def insert_many(
-    conn: Connection, rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
-) -> None:
-    """Insert new memory rows (ids unused) in the order given, then their vectors."""
-    if len(rows) == 1:
-        conn.execute(_INSERT, rows[0])
-    elif rows:
-        with conn.cursor() as cur:
-            cur.executemany(_INSERT, rows)
-    if len(vectors) == 1:
-        conn.execute(_PUT_VECTOR, vectors[0])
-    elif vectors:
-        with conn.cursor() as cur:
-            cur.executemany(_PUT_VECTOR, vectors)
+    rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
+) -> tuple[Batch, Batch]:
+    """New memory rows (ids unused) in the order given, then their vectors."""
+    return Batch(_INSERT, rows), Batch(_PUT_VECTOR, vectors)
 
 
 _SCHEDULE_COLUMNS = (
@@ -213,15 +217,14 @@ _INSERT_ONE = {(v, s): _insert_one_sql(v, s) for v in (False, True) for s in (Fa
 
 
 def insert_one(
-    conn: Connection,
     row: tuple[Any, ...],
     vector: np.ndarray | None,
     content_key: bytes,
     schedule: tuple[Any, ...] | None,
-) -> bool:
-    """Insert one new memory row, its vector (if any), its content key and its schedule
+) -> Statement:
+    """One new memory row, its vector (if any), its content key and its schedule
     (``(next_review_at, interval_ms, review_count, ease_factor, stability_days,
-    last_reviewed_at)``, if any) in one round trip; False (nothing written) if a memory
+    last_reviewed_at)``, if any) in one round trip; no row (nothing written) if a memory
     this handle sees already has the id."""
     params: dict[str, Any] = dict(zip(_COLUMNS, row, strict=True))
     params["ckey"] = content_key
@@ -229,8 +232,7 @@ def insert_one(
         params["vec"] = vector
     if schedule is not None:
         params.update((f"s{i}", value) for i, value in enumerate(schedule))
-    sql = _INSERT_ONE[vector is not None, schedule is not None]
-    return conn.execute(sql, params).fetchone() is not None
+    return Statement(_INSERT_ONE[vector is not None, schedule is not None], params)
 
 
 def _remember_sql(vector: bool, session: bool, dedup: bool) -> str:
@@ -277,8 +279,8 @@ def remember_statement(
     *,
     touch_at: int | None,
     dedup: bool,
-) -> tuple[str, dict[str, Any]]:
-    """The statement (text, parameters) of :func:`_remember_sql` for one new memory (a
+) -> Statement:
+    """The statement of :func:`_remember_sql` for one new memory (a
     :func:`insert_one` row and schedule); ``touch_at`` is the session's new activity time
     (the row's ``session_id`` names the session). Not run here: the caller sends it with
     its transaction in one round trip. Its row is ``(checks passed, id or None)``."""
@@ -289,7 +291,7 @@ def remember_statement(
         params["vec"] = vector
     params.update((f"s{i}", value) for i, value in enumerate(schedule))
     session = params["session_id"] is not None
-    return _REMEMBER[vector is not None, session, dedup], params
+    return Statement(_REMEMBER[vector is not None, session, dedup], params)
 
 
 def inserted_condition(memory_id: str) -> tuple[str, tuple[str]]:
@@ -298,10 +300,9 @@ def inserted_condition(memory_id: str) -> tuple[str, tuple[str]]:
     return "EXISTS (SELECT 1 FROM tm_memories WHERE id = %s)", (memory_id,)
 
 
-def existing_ids(conn: Connection, memory_ids: Sequence[str]) -> set[str]:
-    """Which of ``memory_ids`` some tier already holds."""
-    rows = conn.execute("SELECT id FROM tm_memories WHERE id = ANY(%s)", (list(memory_ids),))
-    return {r[0] for r in rows}
+def existing_ids(memory_ids: Sequence[str]) -> Statement:
+    """Which of ``memory_ids`` some tier already holds (one id a row)."""
+    return Statement("SELECT id FROM tm_memories WHERE id = ANY(%s)", (list(memory_ids),))
 
 
 def _mine(scope: Scope, column: str = "t.scope") -> tuple[str, tuple[str, ...]]:
@@ -310,71 +311,56 @@ def _mine(scope: Scope, column: str = "t.scope") -> tuple[str, tuple[str, ...]]:
     return scope.and_(column, "%s")
 
 
-def fetch(
-    conn: Connection, tier: Tier | None, memory_id: str, scope: Scope = WHOLE
-) -> Memory | None:
-    """The memory with ``memory_id`` (in ``tier``, if given, and ``scope``), or ``None``."""
+def fetch(tier: Tier | None, memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """The memory with ``memory_id`` (in ``tier``, if given, and ``scope``): a
+    :func:`to_memory` row."""
     mine, agent = _mine(scope)
     if tier is None:
-        row = conn.execute(
-            f"{SELECT} WHERE t.id = %s{mine}", (memory_id, *agent), binary=True
-        ).fetchone()
-    else:
-        row = conn.execute(
-            f"{SELECT} WHERE t.id = %s AND t.tier = %s{mine}",
-            (memory_id, tier.value, *agent),
-            binary=True,
-        ).fetchone()
-    return None if row is None else to_memory(row)
+        return Statement(f"{SELECT} WHERE t.id = %s{mine}", (memory_id, *agent))
+    return Statement(
+        f"{SELECT} WHERE t.id = %s AND t.tier = %s{mine}", (memory_id, tier.value, *agent)
+    )
 
 
-def fetch_many(
-    conn: Connection, memory_ids: Sequence[str], *, scope: Scope = WHOLE
-) -> list[Memory]:
-    """The memories (of ``scope``) with these ids (any order; missing ids left out)."""
+def fetch_many(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """The memories (of ``scope``) with these ids (any order; missing ids left out):
+    :func:`to_memory` rows of one statement."""
     if not memory_ids:
         return []
     mine, agent = _mine(scope)
-    rows = conn.execute(
-        f"{SELECT} WHERE t.id = ANY(%s){mine}", (list(memory_ids), *agent), binary=True
-    ).fetchall()
-    return [to_memory(row) for row in rows]
+    return [Statement(f"{SELECT} WHERE t.id = ANY(%s){mine}", (list(memory_ids), *agent))]
 
 
-def fetch_by_key(conn: Connection, key: str, scope: Scope = WHOLE) -> Memory | None:
-    """The scratchpad memory (of ``scope``) under ``key``, or ``None``."""
+def fetch_by_key(key: str, scope: Scope = WHOLE) -> Statement:
+    """The scratchpad memory (of ``scope``) under ``key``: a :func:`to_memory` row."""
     mine, agent = _mine(scope)
-    row = conn.execute(f"{SELECT} WHERE t.key = %s{mine}", (key, *agent), binary=True).fetchone()
-    return None if row is None else to_memory(row)
+    return Statement(f"{SELECT} WHERE t.key = %s{mine}", (key, *agent))
 
 
-def fetch_all(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> list[Memory]:
+def fetch_all(tier: Tier, scope: Scope = WHOLE) -> Statement:
     """Every memory of ``tier`` (in ``scope``), least recently written first (ties in
-    insertion order)."""
+    insertion order): :func:`to_memory` rows."""
     mine, agent = _mine(scope)
-    rows = conn.execute(
-        f"{SELECT} WHERE t.tier = %s{mine} ORDER BY t.updated_at, t.seq",
-        (tier.value, *agent),
-        binary=True,
-    ).fetchall()
-    return [to_memory(row) for row in rows]
+    return Statement(
+        f"{SELECT} WHERE t.tier = %s{mine} ORDER BY t.updated_at, t.seq", (tier.value, *agent)
+    )
 
 
-def content_and_tier(conn: Connection, memory_id: str) -> tuple[str, Tier] | None:
-    """The stored content and tier of ``memory_id``, or ``None``."""
-    row = conn.execute(
-        "SELECT content, tier FROM tm_memories WHERE id = %s", (memory_id,)
-    ).fetchone()
-    return None if row is None else (str(row[0]), _TIER_NAMED[row[1]])
+def content_and_tier(memory_id: str) -> Statement:
+    """The stored content and tier name of ``memory_id`` (no row: none)."""
+    return Statement("SELECT content, tier FROM tm_memories WHERE id = %s", (memory_id,))
 
 
-def tier_of(conn: Connection, memory_id: str, scope: Scope = WHOLE) -> Tier | None:
-    """The tier that holds ``memory_id`` (in ``scope``), or ``None``."""
+def tier_of(memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """The name of the tier that holds ``memory_id`` (in ``scope``; no row: none)."""
     mine, agent = _mine(scope, "scope")
-    row = conn.execute(
-        f"SELECT tier FROM tm_memories WHERE id = %s{mine}", (memory_id, *agent)
-    ).fetchone()
-    return None if row is None else _TIER_NAMED[row[0]]
+    return Statement(f"SELECT tier FROM tm_memories WHERE id = %s{mine}", (memory_id, *agent))
+
+
+def ids_in(tier: Tier, scope: Scope = WHOLE) -> Statement:
+    """The ids of ``tier``'s memories (in ``scope``)."""
+    mine, agent = _mine(scope, "scope")
+    return Statement(f"SELECT id FROM tm_memories WHERE tier = %s{mine}", (tier.value, *agent))
 
 
 _FORGET = """
@@ -397,20 +383,19 @@ SELECT id, tier FROM gone ORDER BY n
 
 
 def forget_rows(
-    conn: Connection,
     memory_ids: Sequence[str],
     retentions: Sequence[float | None] | None,
     tier: Tier | None,
     reason: str | None,
     at: int | None,
     scope: Scope = WHOLE,
-) -> list[tuple[str, Tier]]:
+) -> Statement:
     """Delete memories (of ``tier``, if given, and ``scope``) with their vectors,
     schedules and content keys, and with a ``reason`` log one forgetting row each
-    (stamped ``at``, in the order given); their promotion-log rows stay. Returns
-    ``(id, tier)`` of those deleted."""
+    (stamped ``at``, in the order given); their promotion-log rows stay. Its rows are
+    ``(id, tier name)`` of those deleted (:func:`forgotten`)."""
     mine, _ = scope.and_("t.scope", "%(scope)s")
-    rows = conn.execute(
+    return Statement(
         _FORGET.replace("{scope}", mine),
         {
             "scope": scope.agent_id,
@@ -420,17 +405,12 @@ def forget_rows(
             "reason": reason,
             "at": at,
         },
-    ).fetchall()
+    )
+
+
+def forgotten(rows: Sequence[Sequence[Any]]) -> list[tuple[str, Tier]]:
+    """``(id, tier)`` of a :func:`forget_rows` statement's rows."""
     return [(r[0], _TIER_NAMED[r[1]]) for r in rows]
-
-
-def clear(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> int:
-    """Delete every memory of ``tier`` in ``scope`` (as :func:`forget_rows` does,
-    unlogged); how many."""
-    mine, agent = _mine(scope, "scope")
-    sql = f"SELECT id FROM tm_memories WHERE tier = %s{mine}"
-    ids = [r[0] for r in conn.execute(sql, (tier.value, *agent))]
-    return len(forget_rows(conn, ids, None, tier, None, None, scope)) if ids else 0
 
 
 def conditions(filters: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
@@ -455,11 +435,10 @@ def filter_conditions(where: MemoryFilter) -> tuple[list[str], list[Any]]:
     return found, params
 
 
-def query(
-    conn: Connection, tier: Tier, options: QueryOptions, scope: Scope = WHOLE
-) -> list[Memory]:
+def query(tier: Tier, options: QueryOptions, scope: Scope = WHOLE) -> Statement:
     """Memories of ``tier`` (in ``scope``) matching every filter ``options`` sets, ordered
-    as SQLite orders them (a missing ``last_accessed_at`` sorts lowest)."""
+    as SQLite orders them (a missing ``last_accessed_at`` sorts lowest): :func:`to_memory`
+    rows (the options are validated here)."""
     validate_query(options, ORDER_COLUMNS)
     where, params = conditions(query_filters(options))
     if scope.scoped:
@@ -471,71 +450,62 @@ def query(
         f"{SELECT} WHERE {' AND '.join(['t.tier = %s', *where])} "
         f"ORDER BY t.{options.order_by} {direction}, {ID} {id_direction} LIMIT %s OFFSET %s"
     )
-    rows = conn.execute(
-        sql, [tier.value, *params, options.limit, options.offset], binary=True
-    ).fetchall()
-    return [to_memory(row) for row in rows]
+    return Statement(sql, [tier.value, *params, options.limit, options.offset])
 
 
-def page(
-    conn: Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[Memory]:
+def page(tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` memories of ``tier`` (in ``scope``) whose id sorts byte-wise
-    after ``after_id`` (``COLLATE "C"``, SQLite's order), in that order."""
+    after ``after_id`` (``COLLATE "C"``, SQLite's order), in that order: :func:`to_memory`
+    rows."""
     mine, agent = _mine(scope)
-    rows = conn.execute(
+    return Statement(
         f"{SELECT} WHERE t.tier = %s AND {ID} > %s{mine} ORDER BY {ID} LIMIT %s",
         (tier.value, after_id, *agent, limit),
-        binary=True,
-    ).fetchall()
-    return [to_memory(row) for row in rows]
+    )
 
 
-def count(conn: Connection, tier: Tier, scope: Scope = WHOLE) -> int:
-    """How many memories ``tier`` holds (in ``scope``)."""
+def count(tier: Tier, scope: Scope = WHOLE) -> Statement:
+    """How many memories ``tier`` holds (in ``scope``): one value."""
     mine, agent = _mine(scope, "scope")
-    sql = f"SELECT count(*) FROM tm_memories WHERE tier = %s{mine}"
-    row = conn.execute(sql, (tier.value, *agent)).fetchone()
-    return int(row[0]) if row else 0
+    return Statement(
+        f"SELECT count(*) FROM tm_memories WHERE tier = %s{mine}", (tier.value, *agent)
+    )
 
 
-def move(
-    conn: Connection, memory_id: str, source: Tier, target: Tier, metadata: str, at: int
-) -> bool:
+def move(memory_id: str, source: Tier, target: Tier, metadata: str, at: int) -> Statement:
     """Move a memory from ``source`` to ``target`` in place (key cleared, ``metadata``
-    and ``updated_at`` set); False if ``source`` does not hold it."""
-    cur = conn.execute(
+    and ``updated_at`` set); no row if ``source`` does not hold it."""
+    return Statement(
         "UPDATE tm_memories SET tier = %s, key = NULL, metadata = %s, "
-        "updated_at = greatest(%s, created_at) WHERE id = %s AND tier = %s",
+        "updated_at = greatest(%s, created_at) WHERE id = %s AND tier = %s RETURNING id",
         (target.value, metadata, at, memory_id, source.value),
     )
-    return cur.rowcount > 0
 
 
 _PROMOTION_COLUMNS = "id, memory_id, from_tier, to_tier, promoted_at, reason"
 
 
 def log_promotion(
-    conn: Connection, memory_id: str, source: Tier, target: Tier, at: int, reason: str | None
-) -> PromotionRecord:
-    """Append one row to the promotion log."""
-    row = conn.execute(
+    memory_id: str, from_tier: Tier, to_tier: Tier, promoted_at: int, reason: str | None
+) -> Statement:
+    """A new row of ``tm_promotion_log``, returning its id."""
+    return Statement(
         "INSERT INTO tm_promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
         "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-        (memory_id, source.value, target.value, at, reason),
-    ).fetchone()
-    assert row is not None
-    return PromotionRecord(int(row[0]), memory_id, source, target, at, reason)
+        (memory_id, from_tier.value, to_tier.value, promoted_at, reason),
+    )
 
 
-def promotion_history(
-    conn: Connection, memory_id: str, scope: Scope = WHOLE
-) -> list[PromotionRecord]:
-    """Every logged promotion of ``memory_id`` (in ``scope``), oldest first."""
+def to_promotion(row: Sequence[Any]) -> PromotionRecord:
+    """The promotion-log record a row of :func:`promotion_history` holds."""
+    return PromotionRecord(row[0], row[1], Tier(row[2]), Tier(row[3]), row[4], row[5])
+
+
+def promotion_history(memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """Every logged promotion of ``memory_id`` (in ``scope``), oldest first:
+    :func:`to_promotion` rows."""
     mine, agent = _mine(scope, "scope")
-    rows = conn.execute(
-        f"SELECT {_PROMOTION_COLUMNS} FROM tm_promotion_log WHERE memory_id = %s{mine} "
-        "ORDER BY id",
+    return Statement(
+        f"SELECT {_PROMOTION_COLUMNS} FROM tm_promotion_log WHERE memory_id = %s{mine} ORDER BY id",
         (memory_id, *agent),
-    ).fetchall()
-    return [PromotionRecord(r[0], r[1], Tier(r[2]), Tier(r[3]), r[4], r[5]) for r in rows]
+    )

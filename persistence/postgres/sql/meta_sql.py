@@ -1,10 +1,12 @@
-"""SQL of ``tm_meta``: facts and counters kept with the data."""
+"""SQL of ``tm_meta``: facts and counters kept with the data.
+
+Built, not run: each function returns a :class:`~persistence.statements.Statement` that
+the caller runs (:func:`~persistence.statements.value` for :func:`read` and :func:`add`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
+from persistence.statements import Statement
 
 _READ = "SELECT value FROM tm_meta WHERE key = %s"
 _WRITE = (
@@ -13,27 +15,24 @@ _WRITE = (
 )
 _DELETE = "DELETE FROM tm_meta WHERE key = %s"
 _ADD = (
-    "INSERT INTO tm_meta (key, value) VALUES (%(k)s, %(by)s::text) ON CONFLICT (key) "
-    "DO UPDATE SET value = ((tm_meta.value)::bigint + %(by)s)::text RETURNING value::bigint"
+    "INSERT INTO tm_meta (key, value) VALUES (%s, %s::text) ON CONFLICT (key) "
+    "DO UPDATE SET value = ((tm_meta.value)::bigint + %s)::text RETURNING value::bigint"
 )
 
 
-def read(conn: psycopg.Connection[Any], key: str) -> str | None:
-    """The value under ``key``, or ``None``."""
-    row = conn.execute(_READ, (key,)).fetchone()
-    return None if row is None else str(row[0])
+def read(key: str) -> Statement:
+    """The value under ``key`` (no row when there is none)."""
+    return Statement(_READ, (key,))
 
 
-def write(conn: psycopg.Connection[Any], key: str, value: str | None) -> None:
+def write(key: str, value: str | None) -> Statement:
     """Set (or with ``None`` delete) ``key``."""
     if value is None:
-        conn.execute(_DELETE, (key,))
-    else:
-        conn.execute(_WRITE, (key, value))
+        return Statement(_DELETE, (key,))
+    return Statement(_WRITE, (key, value))
 
 
-def add(conn: psycopg.Connection[Any], key: str, by: int) -> int:
-    """Add ``by`` to the counter under ``key`` (missing: 0), atomically; the new value."""
-    row = conn.execute(_ADD, {"k": key, "by": by}).fetchone()
-    assert row is not None
-    return int(row[0])
+def add(key: str, by: int) -> Statement:
+    """Add ``by`` to the counter under ``key`` (missing: 0), atomically; its one row is
+    the new value."""
+    return Statement(_ADD, (key, by, by))

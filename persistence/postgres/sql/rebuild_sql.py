@@ -11,19 +11,20 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
-from persistence.postgres.sql import meta_sql, vector_sql
+from persistence.meta_keys import (
+    REBUILD_DIM_KEY,
+    REBUILD_MODEL_KEY,
+)
+from persistence.postgres import vector_column
+from persistence.postgres.sql import meta_sql
 from persistence.records import content_hash
-
-REBUILD_MODEL_KEY = "rebuild_model"
-REBUILD_DIM_KEY = "rebuild_dim"
+from persistence.statements import run, run_all
+from persistence.stores.facts import rebuild_state, swapped_model
 
 
 def state(conn: psycopg.Connection[Any]) -> tuple[str, int] | None:
-    """``(model id, dimension)`` of the rebuild under way, or ``None``."""
-    model = meta_sql.read(conn, REBUILD_MODEL_KEY)
-    dim = meta_sql.read(conn, REBUILD_DIM_KEY)
-    return None if model is None or dim is None else (model, int(dim))
+    """The rebuild under way in the store (see :func:`~persistence.stores.facts.rebuild_state`)."""
+    return rebuild_state(conn, meta_sql)
 
 
 def begin(conn: psycopg.Connection[Any], model_id: str, dim: int) -> bool:
@@ -31,8 +32,8 @@ def begin(conn: psycopg.Connection[Any], model_id: str, dim: int) -> bool:
     if state(conn) == (model_id, dim):
         return True
     conn.execute("DELETE FROM tm_embedding_rebuild")
-    meta_sql.write(conn, REBUILD_MODEL_KEY, model_id)
-    meta_sql.write(conn, REBUILD_DIM_KEY, str(dim))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, str(dim)))
     return False
 
 
@@ -77,7 +78,7 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
 
     Every memory must have an up-to-date staged vector (see :func:`stale`).
     """
-    vector_sql.drop_vector_index(conn)
+    vector_column.drop_vector_index(conn)
     updated = conn.execute(
         "UPDATE tm_vectors v SET embedding = r.embedding FROM tm_embedding_rebuild r "
         "WHERE r.memory_id = v.memory_id"
@@ -90,10 +91,7 @@ def swap(conn: psycopg.Connection[Any], model_id: str, dim: int) -> int:
         "DELETE FROM tm_vectors v WHERE NOT EXISTS "
         "(SELECT 1 FROM tm_embedding_rebuild r WHERE r.memory_id = v.memory_id)"
     )
-    meta_sql.write(conn, EMBEDDING_MODEL_KEY, model_id)
-    meta_sql.write(conn, EMBEDDING_DIM_KEY, str(dim))
-    meta_sql.write(conn, REBUILD_MODEL_KEY, None)
-    meta_sql.write(conn, REBUILD_DIM_KEY, None)
+    run_all(conn, swapped_model(meta_sql, model_id, dim))
     conn.execute("DELETE FROM tm_embedding_rebuild")
-    vector_sql.ensure_vector_index(conn, dim)
+    vector_column.ensure_vector_index(conn, dim)
     return max(updated, 0) + max(added, 0)

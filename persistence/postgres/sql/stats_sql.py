@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
+from persistence.statements import Row, Statement
 
 COUNTS = {
     "scratchpad_count": "SELECT count(*) FROM tm_memories WHERE tier = 'scratchpad'",
@@ -22,27 +20,28 @@ COUNTS = {
 }
 """Count name (a ``PersistenceStatistics`` field) -> the query that counts it."""
 
-_ALL = "SELECT " + ", ".join(f"({sql})" for sql in COUNTS.values())
+COUNT_ALL = Statement("SELECT " + ", ".join(f"({sql})" for sql in COUNTS.values()))
+"""Every count of :data:`COUNTS` in one statement (one snapshot even outside a
+transaction): its row goes to :func:`to_counts`."""
 
 
-def counts(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    """Every count of :data:`COUNTS`, from one statement (one snapshot even outside a
-    transaction)."""
-    row = conn.execute(_ALL).fetchone()
+def to_counts(row: Row | None) -> dict[str, int]:
+    """:data:`COUNT_ALL`'s row as count name -> count."""
     assert row is not None
     return {name: int(value) for name, value in zip(COUNTS, row, strict=True)}
 
 
-SIZES = (
+SIZES = Statement(
     "SELECT pg_database_size(current_database()), "
     "(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE c.relkind = 'r' AND c.relname LIKE 'tm\\_%%' AND n.nspname = current_schema())"
 )
+"""The database's size and what the library's tables (with their indexes) take: its
+row goes to :func:`to_sizes`."""
 
 
-def sizes(conn: psycopg.Connection[Any]) -> dict[str, int]:
-    """The database's size and what the library's tables (with their indexes) take."""
-    row = conn.execute(SIZES).fetchone()
+def to_sizes(row: Row | None) -> dict[str, int]:
+    """:data:`SIZES`'s row as ``database_size_bytes`` and ``tables_size_bytes``."""
     assert row is not None
     return {"database_size_bytes": int(row[0]), "tables_size_bytes": int(row[1])}

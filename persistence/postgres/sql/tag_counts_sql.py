@@ -7,10 +7,10 @@ connection sees (row-level security: a scoped handle sees its own agent's rows).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-
+from persistence.statements import Statement
 from persistence.tag_counts import tag_range
 
 _BOUNDED = "SELECT tag, sum(memories) FROM tm_tag_counts WHERE tag >= %s AND tag < %s GROUP BY tag"
@@ -24,17 +24,19 @@ _AGENT = (
 """One agent's counts, from its memories' tags (the namespace tags the totals count)."""
 
 
-def counts(
-    conn: psycopg.Connection[Any], prefix: str, agent_id: str | None = None
-) -> dict[str, int]:
+def counts(prefix: str, agent_id: str | None = None) -> Statement:
     """Memories per namespace tag starting with ``prefix`` (of agent ``agent_id`` only, if
-    given: counted from the memories' tags, not the running totals)."""
+    given: counted from the memories' tags, not the running totals): rows
+    :func:`to_counts` decodes."""
     low, high = tag_range(prefix)
     if agent_id is not None:
         sql, params = _AGENT, [agent_id, low]
         if high is not None:
             sql, params = sql + ' AND tag COLLATE "C" < %s', [*params, high]
-        found = conn.execute(sql + " GROUP BY tag", params).fetchall()
-        return {str(tag): int(n) for tag, n in found if n > 0}
-    rows = conn.execute(_OPEN, (low,)) if high is None else conn.execute(_BOUNDED, (low, high))
-    return {str(tag): int(n) for tag, n in rows.fetchall() if n > 0}
+        return Statement(sql + " GROUP BY tag", params)
+    return Statement(_OPEN, (low,)) if high is None else Statement(_BOUNDED, (low, high))
+
+
+def to_counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """Tag -> memories of :func:`counts`'s rows (a tag no memory carries left out)."""
+    return {str(tag): int(n) for tag, n in rows if n > 0}

@@ -74,9 +74,10 @@ _CLEARED = (
 """What a replace empties besides the memories, in an order no foreign key minds."""
 
 
-def count_all() -> Statement:
-    """One row: how many rows each export table holds, in :data:`TABLE`'s order."""
-    return Statement(_COUNT_ALL)
+def row_counts(graph: bool) -> list[Statement]:
+    """One row: how many rows each export table holds, in :data:`TABLE`'s order (the
+    graph's included: every PostgreSQL schema has it)."""
+    return [Statement(_COUNT_ALL)]
 
 
 # --- export pages ---------------------------------------------------------------------
@@ -344,11 +345,6 @@ def insert_graph_row(table: str, row: Mapping[str, Any]) -> Statement:
 
 def _words(norm: str) -> list[str]:
     return WORDS.findall(norm)
-
-
-def has_entity(eid: str) -> Statement:
-    """A row if an entity with this id exists."""
-    return Statement("SELECT 1 FROM tm_entities WHERE id = %s", (eid,))
 
 
 def has_relation(rid: str) -> Statement:

@@ -1,16 +1,14 @@
 """SQL for conversation structure: who said a memory, whether it asks something, and
 the memories just before and after it in its session (rowid order, per tier, as the
-keyword window counts them; indexed by each tier's ``session_id`` index)."""
+keyword window counts them; indexed by each tier's ``session_id`` index). Builds the
+statement; the index store runs it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import apsw
-
 from persistence.codecs import encode_json
-from persistence.records import Turn
-from persistence.sqlite.connection import query_all
+from persistence.statements import Statement
 
 TIERS = ("scratchpad", "episodic", "semantic")
 
@@ -32,13 +30,8 @@ def _turns_sql(tier: str, before: bool) -> str:
 _TURNS = {b: " UNION ALL ".join(_turns_sql(tier, b) for tier in TIERS) for b in (False, True)}
 
 
-def turns(
-    conn: apsw.Connection, memory_ids: Sequence[str], before: bool = False
-) -> dict[str, Turn]:
-    """Memory id -> its :data:`Turn`, for those of ``memory_ids`` that exist (the id
-    before each only with ``before``: a third cheaper without)."""
-    if not memory_ids:
-        return {}
+def turns(memory_ids: Sequence[str], before: bool = False) -> Statement:
+    """The turns of those of ``memory_ids`` (not empty) that exist: rows of ``(id,
+    speaker, asks, id before (only with ``before``: a third cheaper without), id after)``."""
     ids = encode_json(list(memory_ids), "memory_ids")
-    rows = query_all(conn, _TURNS[before], (ids, ids, ids))
-    return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in rows}
+    return Statement(_TURNS[before], (ids, ids, ids))

@@ -1,32 +1,27 @@
 """SQL for deduplication: ``content_keys`` (schema version 10) maps each memory to a
 hash of its normalised content, agent and session (the rule and the key:
-:mod:`persistence.dedup_key`)."""
+:mod:`persistence.dedup_key`). Builds statements; the stores run them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import apsw
 import orjson
 
 from persistence.dedup_key import content_key, content_key_rows  # both backends' key
 from persistence.records import Memory, Tier
-from persistence.sqlite.connection import query_all
 from persistence.sqlite.sql.memory_sql import TABLE
+from persistence.statements import Batch, Statement
 
-__all__ = ["content_key", "find", "forget", "record", "rebuild"]
+__all__ = ["content_key", "find", "forget", "record", "rebuild", "rebuilt"]
 
 
 _RECORD = "INSERT OR REPLACE INTO content_keys (memory_id, key) VALUES (?, ?)"
 
 
-def record(conn: apsw.Connection, memories: Sequence[Memory]) -> None:
+def record(memories: Sequence[Memory]) -> Batch:
     """Remember the content keys of these memories (replacing older ones)."""
-    rows = content_key_rows(memories)
-    if len(rows) == 1:  # remember(): execute is cheaper than executemany for one row
-        conn.execute(_RECORD, rows[0])
-    elif rows:
-        conn.executemany(_RECORD, rows)
+    return Batch(_RECORD, content_key_rows(memories))
 
 
 ANY = "SELECT 1 FROM content_keys WHERE key = ? LIMIT 1"
@@ -37,31 +32,38 @@ _FIND = {
 }
 
 
-def find(conn: apsw.Connection, key: bytes, tier: Tier) -> list[str]:
+def find(key: bytes, tier: Tier) -> Statement:
     """Ids of live memories of ``tier`` whose key is ``key`` (oldest first); the caller
     checks the content itself (a key may be stale after an edit).
 
     Probe with :data:`ANY` first: most contents are new, and this join with its sort
     costs several times the probe (20 of a ``remember``'s ~400 µs, measured in one)."""
-    return [str(r[0]) for r in query_all(conn, _FIND[tier], (key,))]
+    return Statement(_FIND[tier], (key,))
 
 
-def forget(conn: apsw.Connection, memory_ids: Sequence[str]) -> None:
+def forget(memory_ids: Sequence[str]) -> Statement:
     """Drop the keys of memories that are gone."""
-    conn.execute(
+    return Statement(
         "DELETE FROM content_keys WHERE memory_id IN (SELECT value FROM json_each(?))",
         (orjson.dumps(list(memory_ids)).decode(),),
     )
 
 
-def rebuild(conn: apsw.Connection) -> None:
-    """Recompute every key from the tier tables (after an import)."""
-    conn.execute("DELETE FROM content_keys")
-    for tier in Tier:
-        rows = conn.execute(
-            f"SELECT id, content, agent_id, session_id FROM {TABLE[tier]}"
-        ).fetchall()
-        conn.executemany(
-            "INSERT INTO content_keys (memory_id, key) VALUES (?, ?)",
-            [(i, content_key(c, a, s)) for i, c, a, s in rows],
-        )
+_CONTENTS = {
+    tier: f"SELECT id, content, agent_id, session_id FROM {table}" for tier, table in TABLE.items()
+}
+
+
+def rebuild() -> tuple[Statement, list[Statement]]:
+    """Recompute every key from the tier tables (after an import): the statement that
+    drops the keys, and one per tier whose rows (``id, content, agent_id, session_id``)
+    :func:`rebuilt` turns into the new keys."""
+    return Statement("DELETE FROM content_keys"), [Statement(sql) for sql in _CONTENTS.values()]
+
+
+def rebuilt(rows: Sequence[Sequence[str]]) -> Batch:
+    """The new keys of a :func:`rebuild` statement's rows."""
+    return Batch(
+        "INSERT INTO content_keys (memory_id, key) VALUES (?, ?)",
+        [(i, content_key(c, a, s)) for i, c, a, s in rows],
+    )

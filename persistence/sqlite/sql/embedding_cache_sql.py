@@ -1,38 +1,39 @@
 """SQL for ``embedding_cache``: embeddings kept by (model id, content hash), so the same
-text is embedded once per model. Bounded: the least recently used rows are evicted."""
+text is embedded once per model. Bounded: the least recently used rows are evicted (the
+store runs :data:`COUNT`, then :func:`evict`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import apsw
 import numpy as np
 
-from persistence.sqlite.connection import query_all, query_value
 from persistence.sqlite.sql.index_sql import blob_of
+from persistence.statements import Batch, Row, Statement
+
+COUNT = Statement("SELECT count(*) FROM embedding_cache")
+"""How many embeddings are cached (all models)."""
 
 
-def lookup(
-    conn: apsw.Connection, model_id: str, hashes: Sequence[bytes]
-) -> dict[bytes, np.ndarray]:
-    """``hash -> float32 vector`` for each of ``hashes`` that is cached for ``model_id``."""
-    if not hashes:
-        return {}
+def lookup(model_id: str, hashes: Sequence[bytes]) -> Statement:
+    """``(hash, vector)`` of each of ``hashes`` (at least one) cached for ``model_id``:
+    :func:`cached` decodes them."""
     marks = ", ".join("?" for _ in hashes)
-    rows = query_all(
-        conn,
-        f"SELECT content_hash, embedding FROM embedding_cache "
-        f"WHERE model_id = ? AND content_hash IN ({marks})",
-        [model_id, *hashes],
+    sql = (
+        "SELECT content_hash, embedding FROM embedding_cache "
+        f"WHERE model_id = ? AND content_hash IN ({marks})"
     )
+    return Statement(sql, [model_id, *hashes])
+
+
+def cached(rows: Sequence[Row]) -> dict[bytes, np.ndarray]:
+    """``hash -> float32 vector`` from :func:`lookup`'s rows."""
     return {bytes(h): np.frombuffer(blob, dtype="<f4") for h, blob in rows}
 
 
-def remember(
-    conn: apsw.Connection, model_id: str, entries: Sequence[tuple[bytes, np.ndarray]], now: int
-) -> None:
+def remember(model_id: str, entries: Sequence[tuple[bytes, np.ndarray]], now: int) -> Batch:
     """Add or refresh ``(hash, vector)`` entries (a hit counts as a use)."""
-    conn.executemany(
+    return Batch(
         "INSERT INTO embedding_cache (model_id, content_hash, embedding, used_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (model_id, content_hash) DO UPDATE SET "
         "used_at = excluded.used_at",
@@ -40,19 +41,11 @@ def remember(
     )
 
 
-def evict(conn: apsw.Connection, keep: int) -> int:
-    """Delete the least recently used rows beyond ``keep``; returns how many."""
-    excess = int(query_value(conn, "SELECT count(*) FROM embedding_cache") or 0) - keep
-    if excess <= 0:
-        return 0
-    conn.execute(
+def evict(excess: int) -> Statement:
+    """Delete the ``excess`` least recently used rows (:data:`COUNT` beyond the rows
+    kept)."""
+    return Statement(
         "DELETE FROM embedding_cache WHERE (model_id, content_hash) IN ("
         "SELECT model_id, content_hash FROM embedding_cache ORDER BY used_at LIMIT ?)",
         (excess,),
     )
-    return excess
-
-
-def count(conn: apsw.Connection) -> int:
-    """How many embeddings are cached (all models)."""
-    return int(query_value(conn, "SELECT count(*) FROM embedding_cache") or 0)

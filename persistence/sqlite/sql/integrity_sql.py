@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 import apsw
 
+from persistence.sqlite import graph_steps
 from persistence.sqlite.connection import query_all, read_snapshot
-from persistence.sqlite.sql import graph_sql
-from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY, read_meta
+from persistence.sqlite.sql import meta_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
+from persistence.statements import value
 
 _ALL_IDS = (
     "SELECT id, 'scratchpad' AS tier FROM scratchpad UNION ALL "
@@ -111,7 +113,7 @@ def promotion_log_agrees(conn: apsw.Connection) -> list[str]:
 
 def embedding_sizes(conn: apsw.Connection) -> list[str]:
     """Every embedding has the dimension the file records."""
-    dim = read_meta(conn, EMBEDDING_DIM_KEY)
+    dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
     if dim is None:
         return []
     problems = []
@@ -157,5 +159,5 @@ CHECKS: dict[str, Callable[[apsw.Connection], list[str]]] = {
     "promotion_log_agrees_with_tiers": promotion_log_agrees,
     "embedding_sizes": embedding_sizes,
     "keyword_index_matches": keyword_index_matches,
-    "graph_invariants": graph_sql.check,
+    "graph_invariants": graph_steps.check,
 }

@@ -1,9 +1,11 @@
-"""The SQLite engine's SQL of the JSON export and import that is the transfer's own
+"""The SQLite engine's SQL of the JSON export and import
 (:class:`~persistence.transfer.store_io.TransferStatements`: the builders of the same
-names as PostgreSQL's :mod:`~persistence.postgres.sql.transfer_sql`): the graph tables
-read and written whole, row counts, the emptying of tables for a replace, and the graph
-lookups of a merge. Each function builds a :class:`~persistence.statements.Statement`
-and runs nothing; :mod:`persistence.sqlite.transfer_steps` and the shared
+names as PostgreSQL's :mod:`~persistence.postgres.sql.transfer_sql`): the export's pages
+(the record families' own, in the scope's terms) and their decoders, row counts, the
+graph tables read and written whole, the import's id sets and log rows, the emptying of
+tables for a replace, and the graph lookups of a merge. Each function builds a
+:class:`~persistence.statements.Statement` or decodes rows and runs nothing;
+:mod:`persistence.sqlite.transfer_steps` and the shared
 :mod:`persistence.transfer.store_io` run them.
 
 Table and column names come from the closed lists of :mod:`persistence.transfer`, never
@@ -17,11 +19,27 @@ from typing import Any
 
 import orjson
 
-from persistence.sqlite.sql import memory_sql
-from persistence.statements import Statement
+from persistence.records import (
+    ForgettingRecord,
+    Memory,
+    PromotionRecord,
+    RepetitionSchedule,
+    SessionState,
+    TranscriptEntry,
+)
+from persistence.sqlite.sql import forgetting_sql, memory_sql, schedule_sql, session_sql
+from persistence.statements import Row, Statement
 from persistence.stores.scope import WHOLE, Scope
-from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS
+from persistence.transfer.graph_io import GRAPH_BOOLS, GRAPH_FIELDS, GRAPH_TABLES
 from persistence.transfer.json_export import TABLES
+
+# The import's log rows and id sets: the record families' own builders.
+memory_ids = memory_sql.all_ids
+has_promotion = memory_sql.has_promotion
+insert_promotion = memory_sql.insert_promotion
+has_forgetting = forgetting_sql.contains
+insert_forgetting = forgetting_sql.insert
+insert_transcript = session_sql.insert_transcript
 
 _ORDER = {
     "entities": "id",
@@ -69,6 +87,67 @@ def table_count(table: str) -> Statement:
     if table not in TABLES and table not in GRAPH_FIELDS:
         raise ValueError(table)
     return Statement(f"SELECT count(*) FROM {table}")
+
+
+def row_counts(graph: bool) -> list[Statement]:
+    """One count per table an export lists (the graph's where the file has it)."""
+    return [table_count(t) for t in (*TABLES, *(GRAPH_TABLES if graph else ()))]
+
+
+# --- export pages (keyset paging; the caller holds the snapshot) -----------------------
+
+memory_page = memory_sql.page_in_order
+
+
+def to_memory_page(rows: Sequence[Row]) -> list[tuple[int, Memory]]:
+    """Rows of :func:`memory_page` as ``(rowid, memory)``."""
+    return [(int(r[0]), memory_sql.to_memory(r[1:])) for r in rows]
+
+
+def session_page(after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` sessions (of ``scope``) with id > ``after_id``."""
+    return session_sql.page(after_id, limit, scope.agent_id)
+
+
+def to_sessions(rows: Sequence[Row]) -> list[SessionState]:
+    return [session_sql.to_session(r) for r in rows]
+
+
+def transcript_page(after_rowid: int, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` transcript lines (of ``scope``'s sessions), with rowids."""
+    return session_sql.transcript_page(after_rowid, limit, scope.agent_id)
+
+
+def to_transcripts(rows: Sequence[Row]) -> list[tuple[int, TranscriptEntry]]:
+    return [session_sql.to_numbered_entry(r) for r in rows]
+
+
+def schedule_page(after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` schedules (of ``scope``'s live memories) by memory id."""
+    return schedule_sql.page(after_id, limit, scoped_ids(scope) if scope.scoped else None)
+
+
+def to_schedules(rows: Sequence[Row]) -> list[RepetitionSchedule]:
+    return [schedule_sql.to_schedule(r) for r in rows]
+
+
+def promotion_page(after_id: int, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` promotion-log rows (of ``scope``'s memories, live or forgotten)."""
+    held = scoped_ids(scope, audited=True) if scope.scoped else None
+    return memory_sql.promotion_page(after_id, limit, held)
+
+
+def to_promotions(rows: Sequence[Row]) -> list[PromotionRecord]:
+    return [memory_sql.to_promotion(r) for r in rows]
+
+
+def forgetting_page(after_id: int, limit: int, scope: Scope = WHOLE) -> Statement:
+    """The next ``limit`` forgetting-log rows (of ``scope``), with their ids."""
+    return forgetting_sql.page(after_id, limit, scope.agent_id)
+
+
+def to_forgotten(rows: Sequence[Row]) -> list[tuple[int, ForgettingRecord]]:
+    return [forgetting_sql.to_numbered_record(r) for r in rows]
 
 
 def graph_rows(table: str, scope: Scope = WHOLE) -> Statement:
@@ -128,11 +207,6 @@ def unqueue(memory_ids: Iterable[str]) -> Statement:
     )
 
 
-def has_entity(eid: str) -> Statement:
-    """A row if an entity with this id exists."""
-    return Statement("SELECT 1 FROM entities WHERE id = ?", (eid,))
-
-
 def mark_direct(eid: str, direct: bool) -> Statement:
     """An entity becomes direct if the document says so (never the other way)."""
     return Statement("UPDATE entities SET direct = max(direct, ?) WHERE id = ?", (int(direct), eid))
@@ -150,6 +224,21 @@ def current_twin(triple: Sequence[str]) -> Statement:
         "AND object_id = ? AND valid_to IS NULL",
         tuple(triple),
     )
+
+
+def session_ids() -> Statement:
+    """The id of every session."""
+    return session_sql.SESSION_IDS
+
+
+def transcript_ids() -> Statement:
+    """The id of every transcript line."""
+    return session_sql.TRANSCRIPT_IDS
+
+
+def forgotten_ids() -> Statement:
+    """The memory ids the forgetting log names."""
+    return forgetting_sql.FORGOTTEN_IDS
 
 
 def logs_written() -> list[Statement]:

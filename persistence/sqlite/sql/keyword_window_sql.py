@@ -1,5 +1,5 @@
-"""The keyword window's SQL the running code runs: fill, re-index and work off
-``keyword_dirty`` (every commit).
+"""The keyword window's SQL: fill, re-index and work off ``keyword_dirty`` (every
+commit); :mod:`persistence.sqlite.keyword_upkeep` runs it.
 
 The tables and triggers these statements serve are created by the migrations only
 (``migrations/sqlite/v007_keyword_window``, ``v008_keyword_window_order``); no copy of
@@ -17,7 +17,7 @@ per transaction, in rowid order (see migration v8 for why).
 
 from __future__ import annotations
 
-import apsw
+from persistence.statements import Statement
 
 TIERS = ("scratchpad", "episodic", "semantic")
 WINDOW = 2
@@ -38,7 +38,7 @@ def window_text(tier: str, row: str, before: bool) -> str:
     return f"CASE WHEN {row}.session_id IS NULL THEN NULL ELSE {' || char(10) || '.join(parts)} END"
 
 
-def fill_keyword_window(conn: apsw.Connection, tier: str) -> None:
+def fill_keyword_window(tier: str) -> Statement:
     """Index every memory of ``tier`` (already in ``memory_index``), set-based."""
     window = "OVER (PARTITION BY t.session_id ORDER BY t.rowid)"
 
@@ -48,7 +48,7 @@ def fill_keyword_window(conn: apsw.Connection, tier: str) -> None:
 
     # In rowid order: FTS5 flushes a segment whenever a rowid is lower than the previous
     # one, and the window comes out in session order (2.3x slower at 100k memories).
-    conn.execute(
+    return Statement(
         f"""INSERT INTO memory_fts (rowid, content, context, after)
         SELECT i.rowid, t.content, {side("LAG")}, {side("LEAD")}
         FROM {tier} AS t JOIN memory_index AS i ON i.memory_id = t.id ORDER BY i.rowid"""
@@ -65,7 +65,7 @@ def _neighbour(tier: str, changed: str, offset: int, before: bool) -> str:
     )
 
 
-def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[str]:
+def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[Statement]:
     """Re-index what ``keyword_dirty`` records for ``tiers``, then empty it.
 
     Each row there is a memory written, or the place a memory left (deleted, moved
@@ -108,7 +108,8 @@ def _work_off_statements(tiers: tuple[str, ...] = TIERS) -> list[str]:
         "INSERT INTO memory_fts (rowid, content, context, after) "
         f"SELECT rowid, content, context, after FROM ({rows}) ORDER BY rowid"
     )
-    return [expansion, *deletes, insert, "DELETE FROM keyword_dirty"]  # (expansion first)
+    texts = [expansion, *deletes, insert, "DELETE FROM keyword_dirty"]  # (expansion first)
+    return [Statement(text) for text in texts]
 
 
 WORK_OFF = _work_off_statements()
@@ -120,23 +121,14 @@ _WORK_OFF_FOR = {
         tuple(t for n, t in enumerate(TIERS) if mask >> n & 1) for mask in range(1, 2 ** len(TIERS))
     )
 }
-_DIRTY_TIERS = "SELECT DISTINCT tier FROM keyword_dirty"
+DIRTY_TIERS = Statement("SELECT DISTINCT tier FROM keyword_dirty")
+"""The tiers ``keyword_dirty`` holds rows of (one row each)."""
 
 
-def work_off_keyword_dirty(conn: apsw.Connection) -> bool:
-    """Bring the keyword index up to date inside the caller's transaction; True if there
-    was anything to do."""
-    dirty = frozenset(row[0] for row in conn.execute(_DIRTY_TIERS))
-    if not dirty:
-        return False
-    work_off_tiers(conn, dirty)
-    return True
-
-
-def work_off_tiers(conn: apsw.Connection, dirty: frozenset[str], sessions: bool = True) -> None:
-    """:func:`work_off_keyword_dirty` for a caller that knows which tiers are dirty;
-    ``sessions=False``: no dirty row has a session (then no neighbour's window changed,
-    and the first statement, which adds the neighbours, would add none: it is skipped)."""
+def work_off(dirty: frozenset[str], sessions: bool = True) -> list[Statement]:
+    """Bring the keyword index up to date for the ``dirty`` tiers, inside the caller's
+    transaction; ``sessions=False``: no dirty row has a session (then no neighbour's
+    window changed, and the first statement, which adds the neighbours, would add none:
+    it is left out)."""
     statements = _WORK_OFF_FOR.get(dirty, WORK_OFF)
-    for statement in statements if sessions else statements[1:]:
-        conn.execute(statement)
+    return statements if sessions else statements[1:]

@@ -1,7 +1,9 @@
 """SQL for the memory family: the three tier tables, their tags and the promotion log.
 
-Functions take an open connection and run inside the caller's transaction. Table names
-come only from the closed :class:`Tier` enum; every value is a bound parameter.
+Functions build statements (:class:`~persistence.statements.Statement`) and decode the
+rows they return; the stores run them (:mod:`persistence.statements`), in the caller's
+transaction. Table names come only from the closed :class:`Tier` enum; every value is a
+bound parameter.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-import apsw
 import orjson
 
 from persistence.codecs import decode_embedding, encode_json
@@ -41,7 +42,6 @@ from persistence.records import (  # with the slot setters, for straight-line co
     _set_token_count,
     _set_updated_at,
 )
-from persistence.sqlite.connection import query_all, query_one, query_value
 from persistence.sqlite.row_checks import (
     INT,
     NULL_BLOB,
@@ -55,6 +55,7 @@ from persistence.sqlite.row_checks import (
     json_texts,
     tier_named,
 )
+from persistence.statements import Batch, Statement
 from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
@@ -135,7 +136,7 @@ _ROW_KINDS = {
 }
 
 
-def _to_memory(row: Sequence[Any]) -> Memory:
+def to_memory(row: Sequence[Any]) -> Memory:
     """The memory a ``_select`` row holds. Written after validation, so only the types
     are checked (a damaged page can leave NULL or another type in a column: a
     :class:`CorruptDatabaseError` naming the column, not a ``TypeError`` later).
@@ -218,7 +219,7 @@ def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None
     What the store returns (and the cache keeps) never shares mutable state with the
     caller's object, and never holds a value the file does not.
     """
-    # Slots filled in straight-line code, as _to_memory does (every remember() makes
+    # Slots filled in straight-line code, as to_memory does (every remember() makes
     # one copy; dataclasses.replace costs twice as much, a loop over the fields half
     # again); Memory has no __post_init__ that replace() would run.
     blob, metadata, linked = row[_EMBEDDING], row[_METADATA], row[_LINKED]
@@ -246,89 +247,68 @@ def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None
     return stored
 
 
-def upsert(conn: apsw.Connection, memory: Memory, row: tuple[Any, ...]) -> None:
-    """Insert or update ``memory`` in its tier's table and replace its tags."""
-    if memory.tier is Tier.SCRATCHPAD:
-        stale = query_all(
-            conn, "SELECT id FROM scratchpad WHERE key = ? AND id <> ?", (memory.key, memory.id)
-        )
-        for (stale_id,) in stale:
-            delete(conn, Tier.SCRATCHPAD, stale_id)
-    conn.execute(_UPSERT[memory.tier], row)
-    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory.id,))
-    conn.executemany(
-        "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)",
-        [(memory.id, tag, position) for position, tag in enumerate(memory.tags)],
+def stale_keys(memory: Memory) -> Statement:
+    """Ids of other scratchpad memories under ``memory``'s key (a write evicts them)."""
+    return Statement(_STALE_KEYS, (memory.key, memory.id))
+
+
+def write(memory: Memory, row: tuple[Any, ...]) -> tuple[Statement, Statement, Batch]:
+    """Insert or update ``memory`` in its tier's table (``row``: :func:`encode_row`) and
+    replace its tags (the caller first evicts the :func:`stale_keys` of a scratchpad one)."""
+    return (
+        Statement(_UPSERT[memory.tier], row),
+        Statement(_DELETE_TAGS, (memory.id,)),
+        Batch(_INSERT_TAG, [(memory.id, tag, n) for n, tag in enumerate(memory.tags)]),
     )
 
 
+_STALE_KEYS = "SELECT id FROM scratchpad WHERE key = ? AND id <> ?"
+_DELETE_TAGS = "DELETE FROM memory_tags WHERE memory_id = ?"
 _INSERT = {tier: _UPSERT[tier].split(" ON CONFLICT")[0] for tier in Tier}
-
-
-def insert_many(conn: apsw.Connection, prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> None:
-    """Insert new memories (``(memory, encode_row(...))``, ids unused) with their tags,
-    tier by tier in the order given (each session's order is kept)."""
-    if len(prepared) == 1:  # remember(): one row, one statement each
-        ((memory, row),) = prepared
-        conn.execute(_INSERT[memory.tier], row)  # executemany costs more for one row
-        if len(memory.tags) == 1:
-            conn.execute(_INSERT_TAG, (memory.id, memory.tags[0], 0))
-        elif memory.tags:
-            conn.executemany(_INSERT_TAG, [(memory.id, t, n) for n, t in enumerate(memory.tags)])
-        return
-    for tier in _TIERS:
-        rows = [row for memory, row in prepared if memory.tier is tier]
-        if len(rows) == 1:
-            conn.execute(_INSERT[tier], rows[0])  # executemany costs more for one row
-        elif rows:
-            conn.executemany(_INSERT[tier], rows)
-    tags = [(m.id, tag, position) for m, _ in prepared for position, tag in enumerate(m.tags)]
-    if tags:
-        conn.executemany(_INSERT_TAG, tags)
-
-
 _INSERT_TAG = "INSERT INTO memory_tags (memory_id, tag, position) VALUES (?, ?, ?)"
 _TIERS = tuple(Tier)  # iterating the enum class itself runs a generator in Python
-_ID_USED = "SELECT " + " OR ".join(
+
+
+def insert_new(prepared: Sequence[tuple[Memory, tuple[Any, ...]]]) -> list[Batch]:
+    """New memories (``(memory, encode_row(...))``, ids unused) with their tags, tier by
+    tier in the order given (each session's order is kept)."""
+    if len(prepared) == 1:  # remember(): one row, its tags
+        ((memory, row),) = prepared
+        tags = [(memory.id, tag, n) for n, tag in enumerate(memory.tags)]
+        return [Batch(_INSERT[memory.tier], (row,)), Batch(_INSERT_TAG, tags)]
+    batches = [
+        Batch(_INSERT[tier], [row for memory, row in prepared if memory.tier is tier])
+        for tier in _TIERS
+    ]
+    tags = [(m.id, tag, n) for m, _ in prepared for n, tag in enumerate(m.tags)]
+    return [*batches, Batch(_INSERT_TAG, tags)]
+
+
+_ID_USED = "SELECT ?1 WHERE " + " OR ".join(
     f"EXISTS (SELECT 1 FROM {table} WHERE id = ?1)" for table in TABLE.values()
+)
+_IDS_USED = " UNION ALL ".join(
+    f"SELECT id FROM {table} WHERE id IN (SELECT value FROM json_each(?1))"
+    for table in TABLE.values()
 )
 
 
-def existing_ids(conn: apsw.Connection, memory_ids: Sequence[str]) -> set[str]:
-    """Which of ``memory_ids`` some tier already holds."""
-    if len(memory_ids) == 1:  # remember(): every tier in one statement
-        return {memory_ids[0]} if query_value(conn, _ID_USED, memory_ids) else set()
-    if not memory_ids:
-        return set()
-    ids = encode_json(list(memory_ids), "memory_ids")
-    return {
-        r[0]
-        for tier in Tier
-        for r in query_all(
-            conn,
-            f"SELECT id FROM {TABLE[tier]} WHERE id IN (SELECT value FROM json_each(?))",
-            (ids,),
-        )
-    }
+def existing_ids(memory_ids: Sequence[str]) -> Statement:
+    """Which of ``memory_ids`` some tier already holds (one id a row)."""
+    if len(memory_ids) == 1:  # remember(): every tier probed by its primary key
+        return Statement(_ID_USED, (memory_ids[0],))
+    return Statement(_IDS_USED, (encode_json(list(memory_ids), "memory_ids"),))
 
 
-def fetch(
-    conn: apsw.Connection, tier: Tier, memory_id: str, scope: Scope = WHOLE
-) -> Memory | None:
-    """The memory with ``memory_id`` in ``tier`` (and ``scope``), or ``None``."""
+def fetch(tier: Tier, memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """The memory with ``memory_id`` in ``tier`` (and ``scope``): a :func:`to_memory` row."""
     mine, agent = _mine(scope)
-    row = query_one(conn, f"{_SELECT[tier]} WHERE t.id = ?{mine}", (memory_id, *agent))
-    return None if row is None else _to_memory(row)
-
-
-def fetch_any(conn: apsw.Connection, memory_id: str) -> Memory | None:
-    """The memory with ``memory_id`` in whichever tier holds it, in one statement."""
-    sql, params = fetch_any_query(memory_id)
-    return any_tier_memory(conn.execute(sql, params).fetchone())
+    return Statement(f"{_SELECT[tier]} WHERE t.id = ?{mine}", (memory_id, *agent))
 
 
 def fetch_any_query(memory_id: str, scope: Scope = WHOLE) -> tuple[str, tuple[str, ...]]:
-    """The statement and parameters of :func:`fetch_any` (for a caller that runs it)."""
+    """The memory with ``memory_id`` in whichever tier holds it, in one statement: its
+    text and parameters, for :meth:`Database.read_row` (its row: :func:`any_tier_memory`)."""
     if scope.agent_id is None:
         return _SELECT_ANY_TIER, (memory_id, memory_id, memory_id)
     return _SELECT_ANY_TIER_SCOPED, (memory_id, scope.agent_id) * 3
@@ -336,90 +316,85 @@ def fetch_any_query(memory_id: str, scope: Scope = WHOLE) -> tuple[str, tuple[st
 
 def any_tier_memory(row: Sequence[Any] | None) -> Memory | None:
     """The memory a :func:`fetch_any_query` row holds (``None`` for no row)."""
-    return None if row is None else _to_memory(row)
+    return None if row is None else to_memory(row)
 
 
-def fetch_many(
-    conn: apsw.Connection,
-    memory_ids: Sequence[str],
-    tiers: Sequence[Tier] = tuple(Tier),
-    *,
-    scope: Scope = WHOLE,
-) -> list[Memory]:
-    """The memories (of ``scope``) with these ids, from whichever of ``tiers`` hold them
-    (any order)."""
+def fetch_many(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """The memories (of ``scope``) with these ids, one statement per tier (any order;
+    missing ids left out): :func:`to_memory` rows."""
     if not memory_ids:
         return []
     marks = ", ".join("?" for _ in memory_ids)
     mine, agent = _mine(scope)
-    found: list[Memory] = []
-    for tier in tiers:
-        rows = query_all(
-            conn, f"{_SELECT[tier]} WHERE t.id IN ({marks}){mine}", [*memory_ids, *agent]
-        )
-        found += [_to_memory(row) for row in rows]
-    return found
+    return [
+        Statement(f"{_SELECT[tier]} WHERE t.id IN ({marks}){mine}", [*memory_ids, *agent])
+        for tier in _TIERS
+    ]
 
 
-def fetch_by_key(conn: apsw.Connection, key: str, scope: Scope = WHOLE) -> Memory | None:
-    """The scratchpad memory (of ``scope``) stored under ``key``, or ``None``."""
+def fetch_by_key(key: str, scope: Scope = WHOLE) -> Statement:
+    """The scratchpad memory (of ``scope``) stored under ``key``: a :func:`to_memory` row."""
     mine, agent = _mine(scope)
-    row = query_one(conn, f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?{mine}", (key, *agent))
-    return None if row is None else _to_memory(row)
+    return Statement(f"{_SELECT[Tier.SCRATCHPAD]} WHERE t.key = ?{mine}", (key, *agent))
 
 
-def fetch_all(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> list[Memory]:
+def fetch_all(tier: Tier, scope: Scope = WHOLE) -> Statement:
     """Every memory of ``tier`` (in ``scope``), least recently written first (ties in
-    insertion order)."""
+    insertion order): :func:`to_memory` rows."""
     mine, agent = scope.condition("t.agent_id")
-    rows = query_all(conn, f"{_SELECT[tier]} WHERE {mine} ORDER BY t.updated_at, t.rowid", agent)
-    return [_to_memory(row) for row in rows]
+    return Statement(f"{_SELECT[tier]} WHERE {mine} ORDER BY t.updated_at, t.rowid", agent)
 
 
-
-def content_and_tier(conn: apsw.Connection, memory_id: str) -> tuple[str, Tier] | None:
-    """The stored content and tier of ``memory_id``, or ``None``."""
-    for tier in _TIERS:
-        row = query_one(conn, f"SELECT content FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
-        if row is not None:
-            return str(row[0]), tier
-    return None
+_CONTENT_AND_TIER = (
+    " UNION ALL ".join(
+        f"SELECT content, '{tier.value}' FROM {TABLE[tier]} WHERE id = ?1" for tier in _TIERS
+    )
+    + " LIMIT 1"
+)
 
 
-def tier_of(conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE) -> Tier | None:
-    """The tier that holds ``memory_id`` (in ``scope``), or ``None``."""
+def content_and_tier(memory_id: str) -> Statement:
+    """The stored content and tier name of ``memory_id`` (no row: none)."""
+    return Statement(_CONTENT_AND_TIER, (memory_id,))
+
+
+def tier_of(memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """The name of the tier that holds ``memory_id`` (in ``scope``; no row: none)."""
     mine, agent = _mine(scope, "")
-    for tier, sql in _TIER_OF:
-        if query_one(conn, sql + mine, (memory_id, *agent)):
-            return tier
-    return None
+    sql = " UNION ALL ".join(f"{select}{mine}" for select in _TIER_OF) + " LIMIT 1"
+    return Statement(sql, (memory_id, *agent) * len(_TIER_OF))
 
 
-_TIER_OF = tuple((tier, f"SELECT 1 FROM {TABLE[tier]} WHERE id = ?") for tier in Tier)
+_TIER_OF = tuple(f"SELECT '{tier.value}' FROM {TABLE[tier]} WHERE id = ?" for tier in _TIERS)
 
 
-def delete(conn: apsw.Connection, tier: Tier, memory_id: str) -> bool:
-    """Delete a memory with its tags and schedule; its promotion-log rows stay.
+def ids_in(tier: Tier, scope: Scope = WHOLE) -> Statement:
+    """The ids of ``tier``'s memories (in ``scope``)."""
+    mine, agent = scope.condition()
+    return Statement(f"SELECT id FROM {TABLE[tier]} WHERE {mine}", agent)
+
+
+def delete_row(tier: Tier, memory_id: str) -> Statement:
+    """Delete the tier row; its row (``RETURNING``) says it was there."""
+    return Statement(f"DELETE FROM {TABLE[tier]} WHERE id = ? RETURNING id", (memory_id,))
+
+
+def delete_attached(memory_id: str) -> list[Statement]:
+    """Delete a deleted memory's tags and schedule; its promotion-log rows stay.
 
     The audit outlives the content: promotion-log rows (ids, tiers, reasons, times) are
     kept, and the caller writes a forgetting-log row, which the integrity checks accept
     as the reason a logged memory is gone.
     """
-    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
-    if conn.changes() == 0:
-        return False
-    for table in ("memory_tags", "repetition_schedules"):
-        conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
-    return True
+    return [
+        Statement(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
+        for table in ("memory_tags", "repetition_schedules")
+    ]
 
 
-def clear(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> int:
-    """Delete every memory of ``tier`` (in ``scope``); return how many."""
-    mine, agent = scope.condition()
-    ids = [r[0] for r in query_all(conn, f"SELECT id FROM {TABLE[tier]} WHERE {mine}", agent)]
-    for memory_id in ids:
-        delete(conn, tier, memory_id)
-    return len(ids)
+def remove_row(tier: Tier, memory_id: str) -> Statement:
+    """Delete only the tier row (tags, schedule and log stay): for moves between tiers."""
+    return Statement(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
 
 
 def conditions(filters: Mapping[str, Any], probe_tags: bool = False) -> tuple[list[str], list[Any]]:
@@ -459,10 +434,9 @@ def accepts(where: MemoryFilter, memory_id: str, tier: str) -> tuple[str, list[A
     return f"({' OR '.join(parts)})", params * len(tiers)
 
 
-def query(
-    conn: apsw.Connection, tier: Tier, options: QueryOptions, scope: Scope = WHOLE
-) -> list[Memory]:
-    """Memories of ``tier`` (in ``scope``) matching every filter that ``options`` sets."""
+def query(tier: Tier, options: QueryOptions, scope: Scope = WHOLE) -> Statement:
+    """Memories of ``tier`` (in ``scope``) matching every filter that ``options`` sets:
+    :func:`to_memory` rows (the options are validated here)."""
     validate_query(options, _ORDER_COLUMNS)
     where, params = conditions(query_filters(options))
     if scope.scoped:
@@ -474,69 +448,53 @@ def query(
     direction = "DESC" if options.descending else "ASC"
     sql += f" ORDER BY t.{options.order_by} {direction}, t.id {direction} LIMIT ? OFFSET ?"
     params += [-1 if options.limit is None else options.limit, options.offset]
-    return [_to_memory(row) for row in query_all(conn, sql, params)]
+    return Statement(sql, params)
 
 
-def page(
-    conn: apsw.Connection, tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE
-) -> list[Memory]:
+def page(tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` rows of ``tier``'s table (in ``scope``) with id > ``after_id``,
-    in id order: :meth:`MemoryStore.page`'s keyset paging."""
+    in id order (:meth:`MemoryStore.page`'s keyset paging): :func:`to_memory` rows."""
     mine, agent = _mine(scope)
-    rows = query_all(
-        conn,
-        f"{_SELECT[tier]} WHERE t.id > ?{mine} ORDER BY t.id LIMIT ?",
-        (after_id, *agent, limit),
+    return Statement(
+        f"{_SELECT[tier]} WHERE t.id > ?{mine} ORDER BY t.id LIMIT ?", (after_id, *agent, limit)
     )
-    return [_to_memory(row) for row in rows]
 
 
-def page_in_order(
-    conn: apsw.Connection, tier: Tier, after_rowid: int, limit: int, scope: Scope = WHOLE
-) -> list[tuple[int, Memory]]:
+def page_in_order(tier: Tier, after_rowid: int, limit: int, scope: Scope = WHOLE) -> Statement:
     """The next ``limit`` memories of ``tier`` (in ``scope``) in insertion order (rowid >
-    ``after_rowid``), each with its rowid: an export in this order keeps each session's
-    order on import."""
-    mine, agent = _mine(scope, "")
-    rows = query_all(
-        conn,
-        f"SELECT rowid, id FROM {TABLE[tier]} WHERE rowid > ?{mine} ORDER BY rowid LIMIT ?",
+    ``after_rowid``): rows of the rowid then a :func:`to_memory` row. An export in this
+    order keeps each session's order on import."""
+    mine, agent = _mine(scope)
+    select = _SELECT[tier].removeprefix("SELECT ")
+    return Statement(
+        f"SELECT t.rowid, {select} WHERE t.rowid > ?{mine} ORDER BY t.rowid LIMIT ?",
         (after_rowid, *agent, limit),
     )
-    found = {m.id: m for m in fetch_many(conn, [memory_id for _, memory_id in rows], (tier,))}
-    return [(rowid, found[memory_id]) for rowid, memory_id in rows]
 
 
-def count(conn: apsw.Connection, tier: Tier, scope: Scope = WHOLE) -> int:
-    """How many memories ``tier`` holds (in ``scope``)."""
+def count(tier: Tier, scope: Scope = WHOLE) -> Statement:
+    """How many memories ``tier`` holds (in ``scope``): one value."""
     mine, agent = scope.condition()
-    return int(query_value(conn, f"SELECT count(*) FROM {TABLE[tier]} WHERE {mine}", agent))
+    return Statement(f"SELECT count(*) FROM {TABLE[tier]} WHERE {mine}", agent)
 
 
 def log_promotion(
-    conn: apsw.Connection,
-    memory_id: str,
-    from_tier: Tier,
-    to_tier: Tier,
-    promoted_at: int,
-    reason: str | None,
-) -> PromotionRecord:
-    """Append one row to the promotion log."""
-    conn.execute(
+    memory_id: str, from_tier: Tier, to_tier: Tier, promoted_at: int, reason: str | None
+) -> Statement:
+    """Append one row to the promotion log; its value is the row's id."""
+    return Statement(
         "INSERT INTO promotion_log (memory_id, from_tier, to_tier, promoted_at, reason) "
-        "VALUES (?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?) RETURNING id",
         (memory_id, from_tier.value, to_tier.value, promoted_at, reason),
-    )
-    return PromotionRecord(
-        conn.last_insert_rowid(), memory_id, from_tier, to_tier, promoted_at, reason
     )
 
 
 _PROMOTION_NAMES = ("id", "memory_id", "from_tier", "to_tier", "promoted_at", "reason")
 _PROMOTION_KINDS = (INT, TEXT, TEXT, TEXT, INT, NULL_TEXT)
+_PROMOTIONS = f"SELECT {', '.join(_PROMOTION_NAMES)} FROM promotion_log"
 
 
-def _promotion(row: Sequence[Any]) -> PromotionRecord:
+def to_promotion(row: Sequence[Any]) -> PromotionRecord:
     """The promotion-log record a row holds (damage if a column's type is not its own)."""
     id_, memory_id, source, target, promoted_at, reason = check_row(
         "promotion_log", _PROMOTION_NAMES, _PROMOTION_KINDS, row
@@ -546,40 +504,30 @@ def _promotion(row: Sequence[Any]) -> PromotionRecord:
                            reason)  # fmt: skip
 
 
-def promotion_history(
-    conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE
-) -> list[PromotionRecord]:
+def promotion_history(memory_id: str, scope: Scope = WHOLE) -> Statement:
     """Every logged promotion of ``memory_id``, oldest first (none unless ``scope``
-    holds the memory, live)."""
+    holds the memory, live): :func:`to_promotion` rows."""
     mine, agent = ("", ()) if not scope.scoped else scoped_ids(scope)
-    rows = query_all(
-        conn,
-        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
-        f"WHERE memory_id = ?{mine and f' AND memory_id IN ({mine})'} ORDER BY id",
+    return Statement(
+        f"{_PROMOTIONS} WHERE memory_id = ?{mine and f' AND memory_id IN ({mine})'} ORDER BY id",
         (memory_id, *agent),
     )
-    return [_promotion(r) for r in rows]
 
 
 def promotion_page(
-    conn: apsw.Connection, after_id: int, limit: int,
-    held: tuple[str, tuple[str, ...]] | None = None,
-) -> list[PromotionRecord]:  # fmt: skip
+    after_id: int, limit: int, held: tuple[str, tuple[str, ...]] | None = None
+) -> Statement:
     """The next ``limit`` promotion-log rows with id > ``after_id`` (``held``: of the
-    memory ids this subquery and its parameters give)."""
+    memory ids this subquery and its parameters give): :func:`to_promotion` rows."""
     mine, params = ("", ()) if held is None else (f" AND memory_id IN ({held[0]})", held[1])
-    rows = query_all(
-        conn,
-        "SELECT id, memory_id, from_tier, to_tier, promoted_at, reason FROM promotion_log "
-        f"WHERE id > ?{mine} ORDER BY id LIMIT ?",
-        (after_id, *params, limit),
+    return Statement(
+        f"{_PROMOTIONS} WHERE id > ?{mine} ORDER BY id LIMIT ?", (after_id, *params, limit)
     )
-    return [_promotion(r) for r in rows]
 
 
-def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bool) -> None:
+def insert_promotion(record: PromotionRecord, keep_id: bool) -> Statement:
     """Insert a promotion-log row as it was exported (a fresh id unless ``keep_id``)."""
-    conn.execute(
+    return Statement(
         "INSERT INTO promotion_log (id, memory_id, from_tier, to_tier, promoted_at, reason) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         (
@@ -593,30 +541,26 @@ def insert_promotion(conn: apsw.Connection, record: PromotionRecord, keep_id: bo
     )
 
 
-def has_promotion(conn: apsw.Connection, record: PromotionRecord) -> bool:
-    """True if the log already holds this event (same memory, tiers and time)."""
-    return (
-        query_one(
-            conn,
-            "SELECT 1 FROM promotion_log WHERE memory_id = ? AND from_tier = ? AND to_tier = ? "
-            "AND promoted_at = ?",
-            (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
-        )
-        is not None
+def has_promotion(record: PromotionRecord) -> Statement:
+    """A row if the log already holds this event (same memory, tiers and time)."""
+    return Statement(
+        "SELECT 1 FROM promotion_log WHERE memory_id = ? AND from_tier = ? AND to_tier = ? "
+        "AND promoted_at = ?",
+        (record.memory_id, record.from_tier.value, record.to_tier.value, record.promoted_at),
     )
 
 
-def all_ids(conn: apsw.Connection) -> set[str]:
+_ALL_IDS = " UNION ALL ".join(f"SELECT id FROM {table}" for table in TABLE.values())
+
+
+def all_ids() -> Statement:
     """Ids of every memory in every tier."""
-    return {r[0] for tier in Tier for r in query_all(conn, f"SELECT id FROM {TABLE[tier]}")}
+    return Statement(_ALL_IDS)
 
 
-def remove_row(conn: apsw.Connection, tier: Tier, memory_id: str) -> None:
-    """Delete only the tier row (tags, schedule and log stay): for moves between tiers."""
-    conn.execute(f"DELETE FROM {TABLE[tier]} WHERE id = ?", (memory_id,))
-
-
-def delete_all(conn: apsw.Connection) -> None:
+def delete_all() -> list[Statement]:
     """Delete every memory, tag and promotion-log row."""
-    for table in (*TABLE.values(), "memory_tags", "promotion_log"):
-        conn.execute(f"DELETE FROM {table}")
+    return [
+        Statement(f"DELETE FROM {table}")
+        for table in (*TABLE.values(), "memory_tags", "promotion_log")
+    ]

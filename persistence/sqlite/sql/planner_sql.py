@@ -11,11 +11,13 @@ Deleting the rows is not enough: a connection keeps the estimates it loaded. So 
 shadow tables get fixed statistics of a large table, under which every one of FTS5's
 statements (rowid and primary-key lookups and ranges) is planned as a search, whatever
 the file's size.
+
+Built, not run: :mod:`persistence.sqlite.planner` runs these statements.
 """
 
 from __future__ import annotations
 
-import apsw
+from persistence.statements import Batch, Statement
 
 LARGE = 1_000_000
 """The rows each shadow table is said to have."""
@@ -30,67 +32,55 @@ SHADOW_STATISTICS = {
 """Shadow table suffix -> ``sqlite_stat1.stat`` of its primary key (None: a rowid table,
 whose row is ``(tbl, NULL, LARGE)``)."""
 
-_FTS_TABLES = (
+StatRow = tuple[str, str | None, str]
+"""A ``sqlite_stat1`` row: ``(tbl, idx, stat)``."""
+
+FTS_TABLES = Statement(
     "SELECT name FROM main.sqlite_schema WHERE type = 'table' "
     "AND sql LIKE 'CREATE VIRTUAL TABLE%' AND lower(sql) LIKE '%using fts5%'"
 )
+"""The names of the file's FTS5 tables."""
+
 _EXISTING = "SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name = ?"
-_STAT1 = "SELECT tbl, idx, stat FROM main.sqlite_stat1 WHERE tbl = ?"
+
+SAVEPOINT = Statement("SAVEPOINT tm_shadow_statistics")
+ROLLBACK = Statement("ROLLBACK TO tm_shadow_statistics")
+RELEASE = Statement("RELEASE tm_shadow_statistics")
+RELOAD = Statement("ANALYZE sqlite_schema")
+"""Has the connection load the statistics again (its statements are planned again)."""
 
 
-def wanted_statistics(conn: apsw.Connection) -> dict[str, list[tuple[str, str | None, str]]]:
-    """Shadow table -> the ``sqlite_stat1`` rows it should have (existing tables only)."""
-    wanted: dict[str, list[tuple[str, str | None, str]]] = {}
-    for (fts,) in conn.execute(_FTS_TABLES).fetchall():
-        for suffix, stat in SHADOW_STATISTICS.items():
-            table = f"{fts}_{suffix}"
-            if conn.execute(_EXISTING, (table,)).fetchone() is not None:
-                index, value = (None, str(LARGE)) if stat is None else (table, stat)
-                wanted[table] = [(table, index, value)]
-    return wanted
+def table_exists(name: str) -> Statement:
+    """A row if the file has the table ``name``."""
+    return Statement(
+        "SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name = ?", (name,)
+    )
 
 
-def shadow_statistics_right(conn: apsw.Connection) -> bool:
-    """True if the file has no statistics, or FTS5's shadow tables have exactly theirs."""
-    if conn.execute(_EXISTING, ("sqlite_stat1",)).fetchone() is None:
-        return True
-    wanted = wanted_statistics(conn)
-    stat4 = conn.execute(_EXISTING, ("sqlite_stat4",)).fetchone() is not None
-    for table, rows in wanted.items():
-        if [tuple(r) for r in conn.execute(_STAT1, (table,))] != rows:
-            return False
-        if (
-            stat4
-            and conn.execute(
-                "SELECT 1 FROM main.sqlite_stat4 WHERE tbl = ? LIMIT 1", (table,)
-            ).fetchone()
-        ):
-            return False
-    return True
+def shadow_rows(fts: str, suffix: str) -> tuple[str, list[StatRow]]:
+    """The shadow table ``suffix`` of the FTS5 table ``fts`` and the ``sqlite_stat1`` rows
+    it should have."""
+    table, stat = f"{fts}_{suffix}", SHADOW_STATISTICS[suffix]
+    index, value = (None, str(LARGE)) if stat is None else (table, stat)
+    return table, [(table, index, value)]
 
 
-def fix_shadow_statistics(conn: apsw.Connection) -> bool:
-    """Give FTS5's shadow tables their fixed statistics (in one transaction, a savepoint
-    inside the caller's) and have this connection load them (``ANALYZE sqlite_schema``:
-    its statements are planned again). True if anything changed."""
-    if shadow_statistics_right(conn):
-        return False
-    wanted = wanted_statistics(conn)
-    stat4 = conn.execute(_EXISTING, ("sqlite_stat4",)).fetchone() is not None
-    # Statements, not ``with conn``: the SQL tracer hears every statement as a cursor's.
-    conn.execute("SAVEPOINT tm_shadow_statistics")
-    try:
-        for table, rows in wanted.items():
-            conn.execute("DELETE FROM main.sqlite_stat1 WHERE tbl = ?", (table,))
-            if stat4:
-                conn.execute("DELETE FROM main.sqlite_stat4 WHERE tbl = ?", (table,))
-            conn.executemany(
-                "INSERT INTO main.sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", rows
-            )
-        conn.execute("ANALYZE sqlite_schema")
-    except BaseException:
-        conn.execute("ROLLBACK TO tm_shadow_statistics")
-        conn.execute("RELEASE tm_shadow_statistics")
-        raise
-    conn.execute("RELEASE tm_shadow_statistics")
-    return True
+def stat1_rows(table: str) -> Statement:
+    """The ``sqlite_stat1`` rows of ``table``."""
+    return Statement("SELECT tbl, idx, stat FROM main.sqlite_stat1 WHERE tbl = ?", (table,))
+
+
+def has_stat4(table: str) -> Statement:
+    """A row if ``sqlite_stat4`` holds samples of ``table``."""
+    return Statement("SELECT 1 FROM main.sqlite_stat4 WHERE tbl = ? LIMIT 1", (table,))
+
+
+def replace_statistics(
+    table: str, rows: list[StatRow], stat4: bool
+) -> tuple[list[Statement], Batch]:
+    """Delete ``table``'s statistics (``sqlite_stat4``'s too, where the file has that
+    table), then insert ``rows`` into ``sqlite_stat1``."""
+    deletes = [Statement("DELETE FROM main.sqlite_stat1 WHERE tbl = ?", (table,))]
+    if stat4:
+        deletes.append(Statement("DELETE FROM main.sqlite_stat4 WHERE tbl = ?", (table,)))
+    return deletes, Batch("INSERT INTO main.sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", rows)

@@ -11,26 +11,19 @@ from collections.abc import Sequence
 import apsw
 import numpy as np
 
+from persistence.meta_keys import REBUILD_DIM_KEY, REBUILD_MODEL_KEY
 from persistence.records import Tier, content_hash
 from persistence.sqlite.connection import query_all
+from persistence.sqlite.sql import meta_sql
 from persistence.sqlite.sql.index_sql import blob_of
 from persistence.sqlite.sql.memory_sql import TABLE
-from persistence.sqlite.sql.meta_sql import (
-    EMBEDDING_DIM_KEY,
-    EMBEDDING_MODEL_KEY,
-    read_meta,
-    write_meta,
-)
-
-REBUILD_MODEL_KEY = "rebuild_model"
-REBUILD_DIM_KEY = "rebuild_dim"
+from persistence.statements import run, run_all
+from persistence.stores.facts import rebuild_state, swapped_model
 
 
 def state(conn: apsw.Connection) -> tuple[str, int] | None:
-    """``(model id, dimension)`` of the rebuild under way, or ``None``."""
-    model = read_meta(conn, REBUILD_MODEL_KEY)
-    dim = read_meta(conn, REBUILD_DIM_KEY)
-    return None if model is None or dim is None else (model, int(dim))
+    """The rebuild under way in the file (see :func:`~persistence.stores.facts.rebuild_state`)."""
+    return rebuild_state(conn, meta_sql)
 
 
 def begin(conn: apsw.Connection, model_id: str, dim: int) -> bool:
@@ -38,8 +31,8 @@ def begin(conn: apsw.Connection, model_id: str, dim: int) -> bool:
     if state(conn) == (model_id, dim):
         return True
     conn.execute("DELETE FROM embedding_rebuild")
-    write_meta(conn, REBUILD_MODEL_KEY, model_id)
-    write_meta(conn, REBUILD_DIM_KEY, str(dim))
+    run(conn, meta_sql.write(REBUILD_MODEL_KEY, model_id))
+    run(conn, meta_sql.write(REBUILD_DIM_KEY, str(dim)))
     return False
 
 
@@ -95,9 +88,6 @@ def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
             f"AS r WHERE r.memory_id = {TABLE[tier]}.id)"
         )
         updated += conn.changes()
-    write_meta(conn, EMBEDDING_MODEL_KEY, model_id)
-    write_meta(conn, EMBEDDING_DIM_KEY, str(dim))
-    write_meta(conn, REBUILD_MODEL_KEY, None)
-    write_meta(conn, REBUILD_DIM_KEY, None)
+    run_all(conn, swapped_model(meta_sql, model_id, dim))
     conn.execute("DELETE FROM embedding_rebuild")
     return updated

@@ -1,29 +1,26 @@
-"""SQL for spaced-repetition schedules."""
+"""SQL of spaced-repetition schedules: statements built (:class:`Statement`,
+:class:`Batch`) and the rows they return decoded, every value's type checked."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import apsw
-
 from persistence.records import RepetitionSchedule
-from persistence.sqlite.connection import query_all, query_one
 from persistence.sqlite.row_checks import INT, NULL_INT, REAL, TEXT, damaged_row
 from persistence.sqlite.sql.memory_sql import scoped_ids
+from persistence.statements import Batch, Statement
+from persistence.stores.rows import SCHEDULE_COLUMNS, SCHEDULE_CONFLICT, schedule_row
 from persistence.stores.scope import WHOLE, Scope
 
-_COLUMNS = (
-    "memory_id, next_review_at, interval_ms, review_count, ease_factor, stability_days, "
-    "last_reviewed_at"
-)
+_INSERT = f"INSERT INTO repetition_schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_UPSERT = f"{_INSERT} {SCHEDULE_CONFLICT}"
 
-
-_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
+_NAMES = tuple(c.strip() for c in SCHEDULE_COLUMNS.split(","))
 _KINDS = (TEXT, INT, INT, INT, REAL, REAL, NULL_INT)
 
 
-def _to_schedule(row: Sequence[Any]) -> RepetitionSchedule:
+def to_schedule(row: Sequence[Any]) -> RepetitionSchedule:
     """The schedule a row holds (damage if a column's type is not its own)."""
     memory_id, next_review_at, interval_ms, review_count, ease, stability, reviewed_at = row
     if (
@@ -36,39 +33,15 @@ def _to_schedule(row: Sequence[Any]) -> RepetitionSchedule:
     return RepetitionSchedule(*row)
 
 
-def upsert(conn: apsw.Connection, schedule: RepetitionSchedule) -> None:
+def upsert(schedule: RepetitionSchedule) -> Statement:
     """Insert or replace the schedule of one memory."""
-    conn.execute(
-        f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (memory_id) DO UPDATE SET next_review_at = excluded.next_review_at, "
-        "interval_ms = excluded.interval_ms, review_count = excluded.review_count, "
-        "ease_factor = excluded.ease_factor, stability_days = excluded.stability_days, "
-        "last_reviewed_at = excluded.last_reviewed_at",
-        (
-            schedule.memory_id,
-            schedule.next_review_at,
-            schedule.interval_ms,
-            schedule.review_count,
-            float(schedule.ease_factor),
-            float(schedule.stability_days),
-            schedule.last_reviewed_at,
-        ),
-    )
+    return Statement(_UPSERT, schedule_row(schedule))
 
 
-def insert_many(conn: apsw.Connection, schedules: Sequence[RepetitionSchedule]) -> None:
-    """Insert the schedules of new memories (none of them has one yet)."""
-    if len(schedules) == 1:
-        upsert(conn, schedules[0])
-        return
-    conn.executemany(
-        f"INSERT INTO repetition_schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (s.memory_id, s.next_review_at, s.interval_ms, s.review_count,
-             float(s.ease_factor), float(s.stability_days), s.last_reviewed_at)
-            for s in schedules
-        ],
-    )  # fmt: skip
+def insert_many(schedules: Sequence[RepetitionSchedule]) -> Batch:
+    """Insert the schedules of new memories (none of them has one yet; a single one is
+    upserted)."""
+    return Batch(_UPSERT if len(schedules) == 1 else _INSERT, [schedule_row(s) for s in schedules])
 
 
 def _mine(scope: Scope) -> tuple[str, tuple[str, ...]]:
@@ -79,45 +52,32 @@ def _mine(scope: Scope) -> tuple[str, tuple[str, ...]]:
     return f" AND memory_id IN ({ids})", agent
 
 
-def fetch(
-    conn: apsw.Connection, memory_id: str, scope: Scope = WHOLE
-) -> RepetitionSchedule | None:
-    """The schedule of ``memory_id`` (a memory ``scope`` holds), or ``None``."""
+def fetch(memory_id: str, scope: Scope = WHOLE) -> Statement:
+    """The schedule of ``memory_id`` (a memory ``scope`` holds)."""
     mine, agent = _mine(scope)
-    row = query_one(
-        conn,
-        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id = ?{mine}",
+    return Statement(
+        f"SELECT {SCHEDULE_COLUMNS} FROM repetition_schedules WHERE memory_id = ?{mine}",
         (memory_id, *agent),
     )
-    return None if row is None else _to_schedule(row)
 
 
-def due(
-    conn: apsw.Connection, before: int, limit: int | None, scope: Scope = WHOLE
-) -> list[RepetitionSchedule]:
+def due(before: int, limit: int | None, scope: Scope = WHOLE) -> Statement:
     """Schedules (of ``scope``'s memories) with ``next_review_at <= before``, most
     overdue first."""
     mine, agent = _mine(scope)
-    rows = query_all(
-        conn,
-        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE next_review_at <= ?{mine} "
+    return Statement(
+        f"SELECT {SCHEDULE_COLUMNS} FROM repetition_schedules WHERE next_review_at <= ?{mine} "
         "ORDER BY next_review_at, memory_id LIMIT ?",
         (before, *agent, -1 if limit is None else limit),
     )
-    return [_to_schedule(row) for row in rows]
 
 
-def page(
-    conn: apsw.Connection, after_id: str, limit: int,
-    held: tuple[str, tuple[str, ...]] | None = None,
-) -> list[RepetitionSchedule]:  # fmt: skip
+def page(after_id: str, limit: int, held: tuple[str, tuple[str, ...]] | None = None) -> Statement:
     """The next ``limit`` schedules with memory id > ``after_id`` (``held``: of the
     memory ids this subquery and its parameters give)."""
     mine, params = ("", ()) if held is None else (f" AND memory_id IN ({held[0]})", held[1])
-    rows = query_all(
-        conn,
-        f"SELECT {_COLUMNS} FROM repetition_schedules WHERE memory_id > ?{mine} "
+    return Statement(
+        f"SELECT {SCHEDULE_COLUMNS} FROM repetition_schedules WHERE memory_id > ?{mine} "
         "ORDER BY memory_id LIMIT ?",
         (after_id, *params, limit),
     )
-    return [_to_schedule(row) for row in rows]

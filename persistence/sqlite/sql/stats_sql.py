@@ -3,11 +3,9 @@ table families, and the user tables of a file that has no schema version."""
 
 from __future__ import annotations
 
-import apsw
-
 from persistence.records import Tier
-from persistence.sqlite.connection import query_all, query_value
 from persistence.sqlite.sql.memory_sql import TABLE, scoped_ids
+from persistence.statements import Statement
 from persistence.stores.scope import WHOLE, Scope
 
 COUNTS = {
@@ -25,51 +23,46 @@ COUNTS = {
 """``PersistenceStatistics`` field -> the statement that counts it."""
 
 
-def counts(conn: apsw.Connection, scope: Scope = WHOLE) -> dict[str, int]:
-    """Every count of :data:`COUNTS`, in the caller's snapshot; a scoped handle counts
-    its agent's rows (the embedding cache's count stays the file's)."""
-    found = {name: int(query_value(conn, sql)) for name, sql in COUNTS.items()}
-    if scope.scoped:
-        for name, (sql, params) in scoped_counts(scope).items():
-            found[name] = int(query_value(conn, sql, params))
-    return found
+def counts(scope: Scope = WHOLE) -> dict[str, Statement]:
+    """The statement counting each of :data:`COUNTS` (run them in one snapshot); a
+    scoped handle counts its agent's rows (the embedding cache's count stays the file's)."""
+    found = {name: Statement(sql) for name, sql in COUNTS.items()}
+    return found | scoped_counts(scope) if scope.scoped else found
 
 
-def scoped_counts(scope: Scope) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """The statements counting ``scope``'s share of :data:`COUNTS`: field ->
-    ``(sql, params)``."""
+def scoped_counts(scope: Scope) -> dict[str, Statement]:
+    """The statements counting ``scope``'s share of :data:`COUNTS`: field -> statement."""
     mine, agent = scope.condition()
     live, live_params = scoped_ids(scope)
     sessions = f"SELECT session_id FROM sessions WHERE {mine}"
     unembedded = [f"(SELECT count(*) FROM {TABLE[t]} WHERE {mine} AND embedding IS NULL)"
                   for t in Tier]  # fmt: skip
     return {
-        "session_count": (f"SELECT count(*) FROM sessions WHERE {mine}", agent),
-        "active_session_count": (
-            f"SELECT count(*) FROM sessions WHERE {mine} AND is_active = 1",
-            agent,
+        "session_count": Statement(f"SELECT count(*) FROM sessions WHERE {mine}", agent),
+        "active_session_count": Statement(
+            f"SELECT count(*) FROM sessions WHERE {mine} AND is_active = 1", agent
         ),
-        "transcript_count": (
-            f"SELECT count(*) FROM session_transcripts WHERE session_id IN ({sessions})",
-            agent,
+        "transcript_count": Statement(
+            f"SELECT count(*) FROM session_transcripts WHERE session_id IN ({sessions})", agent
         ),
-        "schedule_count": (
+        "schedule_count": Statement(
             f"SELECT count(*) FROM repetition_schedules WHERE memory_id IN ({live})",
             live_params,
         ),
-        "promotion_count": (
+        "promotion_count": Statement(
             f"SELECT count(*) FROM promotion_log WHERE memory_id IN ({live}) OR memory_id IN "
             f"(SELECT memory_id FROM forgetting_log WHERE {mine})",
             (*live_params, *agent),
         ),
-        "forgotten_count": (f"SELECT count(*) FROM forgetting_log WHERE {mine}", agent),
-        "unembedded_count": ("SELECT " + " + ".join(unembedded), agent * len(unembedded)),
+        "forgotten_count": Statement(f"SELECT count(*) FROM forgetting_log WHERE {mine}", agent),
+        "unembedded_count": Statement("SELECT " + " + ".join(unembedded), agent * len(unembedded)),
     }
 
 
-def user_tables(conn: apsw.Connection) -> list[str]:
-    """The names of the file's own tables (SQLite's internal ones left out), sorted."""
-    rows = query_all(
-        conn, "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-    )
-    return sorted(str(row[0]) for row in rows)
+USER_TABLES = Statement(
+    "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+)
+"""The names of the file's own tables (SQLite's internal ones left out), sorted."""
+
+PAGE_SIZE = Statement("PRAGMA page_size")
+PAGE_COUNT = Statement("PRAGMA page_count")

@@ -7,30 +7,32 @@ view the same range of the tag index joined to the agent's memories.
 
 from __future__ import annotations
 
-import apsw
+from collections.abc import Sequence
+from typing import Any
 
-from persistence.sqlite.connection import query_all
 from persistence.sqlite.sql.memory_sql import TABLE
+from persistence.statements import Statement
 from persistence.tag_counts import COUNTED_GLOB, tag_range
 
-
-def counts(conn: apsw.Connection, prefix: str) -> dict[str, int]:
-    """Memories per namespace tag starting with ``prefix``."""
-    where, params = _range("tag", prefix)
-    rows = query_all(conn, f"SELECT tag, memories FROM tag_counts WHERE {where}", params)
-    return {str(tag): int(n) for tag, n in rows}
+_MINE = " UNION ALL ".join(f"SELECT id FROM {t} WHERE agent_id = ?" for t in TABLE.values())
 
 
-def agent_counts(conn: apsw.Connection, prefix: str, agent_id: str) -> dict[str, int]:
-    """:func:`counts` over the memories of agent ``agent_id`` only."""
+def counts(prefix: str, agent_id: str | None = None) -> Statement:
+    """Memories per namespace tag starting with ``prefix`` (of agent ``agent_id`` only,
+    if given): rows :func:`to_counts` decodes."""
+    if agent_id is None:
+        where, params = _range("tag", prefix)
+        return Statement(f"SELECT tag, memories FROM tag_counts WHERE {where}", params)
     where, params = _range("g.tag", prefix)
-    mine = " UNION ALL ".join(f"SELECT id FROM {t} WHERE agent_id = ?" for t in TABLE.values())
-    rows = query_all(
-        conn,
+    return Statement(
         f"SELECT g.tag, count(*) FROM memory_tags AS g WHERE {where} AND g.tag GLOB ? "
-        f"AND g.memory_id IN ({mine}) GROUP BY g.tag",
+        f"AND g.memory_id IN ({_MINE}) GROUP BY g.tag",
         [*params, COUNTED_GLOB, *[agent_id] * len(TABLE)],
     )
+
+
+def to_counts(rows: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """Tag -> memories of :func:`counts`'s rows."""
     return {str(tag): int(n) for tag, n in rows}
 
 

@@ -1,14 +1,13 @@
 """SQL for ``vector_codes``, ``vector_code_packs`` and ``vector_fit``: the vector copy's
-codes kept in the file (see :mod:`persistence.sqlite.code_sync`)."""
+codes kept in the file (run by :mod:`persistence.sqlite.code_sync` and
+:mod:`persistence.sqlite.vector_mirror`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import apsw
-
-from persistence.sqlite.connection import query_all, query_one
+from persistence.statements import Batch, Row, Statement
 
 FitRow = tuple[int, int, float, bytes, int, str | None]
 """``(dim, fitted, sqrt_factor, fit blob, seq, seq_id)``."""
@@ -24,73 +23,71 @@ _MOVE = "UPDATE vector_fit SET seq = ?, seq_id = ? WHERE only = 1"
 _PUT = "INSERT OR REPLACE INTO vector_codes (id, code) VALUES (?, ?)"
 
 
-def read_fit(conn: apsw.Connection) -> FitRow | None:
-    """The stored fit and the log position its codes stand at, or ``None``."""
-    row = query_one(conn, _READ_FIT)
+READ_FIT = Statement(_READ_FIT)
+"""The stored fit and the log position its codes stand at: :func:`to_fit` decodes it."""
+
+
+def to_fit(row: Row | None) -> FitRow | None:
+    """:data:`READ_FIT`'s row, typed (``None``: no fit stored)."""
     if row is None:
         return None
     dim, fitted, factor, blob, seq, seq_id = row
     return int(dim), int(fitted), float(factor), bytes(blob), int(seq), seq_id
 
 
-def write_fit(conn: apsw.Connection, row: FitRow) -> None:
+def write_fit(row: FitRow) -> Statement:
     """Store the fit and the position its codes stand at."""
-    conn.execute(_WRITE_FIT, row)
+    return Statement(_WRITE_FIT, row)
 
 
-def move_to(conn: apsw.Connection, seq: int, seq_id: str | None) -> None:
+def move_to(seq: int, seq_id: str | None) -> Statement:
     """The codes now stand at log position ``seq``."""
-    conn.execute(_MOVE, (seq, seq_id))
+    return Statement(_MOVE, (seq, seq_id))
 
 
-def drop_all(conn: apsw.Connection) -> None:
-    """No codes, no packs and no fit: a reader encodes the vectors itself."""
-    conn.execute("DELETE FROM vector_codes")
-    conn.execute("DELETE FROM vector_code_packs")
-    conn.execute("DELETE FROM vector_fit")
+DROP_ALL = (
+    Statement("DELETE FROM vector_codes"),
+    Statement("DELETE FROM vector_code_packs"),
+    Statement("DELETE FROM vector_fit"),
+)
+"""No codes, no packs and no fit: a reader encodes the vectors itself."""
 
 
-def drop(conn: apsw.Connection, memory_ids: Sequence[str]) -> None:
+def drop(memory_ids: Sequence[str]) -> Batch:
     """Delete the codes of ``memory_ids``."""
-    conn.executemany("DELETE FROM vector_codes WHERE id = ?", [(i,) for i in memory_ids])
+    return Batch("DELETE FROM vector_codes WHERE id = ?", [(i,) for i in memory_ids])
 
 
-def put(conn: apsw.Connection, rows: Sequence[tuple[str, bytes]]) -> None:
+def put(rows: Sequence[tuple[str, bytes]]) -> Batch:
     """Store ``(id, code)`` rows."""
-    conn.executemany(_PUT, rows)
+    return Batch(_PUT, rows)
 
 
-def keyed_rows(conn: apsw.Connection, end: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Every stored ``(UTF-8 id + end, code)``, streamed in id order: the ids as the
+def keyed_rows(end: bytes) -> Statement:
+    """Every stored ``(UTF-8 id + end, code)`` (stream it), in id order: the ids as the
     vector copy keys them, made by SQLite rather than one Python call per row."""
-    sql = "SELECT CAST(id || ? AS BLOB), code FROM vector_codes"
-    return iter(conn.execute(sql, (end.decode(),)))
+    return Statement("SELECT CAST(id || ? AS BLOB), code FROM vector_codes", (end.decode(),))
 
 
-def count_of_width(conn: apsw.Connection, width: int) -> int:
+def count_of_width(width: int) -> Statement:
     """How many stored codes are ``width`` bytes long (made with the stored fit)."""
-    row = query_one(conn, "SELECT count(*) FROM vector_codes WHERE length(code) = ?", (width,))
-    return int(row[0]) if row else 0
+    return Statement("SELECT count(*) FROM vector_codes WHERE length(code) = ?", (width,))
 
 
-def keyed_rows_of_width(
-    conn: apsw.Connection, end: bytes, width: int
-) -> Iterator[tuple[bytes, bytes]]:
+def keyed_rows_of_width(end: bytes, width: int) -> Statement:
     """:func:`keyed_rows` of the codes ``width`` bytes long, in id order."""
     sql = "SELECT CAST(id || ? AS BLOB), code FROM vector_codes WHERE length(code) = ? ORDER BY id"
-    return iter(conn.execute(sql, (end.decode(), width)))
+    return Statement(sql, (end.decode(), width))
 
 
-def keyed_rows_between(
-    conn: apsw.Connection, end: bytes, after: str | None, before: str | None
-) -> Iterator[tuple[bytes, bytes]]:
+def keyed_rows_between(end: bytes, after: str | None, before: str | None) -> Statement:
     """:func:`keyed_rows` of the ids strictly between ``after`` and ``before`` (``None``:
     no bound on that side)."""
     sql = (
         "SELECT CAST(id || ? AS BLOB), code FROM vector_codes "
         "WHERE (?2 IS NULL OR id > ?2) AND (?3 IS NULL OR id < ?3) ORDER BY id"
     )
-    return iter(conn.execute(sql, (end.decode(), after, before)))
+    return Statement(sql, (end.decode(), after, before))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,38 +124,46 @@ _PACK_STATE = (
 )
 
 
-def pack_heads(conn: apsw.Connection) -> list[PackHead]:
-    """Every pack row's columns but its blobs (their lengths instead), in chunk order."""
+PACK_HEADS = Statement(_PACK_HEADS)
+"""Every pack row's columns but its blobs (their lengths instead), in chunk order:
+:func:`to_pack_heads` decodes them."""
+
+
+def to_pack_heads(rows: Sequence[Row]) -> list[PackHead]:
+    """:data:`PACK_HEADS`' rows, typed."""
     return [
         (int(c), int(n), str(a), str(b), int(w), int(s), i, int(li), int(lc))
-        for c, n, a, b, w, s, i, li, lc in query_all(conn, _PACK_HEADS)
+        for c, n, a, b, w, s, i, li, lc in rows
     ]
 
 
-def pack_blobs(conn: apsw.Connection) -> Iterator[tuple[int, bytes, bytes]]:
-    """``(chunk, ids, codes)`` of every pack row, streamed in chunk order (a million
-    memories' packs are ~150 MB: never all in RAM at once)."""
-    return iter(conn.execute(_PACK_BLOBS))
+PACK_BLOBS = Statement(_PACK_BLOBS)
+"""``(chunk, ids, codes)`` of every pack row in chunk order: stream it (a million
+memories' packs are ~150 MB: never all in RAM at once)."""
 
 
-def packs_complete_at(conn: apsw.Connection, seq: int, seq_id: str | None) -> bool:
-    """True if every pack written is still there and they stand at log position
-    ``(seq, seq_id)``."""
-    row = query_one(conn, _PACK_STATE, (seq, seq_id))
+def pack_state(seq: int, seq_id: str | None) -> Statement:
+    """How the packs stand against log position ``(seq, seq_id)``: decoded by
+    :func:`complete`."""
+    return Statement(_PACK_STATE, (seq, seq_id))
+
+
+def complete(row: Row | None) -> bool:
+    """From :func:`pack_state`'s row: True if every pack written is still there and they
+    stand at the position asked about."""
     if row is None or not row[0]:
         return False
     count, fewest, most, current = row
     return bool(fewest == most == count == int(current))
 
 
-def drop_packs(conn: apsw.Connection) -> None:
-    """Delete every pack row."""
-    conn.execute("DELETE FROM vector_code_packs")
+DROP_PACKS = Statement("DELETE FROM vector_code_packs")
+"""Delete every pack row."""
 
 
-def put_packs(conn: apsw.Connection, rows: Sequence[Pack]) -> None:
+def put_packs(rows: Sequence[Pack]) -> Batch:
     """Store pack rows."""
-    conn.executemany(
+    return Batch(
         _PUT_PACK,
         [(p.chunk, p.chunks, p.first_id, p.last_id, p.width, p.seq, p.seq_id, p.ids, p.codes)
          for p in rows],

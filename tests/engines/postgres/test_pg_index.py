@@ -17,7 +17,7 @@ from persistence.errors import (
     EmbeddingModelMismatchError,
     InvalidInputError,
 )
-from persistence.postgres import PostgresStore
+from persistence.postgres import PostgresStore, keyword_search
 from persistence.postgres.sql import keyword_sql, vector_sql
 from persistence.records import Memory, MemoryFilter, Tier, content_hash
 
@@ -124,7 +124,7 @@ def test_the_keyword_window_kept_by_triggers_equals_a_rebuild(pg: PostgresStore)
         stats_kept = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
     assert len(kept) == len(ids)
     with pg.transaction() as conn:
-        keyword_sql.rebuild(conn)
+        keyword_search.rebuild(conn)
     assert keyword_rows(pg) == kept
     with pg.engine.reading() as conn:
         assert conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone() == stats_kept

@@ -10,7 +10,7 @@ from persistence import DuplicateMemoryError, Memory, RepetitionSchedule, Tier
 from persistence.dedup_key import content_key
 from persistence.errors import EmbeddingDimensionError
 from persistence.postgres import PostgresStore
-from persistence.postgres.sql.vector_dim_sql import fix_dimension
+from persistence.postgres.vector_dim import fix_dimension
 from persistence.sqlite.sql import dedup_sql
 from persistence.storage import MemoryStorage
 from tests.support.backends import store_on_each_backend  # noqa: F401

@@ -1,4 +1,4 @@
-"""The keyword search's common-terms rule (``index_sql.coordinated``): when a query's
+"""The keyword search's common-terms rule (``keyword_search.coordinated``): when a query's
 words match more than ``RANK_CAP`` memories, its common words count only in memories
 that hold another query word; rare words still find every memory that holds them, the
 result (and recall's explanation) says what was left out, and a file with at most
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from persistence import KeywordHits, Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore
+from persistence.sqlite import SQLiteStore, keyword_search
 from persistence.sqlite.sql import index_sql
 from tiered_memory import AgentMemoryManager
 
@@ -40,7 +40,9 @@ def filled(file_store: SQLiteStore) -> SQLiteStore:
 
 def _search(store: SQLiteStore, words: tuple[str, ...], limit: int, cap: int | None) -> KeywordHits:
     with store.engine.reading() as conn:
-        return index_sql.keyword_search(conn, words, limit, MemoryFilter(), 0.5, 0.5, rank_cap=cap)
+        return keyword_search.keyword_search(
+            conn, words, limit, MemoryFilter(), 0.5, 0.5, rank_cap=cap
+        )
 
 
 @pytest.mark.slow  # 1.1 s measured on a busy machine
@@ -78,13 +80,13 @@ def test_a_file_no_larger_than_the_cap_never_takes_the_rule(filled: SQLiteStore)
     size: a query cannot match more rows than the file holds."""
     words = ("common", "rare", "filler1", "filler2")
     with filled.engine.reading() as conn:
-        for cap in (ROWS, ROWS + 1, index_sql.RANK_CAP):
-            assert index_sql.coordinated(conn, words, cap) is None
-        assert index_sql.coordinated(conn, words, ROWS - 1) is not None
-        assert index_sql.coordinated(conn, ("common",), 10) is None  # one word: no pairs
-        many = tuple(f"filler{i}" for i in range(index_sql.PAIRED_WORDS)) + ("common",)
-        assert index_sql.coordinated(conn, many, 10) is None  # too many words to pair
-    assert index_sql.RANK_CAP >= 20_000  # the figure the CHANGELOG and README give
+        for cap in (ROWS, ROWS + 1, keyword_search.RANK_CAP):
+            assert keyword_search.coordinated(conn, words, cap) is None
+        assert keyword_search.coordinated(conn, words, ROWS - 1) is not None
+        assert keyword_search.coordinated(conn, ("common",), 10) is None  # one word: no pairs
+        many = tuple(f"filler{i}" for i in range(keyword_search.PAIRED_WORDS)) + ("common",)
+        assert keyword_search.coordinated(conn, many, 10) is None  # too many words to pair
+    assert keyword_search.RANK_CAP >= 20_000  # the figure the CHANGELOG and README give
 
 
 def test_word_pairs_is_the_expression_the_docstring_gives() -> None:
@@ -102,7 +104,7 @@ def test_recall_explains_the_common_words_it_set_aside(
     with AgentMemoryManager.open(path, embedder=None) as memory:
         before = memory.recall("common rare", k=5)
         assert before and all(not h.explanation.notes for h in before)  # 600 rows < cap
-        monkeypatch.setattr(index_sql, "RANK_CAP", CAP)  # recall asks for 100 rows
+        monkeypatch.setattr(keyword_search, "RANK_CAP", CAP)  # recall asks for 100 rows
         hits = memory.recall("common rare", k=5)
     assert {int(h.memory.id[1:]) for h in hits} <= set(range(RARE))  # all hold "rare"
     for hit in hits:
@@ -118,7 +120,7 @@ def test_an_agent_scoped_recall_says_so_too(
     path = tmp_path / "m.db"
     with SQLiteStore(path) as store:
         _fill(store, agent_id="ann")
-    monkeypatch.setattr(index_sql, "RANK_CAP", CAP)
+    monkeypatch.setattr(keyword_search, "RANK_CAP", CAP)
     with AgentMemoryManager.open(path, embedder=None, agent_id="ann") as memory:
         hits = memory.recall("common rare", k=5)
     assert hits and all("'common'" in " ".join(h.explanation.notes) for h in hits)

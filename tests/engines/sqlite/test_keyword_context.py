@@ -14,8 +14,7 @@ from migrations.sqlite import LATEST_VERSION
 from migrations.sqlite import v008_keyword_window_order as keyword_window
 from persistence import Memory, MemoryFilter, Tier
 from persistence.records import SessionState
-from persistence.sqlite import BackupManager, SQLiteStore
-from persistence.sqlite.sql import index_sql
+from persistence.sqlite import BackupManager, SQLiteStore, keyword_search, keyword_upkeep
 from tests.conftest import old_schema_store
 
 
@@ -138,7 +137,7 @@ def _scores_and_size(conn: apsw.Connection, words: Iterable[str]) -> tuple[dict[
     scores = {
         w: sorted(
             (m, round(s, 9))
-            for m, s in index_sql.keyword_search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
+            for m, s in keyword_search.keyword_search(conn, [w], 1000, MemoryFilter(), 0.3, 0.7)
         )
         for w in words
     }
@@ -154,7 +153,7 @@ def rebuilt_scores_and_size(
 
     try:
         with store.transaction() as conn:
-            index_sql.fill_keyword_index(conn)
+            keyword_upkeep.fill_keyword_index(conn)
             result = _scores_and_size(conn, words)
             raise Undo
     except Undo:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import apsw
 
-from persistence.sqlite.sql.planner_sql import LARGE, shadow_statistics_right
+from persistence.sqlite.planner import shadow_statistics_right
+from persistence.sqlite.sql.planner_sql import LARGE
 from tiered_memory import AgentMemoryManager
 
 SEGMENT_DELETE = "EXPLAIN QUERY PLAN DELETE FROM memory_fts_data WHERE id>=? AND id<=?"

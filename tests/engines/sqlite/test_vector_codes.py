@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from persistence import Memory, Tier
-from persistence.sqlite import SQLiteStore, vector_mirror
+from persistence.sqlite import SQLiteStore, vector_mirror, vector_reads
 from persistence.sqlite.backup import BackupManager
-from persistence.sqlite.sql import index_sql
 from persistence.sqlite.vector_codes import FIT_ROWS, TIER_BYTE, CodeFit, code_blobs, split_codes
 from tests.support.data_checks import open_raw
 
@@ -162,7 +161,7 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
             if start + 512 < FIT_ROWS:
                 assert codes_in(db_path) == {}  # too few vectors to fit on yet
         with store.engine.reading() as conn:
-            head = index_sql.change_head(conn)
+            head = vector_reads.change_head(conn)
     assert len(codes_in(db_path)) == COUNT
     assert fit_position(db_path) == head
     loads.clear()

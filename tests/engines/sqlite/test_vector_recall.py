@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, bulk_index
+from persistence.sqlite import SQLiteStore, bulk_index, memory_steps
 from persistence.sqlite.sql import memory_sql
 
 DIM = 384
@@ -41,7 +41,7 @@ def _build(path: Path, vectors: np.ndarray) -> None:
             for i, vector in enumerate(vectors):
                 tags = ("half",) if i % 2 == 0 else ()
                 memory = Memory.create("m", Tier.EPISODIC, id=f"m{i}", embedding=vector, tags=tags)
-                memory_sql.upsert(conn, memory, memory_sql.encode_row(memory, vector.tobytes()))
+                memory_steps.write(conn, memory, memory_sql.encode_row(memory, vector.tobytes()))
 
 
 def _queries(vectors: np.ndarray, rng: np.random.Generator, kind: str) -> np.ndarray:

@@ -1,0 +1,125 @@
+"""The SQLite engine's reads of the float vectors and their change log, and exact
+cosine comparison: what the vector copy (:mod:`persistence.sqlite.vector_mirror`), the
+codes kept in the file (:mod:`persistence.sqlite.code_sync`) and the vector search
+(:class:`~persistence.sqlite.index_store.MirrorVectors`) run, over the statements
+:mod:`~persistence.sqlite.sql.index_sql` builds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import apsw
+import numpy as np
+
+from persistence.records import MemoryFilter, Tier
+from persistence.sqlite.sql import index_sql
+from persistence.statements import column, row, rows, stream, value
+
+
+def change_head(conn: apsw.Connection) -> tuple[int, str | None]:
+    """``(seq, memory_id)`` of the newest ``vector_changes`` row, ``(0, None)`` if none."""
+    return index_sql.to_change_head(row(conn, index_sql.CHANGE_HEAD))
+
+
+def change_floor(conn: apsw.Connection) -> int:
+    """The oldest ``seq`` still in ``vector_changes`` (0 when it is empty)."""
+    return int(value(conn, index_sql.CHANGE_FLOOR) or 0)
+
+
+def change_at(conn: apsw.Connection, seq: int) -> str | None:
+    """The memory id logged at ``seq``, or ``None`` once that row is trimmed (or never was)."""
+    found = value(conn, index_sql.change_at(seq))
+    return None if found is None else str(found)
+
+
+def changed_since(conn: apsw.Connection, seq: int) -> list[str]:
+    """Ids of memories whose embedding changed after ``seq``."""
+    return column(conn, index_sql.changed_since(seq))
+
+
+def memory_count(conn: apsw.Connection, *, at_most: int | None = None) -> int:
+    """How many memories the file holds (see :func:`index_sql.memory_count`)."""
+    return int(value(conn, index_sql.memory_count(at_most)) or 0)
+
+
+def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, bytes]]:
+    """``(id, float32 blob)`` of every memory of ``tier`` that has an embedding, streamed."""
+    return stream(conn, index_sql.embedded_rows(tier))
+
+
+def embeddings_of(
+    conn: apsw.Connection, memory_ids: list[str], tiers: Sequence[Tier] = tuple(Tier)
+) -> list[tuple[str, Tier, bytes]]:
+    """The current embedding of each of ``memory_ids`` (looked for in ``tiers``) that has
+    one, with its tier."""
+    found: list[tuple[str, Tier, bytes]] = []
+    for tier in tiers:
+        found += [
+            (i, tier, blob) for i, blob in rows(conn, index_sql.embeddings_of(memory_ids, tier))
+        ]
+    return found
+
+
+def accepted_embeddings(
+    conn: apsw.Connection, where: MemoryFilter, cap: int
+) -> list[tuple[str, Tier, bytes]] | None:
+    """The embedding of every memory ``where`` accepts that has one, with its tier; ``None``
+    when there are more than ``cap`` (then search the RAM copy instead)."""
+    found: list[tuple[str, Tier, bytes]] = []
+    tiers = list(Tier) if where.tier is None else [where.tier]
+    for tier in tiers:
+        statement = index_sql.accepted_embeddings(where, tier, cap + 1 - len(found))
+        found += [(memory_id, tier, blob) for memory_id, blob in rows(conn, statement)]
+        if len(found) > cap:
+            return None
+    return found
+
+
+def accepted_among(
+    conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
+) -> list[tuple[str, Tier]]:
+    """The ``candidates`` that ``where`` accepts, in their order."""
+    keep: set[str] = set()
+    for tier in Tier:
+        ids = [memory_id for memory_id, at in candidates if at is tier]
+        if not ids or (where.tier is not None and tier is not where.tier):
+            continue
+        keep.update(column(conn, index_sql.accepted_among(where, tier, ids)))
+    return [(memory_id, tier) for memory_id, tier in candidates if memory_id in keep]
+
+
+def rerank(
+    conn: apsw.Connection, candidates: list[tuple[str, Tier]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` nearest ``(id, tier)`` candidates,
+    exactly, from the float vectors in the tier tables (those without one are dropped)."""
+    found = []
+    for tier in Tier:
+        ids = [memory_id for memory_id, where in candidates if where is tier]
+        if ids:
+            found += embeddings_of(conn, ids, (tier,))
+    return nearest(found, query, limit)
+
+
+def nearest(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """``(memory_id, cosine distance)`` of the ``limit`` of ``found`` nearest to ``query``
+    (ties in the order given)."""
+    if not found:
+        return []
+    ids, distances = cosine_distances(found, query)
+    order = np.argsort(distances, kind="stable")[:limit]
+    return [(ids[i], float(distances[i])) for i in order]
+
+
+def cosine_distances(
+    found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """The ids of ``found`` (as :func:`embeddings_of` gives it) and their cosine distances
+    to ``query``."""
+    ids = [memory_id for memory_id, _, _ in found]
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
+    matrix = matrix.reshape(len(ids), -1)
+    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+    return ids, 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)

@@ -1,4 +1,14 @@
-"""Shared fixtures: a store on a real file, and the same tests against ':memory:'."""
+"""Shared fixtures: a clock, stores and managers, and the one way to run a test on both
+engines.
+
+A test runs on both engines by asking for a fixture parametrized over :data:`ENGINES`:
+``engine`` itself (ids ``sqlite``, ``postgres``) or one built on it (``any_location``,
+``new_location``), or over :data:`PLACES` (the same engines and SQLite in RAM, ids
+``memory``, ``sqlite``, ``postgres``): ``any_store`` and the managers built on it,
+``make_memory`` and ``memory``. Every ``postgres`` case gets the ``postgres`` marker
+(tests/support/pg_server.py). A test about the SQLite engine alone (files, checksums,
+pragmas, FTS5) asks for a SQLite fixture: ``store``, ``file_store``, ``any_sqlite_store``,
+``make_sqlite_memory``, ``sqlite_memory``."""
 
 from __future__ import annotations
 
@@ -128,7 +138,8 @@ def engine(request: pytest.FixtureRequest) -> str:
     """The engine a test runs on, ``sqlite`` then ``postgres`` (the test ids): a test that
     asks for it, or for a fixture built on it (``any_location``, ``new_location``), runs
     once on each; the ``postgres`` case gets the ``postgres`` marker
-    (tests/support/pg_server.py)."""
+    (tests/support/pg_server.py). :func:`any_store` (and :func:`make_memory`,
+    :func:`memory` on it) runs on the same engines and SQLite in RAM."""
     return str(request.param)
 
 
@@ -158,10 +169,23 @@ def new_location(
         yield make
 
 
-@pytest.fixture(params=["memory", *ENGINES])
+PLACES = ("memory", *ENGINES)
+"""Every form a store can be opened in, as test ids: SQLite in RAM (``memory``), SQLite on
+a new file (``sqlite``), a new PostgreSQL database (``postgres``)."""
+SQLITE_PLACES = PLACES[:2]
+
+
+@pytest.fixture(params=PLACES)
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """:func:`any_location`, or ``":memory:"`` (a store in RAM, for ``open()`` methods
-    that take it): every form a store can be opened in."""
+    that take it): the location of a store in each of :data:`PLACES`."""
+    return location_on(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=SQLITE_PLACES)
+def any_sqlite_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """:func:`any_store` on SQLite alone (``memory``, ``sqlite``): for tests about the
+    SQLite engine (files, checksums, pragmas, FTS5)."""
     return location_on(request.param, request, tmp_path)
 
 
@@ -170,60 +194,60 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-BOTH_BACKENDS = "both_backends"
-SQLITE_ONLY = "sqlite_only"
-MANAGER_KINDS = ("file", "memory")
-
-
-@pytest.hookimpl(tryfirst=True)  # before the marks and the fixtures' params are applied
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``make_memory`` (and so ``memory``) runs on a file and in memory; in a module or
-    test marked ``both_backends`` also on a fresh PostgreSQL database (id ``postgres``),
-    unless the test is marked ``sqlite_only(reason)``."""
-    if "make_memory" not in metafunc.fixturenames:
-        return
-    definition = metafunc.definition
-    on_both = definition.get_closest_marker(BOTH_BACKENDS) is not None
-    if on_both and definition.get_closest_marker(SQLITE_ONLY) is None:
-        # a parametrize mark, not metafunc.parametrize: pytest then skips the fixture's
-        # own params (a second parametrization of one name is an error)
-        kinds = [*MANAGER_KINDS, "postgres"]
-        metafunc.definition.add_marker(pytest.mark.parametrize("make_memory", kinds, indirect=True))
-
-
-@pytest.fixture(params=MANAGER_KINDS)
-def make_memory(
-    request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
-) -> Iterator[Callable[..., AgentMemoryManager]]:
-    """Build open managers with extra config: on a file, in memory, and (tests marked
-    ``both_backends``) on a PostgreSQL database; all share one location per test."""
+@contextlib.contextmanager
+def managers_at(location: str, clock: FakeClock) -> Iterator[Callable[..., AgentMemoryManager]]:
+    """A maker of open managers at ``location`` with extra config (``":memory:"``: each
+    one its own store in RAM); shut down when the block ends."""
     made: list[AgentMemoryManager] = []
-    location = str(db_path)
-    if request.param == "postgres":
-        location = request.getfixturevalue("pg_url")
 
     def make(**config: Any) -> AgentMemoryManager:
         config.setdefault("clock", clock)
         # Tests compare file checksums and count writes: background embedding is opted
         # into by the tests about it (tests/domain/test_embedding_queue.py).
         config.setdefault("embed_in_background", False)
-        if request.param == "memory":
+        if location == ":memory:":
             manager = AgentMemoryManager.in_memory(**config)
         else:
             manager = AgentMemoryManager.open(location, **config)
         made.append(manager)
         return manager
 
-    yield make
-    for manager in made:
-        manager.shutdown()
+    try:
+        yield make
+    finally:
+        for manager in made:
+            manager.shutdown()
+
+
+@pytest.fixture
+def make_memory(any_store: str, clock: FakeClock) -> Iterator[Callable[..., AgentMemoryManager]]:
+    """Build open managers with extra config, in each of :data:`PLACES` (ids ``memory``,
+    ``sqlite``, ``postgres``: the file is ``db_path``, the database a fresh one); all
+    share one location per test. A test about the SQLite engine alone asks for
+    :func:`make_sqlite_memory` instead."""
+    with managers_at(any_store, clock) as make:
+        yield make
 
 
 @pytest.fixture
 def memory(make_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
-    """An open manager on a file and in memory (and on PostgreSQL where the test is
-    marked ``both_backends``): all must behave the same."""
+    """An open manager in RAM, on a file and on PostgreSQL: all must behave the same."""
     return make_memory()
+
+
+@pytest.fixture
+def make_sqlite_memory(
+    any_sqlite_store: str, clock: FakeClock
+) -> Iterator[Callable[..., AgentMemoryManager]]:
+    """:func:`make_memory` on SQLite alone (ids ``memory``, ``sqlite``)."""
+    with managers_at(any_sqlite_store, clock) as make:
+        yield make
+
+
+@pytest.fixture
+def sqlite_memory(make_sqlite_memory: Callable[..., AgentMemoryManager]) -> AgentMemoryManager:
+    """:func:`memory` on SQLite alone: in RAM and on a file."""
+    return make_sqlite_memory()
 
 
 SPEAKER_TABLES = ("scratchpad", "episodic", "semantic", "session_transcripts")

@@ -23,8 +23,6 @@ from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding.embedders import DEFAULT_MODEL_ID, OnnxEmbedder
 from tiered_memory.embedding.queue import CATCH_UP_SECONDS
 
-pytestmark = [pytest.mark.both_backends]
-
 BACKLOG = 300
 PER_TEXT = 0.01
 """Seconds the slow model takes per text: the backlog costs BACKLOG * PER_TEXT = 3 s."""
@@ -156,7 +154,7 @@ def test_recall_does_not_wait_for_the_background_thread_embedding_a_backlog(
         assert model.embedded == BACKLOG + 1 + 1  # each memory once, the query once (cached)
 
 
-@pytest.mark.sqlite_only("runs the CLI on a file")
+# SQLite only: runs the CLI on a file
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_embed_command_embeds_the_backlog_with_the_files_own_model(tmp_path: Path) -> None:

@@ -11,8 +11,6 @@ from persistence import InvalidInputError, InvalidTypeError, Memory, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 
 def episodic_count(memory: AgentMemoryManager) -> int:
     return memory.statistics().tier_counts[Tier.EPISODIC]

@@ -14,14 +14,16 @@ import pytest
 
 from persistence import Memory, Tier
 from persistence.sqlite import BackupManager, SQLiteStore
-from persistence.sqlite.connection import query_all
 from tests.conftest import FakeClock
+from tests.support.backends import is_postgres
 from tiered_memory import AgentMemoryManager
 
 
 def _log(memory: AgentMemoryManager) -> list[tuple[str, str, str]]:
+    """Every row of the promotion log (PostgreSQL's table is ``tm_promotion_log``)."""
+    table = "tm_promotion_log" if is_postgres(memory.store) else "promotion_log"
     with memory.store.engine.reading() as conn:
-        rows = query_all(conn, "SELECT memory_id, from_tier, to_tier FROM promotion_log")
+        rows = conn.execute(f"SELECT memory_id, from_tier, to_tier FROM {table}").fetchall()
     return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 

@@ -334,7 +334,6 @@ def test_mcp_forget_agent_over_stdio(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # 1.5 s measured on a busy machine
-@pytest.mark.both_backends
 def test_bulk_erasure_api_on_every_backend(memory: AgentMemoryManager) -> None:
     session = memory.start_session().session_id
     in_session = [memory.remember(f"session fact {n}", session_id=session).id for n in range(3)]

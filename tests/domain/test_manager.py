@@ -23,8 +23,6 @@ from tests.conftest import FakeClock
 from tests.support.backends import snapshot
 from tiered_memory import AgentMemoryManager, MemoryConfig
 
-pytestmark = pytest.mark.both_backends
-
 
 class Boom(Exception):
     pass

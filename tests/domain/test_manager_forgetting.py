@@ -12,8 +12,6 @@ from persistence import InvalidInputError, Tier
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 DAY = 86_400_000
 
 

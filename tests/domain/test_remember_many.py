@@ -29,8 +29,6 @@ from tests.support.backends import (
 )
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 Make = Callable[..., AgentMemoryManager]
 
 
@@ -190,8 +188,9 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
     assert memory.check_integrity().ok
 
 
-@pytest.mark.sqlite_only("FTS5's automerge setting")
-def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memory: Make) -> None:
+def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(
+    make_sqlite_memory: Make,
+) -> None:  # SQLite only: FTS5's automerge setting
     """A batch of at least ``BATCH_ROWS`` writes its keyword rows with FTS5's automerge
     off and sets it back before the commit."""
     from persistence.sqlite import keyword_upkeep
@@ -201,7 +200,7 @@ def test_a_large_batch_is_exact_and_leaves_the_merge_setting_as_it_was(make_memo
             row = conn.execute("SELECT v FROM memory_fts_config WHERE k = 'automerge'")
             return (row.fetchall() or [(4,)])[0][0]
 
-    memory = make_memory(embedder=None)
+    memory = make_sqlite_memory(embedder=None)
     sessions = [memory.start_session().session_id for _ in range(7)]
     memory.remember_many(_interleaved(memory, 50, sessions))
     before = automerge()

@@ -15,8 +15,6 @@ from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.scratchpad import EVICTION_REASON
 
-pytestmark = pytest.mark.both_backends
-
 
 class Boom(Exception):
     pass

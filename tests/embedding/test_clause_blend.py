@@ -145,7 +145,6 @@ def _vector_cosine(memory: AgentMemoryManager, content: str) -> tuple[float, tup
 
 
 @pytest.mark.slow  # 1.7 s measured on a busy machine
-@pytest.mark.both_backends
 def test_recall_finds_a_buried_sentence_better_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

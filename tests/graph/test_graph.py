@@ -21,8 +21,6 @@ from tests.conftest import FakeClock, file_digest
 from tests.support.backends import is_postgres, snapshot
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 
 def names(neighbors: list) -> list[str]:  # type: ignore[type-arg]
     return [n.entity.name for n in neighbors]

@@ -18,8 +18,6 @@ from tests.conftest import FakeClock, old_schema_store
 from tiered_memory import AgentMemoryManager
 from tiered_memory.graph.extraction import DefaultExtractor, Extraction
 
-pytestmark = pytest.mark.both_backends
-
 DAY = 86_400_000
 
 

@@ -11,8 +11,6 @@ import pytest
 from persistence import InvalidTypeError
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 
 @pytest.mark.slow  # 1.0 s measured on a busy machine
 def test_asserted_by_and_facts_of_follow_the_memories(memory: AgentMemoryManager) -> None:
@@ -43,7 +41,7 @@ def test_bad_arguments_are_refused(memory: AgentMemoryManager) -> None:
         memory.graph.facts_of(None)  # type: ignore[arg-type]
 
 
-@pytest.mark.sqlite_only("agent-scoped graph views of a file: the graph SQL carries the scope")
+# SQLite only: agent-scoped graph views of a file: the graph SQL carries the scope
 def test_an_agent_sees_only_its_own_provenance(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     with AgentMemoryManager.open(path, embedder=None) as memory:

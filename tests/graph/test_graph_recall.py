@@ -10,8 +10,6 @@ import pytest
 from persistence import Tier
 from tiered_memory import AgentMemoryManager, RecallSettings
 
-pytestmark = pytest.mark.both_backends
-
 ON = RecallSettings(fusion="rrf", graph_weight=1.0)
 
 

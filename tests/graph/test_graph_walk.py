@@ -21,8 +21,6 @@ import pytest
 from persistence.graph_records import Relation
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 NAMES = [f"E{n}" for n in range(12)]
 PREDICATES = ["knows", "likes", "owns"]
 TIMES = [100, 200, 300, 400]

@@ -13,8 +13,6 @@ import pytest
 from persistence import InvalidTypeError, StoreClosedError, Tier
 from tiered_memory import AgentMemoryManager, AsyncAgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 LIFECYCLE = {"open", "in_memory", "initialize", "shutdown", "close", "transaction"}
 
 

@@ -20,8 +20,6 @@ from persistence import InvalidInputError
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore, TieredSearchItem
 
-pytestmark = pytest.mark.both_backends
-
 DIMS = 27
 
 

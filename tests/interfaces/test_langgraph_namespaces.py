@@ -14,8 +14,6 @@ import pytest
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore
 
-pytestmark = pytest.mark.both_backends
-
 
 class Clock:
     def __init__(self) -> None:

@@ -30,8 +30,6 @@ from persistence import InvalidInputError, InvalidTypeError, Tier
 from tiered_memory import AgentMemoryManager
 from tiered_memory.integrations.langgraph import TieredMemoryStore, TieredSearchItem
 
-pytestmark = pytest.mark.both_backends
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -22,7 +22,7 @@ from persistence.locations import is_server_url
 from tests.conftest import file_digest
 from tiered_memory import AgentMemoryManager, Tier
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.both_backends]
+pytestmark = pytest.mark.subprocess
 
 NOTE_TOOLS = {"create_note", "get_note", "list_notes", "update_note", "note_history",
               "delete_note"}  # fmt: skip

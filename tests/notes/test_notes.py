@@ -22,8 +22,6 @@ from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.recall import NoteHit, RecallHit
 
-pytestmark = pytest.mark.both_backends
-
 Make = Callable[..., AgentMemoryManager]
 
 
@@ -168,7 +166,7 @@ def test_memory_content_history(memory: AgentMemoryManager, clock: FakeClock) ->
     assert memory.notes.notebook.memory_versions(fact.id) == []
 
 
-@pytest.mark.sqlite_only("read_only opens an existing file")
+# SQLite only: read_only opens an existing file
 def test_read_only_handle_reads_notes_and_writes_none(db_path: Path) -> None:
     with AgentMemoryManager.open(db_path, embedder=None) as memory:
         note = memory.notes.create("kept", "text")

@@ -21,8 +21,6 @@ from tests.support.worker import HashEmbedder, hash_vector
 from tiered_memory import AgentMemoryManager, MemoryConfig
 from tiered_memory.recall.settings import RecallSettings
 
-pytestmark = pytest.mark.both_backends
-
 WORDS = ("apple", "pie", "river", "stone", "cloud", "lamp")
 DAY = 86_400_000
 START = 1_700_000_000_000

@@ -50,7 +50,6 @@ def _cosine(a: object, b: object) -> float:
 
 
 @pytest.mark.slow  # 1.0 s measured on a busy machine
-@pytest.mark.both_backends
 def test_the_turn_beside_a_matching_turn_is_lifted_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
@@ -81,7 +80,6 @@ def test_the_turn_beside_a_matching_turn_is_lifted_and_says_why(
 
 
 @pytest.mark.slow  # 1.2 s measured on a busy machine
-@pytest.mark.both_backends
 def test_without_the_weight_no_turn_is_lifted(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

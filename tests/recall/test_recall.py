@@ -17,8 +17,6 @@ from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, EmbedderError, OnnxEmbedder
 from tiered_memory.recall.settings import RecallSettings, keywords
 
-pytestmark = pytest.mark.both_backends
-
 EMBEDDER = OnnxEmbedder()  # one model load for the module
 
 

@@ -15,8 +15,6 @@ from persistence import InvalidInputError, KeywordParts
 from tiered_memory import AgentMemoryManager
 from tiered_memory.recall import RecallSettings
 
-pytestmark = pytest.mark.both_backends
-
 TURNS = (
     "Where did Caroline go for the lighthouse trip?",
     "She went to Brittany in June.",

@@ -46,7 +46,6 @@ def test_the_moved_query_is_the_normalised_rocchio_sum() -> None:
 
 
 @pytest.mark.slow  # 1.7 s measured on a busy machine
-@pytest.mark.both_backends
 def test_recall_adds_the_cosine_with_the_moved_query_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

@@ -71,7 +71,6 @@ OFF = {**PLAIN, "session_weight": 0.0}
 
 
 @pytest.mark.slow  # 1.4 s measured on a busy machine
-@pytest.mark.both_backends
 def test_recall_lifts_the_turns_of_the_best_session_and_says_why(
     make_memory: Callable[..., AgentMemoryManager],
 ) -> None:

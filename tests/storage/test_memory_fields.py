@@ -24,8 +24,6 @@ from persistence.sqlite.sql.memory_sql import _COLUMNS
 from persistence.transfer.json_export import MEMORY_FIELDS as EXPORTED
 from tiered_memory import AgentMemoryManager
 
-pytestmark = pytest.mark.both_backends
-
 
 def test_the_export_format_keeps_its_field_order() -> None:
     assert EXPORTED == (

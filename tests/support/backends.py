@@ -1,7 +1,8 @@
 """A store on each backend for the record-family tests: SQLite in memory, SQLite on a
-file, and PostgreSQL (a fresh database per test): the conftest's ``any_store`` locations,
-with backend-neutral helpers. A test module imports :func:`store_on_each_backend`; it
-overrides the ``store`` fixture there."""
+file, and PostgreSQL (a fresh database per test): the conftest's ``any_store`` locations
+(ids ``memory``, ``sqlite``, ``postgres``, the same as ``make_memory``/``memory``), with
+backend-neutral helpers. A test module imports :func:`store_on_each_backend`; it
+overrides the ``store`` fixture there (the conftest's own ``store`` is SQLite's)."""
 
 from __future__ import annotations
 

@@ -23,13 +23,14 @@ Fixtures:
 
 The fixtures that run a test on both engines are in ``tests/conftest.py``: ``engine``
 (ids ``sqlite`` and ``postgres``) and those built on it (``any_location``,
-``new_location``; ``any_store`` adds SQLite in RAM). The server is requested lazily, so a
-run that selects only the ``sqlite`` cases (or ``-m "not postgres"``) never starts one.
+``new_location``); ``any_store`` adds SQLite in RAM (id ``memory``), and ``make_memory``
+and ``memory`` are built on it. The server is requested lazily, so a run that selects
+only the SQLite cases (or ``-m "not postgres"``) never starts one.
 
-Tests that use ``pg_server``, ``pg_url`` or a ``postgres`` parameter of ``engine``,
-``any_store`` or ``make_memory`` (tests/conftest.py) get the ``postgres``
-marker automatically (``pytest -m "not postgres"`` leaves them out). A test reaching the
-fixtures only through ``request.getfixturevalue`` must carry the marker itself.
+Tests that use ``pg_server``, ``pg_url`` or a ``postgres`` parameter of ``engine`` or
+``any_store`` (tests/conftest.py) get the ``postgres`` marker automatically (``pytest -m
+"not postgres"`` leaves them out). A test reaching the fixtures only through
+``request.getfixturevalue`` must carry the marker itself.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ MIGRATED = "tm_migrated"
 copied from it skips the migration chain every first open would run (about 0.3 s each)."""
 PG_FIXTURES = frozenset({"pg_server", "pg_url"})
 # Fixtures whose ``postgres`` parameter reaches pg_url through request.getfixturevalue.
-PG_PARAMETRIZED = ("engine", "any_store", "make_memory")
+PG_PARAMETRIZED = ("engine", "any_store")
 
 
 def _need(module: str, package: str) -> ModuleType:

@@ -253,15 +253,15 @@ def test_statistics_count_the_queue_and_the_cache(
 
 @pytest.mark.slow
 def test_recall_inside_a_transaction_never_deadlocks_with_the_background_thread(
-    make_sqlite_memory: Callable[..., AgentMemoryManager],
+    make_memory: Callable[..., AgentMemoryManager],
 ) -> None:
-    # SQLite only for now: on PostgreSQL the recall in the transaction does not return
-    # within 30 s while the background batch is under way, and the manager's shutdown
-    # then hangs (seen when the test was first run on both engines).
+    # On PostgreSQL, flush() in the transaction once waited for the graph extraction
+    # thread, which waited for the transaction's lock (the queues now never wait for
+    # their work lock inside a store transaction).
     embedder = CountingEmbedder()
     slow = threading.Event()
     embedder.before_return = lambda: slow.wait(0.5)  # the thread holds its batch a while
-    memory = make_sqlite_memory(embedder=embedder, embed_in_background=True)
+    memory = make_memory(embedder=embedder, embed_in_background=True)
     memory.remember("tea with lemon")
     assert wait_until(lambda: bool(embedder.seen))  # the background batch is under way
     done = threading.Event()

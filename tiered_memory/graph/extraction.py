@@ -17,7 +17,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -440,11 +441,24 @@ class ExtractionQueue:
     def _stop_never() -> bool:
         return False
 
+    @contextmanager
+    def _working(self) -> Iterator[None]:
+        """The right to extract. Never waited for inside a store transaction: the
+        background thread may hold it while it waits for that transaction's lock (a
+        deadlock: seen on PostgreSQL with ``flush()`` in ``memory.transaction()``). The
+        caller's transaction is then used; a memory extracted twice gets the same facts,
+        its old ones replaced."""
+        if self.store.in_transaction:
+            yield
+            return
+        with self._work_lock:
+            yield
+
     def _work(self, batch_size: int, stop: Callable[[], bool]) -> int:
         if self.extractor is None:
             return 0
         done = 0
-        with self._work_lock:
+        with self._working():
             while not stop():
                 batch = self.graph.pending(self._clock(), batch_size)
                 if not batch:

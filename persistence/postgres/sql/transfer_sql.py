@@ -20,11 +20,11 @@ import psycopg
 
 from migrations.sqlite import LATEST_VERSION as DOCUMENT_VERSION
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY, REDACTIONS_KEY
+from persistence.postgres import integrity as integrity_sql
 from persistence.postgres import vector_column
 from persistence.postgres.sql import (
     dedup_sql,
     graph_sql,
-    integrity_sql,
     memory_sql,
     meta_sql,
     notes_sql,

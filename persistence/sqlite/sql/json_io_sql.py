@@ -29,11 +29,11 @@ from persistence.records import (
     TranscriptEntry,
 )
 from persistence.sqlite import graph_steps, memory_steps
+from persistence.sqlite import integrity as integrity_sql
 from persistence.sqlite.connection import query_one, query_value
 from persistence.sqlite.sql import (
     forgetting_sql,
     graph_sql,
-    integrity_sql,
     memory_sql,
     meta_sql,
     notes_sql,

@@ -61,8 +61,8 @@ def promotion_log_points_at_memories() -> Query:
 
 
 def promotion_log_agrees() -> Query:
-    """A live memory sits in the tier its last promotion moved it to (promotions logged
-    before it was last forgotten belong to an earlier memory of the same id)."""
+    """Each live memory is in the tier its last promotion named (a promotion logged
+    before the id was last forgotten was of an earlier memory)."""
     return (
         _limited(
             "SELECT p.memory_id, p.to_tier, t.tier FROM tm_promotion_log AS p "

@@ -2,8 +2,8 @@
 (``tm_embedding_rebuild``), then swap them in with one transaction (the vector column is
 retyped and its HNSW index rebuilt for the new size, by the engine's vector index).
 
-Built here (:class:`~persistence.stores.index_engine.RebuildSql`); the shared
-:class:`~persistence.stores.indexes.IndexStore` runs them.
+The statements of :class:`~persistence.stores.index_engine.RebuildSql`, run by the
+shared :class:`~persistence.stores.indexes.IndexStore`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from persistence.statements import Batch, Statement
 
 
 def clear() -> Statement:
-    """Delete every staged vector."""
+    """Empty ``tm_embedding_rebuild``."""
     return Statement("DELETE FROM tm_embedding_rebuild")
 
 

@@ -33,13 +33,12 @@ from persistence.errors import (
     TieredMemoryError,
     UnsupportedOperationError,
 )
-from persistence.postgres import json_io
-from persistence.postgres.sql import integrity_sql, stats_sql, transfer_sql
+from persistence.postgres import integrity, json_io
+from persistence.postgres.sql import stats_sql, transfer_sql
 from persistence.postgres.store import PostgresStore
 from persistence.postgres.translate import call_error
 from persistence.records import (
     ImportResult,
-    IntegrityProblem,
     IntegrityResult,
     Key,
     MaintenanceResult,
@@ -47,6 +46,7 @@ from persistence.records import (
     RestoreResult,
 )
 from persistence.statements import column, row, run
+from persistence.stores.integrity import problems
 from persistence.transfer.files import (
     existing_file,
     fsync_path,
@@ -287,14 +287,12 @@ class PgFiles:
     def check_integrity(self) -> IntegrityResult:
         """Check the library's invariants (what the server's constraints do not cover)
         from one snapshot; list every problem found."""
-        problems: list[IntegrityProblem] = []
         with self.store.engine.snapshot() as conn:
             try:
-                for name, check in integrity_sql.CHECKS.items():
-                    problems += [IntegrityProblem(name, d) for d in check(conn)]
+                found = problems(conn, integrity.CHECKS)
             except psycopg.Error as exc:
                 raise call_error(exc, self.store.engine._url) from None
-        return IntegrityResult(not problems, tuple(integrity_sql.CHECKS), tuple(problems))
+        return IntegrityResult(not found, tuple(integrity.CHECKS), tuple(found))
 
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
         """``VACUUM (ANALYZE)`` the library's tables (outside a transaction: VACUUM cannot

@@ -36,7 +36,7 @@ from persistence.postgres.sql import (
     recall_filter_sql,
     vector_sql,
 )
-from persistence.postgres.vector_column import ensure_vector_index
+from persistence.postgres.vector_column import drop_vector_index, ensure_vector_index
 from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import MemoryFilter
 from persistence.statements import rows, run, value
@@ -165,7 +165,12 @@ class HnswVectors:
         """Nothing more to keep: the HNSW index follows the table."""
 
     def swapping(self, conn: Connection) -> None:
-        """Nothing more to keep: the swap rebuilds the index at the new size."""
+        """The HNSW index and the column's type are the old size's: dropped."""
+        drop_vector_index(conn)
+
+    def swapped(self, conn: Connection, dim: int) -> None:
+        """The column is typed and the HNSW index made again at the new size ``dim``."""
+        ensure_vector_index(conn, dim)
 
 
 def _accepted_at_most(conn: Connection, where: MemoryFilter, cap: int) -> bool:

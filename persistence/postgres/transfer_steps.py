@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from persistence.meta_keys import EMBEDDING_DIM_KEY, EMBEDDING_MODEL_KEY
-from persistence.postgres import vector_column
+from persistence.postgres import integrity, vector_column
 from persistence.postgres.database import Connection
-from persistence.postgres.sql import dedup_sql, graph_sql, integrity_sql, meta_sql, transfer_sql
+from persistence.postgres.sql import dedup_sql, graph_sql, meta_sql, transfer_sql
 from persistence.statements import run, run_all, run_batch, value
 from persistence.transfer.json_export import DOCUMENT_VERSION
 from persistence.transfer.json_import import ImportDocument, Mode
@@ -74,7 +74,7 @@ def import_problems(
     run_batch(
         conn, dedup_sql.record([m for _, m in doc.memories if mode == "replace" or m.id in written])
     )
-    for check in integrity_sql.IMPORT_CHECKS.values():
+    for check in integrity.IMPORT_CHECKS.values():
         problems = check(conn)
         if problems:
             return list(problems)

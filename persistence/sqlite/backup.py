@@ -43,12 +43,12 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import code_sync, json_io
+from persistence.sqlite import code_sync, integrity, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
 from persistence.sqlite.planner import fix_shadow_statistics
-from persistence.sqlite.sql import integrity_sql, memory_sql
+from persistence.sqlite.sql import memory_sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import result_code, storage_errors
 from persistence.statements import value
@@ -228,7 +228,7 @@ class BackupManager:
     def _verify_snapshot(self, path: Path) -> None:
         conn = connect_snapshot(path, self.store.options.key)
         try:
-            damage = integrity_sql.sqlite_integrity(conn)
+            damage = integrity.sqlite_integrity(conn)
             version = read_schema_version(conn)
         finally:
             conn.close()
@@ -454,20 +454,13 @@ class BackupManager:
     @_storage_errors("checking")
     def check_integrity(self) -> IntegrityResult:
         """Run SQLite's checks and the library's invariants; list every problem found."""
-        names = tuple(integrity_sql.CHECKS)
+        names = tuple(integrity.CHECKS)
         problems = self._integrity_problems(names)
         return IntegrityResult(not problems, names, tuple(problems))
 
     def _integrity_problems(self, names: tuple[str, ...]) -> list[IntegrityProblem]:
-        problems: list[IntegrityProblem] = []
         with self.store.engine.fresh_read_connection() as conn:
-            for name in names:
-                try:
-                    found = integrity_sql.CHECKS[name](conn)
-                except (apsw.CorruptError, apsw.NotADBError) as exc:
-                    found = [f"SQLite reports the file is damaged: {exc}"]
-                problems += [IntegrityProblem(name, detail) for detail in found]
-        return problems
+            return integrity.check(conn, names)
 
     @_storage_errors("maintaining", writes=True)
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
@@ -515,7 +508,7 @@ def _check_restore_source(src: apsw.Connection, path: Path) -> int:
     if version == 0 or missing:
         lacking = ", ".join(missing) or "its version"
         raise ForeignDatabaseError(f"{path} is not a tiered-memory database (missing {lacking})")
-    damage = integrity_sql.sqlite_integrity(src)
+    damage = integrity.sqlite_integrity(src)
     if damage:
         raise CorruptDatabaseError(f"{path} is damaged ({damage[0]}); nothing restored")
     return version

@@ -157,3 +157,6 @@ class MirrorVectors(VectorMirror):
         """The codes were made for the old model's vectors; the copy reloads after commit."""
         self.engine.after_commit(self.reset)
         run_all(conn, vector_codes_sql.DROP_ALL)
+
+    def swapped(self, conn: apsw.Connection, dim: int) -> None:
+        """Nothing more: the vectors are in the tier tables, the codes made again later."""

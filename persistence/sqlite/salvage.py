@@ -41,11 +41,13 @@ from persistence.errors import (
 )
 from persistence.records import Key, SalvageResult, TableSalvage, Tier
 from persistence.sqlite import json_io
-from persistence.sqlite.connection import connection_key, query_value
+from persistence.sqlite.connection import connection_key
 from persistence.sqlite.encryption import check_file_for_key, key_bytes, wrong_key
-from persistence.sqlite.sql import integrity_sql, salvage_sql
+from persistence.sqlite.integrity import sqlite_integrity
+from persistence.sqlite.sql import salvage_sql as sql
 from persistence.sqlite.store import SQLiteStore
 from persistence.sqlite.translate import storage_errors
+from persistence.statements import count, rows, run, stream, value
 from persistence.transfer import copy_store
 
 logger = logging.getLogger("tiered_memory")
@@ -98,9 +100,7 @@ def inspect_damage(source: str | os.PathLike[str], key: Key | None = None) -> Sa
         scratch = apsw.Connection(":memory:")
         try:
             damage, tables, lost = _read_into(src, scratch, src_path)
-            memories = sum(
-                int(query_value(scratch, f"SELECT count(*) FROM {tier.value}")) for tier in Tier
-            )
+            memories = sum(int(value(scratch, sql.memory_count(tier.value))) for tier in Tier)
         finally:
             scratch.close()
             src.close()
@@ -129,7 +129,7 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
         conn.close()
         raise
     try:
-        salvage_sql.schema(conn)
+        rows(conn, sql.SCHEMA)
         try:
             version = read_schema_version(conn)
         except _DAMAGE:  # the version's own page: read the rest as this version's
@@ -166,34 +166,32 @@ def _read_into(src: apsw.Connection, scratch: apsw.Connection, path: Path
     """Copy the readable rows of every table of ``src`` into ``scratch`` (created with
     the source's own table definitions) and drop what points at lost rows."""
     try:
-        damage = tuple(integrity_sql.sqlite_integrity(src))
+        damage = tuple(sqlite_integrity(src))
     except _DAMAGE as exc:
         damage = (f"integrity_check stopped: {exc}",)
-    entries = salvage_sql.schema(src)
-    virtual = [name for kind, name, _, sql in entries if kind == "table" and _is_virtual(sql)]
+    entries = rows(src, sql.SCHEMA)
+    virtual = [name for kind, name, _, ddl in entries if kind == "table" and _is_virtual(ddl)]
     tables = [
-        (name, sql) for kind, name, _, sql in entries
-        if kind == "table" and not name.startswith("sqlite_") and not _is_virtual(sql)
+        (name, ddl) for kind, name, _, ddl in entries
+        if kind == "table" and not name.startswith("sqlite_") and not _is_virtual(ddl)
         and not any(name.startswith(f"{v}_") for v in virtual)
     ]  # fmt: skip
     results: dict[str, TableSalvage] = {}
-    scratch.execute("BEGIN")
-    for name, sql in tables:
-        scratch.execute(sql)
+    run(scratch, sql.BEGIN)
+    for name, ddl in tables:
+        run(scratch, sql.create(ddl))
         if name not in _DERIVED:
             results[name] = _copy_table(src, scratch, name)
-    if not query_value(scratch, "SELECT count(*) FROM schema_version"):
-        scratch.execute(
-            "INSERT INTO schema_version (version, applied_at, description) VALUES (?, ?, ?)",
-            (LATEST_VERSION, int(time.time() * 1000), f"salvaged from {path.name}"),
-        )
+    if not value(scratch, sql.SCHEMA_VERSIONS):
+        at = int(time.time() * 1000)
+        run(scratch, sql.stamp_version(LATEST_VERSION, at, f"salvaged from {path.name}"))
     dropped = _drop_dangling(scratch)
-    for name, count in dropped.items():
+    for name, lost in dropped.items():
         if name in results:
             old = results[name]
-            results[name] = TableSalvage(old.table, old.copied - count, old.rejected,
-                                         old.dropped + count, old.unreadable)  # fmt: skip
-    scratch.execute("COMMIT")
+            results[name] = TableSalvage(old.table, old.copied - lost, old.rejected,
+                                         old.dropped + lost, old.unreadable)  # fmt: skip
+    run(scratch, sql.COMMIT)
     return damage, tuple(results.values()), _lost_memories(src, scratch)
 
 
@@ -201,38 +199,38 @@ def _lost_memories(src: apsw.Connection, scratch: apsw.Connection) -> tuple[str,
     """Memories the source's keyword index lists that were not saved (best effort: the
     index may be damaged too)."""
     try:
-        listed = salvage_sql.indexed_ids(src)
+        listed = [r[0] for r in rows(src, sql.INDEXED_IDS)]
     except (*_DAMAGE, apsw.SQLError):
         return ()
-    saved = salvage_sql.saved_ids(scratch)
+    saved = {r[0] for r in rows(scratch, sql.SAVED_IDS)}
     return tuple(sorted(i for i in listed if i not in saved))
 
 
-def _is_virtual(sql: str) -> bool:
-    return sql.lstrip().upper().startswith("CREATE VIRTUAL TABLE")
+def _is_virtual(ddl: str) -> bool:
+    return ddl.lstrip().upper().startswith("CREATE VIRTUAL TABLE")
 
 
 def _copy_table(src: apsw.Connection, scratch: apsw.Connection, table: str) -> TableSalvage:
     try:
-        names = salvage_sql.columns(src, table)
-        rowid = salvage_sql.has_rowid(src, table)
+        names = sql.column_names(rows(src, sql.columns(table)))
+        rowid = _has_rowid(src, table)
     except _DAMAGE as exc:
         return TableSalvage(table, 0, unreadable=(f"the whole table ({exc})",))
-    insert = salvage_sql.insert(table, names)
+    insert = sql.inserter(table, names)
     copied = rejected = 0
     unreadable: list[str] = []
 
     def keep(values: tuple[object, ...]) -> None:
         nonlocal copied, rejected
         try:
-            scratch.execute(insert, values)
+            run(scratch, insert(values))
             copied += 1
         except apsw.ConstraintError:
             rejected += 1
 
     if not rowid:  # WITHOUT ROWID: read in key order until damage stops it
         try:
-            for row in salvage_sql.all_rows(src, table, names):
+            for row in stream(src, sql.all_rows(table, names)):
                 keep(row)
         except _DAMAGE as exc:
             unreadable.append(f"the rows after the first {copied + rejected} ({exc})")
@@ -240,7 +238,7 @@ def _copy_table(src: apsw.Connection, scratch: apsw.Connection, table: str) -> T
     after = _LOWEST
     while True:
         try:
-            for row in salvage_sql.rows_after(src, table, names, after):
+            for row in stream(src, sql.rows_after(table, names, after)):
                 if not isinstance(row[0], int) or row[0] <= after:
                     raise apsw.CorruptError(f"rowid {row[0]!r} out of order")  # a bad page
                 after = row[0]
@@ -257,13 +255,21 @@ def _copy_table(src: apsw.Connection, scratch: apsw.Connection, table: str) -> T
     return TableSalvage(table, copied, rejected, 0, tuple(unreadable))
 
 
+def _has_rowid(src: apsw.Connection, table: str) -> bool:
+    try:
+        rows(src, sql.rowid_probe(table))
+    except apsw.SQLError:
+        return False
+    return True
+
+
 def _next_readable(src: apsw.Connection, table: str, names: list[str], bad: int) -> int | None:
     """The smallest ``x > bad`` from which the rows above ``x`` read without damage (the
     rows in ``(bad, x]`` are lost); ``None`` if none is found."""
 
     def readable(after: int) -> bool:
         try:
-            salvage_sql.first_after(src, table, names, after)
+            rows(src, sql.first_after(table, names, after))
         except _DAMAGE:
             return False
         return True
@@ -287,24 +293,22 @@ def _next_readable(src: apsw.Connection, table: str, names: list[str], bad: int)
 
 def _drop_dangling(scratch: apsw.Connection) -> dict[str, int]:
     """Delete the rows that point at lost rows; how many per table."""
-    existing = {r[1] for r in salvage_sql.schema(scratch)}
+    existing = {r[1] for r in rows(scratch, sql.SCHEMA)}
     dropped: dict[str, int] = {}
-    for table, sql in salvage_sql.ORPHANS.items():
-        if table in existing and {"sessions", "scratchpad", "episodic", "semantic"} <= existing:
-            before = scratch.total_changes()
-            scratch.execute(sql)
-            dropped[table] = dropped.get(table, 0) + scratch.total_changes() - before
+    for table, statement in sql.ORPHANS.items():
+        if table in existing and existing >= sql.ORPHAN_PARENTS:
+            dropped[table] = dropped.get(table, 0) + count(scratch, statement)
     for _ in range(10):  # a deleted parent may orphan a grandchild: a few rounds
-        violations = [(t, r) for t, r in salvage_sql.fk_violations(scratch) if r is not None]
+        violations = sql.violations(rows(scratch, sql.FK_VIOLATIONS))
         if not violations:
             break
         for table, rowid in violations:
-            scratch.execute(salvage_sql.delete_rowid(table), (rowid,))
+            run(scratch, sql.delete_rowid(table, rowid))
             dropped[table] = dropped.get(table, 0) + 1
     if "store_meta" in existing:
         for tier in Tier:
             if tier.value in existing:
-                scratch.execute(salvage_sql.wrong_size_embeddings(tier.value))
+                run(scratch, sql.wrong_size_embeddings(tier.value))
     return {t: n for t, n in dropped.items() if n}
 
 

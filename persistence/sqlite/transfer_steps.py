@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import apsw
 
 from migrations.sqlite import read_schema_version
-from persistence.sqlite import graph_steps, memory_steps
+from persistence.sqlite import graph_steps, integrity, memory_steps
 from persistence.sqlite.sql import (
     graph_sql,
-    integrity_sql,
     json_io_sql,
     memory_sql,
     meta_sql,
@@ -79,7 +78,7 @@ def import_problems(
 ) -> list[str]:
     """What the import would break (the first invariant that fails), or ``[]``."""
     for name in json_io_sql.INVARIANTS:
-        problems = integrity_sql.CHECKS[name](conn)
+        problems = integrity.CHECKS[name](conn)
         if problems:
             return list(problems)
     return []

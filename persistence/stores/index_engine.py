@@ -81,7 +81,11 @@ class VectorIndex(Protocol):
         ...
 
     def swapping(self, conn: Connection) -> None:
-        """A re-embedding replaces every vector in this transaction."""
+        """A re-embedding replaces every vector in this transaction (next)."""
+        ...
+
+    def swapped(self, conn: Connection, dim: int) -> None:
+        """A re-embedding replaced every vector with one of ``dim`` in this transaction."""
         ...
 
 
@@ -135,17 +139,32 @@ class EmbeddingCacheSql(Protocol):
 
 
 class RebuildSql(Protocol):
-    def state(self, conn: Connection) -> tuple[str, int] | None: ...
+    """The engine's SQL of a re-embedding: vectors of the new model staged beside the
+    live ones, swapped in by one transaction."""
 
-    def begin(self, conn: Connection, model_id: str, dim: int) -> bool: ...
+    def clear(self) -> Statement:
+        """Delete every staged vector."""
+        ...
 
-    def unstaged(self, conn: Connection, limit: int) -> list[tuple[str, str]]: ...
+    def unstaged(self, limit: int) -> Statement:
+        """``(id, content)`` of up to ``limit`` memories with no staged vector yet."""
+        ...
 
-    def stage(self, conn: Connection, rows: Sequence[tuple[str, bytes, np.ndarray]]) -> None: ...
+    def stage(self, rows: Sequence[tuple[str, bytes, np.ndarray]]) -> Batch:
+        """Keep ``(memory id, content hash, vector)`` for the swap."""
+        ...
 
-    def stale(self, conn: Connection) -> list[tuple[str, str]]: ...
+    def staged(self) -> Statement:
+        """``(id, content, content hash of its staged vector or NULL)`` of every memory."""
+        ...
 
-    def swap(self, conn: Connection, model_id: str, dim: int) -> int: ...
+    def drop_unstaged(self) -> Sequence[Statement]:
+        """Drop the live vectors no staged one replaces (before :meth:`swap`)."""
+        ...
+
+    def swap(self) -> Sequence[Statement]:
+        """Put every staged vector in its memory's place; a row per memory updated."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,14 @@ from persistence.meta_keys import (
     EMBEDDING_ERRORS_KEY,
     EMBEDDING_MODEL_KEY,
     LAST_EMBEDDING_ERROR_KEY,
+    REBUILD_DIM_KEY,
+    REBUILD_MODEL_KEY,
 )
 from persistence.records import KeywordParts, MemoryFilter, Tier, Turn, content_hash
-from persistence.statements import rows, run, run_batch, value
+from persistence.statements import count, rows, run, run_all, run_batch, value
 from persistence.stores.config import StoreConfig
 from persistence.stores.empty_cache import EmptyCache, NothingCached
+from persistence.stores.facts import rebuild_state, swapped_model
 from persistence.stores.index_engine import (
     IndexSql,
     KeywordSearch,
@@ -297,45 +300,60 @@ class IndexStore(Generic[V]):
         require_str(model_id, "model_id", allow_empty=False)
         require_int(dim, "dim", minimum=1)
         with self.engine.transaction() as conn:
-            return self.sql.rebuild.begin(conn, model_id, dim)
+            if rebuild_state(conn, self.sql.meta) == (model_id, dim):
+                return True
+            run(conn, self.sql.rebuild.clear())
+            run(conn, self.sql.meta.write(REBUILD_MODEL_KEY, model_id))
+            run(conn, self.sql.meta.write(REBUILD_DIM_KEY, str(dim)))
+            return False
 
     def rebuild_state(self) -> tuple[str, int] | None:
         """``(model id, dimension)`` of the re-embedding under way, or ``None``."""
         with self.engine.reading() as conn:
-            return self.sql.rebuild.state(conn)
+            return rebuild_state(conn, self.sql.meta)
 
     def unstaged_for_rebuild(self, limit: int = 256) -> list[tuple[str, str]]:
         """Memories the re-embedding has no vector for yet: ``(id, content)``."""
         require_int(limit, "limit", minimum=1)
         with self.engine.reading() as conn:
-            return self.sql.rebuild.unstaged(conn, limit)
+            return [(r[0], r[1]) for r in rows(conn, self.sql.rebuild.unstaged(limit))]
 
     def stage_rebuild(self, rows: Sequence[tuple[str, str, object]]) -> None:
         """Stage ``(memory id, embedded content, vector)`` in one transaction."""
         with self.engine.transaction() as conn:
-            self.sql.rebuild.stage(conn, self._staged(conn, rows))
+            run_batch(conn, self.sql.rebuild.stage(self._staged(conn, rows)))
 
     def finish_rebuild(self, embed: Callable[[list[str]], object]) -> int:
         """Swap the staged vectors in, in ONE transaction, and return how many memories
         changed. Memories added or edited since they were staged are embedded here with
         ``embed(texts) -> [n, dim]``. Before it commits, the store is unchanged."""
+        rebuild = self.sql.rebuild
         with self.engine.transaction() as conn:
-            under_way = self.sql.rebuild.state(conn)
+            under_way = rebuild_state(conn, self.sql.meta)
             if under_way is None:
                 raise InvalidInputError(NO_REBUILD)
-            missing = self.sql.rebuild.stale(conn)
+            missing = [
+                (i, c) for i, c, h in rows(conn, rebuild.staged())
+                if h is None or bytes(h) != content_hash(c)
+            ]  # fmt: skip
             if missing:
                 vectors = embed([content for _, content in missing])
                 staged = [(i, c, v) for (i, c), v in zip(missing, vectors, strict=True)]  # type: ignore[call-overload]
-                self.sql.rebuild.stage(conn, self._staged(conn, staged))
+                run_batch(conn, rebuild.stage(self._staged(conn, staged)))
+            model_id, dim = under_way
             self.vectors.swapping(conn)
-            return self.sql.rebuild.swap(conn, *under_way)
+            run_all(conn, rebuild.drop_unstaged())
+            updated = sum(count(conn, statement) for statement in rebuild.swap())
+            run_all(conn, swapped_model(self.sql.meta, model_id, dim))
+            run(conn, rebuild.clear())
+            self.vectors.swapped(conn, dim)
+            return updated
 
     def _staged(
         self, conn: Connection, rows: Sequence[tuple[str, str, object]]
     ) -> list[tuple[str, bytes, np.ndarray]]:
         """Rows to stage, checked and encoded at the dimension of the re-embedding under way."""
-        under_way = self.sql.rebuild.state(conn)
+        under_way = rebuild_state(conn, self.sql.meta)
         if under_way is None:
             raise InvalidInputError(NO_REBUILD)
         encoded = []

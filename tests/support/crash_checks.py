@@ -126,14 +126,14 @@ def assert_no_half_done_promotion(state: FileState, tags_per_memory: int) -> Non
 
 
 def server_problems(url: str, *checks: str) -> list[str]:
-    """What the named checks of :mod:`persistence.postgres.sql.integrity_sql` find in
+    """What the named checks of :mod:`persistence.postgres.integrity` find in
     ``url``'s committed state (a connection of its own, the whole store in view)."""
     import psycopg
 
-    from persistence.postgres.sql import integrity_sql
+    from persistence.postgres import integrity
 
     with psycopg.connect(url, autocommit=True) as conn:
-        return [problem for name in checks for problem in integrity_sql.CHECKS[name](conn)]
+        return [problem for name in checks for problem in integrity.CHECKS[name](conn)]
 
 
 def batch_index_state(location: str) -> tuple[dict[str, int], int, int]:

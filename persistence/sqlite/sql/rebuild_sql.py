@@ -1,60 +1,40 @@
-"""SQL for re-embedding with another model: stage new vectors beside the live ones,
-then swap them in with one transaction.
+"""SQL for re-embedding with another model: stage new vectors beside the live ones
+(``embedding_rebuild``), then swap them in with one transaction.
 
-Functions run inside the caller's transaction.
+Built here (:class:`~persistence.stores.index_engine.RebuildSql`); the shared
+:class:`~persistence.stores.indexes.IndexStore` runs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import apsw
 import numpy as np
 
-from persistence.meta_keys import REBUILD_DIM_KEY, REBUILD_MODEL_KEY
-from persistence.records import Tier, content_hash
-from persistence.sqlite.connection import query_all
-from persistence.sqlite.sql import meta_sql
+from persistence.records import Tier
 from persistence.sqlite.sql.index_sql import blob_of
 from persistence.sqlite.sql.memory_sql import TABLE
-from persistence.statements import run, run_all
-from persistence.stores.facts import rebuild_state, swapped_model
+from persistence.statements import Batch, Statement
 
 
-def state(conn: apsw.Connection) -> tuple[str, int] | None:
-    """The rebuild under way in the file (see :func:`~persistence.stores.facts.rebuild_state`)."""
-    return rebuild_state(conn, meta_sql)
+def clear() -> Statement:
+    """Delete every staged vector."""
+    return Statement("DELETE FROM embedding_rebuild")
 
 
-def begin(conn: apsw.Connection, model_id: str, dim: int) -> bool:
-    """Start (or resume) building ``model_id``; True if earlier staged work is kept."""
-    if state(conn) == (model_id, dim):
-        return True
-    conn.execute("DELETE FROM embedding_rebuild")
-    run(conn, meta_sql.write(REBUILD_MODEL_KEY, model_id))
-    run(conn, meta_sql.write(REBUILD_DIM_KEY, str(dim)))
-    return False
+def unstaged(limit: int) -> Statement:
+    """``(id, content)`` of up to ``limit`` memories with no staged vector yet."""
+    tiers = " UNION ALL ".join(
+        f"SELECT t.id, t.content FROM {TABLE[tier]} AS t "
+        "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id WHERE r.memory_id IS NULL"
+        for tier in Tier
+    )
+    return Statement(f"SELECT id, content FROM ({tiers}) LIMIT ?", (limit,))
 
 
-def unstaged(conn: apsw.Connection, limit: int) -> list[tuple[str, str]]:
-    """Up to ``limit`` memories with no staged vector yet: ``(id, content)``."""
-    found: list[tuple[str, str]] = []
-    for tier in Tier:
-        if len(found) >= limit:
-            break
-        found += query_all(
-            conn,
-            f"SELECT t.id, t.content FROM {TABLE[tier]} AS t "
-            "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id "
-            "WHERE r.memory_id IS NULL LIMIT ?",
-            (limit - len(found),),
-        )
-    return found
-
-
-def stage(conn: apsw.Connection, rows: Sequence[tuple[str, bytes, np.ndarray]]) -> None:
+def stage(rows: Sequence[tuple[str, bytes, np.ndarray]]) -> Batch:
     """Keep ``(memory id, content hash, vector)`` for the swap (a float32 BLOB)."""
-    conn.executemany(
+    return Batch(
         "INSERT INTO embedding_rebuild (memory_id, content_hash, embedding) VALUES (?, ?, ?) "
         "ON CONFLICT (memory_id) DO UPDATE SET content_hash = excluded.content_hash, "
         "embedding = excluded.embedding",
@@ -62,32 +42,31 @@ def stage(conn: apsw.Connection, rows: Sequence[tuple[str, bytes, np.ndarray]]) 
     )
 
 
-def stale(conn: apsw.Connection) -> list[tuple[str, str]]:
-    """Memories whose staged vector is missing or was made from other content."""
-    out: list[tuple[str, str]] = []
-    for tier in Tier:
-        rows = query_all(
-            conn,
+def staged() -> Statement:
+    """``(id, content, content hash of its staged vector or NULL)`` of every memory."""
+    return Statement(
+        " UNION ALL ".join(
             f"SELECT t.id, t.content, r.content_hash FROM {TABLE[tier]} AS t "
-            "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id",
+            "LEFT JOIN embedding_rebuild AS r ON r.memory_id = t.id"
+            for tier in Tier
         )
-        out += [(i, c) for i, c, h in rows if h is None or bytes(h) != content_hash(c)]
-    return out
+    )
 
 
-def swap(conn: apsw.Connection, model_id: str, dim: int) -> int:
-    """Replace every memory's embedding with its staged one, record the new model and
-    size; returns how many memories were updated.
+def drop_unstaged() -> list[Statement]:
+    """Nothing: :func:`swap` clears the vector of a memory with no staged one."""
+    return []
 
-    Every memory must have an up-to-date staged vector (see :func:`stale`).
+
+def swap() -> list[Statement]:
+    """Replace every memory's embedding with its staged one; a row per memory updated.
+
+    Every memory must have an up-to-date staged vector (see :func:`staged`).
     """
-    updated = 0
-    for tier in Tier:
-        conn.execute(
+    return [
+        Statement(
             f"UPDATE {TABLE[tier]} SET embedding = (SELECT r.embedding FROM embedding_rebuild "
-            f"AS r WHERE r.memory_id = {TABLE[tier]}.id)"
+            f"AS r WHERE r.memory_id = {TABLE[tier]}.id) RETURNING id"
         )
-        updated += conn.changes()
-    run_all(conn, swapped_model(meta_sql, model_id, dim))
-    conn.execute("DELETE FROM embedding_rebuild")
-    return updated
+        for tier in Tier
+    ]

@@ -1,112 +1,150 @@
 """SQL for ``salvage``: reading what is still readable of a damaged file, and dropping the
-rows that point at rows lost with it. Built here, run by :mod:`persistence.sqlite.salvage`."""
+rows that point at rows lost with it. Built (and decoded) here, run by
+:mod:`persistence.sqlite.salvage`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import apsw
-
-from persistence.sqlite.connection import query_all
+from persistence.statements import Row, Statement
 
 _ALL_IDS = (
     "SELECT id FROM scratchpad UNION ALL SELECT id FROM episodic UNION ALL SELECT id FROM semantic"
 )
 
-ORPHANS = {
-    "memory_tags": f"DELETE FROM memory_tags WHERE memory_id NOT IN ({_ALL_IDS})",
-    "repetition_schedules": f"DELETE FROM repetition_schedules WHERE memory_id NOT IN ({_ALL_IDS})",
+_ORPHANS = {
+    "memory_tags": f"memory_tags WHERE memory_id NOT IN ({_ALL_IDS})",
+    "repetition_schedules": f"repetition_schedules WHERE memory_id NOT IN ({_ALL_IDS})",
     "promotion_log": (
-        f"DELETE FROM promotion_log WHERE memory_id NOT IN ({_ALL_IDS}) "
+        f"promotion_log WHERE memory_id NOT IN ({_ALL_IDS}) "
         "AND memory_id NOT IN (SELECT memory_id FROM forgetting_log)"
     ),
-    "memory_entities": f"DELETE FROM memory_entities WHERE memory_id NOT IN ({_ALL_IDS})",
-    "memory_relations": f"DELETE FROM memory_relations WHERE memory_id NOT IN ({_ALL_IDS})",
-    "graph_queue": f"DELETE FROM graph_queue WHERE memory_id NOT IN ({_ALL_IDS})",
-    "session_transcripts": (
-        "DELETE FROM session_transcripts WHERE session_id NOT IN (SELECT session_id FROM sessions)"
-    ),
+    "memory_entities": f"memory_entities WHERE memory_id NOT IN ({_ALL_IDS})",
+    "memory_relations": f"memory_relations WHERE memory_id NOT IN ({_ALL_IDS})",
+    "graph_queue": f"graph_queue WHERE memory_id NOT IN ({_ALL_IDS})",
+    "session_transcripts": "session_transcripts WHERE session_id NOT IN "
+    "(SELECT session_id FROM sessions)",
 }
-"""Per table: delete the rows that point at a memory (or session) that was not salvaged."""
+
+ORPHANS = {table: Statement(f"DELETE FROM {rows} RETURNING 1") for table, rows in _ORPHANS.items()}
+"""Per table: delete the rows that point at a memory (or session) that was not salvaged
+(a row per row deleted)."""
+
+ORPHAN_PARENTS = frozenset({"sessions", "scratchpad", "episodic", "semantic"})
+"""The tables :data:`ORPHANS` reads (its deletes run only where all of them exist)."""
+
+
+BEGIN = Statement("BEGIN")
+COMMIT = Statement("COMMIT")
+
+SCHEMA = Statement(
+    "SELECT type, name, tbl_name, sql FROM sqlite_schema "
+    "WHERE sql IS NOT NULL AND type IN ('table', 'index') ORDER BY type DESC, rowid"
+)
+"""``(type, name, table, sql)`` of every table and index, tables first."""
+
+
+def create(definition: str) -> Statement:
+    """Create a table with the source's own definition (its ``sqlite_schema.sql``)."""
+    return Statement(definition)
 
 
 def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def schema(conn: apsw.Connection) -> list[tuple[str, str, str, str]]:
-    """``(type, name, table, sql)`` of every table and index, tables first."""
-    return query_all(
-        conn,
-        "SELECT type, name, tbl_name, sql FROM sqlite_schema "
-        "WHERE sql IS NOT NULL AND type IN ('table', 'index') ORDER BY type DESC, rowid",
-    )
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(quote(n) for n in names)
 
 
-def columns(conn: apsw.Connection, table: str) -> list[str]:
-    return [row[1] for row in query_all(conn, f"PRAGMA table_xinfo({quote(table)})")]
+def columns(table: str) -> Statement:
+    """The columns of ``table``, hidden ones too (see :func:`column_names`)."""
+    return Statement(f"PRAGMA table_xinfo({quote(table)})")
 
 
-def has_rowid(conn: apsw.Connection, table: str) -> bool:
-    try:
-        conn.execute(f"SELECT rowid FROM {quote(table)} LIMIT 0").fetchall()
-    except apsw.SQLError:
-        return False
-    return True
+def column_names(found: Sequence[Row]) -> list[str]:
+    """The names in :func:`columns`' rows."""
+    return [r[1] for r in found]
 
 
-def rows_after(
-    conn: apsw.Connection, table: str, names: list[str], after: int
-) -> Iterator[tuple[Any, ...]]:
+def rowid_probe(table: str) -> Statement:
+    """Fails (``SQLError``) if ``table`` has no rowid (``WITHOUT ROWID``)."""
+    return Statement(f"SELECT rowid FROM {quote(table)} LIMIT 0")
+
+
+def rows_after(table: str, names: Sequence[str], after: int) -> Statement:
     """``(rowid, *columns)`` of the rows with a rowid above ``after``, in rowid order."""
-    listed = ", ".join(quote(n) for n in names)
-    return conn.execute(
-        f"SELECT rowid, {listed} FROM {quote(table)} WHERE rowid > ? ORDER BY rowid", (after,)
+    return Statement(
+        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE rowid > ? ORDER BY rowid",
+        (after,),
     )
 
 
-def first_after(conn: apsw.Connection, table: str, names: list[str], after: int) -> None:
-    """Read the first row above rowid ``after`` in full (raises where it is damaged)."""
-    listed = ", ".join(quote(n) for n in names)
-    conn.execute(
-        f"SELECT rowid, {listed} FROM {quote(table)} WHERE rowid > ? ORDER BY rowid LIMIT 1",
+def first_after(table: str, names: Sequence[str], after: int) -> Statement:
+    """The first row above rowid ``after`` in full (reading it raises where it is damaged)."""
+    return Statement(
+        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE rowid > ? "
+        "ORDER BY rowid LIMIT 1",
         (after,),
-    ).fetchall()
+    )
 
 
-def all_rows(conn: apsw.Connection, table: str, names: list[str]) -> Iterator[tuple[Any, ...]]:
-    listed = ", ".join(quote(n) for n in names)
-    return conn.execute(f"SELECT {listed} FROM {quote(table)}")
+def all_rows(table: str, names: Sequence[str]) -> Statement:
+    """Every row of ``table``, in key order."""
+    return Statement(f"SELECT {_listed(names)} FROM {quote(table)}")
 
 
-def insert(table: str, names: list[str]) -> str:
-    listed = ", ".join(quote(n) for n in names)
-    return f"INSERT INTO {quote(table)} ({listed}) VALUES ({', '.join('?' * len(names))})"
+def inserter(table: str, names: Sequence[str]) -> Callable[[Sequence[Any]], Statement]:
+    """The insert of one row of ``names``' values into ``table``."""
+    sql = f"INSERT INTO {quote(table)} ({_listed(names)}) VALUES ({', '.join('?' * len(names))})"
+
+    def insert(values: Sequence[Any]) -> Statement:
+        return Statement(sql, values)
+
+    return insert
 
 
-def fk_violations(conn: apsw.Connection) -> list[tuple[str, int | None]]:
-    """``(table, rowid)`` of the rows whose foreign key points nowhere."""
-    return [(row[0], row[1]) for row in query_all(conn, "PRAGMA foreign_key_check")]
+SCHEMA_VERSIONS = Statement("SELECT count(*) FROM schema_version")
 
 
-def delete_rowid(table: str) -> str:
-    return f"DELETE FROM {quote(table)} WHERE rowid = ?"
+def stamp_version(version: int, at: int, description: str) -> Statement:
+    """Record the schema ``version`` the salvaged rows are at."""
+    return Statement(
+        "INSERT INTO schema_version (version, applied_at, description) VALUES (?, ?, ?)",
+        (version, at, description),
+    )
 
 
-def wrong_size_embeddings(table: str) -> str:
+FK_VIOLATIONS = Statement("PRAGMA foreign_key_check")
+"""The rows whose foreign key points nowhere (see :func:`violations`)."""
+
+
+def violations(found: Sequence[Row]) -> list[tuple[str, int]]:
+    """``(table, rowid)`` of :data:`FK_VIOLATIONS`' rows (a row without rowid left out)."""
+    return [(r[0], r[1]) for r in found if r[1] is not None]
+
+
+def delete_rowid(table: str, rowid: int) -> Statement:
+    return Statement(f"DELETE FROM {quote(table)} WHERE rowid = ?", (rowid,))
+
+
+def wrong_size_embeddings(table: str) -> Statement:
     """Clear the vectors whose size is not the file's (they are embedded again)."""
-    return (
+    return Statement(
         f"UPDATE {quote(table)} SET embedding = NULL WHERE embedding IS NOT NULL AND "
         "length(embedding) <> 4 * (SELECT CAST(value AS INTEGER) FROM store_meta "
         "WHERE key = 'embedding_dim')"
     )
 
 
-def indexed_ids(conn: apsw.Connection) -> list[str]:
-    """The memory ids the keyword index lists (the source's record of every memory)."""
-    return [row[0] for row in query_all(conn, "SELECT memory_id FROM memory_index")]
+def memory_count(tier: str) -> Statement:
+    """How many memories the tier table ``tier`` holds (one value)."""
+    return Statement(f"SELECT count(*) FROM {quote(tier)}")
 
 
-def saved_ids(conn: apsw.Connection) -> set[str]:
-    return {row[0] for row in query_all(conn, _ALL_IDS)}
+INDEXED_IDS = Statement("SELECT memory_id FROM memory_index")
+"""The memory ids the keyword index lists (the source's record of every memory)."""
+
+SAVED_IDS = Statement(_ALL_IDS)
+"""The ids of the memories salvaged."""

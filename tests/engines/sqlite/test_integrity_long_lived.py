@@ -15,7 +15,7 @@ import apsw
 import pytest
 
 from persistence import CorruptDatabaseError
-from persistence.sqlite.sql import integrity_sql
+from persistence.sqlite import integrity
 from tiered_memory import AgentMemoryManager, Tier
 
 WORDS = ["garden", "apple", "river", "stone", "cloud", "paper", "lamp", "violin", "harbor", "maple"]
@@ -32,7 +32,7 @@ def test_a_long_lived_connection_checks_the_keyword_index_as_committed(tmp_path:
     reader.execute("SELECT count(*) FROM f WHERE f MATCH 'garden'").fetchall()
     for i in range(20):
         writer.execute("INSERT INTO f VALUES (?)", (f"more {i} garden",))
-    assert integrity_sql.sqlite_integrity(reader) == []
+    assert integrity.sqlite_integrity(reader) == []
 
 
 def test_the_issue_example_backs_up(tmp_path: Path) -> None:

@@ -252,3 +252,62 @@ def _classes() -> list[tuple[int, str]]:
 
 def test_no_class_is_over_500_lines() -> None:
     assert sorted(c for c in _classes() if c[0] > 500) == []
+
+
+# --- SQL built apart from running it --------------------------------------------------
+
+_CONNECTION_NAMES = {"conn", "connection", "cur", "cursor", "db"}
+_RUNNING_CALLS = {"execute", "executemany", "cursor", "fetchone", "fetchall", "changes"}
+
+
+def _running_code(source: str) -> list[str]:
+    """Where a module's code takes a connection or runs SQL: each function with a
+    connection parameter, each call of a driver's running method."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            taken = [a.arg for a in args if a.arg in _CONNECTION_NAMES]
+            if taken:
+                found.append(f"{node.name}({', '.join(taken)})")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _RUNNING_CALLS
+        ):
+            found.append(f"line {node.lineno}: .{node.func.attr}()")
+    return found
+
+
+def test_engine_sql_modules_only_build_statements() -> None:
+    """An engine's ``sql/`` modules build :class:`persistence.statements.Statement`s and
+    decode rows; the stores run them (the issue's ``(sql, params)`` builders)."""
+    running = {
+        str(path.relative_to(ROOT)): _running_code(path.read_text())
+        for path in sorted(ROOT.glob("persistence/*/sql/*.py"))
+    }
+    assert {module: where for module, where in running.items() if where} == {}
+
+
+def test_the_builder_check_sees_running_code() -> None:
+    assert _running_code("def f(conn, x):\n    return x\n") == ["f(conn)"]
+    assert _running_code("X = 1\ndef g(x):\n    return q.execute('SELECT 1')\n") == [
+        "line 3: .execute()"
+    ]
+    assert _running_code("def h(memory_id: str) -> tuple:\n    return ('SELECT 1', ())\n") == []
+
+
+def test_the_shared_stores_run_sql_only_through_statements() -> None:
+    """The stores and the transfer, written once for both engines, call no driver: they
+    run built statements with :mod:`persistence.statements`."""
+    shared = sorted(
+        [*ROOT.glob("persistence/stores/*.py"), *ROOT.glob("persistence/transfer/*.py")]
+    )
+    assert len(shared) >= 20
+    calls = {
+        str(path.relative_to(ROOT)): [
+            w for w in _running_code(path.read_text()) if " line" in f" {w}"
+        ]
+        for path in shared
+    }
+    assert {module: where for module, where in calls.items() if where} == {}

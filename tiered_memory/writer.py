@@ -107,6 +107,8 @@ class MemoryWriter:
         no_facts = entities is None and relations is None
         facts = ([], []) if no_facts else (entity_facts(entities), relation_facts(relations))
         now = self._clock()
+        if type(tags) is not tuple:  # stored as a tuple without repeats: made so here, the
+            tags = tuple(dict.fromkeys(tags))  # store then keeps the memory as it is
         chosen: dict[str, Any] = {  # NEW_MEMORY_FIELDS (tests/test_memory_fields.py)
             "session_id": session_id, "agent_id": agent_id, "importance": importance,
             "tags": tags, "metadata": metadata, "source": source, "category": category,

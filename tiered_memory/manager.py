@@ -75,6 +75,22 @@ from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tag_counts import TagCounts
+from tiered_memory.telemetry import (
+    AGENT_ID,
+    CONVERSATION_ID,
+    CREATE_MEMORY,
+    CREATE_MEMORY_STORE,
+    DELETE_MEMORY,
+    MIGRATIONS_APPLIED,
+    RECORD_COUNT,
+    RECORD_ID,
+    SEARCH_MEMORY,
+    STORE_CREATED,
+    TIER,
+    UPDATE_MEMORY,
+    UPSERT_MEMORY,
+    Telemetry,
+)
 from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
@@ -159,6 +175,8 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self._lifecycle = Lifecycle(
             backend, memories, cfg, self.embeddings, self.extraction, self._recall
         )
+        self._telemetry = Telemetry(self.store.location, tracer_provider=cfg.tracer_provider,
+                                    capture_content=cfg.capture_content)  # fmt: skip
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -208,7 +226,14 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         Also deletes files that interrupted backups and restores left behind (never one
         that a backup or restore under way in another process holds).
         """
-        self._lifecycle.open()
+        if self.store.is_open:
+            return self
+        with self._telemetry.span(CREATE_MEMORY_STORE, {AGENT_ID: self.agent_id}) as span:
+            self._lifecycle.open()
+            if span.recording:
+                applied = self.store.migrations_applied
+                span.set(STORE_CREATED, 1 in applied)
+                span.set(MIGRATIONS_APPLIED, len(applied))
         return self
 
     def shutdown(self) -> None:
@@ -285,12 +310,23 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         whose records differ by more than their text, like the LangGraph store's items).
         """
         agent_id = stamped(self.agent_id, agent_id)
-        return self._writer.remember(
-            content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
-            tags=tags, metadata=metadata, source=source, category=category, key=key,
-            embedding=embedding, speaker=speaker, entities=entities, relations=relations,
-            dedup=dedup,
-        )  # fmt: skip
+        # May reinforce an identical memory instead (the caller does not choose): upsert.
+        upsert = self.config.dedup if dedup is None else dedup is True
+        with self._telemetry.span(
+            UPSERT_MEMORY if upsert else CREATE_MEMORY,
+            {AGENT_ID: agent_id, CONVERSATION_ID: session_id, RECORD_COUNT: 1},
+        ) as span:
+            memory = self._writer.remember(
+                content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
+                tags=tags, metadata=metadata, source=source, category=category, key=key,
+                embedding=embedding, speaker=speaker, entities=entities, relations=relations,
+                dedup=dedup,
+            )  # fmt: skip
+            if span.recording:
+                span.set(RECORD_ID, memory.id)
+                span.set(TIER, str(memory.tier))
+                span.records({"id": m.id, "content": m.content} for m in (memory,))
+            return memory
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
@@ -321,10 +357,15 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         A changed content is kept in the memory's history (:meth:`history`), as written
         by ``author``; ``keep_history=False`` keeps no version (the replaced content is
         erased at close; versions kept earlier stay until the memory is forgotten)."""
-        return self._writer.update(
-            memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
-            author=author, keep_history=keep_history,
-        )  # fmt: skip
+        with self._telemetry.span(UPDATE_MEMORY, {RECORD_ID: memory_id, RECORD_COUNT: 1}) as span:
+            memory = self._writer.update(
+                memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
+                author=author, keep_history=keep_history,
+            )  # fmt: skip
+            if span.recording:
+                span.set(TIER, str(memory.tier))
+                span.records({"id": m.id, "content": m.content} for m in (memory,))
+            return memory
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """The contents a memory had, oldest first (version 1: as remembered), each with
@@ -339,19 +380,28 @@ class AgentMemoryManager(RecallCalls, TagCounts):
     def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
         """Delete a memory (with its schedule and tags) and write an audit row; its
         promotion history stays (forgetting removes content, never the audit)."""
-        return self._memories.forget(memory_id, reason)
+        with self._telemetry.span(DELETE_MEMORY, {RECORD_ID: memory_id, RECORD_COUNT: 1}):
+            return self._memories.forget(memory_id, reason)
 
     def forget_many(self, memory_ids: Sequence[str], reason: str = DEFAULT_REASON) -> ErasureReport:
         """Forget several memories in one transaction (all or none); see :mod:`.erasure`."""
-        return erasure.forget_ids(self, memory_ids, reason)
+        count = len(memory_ids) if isinstance(memory_ids, Sequence) else None
+        with self._telemetry.span(DELETE_MEMORY, {RECORD_COUNT: count}):
+            return erasure.forget_ids(self, memory_ids, reason)
 
     def forget_session(self, session_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
         """Forget a session's memories and delete the session with its transcript."""
-        return erasure.forget_session(self, session_id, reason)
+        with self._telemetry.span(DELETE_MEMORY, {CONVERSATION_ID: session_id}) as span:
+            report = erasure.forget_session(self, session_id, reason)
+            span.set(RECORD_COUNT, len(report.memories))
+            return report
 
     def forget_agent(self, agent_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
         """Forget an agent's memories (and, on a handle scoped to it, its sessions)."""
-        return erasure.forget_agent(self, agent_id, reason)
+        with self._telemetry.span(DELETE_MEMORY, {AGENT_ID: agent_id}) as span:
+            report = erasure.forget_agent(self, agent_id, reason)
+            span.set(RECORD_COUNT, len(report.memories))
+            return report
 
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).
@@ -360,7 +410,11 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         """
         if self.agent_id is not None:
             filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))
-        return self._memories.query(tier, **filters)
+        with self._telemetry.span(SEARCH_MEMORY, {TIER: _text(tier)}) as span:
+            found = self._memories.query(tier, **filters)
+            span.set(RECORD_COUNT, len(found))
+            span.records({"id": m.id, "content": m.content} for m in found)
+            return found
 
     def link(self, memory_id: str, other_id: str) -> None:
         """Link two memories both ways (linking again changes nothing)."""
@@ -417,7 +471,9 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self, memory_id: str, to_tier: Tier | str, reason: str | None = None
     ) -> PromotionRecord:
         """Move a memory forward (scratchpad -> episodic -> semantic), logged, one transaction."""
-        return self._memories.promote(memory_id, to_tier, reason)
+        attributes = {RECORD_ID: memory_id, RECORD_COUNT: 1, TIER: _text(to_tier)}
+        with self._telemetry.span(UPDATE_MEMORY, attributes):
+            return self._memories.promote(memory_id, to_tier, reason)
 
     def promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
@@ -571,14 +627,25 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         set-based and indexed once at commit; then memories without a vector are embedded
         in batches (as :meth:`flush` does).
         """
-        if self.agent_id is not None:
-            records = stamped_records(self.agent_id, records)
-            fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
-        ordered = self._writer.remember_many(records, tier, fields)
-        if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
-            self.flush()
-            return [self.get(m.id) or m for m in ordered]
-        return ordered
+        dedup = fields.get("dedup")
+        upsert = self.config.dedup if dedup is None else dedup is True
+        count = len(records) if isinstance(records, Sequence) else None
+        with self._telemetry.span(UPSERT_MEMORY if upsert else CREATE_MEMORY,
+                                  {RECORD_COUNT: count}) as span:  # fmt: skip
+            if self.agent_id is not None:
+                records = stamped_records(self.agent_id, records)
+                fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
+            ordered = self._writer.remember_many(records, tier, fields)
+            if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
+                self.flush()
+                ordered = [self.get(m.id) or m for m in ordered]
+            span.records({"id": m.id, "content": m.content} for m in ordered)
+            return ordered
+
+
+def _text(value: object) -> str | None:
+    """A tier argument as a span attribute (``None`` stays unset)."""
+    return None if value is None else str(value)
 
 
 def _graph_search(

@@ -23,8 +23,9 @@ with ``capture_content=None`` (the default), the conventions' environment variab
 the exception's class (a :class:`~persistence.TieredMemoryError` subclass by name).
 
 ``opentelemetry-api`` is optional: without it :meth:`Telemetry.span` returns one shared
-object whose methods do nothing (a check of one attribute per call). With the API and
-no SDK configured, the API's own no-op tracer runs (nothing is recorded or exported).
+object whose methods do nothing (a check of one attribute per call). With the API and no
+global tracer provider set (no SDK configured) the same no-op is returned, checked per
+call, so a provider set later is used from then on.
 Calls the library makes to itself inside an operation (``forget_many()`` forgetting
 each memory, say) add no spans of their own: one public call, one span.
 """
@@ -202,7 +203,7 @@ class Telemetry:
     ``None`` follows :data:`CAPTURE_CONTENT_ENV`.
     """
 
-    __slots__ = ("_api", "_base", "capture", "kind", "tracer")
+    __slots__ = ("_api", "_base", "_unset", "capture", "kind", "tracer")
 
     def __init__(
         self, location: str, *, tracer_provider: object = None, capture_content: bool | None
@@ -212,8 +213,11 @@ class Telemetry:
         self.tracer: Any = None
         self.kind: Any = None
         self._base: dict[str, dict[str, Any]] = {}
+        self._unset: Any = None
         if api is None:
             return
+        if tracer_provider is None:  # the global one: skipped while none is set
+            self._unset = api.trace.ProxyTracerProvider
         from tiered_memory import __version__
 
         self.tracer = api.trace.get_tracer(TRACER_NAME, __version__, tracer_provider)
@@ -236,10 +240,13 @@ class Telemetry:
     def span(self, name: str, attributes: dict[str, Any] | None = None) -> Span | _NoSpan:
         """The span of operation ``name`` (one of this module's operation names), with
         ``attributes`` (``None`` values left out) given at its start, where samplers see
-        them. A no-op without the API, or inside another operation of the library."""
+        them. A no-op without the API, without a tracer provider, or inside another
+        operation of the library."""
         api = self._api
         if api is None or _inside.get():
             return NO_SPAN
+        if self._unset is not None and isinstance(api.trace.get_tracer_provider(), self._unset):
+            return NO_SPAN  # no SDK configured yet (checked per call: one may come later)
         start = dict(self._base[name])
         if attributes:
             start.update((k, v) for k, v in attributes.items() if v is not None)

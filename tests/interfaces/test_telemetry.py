@@ -286,6 +286,8 @@ def test_without_a_tracer_provider_nothing_is_exported_and_nothing_breaks(
     assert not isinstance(trace.get_tracer_provider(), TracerProvider)
     with AgentMemoryManager.open(any_location, clock=clock, embedder=None,
                                  embed_in_background=False) as memory:  # fmt: skip
+        assert memory._telemetry.enabled  # the API is there: the no-op is per call
+        assert memory._telemetry.span("search_memory") is telemetry.NO_SPAN
         fact = memory.remember(SECRET_CONTENT)
         assert [h.memory.id for h in memory.recall("green tea")] == [fact.id]
         assert memory.forget(fact.id)

@@ -52,13 +52,12 @@ from persistence import (
     now_ms,
     require_str,
 )
-from tiered_memory import erasure
 from tiered_memory.agent_scope import require_agent, stamped, stamped_records
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
-from tiered_memory.erasure import DEFAULT_REASON, ErasureReport
+from tiered_memory.erasure import ForgetCalls
 from tiered_memory.files import FileOperations
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import DefaultExtractor, ExtractionQueue
@@ -78,25 +77,20 @@ from tiered_memory.tag_counts import TagCounts
 from tiered_memory.telemetry import (
     AGENT_ID,
     CONVERSATION_ID,
-    CREATE_MEMORY,
-    CREATE_MEMORY_STORE,
-    DELETE_MEMORY,
-    MIGRATIONS_APPLIED,
     RECORD_COUNT,
     RECORD_ID,
     SEARCH_MEMORY,
-    STORE_CREATED,
     TIER,
     UPDATE_MEMORY,
-    UPSERT_MEMORY,
     Telemetry,
+    writing,
 )
 from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(RecallCalls, TagCounts):
+class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -226,14 +220,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         Also deletes files that interrupted backups and restores left behind (never one
         that a backup or restore under way in another process holds).
         """
-        if self.store.is_open:
-            return self
-        with self._telemetry.span(CREATE_MEMORY_STORE, {AGENT_ID: self.agent_id}) as span:
-            self._lifecycle.open()
-            if span.recording:
-                applied = self.store.migrations_applied
-                span.set(STORE_CREATED, 1 in applied)
-                span.set(MIGRATIONS_APPLIED, len(applied))
+        self._lifecycle.open(self._telemetry)
         return self
 
     def shutdown(self) -> None:
@@ -310,22 +297,15 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         whose records differ by more than their text, like the LangGraph store's items).
         """
         agent_id = stamped(self.agent_id, agent_id)
-        # May reinforce an identical memory instead (the caller does not choose): upsert.
-        upsert = self.config.dedup if dedup is None else dedup is True
-        with self._telemetry.span(
-            UPSERT_MEMORY if upsert else CREATE_MEMORY,
-            {AGENT_ID: agent_id, CONVERSATION_ID: session_id, RECORD_COUNT: 1},
-        ) as span:
+        attributes = {AGENT_ID: agent_id, CONVERSATION_ID: session_id, RECORD_COUNT: 1}
+        with self._telemetry.span(writing(dedup, self.config.dedup), attributes) as span:
             memory = self._writer.remember(
                 content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
                 tags=tags, metadata=metadata, source=source, category=category, key=key,
                 embedding=embedding, speaker=speaker, entities=entities, relations=relations,
                 dedup=dedup,
             )  # fmt: skip
-            if span.recording:
-                span.set(RECORD_ID, memory.id)
-                span.set(TIER, str(memory.tier))
-                span.records({"id": m.id, "content": m.content} for m in (memory,))
+            span.stored((memory,))
             return memory
 
     def get(self, memory_id: str) -> Memory | None:
@@ -362,9 +342,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
                 memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
                 author=author, keep_history=keep_history,
             )  # fmt: skip
-            if span.recording:
-                span.set(TIER, str(memory.tier))
-                span.records({"id": m.id, "content": m.content} for m in (memory,))
+            span.stored((memory,))
             return memory
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
@@ -377,32 +355,6 @@ class AgentMemoryManager(RecallCalls, TagCounts):
             return []  # not this agent's memory (on a file the history has no agent)
         return self._notebook.memory_versions(memory_id)
 
-    def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
-        """Delete a memory (with its schedule and tags) and write an audit row; its
-        promotion history stays (forgetting removes content, never the audit)."""
-        with self._telemetry.span(DELETE_MEMORY, {RECORD_ID: memory_id, RECORD_COUNT: 1}):
-            return self._memories.forget(memory_id, reason)
-
-    def forget_many(self, memory_ids: Sequence[str], reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget several memories in one transaction (all or none); see :mod:`.erasure`."""
-        count = len(memory_ids) if isinstance(memory_ids, Sequence) else None
-        with self._telemetry.span(DELETE_MEMORY, {RECORD_COUNT: count}):
-            return erasure.forget_ids(self, memory_ids, reason)
-
-    def forget_session(self, session_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget a session's memories and delete the session with its transcript."""
-        with self._telemetry.span(DELETE_MEMORY, {CONVERSATION_ID: session_id}) as span:
-            report = erasure.forget_session(self, session_id, reason)
-            span.set(RECORD_COUNT, len(report.memories))
-            return report
-
-    def forget_agent(self, agent_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget an agent's memories (and, on a handle scoped to it, its sessions)."""
-        with self._telemetry.span(DELETE_MEMORY, {AGENT_ID: agent_id}) as span:
-            report = erasure.forget_agent(self, agent_id, reason)
-            span.set(RECORD_COUNT, len(report.memories))
-            return report
-
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).
 
@@ -410,10 +362,9 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         """
         if self.agent_id is not None:
             filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))
-        with self._telemetry.span(SEARCH_MEMORY, {TIER: _text(tier)}) as span:
+        with self._telemetry.span(SEARCH_MEMORY, {TIER: tier}) as span:
             found = self._memories.query(tier, **filters)
-            span.set(RECORD_COUNT, len(found))
-            span.records({"id": m.id, "content": m.content} for m in found)
+            span.found(found)
             return found
 
     def link(self, memory_id: str, other_id: str) -> None:
@@ -471,8 +422,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self, memory_id: str, to_tier: Tier | str, reason: str | None = None
     ) -> PromotionRecord:
         """Move a memory forward (scratchpad -> episodic -> semantic), logged, one transaction."""
-        attributes = {RECORD_ID: memory_id, RECORD_COUNT: 1, TIER: _text(to_tier)}
-        with self._telemetry.span(UPDATE_MEMORY, attributes):
+        with self._telemetry.span(UPDATE_MEMORY, {RECORD_ID: memory_id, TIER: to_tier}):
             return self._memories.promote(memory_id, to_tier, reason)
 
     def promotion_history(self, memory_id: str) -> list[PromotionRecord]:
@@ -627,11 +577,9 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         set-based and indexed once at commit; then memories without a vector are embedded
         in batches (as :meth:`flush` does).
         """
-        dedup = fields.get("dedup")
-        upsert = self.config.dedup if dedup is None else dedup is True
         count = len(records) if isinstance(records, Sequence) else None
-        with self._telemetry.span(UPSERT_MEMORY if upsert else CREATE_MEMORY,
-                                  {RECORD_COUNT: count}) as span:  # fmt: skip
+        operation = writing(fields.get("dedup"), self.config.dedup)
+        with self._telemetry.span(operation, {RECORD_COUNT: count}) as span:
             if self.agent_id is not None:
                 records = stamped_records(self.agent_id, records)
                 fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
@@ -639,13 +587,8 @@ class AgentMemoryManager(RecallCalls, TagCounts):
             if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
                 self.flush()
                 ordered = [self.get(m.id) or m for m in ordered]
-            span.records({"id": m.id, "content": m.content} for m in ordered)
+            span.stored(ordered)
             return ordered
-
-
-def _text(value: object) -> str | None:
-    """A tier argument as a span attribute (``None`` stays unset)."""
-    return None if value is None else str(value)
 
 
 def _graph_search(

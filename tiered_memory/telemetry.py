@@ -33,7 +33,8 @@ each memory, say) add no spans of their own: one public call, one span.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from types import ModuleType, TracebackType
 from typing import Any, Final, NamedTuple
@@ -41,7 +42,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from persistence import display, is_server_url
+from persistence import Memory, display, is_server_url
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI conventions' opt-in for content; read when a manager is built."""
@@ -100,6 +101,13 @@ def _load_api() -> _Api | None:
     return _api if isinstance(_api, _Api) else None
 
 
+def writing(dedup: bool | None, default: bool) -> str:
+    """The operation of a ``remember()``: ``upsert_memory`` when it deduplicates (it may
+    reinforce an identical memory instead: the caller does not choose), else
+    ``create_memory``."""
+    return UPSERT_MEMORY if (default if dedup is None else dedup is True) else CREATE_MEMORY
+
+
 def capture_from_env() -> bool:
     """Whether :data:`CAPTURE_CONTENT_ENV` asks for content on spans."""
     return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURE_VALUES
@@ -126,6 +134,15 @@ class _NoSpan:
 
     def records(self, items: Iterable[dict[str, Any]]) -> None:
         """Nothing (see :meth:`Span.records`)."""
+
+    def stored(self, memories: Sequence[Memory]) -> None:
+        """Nothing (see :meth:`Span.stored`)."""
+
+    def found(self, memories: Sequence[Memory]) -> None:
+        """Nothing (see :meth:`Span.found`)."""
+
+    def opened(self, applied: Sequence[int]) -> None:
+        """Nothing (see :meth:`Span.opened`)."""
 
 
 NO_SPAN: Final = _NoSpan()
@@ -194,6 +211,25 @@ class Span:
         if self.capturing:
             self._span.set_attribute(RECORDS, orjson.dumps(list(items)).decode())
 
+    def stored(self, memories: Sequence[Memory]) -> None:
+        """Record the memories a write stored: one's id and tier, and their content
+        (with capture)."""
+        if self.recording and len(memories) == 1:
+            self.set(RECORD_ID, memories[0].id)
+            self.set(TIER, str(memories[0].tier))
+        self.records({"id": m.id, "content": m.content} for m in memories)
+
+    def found(self, memories: Sequence[Memory]) -> None:
+        """Record how many memories a search found, and their content (with capture)."""
+        self.set(RECORD_COUNT, len(memories))
+        self.records({"id": m.id, "content": m.content} for m in memories)
+
+    def opened(self, applied: Sequence[int]) -> None:
+        """Record what an open did to the schema: the migrations it ``applied``
+        (the first among them: it created the store)."""
+        self.set(STORE_CREATED, 1 in applied)
+        self.set(MIGRATIONS_APPLIED, len(applied))
+
 
 class Telemetry:
     """The spans of one manager's store (see the module docstring).
@@ -218,9 +254,9 @@ class Telemetry:
             return
         if tracer_provider is None:  # the global one: skipped while none is set
             self._unset = api.trace.ProxyTracerProvider
-        from tiered_memory import __version__
-
-        self.tracer = api.trace.get_tracer(TRACER_NAME, __version__, tracer_provider)
+        # The package's version, read where it is loaded (importing it would be a circle).
+        version = getattr(sys.modules.get("tiered_memory"), "__version__", None)
+        self.tracer = api.trace.get_tracer(TRACER_NAME, version, tracer_provider)
         where = display(location)
         server = is_server_url(where)
         # A server is another process (CLIENT); a file is read in this one (INTERNAL).

@@ -152,6 +152,12 @@ class StoreControl(Protocol):
         costs microseconds (a file in-process), more where each round trip costs more
         than its rows (a server). Recall fetches its candidates in batches sized by it."""
 
+    @property
+    def migrations_applied(self) -> tuple[int, ...]:
+        """The schema versions the last :meth:`open` applied, oldest first: ``()`` when
+        the schema was current (or the store read-only); version 1 among them when that
+        open created the store."""
+
     def open(self) -> MemoryStorage:
         """Open (creating or migrating the schema); a second call does nothing."""
 

@@ -19,6 +19,7 @@ and later calls see which.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,9 +47,12 @@ async def settled(
     A call not yet started is withdrawn (it never runs). A running call cannot be
     stopped halfway, so the caller waits for it to finish, then raises
     :class:`asyncio.CancelledError` (once, however often it was cancelled meanwhile).
+    The call runs in a copy of the caller's context (as :func:`asyncio.to_thread`), so
+    its OpenTelemetry span is a child of the caller's current span.
     """
+    context = contextvars.copy_context()
     try:
-        submitted: Future[R] = executor.submit(fn, *args, **kwargs)
+        submitted: Future[R] = executor.submit(partial(context.run, fn, *args, **kwargs))
     except RuntimeError as exc:  # the pool was shut down with the manager
         raise StoreClosedError("memory manager is closed") from exc
     waiting = asyncio.wrap_future(submitted)

@@ -93,6 +93,12 @@ class MemoryConfig:
       A callback that raises is logged once and never fails the call.
     - ``pool``: on a PostgreSQL server, the connection pool's size and timeouts
       (:class:`~persistence.PoolSettings`); a file store ignores it.
+    - ``tracer_provider``: the OpenTelemetry ``TracerProvider`` the manager's spans go
+      to (``None``, the default: the global one); needs the ``otel`` extra, see
+      :mod:`tiered_memory.telemetry` (without ``opentelemetry-api`` there are no spans).
+    - ``capture_content``: whether spans carry memory content, queries and error
+      messages (``None``, the default: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+      says, off when unset).
     """
 
     cache_size: int = 500
@@ -126,6 +132,8 @@ class MemoryConfig:
     near_duplicate_threshold: float | None = 0.95
     trace: Callable[[TracedStatement], None] | None = None
     pool: PoolSettings = PoolSettings()
+    tracer_provider: Any = None
+    capture_content: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
@@ -176,6 +184,15 @@ class MemoryConfig:
             require_number(self.near_duplicate_threshold, "near_duplicate_threshold",
                            minimum=0, maximum=1)  # fmt: skip
         require_bool(self.redact, "redact")
+        if self.tracer_provider is not None and not callable(
+            getattr(self.tracer_provider, "get_tracer", None)
+        ):
+            raise InvalidTypeError(
+                "tracer_provider must be an OpenTelemetry TracerProvider (with get_tracer), "
+                f"got {type(self.tracer_provider).__name__}"
+            )
+        if self.capture_content is not None:
+            require_bool(self.capture_content, "capture_content")
         if self.redactor is not None and not isinstance(self.redactor, Redactor):
             raise InvalidTypeError("redactor must have a redact(text) -> Redaction method")
 

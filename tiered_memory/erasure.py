@@ -14,6 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from persistence import require_str, require_str_tuple
+from tiered_memory.memories import Memories
+from tiered_memory.telemetry import (
+    AGENT_ID,
+    CONVERSATION_ID,
+    DELETE_MEMORY,
+    RECORD_COUNT,
+    RECORD_ID,
+    Telemetry,
+)
 
 AgentMemoryManager = Any
 """The manager these erase through (typed loosely: the manager imports this module)."""
@@ -86,3 +95,38 @@ def forget_agent(
                 if manager.sessions.delete(session.session_id):
                     sessions.append(session.session_id)
     return ErasureReport(report.memories, tuple(sessions))
+
+
+class ForgetCalls:
+    """The manager's ``forget`` calls, each one ``delete_memory`` span (the erasures in
+    bulk forget each memory through :meth:`forget`, inside their own span); the manager
+    provides its memories and telemetry."""
+
+    _memories: Memories
+    _telemetry: Telemetry
+
+    def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
+        """Delete a memory (with its schedule and tags) and write an audit row; its
+        promotion history stays (forgetting removes content, never the audit)."""
+        with self._telemetry.span(DELETE_MEMORY, {RECORD_ID: memory_id, RECORD_COUNT: 1}):
+            return self._memories.forget(memory_id, reason)
+
+    def forget_many(self, memory_ids: Sequence[str], reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget several memories in one transaction (all or none); see :mod:`.erasure`."""
+        count = len(memory_ids) if isinstance(memory_ids, Sequence) else None
+        with self._telemetry.span(DELETE_MEMORY, {RECORD_COUNT: count}):
+            return forget_ids(self, memory_ids, reason)
+
+    def forget_session(self, session_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget a session's memories and delete the session with its transcript."""
+        with self._telemetry.span(DELETE_MEMORY, {CONVERSATION_ID: session_id}) as span:
+            report = forget_session(self, session_id, reason)
+            span.set(RECORD_COUNT, len(report.memories))
+            return report
+
+    def forget_agent(self, agent_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
+        """Forget an agent's memories (and, on a handle scoped to it, its sessions)."""
+        with self._telemetry.span(DELETE_MEMORY, {AGENT_ID: agent_id}) as span:
+            report = forget_agent(self, agent_id, reason)
+            span.set(RECORD_COUNT, len(report.memories))
+            return report

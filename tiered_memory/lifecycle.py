@@ -16,6 +16,7 @@ from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
 from tiered_memory.memories import Memories
 from tiered_memory.recall.recaller import Recaller
+from tiered_memory.telemetry import CREATE_MEMORY_STORE, Telemetry
 
 logger = logging.getLogger("tiered_memory")
 
@@ -40,10 +41,16 @@ class Lifecycle:
         self._extraction = extraction
         self._recaller = recaller
 
-    def open(self) -> None:
-        """Open the store and start what runs beside it; a second call does nothing."""
+    def open(self, telemetry: Telemetry) -> None:
+        """Open the store and start what runs beside it, in a ``create_memory_store``
+        span of ``telemetry``; a second call does nothing."""
         if self.store.is_open:
             return
+        with telemetry.span(CREATE_MEMORY_STORE) as span:
+            self._open()
+            span.opened(self.store.migrations_applied)
+
+    def _open(self) -> None:
         self.store.open()
         try:
             self._backups.remove_leftovers()

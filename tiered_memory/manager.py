@@ -52,13 +52,12 @@ from persistence import (
     now_ms,
     require_str,
 )
-from tiered_memory import erasure
 from tiered_memory.agent_scope import require_agent, stamped, stamped_records
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig, configured
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
-from tiered_memory.erasure import DEFAULT_REASON, ErasureReport
+from tiered_memory.erasure import ForgetCalls
 from tiered_memory.files import FileOperations
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import DefaultExtractor, ExtractionQueue
@@ -75,12 +74,23 @@ from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
 from tiered_memory.tag_counts import TagCounts
+from tiered_memory.telemetry import (
+    AGENT_ID,
+    CONVERSATION_ID,
+    RECORD_COUNT,
+    RECORD_ID,
+    SEARCH_MEMORY,
+    TIER,
+    UPDATE_MEMORY,
+    Telemetry,
+    writing,
+)
 from tiered_memory.tiers import TierView
 from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(RecallCalls, TagCounts):
+class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -159,6 +169,8 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self._lifecycle = Lifecycle(
             backend, memories, cfg, self.embeddings, self.extraction, self._recall
         )
+        self._telemetry = Telemetry(self.store.location, tracer_provider=cfg.tracer_provider,
+                                    capture_content=cfg.capture_content)  # fmt: skip
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -208,7 +220,7 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         Also deletes files that interrupted backups and restores left behind (never one
         that a backup or restore under way in another process holds).
         """
-        self._lifecycle.open()
+        self._lifecycle.open(self._telemetry)
         return self
 
     def shutdown(self) -> None:
@@ -285,12 +297,16 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         whose records differ by more than their text, like the LangGraph store's items).
         """
         agent_id = stamped(self.agent_id, agent_id)
-        return self._writer.remember(
-            content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
-            tags=tags, metadata=metadata, source=source, category=category, key=key,
-            embedding=embedding, speaker=speaker, entities=entities, relations=relations,
-            dedup=dedup,
-        )  # fmt: skip
+        attributes = {AGENT_ID: agent_id, CONVERSATION_ID: session_id, RECORD_COUNT: 1}
+        with self._telemetry.span(writing(dedup, self.config.dedup), attributes) as span:
+            memory = self._writer.remember(
+                content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
+                tags=tags, metadata=metadata, source=source, category=category, key=key,
+                embedding=embedding, speaker=speaker, entities=entities, relations=relations,
+                dedup=dedup,
+            )  # fmt: skip
+            span.stored((memory,))
+            return memory
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory with that id in any tier, or ``None``."""
@@ -321,10 +337,13 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         A changed content is kept in the memory's history (:meth:`history`), as written
         by ``author``; ``keep_history=False`` keeps no version (the replaced content is
         erased at close; versions kept earlier stay until the memory is forgotten)."""
-        return self._writer.update(
-            memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
-            author=author, keep_history=keep_history,
-        )  # fmt: skip
+        with self._telemetry.span(UPDATE_MEMORY, {RECORD_ID: memory_id, RECORD_COUNT: 1}) as span:
+            memory = self._writer.update(
+                memory_id, content=content, metadata=metadata, tags=tags, importance=importance,
+                author=author, keep_history=keep_history,
+            )  # fmt: skip
+            span.stored((memory,))
+            return memory
 
     def history(self, memory_id: str) -> list[MemoryVersion]:
         """The contents a memory had, oldest first (version 1: as remembered), each with
@@ -336,23 +355,6 @@ class AgentMemoryManager(RecallCalls, TagCounts):
             return []  # not this agent's memory (on a file the history has no agent)
         return self._notebook.memory_versions(memory_id)
 
-    def forget(self, memory_id: str, reason: str = "forgotten on request") -> bool:
-        """Delete a memory (with its schedule and tags) and write an audit row; its
-        promotion history stays (forgetting removes content, never the audit)."""
-        return self._memories.forget(memory_id, reason)
-
-    def forget_many(self, memory_ids: Sequence[str], reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget several memories in one transaction (all or none); see :mod:`.erasure`."""
-        return erasure.forget_ids(self, memory_ids, reason)
-
-    def forget_session(self, session_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget a session's memories and delete the session with its transcript."""
-        return erasure.forget_session(self, session_id, reason)
-
-    def forget_agent(self, agent_id: str, reason: str = DEFAULT_REASON) -> ErasureReport:
-        """Forget an agent's memories (and, on a handle scoped to it, its sessions)."""
-        return erasure.forget_agent(self, agent_id, reason)
-
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).
 
@@ -360,7 +362,10 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         """
         if self.agent_id is not None:
             filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))
-        return self._memories.query(tier, **filters)
+        with self._telemetry.span(SEARCH_MEMORY, {TIER: tier}) as span:
+            found = self._memories.query(tier, **filters)
+            span.found(found)
+            return found
 
     def link(self, memory_id: str, other_id: str) -> None:
         """Link two memories both ways (linking again changes nothing)."""
@@ -417,7 +422,8 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         self, memory_id: str, to_tier: Tier | str, reason: str | None = None
     ) -> PromotionRecord:
         """Move a memory forward (scratchpad -> episodic -> semantic), logged, one transaction."""
-        return self._memories.promote(memory_id, to_tier, reason)
+        with self._telemetry.span(UPDATE_MEMORY, {RECORD_ID: memory_id, TIER: to_tier}):
+            return self._memories.promote(memory_id, to_tier, reason)
 
     def promotion_history(self, memory_id: str) -> list[PromotionRecord]:
         """Every logged promotion of a memory, oldest first."""
@@ -571,14 +577,18 @@ class AgentMemoryManager(RecallCalls, TagCounts):
         set-based and indexed once at commit; then memories without a vector are embedded
         in batches (as :meth:`flush` does).
         """
-        if self.agent_id is not None:
-            records = stamped_records(self.agent_id, records)
-            fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
-        ordered = self._writer.remember_many(records, tier, fields)
-        if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
-            self.flush()
-            return [self.get(m.id) or m for m in ordered]
-        return ordered
+        count = len(records) if isinstance(records, Sequence) else None
+        operation = writing(fields.get("dedup"), self.config.dedup)
+        with self._telemetry.span(operation, {RECORD_COUNT: count}) as span:
+            if self.agent_id is not None:
+                records = stamped_records(self.agent_id, records)
+                fields["agent_id"] = stamped(self.agent_id, fields.get("agent_id"))
+            ordered = self._writer.remember_many(records, tier, fields)
+            if any(m.embedding is None for m in ordered) and self.embeddings.embedder() is not None:
+                self.flush()
+                ordered = [self.get(m.id) or m for m in ordered]
+            span.stored(ordered)
+            return ordered
 
 
 def _graph_search(

@@ -13,6 +13,15 @@ from tiered_memory.arguments import typed_arguments
 from tiered_memory.recall.note_hits import NoteHit
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recall.types import RecallHit
+from tiered_memory.telemetry import (
+    AGENT_ID,
+    CONVERSATION_ID,
+    RECALL_K,
+    RECORD_COUNT,
+    SEARCH_MEMORY,
+    TIER,
+    Telemetry,
+)
 
 
 @typed_arguments
@@ -22,6 +31,7 @@ class RecallCalls:
 
     agent_id: str | None
     _recall: Recaller
+    _telemetry: Telemetry
 
     def _require_open(self) -> None:
         raise NotImplementedError  # the manager's
@@ -94,9 +104,25 @@ class RecallCalls:
         """
         self._require_open()
         agent_id = stamped(self.agent_id, agent_id)
-        return self._recall.recall(
-            query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
-            created_after=created_after, created_before=created_before,
-            min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
-            notes=notes,
-        )  # fmt: skip
+        attributes = {RECALL_K: k, TIER: None if tier is None else str(tier),
+                      AGENT_ID: agent_id, CONVERSATION_ID: session_id}  # fmt: skip
+        with self._telemetry.span(SEARCH_MEMORY, attributes) as span:
+            span.query(query)
+            hits = self._recall.recall(
+                query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
+                created_after=created_after, created_before=created_before,
+                min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
+                notes=notes,
+            )  # fmt: skip
+            span.set(RECORD_COUNT, len(hits))
+            span.records(_hit_record(hit) for hit in hits)
+            return hits
+
+
+def _hit_record(hit: RecallHit | NoteHit) -> dict[str, object]:
+    """A hit as the conventions' memory record: ``id``, ``content``, ``score`` (a note's
+    ``metadata`` says it is a note)."""
+    if isinstance(hit, NoteHit):
+        return {"id": hit.note.id, "content": hit.note.content, "score": hit.score,
+                "metadata": {"kind": "note", "title": hit.note.title}}  # fmt: skip
+    return {"id": hit.memory.id, "content": hit.memory.content, "score": hit.score}

@@ -152,6 +152,7 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         self.sessions = server_session_store(self.engine, self.config)
         self.schedules = server_schedule_store(self.engine, self.config)
         self.indexes = build_index_store(self.engine, self.config)
+        self.migrations_applied: tuple[int, ...] = ()  # by the last open (telemetry tells)
 
     # --- where and what -------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
                 if version < LATEST_VERSION:
                     raise MigrationRequiredError(version, LATEST_VERSION, self.location)
             else:
-                apply_migrations(conn, clock=self.config.clock)
+                self.migrations_applied = tuple(apply_migrations(conn, clock=self.config.clock))
             bypasses = bool(value(conn, scope_sql.BYPASSES_RLS))
             if self.scope and bypasses:
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)

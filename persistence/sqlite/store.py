@@ -171,6 +171,7 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
                                change_check_interval_ms=change_check_interval_ms,
                                reset_after_changes=reset_after_changes)  # fmt: skip
         self._migrations = list(migrations) if migrations is not None else None
+        self.migrations_applied: tuple[int, ...] = ()  # by the last open (telemetry tells)
         self.memories = file_memory_store(self.engine, self.config)
         self.sessions = SessionStore(self.engine, session_sql, self.config)
         self.schedules = file_schedule_store(self.engine, self.config)
@@ -249,7 +250,7 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         _check_schema(conn, self.path, latest, self.read_only)
         if not self.read_only:
             connection_wal(conn)
-            apply_migrations(conn, self._migrations, self.clock)
+            self.migrations_applied = tuple(apply_migrations(conn, self._migrations, self.clock))
         if self.embedding_dim is not None:
             _check_configured_dim(conn, self.embedding_dim)
         if not self.read_only:

@@ -59,9 +59,9 @@ FLAT_EF_SEARCH = 400
 """``hnsw.ef_search`` of the second scan when the first one's neighbourhood is flat (see
 :func:`flat`). Measured on the peer benchmark's 384-d random unit vectors
 (benchmarks/test_pg_vector_recall_bench.py, index m=16, ef_construction=64): recall@10
-against exact 0.69 at ef_search 100 and 0.96 at 400 at 10k memories, for about 3x the
-scan's time; at 100k, 0.13 at 100 and 0.38 at 400 (0.63 at
-pgvector's maximum, 1,000, 5.5x the time): no HNSW setting reaches 0.95 there."""
+against exact 0.67-0.69 at ef_search 100 and 0.95-0.96 at 400 at 10k memories, for
+2-4x the scan's time; at 100k, 0.13 at 100 and 0.38 at 400 (0.63 at pgvector's maximum,
+1,000, 5.5x the time): no HNSW setting reaches 0.95 there."""
 FLAT_SIGMAS = 5.0
 """A neighbourhood is flat when its ``FLAT_RANK``-th nearest is no more similar to the
 query than this many standard deviations of the cosine between random directions
@@ -145,8 +145,9 @@ class HnswVectors:
         """A filter an index serves (session, agent, tags, time range) that accepts at
         most ``exact_scan_max`` memories is compared exactly; otherwise HNSW is scanned
         with ``ef_search >= max(limit, MIN_EF_SEARCH)`` and the filter inside the scan
-        (iterative scan); a filtered scan that comes back short is redone exactly, one
-        whose neighbourhood is :func:`flat` again at ``FLAT_EF_SEARCH``."""
+        (iterative scan); a full answer whose neighbourhood is :func:`flat` is scanned
+        again at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone
+        exactly."""
         if (
             where.narrows
             and recall_filter_sql.index_backed(where)
@@ -155,7 +156,7 @@ class HnswVectors:
             return _nearest(conn, query, limit, where, exact=True)
         ef = max(limit, MIN_EF_SEARCH)
         found = _scan(conn, query, limit, where, ef)
-        if ef < FLAT_EF_SEARCH and flat(found, query.size):
+        if ef < FLAT_EF_SEARCH and len(found) == limit and flat(found, query.size):
             found = _scan(conn, query, limit, where, FLAT_EF_SEARCH)
         if len(found) < limit and where != MemoryFilter():
             found = _nearest(conn, query, limit, where, exact=True)

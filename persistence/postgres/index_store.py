@@ -17,6 +17,7 @@ The SQL is in :mod:`persistence.postgres.sql` (``keyword_sql``, ``vector_sql``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -52,8 +53,28 @@ T = TypeVar("T")
 EXACT_SCAN_MAX = 2000
 """A filter an index serves that accepts at most this many memories is searched exactly."""
 MIN_EF_SEARCH = DEFAULT_EF_SEARCH
-"""``hnsw.ef_search`` is at least this (and at least the limit): recall@10 >= 0.95. Every
-pooled connection starts with it (``PgDatabase``), so the usual search sets nothing."""
+"""``hnsw.ef_search`` is at least this (and at least the limit). Every pooled connection
+starts with it (``PgDatabase``), so the usual search sets nothing."""
+FLAT_EF_SEARCH = 400
+"""``hnsw.ef_search`` of the second scan when the first one's neighbourhood is flat (see
+:func:`flat`). Measured on the peer benchmark's 384-d random unit vectors
+(benchmarks/test_pg_vector_recall_bench.py, index m=16, ef_construction=64): recall@10
+against exact 0.67-0.69 at ef_search 100 and 0.95-0.96 at 400 at 10k memories, for
+2-4x the scan's time; at 100k, 0.13 at 100 and 0.38 at 400 (0.63 at pgvector's maximum,
+1,000, 5.5x the time): no HNSW setting reaches 0.95 there."""
+FLAT_SIGMAS = 5.0
+"""A neighbourhood is flat when its ``FLAT_RANK``-th nearest is no more similar to the
+query than this many standard deviations of the cosine between random directions
+(``1 / sqrt(dim)``: 0.255 at 384 dimensions), which is where the 10th best of a million
+random vectors lies. Random vectors are below it (the 10th nearest's cosine: 0.19-0.22
+at 10k-100k memories): every vector is about as far from the query as any other and the
+HNSW graph's walk finds the true neighbours by luck. Clustered vectors (as real
+embeddings of related texts are) are far above it, and pay for no second scan."""
+FLAT_RANK = 10
+FLAT_MIN_DIM = 128
+"""Below this many dimensions no neighbourhood counts as flat: the band of chance
+similarity is too wide to tell (``5 / sqrt(dim)`` reaches 0.44 at 128); HNSW serves
+low-dimensional vectors well anyway."""
 
 SQL = IndexSql(
     embeddings=vector_sql,
@@ -79,7 +100,6 @@ class HnswVectors:
 
     def __init__(self, engine: PgDatabase) -> None:
         self.engine = engine
-        self._ef: dict[int, int] = {}  # id(pooled connection) -> its hnsw.ef_search
         self._dim: int | None = None  # the stored dimension as last read (searches only)
         engine.on_external_change(self.forget_dimension)
 
@@ -125,31 +145,22 @@ class HnswVectors:
         """A filter an index serves (session, agent, tags, time range) that accepts at
         most ``exact_scan_max`` memories is compared exactly; otherwise HNSW is scanned
         with ``ef_search >= max(limit, MIN_EF_SEARCH)`` and the filter inside the scan
-        (iterative scan); a filtered scan that comes back short is redone exactly."""
+        (iterative scan); a full answer whose neighbourhood is :func:`flat` is scanned
+        again at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone
+        exactly."""
         if (
             where.narrows
             and recall_filter_sql.index_backed(where)
             and _accepted_at_most(conn, where, exact_scan_max)
         ):
             return _nearest(conn, query, limit, where, exact=True)
-        self._ef_search(conn, max(limit, MIN_EF_SEARCH))
-        found = _nearest(conn, query, limit, where, exact=False)
+        ef = max(limit, MIN_EF_SEARCH)
+        found = _scan(conn, query, limit, where, ef)
+        if ef < FLAT_EF_SEARCH and len(found) == limit and flat(found, query.size):
+            found = _scan(conn, query, limit, where, FLAT_EF_SEARCH)
         if len(found) < limit and where != MemoryFilter():
             found = _nearest(conn, query, limit, where, exact=True)
         return found
-
-    def _ef_search(self, conn: Connection, ef: int) -> None:
-        """Set ``hnsw.ef_search`` on ``conn`` unless its session value is ``ef`` already
-        (every pooled connection opens with ``DEFAULT_EF_SEARCH``; a value set outside a
-        transaction is remembered per connection); inside a transaction for that
-        transaction only (a rollback would undo it)."""
-        if self._ef.get(id(conn), DEFAULT_EF_SEARCH) == ef:
-            return
-        if self.engine.in_transaction:
-            run(conn, vector_sql.set_ef_search(ef, local=True))
-        else:
-            run(conn, vector_sql.set_ef_search(ef, local=False))
-            self._ef[id(conn)] = ef
 
     def distances(
         self, conn: Connection, query: np.ndarray, memory_ids: list[str]
@@ -171,6 +182,36 @@ class HnswVectors:
     def swapped(self, conn: Connection, dim: int) -> None:
         """The column is typed and the HNSW index made again at the new size ``dim``."""
         ensure_vector_index(conn, dim)
+
+
+def _scan(
+    conn: Connection, query: np.ndarray, limit: int, where: MemoryFilter, ef: int
+) -> list[tuple[str, float]]:
+    """The HNSW scan at ``hnsw.ef_search = ef``. At ``DEFAULT_EF_SEARCH`` (what every
+    pooled connection opens with) nothing is set; another value is set for the scan's
+    transaction only (``SET LOCAL``): a transaction of its own on a connection outside
+    one (so a transaction-mode pooler cannot hand the setting to another client), else
+    set back after the scan (a snapshot's or the caller's transaction goes on)."""
+    if ef == DEFAULT_EF_SEARCH:
+        return _nearest(conn, query, limit, where, exact=False)
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        run(conn, vector_sql.set_ef_search(ef, local=True))
+        found = _nearest(conn, query, limit, where, exact=False)  # failed: the tx is over
+        run(conn, vector_sql.set_ef_search(DEFAULT_EF_SEARCH, local=True))
+        return found
+    with conn.transaction():
+        run(conn, vector_sql.set_ef_search(ef, local=True))
+        return _nearest(conn, query, limit, where, exact=False)
+
+
+def flat(found: list[tuple[str, float]], dim: int) -> bool:
+    """True if the ``FLAT_RANK``-th nearest of ``found`` (``(id, cosine distance)``,
+    nearest first) is within ``FLAT_SIGMAS`` standard deviations of a random direction's
+    similarity (see :data:`FLAT_SIGMAS`); fewer found, or under ``FLAT_MIN_DIM``
+    dimensions: never flat."""
+    if len(found) < FLAT_RANK or dim < FLAT_MIN_DIM:
+        return False
+    return 1.0 - found[FLAT_RANK - 1][1] < FLAT_SIGMAS / math.sqrt(dim)
 
 
 def _accepted_at_most(conn: Connection, where: MemoryFilter, cap: int) -> bool:

@@ -142,7 +142,12 @@ class HnswVectors:
         """Set ``hnsw.ef_search`` on ``conn`` unless its session value is ``ef`` already
         (every pooled connection opens with ``DEFAULT_EF_SEARCH``; a value set outside a
         transaction is remembered per connection); inside a transaction for that
-        transaction only (a rollback would undo it)."""
+        transaction only (a rollback would undo it); behind a pooler always for the
+        transaction (every transaction starts at ``DEFAULT_EF_SEARCH``)."""
+        if self.engine.pooler:
+            if ef != DEFAULT_EF_SEARCH:
+                run(conn, vector_sql.set_ef_search(ef, local=True))
+            return
         if self._ef.get(id(conn), DEFAULT_EF_SEARCH) == ef:
             return
         if self.engine.in_transaction:

@@ -55,6 +55,7 @@ from persistence.errors import (
 )
 from persistence.frames import TransactionFrames, run_hooks
 from persistence.locations import redact, split_pooler
+from persistence.postgres import pooler
 from persistence.postgres.change_watch import Hook, PgChangeWatch
 from persistence.postgres.tracing import connection_class, traced_by
 from persistence.postgres.translate import call_error, connect_error
@@ -179,7 +180,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         pool's; errors are translated."""
         try:
             conn: Connection = connection_class(self._tracer, psycopg.Connection).connect(
-                self._url, **self._connect_kwargs()
+                self._url, **pooler.connect_kwargs(self.settings, self.pooler)
             )
         except psycopg.Error as exc:
             raise connect_error(exc, self._url) from None
@@ -193,44 +194,21 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             raise call_error(exc, self._url) from None
         return conn
 
-    def _connect_kwargs(self) -> dict[str, Any]:
-        """psycopg's connection arguments: autocommit, the connect timeout, and behind a
-        transaction-mode pooler no server-side prepared statements (a prepared statement
-        lives in one server session; the pooler may send its next use to another)."""
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(1, round(self.settings.connect_timeout_s)),
-        }
-        if self.pooler:
-            kwargs["prepare_threshold"] = None
-        return kwargs
-
     def _setup(self, conn: Connection) -> sql.Composed:
-        """Behind a pooler: the statement that makes the session settings of
-        :meth:`_configure` for one transaction (``set_config(..., true)``), built once."""
-        setup = self._setup_sql
-        if setup is None:
-            settings = [
-                ("tm.scope", self.scope),
-                ("tm.writer", self.writer_id),
+        """Behind a pooler: the settings of :meth:`_configure` for one transaction."""
+        if self._setup_sql is None:
+            self._setup_sql = pooler.setup_statement([
+                ("tm.scope", self.scope), ("tm.writer", self.writer_id),
                 ("hnsw.iterative_scan", "relaxed_order"),
                 ("lock_timeout", f"{int(self.settings.lock_timeout_s * 1000)}ms"),
                 ("synchronous_commit", self._synchronous_commit),
                 ("gin_pending_list_limit", str(GIN_PENDING_LIST_KB)),
                 ("hnsw.ef_search", str(DEFAULT_EF_SEARCH)),
-            ]
-            if self.read_only:
-                settings.append(("transaction_read_only", "on"))
-            if conn.info.server_version >= 140000:
-                settings.append(("client_connection_check_interval", f"{CLIENT_CHECK_MS}ms"))
-            setup = sql.SQL("SELECT {}").format(
-                sql.SQL(", ").join(
-                    sql.SQL("set_config({}, {}, true)").format(sql.Literal(k), sql.Literal(v))
-                    for k, v in settings
-                )
-            )
-            self._setup_sql = setup
-        return setup
+                *[("transaction_read_only", "on")] * self.read_only,
+                *[("client_connection_check_interval", f"{CLIENT_CHECK_MS}ms")]
+                * (conn.info.server_version >= 140000),
+            ])  # fmt: skip
+        return self._setup_sql
 
     def _configure(self, conn: Connection) -> None:
         """Set up a new pool connection (scope, writer id, vectors, read-only, and how
@@ -273,7 +251,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             min_size=s.min_size,
             max_size=s.max_size,
             timeout=s.wait_timeout_s,
-            kwargs=self._connect_kwargs(),
+            kwargs=pooler.connect_kwargs(s, self.pooler),
             configure=self._configure,
             check=self._check,
             connection_class=connection_class(self._tracer, CountingConnection),
@@ -336,34 +314,12 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             except psycopg.Error as exc:
                 raise call_error(exc, self._url) from None
             return
-        pool = self._require_pool()
-        try:
-            with pool.connection() as conn:
-                if self.pooler:  # one transaction, its settings made inside it
-                    yield from self._pooled_block(conn, "BEGIN")
-                else:
-                    yield conn
-        except PoolTimeout:
-            raise self._pool_timeout() from None
-        except psycopg.OperationalError as exc:
-            raise call_error(exc, self._url) from None
-        except psycopg.Error as exc:
-            raise call_error(exc, self._url) from None
-
-    def _pooled_block(self, conn: Connection, begin: str) -> Iterator[Connection]:
-        """Behind a pooler: ``conn`` inside a transaction opened with ``begin`` and this
-        handle's settings (one round trip), committed when the block ends (rolled back
-        if it raised)."""
-        conn.execute(sql.SQL("{}; {}").format(sql.SQL(begin), self._setup(conn)))
-        try:
-            yield conn
-        except BaseException:
-            self._rollback_quietly(conn)
-            raise
-        if conn.info.transaction_status == _INERROR:
-            self._rollback_quietly(conn)
-        elif conn.info.transaction_status != _IDLE:
-            conn.execute(b"COMMIT")
+        with self._bare() as conn:
+            if self.pooler:  # one transaction, its settings made inside it
+                rollback, setup = self._rollback_quietly, self._setup(conn)
+                yield from pooler.transaction_block(conn, "BEGIN", setup, rollback)
+            else:
+                yield conn
 
     @contextmanager
     def _bare(self) -> Iterator[Connection]:
@@ -389,11 +345,9 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 yield conn
             return
         with self._bare() as conn:
-            begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-            if self.pooler:
-                conn.execute(sql.SQL("{}; {}").format(sql.SQL(begin), self._setup(conn)))
-            else:
-                conn.execute(begin)
+            begin = sql.SQL("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            setup = self._setup(conn) if self.pooler else None  # the pooler's settings
+            conn.execute(begin if setup is None else sql.SQL("{}; {}").format(begin, setup))
             self._snapshots.conn = conn
             try:
                 yield conn

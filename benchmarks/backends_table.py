@@ -21,6 +21,12 @@ the content's sha256 by one embedding function that all three use (tiered-memory
 gets a vector from a generator seeded by that hash. Embedding therefore costs a dict
 lookup everywhere: query embedding is excluded from every timing. How each row is measured
 is printed under the table.
+
+Client rows (``--clients 1,2,4,8,16``): that many processes at once, each writing its own
+agent's memories and recalling them, against tiered-memory on PostgreSQL (directly, and
+in pooler mode: ``tm_pooler=transaction``, what a transaction-mode pooler in front needs;
+through a real PgBouncer when one is installed), LangGraph's ``PostgresStore`` and the raw
+psycopg floor, the kinds interleaved per client count in one run.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+
+from persistence.locations import POOLER_PARAM
 
 T = TypeVar("T")
 DIM = 384
@@ -95,6 +103,19 @@ HOW = {
     "same seconds (spawned processes, started together); tiered-memory's writers are "
     "agent-scoped handles, open(location, agent_id=...), as an agent fleet's workers "
     "would be (on PostgreSQL different agents' writers then run in parallel)",
+    "N clients: writes/s": "all processes together, each for its own new agent "
+    "alternating one write and one recall for the same seconds (spawned, started "
+    "together): remember(content, embedding=) on an agent-scoped handle / "
+    "put(('memories', agent, 'clients'), key, value); floor: the raw single-row INSERT "
+    "(synchronous_commit off, primary key only) into one shared table",
+    "N clients: recall p50": "ms per recall of those processes (all samples together): "
+    "recall(text, k=10) on the agent's handle / search(('memories', agent), query=, "
+    "limit=10); floor: the raw HNSW top-10 query over tiered-memory's N vectors",
+    "N clients, pooler mode": "tiered-memory on PostgreSQL opened with "
+    "tm_pooler=transaction (what a transaction-mode pooler in front needs: no prepared "
+    "statements, settings per transaction, reads in transactions, no LISTEN), connected "
+    "straight to the server: what the mode itself costs; 'via PgBouncer' rows (when "
+    "pgbouncer is installed) go through a real PgBouncer in transaction mode",
 }
 
 
@@ -204,6 +225,7 @@ class Settings:
     gets: int = 300
     write_seconds: float = 3.0
     processes: tuple[int, ...] = (1, 2, 4, 8)
+    clients: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
 @dataclass
@@ -551,6 +573,168 @@ def _write_rate(kind: str, location: str, procs: int, settings: Settings) -> str
     return f"{total / max(elapsed for _, elapsed in results):,.0f} /s"
 
 
+# --- many clients: each writes its own agent and recalls ----------------------------------------
+
+_CLIENT_FLOOR_TABLE = """
+CREATE TABLE IF NOT EXISTS bench_clients_floor (
+    id text PRIMARY KEY, agent_id text, session_id text, content text,
+    created_at bigint, embedding vector(384)
+)"""
+
+
+def _client(
+    kind: str, location: str, agent: str, seconds: float, ready: Any, go: Event, out: Any
+) -> None:
+    """One client process: open, say ready, wait for the start, then for ``seconds``
+    alternate one write of ``agent``'s and one recall over it; report (writes, elapsed,
+    recall times)."""
+    embedder = LookupEmbedder()
+    count, recalls = 0, []
+
+    def text_of(i: int) -> str:
+        return f"{agent} writes memory {i} about w{i % 5000} w{(7 * i) % 5000}"
+
+    with _client_calls(kind, location, agent, embedder) as (write, recall):
+        ready.put(1)
+        go.wait()
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            write(text_of(count))
+            query = text_of(count // 2)  # an earlier write's text: its vector is known
+            began = time.perf_counter()
+            recall(query)
+            recalls.append(time.perf_counter() - began)
+            count += 1
+        elapsed = time.perf_counter() - start
+    out.put((count, elapsed, recalls))
+
+
+@contextmanager
+def _client_calls(
+    kind: str, location: str, agent: str, embedder: LookupEmbedder
+) -> Iterator[tuple[Callable[[str], object], Callable[[str], object]]]:
+    """The write and recall calls of one client of ``kind`` ("tiered", "langgraph",
+    "floor")."""
+    if kind == "tiered":
+        memory = _open_tiered(location, embedder, agent_id=agent)
+        try:
+            yield (
+                lambda text: memory.remember(text, embedding=embedder.vector(text)),
+                lambda text: memory.recall(text, k=K),
+            )
+        finally:
+            memory.shutdown()
+    elif kind == "langgraph":
+        with _langgraph(location, embedder) as store:
+            counter = iter(range(10**9))
+            yield (
+                lambda text: store.put(
+                    (NAMESPACE, agent, "clients"), f"{agent}-{next(counter)}", {"text": text}
+                ),
+                lambda text: store.search((NAMESPACE, agent), query=text, limit=K),
+            )
+    else:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        from persistence.postgres.sql import vector_sql
+
+        insert = "INSERT INTO bench_clients_floor VALUES (%s, %s, %s, %s, %s, %b)"
+        nearest = (
+            f"SELECT memory_id FROM tm_vectors v ORDER BY {vector_sql.index_order(DIM)} LIMIT 10"
+        )
+        with psycopg.connect(location, autocommit=True) as conn:
+            register_vector(conn)
+            conn.execute("SELECT set_config('synchronous_commit', 'off', false)")
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(FLOOR_EF_SEARCH),))
+            counter = iter(range(10**9))
+            yield (
+                lambda text: conn.execute(
+                    insert,
+                    (
+                        f"{agent}-{next(counter)}",
+                        agent,
+                        "clients",
+                        text,
+                        int(time.time() * 1000),
+                        embedder.vector(text),
+                    ),
+                ),  # fmt: skip
+                lambda text: conn.execute(nearest, {"v": embedder.vector(text)}).fetchall(),
+            )
+
+
+def client_rows(n: int, pooler: bool = False, via: str = "") -> tuple[str, str]:
+    """The two rows of ``n`` clients: writes/s and recall p50 (``pooler``: in pooler mode,
+    ``via``: through what)."""
+    mode = f", pooler mode{' via ' + via if via else ''}" if pooler else ""
+    head = f"{n} client" + ("s" if n > 1 else "") + mode
+    return f"{head}: writes/s", f"{head}: recall p50"
+
+
+def _clients(kind: str, location: str, n: int, settings: Settings) -> tuple[str, str]:
+    """``n`` client processes of ``kind`` at once: (writes/s, recall p50) cells."""
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    workers = [
+        ctx.Process(
+            target=_client,
+            args=(kind, location, f"client{n}-{i}", settings.write_seconds, ready, go, out),
+        )
+        for i in range(n)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        for _ in workers:
+            ready.get(timeout=180)
+        go.set()
+        results = [out.get(timeout=settings.write_seconds + 180) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{kind} client processes failed: exit codes {failed}")
+    total = sum(count for count, _, _ in results)
+    rate = total / max(elapsed for _, elapsed, _ in results)
+    recalls = [t for _, _, samples in results for t in samples]
+    return f"{rate:,.0f} /s", _ms(recalls)
+
+
+def measure_clients(
+    tm_url: str, lg_url: str, floor_url: str, settings: Settings,
+    out: Callable[[str], None], bouncer: str | None = None,
+) -> dict[str, dict[str, str]]:  # fmt: skip
+    """Every client count of ``settings.clients``, the kinds interleaved per count (the
+    same machine load for each): cells by column. ``tm_url`` is the writer role's URL of
+    tiered-memory's database; ``floor_url`` the superuser's (the floor reads its
+    vectors); ``bouncer`` the same database through a PgBouncer in transaction mode."""
+    import psycopg
+
+    with psycopg.connect(floor_url, autocommit=True) as conn:
+        conn.execute(_CLIENT_FLOOR_TABLE)
+    pooled = f"{tm_url}&{POOLER_PARAM}=transaction"
+    cells: dict[str, dict[str, str]] = {TM_PG: {}, LANGGRAPH: {}, FLOOR: {}}
+    for n in settings.clients:
+        writes, recall = client_rows(n)
+        runs = [(TM_PG, "tiered", tm_url), (LANGGRAPH, "langgraph", lg_url),
+                (FLOOR, "floor", floor_url)]  # fmt: skip
+        for column, kind, url in runs:
+            out(f"  {n} clients: {column} ...")
+            cells[column][writes], cells[column][recall] = _clients(kind, url, n, settings)
+        out(f"  {n} clients: {TM_PG}, pooler mode ...")
+        writes, recall = client_rows(n, pooler=True)
+        cells[TM_PG][writes], cells[TM_PG][recall] = _clients("tiered", pooled, n, settings)
+        if bouncer is not None:
+            out(f"  {n} clients: {TM_PG}, pooler mode via PgBouncer ...")
+            writes, recall = client_rows(n, pooler=True, via="PgBouncer")
+            cells[TM_PG][writes], cells[TM_PG][recall] = _clients(
+                "tiered", f"{bouncer}&{POOLER_PARAM}=transaction", n, settings
+            )
+    return cells
+
+
 # --- the server and the table -------------------------------------------------------------------
 
 
@@ -573,6 +757,78 @@ def postgres_server() -> Iterator[Any]:
         yield server
     finally:
         server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+BOUNCER_PORT = 6439
+"""The port number in the name of PgBouncer's Unix socket (``.s.PGSQL.<port>``)."""
+
+
+@contextmanager
+def pgbouncer(server: Any, users: Sequence[str]) -> Iterator[Callable[[str], str] | None]:
+    """A PgBouncer in transaction mode in front of ``server`` (Unix sockets only, ``trust``
+    for ``users``), stopped afterwards: yields a function from a direct URL to the same
+    database through it; ``None`` when ``pgbouncer`` is not installed."""
+    import os
+    import subprocess
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    binary = shutil.which("pgbouncer") or (
+        "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
+    )
+    if binary is None:
+        yield None
+        return
+    parts = urlsplit(server.get_uri())
+    server_socket = dict(parse_qsl(parts.query))["host"]
+    root = Path(tempfile.mkdtemp(prefix="tm-bouncer-"))
+    root.chmod(0o777)  # as root PgBouncer runs as the server's system user
+    (root / "users.txt").write_text("".join(f'"{user}" ""\n' for user in users))
+    (root / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={server_socket} port={parts.port or 5432}\n"
+        "[pgbouncer]\n"
+        "listen_addr =\n"
+        f"listen_port = {BOUNCER_PORT}\n"
+        f"unix_socket_dir = {root}\n"
+        "auth_type = trust\n"
+        f"auth_file = {root / 'users.txt'}\n"
+        "pool_mode = transaction\n"
+        "max_client_conn = 400\n"
+        "default_pool_size = 20\n"
+        f"logfile = {root / 'pgbouncer.log'}\n"
+        f"pidfile = {root / 'pgbouncer.pid'}\n"
+    )
+    for path in root.iterdir():
+        path.chmod(0o666)
+    command = [binary, str(root / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        command[1:1] = ["-u", getattr(server, "system_user", None) or "pgserver"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not (root / f".s.PGSQL.{BOUNCER_PORT}").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            error = process.stderr.read().decode() if process.stderr else ""
+            shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError(f"pgbouncer did not start: {error[-500:]}")
+        time.sleep(0.05)
+
+    def through(url: str) -> str:
+        u = urlsplit(url)
+        query = dict(parse_qsl(u.query))
+        query.update(host=str(root), port=str(BOUNCER_PORT))
+        return urlunsplit((u.scheme, u.netloc, u.path, urlencode(query, safe="/"), ""))
+
+    try:
+        yield through
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -662,8 +918,18 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
             out(f"[{count}] LangGraph PostgresStore ...")
             lg_url = _new_database(server, f"bench_lg_{count}")
             by_column[LANGGRAPH] = measure_langgraph(lg_url, corpus, settings)
+            if missing is None and settings.clients:
+                out(f"[{count}] clients {','.join(map(str, settings.clients))} ...")
+                writer_url = _writer_location(pg_url)
+                with pgbouncer(server, [WRITER_ROLE]) as through:
+                    bouncer = None if through is None else through(writer_url)
+                    clients = measure_clients(
+                        writer_url, lg_url, pg_url, settings, out, bouncer=bouncer
+                    )
+                for column, cells in clients.items():
+                    by_column[column].update(cells)
             out(f"[{count}] done in {time.perf_counter() - started:.0f} s")
-            names = {*by_column[TM_SQLITE], *by_column.get(FLOOR, {})}
+            names = {*by_column[TM_SQLITE], *by_column.get(FLOOR, {}), *by_column[TM_PG]}
             for name in sorted(names, key=_row_order):
                 rows.append((
                     f"{name} @ {count:,}",
@@ -673,9 +939,15 @@ def run(sizes: Sequence[int], settings: Settings, out: Callable[[str], None] = p
 
 
 def _row_order(name: str) -> tuple[int, int]:
-    """Rows in the order of ``HOW``; the write rates by process count."""
+    """Rows in the order of ``HOW``; the write rates by process count, then the client
+    rows by client count (direct, pooler mode, via PgBouncer)."""
     if name.startswith("write rate"):
         return len(HOW), int(name.split()[2])
+    if name[0].isdigit():
+        n = int(name.split()[0])
+        return len(HOW) + 1, n * 100 + ("pooler" in name) * 10 + ("PgBouncer" in name) * 5 + (
+            "recall" in name
+        )
     return list(HOW).index(name), 0
 
 
@@ -705,7 +977,8 @@ def _table(
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def parse_settings(argv: Sequence[str] | None = None) -> tuple[list[int], Settings]:
+    """The command line's sizes and settings."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="memories per run, comma-separated")
     parser.add_argument("--queries", type=int, default=100)
@@ -713,13 +986,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--gets", type=int, default=300, help="timed uncached gets")
     parser.add_argument("--write-seconds", type=float, default=3.0)
     parser.add_argument("--processes", default="1,2,4,8", help="write-rate process counts")
+    parser.add_argument(
+        "--clients", default="1,2,4,8,16",
+        help="client process counts (each writes its own agent and recalls); '' for none",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     settings = Settings(
         queries=args.queries, writes=args.writes, gets=args.gets,
         write_seconds=args.write_seconds,
         processes=tuple(int(p) for p in args.processes.split(",")),
+        clients=tuple(int(c) for c in args.clients.split(",") if c.strip()),
     )  # fmt: skip
-    sizes = [int(s) for s in args.sizes.split(",")]
+    return [int(s) for s in args.sizes.split(",")], settings
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sizes, settings = parse_settings(argv)
     start = time.perf_counter()
     table = run(sizes, settings, out=lambda line: print(line, file=sys.stderr, flush=True))
     print(table)

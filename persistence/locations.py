@@ -7,8 +7,17 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from persistence.errors import InvalidInputError
+
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 _SECRET_PARAMS = frozenset({"password", "sslpassword", "passfile", "sslkey"})
+POOLER_PARAM = "tm_pooler"
+"""The URL query parameter that names a pooler in front of the server (the library's
+own: it is taken out before the URL reaches libpq, which refuses parameters it does not
+know). ``tm_pooler=transaction``: a transaction-mode pooler (PgBouncer, Supavisor,
+pgcat), as ``PoolSettings(pooler=True)``; ``tm_pooler=session``: a session-mode one,
+which keeps sessions (nothing changes)."""
+_POOLER_MODES = {"transaction": True, "session": False}
 
 
 def is_server_url(location: object) -> bool:
@@ -41,6 +50,26 @@ def redact(url: str) -> str:
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     except ValueError:
         return "postgresql://(unparsable URL)"
+
+
+def split_pooler(url: str) -> tuple[str, bool]:
+    """``url`` without its :data:`POOLER_PARAM`, and whether that named a
+    transaction-mode pooler; another value raises :class:`InvalidInputError`."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    named = [v for k, v in pairs if k == POOLER_PARAM]
+    if not named:
+        return url, False
+    mode = named[-1].lower()
+    if mode not in _POOLER_MODES:
+        raise InvalidInputError(
+            f"{POOLER_PARAM}={named[-1]!r} in {redact(url)}: say 'transaction' (PgBouncer, "
+            "Supavisor or pgcat in transaction mode) or 'session'"
+        )
+    query = urlencode([(k, v) for k, v in pairs if k != POOLER_PARAM], safe="/")
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment)), (
+        _POOLER_MODES[mode]
+    )
 
 
 def scrub(text: str, url: str) -> str:

@@ -688,6 +688,12 @@ class PoolSettings:
     connection (then :class:`~persistence.errors.DatabaseBusyError`). ``lock_timeout_s``:
     how long a write waits for another writer of the same agent. ``ping_after_s``: a
     connection idle longer than this is checked before use (a restarted server).
+    ``pooler``: a transaction-mode pooler (PgBouncer, Supavisor, pgcat) sits between the
+    store and the server, which may give each transaction another server session: no
+    statement is prepared server-side, every setting is made inside each transaction
+    (``set_config(..., true)``), reads run in transactions of their own, and other
+    processes' changes are found by polling the version row instead of ``LISTEN`` (the
+    URL's ``tm_pooler=transaction`` says the same; see the PostgreSQL guide).
     """
 
     min_size: int = 1
@@ -696,6 +702,7 @@ class PoolSettings:
     wait_timeout_s: float = 30.0
     lock_timeout_s: float = 30.0
     ping_after_s: float = 2.0
+    pooler: bool = False
 
 
 Turn = tuple[str | None, bool, str | None, str | None]

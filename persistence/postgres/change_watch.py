@@ -2,7 +2,9 @@
 (a part of it, apart for size): they arrive as ``NOTIFY tm_changes`` on a listening
 connection and are confirmed exactly by the scope's version row, which every ``BEGIN``
 reads too; either calls the :meth:`PgChangeWatch.on_external_change` callbacks (the
-domain drops its RAM copies)."""
+domain drops its RAM copies). Behind a transaction-mode pooler there is no listener
+(``LISTEN`` needs a session of its own, which such a pooler does not keep): the version
+row alone is read, at most every ``change_check_interval_s`` (and at every ``BEGIN``)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class PgChangeWatch:
     attributes and provides :meth:`connect` and :meth:`reading`)."""
 
     scope: str
+    pooler: bool
     writer_id: str
     location: str
     lock: threading.RLock
@@ -49,6 +52,9 @@ class PgChangeWatch:
     def reading(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    def _bare(self) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
     @property
     def seen_version(self) -> int | None:
         """The scope's version as this handle last saw it (its own commits and the
@@ -56,12 +62,14 @@ class PgChangeWatch:
         return self._seen_version
 
     def _listen(self) -> None:
+        if self.pooler:
+            return  # LISTEN lives in a session: the version row is polled instead
         listener = self.connect()
         listener.execute(f"LISTEN {CHANNEL}")
         self._listener = listener
 
     def _read_version(self) -> int | None:
-        with self.reading() as conn:
+        with self._bare() as conn:  # one statement (``tm_version`` has no row security)
             row = conn.execute(_VERSION, (self.scope,)).fetchone()
             return None if row is None else int(row[0])
 
@@ -117,7 +125,7 @@ class PgChangeWatch:
             except psycopg.Error:
                 changed = lost = True
                 self._drop_listener()
-        if self._listener is None:  # announcements may have been missed: read the row
+        if self._listener is None and not self.pooler:  # announcements may have been missed
             lost = True
             self._reopen_listener()
         now = time.monotonic()

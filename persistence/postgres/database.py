@@ -12,6 +12,15 @@ on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.databa
   advisory lock (writers of one agent queue, as at SQLite's ``BEGIN IMMEDIATE``; writers
   of different agents do not) and reads the scope's version row; a transaction that
   wrote bumps it in the same round trip as ``COMMIT``.
+- **Behind a transaction-mode pooler** (``PoolSettings(pooler=True)`` or the URL's
+  ``tm_pooler=transaction``): each transaction may run on another server session, so
+  nothing lives in a session. No statement is prepared (``prepare_threshold=None``); the
+  settings above are made inside each transaction (``set_config(..., true)``, sent with
+  its ``BEGIN``); reads run in a transaction of their own (``BEGIN`` ... ``COMMIT``);
+  there is no listener (``LISTEN`` needs a session): other processes' commits are found
+  by the version row, read at most every ``change_check_interval_s`` and at every
+  ``BEGIN``. Advisory locks are transaction-level in both modes; the engine makes no
+  temporary tables and holds no cursor past its transaction.
 - **Tracing** (``trace=``): every statement of the store's connections is reported
   (:mod:`persistence.postgres.tracing`); without it the connections pay nothing.
 - **Other processes' commits** arrive as ``NOTIFY tm_changes`` on a listening connection
@@ -45,7 +54,8 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.frames import TransactionFrames, run_hooks
-from persistence.locations import redact
+from persistence.locations import redact, split_pooler
+from persistence.postgres import pooler
 from persistence.postgres.change_watch import Hook, PgChangeWatch
 from persistence.postgres.tracing import connection_class, traced_by
 from persistence.postgres.translate import call_error, connect_error
@@ -114,6 +124,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         synchronous: Synchronous = "NORMAL",
         trace: TraceCallback | None = None,
     ) -> None:
+        url, named_pooler = split_pooler(url)
         self._url = url
         self._tracer = None if trace is None else TraceReporter(trace)
         # NORMAL: a commit returns before its WAL reaches the disk (a client crash loses
@@ -124,6 +135,9 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self.scope = scope
         self.read_only = read_only
         self.settings = settings or PoolSettings()
+        self.pooler = self.settings.pooler or named_pooler
+        """True behind a transaction-mode pooler (see the module docstring)."""
+        self._setup_sql: sql.Composed | None = None  # the pooler's per-transaction setup
         self.writer_id = uuid.uuid4().hex
         self.lock = threading.RLock()
         self._snapshots = threading.local()  # .conn: this thread's open snapshot()
@@ -148,6 +162,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
         # the same two steps as separate statements, for a pipeline (one each)
         self._lock_sql = sql.SQL(self._begin_sql.split("; ", 1)[1]).format(**self._literals)
+        if self.pooler:  # the settings with the BEGIN; the lock and version row last
+            self._begin_sql = "BEGIN; {setup}; " + self._begin_sql.split("; ", 1)[1]
         self._one_trip_bump = (  # the scope a parameter: its text may hold a %
             "UPDATE tm_version SET v = v + 1 WHERE scope = %s "
             "AND pg_current_xact_id_if_assigned() IS NOT NULL AND ({wrote}) RETURNING v"
@@ -164,13 +180,13 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         pool's; errors are translated."""
         try:
             conn: Connection = connection_class(self._tracer, psycopg.Connection).connect(
-                self._url,
-                autocommit=True,
-                connect_timeout=max(1, round(self.settings.connect_timeout_s)),
+                self._url, **pooler.connect_kwargs(self.settings, self.pooler)
             )
         except psycopg.Error as exc:
             raise connect_error(exc, self._url) from None
         traced_by(conn, self._tracer)
+        if self.pooler:
+            return conn  # no session setting: the next transaction may be elsewhere
         try:
             _check_client(conn)
         except psycopg.Error as exc:
@@ -178,12 +194,32 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             raise call_error(exc, self._url) from None
         return conn
 
+    def _setup(self, conn: Connection) -> sql.Composed:
+        """Behind a pooler: the settings of :meth:`_configure` for one transaction."""
+        if self._setup_sql is None:
+            self._setup_sql = pooler.setup_statement([
+                ("tm.scope", self.scope), ("tm.writer", self.writer_id),
+                ("hnsw.iterative_scan", "relaxed_order"),
+                ("lock_timeout", f"{int(self.settings.lock_timeout_s * 1000)}ms"),
+                ("synchronous_commit", self._synchronous_commit),
+                ("gin_pending_list_limit", str(GIN_PENDING_LIST_KB)),
+                ("hnsw.ef_search", str(DEFAULT_EF_SEARCH)),
+                *[("transaction_read_only", "on")] * self.read_only,
+                *[("client_connection_check_interval", f"{CLIENT_CHECK_MS}ms")]
+                * (conn.info.server_version >= 140000),
+            ])  # fmt: skip
+        return self._setup_sql
+
     def _configure(self, conn: Connection) -> None:
         """Set up a new pool connection (scope, writer id, vectors, read-only, and how
-        soon a backend notices its client is gone)."""
+        soon a backend notices its client is gone); behind a pooler only pgvector's
+        types (client-side), the settings come with each transaction."""
         from pgvector.psycopg import register_vector
 
         traced_by(conn, self._tracer)
+        if self.pooler:
+            register_vector(conn)
+            return
         conn.execute(
             "SELECT set_config('tm.scope', %s, false), set_config('tm.writer', %s, false), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
@@ -215,7 +251,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             min_size=s.min_size,
             max_size=s.max_size,
             timeout=s.wait_timeout_s,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(s.connect_timeout_s))},
+            kwargs=pooler.connect_kwargs(s, self.pooler),
             configure=self._configure,
             check=self._check,
             connection_class=connection_class(self._tracer, CountingConnection),
@@ -278,14 +314,23 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             except psycopg.Error as exc:
                 raise call_error(exc, self._url) from None
             return
+        with self._bare() as conn:
+            if self.pooler:  # one transaction, its settings made inside it
+                rollback, setup = self._rollback_quietly, self._setup(conn)
+                yield from pooler.transaction_block(conn, "BEGIN", setup, rollback)
+            else:
+                yield conn
+
+    @contextmanager
+    def _bare(self) -> Iterator[Connection]:
+        """A pool connection with nothing begun (one autocommit statement is one
+        transaction, even behind a pooler); errors translated."""
         pool = self._require_pool()
         try:
             with pool.connection() as conn:
                 yield conn
         except PoolTimeout:
             raise self._pool_timeout() from None
-        except psycopg.OperationalError as exc:
-            raise call_error(exc, self._url) from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
 
@@ -299,8 +344,10 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             with self.reading() as conn:
                 yield conn
             return
-        with self.reading() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with self._bare() as conn:
+            begin = sql.SQL("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            setup = self._setup(conn) if self.pooler else None  # the pooler's settings
+            conn.execute(begin if setup is None else sql.SQL("{}; {}").format(begin, setup))
             self._snapshots.conn = conn
             try:
                 yield conn
@@ -397,6 +444,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         try:
             with conn.pipeline():
                 conn.execute(b"BEGIN")
+                if self.pooler:
+                    conn.execute(self._setup(conn))
                 head = conn.execute(self._lock_sql)
                 cursors = [conn.execute(query, params) for query, params in statements]
                 bump = conn.execute(bump_sql, (self.scope, *condition_params))
@@ -427,6 +476,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         condition, params = wrote
         try:
             with self._require_pool().connection() as conn, conn.transaction():
+                if self.pooler:
+                    conn.execute(self._setup(conn))
                 conn.execute(self._lock_sql)
                 row = conn.execute(f"SELECT {condition}", params).fetchone()
                 return bool(row and row[0])
@@ -508,9 +559,10 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
 
     def _begin(self, conn: Connection) -> None:
         """BEGIN, the scope's writer lock and version (one round trip)."""
-        cur = conn.execute(sql.SQL(self._begin_sql).format(**self._literals))
-        while cur.pgresult is not None and cur.pgresult.ntuples == 0 and cur.nextset():
-            pass  # BEGIN's empty result comes first
+        setup = self._setup(conn) if self.pooler else sql.SQL("")
+        cur = conn.execute(sql.SQL(self._begin_sql).format(setup=setup, **self._literals))
+        while cur.nextset():
+            pass  # BEGIN's empty result (and the pooler's settings) come first
         row = cur.fetchone()
         version = None if row is None or row[1] is None else int(row[1])
         try:

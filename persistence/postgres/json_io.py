@@ -14,11 +14,10 @@ the recall index's deferred trigger).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import psycopg
 
 from persistence.postgres import transfer_steps
 from persistence.postgres.database import Connection, PgDatabase
@@ -32,7 +31,6 @@ from persistence.postgres.sql import (
     session_sql,
     transfer_sql,
 )
-from persistence.postgres.translate import call_error
 from persistence.records import Memory, Tier
 from persistence.statements import Statement, row, run, run_batch
 from persistence.stores.scope import WHOLE, Scope
@@ -48,18 +46,8 @@ SQL = TransferSql(
 def export_source(engine: PgDatabase, scope: Scope = WHOLE) -> Iterator[StoreExportSource]:
     """Every table (``scope``'s rows) from one snapshot: inside this thread's transaction
     its view, else a ``REPEATABLE READ READ ONLY`` transaction of its own for the block."""
-    with engine.reading() as conn:
-        own = not engine.in_transaction
-        try:
-            if own:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield StoreExportSource(conn, SQL, transfer_steps, scope=scope)
-        except psycopg.Error as exc:
-            raise call_error(exc, engine._url) from None
-        finally:
-            if own and not conn.closed:
-                with suppress(psycopg.Error):  # a broken connection: the pool drops it
-                    conn.execute("ROLLBACK")
+    with engine.snapshot() as conn:
+        yield StoreExportSource(conn, SQL, transfer_steps, scope=scope)
 
 
 @contextmanager

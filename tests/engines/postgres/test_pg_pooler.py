@@ -1,0 +1,180 @@
+"""Behind a transaction-mode pooler (PgBouncer, Supavisor, pgcat), each transaction may
+run on another server session. With the pooler named (``PoolSettings(pooler=True)`` or
+the URL's ``tm_pooler=transaction``) the store prepares no statement and keeps nothing in
+a session: checked on a real server by reading the sessions afterwards, and by giving
+every transaction a fresh session (``DISCARD ALL`` through libpq, behind psycopg's back,
+as a pooler switching server sessions does) while the whole API runs, scopes hold, and
+another handle sees the changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+from psycopg.abc import Params, Query
+
+from persistence import InvalidInputError, PoolSettings
+from persistence.locations import POOLER_PARAM, split_pooler
+from persistence.postgres import database
+from persistence.postgres.write_count import CountingConnection, CountingCursor
+from tests.support.worker import HashEmbedder
+from tiered_memory import AgentMemoryManager
+
+FACTS = [f"fact number {i}: the blue door opens at {i} o'clock" for i in range(8)]
+
+
+def behind_pooler(url: str) -> str:
+    return f"{url}&{POOLER_PARAM}=transaction"
+
+
+def open_memory(url: str, agent: str, **overrides: Any) -> AgentMemoryManager:
+    return AgentMemoryManager.open(
+        url, agent_id=agent, embedder=HashEmbedder("pooler", 16), embed_in_background=False,
+        **overrides,
+    )  # fmt: skip
+
+
+# --- the URL parameter (no server) ---------------------------------------------------------
+
+
+def test_the_url_parameter_is_taken_out_and_names_the_mode() -> None:
+    url = "postgresql://u:pw@h:6432/db?sslmode=require&tm_pooler=transaction&host=/tmp/s"
+    plain, pooler = split_pooler(url)
+    assert pooler is True
+    assert plain == "postgresql://u:pw@h:6432/db?sslmode=require&host=/tmp/s"
+    assert split_pooler("postgresql://h/db?tm_pooler=Session") == ("postgresql://h/db", False)
+    assert split_pooler("postgresql://h/db?sslmode=disable") == (
+        "postgresql://h/db?sslmode=disable", False,
+    )  # fmt: skip
+    with pytest.raises(InvalidInputError, match="'transaction'") as caught:
+        split_pooler("postgresql://u:secret@h/db?tm_pooler=yes")
+    assert "secret" not in str(caught.value)
+
+
+# --- a real server: nothing prepared, nothing in the session -------------------------------
+
+
+def exercise(memory: AgentMemoryManager) -> None:
+    """remember / get / recall / forget, each more often than psycopg's prepare threshold."""
+    ids = [memory.remember(fact).id for fact in FACTS]
+    for memory_id, fact in zip(ids, FACTS, strict=True):
+        got = memory.get(memory_id)
+        assert got is not None and got.content == fact
+        assert [h.memory.id for h in memory.recall(fact, k=1)] == [memory_id]
+    for memory_id in ids[:6]:
+        assert memory.forget(memory_id)
+    assert {m.id for m in memory.query(limit=None)} == set(ids[6:])
+
+
+def sessions_of(memory: AgentMemoryManager) -> list[tuple[int, list[str]]]:
+    """For each of the store's two pooled connections: its prepared statements' count and
+    the settings made in its session."""
+    pool = memory.store.engine._pool  # type: ignore[attr-defined]
+    found = []
+    with pool.connection() as one, pool.connection() as two:
+        for conn in (one, two):
+            prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+            settings = conn.execute("SELECT name FROM pg_settings WHERE source = 'session'")
+            found.append((int(prepared[0]), sorted(r[0] for r in settings.fetchall())))
+    return found
+
+
+@pytest.mark.parametrize("pooler", [True, False], ids=["pooler", "direct"])
+def test_behind_a_pooler_no_statement_is_prepared_and_no_setting_lives_in_a_session(
+    pg_url: str, pooler: bool
+) -> None:
+    pool = PoolSettings(min_size=2, max_size=2, pooler=pooler)
+    with open_memory(pg_url, "agent-a", pool=pool) as memory:
+        exercise(memory)
+        found = sessions_of(memory)
+    if pooler:
+        assert found == [(0, []), (0, [])]
+    else:  # the control: a direct store does both, which a pooler would break
+        assert sum(prepared for prepared, _ in found) > 0
+        assert all("lock_timeout" in settings for _, settings in found)
+
+
+# --- a real server where every transaction gets a fresh session ----------------------------
+
+RESETS: list[int] = []  # one entry per session reset
+_IDLE = pq.TransactionStatus.IDLE
+_PIPELINE_OFF = pq.PipelineStatus.OFF
+
+
+def fresh_session(conn: psycopg.Connection[Any]) -> None:
+    """Between transactions, reset ``conn``'s server session as a transaction pooler
+    handing it another one would: settings, prepared statements, listeners gone."""
+    if conn.info.transaction_status != _IDLE or conn.pgconn.pipeline_status != _PIPELINE_OFF:
+        return
+    result = conn.pgconn.exec_(b"DISCARD ALL")  # libpq: psycopg does not see it
+    assert result.status == pq.ExecStatus.COMMAND_OK, result.error_message
+    RESETS.append(1)
+
+
+class FreshSessionCursor(CountingCursor):
+    def execute(
+        self,
+        query: Query,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> FreshSessionCursor:
+        fresh_session(self.connection)
+        super().execute(query, params, prepare=prepare, binary=binary)
+        return self
+
+    def executemany(
+        self, query: Query, params_seq: Iterable[Params], *, returning: bool = False
+    ) -> None:
+        fresh_session(self.connection)
+        super().executemany(query, params_seq, returning=returning)
+
+
+class FreshSessionConnection(CountingConnection):
+    """A connection whose every transaction starts on a reset session."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor_factory = FreshSessionCursor
+
+    @contextmanager
+    def pipeline(self) -> Iterator[psycopg.Pipeline]:
+        fresh_session(self)
+        with super().pipeline() as pipeline:
+            yield pipeline
+
+
+def test_the_whole_api_works_when_every_transaction_gets_a_fresh_session(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        database, "connection_class", lambda tracer, untraced: FreshSessionConnection
+    )
+    resets_before = len(RESETS)
+    url = behind_pooler(pg_url)
+    with (
+        open_memory(url, "agent-a", external_change_check_ms=50) as a,
+        open_memory(url, "agent-a", external_change_check_ms=50) as other,
+        open_memory(url, "agent-b") as b,
+    ):
+        assert a.store.engine.pooler  # type: ignore[attr-defined]
+        ids = [a.remember(fact).id for fact in FACTS]
+        for memory_id, fact in zip(ids, FACTS, strict=True):
+            assert [h.memory.id for h in a.recall(fact, k=1)] == [memory_id]
+            got = other.get(memory_id)  # another handle of the agent: cached from now on
+            assert got is not None and got.content == fact
+        kept = b.remember("agent b keeps its own")
+        assert b.get(ids[0]) is None  # the scope holds with no setting in any session
+        assert {h.memory.id for h in b.recall(FACTS[0], k=10)} == {kept.id}
+        assert a.get(kept.id) is None
+        assert a.forget(ids[0])
+        time.sleep(0.06)  # past external_change_check_ms: the version row is read again
+        assert other.get(ids[0]) is None  # the other handle's cached copy was dropped
+        assert {m.id for m in other.query(limit=None)} == set(ids[1:])
+    assert len(RESETS) > resets_before + 2 * len(FACTS)

@@ -32,7 +32,7 @@ import apsw
 LOGGER = logging.getLogger("tiered_memory.sqlite")
 _lock = threading.Lock()
 _routed = False
-_HERE = str(Path(__file__).resolve().parent)
+_HERE = str(Path(__file__).resolve().parent.parent)  # persistence/: its statements run SQL too
 
 ROUTINE_CODES = frozenset({apsw.SQLITE_SCHEMA, apsw.SQLITE_WARNING_AUTOINDEX})
 """Extended result codes of log messages that say nothing to act on (logged at DEBUG)."""
@@ -58,7 +58,8 @@ def _log(code: int, message: str) -> None:
 
 
 def _in_library(tb: Any) -> bool:
-    """True if the innermost frame of ``tb`` is the SQLite room's code."""
+    """True if the innermost frame of ``tb`` is the storage code's (``persistence/``:
+    the SQLite engine's or the statements it runs through :mod:`persistence.statements`)."""
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE)

@@ -169,7 +169,7 @@ from persistence.validation import (
     require_str_tuple,
     validate_filter,
 )
-from persistence.worker import Retry, Worker
+from persistence.worker import Retry, Worker, work_right
 
 if TYPE_CHECKING:
     from persistence.transfer import CopyResult, ImportDocument, copy_store, memory_to_json
@@ -188,6 +188,7 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'persistence' has no attribute {name!r}")
 
+
 __all__ = [
     "display",
     "is_server_url",
@@ -204,6 +205,7 @@ __all__ = [
     # background work
     "Retry",
     "Worker",
+    "work_right",
     # the storage Protocols
     "GraphStorage",
     "MemoryVersion",

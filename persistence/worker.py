@@ -19,10 +19,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 Retry = tuple[float, float]
 """The first and the longest pause before a failed job runs again, in seconds."""
+
+
+@contextmanager
+def work_right(lock: threading.Lock | threading.RLock, in_transaction: bool) -> Iterator[None]:
+    """A queue's right to work, held by ``lock``; never waited for inside a store
+    transaction (``in_transaction``): the queue's background thread may hold it while it
+    waits for that transaction's lock. The caller's transaction then does the work
+    itself; what both do twice is stored once (the same vector, the same facts)."""
+    if in_transaction:
+        yield
+        return
+    with lock:
+        yield
 
 
 def backoff(retry: Retry, failures: int) -> float:

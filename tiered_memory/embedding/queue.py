@@ -34,6 +34,7 @@ from persistence import (
     Tier,
     Worker,
     content_hash,
+    work_right,
 )
 from tiered_memory.embedding import compact_model
 from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder
@@ -189,13 +190,8 @@ class EmbeddingQueue:
 
     @contextmanager
     def _working(self) -> Iterator[None]:
-        """The right to embed. Never waited for inside a store transaction: the
-        background thread may hold it while it waits for that transaction's lock (the
-        caller's transaction is then used; a vector computed twice is stored once)."""
-        if self.store.in_transaction:
-            yield
-            return
-        with self._work_lock:
+        """The right to embed (:func:`~persistence.worker.work_right`)."""
+        with work_right(self._work_lock, self.store.in_transaction):
             yield
 
     @contextmanager

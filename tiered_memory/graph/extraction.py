@@ -33,6 +33,7 @@ from persistence import (
     TieredMemoryError,
     Worker,
     graph_records,
+    work_right,
 )
 from tiered_memory.graph.facade import entity_facts, relation_facts
 
@@ -443,15 +444,9 @@ class ExtractionQueue:
 
     @contextmanager
     def _working(self) -> Iterator[None]:
-        """The right to extract. Never waited for inside a store transaction: the
-        background thread may hold it while it waits for that transaction's lock (a
-        deadlock: seen on PostgreSQL with ``flush()`` in ``memory.transaction()``). The
-        caller's transaction is then used; a memory extracted twice gets the same facts,
-        its old ones replaced."""
-        if self.store.in_transaction:
-            yield
-            return
-        with self._work_lock:
+        """The right to extract (:func:`~persistence.worker.work_right`: waiting for it in
+        ``memory.transaction()`` once deadlocked ``flush()`` on PostgreSQL)."""
+        with work_right(self._work_lock, self.store.in_transaction):
             yield
 
     def _work(self, batch_size: int, stop: Callable[[], bool]) -> int:

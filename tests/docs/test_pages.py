@@ -149,6 +149,9 @@ def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     html = "".join(p.read_text() for p in (tmp_path / "site").rglob("*.html"))
     assert "API reference" in html and 'id="tiered_memory.AgentMemoryManager"' in html
+    rendered = set(re.findall(r'id="tiered_memory\.(?:\w+\.)*?(\w+)"', html))
+    public = [name for name in tiered_memory.__all__ if not name.startswith("__")]
+    assert [name for name in public if name not in rendered] == []  # each has its entry
     assert re.findall(r"<(?:script|link)[^>]+(?:src|href)=\"https?://", html) == []
 
 

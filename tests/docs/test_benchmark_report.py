@@ -41,6 +41,7 @@ def test_the_run_measured_every_side_at_every_size(report: tuple[str, list, Path
     scaling = next(d for d in report[1] if d.get("kind") == "scaling")
     assert [r["n"] for r in scaling["rows"]] == list(SIZES)
     assert scaling["sides"][:2] == ["tiered-memory", "raw SQLite floor"]
+    assert scaling["command"].startswith(".venv/bin/python benchmarks/report.py --quick --sizes")
     assert scaling["sides"][2].startswith("LangGraph ")
     for row in scaling["rows"]:
         for side in scaling["sides"]:

@@ -130,3 +130,14 @@ def test_the_postgres_fleet_shares_one_database(tmp_path: Path, pg_url: str) -> 
         by_agent = {m.agent_id for m in memory.episodic}
         assert by_agent == {"ingest", "billing"}
         assert len(memory.episodic.query(agent_id="billing", tags=["fleet"], limit=None)) == 2
+
+
+def test_the_readme_leads_to_the_postgres_fleet_example_by_links() -> None:
+    """README -> the PostgreSQL guide -> the examples page, which shows the program."""
+    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "guides" / "postgresql.md").read_text()
+    examples = (ROOT / "docs" / "examples.md").read_text()
+    assert "](docs/guides/postgresql.md)" in readme
+    assert "## Fleets" in guide and "](../examples.md#a-fleet-on-postgresql)" in guide
+    assert "## A fleet on PostgreSQL" in examples  # the anchor above
+    assert '--8<-- "examples/postgres_fleet.py"' in examples

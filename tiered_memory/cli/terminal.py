@@ -38,7 +38,7 @@ class _PrintableStream:
 def printable_stdout() -> Iterator[None]:
     """Escape control characters in text written to ``sys.stdout`` inside the block."""
     original = sys.stdout
-    sys.stdout = _PrintableStream(original)  # type: ignore[assignment]
+    sys.stdout = _PrintableStream(original)
     try:
         yield
     finally:

@@ -126,7 +126,7 @@ def _report(db: str, problems: list[dict[str, str]], checks: list[str], as_json:
     integrity check (if it has not run) and what every table still yields."""
     try:
         report = inspect_damage(db, key=_key())
-    except CorruptDatabaseError as exc:  # not even the schema can be read
+    except (TieredMemoryError, OSError) as exc:  # not even the schema can be read, say
         _refused(db, exc, as_json)
     where = display(db)
     seen = {p["detail"] for p in problems}

@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -73,8 +75,11 @@ def salvage_file(source: str | os.PathLike[str], target: str | os.PathLike[str],
     kb = _check_source(src_path, key)
     if src_path.resolve() == dst.resolve():
         raise SameDatabaseError(f"{dst} is the damaged file itself: choose a new file")
-    with storage_errors(f"salvaging {src_path} into {dst}", dst):
-        src = _open_source(src_path, kb)
+    with (
+        storage_errors(f"salvaging {src_path} into {dst}", dst),
+        _whole_pages(src_path, dst.parent) as readable,
+    ):
+        src = _open_source(readable, kb, shown=src_path)
         try:
             with leftovers.held_temp(dst.parent, f".{dst.name}.", ".partial") as scratch_path:
                 scratch = apsw.Connection(str(scratch_path))
@@ -95,8 +100,8 @@ def inspect_damage(source: str | os.PathLike[str], key: Key | None = None) -> Sa
     rows it can read, the rows it would reject or drop and the ranges it cannot read."""
     src_path = Path(source)
     kb = _check_source(src_path, key)
-    with storage_errors(f"inspecting {src_path}", None):
-        src = _open_source(src_path, kb)
+    with storage_errors(f"inspecting {src_path}", None), _whole_pages(src_path) as readable:
+        src = _open_source(readable, kb, shown=src_path)
         scratch = apsw.Connection(":memory:")
         try:
             damage, tables, lost = _read_into(src, scratch, src_path)
@@ -115,9 +120,50 @@ def _check_source(path: Path, key: Key | None) -> bytes | None:
     return kb
 
 
-def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
+def _page_size(path: Path) -> int:
+    """The page size the file's header states (bytes 16-17; 1 means 65536), or 4096 when
+    it states none that SQLite could use (an encrypted header, say)."""
+    with path.open("rb") as f:
+        header = f.read(18)
+    stated = int.from_bytes(header[16:18], "big") if len(header) == 18 else 0
+    size = 65536 if stated == 1 else stated
+    return size if 512 <= size <= 65536 and size & (size - 1) == 0 else 4096
+
+
+@contextmanager
+def _whole_pages(path: Path, scratch_dir: Path | None = None) -> Iterator[Path]:
+    """``path``, or if it ends inside a page (a copy cut short, a disk that filled) a
+    temporary copy of its whole pages (with its ``-wal``) in ``scratch_dir``. SQLite reads
+    a page cut short as zeros past the cut, so the rows whose bytes straddle it would come
+    back with their ends zeroed; read from whole pages, that page counts as lost."""
+    size, page = path.stat().st_size, _page_size(path)
+    if size % page == 0:
+        yield path
+        return
+    if size < page:
+        raise CorruptDatabaseError(
+            f"{path} is damaged: it is shorter than one page ({size} bytes): nothing can be "
+            "salvaged; restore a backup"
+        )
+    with tempfile.TemporaryDirectory(prefix=".tm-salvage-", dir=scratch_dir) as folder:
+        copy = Path(folder) / path.name
+        with path.open("rb") as src, copy.open("wb") as dst:
+            left = size - size % page
+            while left and (chunk := src.read(min(left, 1 << 20))):
+                dst.write(chunk)
+                left -= len(chunk)
+        if Path(f"{path}-wal").exists():
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        logger.info("%s ends inside a page: its last %d bytes are left out", path, size % page)
+        yield copy
+
+
+def _open_source(path: Path, key: bytes | None, *, shown: Path | None = None) -> apsw.Connection:
     """The source, read-only (``immutable`` without a ``-wal``: nothing is created beside
-    it); refused if not even its schema can be read."""
+    it); refused if not even its schema can be read (a schema naming pages past the end of
+    a truncated file is read with ``writable_schema``). Messages name ``shown`` (the file
+    the caller named), if given."""
+    shown = shown or path
     if Path(f"{path}-wal").exists():
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     else:
@@ -129,7 +175,11 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
         conn.close()
         raise
     try:
-        rows(conn, sql.SCHEMA)
+        try:
+            rows(conn, sql.SCHEMA)
+        except _DAMAGE:  # a truncated file: its schema names pages past the end
+            run(conn, sql.TOLERATE_SCHEMA)
+            rows(conn, sql.SCHEMA)
         try:
             version = read_schema_version(conn)
         except _DAMAGE:  # the version's own page: read the rest as this version's
@@ -137,9 +187,9 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
     except _DAMAGE as exc:
         conn.close()
         if key is not None and isinstance(exc, apsw.NotADBError):
-            raise wrong_key(path, "salvaged") from None
+            raise wrong_key(shown, "salvaged") from None
         raise CorruptDatabaseError(
-            f"{path} is damaged: SQLite cannot read even its schema ({exc}): nothing can be "
+            f"{shown} is damaged: SQLite cannot read even its schema ({exc}): nothing can be "
             "salvaged; restore a backup"
         ) from exc
     except BaseException:
@@ -147,11 +197,11 @@ def _open_source(path: Path, key: bytes | None) -> apsw.Connection:
         raise
     if version > LATEST_VERSION:
         conn.close()
-        raise SchemaTooNewError(version, LATEST_VERSION, str(path))
+        raise SchemaTooNewError(version, LATEST_VERSION, str(shown))
     if version not in (0, LATEST_VERSION):
         conn.close()
         raise SchemaError(
-            f"{path} has schema version {version}; salvage reads version {LATEST_VERSION} "
+            f"{shown} has schema version {version}; salvage reads version {LATEST_VERSION} "
             "files: salvage it with the tiered-memory that wrote it (nothing was written)"
         )
     return conn

@@ -26,14 +26,12 @@ pytestmark = pytest.mark.subprocess
 
 NOTE_TOOLS = {"create_note", "get_note", "list_notes", "update_note", "note_history",
               "delete_note"}  # fmt: skip
-READ_ONLY_SERVER_TOOLS = NOTE_TOOLS | {
-    "remember", "recall", "get", "forget", "promote", "start_session", "end_session",
-    "append_transcript", "statistics",
+READ_ONLY_SERVER_TOOLS = {"recall", "get", "statistics", "get_note", "list_notes",
+                          "note_history"}  # fmt: skip
+TOOLS = READ_ONLY_SERVER_TOOLS | NOTE_TOOLS | {
+    "remember", "forget", "promote", "start_session", "end_session", "append_transcript",
+    "forget_session", "forget_agent",
 }  # fmt: skip
-TOOLS = READ_ONLY_SERVER_TOOLS | {
-    "forget_session",
-    "forget_agent",
-}  # only where the server can write
 COMMAND = sys.executable
 CLI = ["-c", "from tiered_memory.cli import main; main()"]
 """The command line of this checkout (run from its root), not whichever ``tiered-memory``
@@ -262,13 +260,35 @@ def test_sigkill_after_acknowledged_remembers_loses_nothing(tmp_path: Path) -> N
             hits = (await call(session, "recall", query="fact number 7", k=1))["hits"]
             assert hits[0]["memory"]["content"] == "fact number 7"
             text = await refused(session, "remember", content="not written")
-            assert "read-only" in text.lower()
-            text = await refused(session, "create_note", title="not written")
-            assert "read-only" in text.lower()
+            assert "unknown tool" in text.lower()  # not offered at all on a read-only server
             assert {t.name for t in (await session.list_tools()).tools} == READ_ONLY_SERVER_TOOLS
 
     before = file_digest(db)
     asyncio.run(read_only())
+    assert file_digest(db) == before
+
+
+def test_a_read_only_server_lists_only_tools_that_work(tmp_path: Path) -> None:
+    """Every tool a --read-only server lists answers without an error, and no byte of the
+    file changes (the write tools are not offered: a model would only see them fail)."""
+    db = tmp_path / "agent.db"
+    with AgentMemoryManager.open(db, embedder=None, embed_in_background=False) as memory:
+        memory_id = memory.remember("The spare key is under the red pot").id
+        note_id = memory.notes.create("Keys", content="spare key: red pot").id
+    arguments: dict[str, dict[str, Any]] = {
+        "recall": {"query": "spare key"}, "get": {"memory_id": memory_id}, "statistics": {},
+        "get_note": {"note_id": note_id}, "list_notes": {}, "note_history": {"note_id": note_id},
+    }  # fmt: skip
+
+    async def main() -> set[str]:
+        async with connected(db, tmp_path / "server.log", "--read-only") as session:
+            listed = {t.name for t in (await session.list_tools()).tools}
+            for name in sorted(listed):
+                await call(session, name, **arguments[name])  # asserts no tool error
+            return listed
+
+    before = file_digest(db)
+    assert asyncio.run(main()) == READ_ONLY_SERVER_TOOLS
     assert file_digest(db) == before
 
 

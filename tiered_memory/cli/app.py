@@ -21,6 +21,7 @@ from persistence import (
     memory_to_json,
 )
 from tiered_memory import __version__
+from tiered_memory.cli.terminal import printable, printable_stdout
 from tiered_memory.manager import AgentMemoryManager
 
 ProgressFn = Callable[[int, int], None]
@@ -82,14 +83,15 @@ class _Commands(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with printable_stdout():  # stored text never reaches a terminal raw
+                return super().invoke(ctx)
         except BrokenPipeError:
             # The reader (`| head`, say) has gone: not a failure of the command.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(0)
         except (TieredMemoryError, OSError) as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            click.echo(f"error: {message}", err=True)
+            click.echo(f"error: {printable(message)}", err=True)
             ctx.exit(1)
 
 

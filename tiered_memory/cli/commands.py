@@ -429,7 +429,11 @@ def rekey(db: str, new_key_file: str, as_json: bool) -> None:
 
 @main.command()
 @db_argument
-@click.option("--read-only", is_flag=True, help="Serve an existing file without writing to it.")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve an existing file without writing to it; only the tools that read are listed.",
+)
 @click.option(
     "--keywords-only", is_flag=True, help="Recall by keywords alone: no embedding model is loaded."
 )

@@ -4,13 +4,28 @@ to open, what is still readable) and ``salvage`` (every readable row into a new 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from persistence import (
+    AuthenticationError,
     CorruptDatabaseError,
+    DatabaseBusyError,
+    DatabaseMissingError,
+    EncryptionKeyError,
+    EncryptionUnavailableError,
+    ForeignDatabaseError,
+    MigrationRequiredError,
+    MissingDirectoryError,
+    MissingFileError,
+    NotADatabaseError,
     SalvageResult,
+    SchemaTooNewError,
+    ServerUnavailableError,
     TableSalvage,
+    TieredMemoryError,
     display,
     inspect_damage,
     is_server_url,
@@ -27,6 +42,7 @@ from tiered_memory.cli.app import (
     location_argument,
     main,
 )
+from tiered_memory.cli.terminal import printable
 
 
 @main.command()
@@ -46,12 +62,16 @@ def check(db: str, as_json: bool) -> None:
         _report(db, [{"check": "open", "detail": str(exc).splitlines()[0]}], ["open"],
                 as_json, opened=False)  # fmt: skip
         sys.exit(1)
+    except (TieredMemoryError, OSError) as exc:
+        _refused(db, exc, as_json)
     problems = [{"check": p.check, "detail": p.detail} for p in result.problems]
     if not result.ok and not is_server_url(db) and any(p.check == "integrity_check"
                                                        for p in result.problems):  # fmt: skip
         _report(db, problems, list(result.checks), as_json, opened=True)
         sys.exit(1)
-    _emit(as_json, result, lambda: None)
+    verdict = "ok" if result.ok else "problems"
+    _emit(as_json, {"verdict": verdict, "ok": result.ok, "checks": result.checks,
+                    "problems": problems}, lambda: None)  # fmt: skip
     if not as_json:
         for problem in result.problems:
             click.echo(f"{problem.check}: {problem.detail}")
@@ -62,18 +82,60 @@ def check(db: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+VERDICTS: tuple[tuple[type[Exception], str], ...] = (
+    (MissingFileError, "missing"),
+    (MissingDirectoryError, "missing"),
+    (DatabaseMissingError, "missing"),
+    (EncryptionUnavailableError, "encryption_unavailable"),
+    (EncryptionKeyError, "wrong_key"),
+    (SchemaTooNewError, "newer_schema"),
+    (MigrationRequiredError, "older_schema"),
+    (ForeignDatabaseError, "foreign"),
+    (NotADatabaseError, "not_sqlite"),
+    (AuthenticationError, "authentication"),
+    (ServerUnavailableError, "unreachable"),
+    (DatabaseBusyError, "busy"),
+    (CorruptDatabaseError, "damaged"),
+)
+"""``check``'s verdict for a database it could not open, by the error that said why
+(the first that fits); ``error`` for any other."""
+
+
+def verdict_of(db: str, exc: BaseException) -> str:
+    """The verdict ``check --json`` prints for ``db``, which could not be opened."""
+    verdict = next((name for kind, name in VERDICTS if isinstance(exc, kind)), "error")
+    if verdict == "not_sqlite" and not is_server_url(db) and Path(db).is_file():
+        return "empty" if Path(db).stat().st_size == 0 else verdict
+    return verdict
+
+
+def _refused(db: str, exc: TieredMemoryError | OSError, as_json: bool) -> NoReturn:
+    """``check`` on a database it cannot open: the verdict (JSON) and the reason, exit 1."""
+    where = display(db)
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    data = {"verdict": verdict_of(db, exc), "ok": False, "opened": False,
+            "database": where, "detail": detail}  # fmt: skip
+    _emit(as_json, data, lambda: None)
+    click.echo(f"error: {printable(detail)}", err=True)
+    sys.exit(1)
+
+
 def _report(db: str, problems: list[dict[str, str]], checks: list[str], as_json: bool, *,
             opened: bool) -> None:  # fmt: skip
     """``check``'s report on a damaged file: ``problems`` found so far, then SQLite's
     integrity check (if it has not run) and what every table still yields."""
-    report = inspect_damage(db, key=_key())
+    try:
+        report = inspect_damage(db, key=_key())
+    except (TieredMemoryError, OSError) as exc:  # not even the schema can be read, say
+        _refused(db, exc, as_json)
     where = display(db)
     seen = {p["detail"] for p in problems}
     problems += [{"check": "integrity_check", "detail": d} for d in report.damage if d not in seen]
     problems += [{"check": "readable_rows", "detail": _loss_line(t)}
                  for t in report.tables if not t.complete]  # fmt: skip
     checks = [*checks, *(c for c in ("integrity_check", "readable_rows") if c not in checks)]
-    data = {"ok": False, "opened": opened, "checks": checks, "problems": problems,
+    data = {"verdict": "damaged", "ok": False, "opened": opened, "checks": checks,
+            "problems": problems,
             "readable_memories": report.memories, "lost_memories": report.lost_memories,
             "tables": report.tables}  # fmt: skip
 

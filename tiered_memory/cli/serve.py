@@ -1,10 +1,21 @@
 """``tiered-memory serve DB``: the inspector, a local web page over a file or a server
 (needs the ``serve`` extra). Read-only unless ``--allow-edits``; binds 127.0.0.1 unless
-``--host``, and then only with a token."""
+``--host``, and then only with a token.
+
+The port is bound before anything is announced, so a busy port is a one-line error
+(exit 1) and no "serving" line. SIGTERM stops the server the way Ctrl-C does: the
+requests in flight finish and the database is closed (no ``-wal``/``-shm`` files left
+behind), exit 0.
+"""
 
 from __future__ import annotations
 
 import secrets
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 import click
 
@@ -12,6 +23,50 @@ from persistence import display
 from tiered_memory.cli.app import _open, db_argument, main
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: a free port), or a ``ClickException``
+    naming the address and what to do when it cannot be had (busy, unknown host)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}: {exc.strerror or exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another port "
+            "with --port (--port 0 picks a free one)"
+        ) from exc
+    return sock
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: leave the server and close the database."""
+
+
+@contextmanager
+def _sigterm_closes() -> Iterator[None]:
+    """Turn SIGTERM into a clean stop. uvicorn stops gracefully on SIGTERM, then raises
+    the signal again with the handler it found, which by default kills the process before
+    the database is closed (and leaves its -wal/-shm files)."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @main.command()
@@ -46,13 +101,19 @@ def serve(db: str, port: int, host: str, token: str | None, allow_edits: bool,
     if token is None and not loopback:
         token = secrets.token_urlsafe(18)
     model = {"embedder": None} if keywords_only else {}
-    with _open(db, write=allow_edits, recall_review_quality=None, **model) as memory:
+    with (
+        _sigterm_closes(),
+        _open(db, write=allow_edits, recall_review_quality=None, **model) as memory,
+        listening_socket(host, port) as sock,
+    ):
         app = create_app(
             memory, allow_edits=allow_edits, token=token,
             allowed_hosts=LOOPBACK + ("[::1]",) if loopback else ("*",),
         )  # fmt: skip
         shown = f"[{host}]" if ":" in host else host
-        address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+        bound = sock.getsockname()[1]
+        address = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
         mode = "edits allowed" if allow_edits else "read-only"
         click.echo(f"serving {display(db)} ({mode}) at {address}  (Ctrl-C stops)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server.run(sockets=[sock])

@@ -63,6 +63,7 @@ class Inspector:
         )  # fmt: skip
         self.templates.globals["svg"] = svg
         self.templates.filters["when"] = when
+        self.templates.filters["num"] = num
         self.templates.globals["link"] = link
 
     def csrf_ok(self, given: object) -> bool:
@@ -84,6 +85,14 @@ def when(epoch_ms: int | None) -> str:
     if epoch_ms is None:
         return "-"
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def num(value: object) -> object:
+    """A float as people write it (at most 4 decimals: ``0.9``, not
+    ``0.9000000000000001``); anything else unchanged."""
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".")
+    return value
 
 
 def link(path: str, params: list[tuple[str, str]], **changes: str | None) -> str:

@@ -6,7 +6,9 @@
 (``create_note``, ``get_note``, ``list_notes``, ``update_note``, ``note_history``,
 ``delete_note``: :mod:`~tiered_memory.integrations.mcp_notes`); on a writable
 server also ``forget_session`` and ``forget_agent`` (erasure: see the README's "Forget
-means forgotten"). Read-only
+means forgotten"). A read-only server (``--read-only``) lists only the tools that work
+there (``recall``, ``get``, ``statistics``, ``get_note``, ``list_notes``,
+``note_history``): a model is never offered a tool that always fails. Read-only
 resources: ``memory://{memory_id}`` (a memory as JSON) and
 ``session://{session_id}/transcript`` (a session's transcript as JSON).
 
@@ -67,6 +69,13 @@ def _hit(hit: RecallHit | NoteHit) -> dict[str, Any]:
     else:
         row["memory"] = _memory(hit.memory)
     return row
+
+
+WRITE_TOOLS = (
+    "remember", "forget", "promote", "start_session", "end_session", "append_transcript",
+    "create_note", "update_note", "delete_note",
+)  # fmt: skip
+"""The tools that write: a read-only server does not offer them."""
 
 
 def _erasure_tools(server: MCPServer[Any], memory: AsyncAgentMemoryManager) -> None:
@@ -205,6 +214,9 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
             raise ResourceError(str(exc)) from exc
         return orjson.dumps(_plain(entries)).decode()
 
+    if memory.read_only:
+        for name in WRITE_TOOLS:
+            server.remove_tool(name)
     return server
 
 

@@ -44,6 +44,11 @@ SCHEMA = Statement(
 )
 """``(type, name, table, sql)`` of every table and index, tables first."""
 
+TOLERATE_SCHEMA = Statement("PRAGMA writable_schema = ON")
+"""Read a schema SQLite refuses to load (an index or table whose root page lies past the
+end of a truncated file) instead of stopping at it: on the read-only source only, where
+nothing can be written; the tables whose pages survive can then be read."""
+
 
 def create(definition: str) -> Statement:
     """Create a table with the source's own definition (its ``sqlite_schema.sql``)."""
@@ -73,20 +78,34 @@ def rowid_probe(table: str) -> Statement:
     return Statement(f"SELECT rowid FROM {quote(table)} LIMIT 0")
 
 
+_ROWID_MAX = 2**63 - 1
+
+
+def _from_above(after: int) -> tuple[str, tuple[int, ...]]:
+    """The condition "rowid above ``after``" as ``rowid >= after + 1``: SQLite seeks to
+    ``after + 1`` itself, into the page that holds it, where ``rowid > after`` would seek
+    to ``after`` and step on from there, reading the page that held ``after``, which damage
+    may have taken (the first row of the next readable page was lost with it)."""
+    if after >= _ROWID_MAX:
+        return "false", ()
+    return "rowid >= ?", (after + 1,)
+
+
 def rows_after(table: str, names: Sequence[str], after: int) -> Statement:
     """``(rowid, *columns)`` of the rows with a rowid above ``after``, in rowid order."""
+    cond, params = _from_above(after)
     return Statement(
-        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE rowid > ? ORDER BY rowid",
-        (after,),
+        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE {cond} ORDER BY rowid",
+        params,
     )
 
 
 def first_after(table: str, names: Sequence[str], after: int) -> Statement:
     """The first row above rowid ``after`` in full (reading it raises where it is damaged)."""
+    cond, params = _from_above(after)
     return Statement(
-        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE rowid > ? "
-        "ORDER BY rowid LIMIT 1",
-        (after,),
+        f"SELECT rowid, {_listed(names)} FROM {quote(table)} WHERE {cond} ORDER BY rowid LIMIT 1",
+        params,
     )
 
 

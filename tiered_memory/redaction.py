@@ -112,15 +112,54 @@ def _card_like(value: str) -> bool:
     return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
 
 
+def _passphrase(value: str) -> bool:
+    """Words joined by hyphens, as passphrases are made (``correct-horse-battery-staple``):
+    three or more words of letters, each of three letters or more, at least two of them of
+    four or more (not ``case-sensitive``, ``up-to-date``, ``state-of-the-art``)."""
+    words = value.split("-")
+    return (
+        len(words) >= 3
+        and all(len(w) >= 3 and w.isalpha() for w in words)
+        and sum(len(w) >= 4 for w in words) >= 2
+    )
+
+
 def _spoken_password(value: str) -> bool:
     """The word after "my password is": a password only if it has a digit, a symbol other
     than a hyphen, or a capital after its first letter (``hunter2``, ``Tr0ub4dor&3``; not
-    ``too short``, ``case-sensitive``, ``Required``)."""
+    ``too short``, ``case-sensitive``, ``Required``), or is a passphrase of hyphenated
+    words (:func:`_passphrase`)."""
     return len(value) >= 4 and (
         any(c.isdigit() for c in value)
         or any(not c.isalnum() and c != "-" for c in value)
         or any(c.isupper() for c in value[1:])
+        or _passphrase(value)
     )
+
+
+IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26,
+    "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20,
+    "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30,
+    "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22,
+    "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}  # fmt: skip
+"""The IBAN's length in each country that uses one (the ISO 13616 registry)."""
+
+
+def _iban_like(value: str) -> bool:
+    """An IBAN: a country's code, that country's length, and check digits that make the
+    ISO 7064 mod-97 checksum come out at 1 (an account-like number that fails it is left
+    alone: 1 in 97 random ones pass)."""
+    compact = value.replace(" ", "")
+    if IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
 
 
 def _written_password(value: str) -> bool:
@@ -210,6 +249,11 @@ _PATTERNS: tuple[_Pattern, ...] = (
        r"(?i:aws)(?:[\s_-]*(?i:secret|access|key)){1,3}[\w\s]{0,24}?(?:\bis\b|[:=])?\s*",
        r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", group=1, accept=_aws_secret_like,
        lower=True),
+    # an IBAN compact or in groups of four (``DE89 3704 0044 0532 0130 00``), before the
+    # card numbers: its digits could pass for one
+    _p("iban", tuple(string.digits),
+       r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?)",
+       r"(?![A-Za-z0-9])", accept=_iban_like),
     _p("card-number", tuple("23456"), r"(?<![\w.\-/])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\w\-/])",
        accept=_card_like),
     # named as one (``SSN: 123456789``, ``social security number is 123 45 6789``): any

@@ -45,7 +45,7 @@ def test_the_corpus_covers_every_kind_the_issue_names() -> None:
     assert {"aws-access-key", "gcp-api-key", "azure-storage-key", "azure-client-secret",
             "github-token", "gitlab-token", "slack-token", "stripe-key", "openai-key",
             "anthropic-key", "jwt", "private-key", "url-password", "password", "secret",
-            "bearer-token", "card-number", "us-ssn", "aws-secret-key"} <= kinds  # fmt: skip
+            "bearer-token", "card-number", "us-ssn", "aws-secret-key", "iban"} <= kinds  # fmt: skip
     assert len(CASES) >= 200
 
 
@@ -54,6 +54,18 @@ def test_a_decoy_is_left_untouched(decoy: str) -> None:
     """Commit SHAs, UUIDs, digests, timestamps, base64 images, numbers that fail Luhn and
     prose about passwords look like secrets and are not."""
     assert SecretRedactor().redact(decoy) == Redaction(decoy)
+
+
+def test_a_hyphenated_passphrase_and_an_iban_are_caught() -> None:
+    """Issue 45's misses: a passphrase of hyphenated words stated in prose, and IBANs
+    (checked by country, length and the mod-97 checksum)."""
+    redact = SecretRedactor().redact
+    found = redact("the wifi password is correct-horse-battery-staple")
+    assert found.text == "the wifi password is [REDACTED:password]"
+    for iban in ("DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "NO9386011117947"):
+        found = redact(f"pay the rent to {iban} by Friday")
+        assert found.text == "pay the rent to [REDACTED:iban] by Friday", found
+    assert redact("GB82WEST12345698765433").kinds == ()  # one digit off: the checksum fails
 
 
 def test_the_issue_28_misses_are_caught_whole() -> None:

@@ -152,6 +152,20 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
         pw = _r(rng, PASSWORD + "&;,<>", 14) + "&3"  # a tail after & (kept before: issue 28)
         inside("password", written.format(pw), pw)
     for written in (
+        "the wifi password is {}",
+        "My passphrase is {}.",
+        "Password: {}",
+    ):
+        words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 8)))
+                 for _ in range(rng.randint(3, 5))]  # fmt: skip
+        phrase = "-".join(words)
+        inside("password", written.format(phrase), phrase)
+    for country in ("DE", "GB", "FR", "NL", "CH", "NO"):
+        iban = _iban(rng, country)
+        grouped = " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
+        inside("iban", f"send it to {iban} please", iban)
+        inside("iban", f"IBAN: {grouped}.", grouped)
+    for written in (
         "secret: {}",
         '"api_key": "{}"',
         "API_KEY={}",
@@ -198,6 +212,25 @@ def _cards(rng: random.Random) -> list[str]:
     return [visa, fours, dashed, f"{amex[:4]} {amex[4:10]} {amex[10:]}"]
 
 
+IBAN_LENGTHS = {"DE": 22, "GB": 22, "FR": 27, "NL": 18, "CH": 21, "NO": 15}
+
+
+def _iban(rng: random.Random, country: str, valid: bool = True) -> str:
+    """An IBAN of ``country``: a random account part and the check digits ISO 7064 gives
+    it (``valid=False``: other check digits, so the checksum fails)."""
+    length = IBAN_LENGTHS[country]
+    bank = "".join(rng.choice(string.ascii_uppercase) for _ in range(4)) if country in (
+        "GB", "NL") else ""  # fmt: skip
+    account = bank + "".join(rng.choice(string.digits) for _ in range(length - 4 - len(bank)))
+    number = int("".join(str(int(c, 36)) for c in account + country + "00"))
+    check = 98 - number % 97
+    if not valid:
+        check = (check + rng.randint(1, 50)) % 97 + 2
+        if check == 98 - number % 97:
+            check = check % 97 + 2
+    return f"{country}{check:02d}{account}"
+
+
 def _aws_secret(rng: random.Random) -> str:
     while True:
         value = _r(rng, B64, 40)
@@ -213,6 +246,13 @@ def decoys(seed: int = 23) -> list[str]:
         "Reset your password: click the link in the email.",
         "my password is too short, the site says",
         "The password is case-sensitive.",
+        "The password is case-sensitive, and up-to-date rules apply.",
+        "the passphrase is state-of-the-art, says the vendor",
+        "our password is well-known",
+        "a state-of-the-art, easy-to-use, built-in password manager",
+        "invoice DE12 3456 7890 (a reference, not an account)",
+        "ticket AB12CDEF34567890123 was closed",
+        "part number GB29XYZW1234567819 is out of stock",  # GB's length is 22
         "Your password was changed yesterday.",
         "the password is stored in the vault, ask Ana",
         "my password is in 1Password",
@@ -242,6 +282,8 @@ def decoys(seed: int = 23) -> list[str]:
         out.append(f"sha256:{''.join(rng.choice(hexd) for _ in range(64))}")
         out.append(f"timestamp {rng.randint(1_600_000_000_000, 1_900_000_000_000)}")
         out.append(f"card ending {_card(rng, '4', 16, valid=False)} was declined")
+        bad = _iban(rng, rng.choice(sorted(IBAN_LENGTHS)), valid=False)
+        out.append(f"reference {bad} (not an IBAN: its checksum fails)")
     png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
     out.append(f'<img src="data:image/png;base64,{png}">')
     out.append(f"![chart](data:image/jpeg;base64,{png[:80]})")

@@ -211,6 +211,12 @@ class MemoryRecords(Protocol):
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
 
+    def has_superseded(self) -> bool:
+        """True if any memory is superseded (recall needs no condition while none is)."""
+
+    def superseded_of(self, memory_id: str) -> list[Memory]:
+        """The memories ``memory_id`` superseded, oldest first."""
+
     def tag_counts(self, prefix: str) -> dict[str, int]:
         """How many memories carry each namespace tag (``family:ns:a.b``, see
         :mod:`persistence.tag_counts`) that starts with ``prefix``: read from counts kept

@@ -282,6 +282,22 @@ class MemoryStore:
         with self.engine.reading() as conn:
             return int(value(conn, self.sql.count(tier, self.config.scope)))
 
+    def has_superseded(self) -> bool:
+        """True if any memory (of any agent) is superseded: one probe of a partial index."""
+        with self.engine.reading() as conn:
+            return bool(value(conn, self.sql.any_superseded()))
+
+    def superseded_of(self, memory_id: str) -> list[Memory]:
+        """The memories ``memory_id`` superseded (in scope), oldest first."""
+        require_str(memory_id, "memory_id")
+        with self.engine.reading() as conn:
+            found = [
+                self.sql.to_memory(r)
+                for statement in self.sql.superseded_of(memory_id, self.config.scope)
+                for r in rows(conn, statement)
+            ]
+        return sorted(found, key=lambda m: (m.created_at, m.id))
+
     def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
         """How many memories carry each namespace tag starting with ``prefix`` (with
         ``agent_id``: of that agent's memories only; a scoped handle: its agent's)."""

@@ -1,0 +1,29 @@
+"""Version 18: a memory can be superseded by a newer one (facts that change).
+
+Each tier table gains ``superseded_by`` (the newer memory's id), ``valid_to`` (its
+time) and ``superseded_reason``; an existing memory reads ``NULL`` in all three: current.
+A partial index per tier on ``superseded_by`` (only superseded rows are in it) answers
+"does the file hold any superseded memory" (recall then needs no condition when it does
+not), "which memories did this one supersede" (a timeline) and costs a write of a
+current memory nothing.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+VERSION = 18
+DESCRIPTION = "superseded_by, valid_to and superseded_reason on memories"
+
+TIERS = ("scratchpad", "episodic", "semantic")
+
+
+def up(conn: apsw.Connection) -> None:
+    for tier in TIERS:
+        conn.execute(f"ALTER TABLE {tier} ADD COLUMN superseded_by TEXT")
+        conn.execute(f"ALTER TABLE {tier} ADD COLUMN valid_to INTEGER")
+        conn.execute(f"ALTER TABLE {tier} ADD COLUMN superseded_reason TEXT")
+        conn.execute(
+            f"CREATE INDEX idx_{tier}_superseded_by ON {tier} (superseded_by) "
+            "WHERE superseded_by IS NOT NULL"
+        )

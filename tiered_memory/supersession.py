@@ -128,12 +128,12 @@ def timeline(memories: Memories, store: MemoryStorage, memory_id: str) -> list[T
                 todo.append(memory.id)
     newer = start.superseded_by
     while newer is not None and newer not in chain:  # forward: who replaced it
-        memory = memories.get(newer)
-        if memory is None:
+        successor = memories.get(newer)
+        if successor is None:
             break  # its successor was forgotten: the chain ends here
-        chain[memory.id] = memory
-        older.setdefault(memory.id, store.memories.superseded_of(memory.id))
-        newer = memory.superseded_by
+        chain[successor.id] = successor
+        older.setdefault(successor.id, store.memories.superseded_of(successor.id))
+        newer = successor.superseded_by
     entries = [
         TimelineEntry(m.id, m.content, m.valid_from, m.valid_to, m.superseded_by,
                       m.superseded_reason, tuple(o.id for o in older.get(m.id, ())))

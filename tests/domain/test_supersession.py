@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tiered_memory import AgentMemoryManager, RecallSettings, Tier
-from tiered_memory.errors import InvalidSupersessionError, InvalidTypeError
 from tests.conftest import FakeClock
 from tests.support.backends import snapshot
+from tiered_memory import AgentMemoryManager, RecallSettings, Tier
+from tiered_memory.errors import InvalidSupersessionError, InvalidTypeError
 
 DIM = 32
 

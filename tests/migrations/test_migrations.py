@@ -343,7 +343,7 @@ def test_importing_the_migrations_loads_no_driver() -> None:
         "print(migrations.sqlite.LATEST_VERSION, migrations.postgres.LATEST_VERSION,"
         " sorted(d for d in ('apsw', 'psycopg', 'sqlite3') if d in sys.modules))"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout (not tests/): its own chains
     env = {**os.environ, "PYTHONPATH": str(root)}
     run = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env, cwd=root

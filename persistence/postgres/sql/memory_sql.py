@@ -468,9 +468,7 @@ def page(tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE) -> Stateme
 
 def any_superseded() -> Statement:
     """One value, true if any memory is superseded (a probe of the partial index)."""
-    return Statement(
-        "SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)"
-    )
+    return Statement("SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)")
 
 
 def superseded_of(memory_id: str, scope: Scope = WHOLE) -> list[Statement]:

@@ -269,6 +269,7 @@ class QueryOptions:
 
     ``tags`` matches memories carrying *all* the given tags. The time range is
     ``created_after <= created_at < created_before``. ``limit=None`` returns every match.
+    ``current`` and ``as_of`` are :class:`MemoryFilter`'s (superseded memories).
     """
 
     session_id: str | None = None
@@ -281,6 +282,8 @@ class QueryOptions:
     offset: int = 0
     order_by: OrderBy = "created_at"
     descending: bool = True
+    current: bool = False
+    as_of: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -364,6 +364,8 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, TimelineCalls):
         """Memories matching every filter (the fields of :class:`QueryOptions`).
 
         With no ``tier`` the three tiers are searched and merged in the requested order.
+        Superseded memories are left out unless ``include_superseded=True``; ``as_of``
+        (epoch ms) lists the memories true at that time.
         """
         if self.agent_id is not None:
             filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))

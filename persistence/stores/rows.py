@@ -31,6 +31,8 @@ def validate_query(options: QueryOptions, order_columns: Collection[str]) -> Non
     require_int(options.limit, "limit", allow_none=True, minimum=0)
     require_int(options.offset, "offset", minimum=0)
     require_bool(options.descending, "descending")
+    require_bool(options.current, "current")
+    require_int(options.as_of, "as_of", allow_none=True, minimum=0)
 
 
 def query_filters(options: QueryOptions) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def query_filters(options: QueryOptions) -> dict[str, Any]:
         "tags": options.tags,
         "created_after": options.created_after,
         "created_before": options.created_before,
+        "current": options.current or None,
+        "as_of": options.as_of,
     }
 
 

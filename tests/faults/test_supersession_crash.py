@@ -33,7 +33,7 @@ def test_sigkill_during_superseding_writes(any_location: str) -> None:
         if on_server:
             assert open_transactions(any_location) == 0
     with AgentMemoryManager.open(any_location, embedder=None) as memory:
-        everything = {m.id: m for m in memory.query(limit=None)}
+        everything = {m.id: m for m in memory.query(limit=None, include_superseded=True)}
         assert memory.check_integrity().ok
     for new, old in reported:  # returned: durable, both halves
         assert everything[old].superseded_by == new and new in everything

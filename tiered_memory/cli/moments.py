@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 
 
-class MomentType(click.ParamType):
+class MomentType(click.ParamType[int, object]):
     """Epoch milliseconds from ``1700000000000``, ``2024-05-01`` or ``2024-05-01T12:30+02:00``."""
 
     name = "moment"

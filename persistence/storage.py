@@ -217,6 +217,9 @@ class MemoryRecords(Protocol):
     def superseded_of(self, memory_id: str) -> list[Memory]:
         """The memories ``memory_id`` superseded, oldest first."""
 
+    def superseded_count(self) -> int:
+        """How many memories (in scope) are superseded."""
+
     def tag_counts(self, prefix: str) -> dict[str, int]:
         """How many memories carry each namespace tag (``family:ns:a.b``, see
         :mod:`persistence.tag_counts`) that starts with ``prefix``: read from counts kept

@@ -39,7 +39,6 @@ from persistence import (
     MemoryFilter,
     MemoryStatistics,
     MemoryStorage,
-    MemoryVersion,
     Progress,
     PromotionRecord,
     RepetitionSchedule,
@@ -73,7 +72,7 @@ from tiered_memory.redaction import total_in_file
 from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
-from tiered_memory.supersession import TimelineCalls
+from tiered_memory.supersession import HistoryCalls
 from tiered_memory.tag_counts import TagCounts
 from tiered_memory.telemetry import (
     AGENT_ID,
@@ -91,7 +90,7 @@ from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, TimelineCalls):
+class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, HistoryCalls):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -349,16 +348,6 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, TimelineCalls):
             )  # fmt: skip
             span.stored((memory,))
             return memory
-
-    def history(self, memory_id: str) -> list[MemoryVersion]:
-        """The contents a memory had, oldest first (version 1: as remembered), each with
-        who changed it and when; ``[]`` for a memory whose content never changed.
-        Forgetting the memory forgets its history."""
-        self._require_open()
-        require_str(memory_id, "memory_id")
-        if self.agent_id is not None and self.get(memory_id) is None:
-            return []  # not this agent's memory (on a file the history has no agent)
-        return self._notebook.memory_versions(memory_id)
 
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).

@@ -17,6 +17,8 @@ from persistence import (
     InvalidTypeError,
     Memory,
     MemoryStorage,
+    MemoryVersion,
+    NoteStorage,
     Tier,
     require_str,
 )
@@ -142,10 +144,13 @@ def timeline(memories: Memories, store: MemoryStorage, memory_id: str) -> list[T
     return sorted(entries, key=lambda e: (e.valid_from, e.memory_id))
 
 
-class TimelineCalls:
-    """The manager's :meth:`timeline` (the manager provides its memories and store)."""
+class HistoryCalls:
+    """The manager's reads of a memory's past: :meth:`timeline` (the memories it
+    superseded and that superseded it) and :meth:`history` (its edits)."""
 
+    agent_id: str | None
     _memories: Memories
+    _notebook: NoteStorage
     store: MemoryStorage
 
     def timeline(self, memory_id: str) -> list[TimelineEntry]:
@@ -155,3 +160,13 @@ class TimelineCalls:
         ``[]`` for an unknown memory."""
         self._memories.require_open()
         return timeline(self._memories, self.store, memory_id)
+
+    def history(self, memory_id: str) -> list[MemoryVersion]:
+        """The contents a memory had, oldest first (version 1: as remembered), each with
+        who changed it and when; ``[]`` for a memory whose content never changed.
+        Forgetting the memory forgets its history."""
+        self._memories.require_open()
+        require_str(memory_id, "memory_id")
+        if self.agent_id is not None and self._memories.get(memory_id) is None:
+            return []  # not this agent's memory (on a file the history has no agent)
+        return self._notebook.memory_versions(memory_id)

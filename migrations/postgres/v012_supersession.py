@@ -6,15 +6,16 @@ memory's id), ``valid_to`` (its time) and ``superseded_reason``; existing memori
 ``NULL`` in all three: current. A partial index on ``superseded_by`` holds only the
 superseded rows: it answers "is any memory superseded" (recall then needs no condition
 when none is) and "which memories did this one supersede" (a timeline), and a write of a
-current memory does not touch it. Adding nullable columns rewrites no row.
+current memory does not touch it. Adding nullable columns rewrites no row. Idempotent:
+a database whose version rows were rolled back past it runs it again.
 """
 
 VERSION = 12
 DESCRIPTION = "superseded_by, valid_to and superseded_reason on tm_memories"
 
 STATEMENTS: tuple[str, ...] = (
-    "ALTER TABLE tm_memories ADD COLUMN superseded_by text, ADD COLUMN valid_to bigint, "
-    "ADD COLUMN superseded_reason text",
-    "CREATE INDEX tm_memories_superseded_by ON tm_memories (superseded_by) "
+    "ALTER TABLE tm_memories ADD COLUMN IF NOT EXISTS superseded_by text, "
+    "ADD COLUMN IF NOT EXISTS valid_to bigint, ADD COLUMN IF NOT EXISTS superseded_reason text",
+    "CREATE INDEX IF NOT EXISTS tm_memories_superseded_by ON tm_memories (superseded_by) "
     "WHERE superseded_by IS NOT NULL",
 )

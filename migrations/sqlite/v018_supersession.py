@@ -5,7 +5,8 @@ time) and ``superseded_reason``; an existing memory reads ``NULL`` in all three:
 A partial index per tier on ``superseded_by`` (only superseded rows are in it) answers
 "does the file hold any superseded memory" (recall then needs no condition when it does
 not), "which memories did this one supersede" (a timeline) and costs a write of a
-current memory nothing.
+current memory nothing. Idempotent: a file whose version rows were rolled back past 18
+runs it again.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ VERSION = 18
 DESCRIPTION = "superseded_by, valid_to and superseded_reason on memories"
 
 TIERS = ("scratchpad", "episodic", "semantic")
+COLUMNS = (("superseded_by", "TEXT"), ("valid_to", "INTEGER"), ("superseded_reason", "TEXT"))
 
 
 def up(conn: apsw.Connection) -> None:
     for tier in TIERS:
-        conn.execute(f"ALTER TABLE {tier} ADD COLUMN superseded_by TEXT")
-        conn.execute(f"ALTER TABLE {tier} ADD COLUMN valid_to INTEGER")
-        conn.execute(f"ALTER TABLE {tier} ADD COLUMN superseded_reason TEXT")
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({tier})")}
+        for column, kind in COLUMNS:
+            if column not in present:
+                conn.execute(f"ALTER TABLE {tier} ADD COLUMN {column} {kind}")
         conn.execute(
-            f"CREATE INDEX idx_{tier}_superseded_by ON {tier} (superseded_by) "
+            f"CREATE INDEX IF NOT EXISTS idx_{tier}_superseded_by ON {tier} (superseded_by) "
             "WHERE superseded_by IS NOT NULL"
         )

@@ -15,6 +15,7 @@ The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import apsw
@@ -110,14 +111,17 @@ class MirrorVectors(VectorMirror):
                 return vector_reads.nearest(everything, query, limit)
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         candidates = self.first_stage(conn, query, count, where.tier)
+        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
         while where.narrows:
             passed = vector_reads.accepted_among(conn, where, candidates)
             total = self.size
             if len(passed) >= wanted or len(candidates) < count or count >= total:
-                candidates = passed
+                candidates = passed[:wanted]  # as many re-ranked as without a filter
                 break
             share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
-            if share * total <= exact_scan_max:
+            # Superseded memories aside (most of a file is current), search deeper: an
+            # exact scan of what passes would read most vectors of the file.
+            if not in_time_only and share * total <= exact_scan_max:
                 everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
                 if everything is not None:
                     return vector_reads.nearest(everything, query, limit)

@@ -287,6 +287,11 @@ class MemoryStore:
         with self.engine.reading() as conn:
             return bool(value(conn, self.sql.any_superseded()))
 
+    def superseded_count(self) -> int:
+        """How many memories (in scope) are superseded (the inspector's overview)."""
+        with self.engine.reading() as conn:
+            return int(value(conn, self.sql.count_superseded(self.config.scope)) or 0)
+
     def superseded_of(self, memory_id: str) -> list[Memory]:
         """The memories ``memory_id`` superseded (in scope), oldest first."""
         require_str(memory_id, "memory_id")

@@ -125,3 +125,32 @@ def test_cli_search_as_of(tmp_path: Path) -> None:
     bad = subprocess.run([CLI, "search", str(db), "office", "--as-of", "last spring"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+
+
+def test_the_inspector_shows_the_timeline_and_counts_superseded(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from tests.support.inspector_data import open_inspected
+    from tiered_memory.inspector.app import create_app
+
+    db = tmp_path / "inspected.db"
+    clock = FakeClock()
+    with AgentMemoryManager.open(db, clock=clock, embedder=None) as memory:
+        a = memory.remember("Ana lives in Lisbon")
+        clock.advance(86_400_000)
+        b = memory.remember("Ana lives in Porto", supersedes=a.id)
+        lone = memory.remember("unrelated")
+    with open_inspected(db, embedder=None) as memory:
+        client = TestClient(create_app(memory), base_url="http://127.0.0.1")
+        assert client.get("/index.json").json()["superseded"] == 1
+        assert 'id="superseded-count">1<' in client.get("/").text
+        data = client.get(f"/memories/{a.id}.json").json()
+        chain = data["timeline"]
+        assert [e["id"] for e in chain] == [a.id, b.id]
+        assert chain[0]["superseded_by"] == b.id and chain[0]["valid_to"] == b.created_at
+        assert chain[0]["this"] and chain[1]["supersedes"] == [a.id]
+        page = client.get(f"/memories/{b.id}").text
+        assert 'id="timeline"' in page and f'href="/memories/{a.id}"' in page
+        assert 'id="timeline"' not in client.get(f"/memories/{lone.id}").text
+        listed = client.get("/memories.json").json()["memories"]
+        assert {m["id"] for m in listed} == {a.id, b.id, lone.id}  # the inspector lists all

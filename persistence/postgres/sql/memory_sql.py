@@ -471,6 +471,14 @@ def any_superseded() -> Statement:
     return Statement("SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)")
 
 
+def count_superseded(scope: Scope = WHOLE) -> Statement:
+    """How many memories (of ``scope``) are superseded: one value."""
+    mine, agent = _mine(scope, "scope")
+    return Statement(
+        f"SELECT count(*) FROM tm_memories WHERE superseded_by IS NOT NULL{mine}", agent
+    )
+
+
 def superseded_of(memory_id: str, scope: Scope = WHOLE) -> list[Statement]:
     """The memories (of ``scope``) that ``memory_id`` superseded: :func:`to_memory` rows."""
     mine, agent = _mine(scope)

@@ -502,6 +502,16 @@ def any_superseded() -> Statement:
     return Statement(_ANY_SUPERSEDED)
 
 
+def count_superseded(scope: Scope = WHOLE) -> Statement:
+    """How many memories (of ``scope``) are superseded: one value."""
+    mine, agent = _mine(scope, "")
+    counts = " + ".join(
+        f"(SELECT count(*) FROM {table} WHERE superseded_by IS NOT NULL{mine})"
+        for table in TABLE.values()
+    )
+    return Statement(f"SELECT {counts}", agent * len(TABLE))
+
+
 def superseded_of(memory_id: str, scope: Scope = WHOLE) -> list[Statement]:
     """The memories (of ``scope``) that ``memory_id`` superseded, one statement per
     tier: :func:`to_memory` rows."""

@@ -121,35 +121,41 @@ def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:
     return " ".join(rng.choice(vocabulary) for _ in range(n))
 
 
-def recall_p50(
-    location: str, n: int, superseded_share: float, queries: int = 200, seed: int = 7
-) -> float:
-    """Default ``recall(k=10)`` p50 in ms on ``n`` memories of 12 random words, a
-    ``superseded_share`` of them superseded (each by one of the others)."""
+def build(location: str, n: int, superseded_share: float, seed: int = 7) -> Any:
+    """An open manager on ``n`` memories of 12 random words, a ``superseded_share`` of
+    them superseded (each by one of the others)."""
     rng = random.Random(seed)
-    vocabulary = [f"w{i}" for i in range(5000)]
     memory = _open_tiered(location, LookupEmbedder())
-    try:
-        replaced = int(n * superseded_share)
-        base = n - replaced
-        texts = [_words(rng, vocabulary, 12) for _ in range(base)]
-        ids: list[str] = []
-        for lo in range(0, base, 1000):
-            ids += [m.id for m in memory.remember_many(texts[lo : lo + 1000])]
-        for old in rng.sample(ids, replaced):
-            memory.remember(_words(rng, vocabulary, 12), supersedes=old)
-        memory.flush()
-        asked = [_words(rng, vocabulary, 3) for _ in range(queries)]
+    replaced = int(n * superseded_share)
+    base = n - replaced
+    texts = [_words(rng, VOCABULARY, 12) for _ in range(base)]
+    ids: list[str] = []
+    for lo in range(0, base, 1000):
+        ids += [m.id for m in memory.remember_many(texts[lo : lo + 1000])]
+    for old in rng.sample(ids, replaced):
+        memory.remember(_words(rng, VOCABULARY, 12), supersedes=old)
+    memory.flush()
+    return memory
+
+
+VOCABULARY = [f"w{i}" for i in range(5000)]
+
+
+def recall_p50(memories: list[Any], queries: int = 300, seed: int = 9) -> list[float]:
+    """Default ``recall(k=10)`` p50 in ms on each of ``memories``, the same questions
+    (three random words) asked of each in turn, so a busy machine slows all alike."""
+    rng = random.Random(seed)
+    asked = [_words(rng, VOCABULARY, 3) for _ in range(queries)]
+    for memory in memories:
         for question in asked[:20]:  # warm: caches, the vector copy, prepared statements
             memory.recall(question, 10)
-        samples = []
-        for question in asked:
+    samples: list[list[float]] = [[] for _ in memories]
+    for question in asked:
+        for memory, times in zip(memories, samples, strict=True):
             start = time.perf_counter()
             memory.recall(question, 10)
-            samples.append((time.perf_counter() - start) * 1000)
-        return statistics.median(samples)
-    finally:
-        memory.shutdown()
+            times.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(times) for times in samples]
 
 
 @contextmanager
@@ -173,11 +179,17 @@ def main() -> None:
     args = parser.parse_args()
     for engine in args.engine.split(","):
         with locations(engine) as where:
-            none = recall_p50(where("none"), args.n, 0.0)
-            line = f"{engine}: recall p50 at {args.n}: none superseded {none:.2f} ms"
+            stores = [build(where("none"), args.n, 0.0)]
             if not args.only_none:
-                some = recall_p50(where("some"), args.n, args.share)
-                line += f", {args.share:.0%} superseded {some:.2f} ms ({some / none:.2f}x)"
+                stores.append(build(where("some"), args.n, args.share))
+            try:
+                p50 = recall_p50(stores)
+            finally:
+                for memory in stores:
+                    memory.shutdown()
+            line = f"{engine}: recall p50 at {args.n}: none superseded {p50[0]:.2f} ms"
+            if not args.only_none:
+                line += f", {args.share:.0%} superseded {p50[1]:.2f} ms ({p50[1] / p50[0]:.2f}x)"
             print(line, flush=True)
             if not args.only_none and args.subjects:
                 print(f"{engine}: history", history_quality(where("history"), args.subjects))

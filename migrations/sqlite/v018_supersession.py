@@ -2,10 +2,11 @@
 
 Each tier table gains ``superseded_by`` (the newer memory's id), ``valid_to`` (its
 time) and ``superseded_reason``; an existing memory reads ``NULL`` in all three: current.
-A partial index per tier on ``superseded_by`` (only superseded rows are in it) answers
-"does the file hold any superseded memory" (recall then needs no condition when it does
-not), "which memories did this one supersede" (a timeline) and costs a write of a
-current memory nothing. Idempotent: a file whose version rows were rolled back past 18
+Two partial indexes per tier hold only the superseded rows, so a write of a current
+memory costs nothing more: one on ``superseded_by`` answers "does the file hold any
+superseded memory" (recall then needs no condition when it does not) and "which
+memories did this one supersede" (a timeline); one on ``id`` tells which of a vector
+search's candidates are superseded without reading their rows. Idempotent: a file whose version rows were rolled back past 18
 runs it again.
 """
 
@@ -28,5 +29,9 @@ def up(conn: apsw.Connection) -> None:
                 conn.execute(f"ALTER TABLE {tier} ADD COLUMN {column} {kind}")
         conn.execute(
             f"CREATE INDEX IF NOT EXISTS idx_{tier}_superseded_by ON {tier} (superseded_by) "
+            "WHERE superseded_by IS NOT NULL"
+        )
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS idx_{tier}_superseded ON {tier} (id) "
             "WHERE superseded_by IS NOT NULL"
         )

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: the checkout's root on the path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a run
+    # with PYTHONPATH=<another checkout> measures that checkout's library
 
 from benchmarks.backends_table import (  # noqa: E402
     LookupEmbedder,

@@ -207,3 +207,36 @@ def test_export_and_import_carry_supersession(
         b.id, b.created_at, "supersedes"
     )  # fmt: skip
     assert [h.memory.id for h in memory.recall("user lives", 3)] == [b.id]
+
+
+def test_forgetting_the_newer_memory_leaves_the_older_superseded(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    a = memory.remember("Ana lives in Lisbon")
+    clock.advance(1000)
+    b = memory.remember("Ana lives in Porto", supersedes=a.id)
+    assert memory.forget(b.id)
+    old = memory.get(a.id)
+    assert old is not None and old.superseded_by == b.id and not old.current
+    assert memory.recall("Ana lives", 3) == []
+    assert [e.memory_id for e in memory.timeline(a.id)] == [a.id]
+    assert [h.memory.id for h in memory.recall("Ana lives", 3, include_superseded=True)] == [a.id]
+
+
+def test_copy_memory_carries_supersession_between_engines(
+    any_location: str, clock: FakeClock, tmp_path: Path
+) -> None:
+    """From a file or a PostgreSQL database into a new file."""
+    from tiered_memory.copying import copy_memory
+
+    with AgentMemoryManager.open(any_location, clock=clock, embedder=None) as memory:
+        a = memory.remember("The user lives in Paris")
+        clock.advance(5000)
+        b = memory.remember("The user lives in Berlin", supersedes=a.id)
+    copy_memory(any_location, tmp_path / "copy.db")
+    with AgentMemoryManager.open(tmp_path / "copy.db", embedder=None) as copied:
+        again = copied.get(a.id)
+        assert again is not None and (again.superseded_by, again.valid_to) == (
+            b.id, b.created_at
+        )  # fmt: skip
+        assert [e.memory_id for e in copied.timeline(b.id)] == [a.id, b.id]

@@ -217,6 +217,9 @@ class MemoryRecords(Protocol):
     def superseded_of(self, memory_id: str) -> list[Memory]:
         """The memories ``memory_id`` superseded, oldest first."""
 
+    def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``memory_ids`` that superseded others, their ids (in id order)."""
+
     def superseded_count(self) -> int:
         """How many memories (in scope) are superseded."""
 

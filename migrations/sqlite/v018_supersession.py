@@ -6,8 +6,8 @@ Two partial indexes per tier hold only the superseded rows, so a write of a curr
 memory costs nothing more: one on ``superseded_by`` answers "does the file hold any
 superseded memory" (recall then needs no condition when it does not) and "which
 memories did this one supersede" (a timeline); one on ``id`` tells which of a vector
-search's candidates are superseded without reading their rows. Idempotent: a file whose version rows were rolled back past 18
-runs it again.
+search's candidates are superseded without reading their rows. Idempotent: a file whose
+version rows were rolled back past 18 runs it again.
 """
 
 from __future__ import annotations

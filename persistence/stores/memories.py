@@ -287,6 +287,20 @@ class MemoryStore:
         with self.engine.reading() as conn:
             return bool(value(conn, self.sql.any_superseded()))
 
+    def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``memory_ids`` that superseded others (in scope), their ids in id
+        order: one statement per tier for all of them (recall's explanations)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        found: dict[str, list[str]] = {}
+        if not memory_ids:
+            return found
+        with self.engine.reading() as conn:
+            for statement in self.sql.superseded_pairs(memory_ids, self.config.scope):
+                for newer, older in rows(conn, statement):
+                    found.setdefault(newer, []).append(older)
+        return {newer: sorted(older) for newer, older in found.items()}
+
     def superseded_count(self) -> int:
         """How many memories (in scope) are superseded (the inspector's overview)."""
         with self.engine.reading() as conn:

@@ -17,24 +17,26 @@ def day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def chain_notes(memory: Memory, replaced: Sequence[Memory]) -> tuple[str, ...]:
+def chain_notes(memory: Memory, replaced: Sequence[str]) -> tuple[str, ...]:
     """``superseded by <id> on <date>`` for a superseded memory, ``supersedes <ids>`` for
     one that replaced others (both for a memory in the middle of a chain)."""
     notes: tuple[str, ...] = ()
     if memory.superseded_by is not None and memory.valid_to is not None:
         notes += (f"superseded by {memory.superseded_by} on {day(memory.valid_to)}",)
     if replaced:
-        notes += (f"supersedes {', '.join(m.id for m in replaced)}",)
+        notes += (f"supersedes {', '.join(replaced)}",)
     return notes
 
 
 def with_chain_notes(
-    hits: Sequence[RecallHit], superseded_of: Callable[[str], list[Memory]]
+    hits: Sequence[RecallHit], superseded_ids: Callable[[list[str]], dict[str, list[str]]]
 ) -> list[RecallHit]:
-    """``hits`` with their :func:`chain_notes` added to the explanation's notes."""
+    """``hits`` with their :func:`chain_notes` added to the explanation's notes
+    (``superseded_ids``: the store's, one look-up for all the hits)."""
+    replaced = superseded_ids([hit.memory.id for hit in hits])
     noted = []
     for hit in hits:
-        notes = chain_notes(hit.memory, superseded_of(hit.memory.id))
+        notes = chain_notes(hit.memory, replaced.get(hit.memory.id, ()))
         if notes:
             explanation = replace(hit.explanation, notes=hit.explanation.notes + notes)
             hit = replace(hit, explanation=explanation)

@@ -208,7 +208,7 @@ class Recaller:
         top = self._explained(fused, k, described, now, unseen if found is not None else 0,
                               (skipped,) if skipped else (), where)  # fmt: skip
         if chains:
-            top = with_chain_notes(top, store.memories.superseded_of)
+            top = with_chain_notes(top, store.memories.superseded_ids)
         floor = settings.min_score if min_score is None else min_score
         share = settings.relative_cut if relative_cut is None else relative_cut
         top = top[: cut([hit.score for hit in top], floor, share)]

@@ -471,6 +471,19 @@ def any_superseded() -> Statement:
     return Statement("SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)")
 
 
+def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """``(superseded_by, id)`` of the memories (of ``scope``) that any of ``memory_ids``
+    superseded (through the partial index on ``superseded_by``)."""
+    mine, agent = _mine(scope)
+    return [
+        Statement(
+            f"SELECT t.superseded_by, t.id FROM tm_memories AS t "
+            f"WHERE t.superseded_by = ANY(%s){mine}",
+            (list(memory_ids), *agent),
+        )
+    ]
+
+
 def count_superseded(scope: Scope = WHOLE) -> Statement:
     """How many memories (of ``scope``) are superseded: one value."""
     mine, agent = _mine(scope, "scope")

@@ -10,7 +10,6 @@ Vectors travel in binary (``%b``, numpy float32 through pgvector's dumper).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -82,12 +81,6 @@ WITH c AS MATERIALIZED (
 SELECT id, d FROM c ORDER BY d, id LIMIT %(limit)s
 """
 
-_NOT_SUPERSEDED = (
-    "NOT EXISTS (SELECT 1 FROM tm_memories s WHERE s.superseded_by IS NOT NULL "
-    "AND s.id = v.memory_id)"
-)
-"""A vector whose memory is current (migration v012's partial index on ``id``)."""
-
 _COUNT_ACCEPTED = "SELECT count(*) FROM (SELECT 1 FROM tm_memories m WHERE {cond} LIMIT %(cap)s) x"
 
 
@@ -108,9 +101,6 @@ def nearest(query: np.ndarray, limit: int, where: MemoryFilter, *, exact: bool) 
         text = _NEAREST_EXACT.format(cond=cond)
     elif where == MemoryFilter():
         cond, params = "true", {}
-        text = _NEAREST_INDEXED.format(join="", cond=cond, order=index_order(query.size))
-    elif where.current and replace(where, current=False) == MemoryFilter():
-        cond, params = _NOT_SUPERSEDED, {}  # a probe of a partial index, no memory row read
         text = _NEAREST_INDEXED.format(join="", cond=cond, order=index_order(query.size))
     else:
         cond, params = recall_filter_sql.condition(where, "m")

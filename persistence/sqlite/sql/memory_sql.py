@@ -502,6 +502,21 @@ def any_superseded() -> Statement:
     return Statement(_ANY_SUPERSEDED)
 
 
+def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """``(superseded_by, id)`` of the memories (of ``scope``) that any of ``memory_ids``
+    superseded, one statement per tier (through the partial index on ``superseded_by``)."""
+    mine, agent = _mine(scope)
+    ids = encode_json(list(memory_ids), "memory_ids")
+    return [
+        Statement(
+            f"SELECT t.superseded_by, t.id FROM {TABLE[tier]} AS t WHERE t.superseded_by IN "
+            f"(SELECT value FROM json_each(?)){mine}",
+            (ids, *agent),
+        )
+        for tier in _TIERS
+    ]
+
+
 def count_superseded(scope: Scope = WHOLE) -> Statement:
     """How many memories (of ``scope``) are superseded: one value."""
     mine, agent = _mine(scope, "")

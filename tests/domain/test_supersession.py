@@ -240,3 +240,18 @@ def test_copy_memory_carries_supersession_between_engines(
             b.id, b.created_at
         )  # fmt: skip
         assert [e.memory_id for e in copied.timeline(b.id)] == [a.id, b.id]
+
+
+def test_a_fact_true_again_is_a_new_current_memory_not_the_superseded_twin(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    paris = memory.remember("Ana lives in Paris")
+    clock.advance(1000)
+    berlin = memory.remember("Ana lives in Berlin", supersedes=paris.id)
+    clock.advance(1000)
+    again = memory.remember("Ana lives in Paris")  # deduplicated, but not into the old one
+    assert again.id != paris.id and again.current
+    assert {h.memory.id for h in memory.recall("Ana lives", 3)} == {again.id, berlin.id}
+    memory.consolidate()  # no near-duplicate merge across a supersession
+    assert memory.get(again.id) is not None and memory.get(paris.id) is not None
+    assert {h.memory.id for h in memory.recall("Ana lives", 3)} == {again.id, berlin.id}

@@ -304,7 +304,9 @@ class Recaller:
         left out (every hit's explanation says it). A candidate that signals other than
         the searches added (a conversation neighbour) counts only if ``where``'s
         supersession condition (``current``, ``as_of``) accepts it."""
-        chain = where if where is not None and (where.current or where.as_of is not None) else None
+        chain = None  # the supersession condition alone, checked on RAM copies
+        if where is not None and (where.current or where.as_of is not None):
+            chain = MemoryFilter(current=where.current, as_of=where.as_of)
         settings = self.settings
         strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
@@ -318,7 +320,7 @@ class Recaller:
             memories = self._get_many(chunk)
             for memory_id in chunk:
                 memory = memories.get(memory_id)
-                if chain is not None and memory is not None and not _in_time(chain, memory):
+                if chain is not None and memory is not None and not chain.accepts(memory):
                     continue
                 if memory is not None:  # forgotten meanwhile
                     notes = skipped
@@ -370,8 +372,3 @@ def _by_score(hit: RecallHit | NoteHit) -> tuple[float, int, str]:
     if isinstance(hit, RecallHit):
         return (-hit.score, 0, hit.memory.id)
     return (-hit.score, 1, hit.note.id)
-
-
-def _in_time(where: MemoryFilter, memory: Memory) -> bool:
-    """True if ``where``'s supersession condition (``current``, ``as_of``) accepts ``memory``."""
-    return replace(MemoryFilter(), current=where.current, as_of=where.as_of).accepts(memory)

@@ -210,6 +210,11 @@ class DuplicateMemoryError(InvalidInputError):
     """A memory id is already used in another tier (each memory lives in exactly one)."""
 
 
+class InvalidSupersessionError(InvalidInputError):
+    """``supersedes=`` names a memory that cannot be superseded (unknown, forgotten,
+    another agent's, in the scratchpad, or superseded already); nothing was written."""
+
+
 class InvalidPromotionError(InvalidInputError):
     """A promotion that does not go forward along scratchpad -> episodic -> semantic."""
 

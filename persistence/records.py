@@ -86,6 +86,19 @@ class Memory:
     created_at: int = 0
     updated_at: int = 0
     speaker: str | None = None
+    superseded_by: str | None = None
+    valid_to: int | None = None
+    superseded_reason: str | None = None
+
+    @property
+    def valid_from(self) -> int:
+        """When the memory became true: its own time (``created_at``)."""
+        return self.created_at
+
+    @property
+    def current(self) -> bool:
+        """True unless a newer memory superseded this one."""
+        return self.superseded_by is None
 
     @classmethod
     def create(
@@ -127,12 +140,16 @@ decoding): the values must be valid, and every field must be set."""
 (_set_id, _set_content, _set_tier, _set_key, _set_session_id, _set_agent_id, _set_category,
  _set_tags, _set_importance, _set_retention, _set_token_count, _set_source, _set_metadata,
  _set_linked, _set_embedding, _set_access_count, _set_last_accessed_at, _set_created_at,
- _set_updated_at, _set_speaker) = map(SLOT_SETTERS.__getitem__, (
+ _set_updated_at, _set_speaker, _set_superseded_by, _set_valid_to,
+ _set_superseded_reason) = map(SLOT_SETTERS.__getitem__, (
     "id", "content", "tier", "key", "session_id", "agent_id", "category", "tags",
     "importance", "retention", "token_count", "source", "metadata", "linked_memories",
     "embedding", "access_count", "last_accessed_at", "created_at", "updated_at", "speaker",
+    "superseded_by", "valid_to", "superseded_reason",
 ))  # fmt: skip
 _CHOSEN_FIELDS = frozenset(MEMORY_FIELDS) - {"id", "content", "tier", "created_at", "updated_at"}
+SUPERSESSION_FIELDS = ("superseded_by", "valid_to", "superseded_reason")
+"""The fields a supersession sets on the older memory (all ``None`` while it is current)."""
 """What :meth:`Memory.create` takes in ``**fields`` (the rest it sets itself)."""
 
 
@@ -161,6 +178,9 @@ def _new_memory(id_: str, content: str, tier: Tier, stamp: int, chosen: dict[str
     _set_created_at(memory, stamp)
     _set_updated_at(memory, stamp)
     _set_speaker(memory, get("speaker"))
+    _set_superseded_by(memory, get("superseded_by"))
+    _set_valid_to(memory, get("valid_to"))
+    _set_superseded_reason(memory, get("superseded_reason"))
     return memory
 
 
@@ -249,6 +269,7 @@ class QueryOptions:
 
     ``tags`` matches memories carrying *all* the given tags. The time range is
     ``created_after <= created_at < created_before``. ``limit=None`` returns every match.
+    ``current`` and ``as_of`` are :class:`MemoryFilter`'s (superseded memories).
     """
 
     session_id: str | None = None
@@ -261,6 +282,8 @@ class QueryOptions:
     offset: int = 0
     order_by: OrderBy = "created_at"
     descending: bool = True
+    current: bool = False
+    as_of: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +291,10 @@ class MemoryFilter:
     """Which memories a search may return; every field that is set must hold.
 
     ``tags`` matches memories carrying *all* of them; the time range is
-    ``created_after <= created_at < created_before``. Searches apply the filter inside
-    the candidate search itself, so a selective filter never hides a match.
+    ``created_after <= created_at < created_before``. ``current`` keeps only memories
+    no newer one superseded; ``as_of`` only those that existed and were not yet
+    superseded at that time (``created_at <= as_of < valid_to``). Searches apply the
+    filter inside the candidate search itself, so a selective filter never hides a match.
     """
 
     tier: Tier | None = None
@@ -279,6 +304,8 @@ class MemoryFilter:
     created_after: int | None = None
     created_before: int | None = None
     min_retention: float | None = None
+    current: bool = False
+    as_of: int | None = None
 
     @property
     def narrows(self) -> bool:
@@ -295,6 +322,14 @@ class MemoryFilter:
             and (self.created_after is None or memory.created_at >= self.created_after)
             and (self.created_before is None or memory.created_at < self.created_before)
             and (self.min_retention is None or memory.retention >= self.min_retention)
+            and (not self.current or memory.superseded_by is None)
+            and (
+                self.as_of is None
+                or (
+                    memory.created_at <= self.as_of
+                    and (memory.valid_to is None or memory.valid_to > self.as_of)
+                )
+            )
         )
 
     def describe(self) -> tuple[str, ...]:
@@ -307,6 +342,8 @@ class MemoryFilter:
             ("created_after", self.created_after),
             ("created_before", self.created_before),
             ("min_retention", self.min_retention),
+            ("current", True if self.current else None),
+            ("as_of", self.as_of),
         )
         return tuple(f"{name}={value}" for name, value in named if value is not None)
 

@@ -211,6 +211,18 @@ class MemoryRecords(Protocol):
     def count(self, tier: Tier) -> int:
         """How many memories ``tier`` holds."""
 
+    def has_superseded(self) -> bool:
+        """True if any memory is superseded (recall needs no condition while none is)."""
+
+    def superseded_of(self, memory_id: str) -> list[Memory]:
+        """The memories ``memory_id`` superseded, oldest first."""
+
+    def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``memory_ids`` that superseded others, their ids (in id order)."""
+
+    def superseded_count(self) -> int:
+        """How many memories (in scope) are superseded."""
+
     def tag_counts(self, prefix: str) -> dict[str, int]:
         """How many memories carry each namespace tag (``family:ns:a.b``, see
         :mod:`persistence.tag_counts`) that starts with ``prefix``: read from counts kept

@@ -82,6 +82,24 @@ def _check_memory(memory: Any, max_content_bytes: int | None) -> None:
             f"got {memory.updated_at}"
         )
     require_timestamp(memory.last_accessed_at, "memory.last_accessed_at", allow_none=True)
+    _check_supersession(memory)
+
+
+def _check_supersession(memory: Memory) -> None:
+    """A superseded memory names its successor and the time; a current one neither."""
+    require_str(memory.superseded_by, "memory.superseded_by", allow_none=True, allow_empty=False)
+    require_timestamp(memory.valid_to, "memory.valid_to", allow_none=True)
+    require_str(memory.superseded_reason, "memory.superseded_reason", allow_none=True)
+    if (memory.superseded_by is None) != (memory.valid_to is None):
+        raise InvalidInputError(
+            "memory.superseded_by and memory.valid_to are set together (a superseded "
+            f"memory) or not at all (a current one), got {memory.superseded_by!r} and "
+            f"{memory.valid_to!r}"
+        )
+    if memory.superseded_by is None and memory.superseded_reason is not None:
+        raise InvalidInputError("memory.superseded_reason is set only on a superseded memory")
+    if memory.superseded_by == memory.id:
+        raise InvalidInputError(f"memory {memory.id} cannot supersede itself")
 
 
 UNSET: Any = object()
@@ -150,6 +168,7 @@ def _plain_memory(memory: Any) -> bool:
         and (m.last_accessed_at is None
              or (type(m.last_accessed_at) is int and 0 <= m.last_accessed_at <= INT64_MAX))
         and type(m.metadata) in _PLAIN_MAPPINGS
+        and m.superseded_by is None and m.valid_to is None and m.superseded_reason is None
     )  # fmt: skip
 
 

@@ -251,26 +251,39 @@ def sqlite_memory(make_sqlite_memory: Callable[..., AgentMemoryManager]) -> Agen
 
 
 SPEAKER_TABLES = ("scratchpad", "episodic", "semantic", "session_transcripts")
+SUPERSESSION_COLUMNS = (("superseded_by", "TEXT"), ("valid_to", "INTEGER"),
+                        ("superseded_reason", "TEXT"))  # fmt: skip
+"""The columns version 18 adds to each tier table."""
+
+
+def _later_columns(version: int) -> list[tuple[str, str, str]]:
+    """``(table, column, type)`` today's record SQL writes that a version-``version``
+    file lacks."""
+    later = [(table, "speaker", "TEXT") for table in SPEAKER_TABLES] if version < 9 else []
+    if version < 18:
+        later += [(t, c, kind) for t in SPEAKER_TABLES[:3] for c, kind in SUPERSESSION_COLUMNS]
+    return later
 
 
 @contextlib.contextmanager
 def old_schema_store(path: Path, version: int) -> Iterator[SQLiteStore]:
-    """A store on a file at schema ``version`` (< 9) that today's record SQL can write:
-    the ``speaker`` column of version 9 is there while the block runs and dropped after
-    it, so the file that is left is exactly a version-``version`` file with those rows."""
+    """A store on a file at schema ``version`` that today's record SQL can write: the
+    columns of later versions (``speaker`` of version 9, the supersession columns of 18)
+    are there while the block runs and dropped after it, so the file that is left is
+    exactly a version-``version`` file with those rows."""
     from migrations.sqlite import available_migrations
     from persistence.sqlite.connection import ConnectionOptions, connect
 
-    assert version < 9
+    later = _later_columns(version)
     with SQLiteStore(path, migrations=available_migrations()[:version]) as store:
         with store.transaction() as conn:
-            for table in SPEAKER_TABLES:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN speaker TEXT")
+            for table, column, kind in later:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         yield store
     conn = connect(str(path), ConnectionOptions())
     try:
         with conn:
-            for table in SPEAKER_TABLES:
-                conn.execute(f"ALTER TABLE {table} DROP COLUMN speaker")
+            for table, column, _ in later:
+                conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     finally:
         conn.close()

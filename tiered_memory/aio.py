@@ -219,3 +219,4 @@ class AsyncAgentMemoryManager:
     flush = _coroutine(AgentMemoryManager.flush)
     recall = _coroutine(AgentMemoryManager.recall)
     history = _coroutine(AgentMemoryManager.history)
+    timeline = _coroutine(AgentMemoryManager.timeline)

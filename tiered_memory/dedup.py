@@ -48,8 +48,9 @@ def find_twin(
     session_id: str | None,
     load: Callable[[list[str]], dict[str, Memory]],
 ) -> Memory | None:
-    """The oldest live memory of ``tier``, agent and session with the same normalised
-    content, or ``None``."""
+    """The oldest live, current memory of ``tier``, agent and session with the same
+    normalised content, or ``None`` (a fact true again after it was superseded is a new
+    memory: reinforcing the superseded one would leave it out of recall)."""
     ids = store.memories.find_same_content(content, tier, agent_id, session_id)
     if not ids:
         return None
@@ -62,6 +63,7 @@ def find_twin(
             and memory.tier is tier
             and memory.agent_id == agent_id
             and memory.session_id == session_id
+            and memory.superseded_by is None
             and normalised(memory.content) == text
         ):
             return memory
@@ -83,12 +85,13 @@ def near_duplicate_pairs(
 ) -> list[tuple[Memory, str]]:
     """``(newer memory, older memory id)`` for each memory of ``memories`` whose nearest
     other episodic memory of the same agent and session is at least ``threshold``
-    similar and older."""
+    similar and older; current memories only (a superseded one is not folded into the
+    fact that replaced it, nor it into one)."""
     pairs = []
     for memory in memories:
-        if memory.embedding is None:
+        if memory.embedding is None or memory.superseded_by is not None:
             continue
-        where = MemoryFilter(Tier.EPISODIC, memory.session_id, memory.agent_id)
+        where = MemoryFilter(Tier.EPISODIC, memory.session_id, memory.agent_id, current=True)
         for other_id, distance in store.indexes.vector_search(memory.embedding, 4, where=where):
             if other_id == memory.id or 1.0 - distance < threshold:
                 continue

@@ -39,7 +39,6 @@ from persistence import (
     MemoryFilter,
     MemoryStatistics,
     MemoryStorage,
-    MemoryVersion,
     Progress,
     PromotionRecord,
     RepetitionSchedule,
@@ -73,6 +72,7 @@ from tiered_memory.redaction import total_in_file
 from tiered_memory.retention import Retention
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
+from tiered_memory.supersession import HistoryCalls
 from tiered_memory.tag_counts import TagCounts
 from tiered_memory.telemetry import (
     AGENT_ID,
@@ -90,7 +90,7 @@ from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
+class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, HistoryCalls):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -284,6 +284,7 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
         entities: Sequence[Any] | None = None,
         relations: Sequence[Any] | None = None,
         dedup: bool | None = None,
+        supersedes: str | Sequence[str] | None = None,
     ) -> Memory:
         """Store a new memory and its review schedule; return it as stored.
 
@@ -295,6 +296,9 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
         same transaction, supported by this memory. ``dedup`` overrides
         ``MemoryConfig.dedup`` for this call (``False``: always a new memory, for callers
         whose records differ by more than their text, like the LangGraph store's items).
+        ``supersedes`` (an id or ids of this agent's episodic or semantic memories) marks
+        them superseded by the new memory in the same transaction (see
+        :mod:`tiered_memory.supersession`; such a write is never deduplicated).
         """
         agent_id = stamped(self.agent_id, agent_id)
         attributes = {AGENT_ID: agent_id, CONVERSATION_ID: session_id, RECORD_COUNT: 1}
@@ -303,7 +307,7 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
                 content, tier, session_id=session_id, agent_id=agent_id, importance=importance,
                 tags=tags, metadata=metadata, source=source, category=category, key=key,
                 embedding=embedding, speaker=speaker, entities=entities, relations=relations,
-                dedup=dedup,
+                dedup=dedup, supersedes=supersedes,
             )  # fmt: skip
             span.stored((memory,))
             return memory
@@ -345,20 +349,12 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts):
             span.stored((memory,))
             return memory
 
-    def history(self, memory_id: str) -> list[MemoryVersion]:
-        """The contents a memory had, oldest first (version 1: as remembered), each with
-        who changed it and when; ``[]`` for a memory whose content never changed.
-        Forgetting the memory forgets its history."""
-        self._require_open()
-        require_str(memory_id, "memory_id")
-        if self.agent_id is not None and self.get(memory_id) is None:
-            return []  # not this agent's memory (on a file the history has no agent)
-        return self._notebook.memory_versions(memory_id)
-
     def query(self, tier: Tier | str | None = None, **filters: Any) -> list[Memory]:
         """Memories matching every filter (the fields of :class:`QueryOptions`).
 
         With no ``tier`` the three tiers are searched and merged in the requested order.
+        Superseded memories are left out unless ``include_superseded=True``; ``as_of``
+        (epoch ms) lists the memories true at that time.
         """
         if self.agent_id is not None:
             filters["agent_id"] = stamped(self.agent_id, filters.get("agent_id"))

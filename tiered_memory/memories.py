@@ -23,11 +23,16 @@ from persistence import (
     StoreClosedError,
     Tier,
     parse_tier,
+    require_bool,
     require_str,
 )
 from tiered_memory.scratchpad import Scratchpad
 
-QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions))
+QUERY_FILTERS = frozenset(f.name for f in fields(QueryOptions)) - {"current"} | {
+    "include_superseded"
+}
+"""``query()``'s filters: :class:`QueryOptions`' (``current`` aside: superseded memories
+are left out unless ``include_superseded=True`` or ``as_of`` asks about a time)."""
 
 
 class Memories:
@@ -119,7 +124,10 @@ class Memories:
             )
         if isinstance(filters.get("tags"), list):
             filters["tags"] = tuple(filters["tags"])
-        options = QueryOptions(**filters)
+        include = filters.pop("include_superseded", False)
+        require_bool(include, "include_superseded")
+        current = not include and filters.get("as_of") is None
+        options = QueryOptions(**filters, current=current)
         if tier is not None:
             return self.store.memories.query(parse_tier(tier), options)
         window = None if options.limit is None else options.limit + options.offset

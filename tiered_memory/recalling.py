@@ -52,6 +52,8 @@ class RecallCalls:
         min_score: float | None = None,
         relative_cut: float | None = None,
         notes: Literal[False] = False,
+        include_superseded: bool = False,
+        as_of: int | None = None,
     ) -> list[RecallHit]: ...
 
     @overload
@@ -70,6 +72,8 @@ class RecallCalls:
         min_score: float | None = None,
         relative_cut: float | None = None,
         notes: bool,
+        include_superseded: bool = False,
+        as_of: int | None = None,
     ) -> list[RecallHit | NoteHit]: ...
 
     def recall(
@@ -87,6 +91,8 @@ class RecallCalls:
         min_score: float | None = None,
         relative_cut: float | None = None,
         notes: bool = False,
+        include_superseded: bool = False,
+        as_of: int | None = None,
     ) -> list[RecallHit] | list[RecallHit | NoteHit]:
         """The ``k`` memories that best answer ``query``, each with its score and why.
 
@@ -101,6 +107,13 @@ class RecallCalls:
         ``min_score`` drops hits scoring below it, ``relative_cut`` those under that
         share of the best hit's score (defaults: ``RecallSettings``, off). A hit whose
         keyword match came only from the turns around it says so in its explanation.
+
+        Only current memories answer: one a newer memory superseded (``remember(...,
+        supersedes=...)``) is left out inside each search, so the ``k`` are the best
+        current ones. ``include_superseded=True`` lets them compete, each explained
+        ("superseded by <id> on <date>"); ``as_of`` (epoch ms) answers as of that time:
+        the memories that existed then and were not yet superseded. A hit that replaced
+        others says so ("supersedes <ids>").
         """
         self._require_open()
         agent_id = stamped(self.agent_id, agent_id)
@@ -112,7 +125,7 @@ class RecallCalls:
                 query, k, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
                 created_after=created_after, created_before=created_before,
                 min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
-                notes=notes,
+                notes=notes, include_superseded=include_superseded, as_of=as_of,
             )  # fmt: skip
             span.set(RECORD_COUNT, len(hits))
             span.records(_hit_record(hit) for hit in hits)

@@ -37,6 +37,12 @@ from tiered_memory.graph.facade import entity_facts, relation_facts
 from tiered_memory.memories import Memories, touched
 from tiered_memory.redaction import Redactor, count_in_file, redact_fields, with_count
 from tiered_memory.sessions import SessionManager
+from tiered_memory.supersession import (
+    EXPLICIT,
+    check_supersedes,
+    supersede,
+    superseded_memories,
+)
 
 
 class MemoryWriter:
@@ -89,6 +95,7 @@ class MemoryWriter:
         entities: Sequence[Any] | None = None,
         relations: Sequence[Any] | None = None,
         dedup: bool | None = None,
+        supersedes: str | Sequence[str] | None = None,
     ) -> Memory:
         """``AgentMemoryManager.remember`` (same arguments, same defaults)."""
         self._memories.require_open()
@@ -97,6 +104,7 @@ class MemoryWriter:
         if dedup is not None:
             require_bool(dedup, "dedup")
         require_content(content)
+        replaced = check_supersedes(supersedes, tier)
         check_new_fields(session_id=session_id, agent_id=agent_id, importance=importance,
                          tags=tags, metadata=metadata, source=source, category=category,
                          key=key, speaker=speaker, embedding=embedding)  # fmt: skip
@@ -114,11 +122,11 @@ class MemoryWriter:
             "tags": tags, "metadata": metadata, "source": source, "category": category,
             "embedding": embedding, "speaker": speaker,
         }  # fmt: skip
-        deduplicate = self._config.dedup if dedup is None else dedup
+        deduplicate = (self._config.dedup if dedup is None else dedup) and not replaced
         if tier is not Tier.SCRATCHPAD:
             memory = self._new_memory(content, tier, now, chosen)
             schedule = self._curve.schedule_for(memory.id, memory.importance, now)
-            if no_facts and not redacted and not self.store.in_transaction:
+            if no_facts and not redacted and not replaced and not self.store.in_transaction:
                 stored = self.store.memories.remember_new(  # the store's quick path, if it has one
                     memory, schedule, touch_at=now if session_id is not None else None,
                     dedup=deduplicate,
@@ -135,6 +143,7 @@ class MemoryWriter:
             if session_id is not None:
                 self._sessions.check_active(session_id)
             count_in_file(self.store, redacted)
+            older = superseded_memories(self._memories, self.store, replaced, agent_id)
             if deduplicate and tier is not Tier.SCRATCHPAD:
                 twin = duplicates.find_twin(
                     self.store, content, tier, agent_id, session_id, self._memories.get_many
@@ -146,6 +155,7 @@ class MemoryWriter:
             else:
                 (stored,) = self.store.memories.insert_memories([memory], [schedule])
                 self._memories.cache.set(stored.id, stored)
+                supersede(self._memories, older, stored, EXPLICIT)
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.schedules.get_repetition_schedule(stored.id) is None

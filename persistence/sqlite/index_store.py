@@ -15,6 +15,7 @@ The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import apsw
@@ -86,6 +87,9 @@ class MirrorVectors(VectorMirror):
         self.engine = engine
         self.first_stage: VectorCandidates = self.vector_candidates
         """The first stage of :meth:`nearest` (a test swaps in a spy)."""
+        self.current_share = 1.0
+        """The share of candidates the last search for current (or ``as_of``) memories
+        kept: the next one starts that much deeper (one round, not two; still checked)."""
 
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
         """``search(conn, dim)`` in one snapshot, at the dimension the file records."""
@@ -109,19 +113,31 @@ class MirrorVectors(VectorMirror):
             if everything is not None:
                 return vector_reads.nearest(everything, query, limit)
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+        if where.narrows and in_time_only:  # as deep as the last such search had to go
+            count = min(int(1.2 * wanted / self.current_share) + 1, max(self.size, wanted))
         candidates = self.first_stage(conn, query, count, where.tier)
         while where.narrows:
             passed = vector_reads.accepted_among(conn, where, candidates)
+            if in_time_only and candidates:
+                self.current_share = max(len(passed) / len(candidates), 0.01)
             total = self.size
             if len(passed) >= wanted or len(candidates) < count or count >= total:
-                candidates = passed
+                candidates = passed[:wanted]  # as many re-ranked as without a filter
                 break
             share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
-            if share * total <= exact_scan_max:
+            # Superseded memories aside (most of a file is current), search deeper: an
+            # exact scan of what passes would read most vectors of the file.
+            if not in_time_only and share * total <= exact_scan_max:
                 everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
                 if everything is not None:
                     return vector_reads.nearest(everything, query, limit)
-            count = min(max(count * 4, int(2 * wanted / share)), total)
+            deeper = (
+                int(1.2 * wanted / share)
+                if in_time_only
+                else max(count * 4, int(2 * wanted / share))
+            )
+            count = min(deeper, total)
             candidates = self.first_stage(conn, query, count, where.tier)
         return vector_reads.rerank(conn, candidates, query, limit)
 

@@ -78,7 +78,19 @@ def accepted_embeddings(
 def accepted_among(
     conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
 ) -> list[tuple[str, Tier]]:
-    """The ``candidates`` that ``where`` accepts, in their order."""
+    """The ``candidates`` that ``where`` accepts, in their order (for ``current`` alone,
+    the superseded ones are looked up in their partial index and left out)."""
+    if index_sql.current_only(where):
+        gone: set[str] = set()
+        for tier in Tier:
+            ids = [memory_id for memory_id, at in candidates if at is tier]
+            if ids and (where.tier is None or tier is where.tier):
+                gone.update(column(conn, index_sql.superseded_among(tier, ids)))
+        return [
+            (memory_id, tier)
+            for memory_id, tier in candidates
+            if memory_id not in gone and (where.tier is None or tier is where.tier)
+        ]
     keep: set[str] = set()
     for tier in Tier:
         ids = [memory_id for memory_id, at in candidates if at is tier]

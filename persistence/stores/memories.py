@@ -282,6 +282,41 @@ class MemoryStore:
         with self.engine.reading() as conn:
             return int(value(conn, self.sql.count(tier, self.config.scope)))
 
+    def has_superseded(self) -> bool:
+        """True if any memory (of any agent) is superseded: one probe of a partial index."""
+        with self.engine.reading() as conn:
+            return bool(value(conn, self.sql.any_superseded()))
+
+    def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``memory_ids`` that superseded others (in scope), their ids in id
+        order: one statement per tier for all of them (recall's explanations)."""
+        for memory_id in memory_ids:
+            require_str(memory_id, "memory_id")
+        found: dict[str, list[str]] = {}
+        if not memory_ids:
+            return found
+        with self.engine.reading() as conn:
+            for statement in self.sql.superseded_pairs(memory_ids, self.config.scope):
+                for newer, older in rows(conn, statement):
+                    found.setdefault(newer, []).append(older)
+        return {newer: sorted(older) for newer, older in found.items()}
+
+    def superseded_count(self) -> int:
+        """How many memories (in scope) are superseded (the inspector's overview)."""
+        with self.engine.reading() as conn:
+            return int(value(conn, self.sql.count_superseded(self.config.scope)) or 0)
+
+    def superseded_of(self, memory_id: str) -> list[Memory]:
+        """The memories ``memory_id`` superseded (in scope), oldest first."""
+        require_str(memory_id, "memory_id")
+        with self.engine.reading() as conn:
+            found = [
+                self.sql.to_memory(r)
+                for statement in self.sql.superseded_of(memory_id, self.config.scope)
+                for r in rows(conn, statement)
+            ]
+        return sorted(found, key=lambda m: (m.created_at, m.id))
+
     def tag_counts(self, prefix: str, agent_id: str | None = None) -> dict[str, int]:
         """How many memories carry each namespace tag starting with ``prefix`` (with
         ``agent_id``: of that agent's memories only; a scoped handle: its agent's)."""

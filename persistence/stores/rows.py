@@ -31,6 +31,8 @@ def validate_query(options: QueryOptions, order_columns: Collection[str]) -> Non
     require_int(options.limit, "limit", allow_none=True, minimum=0)
     require_int(options.offset, "offset", minimum=0)
     require_bool(options.descending, "descending")
+    require_bool(options.current, "current")
+    require_int(options.as_of, "as_of", allow_none=True, minimum=0)
 
 
 def query_filters(options: QueryOptions) -> dict[str, Any]:
@@ -42,6 +44,8 @@ def query_filters(options: QueryOptions) -> dict[str, Any]:
         "tags": options.tags,
         "created_after": options.created_after,
         "created_before": options.created_before,
+        "current": options.current or None,
+        "as_of": options.as_of,
     }
 
 
@@ -54,6 +58,8 @@ def filter_fields(where: MemoryFilter) -> dict[str, Any]:
         "created_after": where.created_after,
         "created_before": where.created_before,
         "min_retention": where.min_retention,
+        "current": where.current or None,
+        "as_of": where.as_of,
     }
 
 
@@ -80,7 +86,19 @@ def field_conditions(filters: Mapping[str, Any], mark: str) -> tuple[list[str], 
         if value is not None:
             where.append(condition.format(mark))
             params.append(value)
+    if filters.get("current"):
+        where.append(CURRENT.format(alias="t."))
+    as_of = filters.get("as_of")
+    if as_of is not None:
+        where.append(AS_OF.format(alias="t.", mark=mark))
+        params += [as_of, as_of]
     return where, params
+
+
+CURRENT = "{alias}superseded_by IS NULL"
+"""A memory no newer one superseded (``{alias}``: its table's alias and a dot)."""
+AS_OF = "{alias}created_at <= {mark} AND ({alias}valid_to IS NULL OR {alias}valid_to > {mark})"
+"""A memory that existed and was not yet superseded at a time (its two parameters)."""
 
 
 def index_backed(where: MemoryFilter) -> bool:

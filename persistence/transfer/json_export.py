@@ -55,8 +55,9 @@ TABLES = (
 )  # fmt: skip
 MEMORY_FIELDS = tuple(name for name in records.MEMORY_FIELDS if name != "tier")
 """A memory row's fields (the tier is the table it is listed under)."""
-OPTIONAL_MEMORY_FIELDS = ("speaker",)
-"""Exported since schema version 9; a document without them imports as ``None``."""
+OPTIONAL_MEMORY_FIELDS = ("speaker", "superseded_by", "valid_to", "superseded_reason")
+"""Exported since schema version 9 (``speaker``) and 18 (supersession); a document
+without them imports as ``None`` (a memory of an older export is current)."""
 
 _R = TypeVar("_R")
 

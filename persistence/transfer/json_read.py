@@ -252,6 +252,9 @@ def _memory(
         created_at=_int(r, "created_at", where) or 0,
         updated_at=_int(r, "updated_at", where) or 0,
         speaker=_optional_str(r, "speaker", where),
+        superseded_by=_optional_str(r, "superseded_by", where),
+        valid_to=_int(r, "valid_to", where, nullable=True) if "valid_to" in r else None,
+        superseded_reason=_optional_str(r, "superseded_reason", where),
     )
     checked(where, partial(validate_memory, max_content_bytes=max_content_bytes), memory)
     if len(set(memory.tags)) != len(memory.tags):

@@ -260,7 +260,7 @@ def test_a_v11_file_keeps_its_sessions_and_log_store_wide(db_path: Path) -> None
     from persistence import SessionState
     from persistence.sqlite.session_store import SessionStore
 
-    with SQLiteStore(db_path, migrations=sqlite_chain.available_migrations()[:11]) as old:
+    with old_schema_store(db_path, 11) as old:
         old.put_session(SessionState("old", 1, 1))
         kept = old.put_episodic(Memory.create("old fact", Tier.EPISODIC))
         old.memories.forget_memory(kept.id, "test")
@@ -300,14 +300,11 @@ def _raw_contents(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         conn.close()
 
 
-def test_a_v17_file_written_by_the_chain_opens_unchanged(db_path: Path) -> None:
-    """A file made by the SQLite chain at today's head (version 17: memories, a session,
-    its transcript, the forgetting log) opens with today's code without a migration and
-    without a changed row or schema entry."""
-    v17 = sqlite_chain.available_migrations()[:17]
-    assert [m.VERSION for m in v17] == list(range(1, 18))
-    assert sqlite_chain.LATEST_VERSION == 17, "a version 18 ships: a v17 file now migrates"
-    with SQLiteStore(db_path, migrations=v17) as old:
+def test_a_v17_file_with_memories_migrates_to_v18_all_current(db_path: Path) -> None:
+    """A file made by the SQLite chain at version 17 (memories, a session, its
+    transcript, the forgetting log) migrates to 18: every memory reads back as it was and
+    current (no ``superseded_by``, ``valid_to`` or reason), every other row unchanged."""
+    with old_schema_store(db_path, 17) as old:
         stored = _fill(old, 40)
         old.sessions.put_session(SessionState("s1", 1, 1))
         old.sessions.append_transcript("s1", 1, "user", "hello there", speaker="Ana")
@@ -316,14 +313,16 @@ def test_a_v17_file_written_by_the_chain_opens_unchanged(db_path: Path) -> None:
     assert max(row[0] for row in before["schema_version"]) == 17
 
     with SQLiteStore(db_path) as store:
-        assert store.schema_version == 17
-        assert [store.memories.get_memory(m.id) for m in stored[1:]] == stored[1:]
-    conn = connect(str(db_path), ConnectionOptions())
-    try:
-        assert sqlite_chain.apply_migrations(conn, v17) == []
-    finally:
-        conn.close()
-    assert _raw_contents(db_path) == before
+        assert store.schema_version == sqlite_chain.LATEST_VERSION >= 18
+        found = [store.memories.get_memory(m.id) for m in stored[1:]]
+        assert found == stored[1:]
+        assert all(m is not None and m.current and m.valid_to is None for m in found)
+        assert not store.memories.has_superseded()
+    after = _raw_contents(db_path)
+    for table in ("session_transcripts", "sessions", "forgetting_log", "memory_tags"):
+        assert after[table] == before[table]
+    for tier in ("episodic", "semantic"):  # the same rows, three NULL columns more
+        assert after[tier] == sorted(((*row, None, None, None) for row in before[tier]), key=repr)
 
 
 def test_the_chains_heads_match_their_modules() -> None:
@@ -344,7 +343,7 @@ def test_importing_the_migrations_loads_no_driver() -> None:
         "print(migrations.sqlite.LATEST_VERSION, migrations.postgres.LATEST_VERSION,"
         " sorted(d for d in ('apsw', 'psycopg', 'sqlite3') if d in sys.modules))"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout (not tests/): its own chains
     env = {**os.environ, "PYTHONPATH": str(root)}
     run = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env, cwd=root

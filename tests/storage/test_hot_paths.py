@@ -174,7 +174,8 @@ def test_every_memory_field_is_filled_from_its_own_column() -> None:
                     "tags": '["tags"]', "embedding": struct.pack("<f", 0.5)}  # fmt: skip
     # each column its own value, of the column's type (the decoder checks the types)
     numbers = {"token_count": 11, "access_count": 12, "last_accessed_at": 13, "created_at": 14,
-               "updated_at": 15, "importance": 0.25, "retention": 0.75}  # fmt: skip
+               "updated_at": 15, "importance": 0.25, "retention": 0.75,
+               "valid_to": 16}  # fmt: skip
     values = {name: numbers.get(name, f"value of {name}") for name in read}
     row = tuple(json_columns.get(name, values[name]) for name in read)
     memory = memory_sql.any_tier_memory((*row, "semantic"))
@@ -237,7 +238,8 @@ def test_memory_create_fills_the_dataclass_defaults() -> None:
     chosen = {"key": "k", "session_id": "s", "agent_id": "a", "category": "c", "tags": ("t",),
               "importance": 0.25, "retention": 0.5, "token_count": 3, "source": "src",
               "metadata": {"m": 1}, "linked_memories": ("l",), "access_count": 2,
-              "last_accessed_at": 5, "speaker": "Ann"}  # fmt: skip
+              "last_accessed_at": 5, "speaker": "Ann", "superseded_by": "n", "valid_to": 9,
+              "superseded_reason": "supersedes"}  # fmt: skip
     made = Memory.create("x", Tier.SEMANTIC, id="i", now=7, **chosen)
     assert made == Memory(id="i", content="x", tier=Tier.SEMANTIC, created_at=7, updated_at=7,
                           **chosen)  # fmt: skip

@@ -46,7 +46,10 @@ def test_the_export_format_keeps_its_field_order() -> None:
         "created_at",
         "updated_at",
         "speaker",
-    )  # fmt: skip  (speaker: schema 9, optional on import)
+        "superseded_by",
+        "valid_to",
+        "superseded_reason",
+    )  # fmt: skip  (speaker: schema 9, the last three 18: optional on import)
     assert set(MEMORY_FIELDS) == set(EXPORTED) | {"tier"}
 
 
@@ -60,7 +63,7 @@ def test_the_tier_tables_store_every_field() -> None:
 def test_remember_takes_exactly_the_new_memory_fields() -> None:
     taken = set(inspect.signature(AgentMemoryManager.remember).parameters) - {"self", "content"}
     graph_facts = {"entities", "relations"}  # facts for the knowledge graph, not fields
-    per_call = {"dedup"}  # how this call writes, not a field
+    per_call = {"dedup", "supersedes"}  # how this call writes (what it replaces), not a field
     assert taken == set(NEW_MEMORY_FIELDS) | {"tier", "key"} | graph_facts | per_call
     assert all(name in {f for f in Memory.__dataclass_fields__} for name in NEW_MEMORY_FIELDS)
 

@@ -9,6 +9,9 @@ the background thread's idle time, so that it is merging the keyword index when 
 comes; prints ``W id token`` (the memory's unique word) once stored.
 ``worker.py manager-crash DB SEED``: the same through AgentMemoryManager, with
 ``decay()`` passes on memories that fade in milliseconds (``D forgotten-count``).
+``worker.py supersede-crash DB SEED``: forever, a new memory that supersedes the newest
+of a chain (its metadata names the one it supersedes), printing ``S new old`` once it
+returned.
 ``worker.py batch DB SEED``: forever, 40 memories at a time in interleaved sessions, by
 ``remember_many`` (prints ``B tag`` once it returned) or by ``remember()`` calls in one
 ``transaction()`` (``T tag``); each memory of a batch carries the batch's tag.
@@ -189,6 +192,18 @@ def manager_crash(path: str, seed: int) -> None:
             _say("D", str(memory.decay().forgotten))
 
 
+def supersede_crash(path: str, seed: int) -> None:
+    memory = AgentMemoryManager.open(path, embedder=None)
+    _say("READY")
+    rng = random.Random(seed)
+    newest = memory.remember(f"chain {seed} start", metadata={"supersedes": None}).id
+    while True:
+        content = f"chain {seed} fact {rng.random()} " + "z" * rng.randrange(0, 800)
+        new = memory.remember(content, metadata={"supersedes": newest}, supersedes=newest)
+        _say("S", new.id, newest)
+        newest = new.id
+
+
 def batch(path: str, seed: int) -> None:
     rng = random.Random(seed)
     with AgentMemoryManager.open(path, embedder=None) as memory:
@@ -354,6 +369,8 @@ if __name__ == "__main__":
         merge_crash(db, int(rest[0]))
     elif command == "manager-crash":
         manager_crash(db, int(rest[0]))
+    elif command == "supersede-crash":
+        supersede_crash(db, int(rest[0]))
     elif command == "batch":
         batch(db, int(rest[0]))
     elif command == "operate":

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from persistence import InvalidImportError
+from persistence.records import SUPERSESSION_FIELDS
 from tests.conftest import FakeClock
 from tests.support.data_checks import data_checksum
 from tests.support.populate import populate
@@ -92,8 +93,9 @@ def broken_documents(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
         path = draw(st.sampled_from(objects))
         target = _at(doc, path)
         if kind == "drop":
-            # speaker is optional too: documents from before schema version 9 lack it
-            optional = {"embedding_model", "speaker"}
+            # speaker and the supersession fields are optional too: documents from
+            # before schema version 9 (18) lack them
+            optional = {"embedding_model", "speaker", *SUPERSESSION_FIELDS}
             del target[draw(st.sampled_from(sorted(set(target) - optional)))]
         else:
             target[draw(st.text(min_size=1, max_size=8).filter(lambda k: k not in target))] = 1

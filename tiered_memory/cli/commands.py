@@ -46,6 +46,7 @@ from tiered_memory.cli.app import (
     main,
     read_key_file,
 )
+from tiered_memory.cli.moments import MomentType
 from tiered_memory.cli.notes import note_row
 from tiered_memory.config import MemoryConfig
 from tiered_memory.copying import copy_memory
@@ -319,6 +320,19 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
 @click.option("--notes", is_flag=True, help="Notes compete too, as hits of their own kind.")
 @click.option(
+    "--as-of",
+    "as_of",
+    type=MomentType(),
+    default=None,
+    help="Answer as of this moment: memories that existed then and were not yet "
+    "superseded (epoch milliseconds, or an ISO 8601 date or time, UTC unless it says).",
+)
+@click.option(
+    "--include-superseded",
+    is_flag=True,
+    help="Superseded memories compete too (each hit says what superseded it).",
+)
+@click.option(
     "--min-score",
     type=float,
     default=None,
@@ -344,9 +358,9 @@ def sessions(db: str, include_ended: bool, as_json: bool) -> None:
 )
 @json_option
 def search(db: str, query: str, k: int, tier: str | None, session_id: str | None,
-           tags: tuple[str, ...], notes: bool, min_score: float | None,
-           relative_cut: float | None, reinforce: bool, keywords_only: bool,
-           as_json: bool) -> None:  # fmt: skip
+           tags: tuple[str, ...], notes: bool, as_of: int | None, include_superseded: bool,
+           min_score: float | None, relative_cut: float | None, reinforce: bool,
+           keywords_only: bool, as_json: bool) -> None:  # fmt: skip
     """Recall the K memories that best answer QUERY, each with why it came back.
 
     Read only: memories not embedded yet are ranked by their keywords (the hit says
@@ -362,7 +376,8 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
         with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
             hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags,
                                  notes=notes, min_score=min_score,
-                                 relative_cut=relative_cut)  # fmt: skip
+                                 relative_cut=relative_cut, as_of=as_of,
+                                 include_superseded=include_superseded)  # fmt: skip
             if reinforce:
                 memory.flush()  # the reviews now, so that a failure is reported
     except (EmbeddingModelMismatchError, EmbedderError) as exc:

@@ -303,7 +303,8 @@ class TieredMemoryStore(CheckedCalls):
         now = self.memory.clock()
         count = 0
         with self.memory.transaction():
-            for memory in self.memory.query(None, tags=(TTL_TAG,), limit=None):
+            expiring = self.memory.query(None, tags=(TTL_TAG,), limit=None, include_superseded=True)
+            for memory in expiring:
                 if memory.category == CATEGORY and expired(memory.metadata, now):
                     minutes = memory.metadata.get(TTL_KEY)
                     reason = f"expired: its LangGraph TTL of {minutes} min passed"
@@ -352,8 +353,8 @@ class TieredMemoryStore(CheckedCalls):
         every item of the category (34 ms a lookup at 35k items, against 0.1 ms)."""
         tag = (_item_tag(namespace, key),)
         for tier in (self.tier, None):
-            found = self.memory.query(tier, tags=tag, limit=None)
-            for memory in found:
+            found = self.memory.query(tier, tags=tag, limit=None, include_superseded=True)
+            for memory in found:  # an item superseded by a memory is still the item
                 if memory.category == CATEGORY:
                     return memory
         return None

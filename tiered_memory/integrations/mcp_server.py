@@ -113,14 +113,17 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
         metadata: dict[str, Any] | None = None,
         source: str | None = None,
         category: str | None = None,
+        supersedes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Store a memory (tier: scratchpad, episodic or semantic; importance 0-1); it is
-        durable when this returns. Returns the memory with its id."""
+        durable when this returns. Returns the memory with its id. supersedes: ids of
+        memories this one replaces (a fact that changed): recall then answers with the
+        new one."""
         stored = await _tool(
             memory.remember(
                 content, tier, session_id=session_id, agent_id=agent_id,
                 importance=importance, tags=tags or (), metadata=metadata, source=source,
-                category=category,
+                category=category, supersedes=supersedes or None,
             )
         )  # fmt: skip
         return _memory(stored)
@@ -136,16 +139,21 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
         min_score: float | None = None,
         relative_cut: float | None = None,
         notes: bool = False,
+        as_of: int | None = None,
+        include_superseded: bool = False,
     ) -> dict[str, Any]:
         """The k memories that best answer the query, best first, each with its score and
         an explanation of which signals (keywords, meaning) matched and how much, and
         whether a keyword match came from the turns around a memory. min_score drops hits
         scoring below it, relative_cut (0-1) those under that share of the best score.
-        notes: notes compete too, as hits of kind "note" (memories' hits: "memory")."""
+        notes: notes compete too, as hits of kind "note" (memories' hits: "memory").
+        Only current memories answer (one superseded by a newer memory is left out);
+        as_of (epoch ms) answers as of that moment; include_superseded: they compete too,
+        each saying what superseded it."""
         hits = await _tool(
             memory.recall(query, k, tier=tier, session_id=session_id, agent_id=agent_id,
                           tags=tags or (), min_score=min_score, relative_cut=relative_cut,
-                          notes=notes)
+                          notes=notes, as_of=as_of, include_superseded=include_superseded)
         )  # fmt: skip
         return {"hits": [_hit(h) for h in hits]}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -41,12 +42,14 @@ from persistence import (
     Tier,
     parse_tier,
     require_bool,
+    require_int,
     require_str,
     require_str_tuple,
     validate_filter,
 )
 from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder, blended_note
 from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.recall.chains import with_chain_notes
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
@@ -119,24 +122,32 @@ class Recaller:
         min_score: float | None = None,
         relative_cut: float | None = None,
         notes: bool = False,
+        include_superseded: bool = False,
+        as_of: int | None = None,
     ) -> list[RecallHit | NoteHit]:
         """The ``k`` best hits for ``query`` among the memories the filters accept (and,
         with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`); fewer
         when ``min_score`` or ``relative_cut`` drop some (see :class:`RecallSettings`;
-        ``None`` takes the settings' value)."""
+        ``None`` takes the settings' value). Current memories only, unless
+        ``include_superseded``; ``as_of``: the memories true at that time."""
         require_str(query, "query")
         require_bool(notes, "notes")
+        require_bool(include_superseded, "include_superseded")
+        require_int(as_of, "as_of", allow_none=True, minimum=0)
         k = check_k(k)
         check_cuts(min_score, relative_cut)
         chosen = None if tier is None else parse_tier(tier)
         require_str_tuple(tags, "tags")
         where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
-                             created_before, min_retention)  # fmt: skip
+                             created_before, min_retention, as_of=as_of)  # fmt: skip
         validate_filter(where)
         words = keywords(query)
         if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
+        chains = store.memories.has_superseded()  # none: every memory is current, as is
+        current = chains and not include_superseded and as_of is None
+        where = replace(where, current=current)
         # At most ~250 ms for a backlog; what still waits is found by its keywords.
         if store.read_only or self.reviews.paused():
             unseen = store.indexes.unembedded_count() if self._embeddings.embedder() else 0
@@ -169,7 +180,7 @@ class Recaller:
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
-        described, now = where.describe(), self._clock()
+        described, now = replace(where, current=False).describe(), self._clock()
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
             if found is not None:
@@ -195,7 +206,9 @@ class Recaller:
             fused = with_paths(fused, paths)
         skipped = getattr(ranked["keyword"], "skipped", None)  # a backend's KeywordHits
         top = self._explained(fused, k, described, now, unseen if found is not None else 0,
-                              (skipped,) if skipped else ())  # fmt: skip
+                              (skipped,) if skipped else (), where)  # fmt: skip
+        if chains:
+            top = with_chain_notes(top, store.memories.superseded_ids)
         floor = settings.min_score if min_score is None else min_score
         share = settings.relative_cut if relative_cut is None else relative_cut
         top = top[: cut([hit.score for hit in top], floor, share)]
@@ -284,10 +297,16 @@ class Recaller:
         now: int,
         unseen: int,
         skipped: tuple[str, ...] = (),
+        where: MemoryFilter | None = None,
     ) -> list[RecallHit]:
         """Fetch and explain candidates strongest first, a batch at a time, until none
         left can reach the top ``k`` (early stop). ``skipped``: what the keyword search
-        left out (every hit's explanation says it)."""
+        left out (every hit's explanation says it). A candidate that signals other than
+        the searches added (a conversation neighbour) counts only if ``where``'s
+        supersession condition (``current``, ``as_of``) accepts it."""
+        chain = None  # the supersession condition alone, checked on RAM copies
+        if where is not None and (where.current or where.as_of is not None):
+            chain = MemoryFilter(current=where.current, as_of=where.as_of)
         settings = self.settings
         strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
@@ -301,6 +320,8 @@ class Recaller:
             memories = self._get_many(chunk)
             for memory_id in chunk:
                 memory = memories.get(memory_id)
+                if chain is not None and memory is not None and not chain.accepts(memory):
+                    continue
                 if memory is not None:  # forgotten meanwhile
                     notes = skipped
                     if unseen and memory.embedding is None:

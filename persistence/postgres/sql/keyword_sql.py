@@ -128,7 +128,10 @@ def _single_tokens(words: Sequence[str]) -> bool:
 
 def _on_keyword_rows(where: MemoryFilter) -> bool:
     """True if ``tm_keywords``' own columns decide ``where`` (tier, agent, time range)."""
-    return where.session_id is None and not where.tags and where.min_retention is None
+    return (
+        where.session_id is None and not where.tags and where.min_retention is None
+        and not where.current and where.as_of is None
+    )  # fmt: skip
 
 
 def search(

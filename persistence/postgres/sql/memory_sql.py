@@ -42,7 +42,8 @@ database's own collation may be a language's)."""
 _COLUMNS = (
     "id", "content", "tier", "key", "session_id", "agent_id", "category", "tags",
     "importance", "retention", "token_count", "source", "metadata", "linked_memories",
-    "access_count", "last_accessed_at", "created_at", "updated_at", "speaker",
+    "access_count", "last_accessed_at", "created_at", "updated_at", "speaker", "superseded_by",
+    "valid_to", "superseded_reason",
 )  # fmt: skip
 _WRITTEN = ", ".join(_COLUMNS)
 SELECT = (
@@ -126,7 +127,8 @@ def encode_row(memory: Memory) -> tuple[Any, ...]:
         memory.session_id, memory.agent_id, memory.category, list(memory.tags),
         float(memory.importance), float(memory.retention), memory.token_count, memory.source,
         metadata, list(memory.linked_memories), memory.access_count, memory.last_accessed_at,
-        memory.created_at, memory.updated_at, memory.speaker,
+        memory.created_at, memory.updated_at, memory.speaker, memory.superseded_by,
+        memory.valid_to, memory.superseded_reason,
     )  # fmt: skip
 
 
@@ -462,6 +464,38 @@ def page(tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE) -> Stateme
         f"{SELECT} WHERE t.tier = %s AND {ID} > %s{mine} ORDER BY {ID} LIMIT %s",
         (tier.value, after_id, *agent, limit),
     )
+
+
+def any_superseded() -> Statement:
+    """One value, true if any memory is superseded (a probe of the partial index)."""
+    return Statement("SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)")
+
+
+def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """``(superseded_by, id)`` of the memories (of ``scope``) that any of ``memory_ids``
+    superseded (through the partial index on ``superseded_by``)."""
+    mine, agent = _mine(scope)
+    return [
+        Statement(
+            f"SELECT t.superseded_by, t.id FROM tm_memories AS t "
+            f"WHERE t.superseded_by = ANY(%s){mine}",
+            (list(memory_ids), *agent),
+        )
+    ]
+
+
+def count_superseded(scope: Scope = WHOLE) -> Statement:
+    """How many memories (of ``scope``) are superseded: one value."""
+    mine, agent = _mine(scope, "scope")
+    return Statement(
+        f"SELECT count(*) FROM tm_memories WHERE superseded_by IS NOT NULL{mine}", agent
+    )
+
+
+def superseded_of(memory_id: str, scope: Scope = WHOLE) -> list[Statement]:
+    """The memories (of ``scope``) that ``memory_id`` superseded: :func:`to_memory` rows."""
+    mine, agent = _mine(scope)
+    return [Statement(f"{SELECT} WHERE t.superseded_by = %s{mine}", (memory_id, *agent))]
 
 
 def count(tier: Tier, scope: Scope = WHOLE) -> Statement:

@@ -4,6 +4,7 @@ for the recall searches (the filter goes inside the search, never after its LIMI
 from __future__ import annotations
 
 from persistence.records import MemoryFilter
+from persistence.stores.rows import AS_OF, CURRENT
 from persistence.stores.rows import index_backed as index_backed  # shared; the store asks here
 
 
@@ -32,4 +33,9 @@ def condition(where: MemoryFilter, alias: str = "m") -> tuple[str, dict[str, obj
     if where.min_retention is not None:
         conds.append(f"{alias}.retention >= %(f_ret)s")
         params["f_ret"] = where.min_retention
+    if where.current:
+        conds.append(CURRENT.format(alias=f"{alias}."))
+    if where.as_of is not None:
+        conds.append(AS_OF.format(alias=f"{alias}.", mark="%(f_as_of)s"))
+        params["f_as_of"] = where.as_of
     return (" AND ".join(conds) or "true"), params

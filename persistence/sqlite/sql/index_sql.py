@@ -12,6 +12,7 @@ schema 16 also kept a sqlite-vec table that no query read; migration v016 drops 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
@@ -189,6 +190,16 @@ def search(
         )
         ids = orjson.dumps(rowids).decode()
         return Statement(sql, [context_weight, after_weight, match, ids, limit])
+    if current_only(where):  # probes of the small partial indexes, no row read
+        tier = "" if where.tier is None else " AND i.tier = ?"
+        sql = (
+            f"SELECT i.memory_id, {score} AS score FROM memory_fts "
+            "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ?{tier} AND {not_superseded('i.memory_id')} "
+            "ORDER BY score, memory_fts.rowid LIMIT ?"
+        )
+        tiers = [] if where.tier is None else [where.tier.value]
+        return Statement(sql, [context_weight, after_weight, match, *tiers, limit])
     accepted, accepted_params = accepts(where, "i.memory_id", "i.tier")
     sql = (
         f"SELECT i.memory_id, {score} AS score FROM memory_fts "
@@ -240,6 +251,31 @@ def accepted_among(where: MemoryFilter, tier: Tier, memory_ids: Sequence[str]) -
     clause = " AND ".join(["t.id IN (SELECT value FROM json_each(?))", *conds])
     sql = f"SELECT t.id FROM {TABLE[tier]} AS t WHERE {clause}"
     return Statement(sql, [orjson.dumps(list(memory_ids)).decode(), *params])
+
+
+def current_only(where: MemoryFilter) -> bool:
+    """True if ``where`` asks for current memories and nothing else (a tier aside)."""
+    return where.current and replace(where, tier=None, current=False) == MemoryFilter()
+
+
+def not_superseded(memory_id: str) -> str:
+    """A condition that holds unless the memory whose id is the SQL expression
+    ``memory_id`` is superseded: a probe of each tier's partial index (v018)."""
+    return " AND ".join(
+        f"NOT EXISTS (SELECT 1 FROM {table} INDEXED BY idx_{table}_superseded "
+        f"WHERE superseded_by IS NOT NULL AND id = {memory_id})"
+        for table in TABLE.values()
+    )
+
+
+def superseded_among(tier: Tier, memory_ids: Sequence[str]) -> Statement:
+    """The ids of ``memory_ids`` (of ``tier``) that are superseded: probes of the partial
+    index ``idx_<tier>_superseded`` (v018), no row read."""
+    sql = (
+        f"SELECT id FROM {TABLE[tier]} INDEXED BY idx_{TABLE[tier]}_superseded "
+        "WHERE superseded_by IS NOT NULL AND id IN (SELECT value FROM json_each(?))"
+    )
+    return Statement(sql, [orjson.dumps(list(memory_ids)).decode()])
 
 
 def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:

@@ -37,10 +37,13 @@ from persistence.records import (  # with the slot setters, for straight-line co
     _set_session_id,
     _set_source,
     _set_speaker,
+    _set_superseded_by,
+    _set_superseded_reason,
     _set_tags,
     _set_tier,
     _set_token_count,
     _set_updated_at,
+    _set_valid_to,
 )
 from persistence.sqlite.row_checks import (
     INT,
@@ -64,7 +67,8 @@ TABLE = {Tier.SCRATCHPAD: "scratchpad", Tier.EPISODIC: "episodic", Tier.SEMANTIC
 _COLUMNS = (
     "id", "content", "token_count", "metadata", "embedding", "linked_memories", "session_id",
     "agent_id", "category", "source", "importance", "retention", "access_count",
-    "last_accessed_at", "created_at", "updated_at", "speaker",
+    "last_accessed_at", "created_at", "updated_at", "speaker", "superseded_by", "valid_to",
+    "superseded_reason",
 )  # fmt: skip
 _METADATA = _COLUMNS.index("metadata")
 _EMBEDDING = _COLUMNS.index("embedding")
@@ -129,7 +133,7 @@ _NO_METADATA: MappingProxyType[str, Any] = MappingProxyType({})  # read-only: on
 _ROW_COLUMNS = (*_COLUMNS, "key", "tags")
 _KINDS = (
     TEXT, TEXT, INT, TEXT, NULL_BLOB, TEXT, NULL_TEXT, NULL_TEXT, NULL_TEXT, NULL_TEXT, REAL,
-    REAL, INT, NULL_INT, INT, INT, NULL_TEXT,
+    REAL, INT, NULL_INT, INT, INT, NULL_TEXT, NULL_TEXT, NULL_INT, NULL_TEXT,
 )  # fmt: skip
 _ROW_KINDS = {
     tier.value: (*_KINDS, TEXT if tier is Tier.SCRATCHPAD else NULL_TEXT, TEXT) for tier in Tier
@@ -149,7 +153,7 @@ def to_memory(row: Sequence[Any]) -> Memory:
     """
     (id_, content, token_count, metadata, embedding, linked, session_id, agent_id, category,
      source, importance, retention, access_count, last_accessed_at, created_at, updated_at,
-     speaker, key, tags, tier) = row  # fmt: skip
+     speaker, superseded_by, valid_to, superseded_reason, key, tags, tier) = row  # fmt: skip
     if (
         type(id_) is not str or type(content) is not str or type(created_at) is not int
         or type(updated_at) is not int or type(importance) is not float
@@ -163,6 +167,9 @@ def to_memory(row: Sequence[Any]) -> Memory:
         or (source is not None and type(source) is not str)
         or (speaker is not None and type(speaker) is not str)
         or (last_accessed_at is not None and type(last_accessed_at) is not int)
+        or (superseded_by is not None and (type(superseded_by) is not str
+                                           or type(valid_to) is not int))
+        or (superseded_reason is not None and type(superseded_reason) is not str)
         or (type(key) is not str and (key is not None or tier == "scratchpad"))
     ):  # fmt: skip
         raise damaged_row(tier, _ROW_COLUMNS, _ROW_KINDS[tier], row)
@@ -194,6 +201,9 @@ def to_memory(row: Sequence[Any]) -> Memory:
     _set_created_at(memory, created_at)
     _set_updated_at(memory, updated_at)
     _set_speaker(memory, speaker)
+    _set_superseded_by(memory, superseded_by)
+    _set_valid_to(memory, valid_to)
+    _set_superseded_reason(memory, superseded_reason)
     return memory
 
 
@@ -208,6 +218,7 @@ def encode_row(memory: Memory, embedding: bytes | None) -> tuple[Any, ...]:
         memory.session_id, memory.agent_id, memory.category, memory.source,
         float(memory.importance), float(memory.retention), memory.access_count,
         memory.last_accessed_at, memory.created_at, memory.updated_at, memory.speaker,
+        memory.superseded_by, memory.valid_to, memory.superseded_reason,
     )  # fmt: skip
     return row + ((memory.key,) if memory.tier is Tier.SCRATCHPAD else ())
 
@@ -244,6 +255,9 @@ def as_stored(memory: Memory, row: tuple[Any, ...], tags: tuple[str, ...] | None
     _set_created_at(stored, memory.created_at)
     _set_updated_at(stored, memory.updated_at)
     _set_speaker(stored, memory.speaker)
+    _set_superseded_by(stored, memory.superseded_by)
+    _set_valid_to(stored, memory.valid_to)
+    _set_superseded_reason(stored, memory.superseded_reason)
     return stored
 
 
@@ -476,6 +490,51 @@ def count(tier: Tier, scope: Scope = WHOLE) -> Statement:
     """How many memories ``tier`` holds (in ``scope``): one value."""
     mine, agent = scope.condition()
     return Statement(f"SELECT count(*) FROM {TABLE[tier]} WHERE {mine}", agent)
+
+
+_ANY_SUPERSEDED = "SELECT " + " OR ".join(
+    f"EXISTS (SELECT 1 FROM {table} WHERE superseded_by IS NOT NULL)" for table in TABLE.values()
+)
+
+
+def any_superseded() -> Statement:
+    """One value, true if any memory is superseded (a probe of each partial index)."""
+    return Statement(_ANY_SUPERSEDED)
+
+
+def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:
+    """``(superseded_by, id)`` of the memories (of ``scope``) that any of ``memory_ids``
+    superseded, one statement per tier (through the partial index on ``superseded_by``)."""
+    mine, agent = _mine(scope)
+    ids = encode_json(list(memory_ids), "memory_ids")
+    return [
+        Statement(
+            f"SELECT t.superseded_by, t.id FROM {TABLE[tier]} AS t WHERE t.superseded_by IN "
+            f"(SELECT value FROM json_each(?)){mine}",
+            (ids, *agent),
+        )
+        for tier in _TIERS
+    ]
+
+
+def count_superseded(scope: Scope = WHOLE) -> Statement:
+    """How many memories (of ``scope``) are superseded: one value."""
+    mine, agent = _mine(scope, "")
+    counts = " + ".join(
+        f"(SELECT count(*) FROM {table} WHERE superseded_by IS NOT NULL{mine})"
+        for table in TABLE.values()
+    )
+    return Statement(f"SELECT {counts}", agent * len(TABLE))
+
+
+def superseded_of(memory_id: str, scope: Scope = WHOLE) -> list[Statement]:
+    """The memories (of ``scope``) that ``memory_id`` superseded, one statement per
+    tier: :func:`to_memory` rows."""
+    mine, agent = _mine(scope)
+    return [
+        Statement(f"{_SELECT[tier]} WHERE t.superseded_by = ?{mine}", (memory_id, *agent))
+        for tier in _TIERS
+    ]
 
 
 def log_promotion(

@@ -17,6 +17,7 @@ from benchmarks.raw_sql import load_sqlite_vec
 from migrations.sqlite import v016_write_path
 from persistence import Memory, QueryOptions, Tier
 from persistence.sqlite import SQLiteStore
+from tests.conftest import old_schema_store
 
 TIERS = ("scratchpad", "episodic", "semantic")
 DIM = 16
@@ -70,7 +71,7 @@ def _vector_objects(path: Path) -> list[str]:
 
 def _v15_file(path: Path) -> np.ndarray:
     vectors = np.random.default_rng(3).standard_normal((30, DIM)).astype(np.float32)
-    with SQLiteStore(path, migrations=sqlite_chain.available_migrations()[:15]) as old:
+    with old_schema_store(path, 15) as old:
         assert old.schema_version == 15
         for i, vector in enumerate(vectors):
             old.memories.put_memory(

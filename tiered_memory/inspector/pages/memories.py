@@ -66,7 +66,8 @@ def memory_list(inspector: Inspector, request: Request) -> tuple[str, PageData]:
         if "sort" in params:
             found.sort(key=lambda m: _sort_key(m, sort), reverse=descending)
     else:
-        found = memory.query(tier, **filters, order_by=sort, descending=descending, limit=SCAN)
+        found = memory.query(tier, **filters, order_by=sort, descending=descending, limit=SCAN,
+                             include_superseded=True)  # fmt: skip
     if speaker is not None:
         found = [m for m in found if m.speaker == speaker]
     start = (page - 1) * per_page
@@ -151,6 +152,12 @@ def memory_page(inspector: Inspector, request: Request) -> tuple[str, PageData]:
         "versions": [{"version": v.version, "content": v.content, "author": v.author,
                       "at": v.at} for v in memory.history(memory_id)],
         "notes": [{"id": n.id, "title": n.title} for n in memory.notes.about(memory=memory_id)],
+        "timeline": [
+            {"id": e.memory_id, "content": e.content, "valid_from": e.valid_from,
+             "valid_to": e.valid_to, "superseded_by": e.superseded_by, "reason": e.reason,
+             "supersedes": list(e.supersedes), "this": e.memory_id == memory_id}
+            for e in memory.timeline(memory_id)
+        ],
     }  # fmt: skip
     return "memory.html", data
 

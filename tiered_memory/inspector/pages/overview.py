@@ -42,6 +42,7 @@ def overview(inspector: Inspector, request: Request) -> tuple[str, PageData]:
         "embedding_backlog": s.unembedded_count,
         "embedding_errors": s.embedding_errors,
         "forgotten": s.forgotten_count,
+        "superseded": memory.store.memories.superseded_count(),
         "promotions": s.promotion_count,
         "graph": {"entities": stats.graph.entities, "relations": stats.graph.relations,
                   "current_relations": stats.graph.current_relations},

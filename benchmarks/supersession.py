@@ -1,0 +1,200 @@
+"""Facts that change (issue 43): does recall answer with what is true now, and then, and
+what does leaving superseded memories out cost?
+
+Two measurements, one run:
+
+- **History** (:func:`history_quality`): ``subjects`` people whose city, employer and
+  preferred drink change two to four times, worded variously, each change remembered
+  with ``supersedes=`` the previous one (single-valued relations are not built yet). For
+  "where does X live?"-style questions, the share where the current fact is the top
+  hit: with today's recall (``include_superseded=True``: every version competes, as
+  before supersession existed) and with the new default; then the same for ``as_of``
+  questions at random moments (the fact true then at the top). Twice: among X's
+  memories (a tag per person: the city competes with the employer and the drink, so the
+  model's reading of the question counts too) and among X's memories of the asked kind
+  (``*_of_kind``: only the versions of that fact compete).
+- **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
+  with none superseded, and on one of ``n`` memories a share of which are superseded
+  (the filter inside each search leg), on SQLite and PostgreSQL. Vectors are fixed per
+  text (no model runs), the queries three random words of the vocabulary.
+
+Run: ``.venv/bin/python benchmarks/supersession.py [--n 10000] [--engine sqlite,postgres]``
+(``--only-none`` measures only the store without superseded memories: that part runs on
+a checkout from before supersession too, for a before/after comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the checkout's root on the path
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a run
+    # with PYTHONPATH=<another checkout> measures that checkout's library
+
+from benchmarks.backends_table import (  # noqa: E402
+    LookupEmbedder,
+    _new_database,
+    _open_tiered,
+    postgres_server,
+)
+
+CITIES = ["Paris", "Berlin", "Lisbon", "Oslo", "Madrid", "Vienna", "Prague", "Dublin", "Rome"]
+EMPLOYERS = ["Acme", "Initech", "Globex", "Umbrella", "Hooli", "Soylent", "Wayne", "Stark"]
+DRINKS = ["tea", "coffee", "cocoa", "matcha", "espresso", "lemonade", "kombucha"]
+WORDING = {
+    "city": ["{x} lives in {v}", "{x} moved to {v}", "{x} relocated to {v} this year",
+             "home for {x} is now {v}", "{x} has an apartment in {v} now"],
+    "work": ["{x} works at {v}", "{x} joined {v}", "{x} took a job at {v}",
+             "{x} is employed by {v} now", "{x}'s employer is {v}"],
+    "drink": ["{x} prefers {v}", "{x} likes {v} best", "{x} now drinks {v} every morning",
+              "{x}'s favourite drink is {v}", "{x} switched to {v}"],
+}  # fmt: skip
+VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
+QUESTIONS = {
+    "city": "where does {x} live?",
+    "work": "where does {x} work?",
+    "drink": "what does {x} like to drink?",
+}
+DAY = 86_400_000
+
+
+class Clock:
+    """A settable clock (epoch ms): the history spans years, the run seconds."""
+
+    def __init__(self, now: int = 1_600_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, float]:
+    """The history measurement (see the module docstring) on ``location``, with the
+    default embedding model; shares of questions answered right at the top."""
+    from tiered_memory import AgentMemoryManager
+
+    rng = random.Random(seed)
+    clock = Clock()
+    truth: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (person, kind) -> (from, id)
+    with AgentMemoryManager.open(location, clock=clock, embed_in_background=False,
+                                 recall_review_quality=None) as memory:  # fmt: skip
+        people = [f"Person{n:04d}" for n in range(subjects)]
+        events = [(p, kind) for p in people for kind in VALUES for _ in range(rng.randint(3, 5))]
+        rng.shuffle(events)
+        for person, kind in events:  # 3-5 versions: the first fact and 2-4 changes
+            clock.now += rng.randint(1, 5) * DAY // 4
+            chain = truth.setdefault((person, kind), [])
+            value = rng.choice(VALUES[kind])
+            text = rng.choice(WORDING[kind]).format(x=person, v=value)
+            previous = chain[-1][1] if chain else None
+            stored = memory.remember(text, tags=(person, kind), supersedes=previous)
+            chain.append((stored.created_at, stored.id))
+        memory.flush()
+        end = clock.now
+        asked = [(p, kind) for p in people for kind in VALUES]
+        found = dict.fromkeys(("today", "current", "as_of", "today_of_kind",
+                               "current_of_kind", "as_of_of_kind"), 0)  # fmt: skip
+        for person, kind in asked:
+            question = QUESTIONS[kind].format(x=person)
+            chain = truth[(person, kind)]
+            moment = rng.randint(chain[0][0], end)
+            true_then = [memory_id for start, memory_id in chain if start <= moment][-1]
+            for suffix, tags in (("", (person,)), ("_of_kind", (person, kind))):
+                old = memory.recall(question, 1, tags=tags, include_superseded=True)
+                new = memory.recall(question, 1, tags=tags)
+                past = memory.recall(question, 1, tags=tags, as_of=moment)
+                found["today" + suffix] += bool(old) and old[0].memory.id == chain[-1][1]
+                found["current" + suffix] += bool(new) and new[0].memory.id == chain[-1][1]
+                found["as_of" + suffix] += bool(past) and past[0].memory.id == true_then
+    return {"questions": len(asked), **{k: v / len(asked) for k, v in found.items()}}
+
+
+def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:
+    return " ".join(rng.choice(vocabulary) for _ in range(n))
+
+
+def build(location: str, n: int, superseded_share: float, seed: int = 7) -> Any:
+    """An open manager on ``n`` memories of 12 random words, a ``superseded_share`` of
+    them superseded (each by one of the others)."""
+    rng = random.Random(seed)
+    memory = _open_tiered(location, LookupEmbedder())
+    replaced = int(n * superseded_share)
+    base = n - replaced
+    texts = [_words(rng, VOCABULARY, 12) for _ in range(base)]
+    ids: list[str] = []
+    for lo in range(0, base, 1000):
+        ids += [m.id for m in memory.remember_many(texts[lo : lo + 1000])]
+    for old in rng.sample(ids, replaced):
+        memory.remember(_words(rng, VOCABULARY, 12), supersedes=old)
+    memory.flush()
+    return memory
+
+
+VOCABULARY = [f"w{i}" for i in range(5000)]
+
+
+def recall_p50(memories: list[Any], queries: int = 300, seed: int = 9) -> list[float]:
+    """Default ``recall(k=10)`` p50 in ms on each of ``memories``, the same questions
+    (three random words) asked of each in turn, so a busy machine slows all alike."""
+    rng = random.Random(seed)
+    asked = [_words(rng, VOCABULARY, 3) for _ in range(queries)]
+    for memory in memories:
+        for question in asked[:20]:  # warm: caches, the vector copy, prepared statements
+            memory.recall(question, 10)
+    samples: list[list[float]] = [[] for _ in memories]
+    for question in asked:
+        for memory, times in zip(memories, samples, strict=True):
+            start = time.perf_counter()
+            memory.recall(question, 10)
+            times.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(times) for times in samples]
+
+
+@contextmanager
+def locations(engine: str) -> Iterator[Any]:
+    """A maker of fresh locations (``name -> file path or URL``) on ``engine``."""
+    if engine == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="tm-supersession-") as root:
+            yield lambda name: str(Path(root) / f"{name}.db")
+    else:
+        with postgres_server() as server:
+            yield lambda name: _new_database(server, f"tm_{name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--share", type=float, default=0.3, help="superseded share")
+    parser.add_argument("--engine", default="sqlite,postgres")
+    parser.add_argument("--subjects", type=int, default=300)
+    parser.add_argument("--only-none", action="store_true")
+    args = parser.parse_args()
+    for engine in args.engine.split(","):
+        with locations(engine) as where:
+            stores = [build(where("none"), args.n, 0.0)]
+            if not args.only_none:
+                stores.append(build(where("some"), args.n, args.share))
+            try:
+                p50 = recall_p50(stores)
+            finally:
+                for memory in stores:
+                    memory.shutdown()
+            line = f"{engine}: recall p50 at {args.n}: none superseded {p50[0]:.2f} ms"
+            if not args.only_none:
+                line += f", {args.share:.0%} superseded {p50[1]:.2f} ms ({p50[1] / p50[0]:.2f}x)"
+            print(line, flush=True)
+            if not args.only_none and args.subjects:
+                print(f"{engine}: history", history_quality(where("history"), args.subjects))
+
+
+if __name__ == "__main__":
+    main()

@@ -24,6 +24,7 @@ from persistence.dedup_key import content_key
 from persistence.errors import DuplicateMemoryError, EmbeddingDimensionError, StorageError
 from persistence.postgres import memory_steps, vector_column
 from persistence.postgres.database import Connection, PgDatabase
+from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql
 from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
@@ -221,4 +222,5 @@ def server_memory_store(engine: PgDatabase, config: StoreConfig) -> MemoryStore:
         one_trip=own.remember_new,
         dedup=dedup_sql,
         tag_counts=tag_counts_sql,
+        none_superseded=EmptyAtVersion(engine),
     )

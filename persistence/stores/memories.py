@@ -31,6 +31,7 @@ from persistence.errors import (
 from persistence.records import Memory, PromotionRecord, QueryOptions, RepetitionSchedule, Tier
 from persistence.statements import Statement, column, row, rows, run_batch, value
 from persistence.stores.config import StoreConfig
+from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.memory_builders import DedupSql, MemorySql, TagCountsSql
 from persistence.validation import (
     parse_tier,
@@ -160,6 +161,7 @@ class MemoryStore:
         *,
         dedup: DedupSql,
         tag_counts: TagCountsSql,
+        none_superseded: EmptyCache | None = None,
     ) -> None:
         self.engine = engine
         self.sql = sql
@@ -168,6 +170,7 @@ class MemoryStore:
         self.one_trip = one_trip
         self.dedup = dedup
         self.tag_sql = tag_counts
+        self._none_superseded = none_superseded or NothingCached()  # recall asks every call
 
     # --- memories of any tier ---------------------------------------------------------------
 
@@ -283,9 +286,15 @@ class MemoryStore:
             return int(value(conn, self.sql.count(tier, self.config.scope)))
 
     def has_superseded(self) -> bool:
-        """True if any memory (of any agent) is superseded: one probe of a partial index."""
+        """True if any memory (of any agent) is superseded: one probe of a partial index,
+        or none while an engine's cache knows nothing changed since it found none."""
+        if self._none_superseded.known_empty():
+            return False
+        version = self._none_superseded.version()
         with self.engine.reading() as conn:
-            return bool(value(conn, self.sql.any_superseded()))
+            some = bool(value(conn, self.sql.any_superseded()))
+        self._none_superseded.found(not some, version)
+        return some
 
     def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
         """For each of ``memory_ids`` that superseded others (in scope), their ids in id

@@ -77,7 +77,9 @@ def test_a_recall_without_a_graph_or_a_backlog_makes_only_its_searches(
         ]  # fmt: skip
         memory.remember("the standup moved to ten", embedding=[0.0, 0.0, 1.0])  # a write
         after_write = _trips(proxy, lambda: memory.recall("deploy key", k=2))
-        assert after_write == 4 + 2  # this handle wrote: both checks are made again, once
+        # this handle wrote: the three checks (any alias? anything to embed? anything
+        # superseded?) are made again, once
+        assert after_write == 4 + 3
         assert _trips(proxy, lambda: memory.recall("deploy key", k=2)) == 4
         assert [h.memory.id for h in memory.recall("deploy key", k=1)] == [a.id]
 
@@ -114,6 +116,17 @@ def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
         # the backlog was read, not taken from the cache: recall embedded the new memory
         assert memory.store.indexes.unembedded_count() == 0
         assert memory.get(stored.id).embedding is not None  # type: ignore[union-attr]
+
+
+def test_another_processes_supersession_is_seen_after_the_change_watch(pg_url: str) -> None:
+    """"Nothing is superseded" is cached like the other checks, and forgotten as soon as
+    another process's write is seen: its superseded memory leaves this handle's recall."""
+    with _open(pg_url, external_change_check_ms=0) as memory, _open(pg_url) as other:
+        old = memory.remember("Ana lives in Lisbon", embedding=[1.0, 0.0, 0.0])
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
+        new = other.remember("Ana lives in Porto", embedding=[1.0, 0.1, 0.0], supersedes=old.id)
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [new.id]
 
 
 @pytest.mark.slow  # 3.6 s measured on a busy machine

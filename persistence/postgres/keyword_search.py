@@ -1,7 +1,9 @@
-"""The PostgreSQL keyword search (bm25 over ``tm_keywords``), as the shared store's
+"""The PostgreSQL keyword search (bm25 over each memory's window, from the posting table
+of migration v012), as the shared store's
 :class:`~persistence.stores.index_engine.KeywordSearch`: it runs the statements
 :mod:`~persistence.postgres.sql.keyword_sql` builds (the searches unprepared, see
-:mod:`persistence.postgres.unprepared`)."""
+:mod:`persistence.postgres.unprepared`): the query's lexemes first, then the search
+planned for them."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ Connection = psycopg.Connection[Any]
 
 
 def catch_up(conn: Connection) -> None:
-    """Re-index what this transaction wrote so far (inside a transaction only)."""
+    """Nothing to do: triggers index each write in its own statement."""
     run_all(conn, keyword_sql.CATCH_UP)
 
 
@@ -29,7 +31,8 @@ def search(
     context_weight: float, after_weight: float,
 ) -> list[tuple[str, float]]:  # fmt: skip
     """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first."""
-    statement = keyword_sql.search(words, limit, where, context_weight, after_weight)
+    (found,) = unprepared.rows(conn, keyword_sql.lexemes(words))
+    statement = keyword_sql.search(found, limit, where, context_weight, after_weight)
     if statement is None:
         return []
     return [(r[0], float(r[1])) for r in unprepared.rows(conn, statement)]

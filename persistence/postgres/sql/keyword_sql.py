@@ -38,43 +38,45 @@ _PUNCT = re.compile(r"[!-/:-@\[-`{-~]+")  # ASCII punctuation, as tm_tsv's [[:pu
 CATCH_UP: tuple[Statement, ...] = ()
 """Nothing waits: triggers index a memory in the statement that writes it."""
 
-_LEXEMES = """
+LEXEMES = """
+SELECT tm_scope(), coalesce(array_agg(w.i ORDER BY w.i), '{}'),
+       coalesce(array_agg(u.lexeme ORDER BY w.i), '{}')
+FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, i)
+CROSS JOIN LATERAL unnest(tm_tsv(w.word)) AS u
+"""
+"""The connection's scope and each word's lexemes (``i``: the word's place): the search
+is planned for them (the lexemes' and the scope's statistics)."""
+
+_WINDOWS = """
 WITH stats AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n,
            coalesce(sum(tokens), 0)::float8 / greatest(coalesce(sum(n), 0), 1) AS avgdl
     FROM tm_kw_stats
-), wl AS MATERIALIZED (
-    SELECT DISTINCT w.i, u.lexeme AS lex
-    FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, i), unnest(tm_tsv(w.word)) AS u
-)"""
-"""The statistics and each word's lexemes (``i``: the word's place)."""
-
-_OWNERS = """
-SELECT p.lex, p.seq, p.tf FROM tm_kw_postings p
-WHERE p.lex = ANY(ARRAY(SELECT DISTINCT lex FROM wl))
-  AND p.scope = ANY(ARRAY(SELECT scope FROM tm_kw_stats))"""
-"""The postings of the query's lexemes (index-only scan of the primary key)."""
-
-_WINDOWS = f""", win AS MATERIALIZED (
+), win AS MATERIALIZED (
     SELECT o.lex, x.w,
            coalesce(sum(o.tf) FILTER (WHERE x.part = 0), 0)::float8 AS fa,
            coalesce(sum(o.tf) FILTER (WHERE x.part = 1), 0)::float8 AS fb,
            coalesce(sum(o.tf) FILTER (WHERE x.part = 2), 0)::float8 AS fc
-    FROM ({_OWNERS}) o JOIN tm_kw_docs d ON d.seq = o.seq
+    FROM tm_kw_postings o JOIN tm_kw_docs d ON d.seq = o.seq
     CROSS JOIN LATERAL (VALUES (o.seq, 0), (d.a1, 1), (d.a2, 1), (d.b1, 2), (d.b2, 2))
         AS x(w, part)
-    WHERE x.w IS NOT NULL
+    WHERE o.lex = ANY(%(lexes)s::text[]){scope} AND x.w IS NOT NULL
     GROUP BY o.lex, x.w
 ), idf AS MATERIALIZED (
     SELECT v.lex, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
     FROM win v CROSS JOIN stats s GROUP BY v.lex, s.n
 )"""
 """Per (window, query lexeme): the lexeme's term frequency in each part of the window
-(A own, B the two before, C the two after); per lexeme its idf."""
+(A own, B the two before, C the two after), from its owners' postings (primary key:
+``lex = ANY``, and the scope's own rows for a scoped connection); per lexeme its idf."""
+
+_SCOPE = " AND o.scope = %(scope)s"
 
 _PHRASES = """, cand AS MATERIALIZED (
-    SELECT DISTINCT v.w FROM win v JOIN wl ON wl.lex = v.lex
-    GROUP BY v.w, wl.i HAVING count(*) = (SELECT count(*) FROM wl x WHERE x.i = wl.i)
+    SELECT DISTINCT v.w FROM win v
+    JOIN unnest(%(word_i)s::int[], %(word_lex)s::text[]) AS wl(i, lex) ON wl.lex = v.lex
+    GROUP BY v.w, wl.i HAVING count(*) = (
+        SELECT count(*) FROM unnest(%(word_i)s::int[]) AS x(i) WHERE x.i = wl.i)
 )"""
 """Windows holding every lexeme of some word (a word of several tokens)."""
 
@@ -101,27 +103,32 @@ def tsquery_text(words: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-def _single_tokens(words: Sequence[str]) -> bool:
-    """True if each word is one token (letters and digits only, once split as
-    ``tm_tsv`` splits): no phrase, so a candidate holds a lexeme iff it matches it."""
-    return all(w.isalnum() for w in (" ".join(_PUNCT.sub(" ", w).split()) for w in words) if w)
+def lexemes(words: Sequence[str]) -> Statement:
+    """The scope and the words' lexemes (:data:`LEXEMES`); :func:`search` takes its row."""
+    return Statement(LEXEMES, {"words": list(words)})
 
 
 def search(
-    words: Sequence[str], limit: int, where: MemoryFilter, context_weight: float,
-    after_weight: float,
-) -> Statement | None:  # fmt: skip
-    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first;
-    ``None`` when no word has a token (nothing can match)."""
-    if not tsquery_text(words):
+    found: Row, limit: int, where: MemoryFilter, context_weight: float, after_weight: float
+) -> Statement | None:
+    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first, for
+    the row :func:`lexemes` returned; ``None`` when no word has a token."""
+    scope, word_i, word_lex = found
+    if not word_lex:
         return None
+    per_word: dict[int, set[str]] = {}
+    for i, lex in zip(word_i, word_lex, strict=True):
+        per_word.setdefault(i, set()).add(lex)
     cond, params = recall_filter_sql.condition(where, "m")
-    if _single_tokens(words):
-        sql = _LEXEMES + _WINDOWS + _SCORE.format(cand="", cond=cond)
+    sql = _WINDOWS.format(scope=_SCOPE if scope else "")
+    if all(len(lexes) == 1 for lexes in per_word.values()):
+        sql += _SCORE.format(cand="", cond=cond)
     else:
-        cand = "JOIN cand ON cand.w = v.w"
-        sql = _LEXEMES + _WINDOWS + _PHRASES + _SCORE.format(cand=cand, cond=cond)
-    params.update(words=list(words), cw=context_weight, aw=after_weight, limit=limit)
+        sql += _PHRASES + _SCORE.format(cand="JOIN cand ON cand.w = v.w", cond=cond)
+        pairs = [(i, lex) for i, lexes in sorted(per_word.items()) for lex in sorted(lexes)]
+        params.update(word_i=[i for i, _ in pairs], word_lex=[lex for _, lex in pairs])
+    params.update(lexes=sorted(set(word_lex)), scope=scope, cw=context_weight,
+                  aw=after_weight, limit=limit)  # fmt: skip
     return Statement(sql, params)
 
 

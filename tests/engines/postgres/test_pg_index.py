@@ -5,13 +5,14 @@ embedding queue and cache, and the staged re-embedding. Rows are written with pl
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator
 
 import numpy as np
+import psycopg
 import pytest
 
+from migrations.postgres import LATEST_VERSION, apply_migrations, available_migrations
 from persistence.errors import (
     EmbeddingDimensionError,
     EmbeddingModelMismatchError,
@@ -282,12 +283,17 @@ def test_a_filtered_search_ranks_the_accepted_windows_as_the_unfiltered_one_does
                    session_id=f"s{i % 7}", agent_id=f"a{i % 3}", created_at=i,
                    tags=["t"] if i % 4 == 0 else [], retention=(i % 10) / 10)
               for i in range(150)])  # fmt: skip
-    cases = [MemoryFilter(agent_id="a1"), MemoryFilter(tier=Tier.EPISODIC, created_after=40),
-             MemoryFilter(session_id="s3"), MemoryFilter(tags=("t",), min_retention=0.5)]  # fmt: skip
+    cases = [
+        MemoryFilter(agent_id="a1"),
+        MemoryFilter(tier=Tier.EPISODIC, created_after=40),
+        MemoryFilter(session_id="s3"),
+        MemoryFilter(tags=("t",), min_retention=0.5),
+    ]
     for where in cases:
         cond, params = recall_filter_sql.condition(where, "m")
         with pg.engine.reading() as conn:
-            accepted = {r[0] for r in conn.execute(f"SELECT id FROM tm_memories m WHERE {cond}", params)}
+            query = f"SELECT id FROM tm_memories m WHERE {cond}"
+            accepted = {r[0] for r in conn.execute(query, params)}
         for words in (["w1"], ["w2", "w3", "w4"]):
             everything = pg.indexes.keyword_search(words, 1000)
             found = pg.indexes.keyword_search(words, 100, where=where)
@@ -552,18 +558,21 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
             conn.execute("DROP INDEX tm_vectors_hnsw")
             conn.execute("CREATE INDEX tm_vectors_hnsw ON tm_vectors "
                          "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
-            conn.execute("DELETE FROM tm_schema_version WHERE version = 11")
+            conn.execute("DELETE FROM tm_schema_version WHERE version >= 11")
         query = rng.standard_normal(8).astype(np.float32)
         before = store.indexes.vector_search(query, 10)
     finally:
         store.close()
-    store = PostgresStore(pg_url).open()  # migrates to v11
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # v11 alone (v12 is there)
+        assert apply_migrations(conn, available_migrations()[:11]) == [11]
+        conn.execute("INSERT INTO tm_schema_version VALUES (12, 0, 'kept')")
+    store = PostgresStore(pg_url).open()
     try:
         with store.engine.reading() as conn:
             definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
             version = conn.execute("SELECT max(version) FROM tm_schema_version")
             [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()
-        assert "halfvec(8)" in text and latest == 11
+        assert "halfvec(8)" in text and latest == LATEST_VERSION
         after = store.indexes.vector_search(query, 10)
         exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]
         assert [m for m, _ in after] == [f"m{i}" for i in exact]  # the exact top 10

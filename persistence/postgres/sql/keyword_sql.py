@@ -39,13 +39,12 @@ CATCH_UP: tuple[Statement, ...] = ()
 """Nothing waits: triggers index a memory in the statement that writes it."""
 
 LEXEMES = """
-SELECT tm_scope(), coalesce(array_agg(w.i ORDER BY w.i), '{}'),
-       coalesce(array_agg(u.lexeme ORDER BY w.i), '{}')
-FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, i)
-CROSS JOIN LATERAL unnest(tm_tsv(w.word)) AS u
+SELECT w.word, coalesce(array_agg(DISTINCT u.lexeme) FILTER (WHERE u.lexeme IS NOT NULL), '{}')
+FROM unnest(%(words)s::text[]) AS w(word) LEFT JOIN LATERAL unnest(tm_tsv(w.word)) AS u ON true
+GROUP BY w.word
 """
-"""The connection's scope and each word's lexemes (``i``: the word's place): the search
-is planned for them (the lexemes' and the scope's statistics)."""
+"""Each word's lexemes (``tm_tsv``, immutable: the caller may keep them): the search is
+planned for its lexemes (their statistics: few owners or many)."""
 
 _WINDOWS = """
 WITH stats AS MATERIALIZED (
@@ -104,31 +103,30 @@ def tsquery_text(words: Sequence[str]) -> str:
 
 
 def lexemes(words: Sequence[str]) -> Statement:
-    """The scope and the words' lexemes (:data:`LEXEMES`); :func:`search` takes its row."""
-    return Statement(LEXEMES, {"words": list(words)})
+    """``(word, its lexemes)`` of each of ``words`` (:data:`LEXEMES`)."""
+    return Statement(LEXEMES, {"words": list(dict.fromkeys(words))})
 
 
 def search(
-    found: Row, limit: int, where: MemoryFilter, context_weight: float, after_weight: float
-) -> Statement | None:
+    word_lexemes: Sequence[Sequence[str]], scope: str, limit: int, where: MemoryFilter,
+    context_weight: float, after_weight: float,
+) -> Statement | None:  # fmt: skip
     """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first, for
-    the row :func:`lexemes` returned; ``None`` when no word has a token."""
-    scope, word_i, word_lex = found
-    if not word_lex:
+    each query word's lexemes; ``scope``: the connection's (``''``: every scope it sees);
+    ``None`` when no word has a lexeme."""
+    per_word = [sorted(set(lexes)) for lexes in word_lexemes if lexes]
+    if not per_word:
         return None
-    per_word: dict[int, set[str]] = {}
-    for i, lex in zip(word_i, word_lex, strict=True):
-        per_word.setdefault(i, set()).add(lex)
     cond, params = recall_filter_sql.condition(where, "m")
     sql = _WINDOWS.format(scope=_SCOPE if scope else "")
-    if all(len(lexes) == 1 for lexes in per_word.values()):
+    if all(len(lexes) == 1 for lexes in per_word):
         sql += _SCORE.format(cand="", cond=cond)
     else:
         sql += _PHRASES + _SCORE.format(cand="JOIN cand ON cand.w = v.w", cond=cond)
-        pairs = [(i, lex) for i, lexes in sorted(per_word.items()) for lex in sorted(lexes)]
+        pairs = [(i, lex) for i, lexes in enumerate(per_word) for lex in lexes]
         params.update(word_i=[i for i, _ in pairs], word_lex=[lex for _, lex in pairs])
-    params.update(lexes=sorted(set(word_lex)), scope=scope, cw=context_weight,
-                  aw=after_weight, limit=limit)  # fmt: skip
+    lexes = sorted({lex for lexes in per_word for lex in lexes})
+    params.update(lexes=lexes, scope=scope, cw=context_weight, aw=after_weight, limit=limit)
     return Statement(sql, params)
 
 

@@ -62,8 +62,9 @@ def loaded(pg_server: PgServer) -> Iterator[str]:
 
 def _plan(conn: Any, words: list[str], where: MemoryFilter) -> dict[str, Any]:
     lexemes = keyword_sql.lexemes(words)
-    (found,) = conn.execute(lexemes.sql, lexemes.params).fetchall()
-    statement = keyword_sql.search(found, 10, where, 0.5, 0.5)
+    found = dict(conn.execute(lexemes.sql, lexemes.params).fetchall())
+    scope = conn.execute("SELECT current_setting('tm.scope')").fetchone()[0]
+    statement = keyword_sql.search([found[w] for w in words], scope, 10, where, 0.5, 0.5)
     assert statement is not None
     (plan,) = conn.execute(
         "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.sql, statement.params

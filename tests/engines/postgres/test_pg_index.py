@@ -212,6 +212,25 @@ def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
             assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-9)
 
 
+def test_a_word_of_several_tokens_matches_windows_holding_all_of_them(
+    pg: PostgresStore,
+) -> None:
+    """``apple-pie`` (two tokens: a phrase in FTS5) matches a window holding both lexemes
+    (positions are not stored: in any order, any part of the window); each is scored."""
+    add(
+        pg,
+        _row(id="both", content="apple pie"),
+        _row(id="apple", content="apple tart"),
+        _row(id="pie", content="pie tin"),
+        _row(id="late", content="the pie before apple"),
+        _row(id="s1", content="apple", session_id="s"),
+        _row(id="s2", content="pie", session_id="s"),
+    )
+    found = dict(pg.indexes.keyword_search(["apple-pie"], 10))
+    assert set(found) == {"both", "late", "s1", "s2"}
+    assert set(dict(pg.indexes.keyword_search(["apple-pie", "tin"], 10))) == {*found, "pie"}
+
+
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
     add(pg, *[_row(id=f"c{i}", content="common filler text") for i in range(50)])
     add(pg, _row(id="rare", content="rare"), _row(id="both", content="common"))

@@ -87,11 +87,14 @@ _SCORE = """, scored AS MATERIALIZED (
     CROSS JOIN LATERAL (SELECT v.fa + %(cw)s * v.fb + %(aw)s * v.fc AS f) t
     GROUP BY v.w
 )
-SELECT m.id, c.score FROM scored c JOIN tm_memories m ON m.seq = c.w
+SELECT m.id, c.score FROM {best} c JOIN tm_memories m ON m.seq = c.w
 WHERE {cond}
 ORDER BY c.score, c.w LIMIT %(limit)s
 """
-"""bm25 of every window holding a query lexeme; the filter on the memory rows; the best."""
+"""bm25 of every window holding a query lexeme; the filter on the memory rows; the best.
+Without a filter only the best ``limit`` windows are joined to their memories (``best``)."""
+
+_BEST = "(SELECT * FROM scored ORDER BY score, w LIMIT %(limit)s)"
 
 
 def tsquery_text(words: Sequence[str]) -> str:
@@ -119,10 +122,12 @@ def search(
         return None
     cond, params = recall_filter_sql.condition(where, "m")
     sql = _WINDOWS.format(scope=_SCOPE if scope else "")
+    best = _BEST if cond == "true" else "scored"
     if all(len(lexes) == 1 for lexes in per_word):
-        sql += _SCORE.format(cand="", cond=cond)
+        sql += _SCORE.format(cand="", cond=cond, best=best)
     else:
-        sql += _PHRASES + _SCORE.format(cand="JOIN cand ON cand.w = v.w", cond=cond)
+        cand = "JOIN cand ON cand.w = v.w"
+        sql += _PHRASES + _SCORE.format(cand=cand, cond=cond, best=best)
         pairs = [(i, lex) for i, lexes in enumerate(per_word) for lex in lexes]
         params.update(word_i=[i for i, _ in pairs], word_lex=[lex for _, lex in pairs])
     lexes = sorted({lex for lexes in per_word for lex in lexes})
@@ -134,11 +139,11 @@ _PARTS = """
 WITH lexemes AS MATERIALIZED (
     SELECT DISTINCT u.lexeme AS lex FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
 )
-SELECT m.id, bool_or(x.part = 0), bool_or(x.part = 1), bool_or(x.part = 2)
+SELECT m.id, bool_or(p.seq = d.seq), bool_or(p.seq IN (d.b1, d.b2)),
+       bool_or(p.seq IN (d.a1, d.a2))
 FROM tm_memories m JOIN tm_kw_docs d ON d.seq = m.seq
-CROSS JOIN LATERAL (VALUES (d.seq, 0), (d.b1, 1), (d.b2, 1), (d.a1, 2), (d.a2, 2)) AS x(s, part)
-JOIN tm_kw_postings p ON p.seq = x.s AND p.scope = d.scope
-    AND p.lex = ANY(ARRAY(SELECT lex FROM lexemes))
+JOIN tm_kw_postings p ON p.lex = ANY(ARRAY(SELECT lex FROM lexemes)) AND p.scope = d.scope
+    AND p.seq = ANY(ARRAY[d.seq, d.b1, d.b2, d.a1, d.a2])
 WHERE m.id = ANY(%(ids)s){scope}
 GROUP BY m.id
 """

@@ -181,7 +181,8 @@ STATEMENTS: tuple[str, ...] = (
     WHERE m.seq = ANY(p_seq);
     END $$""",
     """CREATE FUNCTION tm_kw_unindex(p_scope text[], p_seq bigint[], p_content text[])
-        RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+        RETURNS void LANGUAGE plpgsql
+        SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
     BEGIN
     DELETE FROM tm_kw_postings p USING
         (SELECT o.scope, o.seq, u.lexeme FROM unnest(p_scope, p_seq, p_content)

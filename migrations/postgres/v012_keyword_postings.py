@@ -83,23 +83,23 @@ _RELINK = f"""
 two on each side of it in its session and tier, as they are now."""
 
 STATEMENTS: tuple[str, ...] = (
-    "DROP TRIGGER tm_memories_kw_insert ON tm_memories",
-    "DROP TRIGGER tm_memories_kw_delete ON tm_memories",
-    "DROP TRIGGER tm_memories_kw_update ON tm_memories",
-    "DROP TABLE tm_kw_flag",  # its constraint trigger tm_kw_work with it
-    "DROP TABLE tm_kw_dirty",
-    "DROP TABLE tm_keywords",  # and its statistics triggers
-    "DROP FUNCTION tm_kw_work_off(), tm_kw_flag_tx(), tm_kw_note_rows(), tm_kw_note_update(), "
-    "tm_kw_count()",
+    "DROP TRIGGER IF EXISTS tm_memories_kw_insert ON tm_memories",
+    "DROP TRIGGER IF EXISTS tm_memories_kw_delete ON tm_memories",
+    "DROP TRIGGER IF EXISTS tm_memories_kw_update ON tm_memories",
+    "DROP TABLE IF EXISTS tm_kw_flag",  # its constraint trigger tm_kw_work with it
+    "DROP TABLE IF EXISTS tm_kw_dirty",
+    "DROP TABLE IF EXISTS tm_keywords",  # and its statistics triggers
+    "DROP FUNCTION IF EXISTS tm_kw_work_off(), tm_kw_flag_tx(), tm_kw_note_rows(), "
+    "tm_kw_note_update(), tm_kw_count()",
     "DELETE FROM tm_kw_stats",
-    """CREATE TABLE tm_kw_postings (
+    """CREATE TABLE IF NOT EXISTS tm_kw_postings (
         lex text NOT NULL,
         scope text NOT NULL DEFAULT tm_scope(),
         seq bigint NOT NULL,
         tf smallint NOT NULL,
         PRIMARY KEY (lex, scope, seq) INCLUDE (tf)
     )""",
-    """CREATE TABLE tm_kw_docs (
+    """CREATE TABLE IF NOT EXISTS tm_kw_docs (
         seq bigint PRIMARY KEY,
         scope text NOT NULL DEFAULT tm_scope(),
         len integer NOT NULL,
@@ -115,12 +115,13 @@ STATEMENTS: tuple[str, ...] = (
         for statement in (
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
             f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"DROP POLICY IF EXISTS tm_scope_rows ON {table}",
             f"CREATE POLICY tm_scope_rows ON {table} USING (scope LIKE tm_scope_pattern()) "
             f"WITH CHECK ({_RULE})",
         )
     ),
     # N and the windows' tokens per scope follow tm_kw_docs
-    """CREATE FUNCTION tm_kw_doc_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE OR REPLACE FUNCTION tm_kw_doc_count() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF TG_OP = 'INSERT' THEN
             INSERT INTO tm_kw_stats AS s (scope, n, tokens)
@@ -143,12 +144,12 @@ STATEMENTS: tuple[str, ...] = (
         END IF;
         RETURN NULL;
     END $$""",
-    """CREATE TRIGGER tm_kw_docs_count_insert AFTER INSERT ON tm_kw_docs
+    """CREATE OR REPLACE TRIGGER tm_kw_docs_count_insert AFTER INSERT ON tm_kw_docs
         REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION tm_kw_doc_count()""",
-    """CREATE TRIGGER tm_kw_docs_count_update AFTER UPDATE ON tm_kw_docs
+    """CREATE OR REPLACE TRIGGER tm_kw_docs_count_update AFTER UPDATE ON tm_kw_docs
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION tm_kw_doc_count()""",
-    """CREATE TRIGGER tm_kw_docs_count_delete AFTER DELETE ON tm_kw_docs
+    """CREATE OR REPLACE TRIGGER tm_kw_docs_count_delete AFTER DELETE ON tm_kw_docs
         REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION tm_kw_doc_count()""",
     # PL/pgSQL with generic plans: a SQL function called from a trigger's statement is
     # planned again at every call, and so is a PL/pgSQL statement whose plan for the
@@ -156,14 +157,14 @@ STATEMENTS: tuple[str, ...] = (
     # 0.3 ms of work here). Every lookup here is by key: no sequential scan, so a plan
     # made while the tables are small (a first batch, before any ANALYZE) stays right
     # as they grow (with one, 2,000 rows in one transaction took 6.8 s instead of 1.4)
-    f"""CREATE FUNCTION tm_kw_relink(p_scope text[], p_tier text[], p_session text[],
+    f"""CREATE OR REPLACE FUNCTION tm_kw_relink(p_scope text[], p_tier text[], p_session text[],
                                     p_seq bigint[]) RETURNS void LANGUAGE plpgsql
         SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
     BEGIN
     {_RELINK};
     END $$""",
     # a memory's own postings and document row (pointers set by tm_kw_relink)
-    """CREATE FUNCTION tm_kw_index(p_seq bigint[]) RETURNS void LANGUAGE plpgsql
+    """CREATE OR REPLACE FUNCTION tm_kw_index(p_seq bigint[]) RETURNS void LANGUAGE plpgsql
         SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
     BEGIN
     WITH tok AS MATERIALIZED (
@@ -180,7 +181,7 @@ STATEMENTS: tuple[str, ...] = (
         ON t.seq = m.seq
     WHERE m.seq = ANY(p_seq);
     END $$""",
-    """CREATE FUNCTION tm_kw_unindex(p_scope text[], p_seq bigint[], p_content text[])
+    """CREATE OR REPLACE FUNCTION tm_kw_unindex(p_scope text[], p_seq bigint[], p_content text[])
         RETURNS void LANGUAGE plpgsql
         SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
     BEGIN
@@ -190,7 +191,7 @@ STATEMENTS: tuple[str, ...] = (
     WHERE p.lex = x.lexeme AND p.scope = x.scope AND p.seq = x.seq;
     DELETE FROM tm_kw_docs WHERE seq = ANY(p_seq);
     END $$""",
-    """CREATE FUNCTION tm_kw_on_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE OR REPLACE FUNCTION tm_kw_on_rows() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF TG_OP = 'INSERT' THEN
             PERFORM tm_kw_index(array_agg(seq)) FROM new_rows;
@@ -204,7 +205,7 @@ STATEMENTS: tuple[str, ...] = (
         END IF;
         RETURN NULL;
     END $$""",
-    """CREATE FUNCTION tm_kw_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
+    """CREATE OR REPLACE FUNCTION tm_kw_on_update() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF OLD.content IS DISTINCT FROM NEW.content OR OLD.scope IS DISTINCT FROM NEW.scope
         THEN
@@ -215,12 +216,12 @@ STATEMENTS: tuple[str, ...] = (
                              ARRAY[OLD.session_id, NEW.session_id], ARRAY[OLD.seq, NEW.seq]);
         RETURN NULL;
     END $$""",
-    """CREATE TRIGGER tm_memories_kw_insert AFTER INSERT ON tm_memories
+    """CREATE OR REPLACE TRIGGER tm_memories_kw_insert AFTER INSERT ON tm_memories
         REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION tm_kw_on_rows()""",
-    """CREATE TRIGGER tm_memories_kw_delete AFTER DELETE ON tm_memories
+    """CREATE OR REPLACE TRIGGER tm_memories_kw_delete AFTER DELETE ON tm_memories
         REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION tm_kw_on_rows()""",
     # row-level, only for what the index holds: counter updates cost nothing
-    """CREATE TRIGGER tm_memories_kw_update AFTER UPDATE ON tm_memories FOR EACH ROW
+    """CREATE OR REPLACE TRIGGER tm_memories_kw_update AFTER UPDATE ON tm_memories FOR EACH ROW
         WHEN (OLD.content IS DISTINCT FROM NEW.content OR OLD.tier IS DISTINCT FROM NEW.tier
               OR OLD.session_id IS DISTINCT FROM NEW.session_id
               OR OLD.scope IS DISTINCT FROM NEW.scope)
@@ -236,7 +237,7 @@ STATEMENTS: tuple[str, ...] = (
         RETURN NULL;
     END $$""",
     # every memory from scratch, set-based (this migration, repairs, tests)
-    f"""CREATE FUNCTION tm_kw_rebuild() RETURNS void LANGUAGE sql AS $$
+    f"""CREATE OR REPLACE FUNCTION tm_kw_rebuild() RETURNS void LANGUAGE sql AS $$
     DELETE FROM tm_kw_postings;
     DELETE FROM tm_kw_docs;
     INSERT INTO tm_kw_postings (lex, scope, seq, tf)

@@ -133,7 +133,6 @@ def test_a_scoped_search_ranks_the_scopes_windows_as_the_reference_does(loaded: 
         assert reference and _ranked(found) == _ranked(reference), (agent, words)
 
 
-@pytest.mark.slow  # about 3 s
 @pytest.mark.pg_unmigrated
 def test_v012_upgrades_a_v011_database_with_data_to_the_same_rankings(pg_url: str) -> None:
     """A v011 database with memories in sessions, tiers and scopes: after v012 every

@@ -1,9 +1,9 @@
 """The PostgreSQL engine's part of the recall indexes: what differs from SQLite, handed to
 the shared :class:`~persistence.stores.indexes.IndexStore`.
 
-- keyword search is :mod:`~persistence.postgres.keyword_search` (FTS5's bm25 over
-  ``tm_keywords``, kept by triggers: migration v002; re-indexed at COMMIT, or early for a
-  search inside the transaction).
+- keyword search is :mod:`~persistence.postgres.keyword_search` (FTS5's bm25 over each
+  memory's window, assembled from the own-word postings ``tm_kw_postings`` and window
+  pointers ``tm_kw_docs`` that triggers keep in the writing statement: migration v012).
 - :class:`HnswVectors`: vectors live in ``tm_vectors`` under an HNSW index (cosine),
   searched with the filter inside the scan, or exactly when the filter accepts few
   memories; the first embedding makes the index. The stored dimension is remembered
@@ -89,7 +89,7 @@ def build_index_store(engine: PgDatabase, config: StoreConfig) -> IndexStore[Hns
     """The recall indexes of one database (see the module docstring); ``config`` is the
     store's (read live)."""
     return IndexStore(
-        engine, SQL, keyword_search, HnswVectors(engine), config,
+        engine, SQL, keyword_search.PostingSearch(engine.scope), HnswVectors(engine), config,
         location=engine.location, exact_scan_max=EXACT_SCAN_MAX, queue=EmptyAtVersion(engine),
     )  # fmt: skip
 

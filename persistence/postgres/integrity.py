@@ -2,8 +2,8 @@
 :mod:`~persistence.postgres.sql.integrity_sql` builds.
 
 :data:`CHECKS` are run from one committed snapshot; :data:`IMPORT_CHECKS` inside an
-import's transaction, before it commits (the keyword window and the graph's collection
-are done at COMMIT by deferred triggers, so those checks leave them out).
+import's transaction, before it commits (the graph's collection is done at COMMIT by
+deferred triggers, so those checks leave it out, and the keyword index with it).
 """
 
 from __future__ import annotations

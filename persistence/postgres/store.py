@@ -13,7 +13,6 @@ agent-scoped handle (``''``: the whole store).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import psycopg
@@ -66,22 +65,11 @@ from persistence.validation import (
     require_str,
 )
 
-log = logging.getLogger("tiered_memory.postgres")
-
 NO_SCOPE_FOR_SUPERUSER = (
     "an agent-scoped handle needs a role that row-level security applies to; this URL's "
     "user is a superuser or has BYPASSRLS and would see every agent: connect as an "
     "ordinary role (see the README, 'Agents on one memory: scoped handles')"
 )
-
-KEYWORD_INDEX_BLOCKED = (
-    "%s: keyword search reads every keyword row: row-level security binds this role and "
-    "PostgreSQL may use the keyword index only with a LEAKPROOF match operator; as a "
-    "superuser, run once in this database: "
-    + scope_sql.MAKE_MATCH_LEAKPROOF
-    + " (see the README, 'Agents on one memory: scoped handles')"
-)
-
 
 VECTOR_NEEDS_SUPERUSER = (
     "%s: the database has no pgvector extension and this role may not create it (only a "
@@ -220,13 +208,8 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
                     raise MigrationRequiredError(version, LATEST_VERSION, self.location)
             else:
                 self.migrations_applied = tuple(apply_migrations(conn, clock=self.config.clock))
-            bypasses = bool(value(conn, scope_sql.BYPASSES_RLS))
-            if self.scope and bypasses:
+            if self.scope and value(conn, scope_sql.BYPASSES_RLS):
                 raise UnsupportedOperationError(NO_SCOPE_FOR_SUPERUSER)
-            if not bypasses and not value(conn, scope_sql.MATCH_IS_LEAKPROOF):
-                # Row-level security binds the role and ``@@`` is not LEAKPROOF: the
-                # planner may not use the keyword index, every search reads every row.
-                log.info(KEYWORD_INDEX_BLOCKED, self.location)
             dim = self.config.embedding_dim
             stored = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
             if dim is not None and stored is not None and int(stored) != dim:

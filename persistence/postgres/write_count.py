@@ -25,7 +25,7 @@ READ_TAGS = frozenset(
     {"SELECT", "SHOW", "SET", "RESET", "BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK", "COMMIT",
      "LISTEN", "UNLISTEN", "NOTIFY", "DISCARD", "PREPARE", "DEALLOCATE", "FETCH"}
 )  # fmt: skip
-WRITING_FUNCTIONS = ("tm_graph_collect(", "tm_kw_flag_tx(")
+WRITING_FUNCTIONS = ("tm_graph_collect(", "tm_kw_rebuild(")
 """Functions of the migrations that write, called with ``SELECT``."""
 _MODIFYING = re.compile(r"^\s*WITH\b.*\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+)\b", re.I | re.S)
 

@@ -6,8 +6,9 @@ the engine's SQL builds (:class:`IndexSql`: modules of the same names on both en
 with :mod:`persistence.statements`. What truly differs between the engines is handed in
 as named objects:
 
-- :class:`KeywordSearch`: FTS5 bm25 over the file (SQLite) or text search over
-  ``tm_keywords`` (PostgreSQL); a search inside a transaction catches its writes up first.
+- :class:`KeywordSearch`: FTS5 bm25 over the file (SQLite) or the same bm25 over the
+  posting table ``tm_kw_postings`` (PostgreSQL); a search inside a transaction catches
+  its writes up first (nothing waits on PostgreSQL).
 - :class:`VectorIndex`: how a search reads the stored dimension and finds the nearest
   (SQLite's RAM copy of 3-bit codes re-ranked exactly; PostgreSQL's HNSW), and what a
   new or swapped set of vectors must also update.

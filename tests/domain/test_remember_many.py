@@ -182,9 +182,9 @@ def test_batches_keep_the_keyword_index_exact(make_memory: Make) -> None:
         assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
     assert set(found(memory.store, "u3x")) == inside
     assert keyword_state(memory.store, words) == rebuilt_keyword_state(memory.store, words)
-    dirty = "tm_kw_dirty" if is_postgres(memory.store) else "keyword_dirty"
-    with memory.store.engine.reading() as conn:
-        assert conn.execute(f"SELECT count(*) FROM {dirty}").fetchone() == (0,)
+    if not is_postgres(memory.store):  # PostgreSQL indexes in the writing statement
+        with memory.store.engine.reading() as conn:
+            assert conn.execute("SELECT count(*) FROM keyword_dirty").fetchone() == (0,)
     assert memory.check_integrity().ok
 
 

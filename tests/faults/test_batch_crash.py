@@ -1,7 +1,7 @@
 """SIGKILL during remember_many() and during transactions of remember() calls: each batch
 is all there or not there at all, every batch whose call returned is there, and the
-keyword index is exact (nothing left waiting in ``keyword_dirty`` / ``tm_kw_dirty``; at
-the end, searches score as after a rebuild and PostgreSQL's ``tm_keywords`` rows equal a
+keyword index is exact (nothing left waiting in ``keyword_dirty``; at the end, searches
+score as after a rebuild and PostgreSQL's keyword rows (postings and windows) equal a
 rebuild's). On both backends."""
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def _pg_keyword_state(conn: Any, words: Iterable[str]) -> tuple[dict[str, object
         )
         for w in words
     }
-    (rows,) = conn.execute("SELECT count(*) FROM tm_keywords").fetchone()
+    (rows,) = conn.execute("SELECT count(*) FROM tm_kw_docs").fetchone()
     return scores, rows
 
 
@@ -145,7 +145,7 @@ def index_rows(store: MemoryStorage) -> tuple[int, int]:
     """(memories in the keyword index, tag rows) of a store."""
     with store.engine.reading() as conn:
         if is_postgres(store):
-            keywords = conn.execute("SELECT count(*) FROM tm_keywords").fetchone()[0]
+            keywords = conn.execute("SELECT count(*) FROM tm_kw_docs").fetchone()[0]
             tags = conn.execute("SELECT coalesce(sum(cardinality(tags)), 0) FROM tm_memories")
             return keywords, int(tags.fetchone()[0])
         fts = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()[0]

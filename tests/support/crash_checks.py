@@ -143,7 +143,7 @@ def batch_index_state(location: str) -> tuple[dict[str, int], int, int]:
         import psycopg
 
         with psycopg.connect(location, autocommit=True) as conn:
-            if conn.execute("SELECT to_regclass('tm_keywords')").fetchone() == (None,):
+            if conn.execute("SELECT to_regclass('tm_kw_docs')").fetchone() == (None,):
                 return {}, 0, 0
             sizes = dict(
                 conn.execute(
@@ -151,8 +151,8 @@ def batch_index_state(location: str) -> tuple[dict[str, int], int, int]:
                     "WHERE tag <> 'batch' GROUP BY tag"
                 ).fetchall()
             )
-            (waiting,) = conn.execute("SELECT count(*) FROM tm_kw_dirty").fetchone() or (0,)
-            (indexed,) = conn.execute("SELECT count(*) FROM tm_keywords").fetchone() or (0,)
+            waiting = 0  # indexed in the writing statement: nothing waits (v012)
+            (indexed,) = conn.execute("SELECT count(*) FROM tm_kw_docs").fetchone() or (0,)
             return sizes, int(waiting), int(indexed)
     conn = open_raw(Path(location))
     try:

@@ -110,23 +110,51 @@ def column_problems(typed: int | None, dim: int) -> list[str]:
     return []
 
 
+_LINKS = (
+    "SELECT seq, id, tier, scope, "
+    "CASE WHEN session_id IS NOT NULL THEN lag(seq, 1) OVER w END AS b1, "
+    "CASE WHEN session_id IS NOT NULL THEN lag(seq, 2) OVER w END AS b2, "
+    "CASE WHEN session_id IS NOT NULL THEN lead(seq, 1) OVER w END AS a1, "
+    "CASE WHEN session_id IS NOT NULL THEN lead(seq, 2) OVER w END AS a2 "
+    "FROM tm_memories WINDOW w AS (PARTITION BY scope, tier, session_id ORDER BY seq)"
+)
+"""Each memory's neighbours in its session and tier, as its document row should say."""
+
 KEYWORD_INDEX: tuple[Query, ...] = (
     (
         _limited(
-            "SELECT t.id, t.tier, k.tier FROM tm_memories AS t "
-            "LEFT JOIN tm_keywords AS k ON k.memory_id = t.id WHERE k.memory_id IS NULL "
-            "OR k.tier <> t.tier OR k.seq <> t.seq OR k.session_id IS DISTINCT FROM t.session_id"
+            f"SELECT t.id, t.tier, d.seq IS NULL, t.seq FROM ({_LINKS}) AS t "
+            "FULL JOIN tm_kw_docs AS d ON d.seq = t.seq WHERE d.seq IS NULL OR t.seq IS NULL "
+            "OR (d.scope, d.b1, d.b2, d.a1, d.a2) "
+            "IS DISTINCT FROM (t.scope, t.b1, t.b2, t.a1, t.a2)"
         ),
         lambda r: (
             f"memory {r[0]} ({r[1]}) has no keyword row"
-            if r[2] is None
-            else f"memory {r[0]} ({r[1]}) is indexed as {r[2]}"
+            if r[2]
+            else f"keyword row {r[3]} has no memory"
+            if r[0] is None
+            else f"memory {r[0]} ({r[1]}) has the wrong keyword window"
         ),  # fmt: skip
     ),
     (
         _limited(
+            "SELECT d.seq, d.wlen FROM tm_kw_docs AS d WHERE d.wlen <> d.len + coalesce("
+            "(SELECT sum(o.len) FROM tm_kw_docs AS o WHERE o.seq IN (d.b1, d.b2, d.a1, d.a2)), 0)"
+        ),
+        lambda r: f"keyword row {r[0]} says its window holds {r[1]} words, its parts do not",
+    ),
+    (
+        _limited(
+            "SELECT coalesce(d.seq, p.seq), d.len, p.len FROM tm_kw_docs AS d FULL JOIN "
+            "(SELECT seq, sum(tf) AS len FROM tm_kw_postings GROUP BY seq) AS p "
+            "ON p.seq = d.seq WHERE coalesce(p.len, 0) <> coalesce(d.len, -1)"
+        ),
+        lambda r: f"keyword row {r[0]} counts {r[1]} own words, its postings {r[2]}",
+    ),
+    (
+        _limited(
             "SELECT k.scope, k.n, k.tokens, s.n, s.tokens FROM (SELECT scope, count(*) AS n, "
-            "coalesce(sum(kw_len), 0) AS tokens FROM tm_keywords GROUP BY scope) AS k "
+            "coalesce(sum(wlen), 0) AS tokens FROM tm_kw_docs GROUP BY scope) AS k "
             "FULL JOIN tm_kw_stats AS s ON s.scope = k.scope "
             "WHERE coalesce(k.n, 0) <> coalesce(s.n, 0) OR coalesce(k.tokens, 0) <> "
             "coalesce(s.tokens, 0)"
@@ -136,13 +164,11 @@ KEYWORD_INDEX: tuple[Query, ...] = (
             f"hold {r[1]} / {r[2]}"
         ),
     ),
-    (
-        Statement("SELECT count(*) FROM tm_kw_dirty HAVING count(*) > 0"),
-        lambda r: f"{r[0]} keyword-window changes were never worked off",
-    ),
 )
-"""Every memory has its keyword row, at its own place (tier, session, order), and the
-keyword statistics count what the rows hold; no index work is left over."""
+"""Every memory has its keyword row (``tm_kw_docs``), at its own place (scope, the two
+memories before and after it in its session and tier), its window's length is its
+parts', its postings count its own words, and the keyword statistics count what the
+rows hold."""
 
 
 def _live(memory_id: str, committed: bool) -> str:

@@ -1,25 +1,26 @@
-"""SQL of the keyword search: FTS5's bm25 over ``tm_keywords`` (see migration v002).
+"""SQL of the keyword search: FTS5's bm25 over each memory's keyword window, assembled
+from the own-word postings (``tm_kw_postings``) and window pointers (``tm_kw_docs``) of
+migration v012.
 
 The score is FTS5's formula (k1 = 1.2, b = 0.75), negated (lower is better, <= 0):
 for each lexeme of the query, idf = ln((N - df + 0.5) / (df + 0.5)) (at least 1e-6),
 tf = hits in the memory's own words + ``context_weight`` x hits in the two memories
-before it + ``after_weight`` x hits in the two after it, |D| = the row's tokens, avgdl
-from ``tm_kw_stats``. Ties go in insertion order (``seq``), as FTS5's rowid.
+before it + ``after_weight`` x hits in the two after it, |D| = the window's tokens
+(``wlen``), avgdl from ``tm_kw_stats``. Ties go in insertion order (``seq``), as FTS5's
+rowid.
 
-Every memory the GIN index finds is scored exactly, in one pass. The per-part term
-frequencies come from the window's tsvector itself: its own words carry weight A, the
-memories before B, after C, and their positions follow in that order, so for a one-lexeme
-query ``ts_rank`` with weight 1 on a prefix of the parts (A; A and B; A, B and C) and 0
-elsewhere is sum(1/j^2, j = 1..n)/(pi^2/6) for the n positions those parts hold, which
-rounds back to n (exact to the 256 positions a lexeme keeps). ``ts_rank`` is a binary
-search in the tsvector: three calls cost less than one ``array_position`` in ``kw_lex``
-(measured: 1,200 memories x 4 lexemes, 0.6 ms against 14 ms), so no first stage is needed
-to keep the exact scoring to a few hundred memories. Searches of single-token words
-unfiltered or filtered by the keyword row's own columns (tier, agent, time range;
-migration v006) take each lexeme's matches straight from the GIN index: the matches give
-each lexeme's document frequency exactly (they hold every memory with it) and the
-accepted ones are ranked. Others (a session, tags, retention, phrases) match the query
-once, join the memories and count document frequencies with the index.
+A memory's words are in its own window (part A), in the windows of the two memories
+after it (B: it is before them) and of the two before it (C). The query's lexemes' owners
+come from the posting table's primary key (``lex = ANY(...) AND scope = ANY(...)``: a
+btree comparison, LEAKPROOF, so an index-only scan under row-level security too; the
+scopes are the ones ``tm_kw_stats`` shows the connection); each owner's posting is
+spread to its five windows through its document row, and summed per (window, lexeme):
+the per-part term frequencies, and per lexeme the windows holding it (its document
+frequency over every window, whatever the filter). Every window holding a query lexeme
+is scored; the filter is a join of those windows to ``tm_memories`` by ``seq`` (its
+unique index), inside the search, before the LIMIT. A word of several tokens (a phrase in
+FTS5) matches a window holding all of its lexemes (anywhere in the window: positions are
+not stored); its lexemes are scored one by one, as before.
 """
 
 from __future__ import annotations
@@ -34,82 +35,66 @@ from persistence.stores.scope import WHOLE, Scope
 
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]+")  # ASCII punctuation, as tm_tsv's [[:punct:]]
 
-CATCH_UP = (
-    Statement("SET CONSTRAINTS tm_kw_work IMMEDIATE"),
-    Statement("SET CONSTRAINTS tm_kw_work DEFERRED"),
-)
-"""Runs this transaction's pending keyword work now (a search inside it sees its
-writes), then defers the rest of its work to COMMIT again (inside a transaction only)."""
+CATCH_UP: tuple[Statement, ...] = ()
+"""Nothing waits: triggers index a memory in the statement that writes it."""
 
-_HEAD = """
+LEXEMES = """
+SELECT w.word, coalesce(array_agg(DISTINCT u.lexeme) FILTER (WHERE u.lexeme IS NOT NULL), '{}')
+FROM unnest(%(words)s::text[]) AS w(word) LEFT JOIN LATERAL unnest(tm_tsv(w.word)) AS u ON true
+GROUP BY w.word
+"""
+"""Each word's lexemes (``tm_tsv``, immutable: the caller may keep them): the search is
+planned for its lexemes (their statistics: few owners or many)."""
+
+_WINDOWS = """
 WITH stats AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n,
            coalesce(sum(tokens), 0)::float8 / greatest(coalesce(sum(n), 0), 1) AS avgdl
     FROM tm_kw_stats
-), lexemes AS MATERIALIZED (
-    SELECT DISTINCT u.lexeme AS lex, plainto_tsquery('simple', u.lexeme) AS lq
-    FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
-), q AS MATERIALIZED (SELECT to_tsquery('tm_english', %(q)s) AS q
-), cand AS MATERIALIZED (
-    SELECT k.memory_id, k.seq, k.kw, k.kw_len FROM tm_keywords k {join} CROSS JOIN q
-    WHERE k.kw @@ q.q AND {cond}
+), win AS MATERIALIZED (
+    SELECT o.lex, x.w,
+           coalesce(sum(o.tf) FILTER (WHERE x.part = 0), 0)::float8 AS fa,
+           coalesce(sum(o.tf) FILTER (WHERE x.part = 1), 0)::float8 AS fb,
+           coalesce(sum(o.tf) FILTER (WHERE x.part = 2), 0)::float8 AS fc
+    FROM tm_kw_postings o JOIN tm_kw_docs d ON d.seq = o.seq
+    CROSS JOIN LATERAL (VALUES (o.seq, 0), (d.a1, 1), (d.a2, 1), (d.b1, 2), (d.b2, 2))
+        AS x(w, part)
+    WHERE o.lex = ANY(%(lexes)s::text[]){scope} AND x.w IS NOT NULL
+    GROUP BY o.lex, x.w
+), idf AS MATERIALIZED (
+    SELECT v.lex, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+    FROM win v CROSS JOIN stats s GROUP BY v.lex, s.n
 )"""
+"""Per (window, query lexeme): the lexeme's term frequency in each part of the window
+(A own, B the two before, C the two after), from its owners' postings (primary key:
+``lex = ANY``, and the scope's own rows for a scoped connection); per lexeme its idf."""
 
-_LEXEMES = _HEAD.split("), q AS MATERIALIZED")[0] + ")"
-"""The statistics and the query's lexemes alone (the search by lexeme below)."""
+_SCOPE = " AND o.scope = %(scope)s"
 
-_DF_FROM_CANDIDATES = """, idf AS MATERIALIZED (
-    SELECT h.lex, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
-    FROM hits h CROSS JOIN stats s GROUP BY h.lex, s.n
+_PHRASES = """, cand AS MATERIALIZED (
+    SELECT DISTINCT v.w FROM win v
+    JOIN unnest(%(word_i)s::int[], %(word_lex)s::text[]) AS wl(i, lex) ON wl.lex = v.lex
+    GROUP BY v.w, wl.i HAVING count(*) = (
+        SELECT count(*) FROM unnest(%(word_i)s::int[]) AS x(i) WHERE x.i = wl.i)
 )"""
-"""Unfiltered, one token per word: every memory holding a query lexeme is a candidate,
-so the candidates' hits give each lexeme's document frequency exactly."""
+"""Windows holding every lexeme of some word (a word of several tokens)."""
 
-_DF_FROM_INDEX = """, idf AS MATERIALIZED (
-    SELECT l.lex, greatest(ln((s.n - d.df + 0.5) / (d.df + 0.5)), 1e-6) AS idf
-    FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL
-         (SELECT count(*) AS df FROM tm_keywords WHERE kw @@ l.lq) d
-)"""
-"""Filtered (or a phrase): document frequencies counted over the whole index (GIN)."""
-
-_TF = (
-    "round(1.0 / (1.64493406685 * greatest(1 - ts_rank('{{WEIGHTS}}', c.kw, l.lq)::float8, "
-    "1e-7)) - 0.5)"
+_SCORE = """, scored AS MATERIALIZED (
+    SELECT v.w, -sum(i.idf * (t.f * 2.2)
+                     / (t.f + 1.2 * (0.25 + 0.75 * d.wlen::float8 / s.avgdl))) AS score
+    FROM win v {cand} JOIN idf i ON i.lex = v.lex JOIN tm_kw_docs d ON d.seq = v.w
+    CROSS JOIN stats s
+    CROSS JOIN LATERAL (SELECT v.fa + %(cw)s * v.fb + %(aw)s * v.fc AS f) t
+    GROUP BY v.w
 )
-"""How many positions of a lexeme the window's parts picked by ``WEIGHTS`` (``D,C,B,A``,
-1 = picked) hold, read from ``ts_rank`` (see the module docstring). Braces doubled: the
-text is formatted again."""
-
-_HITS = f""", hits AS MATERIALIZED (
-    SELECT c.memory_id, c.seq, c.kw_len, l.lex, {{ok}} AS ok,
-           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,0,1")} END AS fa,
-           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,0,1,1")} END AS fab,
-           CASE WHEN {{ok}} THEN {_TF.replace("WEIGHTS", "0,1,1,1")} END AS fabc
-    FROM cand c CROSS JOIN lexemes l WHERE c.kw @@ l.lq
-)"""
-"""Each (candidate, query lexeme) it holds, with the lexeme's term frequency in each part
-of the window for the accepted ones (``ok``): one ``@@`` per pair, whose hits give the
-unfiltered document frequencies too."""
-
-_HITS_BY_LEXEME = _HITS.replace(
-    "FROM cand c CROSS JOIN lexemes l WHERE c.kw @@ l.lq",
-    "FROM lexemes l JOIN tm_keywords c ON c.kw @@ l.lq",
-).replace("{ok}", "({cond})")
-"""Single-token words, a filter on the keyword row's own columns: each lexeme's matches
-straight from the index (one bitmap scan per lexeme, no list of candidates matched
-again per lexeme: 25% less time at 100k, the same results), each marked whether the
-filter accepts it. Every match counts towards its lexeme's document frequency."""
-
-_SCORE = """, tf AS (
-    SELECT h.memory_id, h.seq, h.kw_len, i.idf,
-           h.fa + %(cw)s * (h.fab - h.fa) + %(aw)s * (h.fabc - h.fab) AS f
-    FROM hits h JOIN idf i ON i.lex = h.lex WHERE h.ok
-)
-SELECT t.memory_id,
-       -sum(t.idf * (t.f * 2.2) / (t.f + 1.2 * (0.25 + 0.75 * t.kw_len::float8 / s.avgdl))) AS score
-FROM tf t CROSS JOIN stats s
-GROUP BY t.memory_id, t.seq ORDER BY score, t.seq LIMIT %(limit)s
+SELECT m.id, c.score FROM {best} c JOIN tm_memories m ON m.seq = c.w
+WHERE {cond}
+ORDER BY c.score, c.w LIMIT %(limit)s
 """
+"""bm25 of every window holding a query lexeme; the filter on the memory rows; the best.
+Without a filter only the best ``limit`` windows are joined to their memories (``best``)."""
+
+_BEST = "(SELECT * FROM scored ORDER BY score, w LIMIT %(limit)s)"
 
 
 def tsquery_text(words: Sequence[str]) -> str:
@@ -120,39 +105,33 @@ def tsquery_text(words: Sequence[str]) -> str:
     return " | ".join(quoted)
 
 
-def _single_tokens(words: Sequence[str]) -> bool:
-    """True if each word is one token (letters and digits only, once split as
-    ``tm_tsv`` splits): no phrase, so a candidate holds a lexeme iff it matches it."""
-    return all(w.isalnum() for w in (" ".join(_PUNCT.sub(" ", w).split()) for w in words) if w)
-
-
-def _on_keyword_rows(where: MemoryFilter) -> bool:
-    """True if ``tm_keywords``' own columns decide ``where`` (tier, agent, time range)."""
-    return (
-        where.session_id is None and not where.tags and where.min_retention is None
-        and not where.current and where.as_of is None
-    )  # fmt: skip
+def lexemes(words: Sequence[str]) -> Statement:
+    """``(word, its lexemes)`` of each of ``words`` (:data:`LEXEMES`)."""
+    return Statement(LEXEMES, {"words": list(dict.fromkeys(words))})
 
 
 def search(
-    words: Sequence[str], limit: int, where: MemoryFilter, context_weight: float,
-    after_weight: float,
+    word_lexemes: Sequence[Sequence[str]], scope: str, limit: int, where: MemoryFilter,
+    context_weight: float, after_weight: float,
 ) -> Statement | None:  # fmt: skip
-    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first;
-    ``None`` when no word has a token (nothing can match)."""
-    query = tsquery_text(words)
-    if not query:
+    """``(memory_id, score)`` of the memories ``where`` accepts, best (lowest) first, for
+    each query word's lexemes; ``scope``: the connection's (``''``: every scope it sees);
+    ``None`` when no word has a lexeme."""
+    per_word = [sorted(set(lexes)) for lexes in word_lexemes if lexes]
+    if not per_word:
         return None
-    own_columns = _on_keyword_rows(where)
-    if own_columns and _single_tokens(words):
-        cond, params = recall_filter_sql.condition(where, "c")
-        sql = _LEXEMES + _HITS_BY_LEXEME.format(cond=cond) + _DF_FROM_CANDIDATES + _SCORE
+    cond, params = recall_filter_sql.condition(where, "m")
+    sql = _WINDOWS.format(scope=_SCOPE if scope else "")
+    best = _BEST if cond == "true" else "scored"
+    if all(len(lexes) == 1 for lexes in per_word):
+        sql += _SCORE.format(cand="", cond=cond, best=best)
     else:
-        join = "" if own_columns else "JOIN tm_memories m ON m.id = k.memory_id"
-        cond, params = recall_filter_sql.condition(where, "k" if own_columns else "m")
-        sql = _HEAD.format(join=join, cond=cond) + _HITS.format(ok="true") + _DF_FROM_INDEX
-        sql += _SCORE
-    params.update(words=list(words), q=query, cw=context_weight, aw=after_weight, limit=limit)
+        cand = "JOIN cand ON cand.w = v.w"
+        sql += _PHRASES + _SCORE.format(cand=cand, cond=cond, best=best)
+        pairs = [(i, lex) for i, lexes in enumerate(per_word) for lex in lexes]
+        params.update(word_i=[i for i, _ in pairs], word_lex=[lex for _, lex in pairs])
+    lexes = sorted({lex for lexes in per_word for lex in lexes})
+    params.update(lexes=lexes, scope=scope, cw=context_weight, aw=after_weight, limit=limit)
     return Statement(sql, params)
 
 
@@ -160,21 +139,22 @@ _PARTS = """
 WITH lexemes AS MATERIALIZED (
     SELECT DISTINCT u.lexeme AS lex FROM unnest(%(words)s::text[]) AS w, unnest(tm_tsv(w)) AS u
 )
-SELECT k.memory_id, bool_or(k.kw_fa[p.p] > 0), bool_or(k.kw_fb[p.p] > 0),
-       bool_or(k.kw_fc[p.p] > 0)
-FROM tm_keywords k CROSS JOIN lexemes l
-CROSS JOIN LATERAL (SELECT array_position(k.kw_lex, l.lex) AS p) p
-WHERE k.memory_id = ANY(%(ids)s) AND p.p IS NOT NULL{scope}
-GROUP BY k.memory_id
+SELECT m.id, bool_or(p.seq = d.seq), bool_or(p.seq IN (d.b1, d.b2)),
+       bool_or(p.seq IN (d.a1, d.a2))
+FROM tm_memories m JOIN tm_kw_docs d ON d.seq = m.seq
+JOIN tm_kw_postings p ON p.lex = ANY(ARRAY(SELECT lex FROM lexemes)) AND p.scope = d.scope
+    AND p.seq = ANY(ARRAY[d.seq, d.b1, d.b2, d.a1, d.a2])
+WHERE m.id = ANY(%(ids)s){scope}
+GROUP BY m.id
 """
 
 
 def parts(words: Sequence[str], memory_ids: Sequence[str], scope: Scope = WHOLE) -> Statement:
-    """Which parts of each memory's keyword window hold a lexeme of ``words``: the
-    per-row term frequencies of its own words (weight A, ``kw_fa``), the memories before
-    it (B, ``kw_fb``) and after it (C, ``kw_fc``); memories of ``scope`` only (row-level
+    """Which parts of each memory's keyword window hold a lexeme of ``words``: its own
+    words (part A), the two memories before it (B), the two after it (C), read from the
+    postings of the memory and of its neighbours; memories of ``scope`` only (row-level
     security filters them again). :func:`to_parts` decodes the rows."""
-    mine, _ = scope.and_("k.scope", "%(agent)s")
+    mine, _ = scope.and_("m.scope", "%(agent)s")
     params = {"words": list(words), "ids": list(dict.fromkeys(memory_ids)), "agent": scope.agent_id}
     return Statement(_PARTS.format(scope=mine), params)
 
@@ -185,13 +165,5 @@ def to_parts(rows: Sequence[Row]) -> dict[str, KeywordParts]:
     return {m: p for m, p in found.items() if p.own or p.before or p.after}
 
 
-REBUILD = (
-    Statement("DELETE FROM tm_keywords"),
-    Statement(
-        "INSERT INTO tm_kw_dirty (scope, tier, session_id, seq) "
-        "SELECT scope, tier, NULL, seq FROM tm_memories"
-    ),
-    Statement("SELECT tm_kw_flag_tx()"),
-    *CATCH_UP,
-)
+REBUILD = (Statement("SELECT tm_kw_rebuild()"),)
 """Re-index every memory from scratch, in the caller's transaction (repair, tests)."""

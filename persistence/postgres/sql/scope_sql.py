@@ -1,5 +1,5 @@
 """SQL about the connected role: whether row-level security applies to it, and what a
-superuser must do for it once (mark the keyword match LEAKPROOF, create pgvector).
+superuser must do for it once (create pgvector).
 
 Built, not run: the reads are :class:`~persistence.statements.Statement` constants whose
 one value is a boolean (no row reads as false).
@@ -13,19 +13,6 @@ BYPASSES_RLS = Statement(
     "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
 )
 """True if the connection's role is a superuser or has ``BYPASSRLS`` (no policy binds it)."""
-
-KEYWORD_MATCH = "ts_match_vq(tsvector, tsquery)"
-"""The function behind ``tsvector @@ tsquery``, the keyword index's operator."""
-
-MATCH_IS_LEAKPROOF = Statement(
-    f"SELECT proleakproof FROM pg_proc WHERE oid = '{KEYWORD_MATCH}'::regprocedure"
-)
-"""True if ``@@`` (``ts_match_vq``) is marked ``LEAKPROOF``: the planner may then test it
-before a row-level security policy, in an index scan."""
-
-MAKE_MATCH_LEAKPROOF = f"ALTER FUNCTION {KEYWORD_MATCH} LEAKPROOF"
-"""Run once per database by a superuser: lets the planner use the keyword (GIN) index
-for a role that row-level security binds."""
 
 CREATE_VECTOR = "CREATE EXTENSION vector"
 """Run once per database by a superuser where the owner may not create pgvector's

@@ -147,7 +147,13 @@ def test_check_integrity_lists_every_broken_invariant(
             "INSERT INTO tm_schedules (memory_id, next_review_at, interval_ms) "
             "VALUES ('ghost', 0, 0)"
         )
-        conn.execute("DELETE FROM tm_keywords WHERE memory_id = %s", (some,))
+        conn.execute(
+            "DELETE FROM tm_kw_docs WHERE seq = (SELECT seq FROM tm_memories WHERE id = %s)",
+            (some,),
+        )
+        conn.execute(
+            "UPDATE tm_kw_postings SET tf = tf + 1 WHERE seq = (SELECT max(seq) FROM tm_memories)"
+        )
         conn.execute("UPDATE tm_meta SET value = '5' WHERE key = 'embedding_dim'")
         conn.execute("DELETE FROM tm_version")
         conn.execute(
@@ -161,6 +167,8 @@ def test_check_integrity_lists_every_broken_invariant(
     assert ("schedules_point_at_memories",
             "tm_schedules names memory ghost, which does not exist") in found  # fmt: skip
     assert any(c == "keyword_index_matches" and some in d and "no keyword row" in d
+               for c, d in found)  # fmt: skip
+    assert any(c == "keyword_index_matches" and "own words, its postings" in d
                for c, d in found)  # fmt: skip
     assert any(c == "embedding_sizes" and "not 5" in d for c, d in found)
     assert any(c == "schema" and "tm_version" in d for c, d in found)

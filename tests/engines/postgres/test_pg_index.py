@@ -5,21 +5,23 @@ embedding queue and cache, and the staged re-embedding. Rows are written with pl
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator
 
 import numpy as np
+import psycopg
 import pytest
 
+from migrations.postgres import LATEST_VERSION, apply_migrations, available_migrations
 from persistence.errors import (
     EmbeddingDimensionError,
     EmbeddingModelMismatchError,
     InvalidInputError,
 )
 from persistence.postgres import PostgresStore, keyword_search
-from persistence.postgres.sql import keyword_sql, vector_sql
+from persistence.postgres.sql import recall_filter_sql, vector_sql
 from persistence.records import Memory, MemoryFilter, Tier, content_hash
+from tests.support.pg_keywords import reference_search, windows
 
 _INSERT = (
     "INSERT INTO tm_memories (id, tier, key, content, session_id, agent_id, tags, speaker, "
@@ -57,10 +59,14 @@ def _row(**given: object) -> dict[str, object]:
 
 
 def keyword_rows(store: PostgresStore) -> list[tuple[object, ...]]:
+    """The keyword index as stored: each memory's document row (window pointers and
+    lengths) with its postings."""
     with store.engine.reading() as conn:
         return conn.execute(
-            "SELECT memory_id, tier, session_id, seq, kw::text, kw_len, kw_lex, kw_fa, kw_fb, "
-            "kw_fc FROM tm_keywords ORDER BY memory_id"
+            "SELECT m.id, d.scope, d.len, d.wlen, d.b1, d.b2, d.a1, d.a2, "
+            "(SELECT array_agg((p.lex, p.tf)::text ORDER BY p.lex) FROM tm_kw_postings p "
+            " WHERE p.seq = d.seq) FROM tm_kw_docs d JOIN tm_memories m ON m.seq = d.seq "
+            "ORDER BY m.id"
         ).fetchall()
 
 
@@ -123,6 +129,10 @@ def test_the_keyword_window_kept_by_triggers_equals_a_rebuild(pg: PostgresStore)
     with pg.engine.reading() as conn:
         stats_kept = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
     assert len(kept) == len(ids)
+    with pg.engine.reading() as conn:
+        expected = {m: w[2] for m, w in windows(conn).items()}
+        assert {r[0]: r[3] for r in kept} == expected  # each window's length
+        assert stats_kept == (len(ids), sum(expected.values()))
     with pg.transaction() as conn:
         keyword_search.rebuild(conn)
     assert keyword_rows(pg) == kept
@@ -174,50 +184,24 @@ def test_scores_are_at_most_zero_and_ordered_best_first(pg: PostgresStore) -> No
 def _bm25_from_rows(
     store: PostgresStore, words: list[str], context_weight: float, after_weight: float
 ) -> list[tuple[str, float]]:
-    """FTS5's bm25 of every memory, computed here from the keyword rows' per-part term
-    frequency arrays (``kw_lex``, ``kw_fa/fb/fc``), best first, ties by ``seq``."""
+    """FTS5's bm25 of every memory, computed in Python from the memories' contents
+    (tests/support/pg_keywords.py), best first, ties by ``seq``."""
     with store.engine.reading() as conn:
-        lexemes = [
-            r[0]
-            for r in conn.execute(
-                "SELECT DISTINCT u.lexeme FROM unnest(%s::text[]) w, unnest(tm_tsv(w)) u",
-                (words,),
-            )
-        ]
-        n, tokens = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
-        rows = conn.execute(
-            "SELECT memory_id, seq, kw_len, kw_lex, kw_fa, kw_fb, kw_fc FROM tm_keywords"
-        ).fetchall()
-    n, avgdl = int(n), float(tokens) / int(n)
-    df = {lex: sum(lex in r[3] for r in rows) for lex in lexemes}
-    scored = []
-    for memory_id, seq, length, lex, fa, fb, fc in rows:
-        score, matched = 0.0, False
-        for word in lexemes:
-            if word not in lex:
-                continue
-            matched = True
-            i = lex.index(word)
-            f = fa[i] + context_weight * fb[i] + after_weight * fc[i]
-            idf = max(math.log((n - df[word] + 0.5) / (df[word] + 0.5)), 1e-6)
-            score -= idf * (f * 2.2) / (f + 1.2 * (0.25 + 0.75 * length / avgdl))
-        if matched:  # a match only where the weight is 0 scores 0, and is found
-            scored.append((score, seq, memory_id))
-    return [(m, s) for s, _, m in sorted(scored)]
+        return reference_search(conn, words, context_weight, after_weight)
 
 
 @pytest.mark.slow  # 1.1 s measured on a busy machine
 def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
     pg: PostgresStore,
 ) -> None:
-    """Term frequencies per part of the window come from ``ts_rank`` of the window's
-    tsvector (keyword_sql): they give the scores the per-row arrays give, for every
-    memory that matches, whichever way document frequencies are counted."""
+    """Term frequencies per part of the window are assembled from the owners' postings
+    (keyword_sql): they give the scores a window computed from the contents gives, for
+    every memory that matches, filtered (the memory rows joined) or not."""
     rng = random.Random(5)
     vocabulary = [f"w{i}" for i in range(60)]
     add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 30))),
                    session_id=f"s{i % 9}") for i in range(240)])  # fmt: skip
-    everything = MemoryFilter(min_retention=0.0)  # counts frequencies with the index
+    everything = MemoryFilter(min_retention=0.0)  # joins the memory rows, accepts all
     for words, cw, aw in ((["w1"], 0.5, 0.5), (["w2", "w3", "w4"], 0.3, 0.8),
                           (["W5!", "w6"], 1.0, 0.0)):  # fmt: skip
         expected = _bm25_from_rows(pg, words, cw, aw)
@@ -226,6 +210,25 @@ def test_every_match_is_scored_with_exact_bm25_and_both_frequency_counts_agree(
             found = pg.indexes.keyword_search(words, 500, None, cw, aw, where=where)
             assert [m for m, _ in found] == [m for m, _ in expected]
             assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+def test_a_word_of_several_tokens_matches_windows_holding_all_of_them(
+    pg: PostgresStore,
+) -> None:
+    """``apple-pie`` (two tokens: a phrase in FTS5) matches a window holding both lexemes
+    (positions are not stored: in any order, any part of the window); each is scored."""
+    add(
+        pg,
+        _row(id="both", content="apple pie"),
+        _row(id="apple", content="apple tart"),
+        _row(id="pie", content="pie tin"),
+        _row(id="late", content="the pie before apple"),
+        _row(id="s1", content="apple", session_id="s"),
+        _row(id="s2", content="pie", session_id="s"),
+    )
+    found = dict(pg.indexes.keyword_search(["apple-pie"], 10))
+    assert set(found) == {"both", "late", "s1", "s2"}
+    assert set(dict(pg.indexes.keyword_search(["apple-pie", "tin"], 10))) == {*found, "pie"}
 
 
 def test_idf_ranks_a_rare_word_above_a_common_one(pg: PostgresStore) -> None:
@@ -272,8 +275,6 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
     for where in cases:
         found = {m for m, _ in pg.indexes.keyword_search(["apple"], 100, where=where)}
         with pg.engine.reading() as conn:
-            from persistence.postgres.sql import recall_filter_sql
-
             cond, params = recall_filter_sql.condition(where, "m")
             expected = {
                 r[0] for r in conn.execute(f"SELECT id FROM tm_memories m WHERE {cond}", params)
@@ -289,24 +290,33 @@ def test_keyword_filters_go_inside_the_search(pg: PostgresStore) -> None:
 
 
 @pytest.mark.slow  # 1.6 s measured on a busy machine
-def test_a_search_by_the_keyword_rows_own_columns_scores_as_the_join_does(
-    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+def test_a_filtered_search_ranks_the_accepted_windows_as_the_unfiltered_one_does(
+    pg: PostgresStore,
 ) -> None:
-    """Agent, tier and time filters read the keyword rows' own columns (v006): the same
-    scores as the path that joins the memories; a changed agent or time re-indexes."""
+    """A filter restricts the ranked memories only: every window counts towards N and
+    document frequencies, so the filtered result is the unfiltered ranking's accepted
+    memories, same scores; a changed agent or time is seen by the next search."""
     rng = random.Random(9)
     vocabulary = [f"w{i}" for i in range(40)]
     add(pg, *[_row(id=f"m{i:03}", content=" ".join(rng.choices(vocabulary, k=rng.randint(1, 8))),
-                   session_id=f"s{i % 7}", agent_id=f"a{i % 3}", created_at=i)
+                   session_id=f"s{i % 7}", agent_id=f"a{i % 3}", created_at=i,
+                   tags=["t"] if i % 4 == 0 else [], retention=(i % 10) / 10)
               for i in range(150)])  # fmt: skip
-    cases = [MemoryFilter(agent_id="a1"), MemoryFilter(tier=Tier.EPISODIC, created_after=40)]
+    cases = [
+        MemoryFilter(agent_id="a1"),
+        MemoryFilter(tier=Tier.EPISODIC, created_after=40),
+        MemoryFilter(session_id="s3"),
+        MemoryFilter(tags=("t",), min_retention=0.5),
+    ]
     for where in cases:
+        cond, params = recall_filter_sql.condition(where, "m")
+        with pg.engine.reading() as conn:
+            query = f"SELECT id FROM tm_memories m WHERE {cond}"
+            accepted = {r[0] for r in conn.execute(query, params)}
         for words in (["w1"], ["w2", "w3", "w4"]):
-            own = pg.indexes.keyword_search(words, 100, where=where)
-            monkeypatch.setattr(keyword_sql, "_on_keyword_rows", lambda where: False)
-            joined = pg.indexes.keyword_search(words, 100, where=where)
-            monkeypatch.undo()
-            assert own == joined and own
+            everything = pg.indexes.keyword_search(words, 1000)
+            found = pg.indexes.keyword_search(words, 100, where=where)
+            assert found and found == [(m, s) for m, s in everything if m in accepted][:100]
     with pg.transaction() as conn:
         conn.execute(
             "UPDATE tm_memories SET agent_id = 'moved', created_at = 9999 WHERE id = 'm001'"
@@ -567,18 +577,21 @@ def test_v11_rebuilds_a_full_precision_vector_index_in_half_precision(pg_url: st
             conn.execute("DROP INDEX tm_vectors_hnsw")
             conn.execute("CREATE INDEX tm_vectors_hnsw ON tm_vectors "
                          "USING hnsw (embedding vector_cosine_ops)")  # fmt: skip
-            conn.execute("DELETE FROM tm_schema_version WHERE version = 11")
+            conn.execute("DELETE FROM tm_schema_version WHERE version >= 11")
         query = rng.standard_normal(8).astype(np.float32)
         before = store.indexes.vector_search(query, 10)
     finally:
         store.close()
-    store = PostgresStore(pg_url).open()  # migrates to v11
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # v11 alone (v12 is there)
+        assert apply_migrations(conn, available_migrations()[:11]) == [11]
+        conn.execute("INSERT INTO tm_schema_version VALUES (12, 0, 'kept')")
+    store = PostgresStore(pg_url).open()
     try:
         with store.engine.reading() as conn:
             definition = conn.execute("SELECT pg_get_indexdef('tm_vectors_hnsw'::regclass)")
             version = conn.execute("SELECT max(version) FROM tm_schema_version")
             [(text,)], [(latest,)] = definition.fetchall(), version.fetchall()
-        assert "halfvec(8)" in text and latest == 11
+        assert "halfvec(8)" in text and latest == LATEST_VERSION
         after = store.indexes.vector_search(query, 10)
         exact = np.argsort(-(vectors @ query) / np.linalg.norm(vectors, axis=1))[:10]
         assert [m for m, _ in after] == [f"m{i}" for i in exact]  # the exact top 10

@@ -1,5 +1,4 @@
-"""Version 12 (to follow the keyword index's version at merge): a memory can be
-superseded by a newer one (facts that change).
+"""Version 13: a memory can be superseded by a newer one (facts that change).
 
 The twin of the file's version 18. ``tm_memories`` gains ``superseded_by`` (the newer
 memory's id), ``valid_to`` (its time) and ``superseded_reason``; existing memories read
@@ -13,7 +12,7 @@ Adding nullable columns rewrites no row. Idempotent: a database whose version ro
 rolled back past it runs it again.
 """
 
-VERSION = 12
+VERSION = 13
 DESCRIPTION = "superseded_by, valid_to and superseded_reason on tm_memories"
 
 STATEMENTS: tuple[str, ...] = (

@@ -149,7 +149,7 @@ def test_v012_upgrades_a_v011_database_with_data_to_the_same_rankings(pg_url: st
                  (["rare3", "rare4"], 1.0, 0.0)]  # fmt: skip
         before = {tuple(w): _v011_scores(conn, w, cw, aw) for w, cw, aw in cases}
         stats = conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone()
-        assert apply_migrations(conn) == [12]
+        assert apply_migrations(conn, available_migrations()[:12]) == [12]
         assert conn.execute("SELECT to_regclass('tm_keywords')").fetchone() == (None,)
         assert conn.execute("SELECT sum(n), sum(tokens) FROM tm_kw_stats").fetchone() == stats
     store = PostgresStore(pg_url).open()

@@ -90,9 +90,11 @@ search took 68 ms instead of 40 ms (loaded machine). The writer that fills it pa
 merges it (about one ``remember()`` in 40 pays a few ms), so searches read at most 128 kB."""
 RECONNECT_S = 2.0
 """How long the pool retries a lost connection in the background (``reconnect_timeout``)
-before it leaves the next call to start over. Its retries back off (1, 2, 4 ... s): with
-psycopg_pool's 300 s, calls after a server restart waited for the next retry, as long
-again as the outage had lasted (8 s down: 5.7 s and 5 failed calls after it was back)."""
+before it leaves the next call to start over, and the slices a call waits for a
+connection in (each slice asks the pool to connect again). The pool's retries back off
+(1, 2, 4 ... s): with psycopg_pool's 300 s, calls after a server restart waited for the
+next retry, as long again as the outage had lasted (8 s down: 5.7 s and 5 failed calls
+after it was back)."""
 
 
 def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
@@ -331,14 +333,14 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
     def _bare(self) -> Iterator[Connection]:
         """A pool connection with nothing begun (one autocommit statement is one
         transaction, even behind a pooler); errors translated."""
-        pool = self._require_pool()
+        pool, conn = self._checkout()
         try:
-            with pool.connection() as conn:
+            with conn:  # as pool.connection(): ends a transaction left open
                 yield conn
-        except PoolTimeout:
-            raise self._pool_timeout() from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+        finally:
+            pool.putconn(conn)
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -407,11 +409,24 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         pool's failures translated."""
         pool = self._require_pool()
         try:
-            return pool, pool.getconn()
+            return pool, self._take(pool)
         except PoolTimeout:
             raise self._pool_timeout() from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+
+    def _take(self, pool: ConnectionPool[Connection]) -> Connection:
+        """A connection from ``pool`` within ``wait_timeout_s``, waited for in slices of
+        :data:`RECONNECT_S`: each asks the pool to connect again, so a call made while
+        the server was down gets a connection as soon as it is back."""
+        end = time.monotonic() + self.settings.wait_timeout_s
+        while True:
+            left = end - time.monotonic()
+            try:
+                return pool.getconn(timeout=max(0.001, min(left, RECONNECT_S)))
+            except PoolTimeout:
+                if left <= RECONNECT_S:
+                    raise
 
     def write_in_one_trip(
         self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]

@@ -174,3 +174,27 @@ def test_after_a_long_outage_the_next_call_works(pg_server: PgServer, pg_url: st
                 failed.append(type(exc).__name__)
         assert len(failed) <= 1, failed
         assert memory.get(kept.id) is not None and memory.get(after.id) is not None
+
+
+def test_a_call_made_while_the_server_is_down_waits_for_it(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """A call waits up to ``wait_timeout_s`` for a connection: one made during a 5 s
+    outage gets it once the server is back (the pool is asked to connect again while the
+    call waits, though its own retries gave up after 2 s)."""
+    patient = PoolSettings(wait_timeout_s=20.0, connect_timeout_s=1.0)
+    with AgentMemoryManager.open(pg_url, embedder=None, pool=patient, synchronous="FULL") as memory:
+        memory.remember("before the outage")
+        pg_server.crash()
+        restart = threading.Timer(5.0, pg_server.start)
+        restart.start()
+        try:
+            time.sleep(2.5)  # idle past ping_after_s: the dead connection is checked, not used
+            began = time.monotonic()
+            during = memory.remember("made while the server was down")
+            waited = time.monotonic() - began
+        finally:
+            restart.join()
+        assert waited >= 2.0, f"the call cannot have been served while down ({waited:.1f} s)"
+        assert memory.get(during.id) is not None
+    assert "made while the server was down" in stored(pg_server, pg_url).values()

@@ -15,7 +15,7 @@ at once).
 Fixtures:
 
 - ``pg_server`` (session): the running server, a :class:`PgServer` (``stop``, ``start``,
-  ``restart``, ``stopped()``, ``database()``, ``connect()``).
+  ``restart``, ``crash``, ``stopped()``, ``database()``, ``connect()``).
 - ``pg_url`` (function): a libpq URL (``postgresql://postgres:@/<db>?host=<socket dir>``)
   of a database made for this test alone, with the ``vector`` extension (copied from the
   ``tm_template`` database prepared once); dropped after the test, its leftover

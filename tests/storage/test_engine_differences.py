@@ -122,6 +122,17 @@ def test_diacritics(any_location: str) -> None:
         assert found == ["We met at the café on the corner"]  # FTS5's unicode61 folds it
 
 
+def test_phrase_order(any_location: str) -> None:
+    with AgentMemoryManager.open(any_location, embedder=None) as memory:
+        adjacent = memory.remember("we baked an apple pie").id
+        apart = memory.remember("the pie had no apple in it").id
+        found = dict(memory.store.indexes.keyword_search(["apple-pie"], 10))
+    if _on_server(any_location):
+        assert set(found) == {adjacent, apart}  # both tokens in the window: a match
+    else:
+        assert set(found) == {adjacent}  # FTS5's phrase: adjacent, in order
+
+
 def test_scoped_graph(any_location: str) -> None:
     with AgentMemoryManager.open(any_location, agent_id="a", embedder=None) as memory:
         if _on_server(any_location):

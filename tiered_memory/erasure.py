@@ -70,7 +70,9 @@ def forget_session(
     require_str(session_id, "session_id", allow_empty=False)
     require_str(reason, "reason", allow_empty=False)
     with manager.transaction():
-        ids = [m.id for m in manager.query(session_id=session_id, limit=None)]
+        ids = [
+            m.id for m in manager.query(session_id=session_id, limit=None, include_superseded=True)
+        ]
         report = forget_ids(manager, ids, reason)
         deleted = manager.sessions.delete(session_id)
     return ErasureReport(report.memories, (session_id,) if deleted else ())
@@ -85,12 +87,14 @@ def forget_agent(
     require_str(agent_id, "agent_id", allow_empty=False)
     require_str(reason, "reason", allow_empty=False)
     with manager.transaction():
-        ids = [m.id for m in manager.query(agent_id=agent_id, limit=None)]
+        ids = [m.id for m in manager.query(agent_id=agent_id, limit=None, include_superseded=True)]
         report = forget_ids(manager, ids, reason)
         sessions: list[str] = []
         if manager.agent_id == agent_id:
             for session in manager.sessions.all():
-                for memory in manager.query(session_id=session.session_id, limit=None):
+                for memory in manager.query(
+                    session_id=session.session_id, limit=None, include_superseded=True
+                ):
                     manager.forget(memory.id, reason)
                 if manager.sessions.delete(session.session_id):
                     sessions.append(session.session_id)

@@ -192,6 +192,26 @@ def test_forgetting_a_superseded_memory_leaves_the_chain_readable(
     assert [h.memory.id for h in memory.recall("Ana lives", 3)] == [b.id]
 
 
+def test_erasing_a_session_or_an_agent_forgets_superseded_memories_too(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    """forget_session/forget_agent collect ids with query(), which lists current memories
+    by default: a superseded memory must be erased with the rest."""
+    session = memory.start_session().session_id
+    old = memory.remember("Ana lives in Lisbon", agent_id="ana", session_id=session)
+    clock.advance(1000)
+    new = memory.remember("Ana lives in Porto", agent_id="ana", supersedes=old.id)
+    assert set(memory.forget_session(session).memories) == {old.id}
+    assert memory.get(old.id) is None
+    clock.advance(1000)
+    older = memory.remember("Ana works at the bakery", agent_id="ana")
+    clock.advance(1000)
+    newer = memory.remember("Ana works at the library", agent_id="ana", supersedes=older.id)
+    assert set(memory.forget_agent("ana").memories) == {new.id, older.id, newer.id}
+    assert memory.query(include_superseded=True) == []
+    assert memory.recall("Ana", 5, include_superseded=True) == []
+
+
 def test_export_and_import_carry_supersession(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock, tmp_path: Path
 ) -> None:

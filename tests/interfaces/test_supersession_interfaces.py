@@ -122,6 +122,15 @@ def test_cli_search_as_of(tmp_path: Path) -> None:
     assert search("--as-of", "2024-05-10") == [old.id]
     assert search("--as-of", str(clock.now)) == [new.id]
     assert set(search("--include-superseded")) == {old.id, new.id}
+
+    def listed(*options: str) -> list[str]:
+        result = subprocess.run([CLI, "list", str(db), "--json", *options],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return [m["id"] for m in orjson.loads(result.stdout)]
+
+    assert listed() == [new.id]  # as query(): current memories
+    assert set(listed("--include-superseded")) == {old.id, new.id}
     bad = subprocess.run([CLI, "search", str(db), "office", "--as-of", "last spring"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr

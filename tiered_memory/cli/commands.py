@@ -272,14 +272,21 @@ def show(db: str, memory_id: str, as_json: bool) -> None:
 @click.option("--category", help="Only memories of this category.")
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0)
+@click.option(
+    "--include-superseded",
+    is_flag=True,
+    help="Also memories a newer one superseded (default: current ones only).",
+)
 @json_option
 def list_(db: str, tier: str | None, session_id: str | None, agent_id: str | None,
           tags: tuple[str, ...], category: str | None, limit: int, offset: int,
-          as_json: bool) -> None:  # fmt: skip
-    """List memories, newest first, with the same filters as ``query()``."""
+          include_superseded: bool, as_json: bool) -> None:  # fmt: skip
+    """List memories, newest first, with the same filters as ``query()`` (current
+    memories unless --include-superseded)."""
     with _open(db) as memory:
         found = memory.query(tier, session_id=session_id, agent_id=agent_id, tags=tags,
-                             category=category, limit=limit, offset=offset)  # fmt: skip
+                             category=category, limit=limit, offset=offset,
+                             include_superseded=include_superseded)  # fmt: skip
 
     def human() -> None:
         for m in found:

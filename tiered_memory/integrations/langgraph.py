@@ -515,7 +515,9 @@ class TieredMemoryStore(CheckedCalls):
         def live(namespace: tuple[str, ...]) -> bool:
             tags = (ns_tag(namespace, TTL_NS_TAG),)
             for offset in itertools.count(0, _PAGE):
-                page = self.memory.query(None, tags=tags, limit=_PAGE, offset=offset)
+                page = self.memory.query(
+                    None, tags=tags, limit=_PAGE, offset=offset, include_superseded=True
+                )
                 if any(m.category == CATEGORY and not expired(m.metadata, now) for m in page):
                     return True
                 if len(page) < _PAGE:

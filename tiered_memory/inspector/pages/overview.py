@@ -91,7 +91,9 @@ def next_forgotten(inspector: Inspector) -> PageData:
 def recent_promotions(inspector: Inspector) -> list[PageData]:
     """The latest promotions among the most recently updated semantic memories."""
     memory = inspector.memory
-    recent = memory.query(Tier.SEMANTIC, order_by="updated_at", limit=PROMOTION_SCAN)
+    recent = memory.query(
+        Tier.SEMANTIC, order_by="updated_at", limit=PROMOTION_SCAN, include_superseded=True
+    )
     found: list[dict[str, Any]] = []
     for m in recent:
         for record in memory.promotion_history(m.id):

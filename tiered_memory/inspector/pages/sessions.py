@@ -54,7 +54,8 @@ def session_page(inspector: Inspector, request: Request) -> tuple[str, PageData]
         raise PageError(404, f"no session {session_id}")
     transcript = memory.get_transcript(session_id)
     memories = memory.query(None, session_id=session_id, order_by="created_at",
-                            descending=False, limit=MAX_MEMORIES)  # fmt: skip
+                            descending=False, limit=MAX_MEMORIES,
+                            include_superseded=True)  # fmt: skip
     by_turn, unplaced = place(transcript, memories)
     data: PageData = {
         "session": _session_row(state),

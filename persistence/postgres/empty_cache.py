@@ -13,6 +13,7 @@ Inside a transaction nothing is cached (its own writes are not counted yet).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -27,6 +28,8 @@ class VersionSource(Protocol):
 
     def check_external_changes(self, wait_s: float = 0.05) -> bool: ...
 
+    def on_external_change(self, callback: Callable[[], None]) -> None: ...
+
 
 class EmptyAtVersion:
     """Whether a read last came back empty at the handle's current version."""
@@ -36,6 +39,10 @@ class EmptyAtVersion:
     def __init__(self, db: VersionSource) -> None:
         self._db = db
         self._at: int | None = None
+        # Another process's commit in another scope this handle sees (an agent's, seen by
+        # an unscoped handle, or the reverse) moves another scope's version row, not this
+        # handle's: the change watch's announcement alone tells, so it empties the cache.
+        db.on_external_change(self.forget)
 
     def known_empty(self) -> bool:
         """True when the read found nothing at the version the handle still sees (the

@@ -119,13 +119,24 @@ def test_another_processes_graph_and_backlog_are_seen_after_the_change_watch(
 
 
 def test_another_processes_supersession_is_seen_after_the_change_watch(pg_url: str) -> None:
-    """"Nothing is superseded" is cached like the other checks, and forgotten as soon as
+    """ "Nothing is superseded" is cached like the other checks, and forgotten as soon as
     another process's write is seen: its superseded memory leaves this handle's recall."""
     with _open(pg_url, external_change_check_ms=0) as memory, _open(pg_url) as other:
         old = memory.remember("Ana lives in Lisbon", embedding=[1.0, 0.0, 0.0])
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
         new = other.remember("Ana lives in Porto", embedding=[1.0, 0.1, 0.0], supersedes=old.id)
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [new.id]
+
+
+def test_a_supersession_in_another_scope_is_seen_by_an_unscoped_handle(pg_url: str) -> None:
+    """The agent's writes move the agent's version row, not the unscoped handle's: the
+    change watch's announcement empties the cached "nothing is superseded" all the same."""
+    with _open(pg_url, external_change_check_ms=0) as memory, _open(pg_url, agent_id="ana") as ana:
+        old = ana.remember("Ana lives in Lisbon", embedding=[1.0, 0.0, 0.0])
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
+        assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
+        new = ana.remember("Ana lives in Porto", embedding=[1.0, 0.1, 0.0], supersedes=old.id)
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [new.id]
 
 

@@ -113,15 +113,17 @@ def _card_like(value: str) -> bool:
 
 
 def _passphrase(value: str) -> bool:
-    """Words joined by hyphens, as passphrases are made (``correct-horse-battery-staple``):
-    three or more words of letters, each of three letters or more, at least two of them of
-    four or more (not ``case-sensitive``, ``up-to-date``, ``state-of-the-art``)."""
+    """Words joined by hyphens, as passphrases are made: four or more words of letters,
+    each of three letters or more and two of four or more (``correct-horse-battery-
+    staple``), or three words of five letters or more (``purple-monkey-dishwasher``);
+    not compounds of prose (``case-sensitive``, ``well-thought-out``, ``hard-and-fast``,
+    ``long-term-storage``, ``state-of-the-art``)."""
     words = value.split("-")
-    return (
-        len(words) >= 3
-        and all(len(w) >= 3 and w.isalpha() for w in words)
-        and sum(len(w) >= 4 for w in words) >= 2
-    )
+    if not all(w.isalpha() for w in words):
+        return False
+    if len(words) >= 4:
+        return all(len(w) >= 3 for w in words) and sum(len(w) >= 4 for w in words) >= 2
+    return len(words) == 3 and all(len(w) >= 5 for w in words)
 
 
 def _spoken_password(value: str) -> bool:

@@ -60,8 +60,9 @@ def test_a_hyphenated_passphrase_and_an_iban_are_caught() -> None:
     """Issue 45's misses: a passphrase of hyphenated words stated in prose, and IBANs
     (checked by country, length and the mod-97 checksum)."""
     redact = SecretRedactor().redact
-    found = redact("the wifi password is correct-horse-battery-staple")
-    assert found.text == "the wifi password is [REDACTED:password]"
+    for phrase in ("correct-horse-battery-staple", "purple-monkey-dishwasher"):
+        found = redact(f"the wifi password is {phrase}")
+        assert found.text == "the wifi password is [REDACTED:password]"
     for iban in ("DE89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "NO9386011117947"):
         found = redact(f"pay the rent to {iban} by Friday")
         assert found.text == "pay the rent to [REDACTED:iban] by Friday", found

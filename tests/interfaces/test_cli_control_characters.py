@@ -24,11 +24,13 @@ CLI = [sys.executable, "-m", "tiered_memory"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def on_a_terminal(*args: str) -> tuple[int, bytes]:
-    """Exit code and the bytes a command wrote to its stdout, a real terminal (a pty)."""
+def on_a_terminal(*args: str, encoding: str | None = None) -> tuple[int, bytes]:
+    """Exit code and the bytes a command wrote to its stdout, a real terminal (a pty),
+    with stdout's encoding forced to ``encoding`` if given."""
+    env = dict(os.environ, **({"PYTHONIOENCODING": encoding} if encoding else {}))
     leader, follower = pty.openpty()
     process = subprocess.Popen([*CLI, *args], stdout=follower, stderr=subprocess.DEVNULL,
-                               cwd=ROOT)  # fmt: skip
+                               cwd=ROOT, env=env)  # fmt: skip
     os.close(follower)
     drawn = b""
     try:
@@ -70,6 +72,18 @@ def test_a_terminal_never_gets_a_raw_control_character(
     shown = drawn.replace(b"\r\n", b"\n")  # the terminal's own line endings
     assert not [c for c in RAW if c in shown], shown
     assert b"\\x1b" in shown and b"\\x07" in shown  # shown escaped, not dropped
+
+
+def test_an_ascii_terminal_gets_no_raw_control_character_either(
+    stored: tuple[Path, str, str],
+) -> None:
+    """With stdout's encoding ASCII, click writes through the byte stream below it."""
+    code, drawn = on_a_terminal("list", str(stored[0]), encoding="ascii")
+    assert code == 0, drawn
+    shown = drawn.replace(b"\r\n", b"\n")
+    c0 = [c for c in RAW if len(c) == 1 and c < b"\x20"]  # the byte layer escapes C0
+    assert not [c for c in c0 if c in shown], shown
+    assert b"\\x07" in shown
 
 
 def test_json_keeps_the_exact_text_and_errors_are_escaped(stored: tuple[Path, str, str]) -> None:

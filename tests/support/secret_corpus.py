@@ -156,7 +156,7 @@ def secrets(rng: random.Random) -> list[tuple[str, str, tuple[str, ...], bool]]:
         "My passphrase is {}.",
         "Password: {}",
     ):
-        words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 8)))
+        words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(5, 8)))
                  for _ in range(rng.randint(3, 5))]  # fmt: skip
         phrase = "-".join(words)
         inside("password", written.format(phrase), phrase)
@@ -249,6 +249,10 @@ def decoys(seed: int = 23) -> list[str]:
         "The password is case-sensitive, and up-to-date rules apply.",
         "the passphrase is state-of-the-art, says the vendor",
         "our password is well-known",
+        "the password is well-thought-out, they say",
+        "my password is hard-and-fast, they say",
+        "the password is long-term-storage, not a cache",
+        "The password is case-insensitive-ish",
         "a state-of-the-art, easy-to-use, built-in password manager",
         "invoice DE12 3456 7890 (a reference, not an account)",
         "ticket AB12CDEF34567890123 was closed",

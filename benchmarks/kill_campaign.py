@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,59 @@ class Journal:
         self.file.write(orjson.dumps(record).decode() + "\n")
 
 
+@dataclass
+class SharedOps:
+    """The operations every campaign's worker runs alike (``write``, ``batch``, ``forget``,
+    ``promote``), each journaled before and after; ``seq``: the journal entry of the one
+    in flight (0: none begun), for the caller's failure record."""
+
+    memory: Any
+    journal: Journal
+    rng: random.Random
+    text: Callable[[], str]
+    everything: list[str]
+    episodic: list[str]
+    seq: int = 0
+
+    def run(self, op: str) -> bool:
+        """Run ``op`` if it is one of these (True); False for any other (nothing done)."""
+        memory, journal, rng, everything, episodic = (
+            self.memory, self.journal, self.rng, self.everything, self.episodic
+        )  # fmt: skip
+        if op == "write":
+            content, tier = self.text(), "semantic" if rng.random() < 0.3 else "episodic"
+            self.seq = journal.begin(op, content=content, tier=tier)
+            stored = memory.remember(content, tier, importance=rng.random())
+            journal.end(self.seq, id=stored.id)
+            everything.append(stored.id)
+            if tier == "episodic":
+                episodic.append(stored.id)
+        elif op == "batch":
+            contents = [self.text() for _ in range(rng.randint(2, 6))]
+            self.seq = journal.begin(op, contents=contents)
+            with memory.transaction():
+                ids = [memory.remember(c, importance=rng.random()).id for c in contents]
+            journal.end(self.seq, ids=ids)
+            episodic += ids
+            everything += ids
+        elif op == "forget":
+            memory_id = rng.choice(everything)
+            self.seq = journal.begin(op, id=memory_id)
+            found = memory.forget(memory_id, reason="kill campaign")
+            journal.end(self.seq, found=found)
+            everything.remove(memory_id)
+            if memory_id in episodic:
+                episodic.remove(memory_id)
+        elif op == "promote":
+            memory_id = episodic.pop(rng.randrange(len(episodic)))
+            self.seq = journal.begin(op, id=memory_id)
+            memory.promote(memory_id, Tier.SEMANTIC, reason="kill campaign")
+            journal.end(self.seq)
+        else:
+            return False
+        return True
+
+
 def worker(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     journal = Journal(args.journal)
@@ -112,6 +166,7 @@ def worker(args: argparse.Namespace) -> None:
         n += 1
         return f"kill {args.round} {n} " + "k" * rng.randrange(0, 800)
 
+    shared = SharedOps(memory, journal, rng, text, everything, episodic)
     reload()
     while True:
         op = rng.choices(list(weights), list(weights.values()))[0]
@@ -119,37 +174,10 @@ def worker(args: argparse.Namespace) -> None:
             op = "write"
         if op == "restore" and not memory.backups.list_backups():
             op = "backup"
-        seq = 0
+        seq = shared.seq = 0
         try:
-            if op == "write":
-                content, tier = text(), "semantic" if rng.random() < 0.3 else "episodic"
-                seq = journal.begin(op, content=content, tier=tier)
-                stored = memory.remember(content, tier, importance=rng.random())
-                journal.end(seq, id=stored.id)
-                everything.append(stored.id)
-                if tier == "episodic":
-                    episodic.append(stored.id)
-            elif op == "batch":
-                contents = [text() for _ in range(rng.randint(2, 6))]
-                seq = journal.begin(op, contents=contents)
-                with memory.transaction():
-                    ids = [memory.remember(c, importance=rng.random()).id for c in contents]
-                journal.end(seq, ids=ids)
-                episodic += ids
-                everything += ids
-            elif op == "forget":
-                memory_id = rng.choice(everything)
-                seq = journal.begin(op, id=memory_id)
-                found = memory.forget(memory_id, reason="kill campaign")
-                journal.end(seq, found=found)
-                everything.remove(memory_id)
-                if memory_id in episodic:
-                    episodic.remove(memory_id)
-            elif op == "promote":
-                memory_id = episodic.pop(rng.randrange(len(episodic)))
-                seq = journal.begin(op, id=memory_id)
-                memory.promote(memory_id, Tier.SEMANTIC, reason="kill campaign")
-                journal.end(seq)
+            if shared.run(op):
+                pass
             elif op == "decay":
                 seq = journal.begin(op)
                 report = memory.decay()
@@ -174,6 +202,7 @@ def worker(args: argparse.Namespace) -> None:
                 journal.end(seq)
                 reload()
         except Exception as exc:
+            seq = seq or shared.seq
             raw = not isinstance(exc, TieredMemoryError)
             journal.write({"x": seq, "op": op, "type": type(exc).__name__, "raw": raw,
                            "msg": str(exc)[:500]})  # fmt: skip

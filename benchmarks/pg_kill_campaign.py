@@ -63,6 +63,7 @@ from benchmarks.kill_campaign import (
     Campaign,
     Journal,
     Op,
+    SharedOps,
     State,
     Tally,
     _distance,
@@ -142,50 +143,22 @@ def worker(args: argparse.Namespace) -> None:
         n += 1
         return f"kill {args.round} {n} " + "k" * rng.randrange(0, 800)
 
+    shared = SharedOps(memory, journal, rng, text, everything, episodic)
     reload()
     while True:
         op = rng.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
         if op in ("forget", "promote") and not episodic:
             op = "write"
-        seq = 0
+        seq = shared.seq = 0
         try:
-            if op == "write":
-                content, tier = text(), "semantic" if rng.random() < 0.3 else "episodic"
-                seq = journal.begin(op, content=content, tier=tier)
-                stored = memory.remember(content, tier, importance=rng.random())
-                journal.end(seq, id=stored.id)
-                everything.append(stored.id)
-                if tier == "episodic":
-                    episodic.append(stored.id)
-            elif op == "batch":
-                contents = [text() for _ in range(rng.randint(2, 6))]
-                seq = journal.begin(op, contents=contents)
-                with memory.transaction():
-                    ids = [memory.remember(c, importance=rng.random()).id for c in contents]
-                journal.end(seq, ids=ids)
-                episodic += ids
-                everything += ids
-            elif op == "forget":
-                memory_id = rng.choice(everything)
-                seq = journal.begin(op, id=memory_id)
-                found = memory.forget(memory_id, reason="kill campaign")
-                journal.end(seq, found=found)
-                everything.remove(memory_id)
-                if memory_id in episodic:
-                    episodic.remove(memory_id)
-            elif op == "promote":
-                memory_id = episodic.pop(rng.randrange(len(episodic)))
-                seq = journal.begin(op, id=memory_id)
-                memory.promote(memory_id, Tier.SEMANTIC, reason="kill campaign")
-                journal.end(seq)
-            else:
+            if not shared.run(op):  # an import: the one operation of this worker's own
                 doc, mode = rng.choice(list(DOCS)), rng.choice(("replace", "merge"))
                 seq = long(op, doc=doc, mode=mode)
                 memory.import_json(exports / f"{doc}.json", mode)
                 journal.end(seq)
                 reload()
         except Exception as exc:
-            failed(seq, op, exc)
+            failed(seq or shared.seq, op, exc)
             reload()
 
 

@@ -217,6 +217,10 @@ class MemoryRecords(Protocol):
     def superseded_of(self, memory_id: str) -> list[Memory]:
         """The memories ``memory_id`` superseded, oldest first."""
 
+    def mark_superseded(self, memory: Memory, by: str, valid_to: int, reason: str) -> bool:
+        """Mark ``memory`` superseded by ``by`` (one targeted update, in the caller's
+        transaction); False if it is gone or was superseded meanwhile."""
+
     def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
         """For each of ``memory_ids`` that superseded others, their ids (in id order)."""
 

@@ -100,14 +100,31 @@ def superseded_memories(
     return found
 
 
-def supersede(memories: Memories, old: Sequence[Memory], new: Memory, reason: str) -> None:
+def supersede(
+    memories: Memories, old: Sequence[Memory], new: Memory, reason: str, *, strict: bool = True
+) -> list[Memory]:
     """Mark each of ``old`` superseded by ``new`` at its time (in the caller's
-    transaction; content, schedule and provenance untouched)."""
+    transaction; content, schedule and provenance untouched), each with one targeted
+    update that only a memory nothing superseded yet takes: of two writers superseding
+    the same memory at once, one wins. The other (``strict``) raises
+    :class:`InvalidSupersessionError`, so its whole write rolls back; not ``strict``, it
+    skips that memory. Returns the memories marked, as they now are."""
+    marked: list[Memory] = []
     for memory in old:
         valid_to = max(new.created_at, memory.created_at)  # a clock gone back: never before
-        memories.rewrite(
-            replace(memory, superseded_by=new.id, valid_to=valid_to, superseded_reason=reason)
-        )
+        if not memories.store.memories.mark_superseded(memory, new.id, valid_to, reason):
+            memories.cache.invalidate(memory.id)
+            if strict:
+                raise InvalidSupersessionError(
+                    f"supersedes={memory.id!r}: another writer superseded (or forgot) that "
+                    "memory meanwhile; nothing was written (read it again and supersede its "
+                    "successor)"
+                )
+            continue
+        now = replace(memory, superseded_by=new.id, valid_to=valid_to, superseded_reason=reason)
+        memories.cache.set(memory.id, now)
+        marked.append(now)
+    return marked
 
 
 def timeline(memories: Memories, store: MemoryStorage, memory_id: str) -> list[TimelineEntry]:

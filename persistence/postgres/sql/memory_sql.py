@@ -55,10 +55,20 @@ The vector comes in pgvector's binary form (``vector_send``): parsing its text t
 most of a fetch's time."""
 
 _INSERT = f"INSERT INTO tm_memories ({_WRITTEN}) VALUES ({', '.join('%s' for _ in _COLUMNS)})"
+_ONCE = frozenset({"superseded_by", "valid_to", "superseded_reason"})
+"""Columns an upsert sets only while the row is not superseded: a supersession, once
+made (see :func:`mark_superseded`), is never undone by a write of an older copy."""
 _UPSERT = (
     _INSERT
     + " ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "id")
+    + ", ".join(
+        f"{c} = CASE WHEN tm_memories.superseded_by IS NULL THEN excluded.{c} "
+        f"ELSE tm_memories.{c} END"
+        if c in _ONCE
+        else f"{c} = excluded.{c}"
+        for c in _COLUMNS
+        if c != "id"
+    )
 )
 _PUT_VECTOR = (
     "INSERT INTO tm_vectors (memory_id, embedding) VALUES (%s, %s) "
@@ -469,6 +479,20 @@ def page(tier: Tier, after_id: str, limit: int, scope: Scope = WHOLE) -> Stateme
 def any_superseded() -> Statement:
     """One value, true if any memory is superseded (a probe of the partial index)."""
     return Statement("SELECT EXISTS (SELECT 1 FROM tm_memories WHERE superseded_by IS NOT NULL)")
+
+
+def mark_superseded(
+    tier: Tier, memory_id: str, by: str, valid_to: int, reason: str, scope: Scope = WHOLE
+) -> Statement:
+    """Mark one memory (of ``scope``) superseded by ``by``, if nothing superseded it yet:
+    a row comes back when it was marked (none: gone, or superseded meanwhile; the row
+    lock makes a concurrent supersession wait, then find it taken)."""
+    mine, agent = _mine(scope, "scope")
+    return Statement(
+        "UPDATE tm_memories SET superseded_by = %s, valid_to = %s, superseded_reason = %s "
+        f"WHERE id = %s AND superseded_by IS NULL{mine} RETURNING id",
+        (by, valid_to, reason, memory_id, *agent),
+    )
 
 
 def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:

@@ -89,9 +89,22 @@ def _select(tier: Tier, with_tier: bool = False) -> str:
     return f"SELECT {cols}, {key}, {_TAGS}{tier_name} FROM {TABLE[tier]} AS t"
 
 
+_ONCE = frozenset({"superseded_by", "valid_to", "superseded_reason"})
+"""Columns an upsert sets only while the row is not superseded: a supersession, once
+made (see :func:`mark_superseded`), is never undone by a write of an older copy."""
+
+
+def _set(column: str) -> str:
+    if column in _ONCE:
+        return (
+            f"{column} = CASE WHEN superseded_by IS NULL THEN excluded.{column} ELSE {column} END"
+        )
+    return f"{column} = excluded.{column}"
+
+
 def _upsert(tier: Tier) -> str:
     cols = list(_COLUMNS) + (["key"] if tier is Tier.SCRATCHPAD else [])
-    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+    updates = ", ".join(_set(c) for c in cols if c != "id")
     marks = ", ".join("?" for _ in cols)
     return (
         f"INSERT INTO {TABLE[tier]} ({', '.join(cols)}) VALUES ({marks}) "
@@ -500,6 +513,19 @@ _ANY_SUPERSEDED = "SELECT " + " OR ".join(
 def any_superseded() -> Statement:
     """One value, true if any memory is superseded (a probe of each partial index)."""
     return Statement(_ANY_SUPERSEDED)
+
+
+def mark_superseded(
+    tier: Tier, memory_id: str, by: str, valid_to: int, reason: str, scope: Scope = WHOLE
+) -> Statement:
+    """Mark one memory (of ``scope``) superseded by ``by``, if nothing superseded it yet:
+    a row comes back when it was marked (none: gone, or superseded meanwhile)."""
+    mine, agent = _mine(scope, "")
+    return Statement(
+        f"UPDATE {TABLE[tier]} SET superseded_by = ?, valid_to = ?, superseded_reason = ? "
+        f"WHERE id = ? AND superseded_by IS NULL{mine} RETURNING id",
+        (by, valid_to, reason, memory_id, *agent),
+    )
 
 
 def superseded_pairs(memory_ids: Sequence[str], scope: Scope = WHOLE) -> list[Statement]:

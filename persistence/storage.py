@@ -612,6 +612,16 @@ class GraphStorage(Protocol):
         """Write a batch of the extractor's findings, each replacing its earlier ones;
         postpone ``failures``. Returns how many memories were extracted."""
 
+    def current_relations(
+        self, subject_id: str, predicate: str
+    ) -> list[tuple[Relation, list[str]]]:
+        """The relations ``subject_id -predicate-> *`` valid now, each with the ids of
+        every memory asserting it (whatever the scope)."""
+
+    def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> None:
+        """Bound when a relation holds (a memory's single-valued fact), in the caller's
+        transaction."""
+
     def drop_extracted(self, memory_id: str) -> None:
         """The memory's text changed: what the extractor found in it goes."""
 

@@ -22,9 +22,17 @@ from persistence import (
 )
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.graph.extraction import Extractor
+from tiered_memory.graph.facade import check_predicates
 from tiered_memory.recall.settings import RecallSettings
 from tiered_memory.redaction import DEFAULT_REDACTOR, Redactor
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
+
+SINGLE_VALUED = (
+    "lives_in", "located_in", "based_in", "works_at", "works_for", "employed_by",
+    "reports_to", "married_to",
+)  # fmt: skip
+"""``MemoryConfig.single_valued``'s default: predicates that hold one object per subject
+at a time (docs/concepts/facts-over-time.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +107,11 @@ class MemoryConfig:
     - ``capture_content``: whether spans carry memory content, queries and error
       messages (``None``, the default: as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
       says, off when unset).
+    - ``single_valued``: graph predicates that hold one object per subject at a time
+      (default :data:`SINGLE_VALUED`: ``lives_in``, ``works_at``, ...; ``()``: none).
+      When a memory asserts ``(s, p, o2)`` while ``(s, p, o1)`` holds, the older relation
+      ends and a memory of the same agent whose single-valued facts have all ended is
+      superseded by the new one (docs/concepts/facts-over-time.md).
     """
 
     cache_size: int = 500
@@ -134,8 +147,12 @@ class MemoryConfig:
     pool: PoolSettings = PoolSettings()
     tracer_provider: Any = None
     capture_content: bool | None = None
+    single_valued: tuple[str, ...] = SINGLE_VALUED
 
     def __post_init__(self) -> None:
+        object.__setattr__(  # a list or any sequence of predicates, kept as a tuple
+            self, "single_valued", tuple(dict.fromkeys(check_predicates(self.single_valued)))
+        )
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
             require_int(getattr(self, name), name, minimum=1)
         require_int(self.consolidation_min_reviews, "consolidation_min_reviews", minimum=0)

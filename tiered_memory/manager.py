@@ -157,6 +157,8 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, HistoryCalls):
             extraction=self.extraction,
         )  # fmt: skip
         self._writer.notebook = self._notebook = backend.notes
+        self.extraction.single_valued = frozenset(cfg.single_valued)
+        self.extraction.settle = self._writer.settle
         self.notes = Notes(
             backend.notes, self.store, clock, require_open=memories.require_open,
             memory_exists=lambda memory_id: self.get(memory_id) is not None,

@@ -37,6 +37,7 @@ from tiered_memory.graph.facade import entity_facts, relation_facts
 from tiered_memory.memories import Memories, touched
 from tiered_memory.redaction import Redactor, count_in_file, redact_fields, with_count
 from tiered_memory.sessions import SessionManager
+from tiered_memory.single_valued import settle
 from tiered_memory.supersession import (
     EXPLICIT,
     check_supersedes,
@@ -167,10 +168,21 @@ class MemoryWriter:
                 self.store.sessions.touch_session(session_id, self._clock())
             if facts[0] or facts[1]:
                 self.records.assert_facts(stored.id, *facts, graph_records.CALLER, now)
+            if stored.tier is not Tier.SCRATCHPAD and self._single_valued(facts[1]):
+                stored = self.settle(stored.id) or stored
             self.store.engine.after_commit(self._extraction.notify)
             if stored.embedding is None:
                 self.store.engine.after_commit(self._embeddings.notify)
         return stored
+
+    def settle(self, memory_id: str) -> Memory | None:
+        """The single-valued facts rule on what ``memory_id`` asserts (in the caller's
+        transaction; see :mod:`tiered_memory.single_valued`)."""
+        return settle(self._memories, self.records, memory_id, self._config.single_valued)
+
+    def _single_valued(self, relations: Sequence[Any]) -> bool:
+        """Whether any of these checked relation facts has a single-valued predicate."""
+        return any(r.predicate in self._config.single_valued for r in relations)
 
     def _new_memory(self, content: str, tier: Tier, now: int, chosen: dict[str, Any]) -> Memory:
         """A new episodic or semantic memory of ``remember()``'s checked fields."""
@@ -199,6 +211,8 @@ class MemoryWriter:
                                                      updated_at=touched(current, now)))  # fmt: skip
         if facts[0] or facts[1]:
             self.records.assert_facts(memory.id, *facts, graph_records.CALLER, now)
+        if self._single_valued(facts[1]):
+            current = self.settle(memory.id) or current
         if memory.session_id is not None:
             self.store.sessions.touch_session(memory.session_id, self._clock())
         duplicates.count_duplicate(self.store)

@@ -227,6 +227,26 @@ class GraphStore:
                 raise RelationNotFoundError(f"no relation {rid!r}")
             return reads.fetch_relations(self.sql, conn, [rid])[rid]
 
+    def current_relations(
+        self, subject_id: str, predicate: str
+    ) -> list[tuple[Relation, list[str]]]:
+        """The relations ``subject_id -predicate-> *`` valid now, each with the ids of
+        EVERY memory asserting it, whatever the scope (the single-valued facts' check
+        leaves alone a relation some other agent's memory asserts). In the caller's
+        transaction, if any: the check reads what it writes."""
+        with self.engine.transaction(join=True) as conn:
+            found = [self.sql.relation(r) for r in rows(conn, self.sql.current_relations(
+                subject_id, predicate))]  # fmt: skip
+            asserted = reads.asserting_memories(self.sql, conn, [r.id for r in found])
+        return [(r, asserted.get(r.id, [])) for r in found]
+
+    def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> None:
+        """Bound when a relation holds, as a memory's single-valued fact asks (in the
+        caller's transaction; allowed on a scoped handle: the caller checked that the
+        agent's own memories alone assert it)."""
+        with self.engine.transaction(join=True) as conn:
+            run(conn, self.sql.set_validity(rid, valid_from, valid_to))
+
     def remove_entity(self, ref: str) -> bool:
         """Delete an entity, its relations and provenance; False if missing."""
         self._scope.refuse("remove an entity")

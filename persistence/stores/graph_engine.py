@@ -150,6 +150,14 @@ class GraphSql(Protocol):
         """Set ``valid_to``, returning a row if the relation is there."""
         ...
 
+    def current_relations(self, subject: str, predicate: str) -> Statement:
+        """The relation rows ``subject -predicate-> *`` valid now, by id."""
+        ...
+
+    def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> Statement:
+        """Set both bounds of when a relation holds."""
+        ...
+
     def hops(
         self, nodes: Sequence[str], at: int, fanout: int, predicates: Sequence[str] | None
     ) -> list[Statement]:

@@ -432,6 +432,11 @@ class ExtractionQueue:
             closed=self._store_closed,
         )
         self._last_write = 0.0
+        self.single_valued: frozenset[str] = frozenset()
+        """Predicates whose new facts :attr:`settle` sees (``MemoryConfig.single_valued``)."""
+        self.settle: Callable[[str], object] | None = None
+        """Runs the single-valued facts rule on one extracted memory, in the transaction
+        that stores what was extracted (set by the manager)."""
 
     def flush(self, batch_size: int = BATCH_SIZE) -> int:
         """Extract every memory waiting now (failed ones wait for their retry time);
@@ -486,7 +491,17 @@ class ExtractionQueue:
                 "entity extraction failed for memory %s; the memory is kept and retried "
                 "after %d ms: %s", memory_id, until - now, error,
             )  # fmt: skip
-        return self.graph.apply_extractions(results, postponed, now)
+        settled = [
+            memory_id for memory_id, content, _, relations in results
+            if content is not None and any(r.predicate in self.single_valued for r in relations)
+        ]  # fmt: skip
+        if self.settle is None or not settled:
+            return self.graph.apply_extractions(results, postponed, now)
+        with self.store.transaction():  # the facts and what they supersede: all or nothing
+            done = self.graph.apply_extractions(results, postponed, now)
+            for memory_id in settled:
+                self.settle(memory_id)
+        return done
 
     # --- the background thread ------------------------------------------------------
 

@@ -249,6 +249,22 @@ def invalidate(rid: str, at: int) -> Statement:
     return Statement(_INVALIDATE, (at, rid))
 
 
+def current_relations(subject: str, predicate: str) -> Statement:
+    """The relation rows ``subject -predicate-> *`` valid now, by id."""
+    return Statement(
+        f"{_RELATION} WHERE subject_id = %s AND predicate = %s AND valid_to IS NULL ORDER BY 1",
+        (subject, predicate),
+    )
+
+
+def set_validity(rid: str, valid_from: int | None, valid_to: int | None) -> Statement:
+    """Set both bounds of when a relation holds."""
+    return Statement(
+        "UPDATE tm_relations SET valid_from = %s, valid_to = %s WHERE id = %s",
+        (valid_from, valid_to, rid),
+    )
+
+
 # --- provenance ----------------------------------------------------------------------
 
 _MOVE_ENTITIES = (

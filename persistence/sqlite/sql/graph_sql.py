@@ -294,6 +294,22 @@ def invalidate(rid: str, at: int) -> Statement:
     return Statement("UPDATE relations SET valid_to = ? WHERE id = ? RETURNING id", (at, rid))
 
 
+def current_relations(subject: str, predicate: str) -> Statement:
+    """The relation rows ``subject -predicate-> *`` valid now, by id."""
+    return Statement(
+        f"{_RELATION} WHERE subject_id = ? AND predicate = ? AND valid_to IS NULL ORDER BY 1",
+        (subject, predicate),
+    )
+
+
+def set_validity(rid: str, valid_from: int | None, valid_to: int | None) -> Statement:
+    """Set both bounds of when a relation holds."""
+    return Statement(
+        "UPDATE relations SET valid_from = ?, valid_to = ? WHERE id = ?",
+        (valid_from, valid_to, rid),
+    )
+
+
 # --- provenance ----------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from persistence import Tier
+from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager, RecallSettings
 
 ON = RecallSettings(fusion="rrf", graph_weight=1.0)
@@ -85,3 +86,22 @@ def test_bad_graph_settings_are_refused() -> None:
         RecallSettings(graph_hops=2)
     with pytest.raises(InvalidInputError):
         RecallSettings(graph_weight=-1)
+
+
+def test_as_of_walks_the_relations_valid_then(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    """A relation ended after ``T`` still brings its neighbour's memories at
+    ``as_of=T``, and no longer now (issue 43)."""
+    memory = make_memory(embedder=None, extractor=None, recall=ON)
+    memory.remember("They met at a conference", relations=[("Ana", "knows", "Bo")])
+    chess = memory.remember("Plays chess on Sundays", entities=["Bo"])
+    then = clock.now
+    (relation,) = memory.graph.relations("Ana")
+    memory.graph.invalidate(relation, at=then + 5000)
+    clock.advance(10_000)
+    past = memory.recall("What about Ana?", k=5, as_of=then)
+    assert chess.id in [h.memory.id for h in past]
+    hit = next(h for h in past if h.memory.id == chess.id)
+    assert "'Ana' -knows- 'Bo', 1 hop" in str(hit.explanation)
+    assert chess.id not in [h.memory.id for h in memory.recall("What about Ana?", k=5)]

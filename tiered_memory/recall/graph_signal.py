@@ -54,7 +54,9 @@ def graph_candidates(
     load: Callable[[list[str]], dict[str, Memory]],
     now: int,
 ) -> GraphCandidates:
-    """The graph signal's candidates for ``query`` (empty when no entity is named)."""
+    """The graph signal's candidates for ``query`` (empty when no entity is named); the
+    hops follow the relations valid at ``where.as_of`` when recall asks about a moment,
+    else those valid ``now``."""
     words = _tokens(query)
     probe = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
     if not probe:
@@ -85,8 +87,9 @@ def graph_candidates(
                 for memory_id in records.memories_naming(eid, HUB_MEMORIES):
                     credit(memory_id, weight, f"'{alias}' (named in the query)")
         if settings.graph_hops:
+            at = now if where.as_of is None else where.as_of
             for eid, alias in named.items():
-                steps = records.walk(eid, 1, now, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
+                steps = records.walk(eid, 1, at, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
                 near = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
                 if not near:
                     continue

@@ -4,8 +4,10 @@ what does leaving superseded memories out cost?
 Two measurements, one run:
 
 - **History** (:func:`history_quality`): ``subjects`` people whose city, employer and
-  preferred drink change two to four times, worded variously, each change remembered
-  with ``supersedes=`` the previous one (single-valued relations are not built yet). For
+  preferred drink change two to four times, worded variously; half the people's
+  changes are remembered with ``supersedes=`` the previous one, the other half's with
+  a single-valued relation (``lives_in``, ``works_at``, ``drinks``: the new fact
+  supersedes the old one on its own). For
   "where does X live?"-style questions, the share where the current fact is the top
   hit: with today's recall (``include_superseded=True``: every version competes, as
   before supersession existed) and with the new default; then the same for ``as_of``
@@ -15,8 +17,11 @@ Two measurements, one run:
   (``*_of_kind``: only the versions of that fact compete).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
-  (the filter inside each search leg), on SQLite and PostgreSQL. Vectors are fixed per
-  text (no model runs), the queries three random words of the vocabulary.
+  (the filter inside each search leg), on SQLite and PostgreSQL; half the superseded
+  ones by ``supersedes=``, half by single-valued relations (``lives_in``). Vectors are
+  fixed per text (no model runs), the queries three random words of the vocabulary.
+  The stores are built in batches (``remember_many``, and ``memory.transaction()``
+  around 500 superseding writes), so 100,000 memories build in minutes.
 
 Run: ``.venv/bin/python benchmarks/supersession.py [--n 10000] [--engine sqlite,postgres]``
 (``--only-none`` measures only the store without superseded memories: that part runs on
@@ -59,6 +64,8 @@ WORDING = {
               "{x}'s favourite drink is {v}", "{x} switched to {v}"],
 }  # fmt: skip
 VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
+PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
+SINGLE_VALUED = ("lives_in", "works_at", "drinks")
 QUESTIONS = {
     "city": "where does {x} live?",
     "work": "where does {x} work?",
@@ -86,17 +93,24 @@ def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, f
     clock = Clock()
     truth: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (person, kind) -> (from, id)
     with AgentMemoryManager.open(location, clock=clock, embed_in_background=False,
-                                 recall_review_quality=None) as memory:  # fmt: skip
+                                 recall_review_quality=None, extractor=None,
+                                 single_valued=SINGLE_VALUED) as memory:  # fmt: skip
         people = [f"Person{n:04d}" for n in range(subjects)]
         events = [(p, kind) for p in people for kind in VALUES for _ in range(rng.randint(3, 5))]
         rng.shuffle(events)
+        said: dict[tuple[str, str], str] = {}
         for person, kind in events:  # 3-5 versions: the first fact and 2-4 changes
             clock.now += rng.randint(1, 5) * DAY // 4
             chain = truth.setdefault((person, kind), [])
-            value = rng.choice(VALUES[kind])
+            value = rng.choice([v for v in VALUES[kind] if v != said.get((person, kind))])
+            said[(person, kind)] = value
             text = rng.choice(WORDING[kind]).format(x=person, v=value)
-            previous = chain[-1][1] if chain else None
-            stored = memory.remember(text, tags=(person, kind), supersedes=previous)
+            if int(person[-4:]) % 2:  # single-valued: the relation supersedes on its own
+                fact = (person, PREDICATES[kind], value)
+                stored = memory.remember(text, tags=(person, kind), relations=[fact])
+            else:
+                previous = chain[-1][1] if chain else None
+                stored = memory.remember(text, tags=(person, kind), supersedes=previous)
             chain.append((stored.created_at, stored.id))
         memory.flush()
         end = clock.now
@@ -122,19 +136,36 @@ def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:
     return " ".join(rng.choice(vocabulary) for _ in range(n))
 
 
-def build(location: str, n: int, superseded_share: float, seed: int = 7) -> Any:
+def build(
+    location: str, n: int, superseded_share: float, seed: int = 7, *, supersede: bool = True
+) -> Any:
     """An open manager on ``n`` memories of 12 random words, a ``superseded_share`` of
-    them superseded (each by one of the others)."""
+    them superseded (each by one of the others): half by ``supersedes=``, half by a
+    single-valued ``lives_in`` relation (a person's old city, then the new one).
+    ``supersede=False``: the same memories and graph, nothing superseded (the relations
+    are ``resides_in``, not single-valued; no ``supersedes=``): the baseline."""
     rng = random.Random(seed)
     memory = _open_tiered(location, LookupEmbedder())
     replaced = int(n * superseded_share)
-    base = n - replaced
+    by_relation = replaced // 2
+    base = n - replaced - by_relation
     texts = [_words(rng, VOCABULARY, 12) for _ in range(base)]
     ids: list[str] = []
     for lo in range(0, base, 1000):
         ids += [m.id for m in memory.remember_many(texts[lo : lo + 1000])]
-    for old in rng.sample(ids, replaced):
-        memory.remember(_words(rng, VOCABULARY, 12), supersedes=old)
+    olds = rng.sample(ids, replaced - by_relation)
+    for lo in range(0, len(olds), 500):
+        with memory.transaction():
+            for old in olds[lo : lo + 500]:
+                memory.remember(_words(rng, VOCABULARY, 12), supersedes=old if supersede else None)
+    predicate = "lives_in" if supersede else "resides_in"
+    for phase in ("old", "new"):  # each person's first city, then the one after it
+        for lo in range(0, by_relation, 500):
+            with memory.transaction():
+                for person in range(lo, min(lo + 500, by_relation)):
+                    city = f"City{(person + (phase == 'new')) % 997}"
+                    memory.remember(_words(rng, VOCABULARY, 12),
+                                    relations=[(f"Subject{person}", predicate, city)])  # fmt: skip
     memory.flush()
     return memory
 
@@ -180,10 +211,15 @@ def main() -> None:
     args = parser.parse_args()
     for engine in args.engine.split(","):
         with locations(engine) as where:
-            stores = [build(where("none"), args.n, 0.0)]
+            started = time.perf_counter()
+            stores = [build(where("none"), args.n, args.share, supersede=False)]
+            built = [time.perf_counter() - started]
             if not args.only_none:
+                started = time.perf_counter()
                 stores.append(build(where("some"), args.n, args.share))
+                built.append(time.perf_counter() - started)
             try:
+                counts = [m.store.memories.superseded_count() for m in stores]
                 p50 = recall_p50(stores)
             finally:
                 for memory in stores:
@@ -191,6 +227,7 @@ def main() -> None:
             line = f"{engine}: recall p50 at {args.n}: none superseded {p50[0]:.2f} ms"
             if not args.only_none:
                 line += f", {args.share:.0%} superseded {p50[1]:.2f} ms ({p50[1] / p50[0]:.2f}x)"
+                line += f" [superseded: {counts[1]}, built in {built[0]:.0f} s / {built[1]:.0f} s]"
             print(line, flush=True)
             if not args.only_none and args.subjects:
                 print(f"{engine}: history", history_quality(where("history"), args.subjects))

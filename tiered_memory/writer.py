@@ -154,9 +154,9 @@ class MemoryWriter:
             if tier is Tier.SCRATCHPAD:
                 stored = self._memories.scratchpad.put(key or new_id(), content, **chosen)
             else:
+                supersede(self._memories, older, memory, EXPLICIT)  # first: its row locks
                 (stored,) = self.store.memories.insert_memories([memory], [schedule])
                 self._memories.cache.set(stored.id, stored)
-                supersede(self._memories, older, stored, EXPLICIT)
             if (
                 stored.tier is Tier.SCRATCHPAD
                 and self.store.schedules.get_repetition_schedule(stored.id) is None

@@ -89,3 +89,17 @@ def test_a_batch_and_an_import_write_set_based_and_exactly(
     hits = memory.recall("lantern w7", k=5, session_id=session)
     assert {"lantern", "w7"} <= set(hits[0].memory.content.split())
     memory.close()
+
+
+def test_a_batch_is_one_statement_per_chunk_of_rows() -> None:
+    """``insert_many`` gives one multi-row INSERT per ``MULTI_ROW`` memories and vectors,
+    each carrying its rows' parameters in order (the ON CONFLICT clause kept once)."""
+    rows = [(f"m{i}",) + (None,) * 21 for i in range(memory_sql.MULTI_ROW + 1)]
+    vectors = [(f"m{i}", np.zeros(4, np.float32)) for i in range(3)]
+    memories, vectored = memory_sql.insert_many(rows, vectors)
+    assert [len(s.params) for s in memories] == [22 * memory_sql.MULTI_ROW, 22]
+    assert memories[1].params[0] == f"m{memory_sql.MULTI_ROW}"
+    assert memories[0].sql.count("(%s, ") == memory_sql.MULTI_ROW
+    (only,) = vectored
+    assert only.sql.count("(%s, %s)") == 3 and only.sql.count("ON CONFLICT") == 1
+    assert [only.params[i] for i in (0, 2, 4)] == ["m0", "m1", "m2"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -112,6 +113,7 @@ class HnswVectors:
     def __init__(self, engine: PgDatabase) -> None:
         self.engine = engine
         self._dim: int | None = None  # the stored dimension as last read (searches only)
+        self._flat = False  # the last exact comparison's neighbourhood was flat
         engine.on_external_change(self.forget_dimension)
 
     def forget_dimension(self) -> None:
@@ -158,7 +160,9 @@ class HnswVectors:
         with ``ef_search >= max(limit, MIN_EF_SEARCH)`` and the filter inside the scan
         (iterative scan); a full answer whose neighbourhood is :func:`flat` is compared
         exactly when at most ``FLAT_EXACT_MAX`` memories are accepted, else scanned again
-        at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone exactly."""
+        at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone exactly.
+        After an exact comparison whose answer was flat, the next search that may be
+        compared exactly is so without the HNSW scan first (its answer is judged again)."""
         if (
             where.narrows
             and recall_filter_sql.index_backed(where)
@@ -166,13 +170,29 @@ class HnswVectors:
         ):
             return _nearest(conn, query, limit, where, exact=True)
         ef = max(limit, MIN_EF_SEARCH)
+        few: bool | None = None  # whether at most FLAT_EXACT_MAX are accepted (if counted)
+        if self._flat and ef < FLAT_EF_SEARCH and _countable(where):
+            few = _accepted_at_most(conn, where, FLAT_EXACT_MAX)
+            if few:
+                return self._compared(conn, query, limit, where)
         found = _scan(conn, query, limit, where, ef)
         if ef < FLAT_EF_SEARCH and len(found) == limit and flat(found, query.size):
-            if _countable(where) and _accepted_at_most(conn, where, FLAT_EXACT_MAX):
-                return _nearest(conn, query, limit, where, exact=True)
+            if few is None and _countable(where):
+                few = _accepted_at_most(conn, where, FLAT_EXACT_MAX)
+            if few:
+                return self._compared(conn, query, limit, where)
             found = _scan(conn, query, limit, where, FLAT_EF_SEARCH)
         if len(found) < limit and where != MemoryFilter():
             found = _nearest(conn, query, limit, where, exact=True)
+        return found
+
+    def _compared(
+        self, conn: Connection, query: np.ndarray, limit: int, where: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        """The exact nearest (a flat neighbourhood among few); whether it is flat decides
+        if the next search skips the HNSW scan (random-like vectors stay so)."""
+        found = _nearest(conn, query, limit, where, exact=True)
+        self._flat = len(found) < limit or flat(found, query.size)
         return found
 
     def distances(
@@ -228,9 +248,11 @@ def flat(found: list[tuple[str, float]], dim: int) -> bool:
 
 
 def _countable(where: MemoryFilter) -> bool:
-    """True if the memories ``where`` accepts are counted cheaply up to a cap: nothing
-    narrows (the count stops at the cap) or an index serves the filter."""
-    return not where.narrows or recall_filter_sql.index_backed(where)
+    """True if the memories ``where`` accepts are counted cheaply up to a cap: an index
+    serves the filter, or it sets nothing that leaves out more than the superseded
+    (tier, current, as of: most memories pass, so the count soon reaches the cap)."""
+    broad = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+    return broad or recall_filter_sql.index_backed(where)
 
 
 def _accepted_at_most(conn: Connection, where: MemoryFilter, cap: int) -> bool:

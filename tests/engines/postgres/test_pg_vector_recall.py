@@ -110,7 +110,7 @@ def _queries(vectors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 @pytest.mark.slow  # about 30 s (one module-wide load) on a busy machine
 @pytest.mark.parametrize(
-    "case", ["unfiltered", "by agent", "by session", "by time", "by retention"]
+    "case", ["unfiltered", "current", "by agent", "by session", "by time", "by retention"]
 )
 def test_vector_recall_at_10_against_exact_on_random_vectors(
     loaded: tuple[PostgresStore, np.ndarray], case: str
@@ -122,7 +122,14 @@ def test_vector_recall_at_10_against_exact_on_random_vectors(
     store, vectors = loaded
     assert EXACT_SCAN_MAX < COUNT * 5 // 6 <= COUNT <= FLAT_EXACT_MAX
     rng = np.random.default_rng(
-        {"unfiltered": 1, "by agent": 2, "by session": 3, "by time": 5, "by retention": 4}[case]
+        {
+            "unfiltered": 1,
+            "current": 6,
+            "by agent": 2,
+            "by session": 3,
+            "by time": 5,
+            "by retention": 4,
+        }[case]  # fmt: skip
     )
     sessions = np.array([_session(i) for i in range(COUNT)])
     kept = np.array([_retention(i) >= 0.5 for i in range(COUNT)])
@@ -131,6 +138,8 @@ def test_vector_recall_at_10_against_exact_on_random_vectors(
         session = int(rng.integers(SESSIONS))
         if case == "unfiltered":
             rows, where = np.arange(COUNT), None
+        elif case == "current":  # recall's filter once anything is superseded: all pass
+            rows, where = np.arange(COUNT), MemoryFilter(current=True)
         elif case == "by agent":
             agent = session % AGENTS
             rows = np.flatnonzero(sessions % AGENTS == agent)
@@ -225,6 +234,7 @@ def test_a_small_flat_store_is_compared_exactly_whatever_the_graph(
         for query in _queries(vectors, np.random.default_rng(11)):
             for rows, where in (
                 (np.arange(COUNT), None),
+                (np.arange(COUNT), MemoryFilter(current=True)),
                 (np.arange(COUNT * 5 // 6), MemoryFilter(created_before=COUNT * 5 // 6)),
             ):
                 exact = rows[np.argsort(-(vectors[rows] @ query), kind="stable")[:10]]

@@ -97,9 +97,10 @@ def test_a_batch_is_one_statement_per_chunk_of_rows() -> None:
     rows = [(f"m{i}",) + (None,) * 21 for i in range(memory_sql.MULTI_ROW + 1)]
     vectors = [(f"m{i}", np.zeros(4, np.float32)) for i in range(3)]
     memories, vectored = memory_sql.insert_many(rows, vectors)
+    assert all(isinstance(s.params, list) for s in (*memories, *vectored))
     assert [len(s.params) for s in memories] == [22 * memory_sql.MULTI_ROW, 22]
-    assert memories[1].params[0] == f"m{memory_sql.MULTI_ROW}"
+    assert list(memories[1].params)[0] == f"m{memory_sql.MULTI_ROW}"
     assert memories[0].sql.count("(%s, ") == memory_sql.MULTI_ROW
     (only,) = vectored
     assert only.sql.count("(%s, %s)") == 3 and only.sql.count("ON CONFLICT") == 1
-    assert [only.params[i] for i in (0, 2, 4)] == ["m0", "m1", "m2"]
+    assert list(only.params)[0::2] == ["m0", "m1", "m2"]

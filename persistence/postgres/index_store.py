@@ -6,8 +6,9 @@ the shared :class:`~persistence.stores.indexes.IndexStore`.
   pointers ``tm_kw_docs`` that triggers keep in the writing statement: migration v012).
 - :class:`HnswVectors`: vectors live in ``tm_vectors`` under an HNSW index (cosine),
   searched with the filter inside the scan, or exactly when the filter accepts few
-  memories; the first embedding makes the index. The stored dimension is remembered
-  between searches (a search refused at a stale one reads it again).
+  memories, or when its neighbourhood is flat (random-like vectors) among at most
+  ``FLAT_EXACT_MAX``; the first embedding makes the index. The stored dimension is
+  remembered between searches (a search refused at a stale one reads it again).
 - the empty embedding queue is remembered while the version row says nothing changed
   (:class:`~persistence.postgres.empty_cache.EmptyAtVersion`).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -71,6 +73,16 @@ at 10k-100k memories): every vector is about as far from the query as any other 
 HNSW graph's walk finds the true neighbours by luck. Clustered vectors (as real
 embeddings of related texts are) are far above it, and pay for no second scan."""
 FLAT_RANK = 10
+FLAT_EXACT_MAX = 20_000
+"""A flat neighbourhood (see :func:`flat`) among at most this many accepted memories
+(the whole store unfiltered, or a filter an index serves) is compared exactly instead of
+scanned again at ``FLAT_EF_SEARCH``. Measured on the peer benchmark's random vectors
+(benchmarks/test_pg_vector_recall_bench.py and the raw curve below it): an exact scan
+costs about 1.5 us per vector (14.8 ms at 10k, 28 ms over one agent's 10k of 100k under
+load), the second HNSW scan at ``ef_search`` 400 about as much or more (20.9 ms at 10k,
+71-90 ms at 100k under the same load) for recall@10 0.95 at 10k and 0.33-0.41 at 100k;
+exact is 1.0. Above it (a flat store of 100k unfiltered: 157 ms exact) the second scan
+stays: no setting of pgvector's reaches 0.95 there at HNSW's cost."""
 FLAT_MIN_DIM = 128
 """Below this many dimensions no neighbourhood counts as flat: the band of chance
 similarity is too wide to tell (``5 / sqrt(dim)`` reaches 0.44 at 128); HNSW serves
@@ -101,6 +113,7 @@ class HnswVectors:
     def __init__(self, engine: PgDatabase) -> None:
         self.engine = engine
         self._dim: int | None = None  # the stored dimension as last read (searches only)
+        self._flat = False  # the last exact comparison's neighbourhood was flat
         engine.on_external_change(self.forget_dimension)
 
     def forget_dimension(self) -> None:
@@ -145,9 +158,11 @@ class HnswVectors:
         """A filter an index serves (session, agent, tags, time range) that accepts at
         most ``exact_scan_max`` memories is compared exactly; otherwise HNSW is scanned
         with ``ef_search >= max(limit, MIN_EF_SEARCH)`` and the filter inside the scan
-        (iterative scan); a full answer whose neighbourhood is :func:`flat` is scanned
-        again at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone
-        exactly."""
+        (iterative scan); a full answer whose neighbourhood is :func:`flat` is compared
+        exactly when at most ``FLAT_EXACT_MAX`` memories are accepted, else scanned again
+        at ``FLAT_EF_SEARCH``; a filtered scan that comes back short is redone exactly.
+        After an exact comparison whose answer was flat, the next search that may be
+        compared exactly is so without the HNSW scan first (its answer is judged again)."""
         if (
             where.narrows
             and recall_filter_sql.index_backed(where)
@@ -155,11 +170,29 @@ class HnswVectors:
         ):
             return _nearest(conn, query, limit, where, exact=True)
         ef = max(limit, MIN_EF_SEARCH)
+        few: bool | None = None  # whether at most FLAT_EXACT_MAX are accepted (if counted)
+        if self._flat and ef < FLAT_EF_SEARCH and _countable(where):
+            few = _accepted_at_most(conn, where, FLAT_EXACT_MAX)
+            if few:
+                return self._compared(conn, query, limit, where)
         found = _scan(conn, query, limit, where, ef)
         if ef < FLAT_EF_SEARCH and len(found) == limit and flat(found, query.size):
+            if few is None and _countable(where):
+                few = _accepted_at_most(conn, where, FLAT_EXACT_MAX)
+            if few:
+                return self._compared(conn, query, limit, where)
             found = _scan(conn, query, limit, where, FLAT_EF_SEARCH)
         if len(found) < limit and where != MemoryFilter():
             found = _nearest(conn, query, limit, where, exact=True)
+        return found
+
+    def _compared(
+        self, conn: Connection, query: np.ndarray, limit: int, where: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        """The exact nearest (a flat neighbourhood among few); whether it is flat decides
+        if the next search skips the HNSW scan (random-like vectors stay so)."""
+        found = _nearest(conn, query, limit, where, exact=True)
+        self._flat = len(found) < limit or flat(found, query.size)
         return found
 
     def distances(
@@ -212,6 +245,14 @@ def flat(found: list[tuple[str, float]], dim: int) -> bool:
     if len(found) < FLAT_RANK or dim < FLAT_MIN_DIM:
         return False
     return 1.0 - found[FLAT_RANK - 1][1] < FLAT_SIGMAS / math.sqrt(dim)
+
+
+def _countable(where: MemoryFilter) -> bool:
+    """True if the memories ``where`` accepts are counted cheaply up to a cap: an index
+    serves the filter, or it sets nothing that leaves out more than the superseded
+    (tier, current, as of: most memories pass, so the count soon reaches the cap)."""
+    broad = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+    return broad or recall_filter_sql.index_backed(where)
 
 
 def _accepted_at_most(conn: Connection, where: MemoryFilter, cap: int) -> bool:

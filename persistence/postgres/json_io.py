@@ -32,7 +32,7 @@ from persistence.postgres.sql import (
     transfer_sql,
 )
 from persistence.records import Memory, Tier
-from persistence.statements import Statement, row, run, run_batch
+from persistence.statements import Statement, row, run, run_all
 from persistence.stores.scope import WHOLE, Scope
 from persistence.transfer.json_import import Count, ImportDocument, Mode
 from persistence.transfer.store_io import StoreExportSource, StoreImportSink, TransferSql
@@ -77,8 +77,8 @@ def write_memories(conn: Connection, doc: ImportDocument, mode: Mode, count: Cou
             written.add(memory.id)
         count(memory.tier.value, outcome)
     if rows:
-        for batch in memory_sql.insert_many(rows, vectors):
-            run_batch(conn, batch)
+        for statements in memory_sql.insert_many(rows, vectors):
+            run_all(conn, statements)
     return written
 
 

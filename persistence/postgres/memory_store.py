@@ -28,7 +28,7 @@ from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import dedup_sql, memory_sql, schedule_sql, tag_counts_sql
 from persistence.postgres.vector_dim import fix_dimension
 from persistence.records import Memory, RepetitionSchedule, Tier
-from persistence.statements import column, row, rows, run, run_batch
+from persistence.statements import column, row, rows, run, run_all, run_batch
 from persistence.stores.config import StoreConfig
 from persistence.stores.memories import Encoded, MemoryStore, ids_taken
 
@@ -99,12 +99,12 @@ class ServerMemories:
         vectors = [(e.memory.id, e.row[1]) for e in batch if e.row[1] is not None]
         memories, vectored = memory_sql.insert_many([e.row[0] for e in batch], vectors)
         try:
-            run_batch(conn, memories)
+            run_all(conn, memories)
         except pg.UniqueViolation:  # another writer took an id since the check
             raise DuplicateMemoryError(
                 "a memory id of the batch was taken by another writer; nothing was written"
             ) from None
-        run_batch(conn, vectored)
+        run_all(conn, vectored)
         run_batch(conn, dedup_sql.record([e.memory for e in batch]))
         run_batch(conn, schedule_sql.insert_many(schedules))
 

@@ -26,7 +26,7 @@ from persistence.records import (
     QueryOptions,
     Tier,
 )
-from persistence.statements import Batch, Statement
+from persistence.statements import Statement
 from persistence.stores.rows import field_conditions, filter_fields, query_filters, validate_query
 from persistence.stores.scope import WHOLE, Scope
 
@@ -185,11 +185,31 @@ def bulk_keyword_entries() -> Statement:
     return Statement("SELECT set_config('gin_pending_list_limit', '4096', true)")
 
 
+MULTI_ROW = 1000
+"""Rows per multi-row INSERT of :func:`insert_many` (22 parameters a memory row: far under
+PostgreSQL's 65,535 a statement)."""
+
+
 def insert_many(
     rows: Sequence[tuple[Any, ...]], vectors: Sequence[tuple[str, np.ndarray]]
-) -> tuple[Batch, Batch]:
-    """New memory rows (ids unused) in the order given, then their vectors."""
-    return Batch(_INSERT, rows), Batch(_PUT_VECTOR, vectors)
+) -> tuple[list[Statement], list[Statement]]:
+    """New memory rows (ids unused) in the order given, then their vectors: one
+    multi-row INSERT per :data:`MULTI_ROW` rows, so the tables' statement triggers (the
+    keyword postings, the embedding queue) fire once per chunk, not once per row."""
+    return _multi_row(_INSERT, rows), _multi_row(_PUT_VECTOR, vectors)
+
+
+def _multi_row(sql: str, rows: Sequence[Sequence[Any]]) -> list[Statement]:
+    """``sql`` (an INSERT with one ``VALUES (...)`` tuple) for every :data:`MULTI_ROW`
+    of ``rows``: one statement each, its tuple repeated once per row."""
+    head, _, rest = sql.partition(" VALUES ")
+    one, _, tail = rest.partition(")")
+    out = []
+    for lo in range(0, len(rows), MULTI_ROW):
+        chunk = rows[lo : lo + MULTI_ROW]
+        values = ", ".join([one + ")"] * len(chunk))
+        out.append(Statement(f"{head} VALUES {values}{tail}", [p for r in chunk for p in r]))
+    return out
 
 
 _SCHEDULE_COLUMNS = (

@@ -1,10 +1,13 @@
 """Vector search quality on PostgreSQL: recall@10 against an exact numpy scan on the peer
 benchmark's workload (384-d random unit vectors, 5% of them near-duplicates of another,
 50 sessions of 10 agents), unfiltered, by agent and by session (few memories: compared
-exactly) and by retention (two thirds of them: the filter inside the HNSW scan). Random
-vectors are the hardest case for an HNSW graph (nothing clusters, every point is about
-as far from a query as any other), so too small a search shows here first. A quality
-assert, not a timing one (times: ``benchmarks/test_pg_vector_recall_bench.py``)."""
+exactly), by time (five sixths of them: an indexed filter) and by retention (two thirds
+of them: a filter no index serves, inside the HNSW scan). Random vectors are the hardest
+case for an HNSW graph (nothing clusters, every point is about as far from a query as
+any other), so too small a search shows here first; their neighbourhood is flat, which
+sends a store of at most ``FLAT_EXACT_MAX`` memories (or an indexed filter accepting
+that many) to an exact comparison: the exact top 10. A quality assert, not a timing one
+(times: ``benchmarks/test_pg_vector_recall_bench.py``)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from persistence.postgres import PostgresStore
+from persistence.postgres import PostgresStore, index_store
 from persistence.postgres.database import DEFAULT_EF_SEARCH
-from persistence.postgres.index_store import flat
+from persistence.postgres.index_store import EXACT_SCAN_MAX, FLAT_EXACT_MAX, flat
 from persistence.postgres.sql import vector_sql
 from persistence.postgres.vector_column import ensure_vector_index
 from persistence.records import MemoryFilter, Tier
@@ -106,13 +109,27 @@ def _queries(vectors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.slow  # about 30 s (one module-wide load) on a busy machine
-@pytest.mark.parametrize("case", ["unfiltered", "by agent", "by session", "by retention"])
+@pytest.mark.parametrize(
+    "case", ["unfiltered", "current", "by agent", "by session", "by time", "by retention"]
+)
 def test_vector_recall_at_10_against_exact_on_random_vectors(
     loaded: tuple[PostgresStore, np.ndarray], case: str
 ) -> None:
+    """recall@10 >= 0.95 everywhere; where the store (unfiltered) or an indexed filter
+    accepts at most ``FLAT_EXACT_MAX`` memories, the exact top 10 itself (HNSW alone,
+    even at ``ef_search`` 400, loses true neighbours of random vectors: 0.95 at 10k,
+    0.41 at 100k)."""
     store, vectors = loaded
+    assert EXACT_SCAN_MAX < COUNT * 5 // 6 <= COUNT <= FLAT_EXACT_MAX
     rng = np.random.default_rng(
-        {"unfiltered": 1, "by agent": 2, "by session": 3, "by retention": 4}[case]
+        {
+            "unfiltered": 1,
+            "current": 6,
+            "by agent": 2,
+            "by session": 3,
+            "by time": 5,
+            "by retention": 4,
+        }[case]  # fmt: skip
     )
     sessions = np.array([_session(i) for i in range(COUNT)])
     kept = np.array([_retention(i) >= 0.5 for i in range(COUNT)])
@@ -121,6 +138,8 @@ def test_vector_recall_at_10_against_exact_on_random_vectors(
         session = int(rng.integers(SESSIONS))
         if case == "unfiltered":
             rows, where = np.arange(COUNT), None
+        elif case == "current":  # recall's filter once anything is superseded: all pass
+            rows, where = np.arange(COUNT), MemoryFilter(current=True)
         elif case == "by agent":
             agent = session % AGENTS
             rows = np.flatnonzero(sessions % AGENTS == agent)
@@ -128,12 +147,18 @@ def test_vector_recall_at_10_against_exact_on_random_vectors(
         elif case == "by session":
             rows = np.flatnonzero(sessions == session)
             where = MemoryFilter(session_id=f"s{session}")
+        elif case == "by time":  # more than EXACT_SCAN_MAX: the HNSW scan first, then flat
+            rows = np.arange(COUNT * 5 // 6)
+            where = MemoryFilter(created_before=COUNT * 5 // 6)
         else:  # two thirds of the memories, a filter no index serves: inside the HNSW scan
             rows = np.flatnonzero(kept)
             where = MemoryFilter(min_retention=0.5)
         exact = rows[np.argsort(-(vectors[rows] @ query), kind="stable")[:10]]
         found = store.indexes.vector_search(query, 10, where=where)
         assert len(found) == 10
+        if case != "by retention":  # compared exactly (flat neighbourhoods, few accepted)
+            tenth = float(vectors[exact[-1]] @ query)  # the 10th (float32 near-ties aside)
+            assert all(vectors[int(m[1:])] @ query >= tenth - 1e-5 for m, _ in found), case
         hits += len({f"m{i:05d}" for i in exact} & {m for m, _ in found})
     assert hits / (10 * QUERIES) >= 0.95, (case, hits / (10 * QUERIES))
 
@@ -167,12 +192,14 @@ def test_random_vectors_have_a_flat_neighbourhood_and_clustered_ones_do_not() ->
 
 @pytest.mark.slow  # shares the module's load
 def test_the_deeper_scan_sets_ef_search_for_itself_only(
-    loaded: tuple[PostgresStore, np.ndarray],
+    loaded: tuple[PostgresStore, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A flat neighbourhood's second scan sets ``hnsw.ef_search`` for its own transaction
-    (a pooled connection keeps the default: a transaction-mode pooler hands nothing on)
-    and, inside the caller's transaction, puts it back after the scan."""
+    """A flat neighbourhood's second scan (a store larger than ``FLAT_EXACT_MAX``: here
+    made 0) sets ``hnsw.ef_search`` for its own transaction (a pooled connection keeps
+    the default: a transaction-mode pooler hands nothing on) and, inside the caller's
+    transaction, puts it back after the scan."""
     store, vectors = loaded
+    monkeypatch.setattr(index_store, "FLAT_EXACT_MAX", 0)
     query = _queries(vectors, np.random.default_rng(5))[0]
     setting = "SELECT current_setting('hnsw.ef_search')"
     assert flat(store.indexes.vector_search(query, 100), DIM)
@@ -185,3 +212,37 @@ def test_the_deeper_scan_sets_ef_search_for_itself_only(
     with store.engine.snapshot() as conn:
         assert store.indexes.vector_search(query, 100) == found
         assert conn.execute(setting).fetchone() == (str(DEFAULT_EF_SEARCH),)
+
+
+@pytest.mark.slow  # shares the module's load
+def test_a_small_flat_store_is_compared_exactly_whatever_the_graph(
+    loaded: tuple[PostgresStore, np.ndarray],
+) -> None:
+    """Under a deliberately poor HNSW graph (m=2, ef_construction=4) the unfiltered
+    search and an indexed filter past ``EXACT_SCAN_MAX`` still return the exact top 10 of
+    random vectors: the flat neighbourhood sends them to an exact comparison (a second
+    HNSW scan at ``ef_search`` 400 over such a graph misses true neighbours)."""
+    store, vectors = loaded
+    good = f"CREATE INDEX {vector_sql.INDEX_NAME} ON tm_vectors USING hnsw "
+    poor = (
+        good + f"((embedding::halfvec({DIM})) halfvec_cosine_ops) WITH (m = 2, ef_construction = 4)"
+    )
+    with store.transaction() as conn:
+        conn.execute(f"DROP INDEX {vector_sql.INDEX_NAME}")
+        conn.execute(poor)
+    try:
+        for query in _queries(vectors, np.random.default_rng(11)):
+            for rows, where in (
+                (np.arange(COUNT), None),
+                (np.arange(COUNT), MemoryFilter(current=True)),
+                (np.arange(COUNT * 5 // 6), MemoryFilter(created_before=COUNT * 5 // 6)),
+            ):
+                exact = rows[np.argsort(-(vectors[rows] @ query), kind="stable")[:10]]
+                tenth = float(vectors[exact[-1]] @ query)
+                found = store.indexes.vector_search(query, 10, where=where)
+                assert len(found) == 10
+                assert all(vectors[int(m[1:])] @ query >= tenth - 1e-5 for m, _ in found)
+    finally:
+        with store.transaction() as conn:
+            conn.execute(f"DROP INDEX {vector_sql.INDEX_NAME}")
+            ensure_vector_index(conn, DIM)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from persistence import Memory
-from tiered_memory.context.render import render
+from tiered_memory.context.render import draft, render
 from tiered_memory.dedup import normalised
 
 NEIGHBOURS = ("with", "after", "none")
@@ -80,35 +80,48 @@ def pack(
     neighbours: str = "with",
 ) -> Packed:
     """Fill ``max_tokens`` with the scratchpad's entries (most recently used first),
-    then with ``candidates`` best first (see the module's docstring)."""
+    then with ``candidates`` best first (see the module's docstring).
+
+    Each trial counts a draft of the text (the same lines and headers, in the order they
+    were added); the text itself is then rendered and counted, and while a counter that
+    does not add up puts it over the budget, the last addition is taken back."""
     pad: list[Memory] = []
     chosen: dict[str, Memory] = {}
     reasons: dict[str, str] = {}
+    steps: list[tuple[bool, list[str]]] = []  # (a candidate?, ids added), in order
+    lines: dict[str, str] = {}
     omitted = 0
 
     def fits(extra_pad: Sequence[Memory] = (), extra: Sequence[Memory] = ()) -> bool:
-        kept = {m.id for m in pad} | {m.id for m in extra_pad}
-        shown = [m for m in scratchpad if m.id in kept]
-        text, _ = render(shown, [*chosen.values(), *extra], started, after)
+        text = draft([*pad, *extra_pad], [*chosen.values(), *extra], started, lines)
         return count(text) <= max_tokens
+
+    def add(memory: Memory, reason: str, extra: Sequence[Memory], candidate: bool) -> None:
+        chosen[memory.id] = memory
+        reasons[memory.id] = reason
+        for n in extra:
+            chosen[n.id] = n
+            reasons[n.id] = f"neighbour of {memory.id}"
+        steps.append((candidate, [memory.id, *(n.id for n in extra)]))
 
     for entry in reversed(scratchpad):  # items() is least recently used first
         if fits(extra_pad=(entry,)):
             pad.append(entry)
             reasons[entry.id] = "scratchpad"
+            steps.append((True, [entry.id]))
         else:
             omitted += 1
     for candidate in candidates:
         memory = candidate.memory
-        if memory.id in chosen or memory.id in reasons:
+        if memory.id in reasons:
             if reasons[memory.id].startswith("neighbour of "):
                 reasons[memory.id] = candidate.reason  # found itself too: say how
             continue
-        extra = [n for n in candidate.neighbours if n.id not in chosen and n.id not in reasons]
+        extra = [n for n in candidate.neighbours if n.id not in reasons]
         if neighbours == "with" and extra and fits(extra=[memory, *extra]):
-            _add(chosen, reasons, memory, candidate.reason, extra)
+            add(memory, candidate.reason, extra, True)
         elif fits(extra=[memory]):
-            _add(chosen, reasons, memory, candidate.reason, [])
+            add(memory, candidate.reason, [], True)
         else:
             omitted += 1
     if neighbours == "after":
@@ -116,24 +129,18 @@ def pack(
             if candidate.memory.id not in chosen:
                 continue
             for n in candidate.neighbours:
-                if n.id not in chosen and n.id not in reasons and fits(extra=[n]):
-                    _add(chosen, reasons, n, "", [])
+                if n.id not in reasons and fits(extra=[n]):
+                    chosen[n.id] = n
                     reasons[n.id] = f"neighbour of {candidate.memory.id}"
-    kept = {m.id for m in pad}
-    shown = [m for m in scratchpad if m.id in kept]
-    text, order = render(shown, list(chosen.values()), started, after)
-    return Packed(text, order, {i: reasons[i] for i in order}, count(text), omitted)
-
-
-def _add(
-    chosen: dict[str, Memory],
-    reasons: dict[str, str],
-    memory: Memory,
-    reason: str,
-    extra: Sequence[Memory],
-) -> None:
-    chosen[memory.id] = memory
-    reasons[memory.id] = reason
-    for n in extra:
-        chosen[n.id] = n
-        reasons[n.id] = f"neighbour of {memory.id}"
+                    steps.append((False, [n.id]))
+    while True:
+        kept = [m for m in scratchpad if m.id in reasons]
+        text, order = render(kept, list(chosen.values()), started, after)
+        tokens = count(text)
+        if tokens <= max_tokens or not steps:
+            return Packed(text, order, {i: reasons[i] for i in order}, tokens, omitted)
+        candidate, taken = steps.pop()  # over by the counter's rounding: take it back
+        omitted += candidate
+        for memory_id in taken:
+            chosen.pop(memory_id, None)
+            del reasons[memory_id]

@@ -50,23 +50,73 @@ def render(
     if scratchpad:
         lines.append(SCRATCHPAD_HEADER)
         for m in scratchpad:
-            key = f"{m.key}: " if m.key and m.key != m.id else ""
-            lines.append(f"[m:{refs[m.id]}] {key}{m.content}")
+            lines.append(scratch_line(m, refs[m.id]))
             order.append(m.id)
-    for _start, group in _groups(memories, started):
+    for start, group in _groups(memories, started):
         ordered = _conversation_order(group, after)
-        who = list(dict.fromkeys(m.speaker for m in ordered if m.speaker))
-        stamp = _when(_start)
-        lines.append(f"## {stamp} · {', '.join(who)}" if who else f"## {stamp}")
+        lines.append(header(start, ordered))
         for m in ordered:
-            said = f"{m.speaker}: " if m.speaker else ""
-            lines.append(f"[m:{refs[m.id]}] {said}{m.content}")
+            lines.append(line(m, refs[m.id]))
             order.append(m.id)
     return "\n".join(lines), order
 
 
+def draft(
+    scratchpad: Sequence[Memory],
+    memories: Sequence[Memory],
+    started: Callable[[str], int | None],
+    lines: dict[str, str],
+) -> str:
+    """The lines and headers :func:`render` would write, in a cheaper order (groups as
+    first met, lines as given, citations of :data:`REF_LENGTH`): what a packing trial
+    counts. ``lines`` caches each memory's line."""
+    out = [SCRATCHPAD_HEADER] if scratchpad else []
+    for m in scratchpad:
+        out.append(lines.get(m.id) or lines.setdefault(m.id, scratch_line(m, m.id[-REF_LENGTH:])))
+    groups: dict[str, list[Memory]] = {}
+    for m in memories:
+        groups.setdefault(_group_key(m), []).append(m)
+    for key, group in groups.items():
+        out.append(header(_group_start(key, group, started), group))
+        for m in group:
+            out.append(lines.get(m.id) or lines.setdefault(m.id, line(m, m.id[-REF_LENGTH:])))
+    return "\n".join(out)
+
+
+def header(start: int, group: Sequence[Memory]) -> str:
+    """A session's header: when it started (UTC) and who speaks in it."""
+    who = list(dict.fromkeys(m.speaker for m in group if m.speaker))
+    return f"## {_when(start)} · {', '.join(who)}" if who else f"## {_when(start)}"
+
+
+def line(memory: Memory, ref: str) -> str:
+    """A memory's line: its citation, its speaker, its content."""
+    said = f"{memory.speaker}: " if memory.speaker else ""
+    return f"[m:{ref}] {said}{memory.content}"
+
+
+def scratch_line(memory: Memory, ref: str) -> str:
+    """A scratchpad entry's line: its citation, its key, its content."""
+    key = f"{memory.key}: " if memory.key and memory.key != memory.id else ""
+    return f"[m:{ref}] {key}{memory.content}"
+
+
 def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _group_key(memory: Memory) -> str:
+    """A memory's group: its session, or (none) its UTC day."""
+    return (
+        memory.session_id if memory.session_id is not None else "\0" + _when(memory.created_at)[:10]
+    )
+
+
+def _group_start(key: str, group: Sequence[Memory], started: Callable[[str], int | None]) -> int:
+    """When a group began: its session's start, or its first memory's time if earlier."""
+    first = min(m.created_at for m in group)
+    start = None if key.startswith("\0") else started(key)
+    return first if start is None else min(start, first)
 
 
 def _groups(
@@ -75,14 +125,8 @@ def _groups(
     """Memories by session (those of none: by UTC day), in the order the groups began."""
     groups: dict[str, list[Memory]] = {}
     for m in memories:
-        key = m.session_id if m.session_id is not None else "\0" + _when(m.created_at)[:10]
-        groups.setdefault(key, []).append(m)
-    begun = []
-    for key, group in groups.items():
-        first = min(m.created_at for m in group)
-        start = None if key.startswith("\0") else started(key)
-        begun.append((first if start is None else min(start, first), key, group))
-    begun.sort(key=lambda g: (g[0], g[1]))
+        groups.setdefault(_group_key(m), []).append(m)
+    begun = sorted((_group_start(key, group, started), key, group) for key, group in groups.items())
     return [(start, group) for start, _key, group in begun]
 
 

@@ -238,14 +238,14 @@ class ContextAdapter(TieredMemoryAdapter):
     name = "tiered-memory context()"
 
     def __init__(self, **opts: Any) -> None:
-        from tiered_memory.context.assemble import DEPTH
+        from tiered_memory.context.assemble import NEIGHBOURS
 
-        self._neighbours = str(opts.pop("neighbours", "with"))
-        self._depth = int(opts.pop("depth", DEPTH))
+        self._neighbours = str(opts.pop("neighbours", NEIGHBOURS))
+        self._depth = int(opts.pop("depth", 0)) or None  # 0: the budget's (depth_for)
         super().__init__(**opts)
         self._now = [0]
         self._lines: dict[str, str] = {}  # memory id -> the hand-written loop's line
-        self.name = f"{self.name} [neighbours={self._neighbours}, depth={self._depth}]"
+        self.name = f"{self.name} [neighbours={self._neighbours}, depth={self._depth or 'auto'}]"
 
     def index(self, conv_id: str, memories: list[Any]) -> None:
         import datetime as dt

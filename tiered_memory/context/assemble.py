@@ -15,14 +15,24 @@ from persistence import (
     SessionState,
     require_str,
 )
-from tiered_memory.context.packing import NEIGHBOURS, Candidate, distinct, pack
+from tiered_memory.context.packing import POLICIES, Candidate, distinct, pack
 from tiered_memory.context.records import Context, ContextEntry
 from tiered_memory.context.render import citations
 from tiered_memory.recall.types import RecallHit
 
-DEPTH = 40
-"""Recall hits a context chooses from (``recall(k=DEPTH)``): enough to fill 2,000 tokens
-of conversation turns, few enough for the call's latency."""
+MIN_DEPTH, MAX_DEPTH = 40, 100
+NEIGHBOURS = "after"
+"""Neighbouring turns fill what the candidates left of the budget: on LoCoMo's tuning half
+adding them with each candidate cost 0.02-0.06 of evidence recall at 250-1,000 tokens
+(they crowd out better hits), after the candidates they cost nothing and add a little
+at 2,000 (``benchmarks/eval_locomo.py --budgets``, docs/concepts/context.md)."""
+
+
+def depth_for(max_tokens: int) -> int:
+    """Recall hits a context chooses from: about one per 20 tokens of budget (a
+    conversation turn takes 30-40), at least :data:`MIN_DEPTH`, at most :data:`MAX_DEPTH`."""
+    return max(MIN_DEPTH, min(MAX_DEPTH, max_tokens // 20))
+
 
 Turns = Callable[[list[str]], dict[str, tuple[str | None, bool, str | None, str | None]]]
 """Memory ids -> (speaker, asks something, id before, id after) in their sessions."""
@@ -61,11 +71,11 @@ def build(
     where: MemoryFilter,
     *,
     threshold: float | None,
-    neighbours: str = "with",
+    neighbours: str = NEIGHBOURS,
 ) -> Context:
     """The context of ``query`` within ``max_tokens`` (see :mod:`tiered_memory.context`)."""
-    if neighbours not in NEIGHBOURS:
-        raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
+    if neighbours not in POLICIES:
+        raise ValueError(f"neighbours must be one of {POLICIES}, got {neighbours!r}")
     ids = [hit.memory.id for hit in hits]
     turns = sources.turns(ids) if ids else {}
     after: dict[str, str | None] = {}

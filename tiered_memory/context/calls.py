@@ -10,7 +10,7 @@ from persistence import MemoryFilter, MemoryStorage, Tier, parse_tier
 from tiered_memory.agent_scope import stamped
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig
-from tiered_memory.context.assemble import DEPTH, Sources, build, check_request
+from tiered_memory.context.assemble import NEIGHBOURS, Sources, build, check_request, depth_for
 from tiered_memory.context.records import Context
 from tiered_memory.memories import Memories
 from tiered_memory.recall.recaller import Recaller
@@ -89,16 +89,18 @@ class ContextCalls:
         include_superseded: bool = False,
         as_of: int | None = None,
         scratchpad: bool = True,
-        depth: int = DEPTH,
-        neighbours: str = "with",
+        depth: int | None = None,
+        neighbours: str = NEIGHBOURS,
     ) -> Context:
         """:meth:`context` with the packing's knobs (``depth``: recall hits to choose
-        from; ``neighbours``: see :mod:`tiered_memory.context.packing`), for measuring."""
+        from, by default :func:`~tiered_memory.context.assemble.depth_for` the budget;
+        ``neighbours``: see :mod:`tiered_memory.context.packing`), for measuring."""
         self._require_open()
         check_request(query, max_tokens)
         agent_id = stamped(self.agent_id, agent_id)
         found = self._recall.recall(
-            query, depth, tier=tier, session_id=session_id, agent_id=agent_id, tags=tags,
+            query, depth or depth_for(max_tokens), tier=tier, session_id=session_id,
+            agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,
             min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
             include_superseded=include_superseded, as_of=as_of, writes=False,

@@ -6,9 +6,10 @@ manager's ``TokenCounter`` (so ``tokens <= max_tokens`` holds for any counter, n
 only for one that adds up); one that does not fit is counted in ``omitted`` and the
 next, shorter one may still fit. The chosen memories are then shown in conversation
 order (:mod:`tiered_memory.context.render`). A candidate's neighbouring turn (the
-question it answers, the answer it gets) is added with it where both fit
-(``neighbours="with"``), after every candidate was placed (``"after"``), or never
-(``"none"``); ``benchmarks/eval_locomo.py --budgets`` measures which pays.
+question it answers, the answer it gets) is added after every candidate was placed,
+where it still fits (``neighbours="after"``, the default), with its candidate
+(``"with"``), or never (``"none"``); ``benchmarks/eval_locomo.py --budgets`` measures
+which pays.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from persistence import Memory
 from tiered_memory.context.render import draft, render
 from tiered_memory.dedup import normalised
 
-NEIGHBOURS = ("with", "after", "none")
+POLICIES = ("with", "after", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ def pack(
     after: Mapping[str, str | None],
     count: Callable[[str], int],
     max_tokens: int,
-    neighbours: str = "with",
+    neighbours: str = "after",
 ) -> Packed:
     """Fill ``max_tokens`` with the scratchpad's entries (most recently used first),
     then with ``candidates`` best first (see the module's docstring).

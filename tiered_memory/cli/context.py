@@ -3,6 +3,8 @@ into its prompt, within a token budget (read only, as ``search`` is)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from persistence import EmbeddingModelMismatchError, Tier
@@ -38,7 +40,7 @@ def context(db: str, query: str, max_tokens: int, tier: str | None, session_id: 
     """
     if not query.strip():
         raise click.UsageError("QUERY is empty: give the words to search for")
-    model = {"embedder": None} if keywords_only else {}
+    model: dict[str, Any] = {"embedder": None} if keywords_only else {}
     try:
         with _open(db, **model) as memory:
             found = memory.context(

@@ -140,8 +140,8 @@ def pack(
         tokens = count(text)
         if tokens <= max_tokens or not steps:
             return Packed(text, order, {i: reasons[i] for i in order}, tokens, omitted)
-        candidate, taken = steps.pop()  # over by the counter's rounding: take it back
-        omitted += candidate
+        was_candidate, taken = steps.pop()  # over by the counter's rounding: take it back
+        omitted += was_candidate
         for memory_id in taken:
             chosen.pop(memory_id, None)
             del reasons[memory_id]

@@ -490,6 +490,64 @@ def evaluate(
     return out
 
 
+BUDGET_METHODS = ("context", "filled")
+"""``--budgets``: a retriever's ways to fill a prompt of N tokens (see
+``benchmarks/locomo_adapter.py:ContextAdapter``): ``context`` (``memory.context()``) and
+``filled`` (recall's hits in order until the next does not fit)."""
+
+
+def evaluate_budgets(retriever, convs: list[Conversation], budgets: Sequence[int]) -> list[dict]:
+    """Evidence recall per question at each budget for each of :data:`BUDGET_METHODS`
+    (the share of the question's evidence turns whose memory reached the prompt), and
+    each call's seconds (the query vector forgotten first: with the query embedding)."""
+    rows = []
+    for conv in convs:
+        retriever.index(conv.conv_id, conv.memories)
+        for q in conv.questions:
+            if not q.evidence:
+                continue
+            ev = set(q.evidence)
+            row: dict = {"conv_id": q.conv_id, "category": q.category}
+            for method in BUDGET_METHODS:
+                for budget in budgets:
+                    if hasattr(retriever, "cold"):
+                        retriever.cold(conv.conv_id)
+                    t0 = time.perf_counter()
+                    got = getattr(retriever, method)(conv.conv_id, q.question, budget)
+                    row[f"{method}_s@{budget}"] = time.perf_counter() - t0
+                    row[f"{method}@{budget}"] = len(ev.intersection(got)) / len(ev)
+            rows.append(row)
+    return rows
+
+
+def format_budgets(name: str, rows: list[dict], budgets: Sequence[int]) -> str:
+    """One table: evidence recall of each method at each budget, overall (categories
+    1-4) and per category, then each method's p50 ms per call."""
+    cols = [f"{m}@{b}" for b in budgets for m in BUDGET_METHODS]
+    lines = [
+        f"| {name} | n | " + " | ".join(cols) + " |",
+        "|---|---:|" + "---:|" * len(cols),
+    ]
+    subsets = [("overall (1-4)", [r for r in rows if r["category"] in SCORED_CATEGORIES])]
+    subsets += [
+        (f"{c}-{CATEGORY_NAMES[c]}", [r for r in rows if r["category"] == c])
+        for c in SCORED_CATEGORIES
+    ]
+    for label, sel in subsets:
+        if sel:
+            vals = " | ".join(f"{sum(r[c] for r in sel) / len(sel):.3f}" for c in cols)
+            lines.append(f"| {label} | {len(sel)} | {vals} |")
+    scored = [r for r in rows if r["category"] in SCORED_CATEGORIES]
+    if scored:
+        p50 = " | ".join(
+            f"{1000 * statistics.median(r[f'{m}_s@{b}'] for r in scored):.1f}"
+            for b in budgets
+            for m in BUDGET_METHODS
+        )
+        lines.append(f"| p50 ms per call | {len(scored)} | {p50} |")
+    return "\n".join(lines)
+
+
 def half_result(res: dict, per_question: list, conv_ids: set[str]) -> dict:
     """``res`` recomputed from its per-question rows for ``conv_ids`` only."""
     rows = [
@@ -592,6 +650,12 @@ def main(argv=None):
         help="also print a table for these conversations (the tuning half, e.g. "
         "conv-26,conv-30,conv-41) and one for the rest (the check half)",
     )
+    ap.add_argument(
+        "--budgets",
+        help="token budgets, e.g. 250,500,1000,2000: evidence recall of what reaches a "
+        "prompt of that size, context() against recall hits filled to it (retrievers with "
+        "context() and filled(), e.g. benchmarks/locomo_adapter.py:ContextAdapter)",
+    )
     ap.add_argument("--json-out", help="write all results as JSON here")
     ap.add_argument("--per-question-out", help="write per-question rankings (JSONL) here")
     a = ap.parse_args(argv)
@@ -608,6 +672,8 @@ def main(argv=None):
         wanted = a.convs.split(",")
         convs = [c for c in convs if c.conv_id in wanted]
     backends = [b for b in a.backend.split(",") if b]
+    if a.budgets:
+        return _budgets_main(a, convs, opts, backends)
 
     encoder, made = None, {}
     results, perq = [], []
@@ -691,6 +757,38 @@ def main(argv=None):
         with open(a.per_question_out, "w") as f:
             for row in perq:
                 f.write(json.dumps(row) + "\n")
+
+
+def _budgets_main(a, convs: list[Conversation], opts: dict, backends: list[str]) -> None:
+    """``--budgets``: the tables of :func:`format_budgets`, whole and per half."""
+    budgets = [int(x) for x in a.budgets.split(",") if x]
+    spec = a.retriever if ":" in a.retriever else (
+        "benchmarks/locomo_adapter.py:ContextAdapter"
+    )  # fmt: skip
+    n_q = sum(len(c.questions) for c in convs)
+    print(f"LoCoMo: what reaches a prompt of N tokens; {len(convs)} conversations, {n_q} "
+          f"questions; evidence recall (share of each question's evidence turns in the "
+          f"prompt); context = memory.context(), filled = recall() hits in order\n")  # fmt: skip
+    results = []
+    for backend in backends or [""]:
+        retriever = load_factory(spec)(**({**opts, "backend": backend} if backend else opts))
+        rows = evaluate_budgets(retriever, convs, budgets)
+        if hasattr(retriever, "close"):
+            retriever.close()
+        name = getattr(retriever, "name", spec)
+        results.append({"retriever": name, "budgets": budgets, "rows": rows})
+        print(format_budgets(name, rows, budgets))
+        if a.halves:
+            tuned = set(a.halves.split(","))
+            for title, keep in (("tuning half", True), ("check half", False)):
+                names = sorted({c.conv_id for c in convs if (c.conv_id in tuned) == keep})
+                if names:
+                    print(f"\n{title}: {', '.join(names)}\n")
+                    half = [r for r in rows if r["conv_id"] in names]
+                    print(format_budgets(name, half, budgets))
+        print()
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps({"data": str(a.data), "results": results}))
 
 
 if __name__ == "__main__":

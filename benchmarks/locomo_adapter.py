@@ -215,3 +215,86 @@ class FeedbackAdapter(TieredMemoryAdapter):
 
     def __init__(self, **opts: Any) -> None:
         super().__init__(**{"feedback_share": "0.1", **opts})
+
+
+class ContextAdapter(TieredMemoryAdapter):
+    """For ``eval_locomo.py --budgets``: what reaches a prompt of N tokens.
+
+    Each turn is remembered as an agent would write it: its text, its speaker, in a
+    session started at the LoCoMo session's date (the manager's clock is set to that
+    date while the conversation is stored: the turns a second apart). Queries run ten
+    years later, so recency weighs every turn the same (as when all were written at
+    once), and recall writes no reviews (``recall_review_quality=None``): every call
+    sees the same file. Two ways to fill a budget, on the same file:
+
+    * ``context(conv_id, query, budget)``: ``memory.context(query, max_tokens=budget)``;
+    * ``filled(conv_id, query, budget)``: the loop users write by hand, ``recall()``'s
+      hits in order, each as ``[<date>] <speaker>: <text>``, one a line, until the
+      next does not fit (tokens: the same counter, len/4).
+
+    ``--opt neighbours=with|after|none`` and ``--opt depth=N`` set the packing's knobs.
+    """
+
+    name = "tiered-memory context()"
+
+    def __init__(self, **opts: Any) -> None:
+        from tiered_memory.context.assemble import NEIGHBOURS
+
+        self._neighbours = str(opts.pop("neighbours", NEIGHBOURS))
+        self._depth = int(opts.pop("depth", 0)) or None  # 0: the budget's (depth_for)
+        super().__init__(**opts)
+        self._now = [0]
+        self._lines: dict[str, str] = {}  # memory id -> the hand-written loop's line
+        self.name = f"{self.name} [neighbours={self._neighbours}, depth={self._depth or 'auto'}]"
+
+    def index(self, conv_id: str, memories: list[Any]) -> None:
+        import datetime as dt
+
+        path: str | Path = Path(self._dir.name) / f"{conv_id}.db"
+        if self._server is not None:
+            path = self._server.location(conv_id)
+        memory = AgentMemoryManager.open(
+            path, embedder=self._embedder, recall=self._settings, recall_review_quality=None,
+            clock=lambda: self._now[0], embed_in_background=False,
+        )  # fmt: skip
+        started: dict[object, str] = {}
+        last = 0
+        with memory.transaction():
+            for position, turn in enumerate(memories):
+                when = turn.timestamp or "2023-01-01T00:00:00"
+                stamp = dt.datetime.fromisoformat(when).replace(tzinfo=dt.UTC)
+                self._now[0] = last = int(stamp.timestamp() * 1000) + position * 1000
+                if turn.session not in started:
+                    name = f"{conv_id}-s{turn.session}"
+                    started[turn.session] = memory.start_session(name).session_id
+                stored = memory.remember(turn.text, session_id=started[turn.session],
+                                         metadata={"dia_id": turn.id}, speaker=turn.speaker,
+                                         dedup=False)  # fmt: skip
+                self._dia_ids[stored.id] = turn.id
+                self._lines[stored.id] = f"[{turn.date}] {turn.speaker}: {turn.text}"
+        self._now[0] = last + 10 * 365 * 86_400_000
+        memory.flush()
+        self._managers[conv_id] = memory
+
+    def cold(self, conv_id: str) -> None:
+        """Forget the query vectors kept in RAM: the next call embeds its query (the
+        latency the targets speak of is with the query embedding)."""
+        self._managers[conv_id].embeddings._queries.clear()
+
+    def context(self, conv_id: str, query: str, budget: int) -> list[str]:
+        found = self._managers[conv_id]._context(
+            query, budget, depth=self._depth, neighbours=self._neighbours
+        )
+        return [self._dia_ids[i] for i in found.memory_ids]
+
+    def filled(self, conv_id: str, query: str, budget: int) -> list[str]:
+        memory = self._managers[conv_id]
+        count = memory.config.token_counter.count
+        lines: list[str] = []
+        ids: list[str] = []
+        for hit in memory.recall(query, k=100):  # deep enough for 2,000 tokens
+            if count("\n".join([*lines, self._lines[hit.memory.id]])) > budget:
+                break
+            lines.append(self._lines[hit.memory.id])
+            ids.append(self._dia_ids[hit.memory.id])
+        return ids

@@ -215,6 +215,16 @@ class InvalidSupersessionError(InvalidInputError):
     another agent's, in the scratchpad, or superseded already); nothing was written."""
 
 
+class InvalidBudgetError(InvalidInputError):
+    """A token budget (``context(max_tokens=...)``) that is not an int of at least 1;
+    nothing was read or written."""
+
+
+class EmptyQueryError(InvalidInputError):
+    """A query with no text (``context("")``): there is nothing to look for; nothing was
+    read or written."""
+
+
 class InvalidPromotionError(InvalidInputError):
     """A promotion that does not go forward along scratchpad -> episodic -> semantic."""
 

@@ -218,5 +218,6 @@ class AsyncAgentMemoryManager:
     embedder = _coroutine(AgentMemoryManager.embedder)
     flush = _coroutine(AgentMemoryManager.flush)
     recall = _coroutine(AgentMemoryManager.recall)
+    context = _coroutine(AgentMemoryManager.context)
     history = _coroutine(AgentMemoryManager.history)
     timeline = _coroutine(AgentMemoryManager.timeline)

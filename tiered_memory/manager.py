@@ -54,6 +54,7 @@ from persistence import (
 from tiered_memory.agent_scope import require_agent, stamped, stamped_records
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig, configured
+from tiered_memory.context.calls import ContextCalls
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.erasure import ForgetCalls
@@ -90,7 +91,7 @@ from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(ForgetCalls, RecallCalls, TagCounts, HistoryCalls):
+class AgentMemoryManager(ForgetCalls, RecallCalls, ContextCalls, TagCounts, HistoryCalls):
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or

@@ -206,6 +206,27 @@ def test_the_locomo_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
     assert "| tiered-memory | overall (1-4) | 2 | 1.000 |" in result.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_the_locomo_budgets_evaluation_runs_from_the_repository(tmp_path: Path) -> None:
+    """``--budgets``: context() against recall's hits filled by hand, per budget, per half."""
+    data = tmp_path / "tiny-locomo.json"
+    data.write_text(json.dumps(LOCOMO_LIKE))
+    result = subprocess.run(
+        [sys.executable, "benchmarks/eval_locomo.py", "--data", str(data), "--budgets",
+         "15,400", "--halves", "conv-test", "--json-out", str(tmp_path / "out.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header = "| n | context@15 | filled@15 | context@400 | filled@400 |"
+    assert header in result.stdout and "tuning half: conv-test" in result.stdout
+    overall = next(line for line in result.stdout.splitlines() if "overall (1-4)" in line)
+    assert overall.endswith("| 1.000 | 1.000 |")  # 400 tokens hold all five turns
+    assert "p50 ms per call" in result.stdout
+    rows = json.loads((tmp_path / "out.json").read_text())["results"][0]["rows"]
+    assert len(rows) == 2 and all(r["context@15"] <= r["context@400"] for r in rows)
+
+
 @pytest.mark.subprocess
 def test_the_locomo_evaluation_says_where_to_get_the_data(tmp_path: Path) -> None:
     clone = tmp_path / "clone" / "benchmarks"  # no ../shared beside this one

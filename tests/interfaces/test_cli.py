@@ -209,6 +209,26 @@ def test_search_prints_hits_with_their_explanation(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_context_prints_prompt_text_within_the_budget(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    with AgentMemoryManager.open(db, embed_in_background=False) as memory:
+        session = memory.start_session("chat").session_id
+        asked = memory.remember("Which theme do you like?", session_id=session, speaker="Ann")
+        said = memory.remember("I prefer dark mode.", session_id=session, speaker="Bo")
+        memory.remember("Quarterly revenue grew 5%")
+        memory.flush()
+    found = ok_json("context", str(db), "dark mode theme", "--max-tokens", "40")
+    assert isinstance(found, dict) and found["tokens"] <= 40 == found["max_tokens"]
+    assert found["memory_ids"][:2] == [asked.id, said.id]
+    assert "Bo: I prefer dark mode." in found["text"] and found["text"].count("## ") == 1
+    human = run("context", str(db), "dark mode", "--max-tokens", "12", "--keywords-only")
+    assert human.returncode == 0 and "tokens" in human.stderr
+    assert len(human.stdout.rstrip("\n")) <= 48  # 12 tokens of 4 characters
+    refused = run("context", str(db), "dark mode", "--max-tokens", "0")
+    assert refused.returncode == 2 and "max-tokens" in refused.stderr
+
+
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_a_failure(agent_db: Path) -> None:
     for _ in range(3):
         result = subprocess.run(f"'{CLI}' list '{agent_db}' --limit 50 | head -1", shell=True,

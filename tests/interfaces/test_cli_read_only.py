@@ -33,6 +33,7 @@ def read_commands(db: Path, out: Path, memory_id: str) -> dict[str, tuple[str, .
         "sessions": ("sessions", str(db), "--all"),
         "search": ("search", str(db), "memory garden dark", "-k", "10"),
         "search --keywords-only": ("search", str(db), "memory", "--keywords-only"),
+        "context": ("context", str(db), "memory garden dark", "--max-tokens", "200"),
         "export": ("export", str(db), str(out / "all.json")),
         "backup": ("backup", str(db), "--to", str(out / "snap.db")),
         "graph": ("graph", str(db), "garden", "--depth", "3"),
@@ -82,7 +83,7 @@ def state(request: pytest.FixtureRequest, pending_db: Path) -> Iterator[Path]:
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
     "command", ["stats", "check", "list", "show", "sessions", "search",
-                "search --keywords-only", "export", "backup", "graph", "entities"],
+                "search --keywords-only", "context", "export", "backup", "graph", "entities"],
 )  # fmt: skip
 def test_read_commands_change_no_byte(state: Path, tmp_path: Path, command: str) -> None:
     out = tmp_path / "out"

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.subprocess
 
 NOTE_TOOLS = {"create_note", "get_note", "list_notes", "update_note", "note_history",
               "delete_note"}  # fmt: skip
-READ_ONLY_SERVER_TOOLS = {"recall", "get", "statistics", "get_note", "list_notes",
+READ_ONLY_SERVER_TOOLS = {"recall", "context", "get", "statistics", "get_note", "list_notes",
                           "note_history"}  # fmt: skip
 TOOLS = READ_ONLY_SERVER_TOOLS | NOTE_TOOLS | {
     "remember", "forget", "promote", "start_session", "end_session", "append_transcript",
@@ -100,6 +100,10 @@ def test_every_tool_and_resource_over_stdio(tmp_path: Path, any_location: str) -
             hits = (await call(session, "recall", query="which theme? dark mode", k=3))["hits"]
             assert hits[0]["memory"]["id"] == m["id"]
             assert "keyword" in hits[0]["explanation"] and hits[0]["signals"]
+            packed = await call(session, "context", query="which theme? dark mode",
+                                max_tokens=60)  # fmt: skip
+            assert packed["memory_ids"] == [m["id"]] and packed["tokens"] <= 60
+            assert "The user prefers dark mode" in packed["text"]
             got = await call(session, "get", memory_id=m["id"])
             assert got["found"] and got["memory"]["content"] == "The user prefers dark mode"
             promoted = await call(session, "promote", memory_id=m["id"], to_tier="semantic",
@@ -142,6 +146,7 @@ def test_bad_arguments_are_tool_errors_with_the_librarys_message(
         ("remember", {"content": "x", "session_id": "no-such-session"},
          lambda m: m.remember("x", session_id="no-such-session")),
         ("recall", {"query": "x", "k": 0}, lambda m: m.recall("x", k=0)),
+        ("context", {"query": "x", "max_tokens": 0}, lambda m: m.context("x", max_tokens=0)),
         ("promote", {"memory_id": "missing", "to_tier": "semantic"},
          lambda m: m.promote("missing", Tier.SEMANTIC)),
         ("end_session", {"session_id": "missing"}, lambda m: m.end_session("missing")),
@@ -277,6 +282,7 @@ def test_a_read_only_server_lists_only_tools_that_work(tmp_path: Path) -> None:
         note_id = memory.notes.create("Keys", content="spare key: red pot").id
     arguments: dict[str, dict[str, Any]] = {
         "recall": {"query": "spare key"}, "get": {"memory_id": memory_id}, "statistics": {},
+        "context": {"query": "spare key", "max_tokens": 50},
         "get_note": {"note_id": note_id}, "list_notes": {}, "note_history": {"note_id": note_id},
     }  # fmt: skip
 

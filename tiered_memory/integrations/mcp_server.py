@@ -1,13 +1,14 @@
 """The memory served over the Model Context Protocol (stdio), with the official ``mcp`` SDK.
 
 ``pip install 'tiered-memory[mcp]'``; run ``tiered-memory mcp agent.db``. Tools:
-``remember``, ``recall`` (hits with their explanation), ``get``, ``forget``, ``promote``,
+``remember``, ``recall`` (hits with their explanation), ``context`` (the memories that
+answer a query as prompt text within a token budget), ``get``, ``forget``, ``promote``,
 ``start_session``, ``end_session``, ``append_transcript``, ``statistics``, the notes'
 (``create_note``, ``get_note``, ``list_notes``, ``update_note``, ``note_history``,
 ``delete_note``: :mod:`~tiered_memory.integrations.mcp_notes`); on a writable
 server also ``forget_session`` and ``forget_agent`` (erasure: see the README's "Forget
 means forgotten"). A read-only server (``--read-only``) lists only the tools that work
-there (``recall``, ``get``, ``statistics``, ``get_note``, ``list_notes``,
+there (``recall``, ``context``, ``get``, ``statistics``, ``get_note``, ``list_notes``,
 ``note_history``): a model is never offered a tool that always fails. Read-only
 resources: ``memory://{memory_id}`` (a memory as JSON) and
 ``session://{session_id}/transcript`` (a session's transcript as JSON).
@@ -156,6 +157,29 @@ def build_server(memory: AsyncAgentMemoryManager) -> MCPServer[Any]:
                           notes=notes, as_of=as_of, include_superseded=include_superseded)
         )  # fmt: skip
         return {"hits": [_hit(h) for h in hits]}
+
+    @server.tool()
+    async def context(
+        query: str,
+        max_tokens: int = 1000,
+        tier: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        tags: list[str] | None = None,
+        as_of: int | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        """The memories that answer the query as text ready for a prompt, within
+        max_tokens: the scratchpad first, then memories grouped by session under one
+        header (date, who), in conversation order, each line cited as [m:<ref>]. Also
+        memory_ids (in order), tokens (never above max_tokens), omitted (candidates
+        that did not fit) and, per memory, why it is there. Writes nothing."""
+        found = await _tool(
+            memory.context(query, max_tokens, tier=tier, session_id=session_id,
+                           agent_id=agent_id, tags=tags or (), as_of=as_of,
+                           include_superseded=include_superseded)
+        )  # fmt: skip
+        return found.to_dict()
 
     @server.tool()
     async def get(memory_id: str) -> dict[str, Any]:

@@ -124,12 +124,15 @@ class Recaller:
         notes: bool = False,
         include_superseded: bool = False,
         as_of: int | None = None,
+        writes: bool = True,
     ) -> list[RecallHit | NoteHit]:
         """The ``k`` best hits for ``query`` among the memories the filters accept (and,
         with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`); fewer
         when ``min_score`` or ``relative_cut`` drop some (see :class:`RecallSettings`;
         ``None`` takes the settings' value). Current memories only, unless
-        ``include_superseded``; ``as_of``: the memories true at that time."""
+        ``include_superseded``; ``as_of``: the memories true at that time.
+        ``writes=False`` (``context()``) writes nothing, as a read-only file's recall: no
+        pending memory is embedded (those rank by keywords) and no review is queued."""
         require_str(query, "query")
         require_bool(notes, "notes")
         require_bool(include_superseded, "include_superseded")
@@ -149,7 +152,7 @@ class Recaller:
         current = chains and not include_superseded and as_of is None
         where = replace(where, current=current)
         # At most ~250 ms for a backlog; what still waits is found by its keywords.
-        if store.read_only or self.reviews.paused():
+        if store.read_only or not writes or self.reviews.paused():
             unseen = store.indexes.unembedded_count() if self._embeddings.embedder() else 0
         else:
             try:
@@ -218,7 +221,8 @@ class Recaller:
         if keyword_hits:
             top = with_windows(top, store.indexes.keyword_parts(words, keyword_hits))
         if not (notes and self.notebook is not None and notes_apply(where)):
-            self.queue_reviews([hit.memory.id for hit in top])
+            if writes:
+                self.queue_reviews([hit.memory.id for hit in top])
             return list(top)
         found_notes = note_hits(self.notebook, words, where, settings, now,
                                 found[0] if found is not None else None,
@@ -226,7 +230,8 @@ class Recaller:
         both: list[RecallHit | NoteHit] = [*top, *found_notes]
         merged = sorted(both, key=_by_score)[:k]
         merged = merged[: cut([hit.score for hit in merged], floor, share)]
-        self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
+        if writes:
+            self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
         return merged
 
     def _feedback(

@@ -1,0 +1,147 @@
+"""Packing: the most evidence a token budget holds.
+
+Candidates come best first (recall's rank). Each is added if the whole text, headers
+and citations included, still fits the budget when rendered and counted with the
+manager's ``TokenCounter`` (so ``tokens <= max_tokens`` holds for any counter, not
+only for one that adds up); one that does not fit is counted in ``omitted`` and the
+next, shorter one may still fit. The chosen memories are then shown in conversation
+order (:mod:`tiered_memory.context.render`). A candidate's neighbouring turn (the
+question it answers, the answer it gets) is added after every candidate was placed,
+where it still fits (``neighbours="after"``, the default), with its candidate
+(``"with"``), or never (``"none"``); ``benchmarks/eval_locomo.py --budgets`` measures
+which pays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from persistence import Memory
+from tiered_memory.context.render import draft, render
+from tiered_memory.dedup import normalised
+
+POLICIES = ("with", "after", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory recall found, why, and its neighbouring turns worth showing with it."""
+
+    memory: Memory
+    reason: str
+    neighbours: tuple[Memory, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """What :func:`pack` chose: the text, ids in order, reasons, tokens, and misses."""
+
+    text: str
+    order: list[str]
+    reasons: dict[str, str]
+    tokens: int
+    omitted: int
+
+
+def distinct(candidates: Sequence[Candidate], threshold: float | None) -> list[Candidate]:
+    """``candidates`` without near-duplicates of a better one: the same normalised
+    content, or (with ``threshold``) vectors at least that cosine-similar."""
+    kept: list[Candidate] = []
+    texts: set[str] = set()
+    vectors: list[np.ndarray] = []
+    for candidate in candidates:
+        text = normalised(candidate.memory.content)
+        if text in texts:
+            continue
+        vector = candidate.memory.embedding
+        if threshold is not None and vector is not None and vectors:
+            unit = np.asarray(vector, dtype=np.float32)
+            norms = np.linalg.norm(np.stack(vectors), axis=1) * (np.linalg.norm(unit) or 1.0)
+            similar = np.stack(vectors) @ unit / np.where(norms == 0, 1.0, norms)
+            if float(similar.max()) >= threshold:
+                continue
+        texts.add(text)
+        if vector is not None:
+            vectors.append(np.asarray(vector, dtype=np.float32))
+        kept.append(candidate)
+    return kept
+
+
+def pack(
+    scratchpad: Sequence[Memory],
+    candidates: Sequence[Candidate],
+    *,
+    started: Callable[[str], int | None],
+    after: Mapping[str, str | None],
+    count: Callable[[str], int],
+    max_tokens: int,
+    neighbours: str = "after",
+) -> Packed:
+    """Fill ``max_tokens`` with the scratchpad's entries (most recently used first),
+    then with ``candidates`` best first (see the module's docstring).
+
+    Each trial counts a draft of the text (the same lines and headers, in the order they
+    were added); the text itself is then rendered and counted, and while a counter that
+    does not add up puts it over the budget, the last addition is taken back."""
+    pad: list[Memory] = []
+    chosen: dict[str, Memory] = {}
+    reasons: dict[str, str] = {}
+    steps: list[tuple[bool, list[str]]] = []  # (a candidate?, ids added), in order
+    lines: dict[str, str] = {}
+    omitted = 0
+
+    def fits(extra_pad: Sequence[Memory] = (), extra: Sequence[Memory] = ()) -> bool:
+        text = draft([*pad, *extra_pad], [*chosen.values(), *extra], started, lines)
+        return count(text) <= max_tokens
+
+    def add(memory: Memory, reason: str, extra: Sequence[Memory], candidate: bool) -> None:
+        chosen[memory.id] = memory
+        reasons[memory.id] = reason
+        for n in extra:
+            chosen[n.id] = n
+            reasons[n.id] = f"neighbour of {memory.id}"
+        steps.append((candidate, [memory.id, *(n.id for n in extra)]))
+
+    for entry in reversed(scratchpad):  # items() is least recently used first
+        if fits(extra_pad=(entry,)):
+            pad.append(entry)
+            reasons[entry.id] = "scratchpad"
+            steps.append((True, [entry.id]))
+        else:
+            omitted += 1
+    for candidate in candidates:
+        memory = candidate.memory
+        if memory.id in reasons:
+            if reasons[memory.id].startswith("neighbour of "):
+                reasons[memory.id] = candidate.reason  # found itself too: say how
+            continue
+        extra = [n for n in candidate.neighbours if n.id not in reasons]
+        if neighbours == "with" and extra and fits(extra=[memory, *extra]):
+            add(memory, candidate.reason, extra, True)
+        elif fits(extra=[memory]):
+            add(memory, candidate.reason, [], True)
+        else:
+            omitted += 1
+    if neighbours == "after":
+        for candidate in candidates:
+            if candidate.memory.id not in chosen:
+                continue
+            for n in candidate.neighbours:
+                if n.id not in reasons and fits(extra=[n]):
+                    chosen[n.id] = n
+                    reasons[n.id] = f"neighbour of {candidate.memory.id}"
+                    steps.append((False, [n.id]))
+    while True:
+        kept = [m for m in scratchpad if m.id in reasons]
+        text, order = render(kept, list(chosen.values()), started, after)
+        tokens = count(text)
+        if tokens <= max_tokens or not steps:
+            return Packed(text, order, {i: reasons[i] for i in order}, tokens, omitted)
+        was_candidate, taken = steps.pop()  # over by the counter's rounding: take it back
+        omitted += was_candidate
+        for memory_id in taken:
+            chosen.pop(memory_id, None)
+            del reasons[memory_id]

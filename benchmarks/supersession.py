@@ -24,6 +24,8 @@ Two measurements, one run:
   around 500 superseding writes), so 100,000 memories build in minutes.
 
 Run: ``.venv/bin/python benchmarks/supersession.py [--n 10000] [--engine sqlite,postgres]``
+(``--copied --n 100000``: the cost on PostgreSQL with both stores built on SQLite files
+and moved with ``copy_memory()``)
 (``--only-none`` measures only the store without superseded memories: that part runs on
 a checkout from before supersession too, for a before/after comparison).
 """

@@ -76,31 +76,13 @@ def build(
     """The context of ``query`` within ``max_tokens`` (see :mod:`tiered_memory.context`)."""
     if neighbours not in POLICIES:
         raise ValueError(f"neighbours must be one of {POLICIES}, got {neighbours!r}")
-    ids = [hit.memory.id for hit in hits]
-    turns = sources.turns(ids) if ids else {}
-    after: dict[str, str | None] = {}
-    for memory_id, (_speaker, _asks, before, following) in turns.items():
-        after[memory_id] = following
-        if before is not None:
-            after.setdefault(before, memory_id)
-    near_ids = {i for t in turns.values() for i in (t[2], t[3]) if i is not None}
-    near = sources.get_many(sorted(near_ids - set(ids))) if neighbours != "none" else {}
-    near.update({hit.memory.id: hit.memory for hit in hits})
-    candidates = []
-    for rank, hit in enumerate(hits, start=1):
-        memory = hit.memory
-        found: list[Memory] = []
-        turn = turns.get(memory.id)
-        if turn is not None and neighbours != "none":
-            question = near.get(turn[2]) if turn[2] is not None else None
-            if question is not None and "?" in question.content and _others(question, memory):
-                found.append(question)  # the question this memory answers
-            answer = near.get(turn[3]) if turn[3] is not None else None
-            if answer is not None and turn[1] and _others(memory, answer):
-                found.append(answer)  # the answer this memory's question gets
-        shown = tuple(n for n in found if where.accepts(n))
-        reason = f"recall #{rank}: {hit.explanation}"
-        candidates.append(Candidate(memory, reason, shown))
+    links = Neighbourhood(sources, where, wanted=neighbours != "none")
+    if neighbours == "with":
+        links.load([hit.memory for hit in hits])
+    candidates = [
+        Candidate(hit.memory, f"recall #{rank}: {hit.explanation}")
+        for rank, hit in enumerate(hits, start=1)
+    ]
     starts: dict[str, int | None] = {}
 
     def started(session_id: str) -> int | None:
@@ -109,15 +91,61 @@ def build(
             starts[session_id] = None if session is None else session.started_at
         return starts[session_id]
 
-    packed = pack(scratchpad, distinct(candidates, threshold), started=started, after=after,
+    packed = pack(scratchpad, distinct(candidates, threshold), started=started, links=links,
                   count=sources.count, max_tokens=max_tokens, neighbours=neighbours)  # fmt: skip
     refs = citations(packed.order)
-    sessions = {m.id: m.session_id for m in [*scratchpad, *near.values()]}
+    sessions = {m.id: m.session_id for m in [*scratchpad, *links.memories.values()]}
+    sessions.update({hit.memory.id: hit.memory.session_id for hit in hits})
     entries = tuple(
         ContextEntry(i, f"m:{refs[i]}", packed.reasons[i], sessions.get(i)) for i in packed.order
     )
     return Context(query, packed.text, tuple(packed.order), packed.tokens, max_tokens,
                    packed.omitted, entries)  # fmt: skip
+
+
+class Neighbourhood:
+    """The turn links (which memory follows which) and the neighbouring turns worth
+    showing of the memories asked about, read once per batch: for the chosen memories
+    only, unless every candidate's neighbours are wanted up front."""
+
+    def __init__(self, sources: Sources, where: MemoryFilter, *, wanted: bool) -> None:
+        self._sources, self._where, self._wanted = sources, where, wanted
+        self.after: dict[str, str | None] = {}
+        """Memory id -> the id of the turn after it in its session."""
+        self.memories: dict[str, Memory] = {}
+        """The neighbouring turns read so far, by id."""
+        self._of: dict[str, tuple[Memory, ...]] = {}
+
+    def load(self, memories: Sequence[Memory]) -> None:
+        """Read the links (and, if wanted, the neighbours) of those not read yet."""
+        new = [m for m in memories if m.id not in self._of]
+        if not new:
+            return
+        turns = self._sources.turns([m.id for m in new])
+        for memory_id, (_speaker, _asks, before, following) in turns.items():
+            self.after[memory_id] = following
+            if before is not None:
+                self.after.setdefault(before, memory_id)
+        if self._wanted:
+            near = {i for t in turns.values() for i in (t[2], t[3]) if i is not None}
+            missing = sorted(near - set(self.memories) - {m.id for m in new})
+            self.memories.update(self._sources.get_many(missing) if missing else {})
+            self.memories.update({m.id: m for m in new})
+        for memory in new:
+            turn = turns.get(memory.id)
+            found: list[Memory] = []
+            if turn is not None and self._wanted:
+                question = self.memories.get(turn[2]) if turn[2] is not None else None
+                if question is not None and "?" in question.content and _others(question, memory):
+                    found.append(question)  # the question this memory answers
+                answer = self.memories.get(turn[3]) if turn[3] is not None else None
+                if answer is not None and turn[1] and _others(memory, answer):
+                    found.append(answer)  # the answer this memory's question gets
+            self._of[memory.id] = tuple(n for n in found if self._where.accepts(n))
+
+    def of(self, memory: Memory) -> tuple[Memory, ...]:
+        """The neighbouring turns worth showing with ``memory`` (after :meth:`load`)."""
+        return self._of.get(memory.id, ())
 
 
 def _others(first: Memory, second: Memory) -> bool:

@@ -14,13 +14,14 @@ which pays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from persistence import Memory
-from tiered_memory.context.render import draft, render
+from tiered_memory.context.render import REF_LENGTH, draft, line, render
 from tiered_memory.dedup import normalised
 
 POLICIES = ("with", "after", "none")
@@ -28,11 +29,20 @@ POLICIES = ("with", "after", "none")
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A memory recall found, why, and its neighbouring turns worth showing with it."""
+    """A memory recall found, and why."""
 
     memory: Memory
     reason: str
-    neighbours: tuple[Memory, ...] = ()
+
+
+class Links(Protocol):
+    """The turn links and neighbouring turns of memories (``assemble.Neighbourhood``)."""
+
+    after: dict[str, str | None]
+
+    def load(self, memories: Sequence[Memory]) -> None: ...
+
+    def of(self, memory: Memory) -> tuple[Memory, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +59,30 @@ class Packed:
 def distinct(candidates: Sequence[Candidate], threshold: float | None) -> list[Candidate]:
     """``candidates`` without near-duplicates of a better one: the same normalised
     content, or (with ``threshold``) vectors at least that cosine-similar."""
+    similar = None  # every pair's cosine similarity, computed once
+    with_vectors = [i for i, c in enumerate(candidates) if c.memory.embedding is not None]
+    if threshold is not None and len(with_vectors) > 1:
+        vectors = np.stack(
+            [np.asarray(candidates[i].memory.embedding, dtype=np.float32) for i in with_vectors]
+        )
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        units = vectors / np.where(norms == 0, 1.0, norms)
+        similar = units @ units.T
+    row = {i: n for n, i in enumerate(with_vectors)}
     kept: list[Candidate] = []
+    kept_rows: list[int] = []
     texts: set[str] = set()
-    vectors: list[np.ndarray] = []
-    for candidate in candidates:
+    for i, candidate in enumerate(candidates):
         text = normalised(candidate.memory.content)
         if text in texts:
             continue
-        vector = candidate.memory.embedding
-        if threshold is not None and vector is not None and vectors:
-            unit = np.asarray(vector, dtype=np.float32)
-            norms = np.linalg.norm(np.stack(vectors), axis=1) * (np.linalg.norm(unit) or 1.0)
-            similar = np.stack(vectors) @ unit / np.where(norms == 0, 1.0, norms)
-            if float(similar.max()) >= threshold:
-                continue
+        own = row.get(i)
+        near = similar is not None and own is not None and kept_rows
+        if near and float(similar[own, kept_rows].max()) >= (threshold or 0.0):  # type: ignore[index]
+            continue
         texts.add(text)
-        if vector is not None:
-            vectors.append(np.asarray(vector, dtype=np.float32))
+        if own is not None:
+            kept_rows.append(own)
         kept.append(candidate)
     return kept
 
@@ -75,7 +92,7 @@ def pack(
     candidates: Sequence[Candidate],
     *,
     started: Callable[[str], int | None],
-    after: Mapping[str, str | None],
+    links: Links,
     count: Callable[[str], int],
     max_tokens: int,
     neighbours: str = "after",
@@ -92,10 +109,18 @@ def pack(
     steps: list[tuple[bool, list[str]]] = []  # (a candidate?, ids added), in order
     lines: dict[str, str] = {}
     omitted = 0
+    used = [0]  # tokens of the draft as it stands
 
     def fits(extra_pad: Sequence[Memory] = (), extra: Sequence[Memory] = ()) -> bool:
+        # A line well over what is left cannot fit (2 tokens of slack: counts round)
+        if extra and count(line(extra[0], extra[0].id[-REF_LENGTH:])) > max_tokens - used[0] + 2:
+            return False
         text = draft([*pad, *extra_pad], [*chosen.values(), *extra], started, lines)
-        return count(text) <= max_tokens
+        tokens = count(text)
+        if tokens > max_tokens:
+            return False
+        used[0] = tokens  # the caller adds what fitted
+        return True
 
     def add(memory: Memory, reason: str, extra: Sequence[Memory], candidate: bool) -> None:
         chosen[memory.id] = memory
@@ -118,25 +143,26 @@ def pack(
             if reasons[memory.id].startswith("neighbour of "):
                 reasons[memory.id] = candidate.reason  # found itself too: say how
             continue
-        extra = [n for n in candidate.neighbours if n.id not in reasons]
+        extra = [n for n in links.of(memory) if n.id not in reasons]
         if neighbours == "with" and extra and fits(extra=[memory, *extra]):
             add(memory, candidate.reason, extra, True)
         elif fits(extra=[memory]):
             add(memory, candidate.reason, [], True)
         else:
             omitted += 1
+    links.load([c.memory for c in candidates if c.memory.id in chosen])  # their links
     if neighbours == "after":
         for candidate in candidates:
             if candidate.memory.id not in chosen:
                 continue
-            for n in candidate.neighbours:
+            for n in links.of(candidate.memory):
                 if n.id not in reasons and fits(extra=[n]):
                     chosen[n.id] = n
                     reasons[n.id] = f"neighbour of {candidate.memory.id}"
                     steps.append((False, [n.id]))
     while True:
         kept = [m for m in scratchpad if m.id in reasons]
-        text, order = render(kept, list(chosen.values()), started, after)
+        text, order = render(kept, list(chosen.values()), started, links.after)
         tokens = count(text)
         if tokens <= max_tokens or not steps:
             return Packed(text, order, {i: reasons[i] for i in order}, tokens, omitted)

@@ -69,7 +69,8 @@ def draft(
 ) -> str:
     """The lines and headers :func:`render` would write, in a cheaper order (groups as
     first met, lines as given, citations of :data:`REF_LENGTH`): what a packing trial
-    counts. ``lines`` caches each memory's line."""
+    counts. ``lines`` caches each memory's line and each header (a header's date has
+    the same length whenever the group began, so the first one met stands for it)."""
     out = [SCRATCHPAD_HEADER] if scratchpad else []
     for m in scratchpad:
         out.append(lines.get(m.id) or lines.setdefault(m.id, scratch_line(m, m.id[-REF_LENGTH:])))
@@ -77,7 +78,11 @@ def draft(
     for m in memories:
         groups.setdefault(_group_key(m), []).append(m)
     for key, group in groups.items():
-        out.append(header(_group_start(key, group, started), group))
+        who = ",".join(dict.fromkeys(m.speaker for m in group if m.speaker))
+        cached = f"\1{key}\1{who}"
+        if cached not in lines:
+            lines[cached] = header(_group_start(key, group, started), group)
+        out.append(lines[cached])
         for m in group:
             out.append(lines.get(m.id) or lines.setdefault(m.id, line(m, m.id[-REF_LENGTH:])))
     return "\n".join(out)

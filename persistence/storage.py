@@ -217,9 +217,12 @@ class MemoryRecords(Protocol):
     def superseded_of(self, memory_id: str) -> list[Memory]:
         """The memories ``memory_id`` superseded, oldest first."""
 
-    def mark_superseded(self, memory: Memory, by: str, valid_to: int, reason: str) -> bool:
+    def mark_superseded(
+        self, memory: Memory, by: str, valid_to: int, reason: str, *, earlier: bool = False
+    ) -> bool:
         """Mark ``memory`` superseded by ``by`` (one targeted update, in the caller's
-        transaction); False if it is gone or was superseded meanwhile."""
+        transaction); False if it is gone or was superseded meanwhile (``earlier``: or
+        superseded no later than ``valid_to``)."""
 
     def superseded_ids(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
         """For each of ``memory_ids`` that superseded others, their ids (in id order)."""
@@ -613,9 +616,10 @@ class GraphStorage(Protocol):
         postpone ``failures``. Returns how many memories were extracted."""
 
     def current_relations(
-        self, subject_id: str, predicate: str
+        self, subject_id: str, predicate: str, at: int | None = None
     ) -> list[tuple[Relation, list[str]]]:
-        """The relations ``subject_id -predicate-> *`` valid now, each with the ids of
+        """The relations ``subject_id -predicate-> *`` valid now (``at``: then), each with
+        the ids of
         every memory asserting it (whatever the scope)."""
 
     def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> None:

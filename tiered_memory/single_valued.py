@@ -112,6 +112,7 @@ def _settle_one(
         first, held = min(newer, key=lambda pair: _time(pair[0]))
         if alone:
             records.set_validity(relation.id, at, first.created_at)
+            _interrupt(memories, records, memory, relation, at)
         if found.newer is None or _time(first) < _time(found.newer[0]):
             found.newer = (first, (held, relation))
         return
@@ -120,6 +121,35 @@ def _settle_one(
         found.ended[rival.id] = (rival, relation.object_id)
     if rivals and relation.valid_from is None and alone:
         records.set_validity(relation.id, at, None)
+
+
+def _interrupt(
+    memories: Memories, records: GraphStorage, memory: Memory, relation: Relation, at: int
+) -> None:
+    """A late fact ends the one it falls inside: a relation of this agent's older memories
+    alone that held at ``at`` and has ended since ends at ``at``, and its memories,
+    superseded later, are superseded by the late memory then (as_of answers one fact)."""
+    for held, asserted_by in records.current_relations(relation.subject_id, relation.predicate, at):
+        if held.id == relation.id or held.direct or held.valid_to is None or not asserted_by:
+            continue
+        if memory.id in asserted_by:
+            continue
+        backers = memories.get_many(list(asserted_by))
+        if len(backers) != len(asserted_by) or any(
+            b.agent_id != memory.agent_id or b.created_at > at for b in backers.values()
+        ):
+            continue
+        records.set_validity(held.id, held.valid_from, at)
+        entities = records.entities(sorted({held.subject_id, held.object_id, relation.object_id}))
+        names = {i: (entities[i].name if i in entities else i) for i in entities} | {
+            i: i for i in (held.subject_id, held.object_id, relation.object_id) if i not in entities
+        }
+        older = sorted(
+            (b for b in backers.values() if b.tier is not Tier.SCRATCHPAD and not b.current),
+            key=_time,
+        )
+        reason = _reason(names, held, relation.object_id)
+        supersede(memories, older, memory, reason, strict=False, earlier=True)
 
 
 def _time(memory: Memory) -> tuple[int, str]:

@@ -101,18 +101,22 @@ def superseded_memories(
 
 
 def supersede(
-    memories: Memories, old: Sequence[Memory], new: Memory, reason: str, *, strict: bool = True
-) -> list[Memory]:
+    memories: Memories, old: Sequence[Memory], new: Memory, reason: str, *, strict: bool = True,
+    earlier: bool = False,
+) -> list[Memory]:  # fmt: skip
     """Mark each of ``old`` superseded by ``new`` at its time (in the caller's
     transaction; content, schedule and provenance untouched), each with one targeted
     update that only a memory nothing superseded yet takes: of two writers superseding
     the same memory at once, one wins. The other (``strict``) raises
     :class:`InvalidSupersessionError`, so its whole write rolls back; not ``strict``, it
-    skips that memory. Returns the memories marked, as they now are."""
+    skips that memory; ``earlier``: a memory superseded after ``new`` is marked again (a
+    fact arriving late). Returns the memories marked, as they now are."""
     marked: list[Memory] = []
     for memory in old:
         valid_to = max(new.created_at, memory.created_at)  # a clock gone back: never before
-        if not memories.store.memories.mark_superseded(memory, new.id, valid_to, reason):
+        if not memories.store.memories.mark_superseded(
+            memory, new.id, valid_to, reason, earlier=earlier
+        ):
             memories.cache.invalidate(memory.id)
             if strict:
                 raise InvalidSupersessionError(

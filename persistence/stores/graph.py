@@ -228,15 +228,16 @@ class GraphStore:
             return reads.fetch_relations(self.sql, conn, [rid])[rid]
 
     def current_relations(
-        self, subject_id: str, predicate: str
+        self, subject_id: str, predicate: str, at: int | None = None
     ) -> list[tuple[Relation, list[str]]]:
-        """The relations ``subject_id -predicate-> *`` valid now, each with the ids of
+        """The relations ``subject_id -predicate-> *`` valid now (``at``: valid at that
+        time, ended since or not), each with the ids of
         EVERY memory asserting it, whatever the scope (the single-valued facts' check
         leaves alone a relation some other agent's memory asserts). In the caller's
         transaction, if any: the check reads what it writes."""
         with self.engine.transaction(join=True) as conn:
             found = [self.sql.relation(r) for r in rows(conn, self.sql.current_relations(
-                subject_id, predicate))]  # fmt: skip
+                subject_id, predicate, at))]  # fmt: skip
             asserted = reads.asserting_memories(self.sql, conn, [r.id for r in found])
         return [(r, asserted.get(r.id, [])) for r in found]
 

@@ -150,8 +150,8 @@ class GraphSql(Protocol):
         """Set ``valid_to``, returning a row if the relation is there."""
         ...
 
-    def current_relations(self, subject: str, predicate: str) -> Statement:
-        """The relation rows ``subject -predicate-> *`` valid now, by id."""
+    def current_relations(self, subject: str, predicate: str, at: int | None = ...) -> Statement:
+        """The relation rows ``subject -predicate-> *`` valid now (``at``: then), by id."""
         ...
 
     def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> Statement:

@@ -296,18 +296,22 @@ class MemoryStore:
         self._none_superseded.found(not some, version)
         return some
 
-    def mark_superseded(self, memory: Memory, by: str, valid_to: int, reason: str) -> bool:
+    def mark_superseded(
+        self, memory: Memory, by: str, valid_to: int, reason: str, *, earlier: bool = False
+    ) -> bool:
         """Mark ``memory`` superseded by ``by`` from ``valid_to`` on, for ``reason``,
         with one targeted update that only a memory nothing superseded yet takes (in the
         caller's transaction). False: it is gone or another writer superseded it first
-        (the caller decides whether that fails the write); its other columns untouched."""
+        (the caller decides whether that fails the write); its other columns untouched.
+        ``earlier``: a memory superseded later than ``valid_to`` is marked again (a fact
+        arriving late ends it sooner)."""
         require_str(by, "by", allow_empty=False)
         require_int(valid_to, "valid_to", minimum=0)
         require_str(reason, "reason", allow_empty=False)
         if memory.tier is Tier.SCRATCHPAD:
             raise InvalidInputError("a scratchpad entry is replaced by its key, not superseded")
         statement = self.sql.mark_superseded(
-            memory.tier, memory.id, by, valid_to, reason, self.config.scope
+            memory.tier, memory.id, by, valid_to, reason, self.config.scope, earlier=earlier
         )
         with self.engine.transaction(join=True) as conn:
             return row(conn, statement) is not None

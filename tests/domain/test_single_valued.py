@@ -221,3 +221,30 @@ def test_a_scratchpad_entry_backing_the_old_fact_is_left_alone(
     assert kept is not None and kept.current and kept.superseded_by is None
     assert _lives_in(memory, "Ana")["Paris"].valid_to == berlin.created_at
     assert memory.get(berlin.id) is not None
+
+
+def test_a_late_fact_inside_a_history_ends_the_fact_it_falls_in(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    """Paris (day 0), Berlin (day 10), then Rome dated day 5 arrives late: as of day 7 the
+    answer is Rome alone (Paris ended on day 5), and the chain is Paris, Rome, Berlin."""
+    start = clock.now
+    paris = memory.remember("Bo lives in Paris", relations=[("Bo", "lives_in", "Paris")])
+    clock.advance(10 * DAY)
+    berlin = memory.remember("Bo lives in Berlin", relations=[("Bo", "lives_in", "Berlin")])
+    clock.now = start + 5 * DAY  # told later: a clock gone back, a late extraction
+    rome = memory.remember("Bo lives in Rome", relations=[("Bo", "lives_in", "Rome")])
+    was_paris, was_rome = memory.get(paris.id), memory.get(rome.id)
+    assert was_paris is not None and was_rome is not None
+    assert (was_paris.superseded_by, was_paris.valid_to) == (rome.id, start + 5 * DAY)
+    assert was_paris.superseded_reason == "Bo lives_in Rome (was Paris)"
+    assert (was_rome.superseded_by, was_rome.valid_to) == (berlin.id, berlin.created_at)
+    places = _lives_in(memory, "Bo")
+    assert places["Paris"].valid_to == start + 5 * DAY
+    assert (places["Rome"].valid_from, places["Rome"].valid_to) == (
+        start + 5 * DAY,
+        berlin.created_at,
+    )
+    then = [h.memory.id for h in memory.recall("where does Bo live", 5, as_of=start + 7 * DAY)]
+    assert then == [rome.id]
+    assert [e.memory_id for e in memory.timeline(berlin.id)] == [paris.id, rome.id, berlin.id]

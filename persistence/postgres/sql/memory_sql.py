@@ -502,16 +502,20 @@ def any_superseded() -> Statement:
 
 
 def mark_superseded(
-    tier: Tier, memory_id: str, by: str, valid_to: int, reason: str, scope: Scope = WHOLE
-) -> Statement:
+    tier: Tier, memory_id: str, by: str, valid_to: int, reason: str, scope: Scope = WHOLE,
+    *, earlier: bool = False,
+) -> Statement:  # fmt: skip
     """Mark one memory (of ``scope``) superseded by ``by``, if nothing superseded it yet:
-    a row comes back when it was marked (none: gone, or superseded meanwhile; the row
+    a row comes back when it was marked (none: gone, or superseded meanwhile; ``earlier``: or
+    superseded later than ``valid_to``, which a fact arriving late moves back to its time; the row
     lock makes a concurrent supersession wait, then find it taken)."""
     mine, agent = _mine(scope, "scope")
+    free = "(superseded_by IS NULL OR valid_to > %s)" if earlier else "superseded_by IS NULL"
+    later = (valid_to,) if earlier else ()
     return Statement(
         "UPDATE tm_memories SET superseded_by = %s, valid_to = %s, superseded_reason = %s "
-        f"WHERE id = %s AND superseded_by IS NULL{mine} RETURNING id",
-        (by, valid_to, reason, memory_id, *agent),
+        f"WHERE id = %s AND {free}{mine} RETURNING id",
+        (by, valid_to, reason, memory_id, *later, *agent),
     )
 
 

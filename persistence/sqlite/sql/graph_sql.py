@@ -294,11 +294,18 @@ def invalidate(rid: str, at: int) -> Statement:
     return Statement("UPDATE relations SET valid_to = ? WHERE id = ? RETURNING id", (at, rid))
 
 
-def current_relations(subject: str, predicate: str) -> Statement:
-    """The relation rows ``subject -predicate-> *`` valid now, by id."""
+def current_relations(subject: str, predicate: str, at: int | None = None) -> Statement:
+    """The relation rows ``subject -predicate-> *`` valid now (``at``: valid then), by id."""
+    if at is None:
+        return Statement(
+            f"{_RELATION} WHERE subject_id = ? AND predicate = ? AND valid_to IS NULL ORDER BY 1",
+            (subject, predicate),
+        )
     return Statement(
-        f"{_RELATION} WHERE subject_id = ? AND predicate = ? AND valid_to IS NULL ORDER BY 1",
-        (subject, predicate),
+        f"{_RELATION} WHERE subject_id = ? AND predicate = ? "
+        "AND (valid_from IS NULL OR valid_from <= ?) AND (valid_to IS NULL OR valid_to > ?) "
+        "ORDER BY 1",
+        (subject, predicate, at, at),
     )
 
 

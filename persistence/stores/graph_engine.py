@@ -150,7 +150,7 @@ class GraphSql(Protocol):
         """Set ``valid_to``, returning a row if the relation is there."""
         ...
 
-    def current_relations(self, subject: str, predicate: str, at: int | None = ...) -> Statement:
+    def current_relations(self, subject: str, predicate: str, at: int | None = None) -> Statement:
         """The relation rows ``subject -predicate-> *`` valid now (``at``: then), by id."""
         ...
 

@@ -15,12 +15,16 @@ import pytest
 from tests.conftest import FakeClock
 from tests.support.worker import HashEmbedder
 from tiered_memory import AgentMemoryManager
+from tiered_memory.recall.reviews import MAX_QUEUED
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 HOLD_S = 30  # longer than the 5 s busy timeout, several times over
 RECALL_UNTIL_S = HOLD_S - 8  # after the holder began: the last recall (5 s if it waits
 # for the lock) reads before the holder commits, even when the loopers took seconds to start
+
+PACE_S = 0.02  # at most ~1,100 recalls (2 reviews each) in the hold: below MAX_QUEUED
+assert 2 * RECALL_UNTIL_S / PACE_S < MAX_QUEUED
 
 HOLDER = """
 import sys, time
@@ -82,6 +86,9 @@ def test_recall_returns_while_writers_hold_the_file_and_writes_later(tmp_path: P
                 hits = memory.recall("garden", k=5)  # never raises
                 assert {h.memory.id for h in hits} == {garden.id, pending.id}
                 recalls += 1
+                # Paced: each recall queues its hits' reviews, and past MAX_QUEUED the
+                # oldest are dropped (by design); unpaced, a fast machine overflows it.
+                time.sleep(PACE_S)
             stats = memory.statistics()
             assert stats.recall_writes_deferred >= 1
             assert stats.recall_reviews_dropped == 0

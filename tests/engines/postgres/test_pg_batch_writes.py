@@ -86,8 +86,11 @@ def test_a_batch_and_an_import_write_set_based_and_exactly(
     assert _firings(pg_server, database) == {"tm_memories": chunks, "tm_vectors": chunks}
     assert {m.id for m in memory.query(limit=COUNT + 1)} == set(ids)
     assert keyword_state(memory.store, WORDS) == state
-    hits = memory.recall("lantern w7", k=5, session_id=session)
-    assert {"lantern", "w7"} <= set(hits[0].memory.content.split())
+    # A word of one memory only (its neighbours' windows hold it at a lower weight): the
+    # imported keyword index finds that memory first. (Words shared by hundreds of rows
+    # rank by their windows, which depend on the random ids' order: not asked here.)
+    hits = memory.recall(f"number {COUNT - 2}", k=5, session_id=session)
+    assert hits[0].memory.content.endswith(f" number {COUNT - 2}")
     memory.close()
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from persistence import MemoryFilter, MemoryStorage, Tier, parse_tier
+from persistence import MemoryStorage, Tier
 from tiered_memory.agent_scope import stamped
 from tiered_memory.arguments import typed_arguments
 from tiered_memory.config import MemoryConfig
 from tiered_memory.context.assemble import NEIGHBOURS, Sources, build, check_request, depth_for
 from tiered_memory.context.records import Context
 from tiered_memory.memories import Memories
-from tiered_memory.recall.recaller import Recaller
+from tiered_memory.recall.recaller import Recaller, recall_filter
 from tiered_memory.recall.types import RecallHit
 from tiered_memory.scratchpad import Scratchpad
 from tiered_memory.sessions import SessionManager
@@ -109,13 +109,11 @@ class ContextCalls:
         hits = [
             h for h in found if isinstance(h, RecallHit) and h.memory.tier is not Tier.SCRATCHPAD
         ]
-        chosen = None if tier is None else parse_tier(tier)
-        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
-                             created_before, min_retention,
-                             current=not include_superseded and as_of is None,
-                             as_of=as_of)  # fmt: skip
+        where = recall_filter(tier, session_id, agent_id, tags, created_after, created_before,
+                              min_retention, include_superseded=include_superseded,
+                              as_of=as_of)  # fmt: skip
         pad = []
-        if scratchpad and chosen in (None, Tier.SCRATCHPAD):
+        if scratchpad and where.tier in (None, Tier.SCRATCHPAD):
             pad = [m for _key, m in self.scratchpad.items() if where.accepts(m)]
         store = self.store
         sources = Sources(

@@ -71,6 +71,30 @@ GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[
 """``(query, filter) -> (ranked memory ids with graph scores, path per memory)``."""
 
 
+def recall_filter(
+    tier: Tier | str | None,
+    session_id: str | None,
+    agent_id: str | None,
+    tags: Sequence[str],
+    created_after: int | None,
+    created_before: int | None,
+    min_retention: float | None,
+    *,
+    include_superseded: bool = False,
+    as_of: int | None = None,
+) -> MemoryFilter:
+    """The filter that recall's arguments name, checked (current memories only unless
+    ``include_superseded`` or ``as_of``); ``context()`` uses it for the scratchpad too."""
+    chosen = None if tier is None else parse_tier(tier)
+    require_str_tuple(tags, "tags")
+    where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
+                         created_before, min_retention,
+                         current=not include_superseded and as_of is None,
+                         as_of=as_of)  # fmt: skip
+    validate_filter(where)
+    return where
+
+
 class Recaller:
     """Recall for one manager, start to end: candidate search (keyword and vector, the
     filter applied inside each), fusion, explanation, early stop, and reinforcement
@@ -139,18 +163,15 @@ class Recaller:
         require_int(as_of, "as_of", allow_none=True, minimum=0)
         k = check_k(k)
         check_cuts(min_score, relative_cut)
-        chosen = None if tier is None else parse_tier(tier)
-        require_str_tuple(tags, "tags")
-        where = MemoryFilter(chosen, session_id, agent_id, tuple(tags), created_after,
-                             created_before, min_retention, as_of=as_of)  # fmt: skip
-        validate_filter(where)
+        where = recall_filter(tier, session_id, agent_id, tags, created_after, created_before,
+                              min_retention, include_superseded=include_superseded,
+                              as_of=as_of)  # fmt: skip
         words = keywords(query)
         if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
         chains = store.memories.has_superseded()  # none: every memory is current, as is
-        current = chains and not include_superseded and as_of is None
-        where = replace(where, current=current)
+        where = replace(where, current=chains and where.current)
         # At most ~250 ms for a backlog; what still waits is found by its keywords.
         if store.read_only or not writes or self.reviews.paused():
             unseen = store.indexes.unembedded_count() if self._embeddings.embedder() else 0

@@ -22,15 +22,29 @@ C = TypeVar("C", bound=type)
 
 
 def typed_arguments(cls: C) -> C:
-    """Wrap every public method (and class method) of ``cls`` with :func:`_translated`."""
-    for name, value in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(value, classmethod):
-            setattr(cls, name, classmethod(_translated(value.__func__, cls.__name__)))
-        elif isinstance(value, FunctionType):
-            setattr(cls, name, _translated(value, cls.__name__))
+    """Wrap every public method (and class method) of ``cls`` with :func:`_translated`,
+    those it inherits from this library's own classes (the manager's ``*Calls`` parts)
+    too, each once."""
+    seen: set[str] = set()
+    for owner in cls.__mro__:
+        if owner is not cls and not owner.__module__.startswith(__package__ or "tiered_memory"):
+            continue  # a framework's base class (LangGraph's BaseStore) keeps its own
+        for name, value in list(vars(owner).items()):
+            if name.startswith("_") or name in seen:
+                continue
+            seen.add(name)
+            if isinstance(value, classmethod) and not _wrapped(value.__func__):
+                setattr(cls, name, classmethod(_translated(value.__func__, cls.__name__)))
+            elif isinstance(value, FunctionType) and not _wrapped(value):
+                setattr(cls, name, _translated(value, cls.__name__))
     return cls
+
+
+def _wrapped(method: Callable[..., Any]) -> bool:
+    return getattr(method, _MARK, False)
+
+
+_MARK = "__typed_arguments__"
 
 
 def _translated(method: Callable[..., Any], owner: str) -> Callable[..., Any]:
@@ -55,6 +69,7 @@ def _translated(method: Callable[..., Any], owner: str) -> Callable[..., Any]:
                 raise
             return await coroutine
 
+        setattr(awaited, _MARK, True)
         return awaited
 
     @functools.wraps(method)
@@ -65,6 +80,7 @@ def _translated(method: Callable[..., Any], owner: str) -> Callable[..., Any]:
             refused(exc, args, kwargs)
             raise
 
+    setattr(call, _MARK, True)
     return call
 
 

@@ -113,11 +113,23 @@ BAD: dict[str, st.SearchStrategy[Any]] = {
 """Values no method takes for a parameter of that name (every method that has one)."""
 
 
+def _own_names(cls: type) -> set[str]:
+    """Public names of ``cls`` and of the library's classes it inherits from (the
+    manager's ``*Calls`` parts: ``forget``, ``timeline``, ``start_session``, ...)."""
+    return {
+        name
+        for owner in cls.__mro__
+        if owner.__module__.startswith("tiered_memory")
+        for name in vars(owner)
+        if not name.startswith("_")
+    }
+
+
 def _methods() -> list[str]:
     return sorted(
         name
-        for name, value in vars(AgentMemoryManager).items()
-        if not name.startswith("_") and callable(getattr(AgentMemoryManager, name))
+        for name in _own_names(AgentMemoryManager)
+        if callable(getattr(AgentMemoryManager, name))
     )
 
 
@@ -307,7 +319,7 @@ def _async_methods() -> list[str]:
     return sorted(found)
 
 
-_MANAGER_DELEGATES = frozenset(vars(AgentMemoryManager)) - {"open", "in_memory", "query"}
+_MANAGER_DELEGATES = frozenset(_own_names(AgentMemoryManager)) - {"open", "in_memory", "query"}
 """Coroutines made from the manager's methods take ``**kwargs`` and pass them on: the
 manager refuses an unknown one (``query`` takes filters as keywords)."""
 

@@ -107,3 +107,59 @@ class FileOperations:
         """Drop RAM state after the file's content was replaced underneath it."""
         self._memories.reload()
         self._embeddings.recheck()
+
+
+class FileCalls:
+    """The manager's backup, restore, export, import, rekey, integrity and maintenance
+    calls; the manager provides its :class:`FileOperations`."""
+
+    _files: FileOperations
+
+    def backup(self, target: str | os.PathLike[str] | None = None, *, keep: int | None = None,
+               progress: Progress | None = None) -> Path:  # fmt: skip
+        """A verified ``VACUUM INTO`` snapshot (timestamped in the backup directory by default)."""
+        return self._files.backup(target, keep, progress)
+
+    def restore(self, source: str | os.PathLike[str]) -> RestoreResult:
+        """Replace everything with a snapshot's content, all or nothing."""
+        return self._files.restore(source)
+
+    def export_json(self, target: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
+                    progress: Progress | None = None,
+                    allow_plaintext: bool = False) -> Path:  # fmt: skip
+        """Write everything to one versioned JSON document; return its path (an encrypted
+        file needs ``allow_plaintext=True``: the JSON is plain text)."""
+        return self._files.export_json(
+            target, overwrite=overwrite, progress=progress, allow_plaintext=allow_plaintext
+        )
+
+    @property
+    def encrypted(self) -> bool:
+        """True when the file was opened with a key."""
+        return self._files.encrypted
+
+    def rekey(self, new_key: str | bytes) -> None:
+        """Re-encrypt the file with ``new_key`` in one operation; a crash leaves it under
+        exactly one of the two keys. Other processes must not have the file open."""
+        self._files.rekey(new_key)
+
+    def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
+                    progress: Progress | None = None,
+                    refuse_secrets: bool = False) -> ImportResult:  # fmt: skip
+        """Load an export, all or nothing (``mode`` is ``"replace"`` or ``"merge"``).
+
+        The redactor runs over it first, as over any write; ``refuse_secrets=True`` raises
+        :class:`~persistence.SecretsFoundError` at the first secret instead (nothing written).
+        """
+        return self._files.import_json(
+            source, mode, progress=progress, refuse_secrets=refuse_secrets
+        )
+
+    def check_integrity(self) -> IntegrityResult:
+        """SQLite's checks plus the library's invariants, with every problem found."""
+        return self._files.check_integrity()
+
+    def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
+        """Checkpoint the WAL, refresh statistics, optionally VACUUM; delete stale leftovers
+        of interrupted backups and restores."""
+        return self._files.maintain(vacuum)

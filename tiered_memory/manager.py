@@ -26,26 +26,16 @@ from typing import Any, Self
 
 from persistence import (
     CacheLayer,
-    ConsolidationReport,
-    DecayReport,
-    ForgettingRecord,
     GraphStorage,
-    ImportResult,
-    IntegrityResult,
     InvalidInputError,
     InvalidTypeError,
-    MaintenanceResult,
     Memory,
     MemoryFilter,
     MemoryStatistics,
     MemoryStorage,
     Progress,
     PromotionRecord,
-    RepetitionSchedule,
-    RestoreResult,
-    SessionState,
     Tier,
-    TranscriptEntry,
     build_backend,
     is_server_url,
     now_ms,
@@ -58,7 +48,7 @@ from tiered_memory.context.calls import ContextCalls
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.erasure import ForgetCalls
-from tiered_memory.files import FileOperations
+from tiered_memory.files import FileCalls, FileOperations
 from tiered_memory.forgetting import ForgettingCurve
 from tiered_memory.graph.extraction import DefaultExtractor, ExtractionQueue
 from tiered_memory.graph.facade import KnowledgeGraph
@@ -70,9 +60,9 @@ from tiered_memory.recall.graph_signal import graph_candidates
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recalling import RecallCalls
 from tiered_memory.redaction import total_in_file
-from tiered_memory.retention import Retention
+from tiered_memory.retention import Retention, RetentionCalls
 from tiered_memory.scratchpad import Scratchpad
-from tiered_memory.sessions import SessionManager
+from tiered_memory.sessions import SessionCalls, SessionManager
 from tiered_memory.supersession import HistoryCalls
 from tiered_memory.tag_counts import TagCounts
 from tiered_memory.telemetry import (
@@ -91,7 +81,10 @@ from tiered_memory.writer import MemoryWriter
 
 
 @typed_arguments
-class AgentMemoryManager(ForgetCalls, RecallCalls, ContextCalls, TagCounts, HistoryCalls):
+class AgentMemoryManager(
+    ForgetCalls, RecallCalls, ContextCalls, TagCounts, HistoryCalls, SessionCalls,
+    RetentionCalls, FileCalls,
+):  # fmt: skip
     """Three-tier agent memory in one SQLite file (or in memory).
 
     Build one with :meth:`open` (a durable file, created or migrated) or
@@ -378,43 +371,6 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, ContextCalls, TagCounts, Hist
         """The memories linked to this one that still exist."""
         return self._links.linked(memory_id)
 
-    # --- sessions -------------------------------------------------------------------------
-
-    def start_session(
-        self, session_id: str | None = None, metadata: Mapping[str, Any] | None = None
-    ) -> SessionState:
-        """Start a session; see :meth:`SessionManager.start`."""
-        self._require_open()
-        return self.sessions.start(session_id, metadata)
-
-    def end_session(self, session_id: str) -> SessionState:
-        """End a session."""
-        self._require_open()
-        return self.sessions.end(session_id)
-
-    def get_session(self, session_id: str) -> SessionState | None:
-        """The session, or ``None``."""
-        self._require_open()
-        return self.sessions.get(session_id)
-
-    def active_sessions(self) -> list[SessionState]:
-        """Sessions not yet ended, most recently active first."""
-        self._require_open()
-        return self.sessions.active()
-
-    def append_transcript(
-        self, session_id: str, role: str, content: str, *, speaker: str | None = None
-    ) -> TranscriptEntry:
-        """Add a line to a session's transcript as its next turn (``speaker``: who said
-        it, when ``role`` alone does not tell, as in a chat of several people)."""
-        self._require_open()
-        return self.sessions.append(session_id, role, content, speaker=speaker)
-
-    def get_transcript(self, session_id: str) -> list[TranscriptEntry]:
-        """A session's transcript, in order."""
-        self._require_open()
-        return self.sessions.transcript(session_id)
-
     # --- promotion --------------------------------------------------------------------------
 
     def promote(
@@ -428,42 +384,6 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, ContextCalls, TagCounts, Hist
         """Every logged promotion of a memory, oldest first."""
         self._require_open()
         return self.store.memories.get_promotion_history(memory_id)
-
-    def consolidate(self) -> ConsolidationReport:
-        """Promote well-learned episodic memories to semantic.
-
-        A memory qualifies with at least ``consolidation_min_reviews`` successful reviews
-        in a row and a current retention of at least ``consolidation_min_retention``.
-        First, near-duplicate episodic memories are merged (see :mod:`tiered_memory.dedup`).
-        """
-        return self._retention.consolidate()
-
-    # --- forgetting curve -------------------------------------------------------------------
-
-    def review(self, memory_id: str, quality: int) -> RepetitionSchedule:
-        """Record an SM-2 review of ``quality`` 0-5; retention is restored to 1.0."""
-        return self._retention.review(memory_id, quality)
-
-    def schedule(self, memory_id: str) -> RepetitionSchedule | None:
-        """A memory's spaced-repetition schedule, or ``None``."""
-        return self._retention.schedule(memory_id)
-
-    def due_for_review(self, before: int | None = None, limit: int | None = None) -> list[Memory]:
-        """Memories whose next review is due at or before ``before`` (default: now)."""
-        return self._retention.due_for_review(before, limit)
-
-    def decay(self) -> DecayReport:
-        """Walk the file in batches, update retention, forget what fell under the threshold.
-
-        The episodic tier is always walked, the semantic one only with
-        ``decay_semantic=True``. Each batch is one transaction; every forgotten memory
-        gets a row in the forgetting log.
-        """
-        return self._retention.decay()
-
-    def forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
-        """Audit rows of forgotten memories (for one memory, or all), oldest first."""
-        return self._retention.forgetting_log(memory_id)
 
     # --- statistics -------------------------------------------------------------------------
 
@@ -481,57 +401,6 @@ class AgentMemoryManager(ForgetCalls, RecallCalls, ContextCalls, TagCounts, Hist
             recall_writes_deferred=self._recall.reviews.deferred,
             recall_reviews_dropped=self._recall.reviews.dropped,
         )
-
-    # --- backup, restore, export, import -----------------------------------------------
-
-    def backup(self, target: str | os.PathLike[str] | None = None, *, keep: int | None = None,
-               progress: Progress | None = None) -> Path:  # fmt: skip
-        """A verified ``VACUUM INTO`` snapshot (timestamped in the backup directory by default)."""
-        return self._files.backup(target, keep, progress)
-
-    def restore(self, source: str | os.PathLike[str]) -> RestoreResult:
-        """Replace everything with a snapshot's content, all or nothing."""
-        return self._files.restore(source)
-
-    def export_json(self, target: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
-                    progress: Progress | None = None,
-                    allow_plaintext: bool = False) -> Path:  # fmt: skip
-        """Write everything to one versioned JSON document; return its path (an encrypted
-        file needs ``allow_plaintext=True``: the JSON is plain text)."""
-        return self._files.export_json(
-            target, overwrite=overwrite, progress=progress, allow_plaintext=allow_plaintext
-        )
-
-    @property
-    def encrypted(self) -> bool:
-        """True when the file was opened with a key."""
-        return self._files.encrypted
-
-    def rekey(self, new_key: str | bytes) -> None:
-        """Re-encrypt the file with ``new_key`` in one operation; a crash leaves it under
-        exactly one of the two keys. Other processes must not have the file open."""
-        self._files.rekey(new_key)
-
-    def import_json(self, source: str | os.PathLike[str], mode: str = "replace", *,
-                    progress: Progress | None = None,
-                    refuse_secrets: bool = False) -> ImportResult:  # fmt: skip
-        """Load an export, all or nothing (``mode`` is ``"replace"`` or ``"merge"``).
-
-        The redactor runs over it first, as over any write; ``refuse_secrets=True`` raises
-        :class:`~persistence.SecretsFoundError` at the first secret instead (nothing written).
-        """
-        return self._files.import_json(
-            source, mode, progress=progress, refuse_secrets=refuse_secrets
-        )
-
-    def check_integrity(self) -> IntegrityResult:
-        """SQLite's checks plus the library's invariants, with every problem found."""
-        return self._files.check_integrity()
-
-    def maintain(self, *, vacuum: bool = False) -> MaintenanceResult:
-        """Checkpoint the WAL, refresh statistics, optionally VACUUM; delete stale leftovers
-        of interrupted backups and restores."""
-        return self._files.maintain(vacuum)
 
     # --- recall -------------------------------------------------------------------------------
 

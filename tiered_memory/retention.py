@@ -162,3 +162,44 @@ class Retention:
             checked += len(batch)
             after = batch[-1].memory_id
         return ConsolidationReport(checked, tuple(promoted), tuple(merged))
+
+
+class RetentionCalls:
+    """The manager's forgetting-curve calls (reviews, schedules, decay, the forgetting
+    log, consolidation); the manager provides its :class:`Retention`."""
+
+    _retention: Retention
+
+    def review(self, memory_id: str, quality: int) -> RepetitionSchedule:
+        """Record an SM-2 review of ``quality`` 0-5; retention is restored to 1.0."""
+        return self._retention.review(memory_id, quality)
+
+    def schedule(self, memory_id: str) -> RepetitionSchedule | None:
+        """A memory's spaced-repetition schedule, or ``None``."""
+        return self._retention.schedule(memory_id)
+
+    def due_for_review(self, before: int | None = None, limit: int | None = None) -> list[Memory]:
+        """Memories whose next review is due at or before ``before`` (default: now)."""
+        return self._retention.due_for_review(before, limit)
+
+    def decay(self) -> DecayReport:
+        """Walk the file in batches, update retention, forget what fell under the threshold.
+
+        The episodic tier is always walked, the semantic one only with
+        ``decay_semantic=True``. Each batch is one transaction; every forgotten memory
+        gets a row in the forgetting log.
+        """
+        return self._retention.decay()
+
+    def forgetting_log(self, memory_id: str | None = None) -> list[ForgettingRecord]:
+        """Audit rows of forgotten memories (for one memory, or all), oldest first."""
+        return self._retention.forgetting_log(memory_id)
+
+    def consolidate(self) -> ConsolidationReport:
+        """Promote well-learned episodic memories to semantic.
+
+        A memory qualifies with at least ``consolidation_min_reviews`` successful reviews
+        in a row and a current retention of at least ``consolidation_min_retention``.
+        First, near-duplicate episodic memories are merged (see :mod:`tiered_memory.dedup`).
+        """
+        return self._retention.consolidate()

@@ -152,3 +152,48 @@ class SessionManager:
     def pending_compaction(self) -> list[SessionState]:
         """Sessions flagged for compaction, least recently active first."""
         return self._store.sessions.get_sessions_pending_compaction()
+
+
+class SessionCalls:
+    """The manager's session and transcript calls; the manager provides its
+    :class:`SessionManager` and ``_require_open``."""
+
+    sessions: SessionManager
+
+    def _require_open(self) -> None:
+        raise NotImplementedError  # the manager's
+
+    def start_session(
+        self, session_id: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> SessionState:
+        """Start a session; see :meth:`SessionManager.start`."""
+        self._require_open()
+        return self.sessions.start(session_id, metadata)
+
+    def end_session(self, session_id: str) -> SessionState:
+        """End a session."""
+        self._require_open()
+        return self.sessions.end(session_id)
+
+    def get_session(self, session_id: str) -> SessionState | None:
+        """The session, or ``None``."""
+        self._require_open()
+        return self.sessions.get(session_id)
+
+    def active_sessions(self) -> list[SessionState]:
+        """Sessions not yet ended, most recently active first."""
+        self._require_open()
+        return self.sessions.active()
+
+    def append_transcript(
+        self, session_id: str, role: str, content: str, *, speaker: str | None = None
+    ) -> TranscriptEntry:
+        """Add a line to a session's transcript as its next turn (``speaker``: who said
+        it, when ``role`` alone does not tell, as in a chat of several people)."""
+        self._require_open()
+        return self.sessions.append(session_id, role, content, speaker=speaker)
+
+    def get_transcript(self, session_id: str) -> list[TranscriptEntry]:
+        """A session's transcript, in order."""
+        self._require_open()
+        return self.sessions.transcript(session_id)

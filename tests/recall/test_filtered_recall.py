@@ -319,3 +319,29 @@ def test_the_vector_copy_leaves_memories_it_knows_superseded_out_of_its_first_st
         assert set(expected[:2]) <= set(offered)  # offered once, found superseded ...
         nearest()
         assert not set(expected[:2]) & set(offered)  # ... and known from then on
+
+
+@pytest.mark.parametrize("superseded", [3, 12, 40])
+def test_the_keyword_search_of_current_memories_checks_the_best_matches_first(
+    tmp_path: Path, superseded: int
+) -> None:
+    """A keyword search for current memories ranks the best matches inside FTS5 and
+    checks only those (``CURRENT_DEPTH`` times ``limit``); when too few of them are
+    current (the 12 or 40 best superseded), it checks every match. The answer is the
+    same either way: the best ``limit`` current memories."""
+    with _open(tmp_path / f"kw{superseded}.db") as memory:
+        records = [
+            Memory.create("apple " + " ".join(f"w{i}" for i in range(n)), Tier.EPISODIC)
+            for n in range(60)
+        ]  # the shorter, the better its bm25
+        _load(memory, records)
+        store = memory.store
+        with memory.transaction():
+            for record in records[:superseded]:
+                old = store.memories.get_memory(record.id)
+                assert old is not None
+                assert store.memories.mark_superseded(old, records[-1].id, START, "test")
+        hits = store.indexes.keyword_search(["apple"], 5, where=MemoryFilter(current=True))
+        assert [m for m, _ in hits] == [r.id for r in records[superseded : superseded + 5]]
+        every = store.indexes.keyword_search(["apple"], 100, where=MemoryFilter(current=True))
+        assert [m for m, _ in every] == [r.id for r in records[superseded:]]

@@ -66,6 +66,18 @@ def test_off_the_keywords_decide(
     assert other.recall(WORK, 1)[0].memory.id == short.id
 
 
+def test_rank_fusion_weighs_it_only_when_asked(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    assert not RecallSettings(fusion="rrf").fact_on  # off in rank fusion by default
+    weighted = RecallSettings(fusion="rrf", fact_weight=1.0)
+    memory = make_memory(embedder=None, extractor=None, recall=weighted)
+    _, initech, _ = _history(memory, clock)
+    [hit] = memory.recall(WORK, 1)
+    assert hit.memory.id == initech
+    assert any(s.signal == "fact" and s.rank == 1 for s in hit.explanation.signals)
+
+
 def test_which_words_name_a_predicate() -> None:
     assert [stem(w) for w in ("live", "lives", "lived", "living")] == ["liv"] * 4
     assert stem("works") == stem("working") == "work" and stem("is") == "is"

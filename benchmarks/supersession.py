@@ -11,7 +11,8 @@ Two measurements, one run:
   "where does X live?"-style questions, the share where the current fact is the top
   hit: with today's recall (``include_superseded=True``: every version competes, as
   before supersession existed) and with the new default; then the same for ``as_of``
-  questions at random moments (the fact true then at the top). Twice: among X's
+  questions at random moments (the fact true then at the top); each without the fact
+  signal (``*_no_fact``: before it) and with it (the default). Twice: among X's
   memories (a tag per person: the city competes with the employer and the drink, so the
   model's reading of the question counts too) and among X's memories of the asked kind
   (``*_of_kind``: only the versions of that fact compete).
@@ -88,16 +89,20 @@ class Clock:
 
 def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, float]:
     """The history measurement (see the module docstring) on ``location``, with the
-    default embedding model; shares of questions answered right at the top."""
+    default embedding model; shares of questions answered right at the top. Asked twice
+    of the one history: without the fact signal (``RecallSettings(fact_share=0)``, keys
+    ``*_no_fact``: recall before it existed) and with the defaults."""
     from tiered_memory import AgentMemoryManager
+    from tiered_memory.recall import RecallSettings
 
     rng = random.Random(seed)
     clock = Clock()
     truth: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (person, kind) -> (from, id)
-    with AgentMemoryManager.open(location, clock=clock, embed_in_background=False,
-                                 recall_review_quality=None, extractor=None,
-                                 single_valued=SINGLE_VALUED) as memory:  # fmt: skip
-        people = [f"Person{n:04d}" for n in range(subjects)]
+    options: dict[str, Any] = dict(clock=clock, embed_in_background=False,
+                                   recall_review_quality=None, extractor=None,
+                                   single_valued=SINGLE_VALUED)  # fmt: skip
+    people = [f"Person{n:04d}" for n in range(subjects)]
+    with AgentMemoryManager.open(location, **options) as memory:
         events = [(p, kind) for p in people for kind in VALUES for _ in range(rng.randint(3, 5))]
         rng.shuffle(events)
         said: dict[tuple[str, str], str] = {}
@@ -115,23 +120,27 @@ def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, f
                 stored = memory.remember(text, tags=(person, kind), supersedes=previous)
             chain.append((stored.created_at, stored.id))
         memory.flush()
-        end = clock.now
-        asked = [(p, kind) for p in people for kind in VALUES]
-        found = dict.fromkeys(("today", "current", "as_of", "today_of_kind",
-                               "current_of_kind", "as_of_of_kind"), 0)  # fmt: skip
-        for person, kind in asked:
-            question = QUESTIONS[kind].format(x=person)
-            chain = truth[(person, kind)]
-            moment = rng.randint(chain[0][0], end)
-            true_then = [memory_id for start, memory_id in chain if start <= moment][-1]
-            for suffix, tags in (("", (person,)), ("_of_kind", (person, kind))):
-                old = memory.recall(question, 1, tags=tags, include_superseded=True)
-                new = memory.recall(question, 1, tags=tags)
-                past = memory.recall(question, 1, tags=tags, as_of=moment)
-                found["today" + suffix] += bool(old) and old[0].memory.id == chain[-1][1]
-                found["current" + suffix] += bool(new) and new[0].memory.id == chain[-1][1]
-                found["as_of" + suffix] += bool(past) and past[0].memory.id == true_then
-    return {"questions": len(asked), **{k: v / len(asked) for k, v in found.items()}}
+    end = clock.now
+    asked = [(p, kind) for p in people for kind in VALUES]
+    moments = {key: rng.randint(truth[key][0][0], end) for key in asked}
+    found: dict[str, int] = {}
+    for label, settings in (("_no_fact", RecallSettings(fact_share=0.0)), ("", RecallSettings())):
+        with AgentMemoryManager.open(location, recall=settings, **options) as memory:
+            for person, kind in asked:
+                question = QUESTIONS[kind].format(x=person)
+                chain = truth[(person, kind)]
+                moment = moments[(person, kind)]
+                true_then = [memory_id for start, memory_id in chain if start <= moment][-1]
+                for suffix, tags in (("", (person,)), ("_of_kind", (person, kind))):
+                    asks = {"current": {}, "as_of": {"as_of": moment}}
+                    if label:  # today's recall: every version competes, no fact signal
+                        asks["today"] = {"include_superseded": True}
+                    for name, extra in asks.items():
+                        hits = memory.recall(question, 1, tags=tags, **extra)
+                        want = true_then if name == "as_of" else chain[-1][1]
+                        key = name + suffix + ("" if name == "today" else label)
+                        found[key] = found.get(key, 0) + (bool(hits) and hits[0].memory.id == want)
+    return {"questions": len(asked), **{k: round(v / len(asked), 3) for k, v in found.items()}}
 
 
 def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:

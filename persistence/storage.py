@@ -622,6 +622,12 @@ class GraphStorage(Protocol):
         the ids of
         every memory asserting it (whatever the scope)."""
 
+    def held_relations(
+        self, subject_id: str, predicate: str, at: int | None = None
+    ) -> list[tuple[Relation, list[str]]]:
+        """The relations ``subject_id -predicate-> *`` valid now (``at``: then), each with
+        the ids of the memories in scope asserting it; a read (recall's fact signal)."""
+
     def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> None:
         """Bound when a relation holds (a memory's single-valued fact), in the caller's
         transaction."""

@@ -56,7 +56,7 @@ from tiered_memory.lifecycle import Lifecycle
 from tiered_memory.links import Links
 from tiered_memory.memories import Memories, not_scratchpad
 from tiered_memory.notes import Notes
-from tiered_memory.recall.graph_signal import graph_candidates
+from tiered_memory.recall.graph_signal import GraphCandidates, graph_candidates
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recalling import RecallCalls
 from tiered_memory.redaction import total_in_file
@@ -141,8 +141,9 @@ class AgentMemoryManager(
             review_batch=cfg.recall_review_batch,
         )  # fmt: skip
         self._recall.graph_search = partial(
-            _graph_search, self.graph.records, self._recall, memories.get_many, clock
-        )
+            _graph_search, self.graph.records, self._recall, memories.get_many, clock,
+            frozenset(cfg.single_valued),
+        )  # fmt: skip
         extractor = DefaultExtractor() if isinstance(cfg.extractor, str) else cfg.extractor
         self.extraction = ExtractionQueue(self.store, self.graph.records, extractor, clock)
         self._writer = MemoryWriter(
@@ -464,9 +465,12 @@ def _graph_search(
     recaller: Recaller,
     get_many: Callable[[list[str]], dict[str, Memory]],
     clock: Callable[[], int],
+    single_valued: frozenset[str],
     query: str,
     where: MemoryFilter,
-) -> tuple[list[tuple[str, float]], dict[str, str]]:
-    """The graph signal's candidates for recall (see :mod:`tiered_memory.recall.graph_signal`)."""
-    found = graph_candidates(records, query, where, recaller.settings, get_many, clock())
-    return found.ranked, found.paths
+) -> GraphCandidates:
+    """The graph and fact signals' candidates for recall (see
+    :mod:`tiered_memory.recall.graph_signal`)."""
+    return graph_candidates(
+        records, query, where, recaller.settings, get_many, clock(), single_valued
+    )

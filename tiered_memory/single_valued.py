@@ -18,7 +18,8 @@ an extractor), :func:`settle` runs in the same transaction, by the memories' own
 - Left alone: the same object again (it joins the current relation), the objects one
   memory asserts for one predicate (all are kept: a memory does not contradict
   itself), a relation another agent's memory also asserts, one added directly through
-  ``memory.graph`` (``graph.invalidate`` ends it), and memories of other agents.
+  ``memory.graph`` (even with ``source=``: the caller bounds it, ``graph.invalidate``
+  ends it), and memories of other agents.
 """
 
 from __future__ import annotations

@@ -35,6 +35,12 @@ ALONE_ROWS = RANK_CAP // 4
 """The rarest words are ranked wherever they are, as long as together they match at
 most this many rows; the words after them are the query's common words."""
 
+CURRENT_DEPTH = 2
+"""A search for current memories first ranks this many times ``limit`` of the best
+matching rows inside FTS5 (as a search without a filter does) and checks only those; if
+fewer than ``limit`` are current, every match is checked (at 100k memories, 30% of them
+superseded, checking every match took the keyword leg from 8 to 16-19 ms)."""
+
 PAIRED_WORDS = 6
 """At most this many words (those that match anything) take the rule: 15 pairs. A
 longer query keeps the ordinary search (each pair is two more phrases for bm25)."""
@@ -130,14 +136,29 @@ def keyword_search(
         return KeywordHits()
     cap = RANK_CAP if rank_cap is None else rank_cap
     pairs = coordinated(conn, words, cap) if narrowed is None else None
+    weights = (context_weight, after_weight)
     if pairs is not None:
-        search = index_sql.search(pairs[0], limit, where, context_weight, after_weight, None)
-        hits = KeywordHits(((r[0], float(r[1])) for r in stream(conn, search)), pairs[1])
+        hits = KeywordHits(_ranked(conn, pairs[0], limit, where, weights, None), pairs[1])
         if len(hits) >= limit:
             return hits
-    plain = fts5_match(words)
-    search = index_sql.search(plain, limit, where, context_weight, after_weight, narrowed)
-    return KeywordHits((r[0], float(r[1])) for r in stream(conn, search))
+    return KeywordHits(_ranked(conn, fts5_match(words), limit, where, weights, narrowed))
+
+
+def _ranked(
+    conn: apsw.Connection, match: str, limit: int, where: MemoryFilter,
+    weights: tuple[float, float], narrowed: list[int] | None,
+) -> list[tuple[str, float]]:  # fmt: skip
+    """The best ``limit`` rows ``where`` accepts matching ``match``: for current memories
+    alone, first among the best ``CURRENT_DEPTH * limit`` matches (see
+    :data:`CURRENT_DEPTH`), then, if fewer are current, among every match."""
+    if narrowed is None and index_sql.current_only(where):
+        depth = CURRENT_DEPTH * limit
+        search = index_sql.search(match, limit, where, *weights, None, depth)
+        found = [(r[0], float(r[1])) for r in stream(conn, search)]
+        if len(found) >= limit:
+            return found
+    search = index_sql.search(match, limit, where, *weights, narrowed)
+    return [(r[0], float(r[1])) for r in stream(conn, search)]
 
 
 def keyword_parts(

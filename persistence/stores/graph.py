@@ -241,6 +241,19 @@ class GraphStore:
             asserted = reads.asserting_memories(self.sql, conn, [r.id for r in found])
         return [(r, asserted.get(r.id, [])) for r in found]
 
+    def held_relations(
+        self, subject_id: str, predicate: str, at: int | None = None
+    ) -> list[tuple[Relation, list[str]]]:
+        """A read of :meth:`current_relations` for recall: the relations ``subject_id
+        -predicate-> *`` valid now (``at``: then), each with the ids of the memories in
+        this handle's scope asserting it (relations none of them asserts left out)."""
+        with self._reads() as conn:
+            found = [self.sql.relation(r) for r in rows(conn, self.sql.current_relations(
+                subject_id, predicate, at))]  # fmt: skip
+            asserted = reads.asserting_memories(self.sql, conn, [r.id for r in found])
+            kept = [(r, self._scope.owned(conn, asserted.get(r.id, []))) for r in found]
+        return [(r, ids) for r, ids in kept if ids]
+
     def set_validity(self, rid: str, valid_from: int | None, valid_to: int | None) -> None:
         """Bound when a relation holds, as a memory's single-valued fact asks (in the
         caller's transaction; allowed on a scoped handle: the caller checked that the

@@ -248,3 +248,24 @@ def test_a_late_fact_inside_a_history_ends_the_fact_it_falls_in(
     then = [h.memory.id for h in memory.recall("where does Bo live", 5, as_of=start + 7 * DAY)]
     assert then == [rome.id]
     assert [e.memory_id for e in memory.timeline(berlin.id)] == [paris.id, rome.id, berlin.id]
+
+
+def test_a_relation_added_through_the_graph_supersedes_nothing_even_with_a_source(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    """``graph.relate(..., source=memory_id)`` is the graph's explicit write: the caller
+    bounds the relation (``valid_from``/``valid_to``) and ends others with
+    ``graph.invalidate()``; ``source`` records provenance only. The rule is not applied:
+    the older fact stays open and its memory current, until the caller ends it."""
+    paris = memory.remember("Ana lives in Paris", relations=[("Ana", "lives_in", "Paris")])
+    clock.advance(DAY)
+    note = memory.remember("Ana's new address is in Berlin")
+    berlin = memory.graph.relate("Ana", "lives_in", "Berlin", source=note.id)
+    places = _lives_in(memory, "Ana")
+    assert places["Paris"].valid_to is None and places["Berlin"].valid_to is None
+    assert memory.get(paris.id).current and memory.get(note.id).current  # type: ignore[union-attr]
+    assert not memory.store.memories.has_superseded()
+    memory.graph.invalidate(places["Paris"], at=clock())  # the caller ends it
+    assert _lives_in(memory, "Ana")["Paris"].valid_to == clock()
+    assert memory.get(paris.id).current  # type: ignore[union-attr]  # a graph edit only
+    assert berlin.id == _lives_in(memory, "Ana")["Berlin"].id

@@ -12,6 +12,11 @@ comes; prints ``W id token`` (the memory's unique word) once stored.
 ``worker.py supersede-crash DB SEED``: forever, a new memory that supersedes the newest
 of a chain (its metadata names the one it supersedes), printing ``S new old`` once it
 returned.
+``worker.py single-valued-crash DB SEED MODE``: forever, a memory saying ``Walker<SEED>``
+lives in a new town, whose single-valued ``lives_in`` fact supersedes the previous one
+on its own (its metadata names the previous memory); MODE ``relations`` passes the fact
+with ``remember(relations=)``, ``extractor`` lets an extractor find it in a ``flush()``;
+prints ``S new old`` once that returned.
 ``worker.py batch DB SEED``: forever, 40 memories at a time in interleaved sessions, by
 ``remember_many`` (prints ``B tag`` once it returned) or by ``remember()`` calls in one
 ``transaction()`` (``T tag``); each memory of a batch carries the batch's tag.
@@ -204,6 +209,39 @@ def supersede_crash(path: str, seed: int) -> None:
         newest = new.id
 
 
+class TownExtractor:
+    """Finds ``<who> lives in <town>`` (the single-valued-crash worker's fact)."""
+
+    def extract(self, text: str) -> Any:
+        from tiered_memory.graph.extraction import Extraction
+        from tiered_memory.graph.facade import RelationFact
+
+        words = text.split()
+        if "in" not in words:
+            return Extraction()
+        return Extraction(
+            relations=(RelationFact(words[0], "lives_in", words[words.index("in") + 1]),)
+        )
+
+
+def single_valued_crash(path: str, seed: int, mode: str) -> None:
+    extractor = TownExtractor() if mode == "extractor" else None
+    memory = AgentMemoryManager.open(
+        path, embedder=None, extractor=extractor, extract_in_background=False
+    )
+    _say("READY")
+    rng = random.Random(seed)
+    who, newest = f"Walker{seed}", None
+    for town in range(10**9):
+        content = f"{who} lives in Town{town} " + "z" * rng.randrange(0, 800)
+        fact = [(who, "lives_in", f"Town{town}")] if extractor is None else None
+        new = memory.remember(content, metadata={"previous": newest}, relations=fact)
+        if extractor is not None:
+            memory.flush()  # the extractor's batch: the fact and its supersession
+        _say("S", new.id, str(newest))
+        newest = new.id
+
+
 def batch(path: str, seed: int) -> None:
     rng = random.Random(seed)
     with AgentMemoryManager.open(path, embedder=None) as memory:
@@ -371,6 +409,8 @@ if __name__ == "__main__":
         manager_crash(db, int(rest[0]))
     elif command == "supersede-crash":
         supersede_crash(db, int(rest[0]))
+    elif command == "single-valued-crash":
+        single_valued_crash(db, int(rest[0]), rest[1])
     elif command == "batch":
         batch(db, int(rest[0]))
     elif command == "operate":

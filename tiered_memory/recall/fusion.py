@@ -18,7 +18,8 @@ def fuse(
     rrf_k: float,
 ) -> dict[str, list[SignalMatch]]:
     """Weighted reciprocal-rank fusion: memory id -> the signals that found it."""
-    raw_names = {"keyword": "bm25", "vector": "cosine distance", "graph": "graph score"}
+    raw_names = {"keyword": "bm25", "vector": "cosine distance", "graph": "graph score",
+                 "fact": "fact asked"}  # fmt: skip
     matches: dict[str, list[SignalMatch]] = {}
     for signal, results in ranked.items():
         best = min((raw for _, raw in results), default=0.0) if signal == "keyword" else 0.0
@@ -37,12 +38,16 @@ def fuse_scores(
     distances: dict[str, float],
     keyword_share: float,
     graph_share: float = 0.0,
+    fact_share: float = 0.0,
 ) -> dict[str, list[SignalMatch]]:
     """Score fusion: memory id -> its signals, each contributing its share of the raw
     value. ``distances`` holds the cosine distance of every candidate that has a vector
     (the vector signal's own candidates and the others alike); the graph signal adds
-    ``graph_share`` of its score relative to its best."""
+    ``graph_share`` of its score relative to its best, the fact signal ``fact_share``."""
     matches: dict[str, list[SignalMatch]] = {}
+    for rank, (memory_id, raw) in enumerate(ranked.get("fact", ()), start=1):
+        match = SignalMatch("fact", rank, raw, "fact asked", fact_share * raw)
+        matches.setdefault(memory_id, []).append(match)
     graph = ranked.get("graph", ())
     if graph:
         top = max(score for _, score in graph) or 1.0
@@ -67,15 +72,14 @@ def fuse_scores(
 
 
 def with_paths(
-    fused: dict[str, list[SignalMatch]], paths: dict[str, str]
+    fused: dict[str, list[SignalMatch]], paths: dict[str, str], signal: str = "graph"
 ) -> dict[str, list[SignalMatch]]:
-    """Name the graph path in each graph match (for the explanation)."""
+    """Name the graph path (or the fact) in each match of ``signal`` (for the
+    explanation)."""
     for memory_id, signals in fused.items():
         path = paths.get(memory_id)
         if path is not None:
-            fused[memory_id] = [
-                replace(s, path=path) if s.signal == "graph" else s for s in signals
-            ]
+            fused[memory_id] = [replace(s, path=path) if s.signal == signal else s for s in signals]
     return fused
 
 

@@ -10,16 +10,21 @@ graph score is the sum over the entities that brought it; each candidate keeps t
 strongest path for its explanation (``'Caroline' -mentioned_with- 'adoption agency',
 1 hop``). Entities named by more than ``HUB_MEMORIES`` memories bring none (they would
 flood the candidates), but still lead to their neighbours.
+
+The same look-up of named entities serves the fact signal
+(:mod:`tiered_memory.recall.fact_signal`): the memories asserting a single-valued
+relation of a named entity that the query names too.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 
 from persistence import GraphStorage, Memory, MemoryFilter, graph_records
+from tiered_memory.recall.fact_signal import asked_predicates, fact_memories
 from tiered_memory.recall.settings import STOPWORDS, RecallSettings
 
 HUB_MEMORIES = 200
@@ -31,10 +36,12 @@ _WORDS = re.compile(r"\w+")
 
 @dataclass(frozen=True, slots=True)
 class GraphCandidates:
-    """Memory ids by graph score (best first) and each one's path, for the explanation."""
+    """Memory ids by graph score (best first) and each one's path, for the explanation;
+    ``facts``: the fact signal's memories, each with the fact it asserts."""
 
     ranked: list[tuple[str, float]]
     paths: dict[str, str]
+    facts: dict[str, str] = field(default_factory=dict)
 
 
 def _tokens(text: str) -> list[str]:
@@ -53,10 +60,13 @@ def graph_candidates(
     settings: RecallSettings,
     load: Callable[[list[str]], dict[str, Memory]],
     now: int,
+    single_valued: Collection[str] = (),
 ) -> GraphCandidates:
     """The graph signal's candidates for ``query`` (empty when no entity is named); the
     hops follow the relations valid at ``where.as_of`` when recall asks about a moment,
-    else those valid ``now``."""
+    else those valid ``now``. With ``settings.fact_share`` on, also the fact signal's
+    memories: those asserting a relation of ``single_valued`` the query names, of an
+    entity it names."""
     words = _tokens(query)
     probe = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
     if not probe:
@@ -80,13 +90,17 @@ def graph_candidates(
                 named[eid] = alias
         if not named:
             return GraphCandidates([], {})
-        for eid, alias in named.items():
+        facts: dict[str, str] = {}
+        if settings.fact_on:
+            asked = asked_predicates(words, single_valued, STOPWORDS)
+            facts = fact_memories(records, named, asked, where.as_of)
+        for eid, alias in named.items() if settings.graph_on else ():
             n = records.memory_count(eid, HUB_MEMORIES + 1)
             if 0 < n <= HUB_MEMORIES:
                 weight = 1.0 / math.log(2 + n)
                 for memory_id in records.memories_naming(eid, HUB_MEMORIES):
                     credit(memory_id, weight, f"'{alias}' (named in the query)")
-        if settings.graph_hops:
+        if settings.graph_hops and settings.graph_on:
             at = now if where.as_of is None else where.as_of
             for eid, alias in named.items():
                 steps = records.walk(eid, 1, at, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
@@ -105,7 +119,8 @@ def graph_candidates(
                         credit(memory_id, weight, path)
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     if where != MemoryFilter():
-        memories = load([m for m, _ in ranked])
+        memories = load(list(dict.fromkeys([*(m for m, _ in ranked), *facts])))
         ranked = [(m, s) for m, s in ranked if m in memories and where.accepts(memories[m])]
+        facts = {m: f for m, f in facts.items() if m in memories and where.accepts(memories[m])}
     ranked = ranked[: settings.depth]
-    return GraphCandidates(ranked, {m: paths[m][1] for m, _ in ranked})
+    return GraphCandidates(ranked, {m: paths[m][1] for m, _ in ranked}, facts)

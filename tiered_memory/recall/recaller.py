@@ -53,6 +53,7 @@ from tiered_memory.recall.chains import with_chain_notes
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
+from tiered_memory.recall.graph_signal import GraphCandidates
 from tiered_memory.recall.neighbours import add_neighbour_evidence
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
@@ -67,8 +68,8 @@ from tiered_memory.recall.window import with_windows
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
 
 
-GraphSearch = Callable[[str, MemoryFilter], tuple[list[tuple[str, float]], dict[str, str]]]
-"""``(query, filter) -> (ranked memory ids with graph scores, path per memory)``."""
+GraphSearch = Callable[[str, MemoryFilter], GraphCandidates]
+"""``(query, filter) -> the graph and fact signals' candidates`` (see graph_signal)."""
 
 
 def recall_filter(
@@ -199,8 +200,14 @@ class Recaller:
             )
         }  # fmt: skip
         paths: dict[str, str] | None = None  # the third signal: entities the query names
-        if settings.graph_on and self.graph_search is not None:
-            ranked["graph"], paths = self.graph_search(query, where)
+        facts: dict[str, str] = {}  # the fourth: the memories holding a fact it asks
+        if (settings.graph_on or settings.fact_on) and self.graph_search is not None:
+            graph = self.graph_search(query, where)
+            if settings.graph_on:
+                ranked["graph"], paths = graph.ranked, graph.paths
+            if settings.fact_on and graph.facts:
+                facts = graph.facts
+                ranked["fact"] = [(m, 1.0) for m in sorted(facts)]
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
@@ -208,17 +215,18 @@ class Recaller:
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
             if found is not None:
-                others = [m for name in ("keyword", "graph") for m, _ in ranked.get(name, ())
-                          if m not in distances]  # fmt: skip
+                others = [m for name in ("keyword", "graph", "fact")
+                          for m, _ in ranked.get(name, ()) if m not in distances]  # fmt: skip
                 distances.update(
                     store.indexes.vector_distances(found[0], list(dict.fromkeys(others)))
                 )
-            fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share)
+            fused = fuse_scores(ranked, distances, settings.keyword_share, settings.graph_share,
+                                settings.fact_share)  # fmt: skip
             if found is not None and settings.feedback_share > 0:
                 self._feedback(fused, found[0], settings, where)
         else:
             weights = {"keyword": settings.keyword_weight, "vector": settings.vector_weight,
-                       "graph": settings.graph_weight}  # fmt: skip
+                       "graph": settings.graph_weight, "fact": settings.fact_weight}  # fmt: skip
             fused = fuse(ranked, weights, settings.rrf_k)
         self._structure(fused, query, settings, found[0] if found is not None else None,
                         filtered=bool(described))  # fmt: skip
@@ -228,6 +236,8 @@ class Recaller:
                              settings.session_turns)  # fmt: skip
         if paths is not None:
             fused = with_paths(fused, paths)
+        if facts:
+            fused = with_paths(fused, facts, "fact")
         skipped = getattr(ranked["keyword"], "skipped", None)  # a backend's KeywordHits
         top = self._explained(fused, k, described, now, unseen if found is not None else 0,
                               (skipped,) if skipped else (), where)  # fmt: skip

@@ -67,6 +67,12 @@ class RecallSettings:
     (LoCoMo: recall@5 up on the tuning and the check conversations, recall@10 the same;
     README); rank fusion has it off (``graph_weight=0``: it lowered recall there).
 
+    The fact signal (:mod:`tiered_memory.recall.fact_signal`: a query naming an entity
+    and one of its single-valued relations, "where does Ana live?", favours the memories
+    asserting that relation as it holds) adds ``fact_share`` in score fusion and weighs
+    ``fact_weight`` in rank fusion (off there, as the graph signal). It acts only on
+    such a query, never on LoCoMo's (no single-valued relations; its figures unchanged).
+
     Conversation signals (:mod:`tiered_memory.recall.conversation`): the memory after a
     question among the candidates gains ``adjacency_weight`` times the question's fused
     value; when the query names exactly one speaker, their memories gain
@@ -117,6 +123,8 @@ class RecallSettings:
     graph_share: float = 0.05
     graph_hops: int = 1
     graph_hop_decay: float = 0.5
+    fact_share: float = 0.2
+    fact_weight: float = 0.0
     min_score: float | None = None
     relative_cut: float | None = None
     session_weight: float = 0.0
@@ -133,6 +141,11 @@ class RecallSettings:
     def graph_on(self) -> bool:
         """True when the graph signal takes part in this fusion."""
         return (self.graph_weight if self.fusion == "rrf" else self.graph_share) > 0
+
+    @property
+    def fact_on(self) -> bool:
+        """True when the fact signal takes part in this fusion."""
+        return (self.fact_weight if self.fusion == "rrf" else self.fact_share) > 0
 
     def __post_init__(self) -> None:
         for name in ("depth", "vector_depth", "rerank_depth", "session_top", "session_turns",
@@ -155,6 +168,8 @@ class RecallSettings:
             "graph_weight": (0.0, math.inf),
             "graph_share": (0.0, 1.0),
             "graph_hop_decay": (0.0, 1.0),
+            "fact_share": (0.0, 1.0),
+            "fact_weight": (0.0, math.inf),
             "session_weight": (0.0, 1.0),
             "feedback_share": (0.0, 1.0),
             "feedback_confidence": (0.0, 1.0),

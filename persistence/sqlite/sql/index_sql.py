@@ -161,10 +161,13 @@ def search(
     context_weight: float,
     after_weight: float,
     rowids: list[int] | None,
+    depth: int | None = None,
 ) -> Statement:
     """``(memory_id, bm25)`` of the best ``limit`` rows ``where`` accepts that match one
     FTS5 expression (``rowids``: the few rows a narrow filter accepts, see
-    :func:`persistence.sqlite.keyword_search.keyword_search`)."""
+    :func:`persistence.sqlite.keyword_search.keyword_search`). ``depth``, for current
+    memories alone: the best of the ``depth`` best matching rows only, chosen inside
+    FTS5 before the id look-up and the checks (fewer than ``limit`` may come back)."""
     score = "bm25(memory_fts, 1.0, ?, ?)"
     if where == MemoryFilter():
         sql = (
@@ -190,6 +193,16 @@ def search(
         )
         ids = orjson.dumps(rowids).decode()
         return Statement(sql, [context_weight, after_weight, match, ids, limit])
+    if current_only(where) and depth is not None:
+        tier = "" if where.tier is None else "i.tier = ? AND "
+        sql = (
+            f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
+            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) AS f "
+            f"JOIN memory_index AS i ON i.rowid = f.rowid WHERE {tier}"
+            f"{not_superseded('i.memory_id')} ORDER BY f.score, f.rowid LIMIT ?"
+        )
+        tiers = [] if where.tier is None else [where.tier.value]
+        return Statement(sql, [context_weight, after_weight, match, depth, *tiers, limit])
     if current_only(where):  # probes of the small partial indexes, no row read
         tier = "" if where.tier is None else " AND i.tier = ?"
         sql = (
@@ -276,6 +289,15 @@ def superseded_among(tier: Tier, memory_ids: Sequence[str]) -> Statement:
         "WHERE superseded_by IS NOT NULL AND id IN (SELECT value FROM json_each(?))"
     )
     return Statement(sql, [orjson.dumps(list(memory_ids)).decode()])
+
+
+def superseded_of_tier(tier: Tier) -> Statement:
+    """The ids of every superseded memory of ``tier``: the partial index
+    ``idx_<tier>_superseded`` (v018) alone, no row read."""
+    return Statement(
+        f"SELECT id FROM {TABLE[tier]} INDEXED BY idx_{TABLE[tier]}_superseded "
+        "WHERE superseded_by IS NOT NULL"
+    )
 
 
 def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:

@@ -172,17 +172,23 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self._next_check = 0.0  # when the version row is next read by check_external_changes
         self._used: dict[int, float] = {}  # id(connection) -> when last handed out
         key = f"tm.scope:{scope}"
+        # The version row in a statement of its own, AFTER the lock's: a READ COMMITTED
+        # statement reads the rows as they were when it started, so a version read in the
+        # lock's statement missed the commit of the writer this one queued behind (RAM
+        # copies stayed stale: the soak's promote and review found entries gone).
         self._begin_sql = (
-            "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)), "
-            "(SELECT v FROM tm_version WHERE scope = {s})"
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)); "
+            "SELECT v FROM tm_version WHERE scope = {s}"
         )
         self._commit_sql = (
             "UPDATE tm_version SET v = v + 1 WHERE scope = {s} "
             "AND pg_current_xact_id_if_assigned() IS NOT NULL RETURNING v; COMMIT"
         )
         self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
-        # the same two steps as separate statements, for a pipeline (one each)
-        self._lock_sql = sql.SQL(self._begin_sql.split("; ", 1)[1]).format(**self._literals)
+        # the same steps as separate statements, for a pipeline (one each)
+        _, lock, version = self._begin_sql.split("; ")
+        self._lock_sql = sql.SQL(lock).format(**self._literals)
+        self._version_sql = sql.SQL(version).format(**self._literals)
         if self.pooler:  # the settings with the BEGIN; the lock and version row last
             self._begin_sql = "BEGIN; {setup}; " + self._begin_sql.split("; ", 1)[1]
         self._one_trip_bump = (  # the scope a parameter: its text may hold a %
@@ -468,7 +474,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 conn.execute(b"BEGIN")
                 if self.pooler:
                     conn.execute(self._setup(conn))
-                head = conn.execute(self._lock_sql)
+                conn.execute(self._lock_sql)
+                head = conn.execute(self._version_sql)  # after the lock: see the module doc
                 cursors = [conn.execute(query, params) for query, params in statements]
                 bump = conn.execute(bump_sql, (self.scope, *condition_params))
                 conn.execute(b"COMMIT")
@@ -479,7 +486,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             raise call_error(exc, self._url, committing=unknown) from None
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
-        version = None if read is None or read[1] is None else int(read[1])
+        version = None if read is None or read[0] is None else int(read[0])
         try:
             self._drain()  # what the version check covers is noticed once
         except psycopg.Error:
@@ -586,7 +593,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         while cur.nextset():
             pass  # BEGIN's empty result (and the pooler's settings) come first
         row = cur.fetchone()
-        version = None if row is None or row[1] is None else int(row[1])
+        version = None if row is None or row[0] is None else int(row[0])
         try:
             self._drain()  # what this exact check covers is noticed once
         except psycopg.Error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -16,7 +17,7 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.postgres import PostgresStore
-from tests.support.pg_server import PgServer, app_url
+from tests.support.pg_server import PgServer, app_url, wait_for_a_queued_writer
 
 
 @pytest.fixture
@@ -106,6 +107,62 @@ def test_another_handles_commit_reaches_the_change_listeners(pg_url: str) -> Non
         a.engine.on_external_change(lambda: a_told.append(1))
         a.engine.check_external_changes()
         assert a_told == []  # a's own commit is not another process's
+    finally:
+        a.close()
+        b.close()
+
+
+def _queued_behind_a_commit(pg_url: str, a: PostgresStore, call: Callable[[], object]) -> None:
+    """Run ``call`` in a thread while ``a``'s transaction (a write) is open; ``a``
+    commits once ``call``'s writer waits for it."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the test
+            failed.append(exc)
+
+    with a.transaction():
+        a.set_meta("a", "1")
+        thread = threading.Thread(target=run)
+        thread.start()
+        wait_for_a_queued_writer(pg_url)
+    thread.join(10)
+    assert not thread.is_alive() and not failed, failed
+
+
+@pytest.mark.parametrize("how", ["transaction", "one trip"])
+def test_a_writer_queued_behind_another_handles_commit_hears_of_it_as_it_begins(
+    pg_url: str, how: str
+) -> None:
+    # The version row was read in the lock's statement, so as the rows were before the
+    # wait: the commit waited for went unnoticed and RAM copies stayed stale (the soak's
+    # promote and review of scratchpad entries another process had moved).
+    a, b = PostgresStore(pg_url).open(), PostgresStore(pg_url).open()
+    try:
+        told: list[int] = []
+        b.engine.on_external_change(lambda: told.append(1))
+        b.engine.check_external_changes()
+        heard: list[int] = []
+
+        def in_a_transaction() -> None:
+            with b.transaction():
+                heard.append(len(told))  # before anything of b's own runs
+                b.set_meta("b", "1")
+
+        def in_one_trip() -> None:
+            insert = ("INSERT INTO tm_meta (key, value) VALUES (%s, %s)", ("b", "1"))
+            b.engine.write_in_one_trip([insert], wrote=("true", ()))
+            heard.append(len(told))
+
+        _queued_behind_a_commit(
+            pg_url, a, in_a_transaction if how == "transaction" else in_one_trip
+        )
+        assert heard == [1]
+        with b.engine.reading() as conn:
+            row = conn.execute("SELECT v FROM tm_version WHERE scope = ''").fetchone()
+        assert row is not None and b.engine.seen_version == row[0]
     finally:
         a.close()
         b.close()

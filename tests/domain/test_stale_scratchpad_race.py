@@ -1,0 +1,130 @@
+"""Two handles on one store: a call that waited for the other handle's transaction must
+see what that transaction committed. The soak on PostgreSQL (16 processes sharing one
+scratchpad) had ``promote`` raise MemoryNotFoundError and ``review`` raise
+DuplicateMemoryError on an entry another process had just moved out of the scratchpad:
+the waiting handle still listed it there.
+
+Each test holds handle A's transaction open (it moves or forgets a scratchpad entry),
+starts handle B's call in a thread, waits until B is queued behind A's writer lock, and
+only then lets A commit. B must act on the store as A left it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.pg_server import wait_for_a_queued_writer
+from tiered_memory import AgentMemoryManager, Tier
+from tiered_memory.errors import MemoryNotFoundError
+
+
+@pytest.fixture
+def pair(any_location: str) -> Iterator[tuple[AgentMemoryManager, AgentMemoryManager]]:
+    """Handle A and handle B on one store (two processes' worth of RAM)."""
+    a = AgentMemoryManager.open(any_location, embedder=None)
+    b = AgentMemoryManager.open(any_location, embedder=None)
+    try:
+        yield a, b
+    finally:
+        b.close()
+        a.close()
+
+
+def _queued_behind(location: str) -> None:
+    """Return once another call waits for the writer lock (on a file: after a while,
+    since SQLite keeps no list of waiters)."""
+    if location.startswith("postgresql"):
+        wait_for_a_queued_writer(location)
+    else:
+        time.sleep(0.5)
+
+
+def _while_a_commits(
+    location: str, a: AgentMemoryManager, change: Callable[[], object], call: Callable[[], Any]
+) -> Any:
+    """Run ``call`` (on B) in a thread while A's transaction doing ``change`` is open;
+    A commits once B waits for it. Returns what ``call`` returned, or raises what it raised."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the test below
+            outcome["error"] = exc
+
+    with a.transaction():
+        change()
+        thread = threading.Thread(target=run)
+        thread.start()
+        _queued_behind(location)
+    thread.join(30)
+    assert not thread.is_alive()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def test_promote_of_an_entry_another_handle_moved_out_of_the_scratchpad_succeeds(
+    any_location: str, pair: tuple[AgentMemoryManager, AgentMemoryManager]
+) -> None:
+    a, b = pair
+    entry = b.remember("the shared scratchpad entry", Tier.SCRATCHPAD)
+    assert a.get(entry.id) is not None and b.scratchpad.by_id(entry.id) is not None
+    record = _while_a_commits(
+        any_location,
+        a,
+        lambda: a.promote(entry.id, Tier.EPISODIC, reason="A's eviction"),
+        lambda: b.promote(entry.id, Tier.SEMANTIC, reason="B's promotion"),
+    )
+    assert (record.from_tier, record.to_tier) == (Tier.EPISODIC, Tier.SEMANTIC)
+    for handle in (a, b):
+        got = handle.get(entry.id)
+        assert got is not None and got.tier is Tier.SEMANTIC
+        assert handle.scratchpad.by_id(entry.id) is None
+    tiers = [(r.from_tier, r.to_tier) for r in b.promotion_history(entry.id)]
+    assert tiers == [(Tier.SCRATCHPAD, Tier.EPISODIC), (Tier.EPISODIC, Tier.SEMANTIC)]
+
+
+def test_review_of_an_entry_another_handle_moved_out_of_the_scratchpad_succeeds(
+    any_location: str, pair: tuple[AgentMemoryManager, AgentMemoryManager]
+) -> None:
+    a, b = pair
+    entry = b.remember("the shared scratchpad entry", Tier.SCRATCHPAD)
+    schedule = _while_a_commits(
+        any_location,
+        a,
+        lambda: a.promote(entry.id, Tier.EPISODIC, reason="A's eviction"),
+        lambda: b.review(entry.id, 4),
+    )
+    assert schedule.memory_id == entry.id and schedule.review_count == 1
+    got = b.get(entry.id)
+    assert got is not None and got.tier is Tier.EPISODIC and got.access_count == 1
+    assert b.scratchpad.by_id(entry.id) is None
+    assert a.scratchpad.items() == [] and b.scratchpad.items() == []
+
+
+def test_review_of_an_entry_another_handle_forgot_does_not_bring_it_back(
+    any_location: str, pair: tuple[AgentMemoryManager, AgentMemoryManager]
+) -> None:
+    a, b = pair
+    entry = b.remember("the shared scratchpad entry", Tier.SCRATCHPAD)
+    with pytest.raises(MemoryNotFoundError):
+        _while_a_commits(
+            any_location,
+            a,
+            lambda: a.forget(entry.id, reason="A forgot it"),
+            lambda: b.review(entry.id, 4),
+        )
+    for handle in (a, b):
+        assert handle.get(entry.id) is None
+        assert handle.scratchpad.items() == []
+    fresh = AgentMemoryManager.open(any_location, embedder=None)
+    try:
+        assert fresh.get(entry.id) is None and fresh.scratchpad.items() == []
+    finally:
+        fresh.close()

@@ -80,8 +80,11 @@ class PgChangeWatch:
         for callback in self._change_listeners:
             callback()
 
-    def _drain(self) -> bool:
-        """True if another writer's commit of a scope this handle sees was announced."""
+    def _drain(self, covered: bool = False) -> bool:
+        """True if another writer's commit of a scope this handle sees was announced
+        (``covered``: not counting this handle's own scope, whose version row the caller
+        has just read exactly; another scope's commit, an unscoped writer's seen by an
+        agent's handle or the reverse, moves only that scope's row)."""
         listener = self._listener
         if listener is None:
             return False
@@ -92,7 +95,9 @@ class PgChangeWatch:
         other = False
         while (note := pgconn.notifies()) is not None:
             writer, _, scope = note.extra.decode().partition(" ")
-            if writer != self.writer_id and (not self.scope or scope in ("", self.scope)):
+            if writer == self.writer_id or (covered and scope == self.scope):
+                continue
+            if not self.scope or scope in ("", self.scope):
                 other = True
         return other
 

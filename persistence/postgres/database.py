@@ -487,11 +487,12 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
         version = None if read is None or read[0] is None else int(read[0])
-        try:
-            self._drain()  # what the version check covers is noticed once
+        try:  # what the version check covers is noticed once; other scopes' commits now
+            elsewhere = self._drain(covered=True)
         except psycopg.Error:
+            elsewhere = False
             self._drop_listener()
-        changed = self._seen_version is not None and version != self._seen_version
+        changed = elsewhere or (self._seen_version is not None and version != self._seen_version)
         bumped = _first_row(bump)
         self._seen_version = version if bumped is None else int(bumped[0])
         if changed:
@@ -594,11 +595,12 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             pass  # BEGIN's empty result (and the pooler's settings) come first
         row = cur.fetchone()
         version = None if row is None or row[0] is None else int(row[0])
-        try:
-            self._drain()  # what this exact check covers is noticed once
+        try:  # what this exact check covers is noticed once; other scopes' commits now
+            elsewhere = self._drain(covered=True)
         except psycopg.Error:
+            elsewhere = False
             self._drop_listener()  # a broken listener is not this write's failure
-        changed = self._seen_version is not None and version != self._seen_version
+        changed = elsewhere or (self._seen_version is not None and version != self._seen_version)
         self._seen_version = version
         if changed:
             self._tell_listeners()

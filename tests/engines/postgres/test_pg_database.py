@@ -3,6 +3,7 @@ commits, read-only handles and the errors of a server that cannot be used."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -166,6 +167,30 @@ def test_a_writer_queued_behind_another_handles_commit_hears_of_it_as_it_begins(
     finally:
         a.close()
         b.close()
+
+
+def test_another_scopes_commit_announced_before_a_begin_reaches_the_listeners(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    # An agent's commit moves its own scope's version row, not the unscoped handle's
+    # (nor the reverse): BEGIN's exact look at its own row does not cover it, so its
+    # announcement, taken off the listener there, must not be dropped.
+    url = app_url(pg_server, pg_url)
+    for writer_scope, reader_scope in (("x", ""), ("", "x")):
+        writer = PostgresStore(url, scope=writer_scope).open()
+        reader = PostgresStore(url, scope=reader_scope).open()
+        try:
+            told: list[int] = []
+            reader.engine.on_external_change(functools.partial(told.append, 1))
+            reader.engine.check_external_changes()
+            writer.set_meta(f"from {writer_scope!r}", "1")
+            time.sleep(0.3)  # the announcement reaches the reader's listener socket
+            with reader.transaction():
+                heard = len(told)
+            assert heard == 1, f"{reader_scope!r} missed {writer_scope!r}'s commit"
+        finally:
+            writer.close()
+            reader.close()
 
 
 @pytest.mark.slow  # 1.9 s measured on a busy machine

@@ -299,6 +299,19 @@ class Scratchpad:
             with self._lock:
                 entries.drop(victim.id)
 
+    def discard(self, memory_id: str) -> None:
+        """Drop an entry the store no longer holds (another handle moved or forgot it)
+        from both views: a correction of RAM, not a change, so it stays whatever the
+        open transaction's outcome (the committed view is replaced, never changed)."""
+        with self._lock:
+            if memory_id in self._committed.key_of:
+                committed = self._committed.copy()
+                committed.drop(memory_id)
+                self._committed = committed
+            pending = self._pending
+            if pending is not None and memory_id in pending.key_of:
+                pending.drop(memory_id)
+
     def promote(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
         """Move an entry out to ``to_tier`` through a logged promotion."""
         with self._change() as entries:

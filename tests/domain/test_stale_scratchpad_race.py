@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.pg_server import wait_for_a_queued_writer
 from tiered_memory import AgentMemoryManager, Tier
-from tiered_memory.errors import MemoryNotFoundError
+from tiered_memory.errors import InvalidPromotionError, MemoryNotFoundError
 
 
 @pytest.fixture
@@ -128,3 +128,87 @@ def test_review_of_an_entry_another_handle_forgot_does_not_bring_it_back(
         assert fresh.get(entry.id) is None and fresh.scratchpad.items() == []
     finally:
         fresh.close()
+
+
+# --- a view behind the store without waiting: another agent's writer ------------------------
+# Writers of different agents' scopes do not queue for each other on PostgreSQL, so a
+# handle's view of the scratchpad can be behind even inside its own transaction. Below,
+# the entry is moved or forgotten through the store directly (this handle's RAM is not
+# told, as it would not be of another scope's commit not yet announced): each call must
+# act on the store as it is, never fail on RAM's copy nor write it back.
+
+
+def _moved_below_ram(memory: AgentMemoryManager, memory_id: str) -> None:
+    memory.store.memories.promote_memory(memory_id, Tier.SCRATCHPAD, Tier.EPISODIC, "elsewhere")
+    assert memory.scratchpad.by_id(memory_id) is not None  # RAM still lists it
+
+
+def _forgotten_below_ram(memory: AgentMemoryManager, memory_id: str) -> None:
+    memory.store.memories.forget_memory(memory_id, "elsewhere")
+    assert memory.scratchpad.by_id(memory_id) is not None
+
+
+def test_promote_and_review_follow_an_entry_moved_below_the_view(
+    memory: AgentMemoryManager,
+) -> None:
+    entry = memory.remember("moved elsewhere", Tier.SCRATCHPAD)
+    _moved_below_ram(memory, entry.id)
+    schedule = memory.review(entry.id, 5)
+    assert schedule.memory_id == entry.id
+    assert memory.scratchpad.by_id(entry.id) is None and memory.scratchpad.items() == []
+    record = memory.promote(entry.id, Tier.SEMANTIC, reason="known")
+    assert (record.from_tier, record.to_tier) == (Tier.EPISODIC, Tier.SEMANTIC)
+    got = memory.get(entry.id)
+    assert got is not None and got.tier is Tier.SEMANTIC and got.access_count == 1
+
+
+def test_promote_of_an_entry_moved_below_the_view_goes_on_from_where_it_is(
+    memory: AgentMemoryManager,
+) -> None:
+    entry = memory.remember("moved elsewhere", Tier.SCRATCHPAD)
+    _moved_below_ram(memory, entry.id)
+    record = memory.promote(entry.id, Tier.SEMANTIC)
+    assert (record.from_tier, record.to_tier) == (Tier.EPISODIC, Tier.SEMANTIC)
+    assert memory.get(entry.id).tier is Tier.SEMANTIC  # type: ignore[union-attr]
+
+
+def test_promote_to_the_tier_another_handle_already_reached_says_so(
+    memory: AgentMemoryManager,
+) -> None:
+    entry = memory.remember("moved elsewhere", Tier.SCRATCHPAD)
+    _moved_below_ram(memory, entry.id)
+    with pytest.raises(InvalidPromotionError, match="already episodic; nothing changed"):
+        memory.promote(entry.id, Tier.EPISODIC)
+    assert [r.reason for r in memory.promotion_history(entry.id)] == ["elsewhere"]
+    assert memory.scratchpad.items() == [] and memory.get(entry.id).tier is Tier.EPISODIC  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("call", ["link", "update", "review", "promote"])
+def test_a_write_to_an_entry_forgotten_below_the_view_never_brings_it_back(
+    memory: AgentMemoryManager, call: str
+) -> None:
+    entry = memory.remember("forgotten elsewhere", Tier.SCRATCHPAD)
+    other = memory.remember("an episodic memory")
+    _forgotten_below_ram(memory, entry.id)
+    calls: dict[str, Callable[[], object]] = {
+        "link": lambda: memory.link(entry.id, other.id),
+        "update": lambda: memory.update(entry.id, importance=0.9),
+        "review": lambda: memory.review(entry.id, 4),
+        "promote": lambda: memory.promote(entry.id, Tier.EPISODIC),
+    }
+    with pytest.raises(MemoryNotFoundError):
+        calls[call]()
+    assert memory.get(entry.id) is None and memory.scratchpad.items() == []
+    assert memory.store.memories.get_memory(entry.id) is None
+    assert memory.get(other.id).linked_memories == ()  # type: ignore[union-attr]
+
+
+def test_forget_of_an_entry_moved_below_the_view_forgets_it_where_it_is(
+    memory: AgentMemoryManager,
+) -> None:
+    entry = memory.remember("moved elsewhere", Tier.SCRATCHPAD)
+    _moved_below_ram(memory, entry.id)
+    assert memory.forget(entry.id, reason="done") is True
+    assert memory.get(entry.id) is None and memory.store.memories.get_memory(entry.id) is None
+    assert memory.scratchpad.items() == []
+    assert memory.forget(entry.id, reason="again") is False

@@ -75,12 +75,17 @@ class Memories:
         )
         return found
 
-    def require(self, memory_id: str) -> Memory:
-        """The memory, or :class:`~persistence.MemoryNotFoundError`; inside this thread's
-        transaction a scratchpad entry is as the store holds it (see :meth:`_confirmed`)."""
+    def current(self, memory_id: str) -> Memory | None:
+        """:meth:`get` for a write to decide on: inside this thread's transaction a
+        scratchpad entry is as the store holds it (see :meth:`_confirmed`)."""
         memory = self.get(memory_id)
         if memory is not None and memory.tier is Tier.SCRATCHPAD:
-            memory = self._confirmed(memory)
+            return self._confirmed(memory)
+        return memory
+
+    def require(self, memory_id: str) -> Memory:
+        """:meth:`current`, or :class:`~persistence.MemoryNotFoundError`."""
+        memory = self.current(memory_id)
         if memory is None:
             raise MemoryNotFoundError(f"no memory {memory_id}")
         return memory

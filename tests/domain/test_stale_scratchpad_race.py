@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import FakeClock
 from tests.support.pg_server import wait_for_a_queued_writer
 from tiered_memory import AgentMemoryManager, Tier
 from tiered_memory.errors import InvalidPromotionError, MemoryNotFoundError
@@ -212,3 +213,19 @@ def test_forget_of_an_entry_moved_below_the_view_forgets_it_where_it_is(
     assert memory.get(entry.id) is None and memory.store.memories.get_memory(entry.id) is None
     assert memory.scratchpad.items() == []
     assert memory.forget(entry.id, reason="again") is False
+
+
+def test_recall_reviews_skip_an_entry_forgotten_below_the_view(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    memory = make_memory(recall_review_quality=4)
+    entry = memory.remember("the harbor ferry leaves at noon", Tier.SCRATCHPAD)
+    kept = memory.remember("the harbor lights stay on")
+    clock.advance(30 * 86_400_000)  # both due for review
+    found = {hit.memory.id for hit in memory.recall("harbor", k=5)}
+    assert {entry.id, kept.id} <= found  # both reviews queued
+    _forgotten_below_ram(memory, entry.id)
+    memory.flush()  # writes the queued reviews: the gone entry is skipped, not written back
+    assert memory.store.memories.get_memory(entry.id) is None and memory.scratchpad.items() == []
+    schedule = memory.schedule(kept.id)
+    assert schedule is not None and schedule.review_count == 1

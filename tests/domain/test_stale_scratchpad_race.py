@@ -229,3 +229,32 @@ def test_recall_reviews_skip_an_entry_forgotten_below_the_view(
     assert memory.store.memories.get_memory(entry.id) is None and memory.scratchpad.items() == []
     schedule = memory.schedule(kept.id)
     assert schedule is not None and schedule.review_count == 1
+
+
+@pytest.mark.parametrize("gone", ["moved", "forgotten"])
+def test_put_over_a_key_whose_entry_left_below_the_view_makes_a_new_entry(
+    memory: AgentMemoryManager, gone: str
+) -> None:
+    old = memory.scratchpad.put("plan", "the old plan")
+    (_moved_below_ram if gone == "moved" else _forgotten_below_ram)(memory, old.id)
+    new = memory.scratchpad.put("plan", "the new plan")
+    assert new.id != old.id and new.content == "the new plan"
+    assert [(k, m.id) for k, m in memory.scratchpad.items()] == [("plan", new.id)]
+    there = memory.store.memories.get_memory(old.id)
+    if gone == "moved":  # left where the other handle put it, content and all
+        assert there is not None and there.tier is Tier.EPISODIC
+        assert there.content == "the old plan"
+    else:  # a forgotten id never comes back
+        assert there is None
+
+
+def test_scratchpad_forget_and_delete_of_an_entry_gone_below_the_view_say_false(
+    memory: AgentMemoryManager,
+) -> None:
+    first = memory.scratchpad.put("a", "first")
+    second = memory.scratchpad.put("b", "second")
+    _forgotten_below_ram(memory, first.id)
+    _forgotten_below_ram(memory, second.id)
+    assert memory.scratchpad.forget(first.id, "again") is False
+    assert memory.scratchpad.delete("b") is False
+    assert memory.scratchpad.items() == []

@@ -10,8 +10,9 @@ on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.databa
   per store (an ``RLock``), nested blocks are savepoints, ``join=True`` joins the outer
   transaction, hooks run once when the outermost ends. ``BEGIN`` takes the scope's
   advisory lock (writers of one agent queue, as at SQLite's ``BEGIN IMMEDIATE``; writers
-  of different agents do not) and reads the scope's version row; a transaction that
-  wrote bumps it in the same round trip as ``COMMIT``.
+  of different agents do not) and then reads the scope's version row, in a statement
+  of its own (a statement that waited for the lock reads the rows as they were when it
+  started); a transaction that wrote bumps it in the same round trip as ``COMMIT``.
 - **Behind a transaction-mode pooler** (``PoolSettings(pooler=True)`` or the URL's
   ``tm_pooler=transaction``): each transaction may run on another server session, so
   nothing lives in a session. No statement is prepared (``prepare_threshold=None``); the
@@ -475,7 +476,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 if self.pooler:
                     conn.execute(self._setup(conn))
                 conn.execute(self._lock_sql)
-                head = conn.execute(self._version_sql)  # after the lock: see the module doc
+                head = conn.execute(self._version_sql)  # after the lock (see __init__)
                 cursors = [conn.execute(query, params) for query, params in statements]
                 bump = conn.execute(bump_sql, (self.scope, *condition_params))
                 conn.execute(b"COMMIT")

@@ -173,10 +173,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self._next_check = 0.0  # when the version row is next read by check_external_changes
         self._used: dict[int, float] = {}  # id(connection) -> when last handed out
         key = f"tm.scope:{scope}"
-        # The version row in a statement of its own, AFTER the lock's: a READ COMMITTED
-        # statement reads the rows as they were when it started, so a version read in the
-        # lock's statement missed the commit of the writer this one queued behind (RAM
-        # copies stayed stale: the soak's promote and review found entries gone).
+        # the version row AFTER the lock, in a statement of its own (see the module doc)
         self._begin_sql = (
             "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)); "
             "SELECT v FROM tm_version WHERE scope = {s}"
@@ -488,16 +485,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
         version = None if read is None or read[0] is None else int(read[0])
-        try:  # what the version check covers is noticed once; other scopes' commits now
-            elsewhere = self._drain(covered=True)
-        except psycopg.Error:
-            elsewhere = False
-            self._drop_listener()
-        changed = elsewhere or (self._seen_version is not None and version != self._seen_version)
         bumped = _first_row(bump)
-        self._seen_version = version if bumped is None else int(bumped[0])
-        if changed:
-            self._tell_listeners()
+        self._began_at(version, None if bumped is None else int(bumped[0]))
         return rows
 
     def _committed(self, wrote: tuple[str, Sequence[Any]]) -> bool | None:
@@ -595,16 +584,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         while cur.nextset():
             pass  # BEGIN's empty result (and the pooler's settings) come first
         row = cur.fetchone()
-        version = None if row is None or row[0] is None else int(row[0])
-        try:  # what this exact check covers is noticed once; other scopes' commits now
-            elsewhere = self._drain(covered=True)
-        except psycopg.Error:
-            elsewhere = False
-            self._drop_listener()  # a broken listener is not this write's failure
-        changed = elsewhere or (self._seen_version is not None and version != self._seen_version)
-        self._seen_version = version
-        if changed:
-            self._tell_listeners()
+        self._began_at(None if row is None or row[0] is None else int(row[0]))
 
     def _end(self, conn: Connection, commit: bool) -> None:
         on_commit, on_rollback, aborted = self._close_outer_frame()

@@ -137,8 +137,8 @@ class AgentMemoryManager(
         self._retention = Retention(memories, self.graph.records, self.curve, cfg, clock)
         self._recall = Recaller(
             self.store, self.embeddings, cfg.recall, clock, get_many=memories.get_many,
-            get=self.get, review=self._retention.review, review_quality=cfg.recall_review_quality,
-            review_batch=cfg.recall_review_batch,
+            get=memories.current, review=self._retention.review,
+            review_quality=cfg.recall_review_quality, review_batch=cfg.recall_review_batch,
         )  # fmt: skip
         self._recall.graph_search = partial(
             _graph_search, self.graph.records, self._recall, memories.get_many, clock,

@@ -15,6 +15,7 @@ from typing import Any
 from persistence import (
     CacheLayer,
     InvalidInputError,
+    InvalidPromotionError,
     Memory,
     MemoryNotFoundError,
     MemoryStorage,
@@ -74,12 +75,35 @@ class Memories:
         )
         return found
 
-    def require(self, memory_id: str) -> Memory:
-        """The memory, or :class:`~persistence.MemoryNotFoundError`."""
+    def current(self, memory_id: str) -> Memory | None:
+        """:meth:`get` for a write to decide on: inside this thread's transaction a
+        scratchpad entry is as the store holds it (see :meth:`_confirmed`)."""
         memory = self.get(memory_id)
+        if memory is not None and memory.tier is Tier.SCRATCHPAD:
+            return self._confirmed(memory)
+        return memory
+
+    def require(self, memory_id: str) -> Memory:
+        """:meth:`current`, or :class:`~persistence.MemoryNotFoundError`."""
+        memory = self.current(memory_id)
         if memory is None:
             raise MemoryNotFoundError(f"no memory {memory_id}")
         return memory
+
+    def _confirmed(self, held: Memory) -> Memory | None:
+        """A scratchpad entry this handle's RAM holds, read again from the store inside
+        this thread's transaction (outside one: as held). The view is exact as a write
+        transaction begins, but another agent's writers do not queue behind this
+        handle's (an unscoped handle's nor the reverse): one may have moved or forgotten
+        the entry since, and a write from RAM's copy would fail or bring it back. An
+        entry gone from the scratchpad leaves the view; the memory is returned as it is
+        now (in another tier), or ``None``. One indexed read, only for scratchpad entries."""
+        if not self.store.in_transaction:
+            return held
+        stored = self.store.memories.get_memory(held.id)
+        if stored is None or stored.tier is not Tier.SCRATCHPAD:
+            self.scratchpad.discard(held.id)
+        return stored
 
     def rewrite(self, memory: Memory) -> Memory:
         """Store a changed memory in its tier and keep RAM and cache in step."""
@@ -94,7 +118,8 @@ class Memories:
         self.require_open()
         require_str(memory_id, "memory_id")
         with self.store.transaction():
-            if self.scratchpad.by_id(memory_id) is not None:
+            held = self.scratchpad.by_id(memory_id)
+            if held is not None and _in_scratchpad(self._confirmed(held)):
                 return self.scratchpad.forget(memory_id, reason)
             self.cache.invalidate(memory_id)
             return self.store.memories.forget_memory(memory_id, reason) is not None
@@ -106,9 +131,14 @@ class Memories:
         require_str(reason, "reason", allow_none=True)
         target = parse_tier(to_tier)
         with self.store.transaction():
-            if self.scratchpad.by_id(memory_id) is not None:
+            memory = self.require(memory_id)  # where the store holds it now (see require)
+            if memory.tier is Tier.SCRATCHPAD:
                 return self.scratchpad.promote(memory_id, target, reason)
-            memory = self.require(memory_id)
+            if memory.tier is target:  # another handle may have got there first
+                raise InvalidPromotionError(
+                    f"memory {memory_id} is already {target.value}; nothing changed "
+                    "(promotion goes scratchpad -> episodic -> semantic)"
+                )
             self.cache.invalidate(memory_id)
             return self.store.memories.promote_memory(memory_id, memory.tier, target, reason)
 
@@ -169,6 +199,10 @@ def touched(memory: Memory, now: int) -> int:
     """``updated_at`` for a change at ``now``: never before ``created_at`` (the clock may
     have gone back since the memory was made, and validation refuses that order)."""
     return max(now, memory.created_at)
+
+
+def _in_scratchpad(memory: Memory | None) -> bool:
+    return memory is not None and memory.tier is Tier.SCRATCHPAD
 
 
 def not_scratchpad(memory: Memory) -> bool:

@@ -265,6 +265,8 @@ class Scratchpad:
             count_in_file(self._store, redacted)
             with self._lock:
                 current = entries.by_key.get(key)
+            if current is not None:
+                current = self._still_held(key, current)
             if current is None:
                 memory = Memory.create(tier=Tier.SCRATCHPAD, key=key, now=now, **fields)
             else:
@@ -273,6 +275,16 @@ class Scratchpad:
             with self._lock:
                 entries.put(key, stored)
             self._evict_over_budget(entries, keep=key)
+        return stored
+
+    def _still_held(self, key: str, held: Memory) -> Memory | None:
+        """The entry under ``key`` as the store holds it now (inside the transaction), or
+        ``None``; one the view lists but the store no longer holds (another agent's
+        handle moved or forgot it: such writers do not queue behind this handle's) leaves
+        the view, so a replacement is a new entry, never the old id written back."""
+        stored = self._store.memories.get_scratchpad(key)
+        if stored is None or stored.id != held.id:
+            self.discard(held.id)
         return stored
 
     def _fits(self, key: str, content: str) -> int:
@@ -298,6 +310,19 @@ class Scratchpad:
                 logger.debug("scratchpad eviction: %s had already left", victim.id)
             with self._lock:
                 entries.drop(victim.id)
+
+    def discard(self, memory_id: str) -> None:
+        """Drop an entry the store no longer holds (another handle moved or forgot it)
+        from both views: a correction of RAM, not a change, so it stays whatever the
+        open transaction's outcome (the committed view is replaced, never changed)."""
+        with self._lock:
+            if memory_id in self._committed.key_of:
+                committed = self._committed.copy()
+                committed.drop(memory_id)
+                self._committed = committed
+            pending = self._pending
+            if pending is not None and memory_id in pending.key_of:
+                pending.drop(memory_id)
 
     def promote(self, memory_id: str, to_tier: Tier, reason: str | None) -> PromotionRecord:
         """Move an entry out to ``to_tier`` through a logged promotion."""
@@ -329,10 +354,10 @@ class Scratchpad:
         with self._change() as entries:
             if memory_id not in entries.key_of:
                 return False
-            self._store.memories.forget_memory(memory_id, reason)
+            forgotten = self._store.memories.forget_memory(memory_id, reason)
             with self._lock:
                 entries.drop(memory_id)
-            return True
+            return forgotten is not None  # another handle may have got there first
 
     def delete(self, key: str) -> bool:
         """Delete the entry under ``key`` (no audit row: working memory is scratch)."""
@@ -342,10 +367,10 @@ class Scratchpad:
                 memory = entries.by_key.get(key)
             if memory is None:
                 return False
-            self._store.memories.delete_scratchpad(key)
+            deleted = self._store.memories.delete_scratchpad(key)
             with self._lock:
                 entries.drop(memory.id)
-            return True
+            return deleted  # another handle may have got there first
 
     def clear(self) -> int:
         """Delete every entry; return how many there were."""

@@ -80,8 +80,27 @@ class PgChangeWatch:
         for callback in self._change_listeners:
             callback()
 
-    def _drain(self) -> bool:
-        """True if another writer's commit of a scope this handle sees was announced."""
+    def _began_at(self, version: int | None, after: int | None = None) -> None:
+        """A write's exact look at its scope's version row (read after the scope's writer
+        lock): the listeners are called if it moved since this handle last saw it, or if
+        another scope's commit was announced (that moves another row); the announcements
+        it covers are taken off the listener. ``after``: the row once this write's own
+        commit bumped it."""
+        try:
+            elsewhere = self._drain(covered=True)
+        except psycopg.Error:
+            elsewhere = False
+            self._drop_listener()  # a broken listener is not this write's failure
+        changed = elsewhere or (self._seen_version is not None and version != self._seen_version)
+        self._seen_version = version if after is None else after
+        if changed:
+            self._tell_listeners()
+
+    def _drain(self, covered: bool = False) -> bool:
+        """True if another writer's commit of a scope this handle sees was announced
+        (``covered``: not counting this handle's own scope, whose version row the caller
+        has just read exactly; another scope's commit, an unscoped writer's seen by an
+        agent's handle or the reverse, moves only that scope's row)."""
         listener = self._listener
         if listener is None:
             return False
@@ -92,7 +111,9 @@ class PgChangeWatch:
         other = False
         while (note := pgconn.notifies()) is not None:
             writer, _, scope = note.extra.decode().partition(" ")
-            if writer != self.writer_id and (not self.scope or scope in ("", self.scope)):
+            if writer == self.writer_id or (covered and scope == self.scope):
+                continue
+            if not self.scope or scope in ("", self.scope):
                 other = True
         return other
 

@@ -10,8 +10,9 @@ on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.databa
   per store (an ``RLock``), nested blocks are savepoints, ``join=True`` joins the outer
   transaction, hooks run once when the outermost ends. ``BEGIN`` takes the scope's
   advisory lock (writers of one agent queue, as at SQLite's ``BEGIN IMMEDIATE``; writers
-  of different agents do not) and reads the scope's version row; a transaction that
-  wrote bumps it in the same round trip as ``COMMIT``.
+  of different agents do not) and then reads the scope's version row, in a statement
+  of its own (a statement that waited for the lock reads the rows as they were when it
+  started); a transaction that wrote bumps it in the same round trip as ``COMMIT``.
 - **Behind a transaction-mode pooler** (``PoolSettings(pooler=True)`` or the URL's
   ``tm_pooler=transaction``): each transaction may run on another server session, so
   nothing lives in a session. No statement is prepared (``prepare_threshold=None``); the
@@ -172,17 +173,20 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self._next_check = 0.0  # when the version row is next read by check_external_changes
         self._used: dict[int, float] = {}  # id(connection) -> when last handed out
         key = f"tm.scope:{scope}"
+        # the version row AFTER the lock, in a statement of its own (see the module doc)
         self._begin_sql = (
-            "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)), "
-            "(SELECT v FROM tm_version WHERE scope = {s})"
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended({k}, 0)); "
+            "SELECT v FROM tm_version WHERE scope = {s}"
         )
         self._commit_sql = (
             "UPDATE tm_version SET v = v + 1 WHERE scope = {s} "
             "AND pg_current_xact_id_if_assigned() IS NOT NULL RETURNING v; COMMIT"
         )
         self._literals = {"k": sql.Literal(key), "s": sql.Literal(scope)}
-        # the same two steps as separate statements, for a pipeline (one each)
-        self._lock_sql = sql.SQL(self._begin_sql.split("; ", 1)[1]).format(**self._literals)
+        # the same steps as separate statements, for a pipeline (one each)
+        _, lock, version = self._begin_sql.split("; ")
+        self._lock_sql = sql.SQL(lock).format(**self._literals)
+        self._version_sql = sql.SQL(version).format(**self._literals)
         if self.pooler:  # the settings with the BEGIN; the lock and version row last
             self._begin_sql = "BEGIN; {setup}; " + self._begin_sql.split("; ", 1)[1]
         self._one_trip_bump = (  # the scope a parameter: its text may hold a %
@@ -468,7 +472,8 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 conn.execute(b"BEGIN")
                 if self.pooler:
                     conn.execute(self._setup(conn))
-                head = conn.execute(self._lock_sql)
+                conn.execute(self._lock_sql)
+                head = conn.execute(self._version_sql)  # after the lock (see __init__)
                 cursors = [conn.execute(query, params) for query, params in statements]
                 bump = conn.execute(bump_sql, (self.scope, *condition_params))
                 conn.execute(b"COMMIT")
@@ -479,16 +484,9 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             raise call_error(exc, self._url, committing=unknown) from None
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
-        version = None if read is None or read[1] is None else int(read[1])
-        try:
-            self._drain()  # what the version check covers is noticed once
-        except psycopg.Error:
-            self._drop_listener()
-        changed = self._seen_version is not None and version != self._seen_version
+        version = None if read is None or read[0] is None else int(read[0])
         bumped = _first_row(bump)
-        self._seen_version = version if bumped is None else int(bumped[0])
-        if changed:
-            self._tell_listeners()
+        self._began_at(version, None if bumped is None else int(bumped[0]))
         return rows
 
     def _committed(self, wrote: tuple[str, Sequence[Any]]) -> bool | None:
@@ -586,15 +584,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         while cur.nextset():
             pass  # BEGIN's empty result (and the pooler's settings) come first
         row = cur.fetchone()
-        version = None if row is None or row[1] is None else int(row[1])
-        try:
-            self._drain()  # what this exact check covers is noticed once
-        except psycopg.Error:
-            self._drop_listener()  # a broken listener is not this write's failure
-        changed = self._seen_version is not None and version != self._seen_version
-        self._seen_version = version
-        if changed:
-            self._tell_listeners()
+        self._began_at(None if row is None or row[0] is None else int(row[0]))
 
     def _end(self, conn: Connection, commit: bool) -> None:
         on_commit, on_rollback, aborted = self._close_outer_frame()

@@ -240,6 +240,25 @@ def app_url(pg_server: PgServer, superuser_url: str) -> str:
     return superuser_url.replace("postgres:@", f"{APP_ROLE}:@", 1)
 
 
+def wait_for_a_queued_writer(url: str, timeout_s: float = 10.0) -> None:
+    """Return once a transaction of ``url``'s database waits for an agent's writer lock
+    (a transaction-level advisory lock not yet granted); fail the test after
+    ``timeout_s``. For tests of what a writer queued behind another one sees."""
+    psycopg = _need("psycopg", "psycopg")
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(waiting).fetchone()
+            if row is not None and row[0] > 0:
+                return
+            time.sleep(0.01)
+    pytest.fail(f"no writer queued for an agent's writer lock within {timeout_s} s")
+
+
 PW_ROLE = "tm_pw_user"
 
 

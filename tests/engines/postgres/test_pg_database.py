@@ -3,8 +3,10 @@ commits, read-only handles and the errors of a server that cannot be used."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -16,7 +18,7 @@ from persistence.errors import (
     TransactionAbortedError,
 )
 from persistence.postgres import PostgresStore
-from tests.support.pg_server import PgServer, app_url
+from tests.support.pg_server import PgServer, app_url, wait_for_a_queued_writer
 
 
 @pytest.fixture
@@ -109,6 +111,86 @@ def test_another_handles_commit_reaches_the_change_listeners(pg_url: str) -> Non
     finally:
         a.close()
         b.close()
+
+
+def _queued_behind_a_commit(pg_url: str, a: PostgresStore, call: Callable[[], object]) -> None:
+    """Run ``call`` in a thread while ``a``'s transaction (a write) is open; ``a``
+    commits once ``call``'s writer waits for it."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the test
+            failed.append(exc)
+
+    with a.transaction():
+        a.set_meta("a", "1")
+        thread = threading.Thread(target=run)
+        thread.start()
+        wait_for_a_queued_writer(pg_url)
+    thread.join(10)
+    assert not thread.is_alive() and not failed, failed
+
+
+@pytest.mark.parametrize("how", ["transaction", "one trip"])
+def test_a_writer_queued_behind_another_handles_commit_hears_of_it_as_it_begins(
+    pg_url: str, how: str
+) -> None:
+    # The version row was read in the lock's statement, so as the rows were before the
+    # wait: the commit waited for went unnoticed and RAM copies stayed stale (the soak's
+    # promote and review of scratchpad entries another process had moved).
+    a, b = PostgresStore(pg_url).open(), PostgresStore(pg_url).open()
+    try:
+        told: list[int] = []
+        b.engine.on_external_change(lambda: told.append(1))
+        b.engine.check_external_changes()
+        heard: list[int] = []
+
+        def in_a_transaction() -> None:
+            with b.transaction():
+                heard.append(len(told))  # before anything of b's own runs
+                b.set_meta("b", "1")
+
+        def in_one_trip() -> None:
+            insert = ("INSERT INTO tm_meta (key, value) VALUES (%s, %s)", ("b", "1"))
+            b.engine.write_in_one_trip([insert], wrote=("true", ()))
+            heard.append(len(told))
+
+        _queued_behind_a_commit(
+            pg_url, a, in_a_transaction if how == "transaction" else in_one_trip
+        )
+        assert heard == [1]
+        with b.engine.reading() as conn:
+            row = conn.execute("SELECT v FROM tm_version WHERE scope = ''").fetchone()
+        assert row is not None and b.engine.seen_version == row[0]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_another_scopes_commit_announced_before_a_begin_reaches_the_listeners(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    # An agent's commit moves its own scope's version row, not the unscoped handle's
+    # (nor the reverse): BEGIN's exact look at its own row does not cover it, so its
+    # announcement, taken off the listener there, must not be dropped.
+    url = app_url(pg_server, pg_url)
+    for writer_scope, reader_scope in (("x", ""), ("", "x")):
+        writer = PostgresStore(url, scope=writer_scope).open()
+        reader = PostgresStore(url, scope=reader_scope).open()
+        try:
+            told: list[int] = []
+            reader.engine.on_external_change(functools.partial(told.append, 1))
+            reader.engine.check_external_changes()
+            writer.set_meta(f"from {writer_scope!r}", "1")
+            time.sleep(0.3)  # the announcement reaches the reader's listener socket
+            with reader.transaction():
+                heard = len(told)
+            assert heard == 1, f"{reader_scope!r} missed {writer_scope!r}'s commit"
+        finally:
+            writer.close()
+            reader.close()
 
 
 @pytest.mark.slow  # 1.9 s measured on a busy machine

@@ -80,8 +80,7 @@ def build(
     if neighbours == "with":
         links.load([hit.memory for hit in hits])
     candidates = [
-        Candidate(hit.memory, f"recall #{rank}: {hit.explanation}")
-        for rank, hit in enumerate(hits, start=1)
+        Candidate(hit.memory, rank, hit.explanation) for rank, hit in enumerate(hits, start=1)
     ]
     starts: dict[str, int | None] = {}
 

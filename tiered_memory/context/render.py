@@ -61,36 +61,78 @@ def render(
     return "\n".join(lines), order
 
 
-def draft(
-    scratchpad: Sequence[Memory],
-    memories: Sequence[Memory],
-    started: Callable[[str], int | None],
-    lines: dict[str, str],
-) -> str:
+class Draft:
     """The lines and headers :func:`render` would write, in a cheaper order (groups as
-    first met, lines as given, citations of :data:`REF_LENGTH`): what a packing trial
-    counts. ``lines`` caches each memory's line and each header (a header's date has
-    the same length whenever the group began, so the first one met stands for it)."""
-    out = [SCRATCHPAD_HEADER] if scratchpad else []
-    for m in scratchpad:
-        out.append(lines.get(m.id) or lines.setdefault(m.id, scratch_line(m, m.id[-REF_LENGTH:])))
-    groups: dict[str, list[Memory]] = {}
-    for m in memories:
-        groups.setdefault(_group_key(m), []).append(m)
-    for key, group in groups.items():
-        who = ",".join(dict.fromkeys(m.speaker for m in group if m.speaker))
-        cached = f"\1{key}\1{who}"
-        if cached not in lines:
-            lines[cached] = header(_group_start(key, group, started), group)
-        out.append(lines[cached])
-        for m in group:
-            out.append(lines.get(m.id) or lines.setdefault(m.id, line(m, m.id[-REF_LENGTH:])))
-    return "\n".join(out)
+    first met, lines as added, citations of :data:`REF_LENGTH`), kept as memories are
+    added: what a packing trial counts. Each line and header is made once (a header's
+    date has the same length whenever its group began, so the first start met stands
+    for it)."""
+
+    def __init__(self, started: Callable[[str], int | None]) -> None:
+        self._started = started
+        self._pad: list[str] = []
+        self._groups: dict[str, tuple[list[str], list[str]]] = {}  # key -> (speakers, lines)
+        self._starts: dict[str, int] = {}
+        self._made: dict[str, str] = {}  # memory id -> line; header key -> header
+
+    def line(self, memory: Memory) -> str:
+        """The memory's line (made once)."""
+        made = self._made.get(memory.id)
+        if made is None:
+            made = self._made[memory.id] = line(memory, memory.id[-REF_LENGTH:])
+        return made
+
+    def add_pad(self, entry: Memory) -> None:
+        """A scratchpad entry's line, after those added."""
+        self._pad.append(scratch_line(entry, entry.id[-REF_LENGTH:]))
+
+    def add(self, memories: Sequence[Memory]) -> None:
+        """Memories' lines, each at the end of its group (a new group: at the end)."""
+        for m in memories:
+            key = _group_key(m)
+            if key not in self._groups:
+                self._groups[key] = ([], [])
+                self._starts[key] = _group_start(key, [m], self._started)
+            speakers, lines = self._groups[key]
+            if m.speaker and m.speaker not in speakers:
+                speakers.append(m.speaker)
+            lines.append(self.line(m))
+
+    def text(self, pad: Sequence[Memory] = (), memories: Sequence[Memory] = ()) -> str:
+        """The draft with ``pad`` and ``memories`` added (the draft itself unchanged)."""
+        out = [SCRATCHPAD_HEADER] if self._pad or pad else []
+        out += self._pad
+        out += [scratch_line(m, m.id[-REF_LENGTH:]) for m in pad]
+        more: dict[str, list[Memory]] = {}
+        for m in memories:
+            more.setdefault(_group_key(m), []).append(m)
+        for key in [*self._groups, *(k for k in more if k not in self._groups)]:
+            speakers, lines = self._groups.get(key, ((), ()))
+            added = more.get(key, ())
+            who = dict.fromkeys([*speakers, *(m.speaker for m in added if m.speaker)])
+            out.append(self._header(key, added, list(who)))
+            out += lines
+            out += [self.line(m) for m in added]
+        return "\n".join(out)
+
+    def _header(self, key: str, added: Sequence[Memory], who: list[str]) -> str:
+        cached = f"\1{key}\1{','.join(who)}"
+        made = self._made.get(cached)
+        if made is None:
+            start = self._starts.get(key)
+            if start is None:
+                start = _group_start(key, added, self._started)
+            made = self._made[cached] = heading(start, who)
+        return made
 
 
 def header(start: int, group: Sequence[Memory]) -> str:
     """A session's header: when it started (UTC) and who speaks in it."""
-    who = list(dict.fromkeys(m.speaker for m in group if m.speaker))
+    return heading(start, list(dict.fromkeys(m.speaker for m in group if m.speaker)))
+
+
+def heading(start: int, who: Sequence[str]) -> str:
+    """A header of a group that began at ``start`` (ms) in which ``who`` speak."""
     return f"## {_when(start)} · {', '.join(who)}" if who else f"## {_when(start)}"
 
 

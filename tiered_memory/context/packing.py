@@ -54,11 +54,12 @@ class Links(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """What :func:`pack` chose: the text, ids in order, reasons, tokens, and misses."""
+    """What :func:`pack` chose: the text, ids in order, reasons (a candidate's: itself,
+    made text by the caller), tokens, and misses."""
 
     text: str
     order: list[str]
-    reasons: dict[str, str]
+    reasons: dict[str, Candidate | str]
     tokens: int
     omitted: int
 
@@ -112,7 +113,7 @@ def pack(
     chosen: dict[str, Memory] = {}
     reasons: dict[str, Candidate | str] = {}  # a candidate's reason is made text at the end
     steps: list[tuple[bool, list[str]]] = []  # (a candidate?, ids added), in order
-    text_so_far = Draft(started)
+    text_so_far = Draft()
     omitted = 0
     used = [0]  # tokens of the draft as it stands
 
@@ -170,14 +171,9 @@ def pack(
         text, order = render(kept, list(chosen.values()), started, links.after)
         tokens = count(text)
         if tokens <= max_tokens or not steps:
-            why = {i: _text(reasons[i]) for i in order}
-            return Packed(text, order, why, tokens, omitted)
+            return Packed(text, order, {i: reasons[i] for i in order}, tokens, omitted)
         was_candidate, taken = steps.pop()  # over by the counter's rounding: take it back
         omitted += was_candidate
         for memory_id in taken:
             chosen.pop(memory_id, None)
             del reasons[memory_id]
-
-
-def _text(reason: Candidate | str) -> str:
-    return reason if isinstance(reason, str) else reason.reason

@@ -64,22 +64,21 @@ def render(
 class Draft:
     """The lines and headers :func:`render` would write, in a cheaper order (groups as
     first met, lines as added, citations of :data:`REF_LENGTH`), kept as memories are
-    added: what a packing trial counts. Each line and header is made once (a header's
-    date has the same length whenever its group began, so the first start met stands
-    for it)."""
+    added: what a packing trial counts. Each line is made once and each group's text is
+    kept joined until a memory joins it, so a trial joins one piece per group. A header's
+    date is that of the group's first memory: a date has the same length whenever the
+    group began, and no session is read for a group that is never shown."""
 
-    def __init__(self, started: Callable[[str], int | None]) -> None:
-        self._started = started
+    def __init__(self) -> None:
         self._pad: list[str] = []
-        self._groups: dict[str, tuple[list[str], list[str]]] = {}  # key -> (speakers, lines)
-        self._starts: dict[str, int] = {}
-        self._made: dict[str, str] = {}  # memory id -> line; header key -> header
+        self._groups: dict[str, _Group] = {}
+        self._lines: dict[str, str] = {}  # memory id -> its line
 
     def line(self, memory: Memory) -> str:
         """The memory's line (made once)."""
-        made = self._made.get(memory.id)
+        made = self._lines.get(memory.id)
         if made is None:
-            made = self._made[memory.id] = line(memory, memory.id[-REF_LENGTH:])
+            made = self._lines[memory.id] = line(memory, memory.id[-REF_LENGTH:])
         return made
 
     def add_pad(self, entry: Memory) -> None:
@@ -90,13 +89,10 @@ class Draft:
         """Memories' lines, each at the end of its group (a new group: at the end)."""
         for m in memories:
             key = _group_key(m)
-            if key not in self._groups:
-                self._groups[key] = ([], [])
-                self._starts[key] = _group_start(key, [m], self._started)
-            speakers, lines = self._groups[key]
-            if m.speaker and m.speaker not in speakers:
-                speakers.append(m.speaker)
-            lines.append(self.line(m))
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _Group(m.created_at)
+            group.add(m.speaker, self.line(m))
 
     def text(self, pad: Sequence[Memory] = (), memories: Sequence[Memory] = ()) -> str:
         """The draft with ``pad`` and ``memories`` added (the draft itself unchanged)."""
@@ -106,34 +102,53 @@ class Draft:
         more: dict[str, list[Memory]] = {}
         for m in memories:
             more.setdefault(_group_key(m), []).append(m)
-        for key in [*self._groups, *(k for k in more if k not in self._groups)]:
-            speakers, lines = self._groups.get(key, ((), ()))
-            added = more.get(key, ())
-            who = dict.fromkeys([*speakers, *(m.speaker for m in added if m.speaker)])
-            out.append(self._header(key, added, list(who)))
-            out += lines
-            out += [self.line(m) for m in added]
+        for key, group in self._groups.items():
+            added = more.pop(key, None)
+            out.append(group.text() if added is None else group.text(added, self))
+        for added in more.values():  # new groups
+            out.append(_Group(added[0].created_at).text(added, self))
         return "\n".join(out)
 
-    def _header(self, key: str, added: Sequence[Memory], who: list[str]) -> str:
-        cached = f"\1{key}\1{','.join(who)}"
-        made = self._made.get(cached)
-        if made is None:
-            start = self._starts.get(key)
-            if start is None:
-                start = _group_start(key, added, self._started)
-            made = self._made[cached] = heading(start, who)
-        return made
+
+class _Group:
+    """One group of a :class:`Draft`: who speaks, its lines, and its text joined."""
+
+    __slots__ = ("_joined", "_lines", "_speakers", "_when")
+
+    def __init__(self, start: int) -> None:
+        self._when = _when(start)
+        self._speakers: list[str] = []
+        self._lines: list[str] = []
+        self._joined: str | None = None
+
+    def add(self, speaker: str | None, text: str) -> None:
+        if speaker and speaker not in self._speakers:
+            self._speakers.append(speaker)
+        self._lines.append(text)
+        self._joined = None
+
+    def text(self, added: Sequence[Memory] = (), draft: Draft | None = None) -> str:
+        """The header and lines, with ``added`` memories' lines at the end (not kept)."""
+        if not added and self._joined is not None:
+            return self._joined
+        who = list(dict.fromkeys([*self._speakers, *(m.speaker for m in added if m.speaker)]))
+        head = heading(self._when, who)
+        lines = self._lines + [draft.line(m) for m in added] if draft is not None else self._lines
+        joined = "\n".join([head, *lines])
+        if not added:
+            self._joined = joined
+        return joined
 
 
 def header(start: int, group: Sequence[Memory]) -> str:
     """A session's header: when it started (UTC) and who speaks in it."""
-    return heading(start, list(dict.fromkeys(m.speaker for m in group if m.speaker)))
+    return heading(_when(start), list(dict.fromkeys(m.speaker for m in group if m.speaker)))
 
 
-def heading(start: int, who: Sequence[str]) -> str:
-    """A header of a group that began at ``start`` (ms) in which ``who`` speak."""
-    return f"## {_when(start)} · {', '.join(who)}" if who else f"## {_when(start)}"
+def heading(when: str, who: Sequence[str]) -> str:
+    """A header of a group that began ``when`` (UTC, as :func:`_when` writes it) in which
+    ``who`` speak."""
+    return f"## {when} · {', '.join(who)}" if who else f"## {when}"
 
 
 def line(memory: Memory, ref: str) -> str:

@@ -30,6 +30,7 @@ SESSIONS = size(25, 2)
 TURNS = size(24, 6)
 """LoCoMo's conversations hold 19-32 sessions of about 20-30 turns (some 600 in all)."""
 BUDGETS = (250, 500, 1000, 2000)
+ROUNDS = size(40, 1)
 PEOPLE = ("Ann", "Bo")
 PLACES = ("lake", "museum", "library", "beach", "market", "studio", "park", "harbour")
 THINGS = ("painting", "pottery", "canoeing", "guitar", "adoption", "marathon", "garden",
@@ -75,7 +76,10 @@ def _questions() -> Iterator[str]:
 def test_context(conversation: AgentMemoryManager, benchmark: Any, record: Any, budget: int
                  ) -> None:  # fmt: skip
     questions = _questions()
-    found = benchmark(lambda: conversation.context(next(questions), max_tokens=budget))
+    found = benchmark.pedantic(
+        lambda: conversation.context(next(questions), max_tokens=budget),
+        rounds=ROUNDS, warmup_rounds=min(ROUNDS, 3),
+    )  # fmt: skip
     assert found.tokens <= budget and found.memory_ids
     record(f"context {budget} tokens", "library")
 
@@ -86,6 +90,9 @@ def test_recall_of_the_same_depth(
 ) -> None:
     questions = _questions()
     k = depth_for(budget)
-    hits = benchmark(lambda: conversation.recall(next(questions), k=k))
+    hits = benchmark.pedantic(
+        lambda: conversation.recall(next(questions), k=k), rounds=ROUNDS,
+        warmup_rounds=min(ROUNDS, 3),
+    )  # fmt: skip
     assert hits
     record(f"context {budget} tokens", "raw")

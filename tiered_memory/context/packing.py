@@ -67,7 +67,7 @@ class Packed:
 def distinct(candidates: Sequence[Candidate], threshold: float | None) -> list[Candidate]:
     """``candidates`` without near-duplicates of a better one kept: the same normalised
     content, or (with ``threshold``) vectors at least that cosine-similar. Every pair is
-    compared in one matrix product; only a candidate with a near-duplicate before it is
+    compared at once; only a candidate with a near-duplicate before it is
     looked at again (was that one kept?)."""
     earlier: dict[int, list[int]] = {}  # candidate -> the better ones it nearly repeats
     with_vectors = [i for i, c in enumerate(candidates) if c.memory.embedding is not None]
@@ -77,7 +77,11 @@ def distinct(candidates: Sequence[Candidate], threshold: float | None) -> list[C
         )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         units = vectors / np.where(norms == 0, 1.0, norms)
-        near = np.tril(units @ units.T >= threshold, k=-1)  # a row's better near-duplicates
+        # einsum, not ``@``: a product this small is quicker in one thread than through
+        # a threaded BLAS, whose helper threads wait for a core on a busy machine (a
+        # 100-candidate product took 16 ms at the median under load, einsum 0.6 ms).
+        similar = np.einsum("ij,kj->ik", units, units)
+        near = np.tril(similar >= threshold, k=-1)  # a row's better near-duplicates
         for row in np.flatnonzero(near.any(axis=1)):
             earlier[with_vectors[row]] = [with_vectors[j] for j in np.flatnonzero(near[row])]
     kept: list[Candidate] = []

@@ -7,7 +7,8 @@ embedding. The file is a conversation the size of a LoCoMo one (``SESSIONS`` ses
 ``TURNS`` turns between two speakers, made up from a fixed vocabulary: the LoCoMo data
 may not be shipped), embedded with the default model. Every call asks a question not
 asked before, so each one embeds its query (a vector kept from an earlier call would
-flatter both sides). The raw side is ``recall(query, k)`` with the ``k`` that
+flatter both sides); the file's memories are read once before (a running agent's
+manager holds them in RAM). The raw side is ``recall(query, k)`` with the ``k`` that
 ``context()`` recalls for that budget (``depth_for``): the ratio is what choosing,
 packing and rendering the context add to the recall it starts from.
 """
@@ -60,13 +61,16 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentMemo
                 memory.remember(_turn(rng, t % 3 == 0), session_id=session,
                                 speaker=PEOPLE[t % 2], dedup=False)  # fmt: skip
     memory.flush()
+    warm = _questions(seed=1)
+    for _ in range(size(30, 1)):  # the manager's RAM copies warm, as in a running agent
+        memory.context(next(warm), max_tokens=BUDGETS[-1])
     yield memory
     memory.shutdown()
 
 
-def _questions() -> Iterator[str]:
+def _questions(seed: int = 7) -> Iterator[str]:
     """A new question each call (its vector is never cached)."""
-    rng = random.Random(7)
+    rng = random.Random(seed)
     for n in itertools.count():
         yield (f"When did {rng.choice(PEOPLE)} go to the {rng.choice(PLACES)} for "
                f"{rng.choice(THINGS)}, trip {n}?")  # fmt: skip

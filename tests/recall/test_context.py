@@ -258,3 +258,21 @@ def test_a_memory_of_several_lines_stays_one_citable_line(memory: AgentMemoryMan
     assert all(LINE.match(line) or line.startswith("## ") for line in lines)
     assert not any("1999-01-01" in line for line in lines if line.startswith("## "))
     assert "Packing list for the canoe trip: ## 1999-01-01 00:00 · Eve - paddles" in context.text
+
+
+def test_each_hit_shown_says_what_recall_says_of_it(make_memory: Make, clock: FakeClock) -> None:
+    # context() looks up where keyword matches lie for the hits it shows only: each
+    # reason is still recall's whole explanation, its rank among recall's hits first
+    memory = _open(make_memory)
+    _chat(memory, clock, "trip", TRIP)
+    _chat(memory, clock, "work", WORK)
+    query = "canoeing lake library job"
+    context = memory.context(query, max_tokens=70)
+    hits = memory.recall(query, k=20)  # the depth context() chose from
+    ranks = {hit.memory.id: (rank, hit) for rank, hit in enumerate(hits, start=1)}
+    shown = [i for i in context.memory_ids if (context.why(i) or "").startswith("recall #")]
+    assert shown and len(shown) < len(hits)
+    for memory_id in shown:
+        rank, hit = ranks[memory_id]
+        assert context.why(memory_id) == f"recall #{rank}: {hit.explanation}"
+    assert any("own words" in (context.why(i) or "") for i in shown)  # the windows named

@@ -1,7 +1,7 @@
 """``memory.context(query, max_tokens=N)``: the memories an agent pastes into its prompt,
 packed into a token budget (:class:`Context`).
 
-Recall's best 40-100 hits (more for a larger budget) are the candidates, best first;
+Recall's best 20-100 hits (more for a larger budget) are the candidates, best first;
 near-duplicates count once; each is added while the text (headers and citations
 included) still fits the budget, then the question a chosen memory answers or the
 answer it gets where those still fit (:mod:`~tiered_memory.context.packing`); the chosen

@@ -5,7 +5,7 @@ Everything here reads; nothing is written."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from persistence import (
     EmptyQueryError,
@@ -20,7 +20,12 @@ from tiered_memory.context.records import Context, ContextEntry
 from tiered_memory.context.render import citations
 from tiered_memory.recall.types import RecallHit
 
-MIN_DEPTH, MAX_DEPTH = 40, 100
+MIN_DEPTH, MAX_DEPTH, TOKENS_PER_HIT = 20, 100, 25
+"""A context chooses from recall's best ``max_tokens // TOKENS_PER_HIT`` hits (within
+``MIN_DEPTH`` and ``MAX_DEPTH``): a LoCoMo turn takes some 37 tokens with its citation,
+so a budget holds about two thirds as many. On LoCoMo (both halves) this depth held the
+same evidence at 250-2,000 tokens as 40-100 hits did; 30 hits at 2,000 lost 0.01-0.016
+(``benchmarks/eval_locomo.py --budgets``); fewer hits are fewer to fetch and explain."""
 NEIGHBOURS = "after"
 """Neighbouring turns fill what the candidates left of the budget: on LoCoMo's tuning half
 adding them with each candidate cost 0.02-0.06 of evidence recall at 250-1,000 tokens
@@ -29,9 +34,9 @@ at 2,000 (``benchmarks/eval_locomo.py --budgets``, docs/concepts/context.md)."""
 
 
 def depth_for(max_tokens: int) -> int:
-    """Recall hits a context chooses from: about one per 20 tokens of budget (a
-    conversation turn takes 30-40), at least :data:`MIN_DEPTH`, at most :data:`MAX_DEPTH`."""
-    return max(MIN_DEPTH, min(MAX_DEPTH, max_tokens // 20))
+    """Recall hits a context chooses from: one per :data:`TOKENS_PER_HIT` tokens of
+    budget, at least :data:`MIN_DEPTH`, at most :data:`MAX_DEPTH`."""
+    return max(MIN_DEPTH, min(MAX_DEPTH, max_tokens // TOKENS_PER_HIT))
 
 
 Turns = Callable[[list[str]], dict[str, tuple[str | None, bool, str | None, str | None]]]
@@ -41,12 +46,14 @@ Turns = Callable[[list[str]], dict[str, tuple[str | None, bool, str | None, str 
 @dataclass(frozen=True, slots=True)
 class Sources:
     """What a context reads: the turns' links, memories (through the manager's RAM),
-    sessions, and the token counter."""
+    sessions, the token counter, and the explanations of the hits shown (recall's
+    ``with_windows``: where each keyword match lies, looked up for those only)."""
 
     turns: Turns
     get_many: Callable[[list[str]], dict[str, Memory]]
     session: Callable[[str], SessionState | None]
     count: Callable[[str], int]
+    explain: Callable[[Sequence[RecallHit]], list[RecallHit]] = list
 
 
 def check_request(query: str, max_tokens: int) -> None:
@@ -80,8 +87,7 @@ def build(
     if neighbours == "with":
         links.load([hit.memory for hit in hits])
     candidates = [
-        Candidate(hit.memory, f"recall #{rank}: {hit.explanation}")
-        for rank, hit in enumerate(hits, start=1)
+        Candidate(hit.memory, rank, hit.explanation) for rank, hit in enumerate(hits, start=1)
     ]
     starts: dict[str, int | None] = {}
 
@@ -93,11 +99,17 @@ def build(
 
     packed = pack(scratchpad, distinct(candidates, threshold), started=started, links=links,
                   count=sources.count, max_tokens=max_tokens, neighbours=neighbours)  # fmt: skip
+    shown = [h for h in hits if isinstance(packed.reasons.get(h.memory.id), Candidate)]
+    explained = {h.memory.id: h.explanation for h in sources.explain(shown)}
+    reasons = {
+        i: r if isinstance(r, str) else replace(r, why=explained.get(i, r.why)).reason
+        for i, r in packed.reasons.items()
+    }
     refs = citations(packed.order)
     sessions = {m.id: m.session_id for m in [*scratchpad, *links.memories.values()]}
     sessions.update({hit.memory.id: hit.memory.session_id for hit in hits})
     entries = tuple(
-        ContextEntry(i, f"m:{refs[i]}", packed.reasons[i], sessions.get(i)) for i in packed.order
+        ContextEntry(i, f"m:{refs[i]}", reasons[i], sessions.get(i)) for i in packed.order
     )
     return Context(query, packed.text, tuple(packed.order), packed.tokens, max_tokens,
                    packed.omitted, entries)  # fmt: skip

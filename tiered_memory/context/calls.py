@@ -103,7 +103,7 @@ class ContextCalls:
             agent_id=agent_id, tags=tags,
             created_after=created_after, created_before=created_before,
             min_retention=min_retention, min_score=min_score, relative_cut=relative_cut,
-            include_superseded=include_superseded, as_of=as_of, writes=False,
+            include_superseded=include_superseded, as_of=as_of, writes=False, windows=False,
         )  # fmt: skip
         # The scratchpad's entries have their own place (first), or none.
         hits = [
@@ -120,6 +120,7 @@ class ContextCalls:
             turns=partial(store.indexes.conversation_turns, before=True),
             get_many=self._memories.get_many, session=self.sessions.get,
             count=self.config.token_counter.count,
+            explain=partial(self._recall.with_windows, query),
         )  # fmt: skip
         return build(query, max_tokens, hits, pad, sources, where,
                      threshold=self.config.near_duplicate_threshold,

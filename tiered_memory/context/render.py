@@ -61,37 +61,94 @@ def render(
     return "\n".join(lines), order
 
 
-def draft(
-    scratchpad: Sequence[Memory],
-    memories: Sequence[Memory],
-    started: Callable[[str], int | None],
-    lines: dict[str, str],
-) -> str:
+class Draft:
     """The lines and headers :func:`render` would write, in a cheaper order (groups as
-    first met, lines as given, citations of :data:`REF_LENGTH`): what a packing trial
-    counts. ``lines`` caches each memory's line and each header (a header's date has
-    the same length whenever the group began, so the first one met stands for it)."""
-    out = [SCRATCHPAD_HEADER] if scratchpad else []
-    for m in scratchpad:
-        out.append(lines.get(m.id) or lines.setdefault(m.id, scratch_line(m, m.id[-REF_LENGTH:])))
-    groups: dict[str, list[Memory]] = {}
-    for m in memories:
-        groups.setdefault(_group_key(m), []).append(m)
-    for key, group in groups.items():
-        who = ",".join(dict.fromkeys(m.speaker for m in group if m.speaker))
-        cached = f"\1{key}\1{who}"
-        if cached not in lines:
-            lines[cached] = header(_group_start(key, group, started), group)
-        out.append(lines[cached])
-        for m in group:
-            out.append(lines.get(m.id) or lines.setdefault(m.id, line(m, m.id[-REF_LENGTH:])))
-    return "\n".join(out)
+    first met, lines as added, citations of :data:`REF_LENGTH`), kept as memories are
+    added: what a packing trial counts. Each line is made once and each group's text is
+    kept joined until a memory joins it, so a trial joins one piece per group. A header's
+    date is that of the group's first memory: a date has the same length whenever the
+    group began, and no session is read for a group that is never shown."""
+
+    def __init__(self) -> None:
+        self._pad: list[str] = []
+        self._groups: dict[str, _Group] = {}
+        self._lines: dict[str, str] = {}  # memory id -> its line
+
+    def line(self, memory: Memory) -> str:
+        """The memory's line (made once)."""
+        made = self._lines.get(memory.id)
+        if made is None:
+            made = self._lines[memory.id] = line(memory, memory.id[-REF_LENGTH:])
+        return made
+
+    def add_pad(self, entry: Memory) -> None:
+        """A scratchpad entry's line, after those added."""
+        self._pad.append(scratch_line(entry, entry.id[-REF_LENGTH:]))
+
+    def add(self, memories: Sequence[Memory]) -> None:
+        """Memories' lines, each at the end of its group (a new group: at the end)."""
+        for m in memories:
+            key = _group_key(m)
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _Group(m.created_at)
+            group.add(m.speaker, self.line(m))
+
+    def text(self, pad: Sequence[Memory] = (), memories: Sequence[Memory] = ()) -> str:
+        """The draft with ``pad`` and ``memories`` added (the draft itself unchanged)."""
+        out = [SCRATCHPAD_HEADER] if self._pad or pad else []
+        out += self._pad
+        out += [scratch_line(m, m.id[-REF_LENGTH:]) for m in pad]
+        more: dict[str, list[Memory]] = {}
+        for m in memories:
+            more.setdefault(_group_key(m), []).append(m)
+        for key, group in self._groups.items():
+            added = more.pop(key, None)
+            out.append(group.text() if added is None else group.text(added, self))
+        for added in more.values():  # new groups
+            out.append(_Group(added[0].created_at).text(added, self))
+        return "\n".join(out)
+
+
+class _Group:
+    """One group of a :class:`Draft`: who speaks, its lines, and its text joined."""
+
+    __slots__ = ("_joined", "_lines", "_speakers", "_when")
+
+    def __init__(self, start: int) -> None:
+        self._when = _when(start)
+        self._speakers: list[str] = []
+        self._lines: list[str] = []
+        self._joined: str | None = None
+
+    def add(self, speaker: str | None, text: str) -> None:
+        if speaker and speaker not in self._speakers:
+            self._speakers.append(speaker)
+        self._lines.append(text)
+        self._joined = None
+
+    def text(self, added: Sequence[Memory] = (), draft: Draft | None = None) -> str:
+        """The header and lines, with ``added`` memories' lines at the end (not kept)."""
+        if not added and self._joined is not None:
+            return self._joined
+        who = list(dict.fromkeys([*self._speakers, *(m.speaker for m in added if m.speaker)]))
+        head = heading(self._when, who)
+        lines = self._lines + [draft.line(m) for m in added] if draft is not None else self._lines
+        joined = "\n".join([head, *lines])
+        if not added:
+            self._joined = joined
+        return joined
 
 
 def header(start: int, group: Sequence[Memory]) -> str:
     """A session's header: when it started (UTC) and who speaks in it."""
-    who = list(dict.fromkeys(m.speaker for m in group if m.speaker))
-    return f"## {_when(start)} · {', '.join(who)}" if who else f"## {_when(start)}"
+    return heading(_when(start), list(dict.fromkeys(m.speaker for m in group if m.speaker)))
+
+
+def heading(when: str, who: Sequence[str]) -> str:
+    """A header of a group that began ``when`` (UTC, as :func:`_when` writes it) in which
+    ``who`` speak."""
+    return f"## {when} · {', '.join(who)}" if who else f"## {when}"
 
 
 def line(memory: Memory, ref: str) -> str:

@@ -150,6 +150,7 @@ class Recaller:
         include_superseded: bool = False,
         as_of: int | None = None,
         writes: bool = True,
+        windows: bool = True,
     ) -> list[RecallHit | NoteHit]:
         """The ``k`` best hits for ``query`` among the memories the filters accept (and,
         with ``notes``, the notes: see :mod:`tiered_memory.recall.note_hits`); fewer
@@ -157,7 +158,9 @@ class Recaller:
         ``None`` takes the settings' value). Current memories only, unless
         ``include_superseded``; ``as_of``: the memories true at that time.
         ``writes=False`` (``context()``) writes nothing, as a read-only file's recall: no
-        pending memory is embedded (those rank by keywords) and no review is queued."""
+        pending memory is embedded (those rank by keywords) and no review is queued.
+        ``windows=False`` leaves out where each keyword match lies (one more look-up):
+        ``context()`` asks :meth:`with_windows` for the hits it shows only."""
         require_str(query, "query")
         require_bool(notes, "notes")
         require_bool(include_superseded, "include_superseded")
@@ -246,11 +249,8 @@ class Recaller:
         floor = settings.min_score if min_score is None else min_score
         share = settings.relative_cut if relative_cut is None else relative_cut
         top = top[: cut([hit.score for hit in top], floor, share)]
-        keyword_hits = [
-            h.memory.id for h in top if any(s.signal == "keyword" for s in h.explanation.signals)
-        ]
-        if keyword_hits:
-            top = with_windows(top, store.indexes.keyword_parts(words, keyword_hits))
+        if windows:
+            top = self.with_windows(query, top)
         if not (notes and self.notebook is not None and notes_apply(where)):
             if writes:
                 self.queue_reviews([hit.memory.id for hit in top])
@@ -264,6 +264,16 @@ class Recaller:
         if writes:
             self.queue_reviews([hit.memory.id for hit in merged if isinstance(hit, RecallHit)])
         return merged
+
+    def with_windows(self, query: str, hits: Sequence[RecallHit]) -> list[RecallHit]:
+        """``hits`` of ``query`` with each keyword match's part of the keyword window
+        named in the explanation (:mod:`tiered_memory.recall.window`)."""
+        keyword_hits = [
+            h.memory.id for h in hits if any(s.signal == "keyword" for s in h.explanation.signals)
+        ]
+        if not keyword_hits:
+            return list(hits)
+        return with_windows(hits, self._store.indexes.keyword_parts(keywords(query), keyword_hits))
 
     def _feedback(
         self,

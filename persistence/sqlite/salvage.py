@@ -57,6 +57,8 @@ logger = logging.getLogger("tiered_memory")
 _LOWEST = -(2**63)
 _HIGHEST = 2**63 - 1
 _DAMAGE = (apsw.CorruptError, apsw.NotADBError, apsw.IOError)
+_STEP_PROBES = 20_000
+"""Past a damaged row, the next rowids probed one by one before jumping ahead."""
 
 
 def salvage_file(source: str | os.PathLike[str], target: str | os.PathLike[str],
@@ -324,9 +326,17 @@ def _next_readable(src: apsw.Connection, table: str, names: list[str], bad: int)
             return False
         return True
 
-    lo, step = bad, 1
-    while True:  # jump ahead, doubling, until a read works
-        hi = min(bad + step, _HIGHEST)
+    # Rowid by rowid first: lost leaves and readable ones may alternate in rowid order (a
+    # page's place in the file is not its place in the tree), and a jump could land past
+    # a readable island. Rowids the library writes start at 1.
+    start = max(bad, -1)
+    for hi in range(start + 1, min(start + 1 + _STEP_PROBES, _HIGHEST)):
+        if readable(hi):
+            return hi
+    lo = base = min(start + _STEP_PROBES, _HIGHEST)
+    step = 1
+    while True:  # a long run lost: jump ahead, doubling, until a read works
+        hi = min(base + step, _HIGHEST)
         if readable(hi):
             break
         if hi == _HIGHEST:

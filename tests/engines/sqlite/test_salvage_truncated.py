@@ -12,7 +12,7 @@ import apsw
 import orjson
 import pytest
 
-from tests.engines.sqlite.test_salvage import PAGE, leaf_pages, make, run, saved
+from tests.engines.sqlite.test_salvage import PAGE, damage, leaf_pages, make, run, saved
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
@@ -76,3 +76,29 @@ def test_every_memory_before_the_cut_comes_back(
     assert result.returncode == 0, result.stderr
     assert saved(out) == {m: contents[m] for m in expected}
     assert cut.read_bytes() == data[:length]  # the source is only read
+
+
+def test_a_readable_leaf_between_long_lost_runs_comes_back(tmp_path: Path) -> None:
+    """Leaves lost and kept alternate in rowid order (a page's place in the file is not
+    its place in the tree): three lost, one kept, three lost. Jumping ahead past the
+    first run (doubling the step) landed beyond the kept leaf, whose rows were then
+    reported lost though every page of theirs was whole; they come back."""
+    path = tmp_path / "islands.db"
+    contents = make(path)
+    data = path.read_bytes()
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    ids = dict(conn.execute("SELECT rowid, id FROM episodic"))
+    conn.close()
+    in_order = sorted(leaf_pages(path, "episodic"), key=lambda p: rowids_on_leaf(data, p)[0])
+    assert len(in_order) >= 9
+    lost, kept = in_order[1:4] + in_order[5:8], in_order[4]
+    damage(path, lost)
+    gone = {ids[r] for page in lost for r in rowids_on_leaf(data, page)}
+    island = {ids[r] for r in rowids_on_leaf(data, kept)}
+
+    out = tmp_path / "saved.db"
+    result = run("salvage", str(path), str(out))
+    assert result.returncode == 0, result.stderr
+    back = saved(out)
+    assert island <= set(back)
+    assert back == {m: c for m, c in contents.items() if m not in gone}

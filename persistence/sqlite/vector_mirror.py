@@ -178,23 +178,10 @@ class VectorMirror:
             self._flag(memory_ids)
 
     def _flag(self, memory_ids: Iterable[str]) -> None:
-        """Flag the slots of ``memory_ids`` (one binary search of them all in the sorted
-        slots: the first read flags every superseded memory of the file)."""
-        width = self._ids.itemsize
-        rest = []
-        for key in (memory_id.encode() + _END for memory_id in memory_ids):
-            slot = self._recent.get(key)
+        for memory_id in memory_ids:
+            slot = self._slot(memory_id.encode() + _END)
             if slot is not None:
                 self._superseded[slot] = True
-            elif len(key) <= width:
-                rest.append(key)
-        if not rest or not self._sorted:
-            return
-        keys = np.array(rest, dtype=self._ids.dtype)
-        at = np.searchsorted(self._ids[: self._sorted], keys)
-        inside = at < self._sorted
-        at, keys = at[inside], keys[inside]
-        self._superseded[at[self._ids[at] == keys]] = True
 
     def candidates_in_write(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None,

@@ -51,11 +51,8 @@ VECTOR_MIN_CANDIDATES = 128
 EXACT_SCAN_MAX = 4096
 """A filtered vector search compares every accepted memory exactly up to this many."""
 
-VectorCandidates = Callable[
-    [apsw.Connection, np.ndarray, int, Tier | None, bool], list[tuple[str, Tier]]
-]
-"""The first stage of vector search: ``(conn, query, count, tier, current) -> (id, tier)``
-pairs (``current``: none the copy knows to be superseded)."""
+VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
+"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
 
 SQL = IndexSql(
     embeddings=index_sql,

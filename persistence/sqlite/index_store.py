@@ -114,20 +114,11 @@ class MirrorVectors(VectorMirror):
                 return vector_reads.nearest(everything, query, limit)
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
-        # Current memories alone: the copy leaves out those it knows to be superseded,
-        # and learns of the others the check below meets (committed ones only).
-        current = index_sql.current_only(where)
-        learn = current and not self.engine.in_transaction
         if where.narrows and in_time_only:  # as deep as the last such search had to go
-            share = self.current_share
-            deeper = wanted if share >= 1.0 else int(1.2 * wanted / share) + 1
-            count = min(deeper, max(self.size, wanted))
-        candidates = self.first_stage(conn, query, count, where.tier, current)
+            count = min(int(1.2 * wanted / self.current_share) + 1, max(self.size, wanted))
+        candidates = self.first_stage(conn, query, count, where.tier)
         while where.narrows:
             passed = vector_reads.accepted_among(conn, where, candidates)
-            if learn and len(passed) < len(candidates):
-                kept = {memory_id for memory_id, _ in passed}
-                self.note_superseded([m for m, _ in candidates if m not in kept])
             if in_time_only and candidates:
                 self.current_share = max(len(passed) / len(candidates), 0.01)
             total = self.size
@@ -147,23 +138,19 @@ class MirrorVectors(VectorMirror):
                 else max(count * 4, int(2 * wanted / share))
             )
             count = min(deeper, total)
-            candidates = self.first_stage(conn, query, count, where.tier, current)
+            candidates = self.first_stage(conn, query, count, where.tier)
         return vector_reads.rerank(conn, candidates, query, limit)
 
     def vector_candidates(
-        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None,
-        current: bool = False,
-    ) -> list[tuple[str, Tier]]:  # fmt: skip
-        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors
-        (``current``: none it knows to be superseded; inside a write transaction it reads
-        no supersession, which may not commit)."""
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]]:
+        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
         if self.engine.in_transaction:
-            candidates = self.candidates_in_write(conn, query, count, tier, current)
+            candidates = self.candidates_in_write(conn, query, count, tier)
             if candidates is not None:
                 return candidates
             self.engine.after_rollback(self.reset)  # it will see uncommitted rows
-            return self.candidates(conn, query, count, tier, current, read_flags=False)
-        return self.candidates(conn, query, count, tier, current)
+        return self.candidates(conn, query, count, tier)
 
     def distances(
         self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]

@@ -33,14 +33,6 @@ per memory. Ids are found by binary search: slots up to ``_sorted`` are kept in 
 (sorted at load and when compacting), later ones sit in a small dict until the next
 compaction.
 
-Superseded memories: each slot has a flag, set for the memories the copy knows to be
-superseded (all of them, read from the partial indexes at the first search for current
-memories after a load; later ones as the caller's checks meet them, outside write
-transactions). A search for current memories leaves flagged slots out of its first
-stage, so it need not reach past them. A supersession is never undone (an upsert keeps
-it, see ``memory_sql._ONCE``) and ids are never reused, so a flag is never wrong; a
-memory superseded since is not flagged yet and the caller's check leaves it out.
-
 The file stays the source of truth. The copy loads on first use (the stored codes, or
 every vector from the tier tables),
 then catches up from ``vector_changes`` (written by triggers in the same transactions as
@@ -118,8 +110,6 @@ class VectorMirror:
         self._recent: dict[bytes, int] = {}
         self._live = 0
         self._tier = np.zeros(0, dtype=np.uint8)
-        self._superseded = np.zeros(0, dtype=bool)  # per slot: known to be superseded
-        self._superseded_read = False  # every superseded id read since the load
         self._bits = np.zeros((0, 0), dtype=np.uint64)
         self._low = np.zeros((0, 0), dtype=np.uint8)
         self._fit: CodeFit | None = None
@@ -153,40 +143,21 @@ class VectorMirror:
         return per_slot * self._used
 
     def candidates(
-        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None,
-        current: bool = False, *, read_flags: bool = True,
-    ) -> list[tuple[str, Tier]]:  # fmt: skip
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]]:
         """``(id, tier)`` of the ``count`` memories nearest to ``query`` (by their codes,
-        or exactly for small dimensions); ``current``: none known to be superseded (the
-        first such search after a load reads which are, unless not ``read_flags``: a
-        write transaction's ``conn`` may see supersessions that never commit).
+        or exactly for small dimensions).
 
         ``conn`` must be inside a read transaction, so catching up and the caller's
         re-rank see the same snapshot.
         """
         with self._lock:
             self._catch_up(conn)
-            if current and read_flags and not self._superseded_read:
-                self._flag(vector_reads.superseded_ids(conn))
-                self._superseded_read = True
-            return self._nearest(query, count, tier, current)
-
-    def note_superseded(self, memory_ids: Iterable[str]) -> None:
-        """Flag these memories as superseded (committed supersessions only: a flag is
-        never cleared until the copy reloads)."""
-        with self._lock:
-            self._flag(memory_ids)
-
-    def _flag(self, memory_ids: Iterable[str]) -> None:
-        for memory_id in memory_ids:
-            slot = self._slot(memory_id.encode() + _END)
-            if slot is not None:
-                self._superseded[slot] = True
+            return self._nearest(query, count, tier)
 
     def candidates_in_write(
-        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None,
-        current: bool = False,
-    ) -> list[tuple[str, Tier]] | None:  # fmt: skip
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]] | None:
         """Like :meth:`candidates` for ``conn`` inside a write transaction, without moving
         the copy onto rows that may never commit: the nearest from the copy as it stands,
         plus every memory whose vector changed since (the caller re-ranks them all
@@ -199,22 +170,18 @@ class VectorMirror:
             _, changed = self._changes(conn, dim)
             if changed is None or len(changed) > _CHUNK:
                 return None
-            found = self._nearest(query, count, tier, current)  # re-rank reads current vectors
+            found = self._nearest(query, count, tier)  # re-rank reads the current vectors
         if not changed:
             return found
         chosen = tuple(Tier) if tier is None else (tier,)
         return found + [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
 
-    def _nearest(
-        self, query: np.ndarray, count: int, tier: Tier | None, current: bool = False
-    ) -> list[tuple[str, Tier]]:
+    def _nearest(self, query: np.ndarray, count: int, tier: Tier | None) -> list[tuple[str, Tier]]:
         n = self._used
         if not self._live or self._dim != len(query):
             return []
         tiers = self._tier[:n]
         excluded = tiers == _DEAD if tier is None else tiers != _CODE[tier]
-        if current:
-            excluded |= self._superseded[:n]
         take = min(count, n - int(np.count_nonzero(excluded)))
         if take <= 0:
             return []
@@ -307,14 +274,9 @@ class VectorMirror:
         """Take in the current vectors of ``changed`` memories (gone ones leave)."""
         for start in range(0, len(changed), _CHUNK):
             chunk = changed[start : start + _CHUNK]
-            flagged = []  # a new vector (or tier) of a superseded memory: still superseded
             for memory_id in chunk:
-                slot = self._slot(memory_id.encode() + _END)
-                if slot is not None and self._superseded[slot]:
-                    flagged.append(memory_id)
                 self._remove(memory_id)
             self._add(vector_reads.embeddings_of(conn, chunk))
-            self._flag(flagged)
 
     def _load(self, conn: apsw.Connection, dim: int | None, seq: int, seq_id: str | None) -> None:
         """Load the copy: from the codes the file keeps (:mod:`persistence.sqlite.code_sync`)
@@ -409,7 +371,6 @@ class VectorMirror:
         self._reserve(end, keys.itemsize)
         tiers, self._bits[:, start:end], self._low[start:end] = split
         self._tier[start:end] = np.where(tiers < len(_TIERS), tiers, _DEAD)
-        self._superseded[start:end] = False
         self._ids[start:end] = keys
         self._used = end
         self._live += len(keys)
@@ -485,21 +446,10 @@ class VectorMirror:
                 self._sampled += len(kept)
         self._ids[start:end] = keys
         self._tier[start:end] = [_CODE[tier] for _, tier, _ in batch]
-        self._superseded[start:end] = False
         if not loading:
             self._recent.update(zip(keys, range(start, end), strict=True))
         self._used = end
         self._live += len(batch)
-
-    def _slot(self, key: bytes) -> int | None:
-        """The live or dead slot holding id ``key`` (with the end byte), if any."""
-        slot = self._recent.get(key)
-        if slot is None:
-            at = int(np.searchsorted(self._ids[: self._sorted], key))
-            if at == self._sorted or self._ids[at] != key:
-                return None
-            slot = at
-        return slot
 
     def _remove(self, memory_id: str) -> None:
         key = memory_id.encode() + _END
@@ -545,7 +495,6 @@ class VectorMirror:
         self._low = moved(self._low, np.zeros((capacity, self._low.shape[1]), np.uint8))
         self._ids = moved(self._ids, np.zeros(capacity, dtype=self._ids.dtype))
         self._tier = moved(self._tier, np.full(capacity, _DEAD, dtype=np.uint8))
-        self._superseded = moved(self._superseded, np.zeros(capacity, dtype=bool))
         if self._exact:
             floats = np.zeros((capacity, self._floats.shape[1]), np.float32)
             self._floats = moved(self._floats, floats)

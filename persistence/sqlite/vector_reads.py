@@ -75,11 +75,6 @@ def accepted_embeddings(
     return found
 
 
-def superseded_ids(conn: apsw.Connection) -> list[str]:
-    """The ids of every superseded memory (the vector copy's flags)."""
-    return [i for tier in Tier for i in column(conn, index_sql.superseded_of_tier(tier))]
-
-
 def accepted_among(
     conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
 ) -> list[tuple[str, Tier]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -258,67 +257,6 @@ def test_a_session_filter_compares_its_memories_exactly_without_searching_the_co
             accepted, key=lambda r: -float(unit @ (r.embedding / np.linalg.norm(r.embedding)))
         )
         assert [m for m, _ in hits] == [r.id for r in exact[:5]]
-
-
-def test_the_vector_copy_leaves_memories_it_knows_superseded_out_of_its_first_stage(
-    tmp_path: Path,
-) -> None:
-    """Searching current memories, the RAM copy skips the memories it knows superseded
-    (read at its first such search, learned from the check of later ones), so it need
-    not reach past them; still exact: a supersession it does not know yet (another
-    handle's) is left out by the check, and one that rolled back is never learned."""
-    rng = np.random.default_rng(43)
-    path = tmp_path / "flags.db"
-    current = MemoryFilter(current=True)
-    with _open(path) as memory, _open(path) as other:
-        vector = partial(rng.standard_normal, 32)
-        records = [
-            Memory.create(f"m{n}", Tier.EPISODIC, embedding=vector().astype(np.float32))
-            for n in range(600)
-        ]
-        _load(memory, records)
-        vectors = {r.id: r.embedding / np.linalg.norm(r.embedding) for r in records}
-        query = rng.standard_normal(32).astype(np.float32)
-        by_closeness = sorted(vectors, key=lambda m: -float(vectors[m] @ query))
-
-        def supersede(handle: AgentMemoryManager, ids: list[str]) -> None:
-            for memory_id in ids:
-                old = handle.store.memories.get_memory(memory_id)
-                assert old is not None
-                assert handle.store.memories.mark_superseded(old, records[-1].id, START, "test")
-
-        with memory.transaction():
-            supersede(memory, by_closeness[:200:2])  # half of the 200 nearest
-        gone = set(by_closeness[:200:2])
-        store = memory.store
-        offered: list[str] = []
-        original = store.indexes.vectors.first_stage  # type: ignore[attr-defined]
-
-        def spy(*args: object) -> list[tuple[str, Tier]]:
-            found: list[tuple[str, Tier]] = original(*args)
-            offered.extend(m for m, _ in found)
-            return found
-
-        store.indexes.vectors.first_stage = spy  # type: ignore[attr-defined]
-
-        def nearest() -> list[str]:
-            offered.clear()
-            return [m for m, _ in store.indexes.vector_search(query, 5, where=current)]
-
-        expected = [m for m in by_closeness if m not in gone][:5]
-        assert nearest() == expected
-        assert not gone & set(offered)  # none offered: the copy knew them all
-        with pytest.raises(RuntimeError), memory.transaction():
-            supersede(memory, expected[:2])
-            assert nearest() == [m for m in by_closeness if m not in gone][2:7]
-            raise RuntimeError("roll back")
-        assert nearest() == expected  # the rolled-back supersession was never learned
-        with other.transaction():
-            supersede(other, expected[:2])  # another handle's: not known to the copy yet
-        assert nearest() == [m for m in by_closeness if m not in gone][2:7]
-        assert set(expected[:2]) <= set(offered)  # offered once, found superseded ...
-        nearest()
-        assert not set(expected[:2]) & set(offered)  # ... and known from then on
 
 
 @pytest.mark.parametrize("superseded", [3, 12, 40])

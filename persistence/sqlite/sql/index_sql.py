@@ -291,15 +291,6 @@ def superseded_among(tier: Tier, memory_ids: Sequence[str]) -> Statement:
     return Statement(sql, [orjson.dumps(list(memory_ids)).decode()])
 
 
-def superseded_of_tier(tier: Tier) -> Statement:
-    """The ids of every superseded memory of ``tier``: the partial index
-    ``idx_<tier>_superseded`` (v018) alone, no row read."""
-    return Statement(
-        f"SELECT id FROM {TABLE[tier]} INDEXED BY idx_{TABLE[tier]}_superseded "
-        "WHERE superseded_by IS NOT NULL"
-    )
-
-
 def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:
     """``(id, embedding)`` of each of ``memory_ids`` in ``tier`` that has one."""
     marks = ", ".join("?" for _ in memory_ids)

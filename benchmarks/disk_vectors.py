@@ -11,12 +11,17 @@ queries, and vector recall@10 against an exact numpy scan, unfiltered and with a
 keeping a tenth of the rows (``tag = 0``). The table compares them with the issue's
 targets at 1M; one JSON line per run is appended to ``benchmarks/results/disk_vectors.jsonl``.
 
-Vector sets (not the model: embedding a million sentences with MiniLM takes about an hour
-of both cores here): ``clustered``, the recipe of ``benchmarks/test_recall_bench.py``
-(a mixture of Gaussians on the sphere: ``count // 50`` unit centres, each vector a centre
-plus noise of norm 0.6, normalised), and ``random`` (uniform on the sphere: the worst
-case for any partitioning). Queries are a stored vector plus noise of norm 0.5,
-normalised, as in ``benchmarks/million.py``.
+``--sweep 8,16,64`` measures recall@10 and p50 per number of probed cells instead (one
+fresh process per design, the first 100 queries, filtered queries probing as many).
+
+Vector sets (``--kinds``, default ``clustered,random``): ``clustered``, the recipe of
+``benchmarks/test_recall_bench.py`` (a mixture of Gaussians on the sphere: ``count // 50``
+unit centres, each vector a centre plus noise of norm 0.6, normalised) and ``random``
+(uniform on the sphere: the worst case for any partitioning), queries a stored vector plus
+noise of norm 0.5, normalised, as in ``benchmarks/million.py``; ``model``: the default
+compact MiniLM on synthetic memory-like sentences (who did what where when why), queries
+other such sentences; its vectors are kept in ``--dir`` (it embeds about 300 texts/s on a
+quiet 2-core VM, so a million take about an hour).
 
 Designs (``--designs``):
 
@@ -34,6 +39,10 @@ Designs (``--designs``):
 - ``C``: no vec0: the library's 3-bit codes in a ``WITHOUT ROWID`` table clustered by
   ``(cell, id)``; the probed cells' rows read by SQL (the filter in the ``WHERE``) and
   scored in numpy by the same two stages, 128 re-ranked exactly in numpy.
+- ``D``: C's codes packed per cell (rows of up to 1,024 codes and their ids, as
+  ``code_sync`` packs them today but grouped by cell): the probed cells are a few BLOB
+  reads, scored by the same two stages; the filter is the code's first byte (where the
+  tier byte is today); 128 re-ranked by ``vec_distance_cosine`` in SQL.
 - floors: ``exact`` (numpy over every float vector in RAM, loaded at open: time only) and
   ``vec0-float`` (sqlite-vec's brute-force float KNN, cosine, ``k = 10``).
 """
@@ -64,7 +73,7 @@ TAGS = 10  # tag = id % TAGS; the filter keeps tag 0 (a tenth of the rows)
 RERANK = 128  # candidates re-ranked exactly (the library's VECTOR_MIN_CANDIDATES)
 PACK = 1_024  # codes per pack row for design A (code_sync.PACK_ROWS)
 WARM = 10
-DESIGNS = ("A", "B-int8", "B-bit", "C", "exact", "vec0-float")
+DESIGNS = ("A", "B-int8", "B-bit", "C", "D", "exact", "vec0-float")
 TARGETS = {"rss_mib": 200.0, "open_first_ms": 150.0, "p50_ms": 40.0, "recall": 0.95}
 _CHUNK = 48 * PACK  # rows at a time (whole packs)
 
@@ -316,6 +325,7 @@ def build(path: Path, kind: str, count: int, cells: int, queries: int) -> None:
                 "INSERT INTO b_bit (id, cell, tag, code) VALUES (?, ?, ?, vec_bit(?))",
                 ((int(i), int(cell[i]), int(tags[i]), as_bits[i].tobytes()) for i in rows),
             )
+    add_cell_packs(conn)
     conn.close()
     np.save(f"{path}.queries.npy", qs)
     np.save(f"{path}.truth.npy", np.stack([truth, truth_f]))
@@ -327,6 +337,38 @@ def build(path: Path, kind: str, count: int, cells: int, queries: int) -> None:
     )
 
 
+def add_cell_packs(conn: apsw.Connection) -> None:
+    """Design D's table, made from C's rows: each cell's codes in packs of ``PACK``, ids in
+    order beside them, the first byte of each code its tag (where the tier byte is today)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'd_packs'").fetchall():
+        return
+    conn.execute(
+        "CREATE TABLE d_packs (part INTEGER PRIMARY KEY, cell INTEGER NOT NULL, "
+        "ids BLOB NOT NULL, codes BLOB NOT NULL)"
+    )
+    conn.execute("CREATE INDEX d_packs_cell ON d_packs (cell)")
+    rows = conn.execute("SELECT cell, id, tag, code FROM c_codes ORDER BY cell, id")
+    pending: list[tuple[int, int, bytes]] = []
+    cell_now, part = None, 0
+
+    def flush() -> None:
+        nonlocal part
+        if pending:
+            ids = np.array([i for i, _, _ in pending], dtype="<i8").tobytes()
+            codes = b"".join(bytes([tag]) + code[1:] for _, tag, code in pending)
+            conn.execute("INSERT INTO d_packs VALUES (?, ?, ?, ?)", (part, cell_now, ids, codes))
+            part += 1
+            pending.clear()
+
+    with conn:
+        for cell, memory_id, tag, code in rows:
+            if cell != cell_now or len(pending) == PACK:
+                flush()
+                cell_now = cell
+            pending.append((memory_id, tag, code))
+        flush()
+
+
 def table_bytes(path: Path) -> dict[str, int]:
     """Bytes each design's tables take in the file (``dbstat``)."""
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -334,7 +376,16 @@ def table_bytes(path: Path) -> dict[str, int]:
     conn.close()
     out: dict[str, int] = {}
     for name, size in rows:
-        for prefix in ("a_packs", "c_codes", "b_int8", "b_bit", "f_vec", "vectors", "cells"):
+        for prefix in (
+            "a_packs",
+            "c_codes",
+            "d_packs",
+            "b_int8",
+            "b_bit",
+            "f_vec",
+            "vectors",
+            "cells",
+        ):
             if name == prefix or name.startswith(prefix + "_"):
                 out[prefix] = out.get(prefix, 0) + int(size)
     return out
@@ -483,6 +534,36 @@ def open_c(conn: apsw.Connection, opts: dict[str, Any]) -> Search:
     return search
 
 
+def _rerank_sql(conn: apsw.Connection, ids: list[int], query: np.ndarray) -> list[int]:
+    """Exact order of ``ids`` by ``vec_distance_cosine`` over the float BLOBs, in SQL."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM vectors WHERE id IN (SELECT value FROM json_each(?)) "
+            f"ORDER BY vec_distance_cosine(embedding, ?) LIMIT {K}",
+            (json.dumps(ids), query.tobytes()),
+        )
+    ]
+
+
+def open_d(conn: apsw.Connection, opts: dict[str, Any]) -> Search:
+    from persistence.sqlite.vector_codes import split_packed_codes
+
+    fit = _fit(_meta(conn))
+    centroids = _centroids(conn)
+    sql = "SELECT ids, codes FROM d_packs WHERE cell IN (SELECT value FROM json_each(?))"
+
+    def search(query: np.ndarray, filtered: bool) -> list[int]:
+        probes = opts["probes_filtered" if filtered else "probes"]
+        packs = conn.execute(sql, (json.dumps(_probes(centroids, query, probes)),)).fetchall()
+        ids = np.frombuffer(b"".join(i for i, _ in packs), dtype="<i8")
+        tags, bits, low = split_packed_codes(b"".join(c for _, c in packs), len(ids), fit.words)
+        chosen = _two_stages(fit, bits, low, query, tags != 0 if filtered else None, RERANK)
+        return _rerank_sql(conn, ids[chosen].tolist(), query)
+
+    return search
+
+
 def open_exact(conn: apsw.Connection, opts: dict[str, Any]) -> Search:
     rows = conn.execute("SELECT embedding FROM vectors ORDER BY id").fetchall()
     matrix = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(len(rows), -1)
@@ -519,6 +600,7 @@ OPENERS: dict[str, Callable[[apsw.Connection, dict[str, Any]], Search]] = {
     "B-int8": lambda conn, opts: open_b(conn, opts, "int8"),
     "B-bit": lambda conn, opts: open_b(conn, opts, "bit"),
     "C": open_c,
+    "D": open_d,
     "exact": open_exact,
     "vec0-float": open_vec0_float,
 }
@@ -552,6 +634,8 @@ def run_probe(path: Path, design: str, opts: dict[str, Any]) -> dict[str, Any]:
         "rss_above_mib": after["VmHWM"] - base["VmHWM"],
         "held_mib": after["VmRSS"],
     }
+    if opts.get("sweep"):
+        return {**out, "sweep": sweep(search, opts, queries, truth)}
     hits = [len(set(first) & set(truth[0, 0].tolist()))]
     for q in queries[1:WARM]:
         search(q, False)
@@ -571,6 +655,29 @@ def run_probe(path: Path, design: str, opts: dict[str, Any]) -> dict[str, Any]:
         out[name + "recall"] = float(np.sum(found) / (K * len(found)))
     out["end_rss_mib"] = _status()["VmHWM"]
     return out
+
+
+def sweep(
+    search: Search, opts: dict[str, Any], queries: np.ndarray, truth: np.ndarray
+) -> list[dict[str, float]]:
+    """Recall@10 and p50 per number of probed cells (``opts["sweep"]``), the same number
+    for filtered queries, over the first 100 queries."""
+    rows = []
+    for probes in opts["sweep"]:
+        opts["probes"] = opts["probes_filtered"] = probes  # the search reads them per query
+        row: dict[str, float] = {"probes": probes}
+        for filtered in (False, True):
+            took, found = [], []
+            for n in range(WARM, min(len(queries), WARM + 100)):
+                t = time.perf_counter()
+                got = search(queries[n], filtered)
+                took.append(time.perf_counter() - t)
+                found.append(len(set(got) & set(truth[int(filtered), n].tolist())))
+            name = "filtered_" if filtered else ""
+            row[name + "p50_ms"] = float(np.median(took) * 1000)
+            row[name + "recall"] = float(np.sum(found) / (K * len(found)))
+        rows.append(row)
+    return rows
 
 
 # --- the driver ------------------------------------------------------------------------
@@ -617,6 +724,18 @@ def table(rows: list[dict[str, Any]]) -> Iterator[str]:
         )
 
 
+def print_sweep(kind: str, count: int, rows: list[dict[str, Any]], load: float) -> None:
+    print(f"\n{kind}, {count:,} vectors: recall@10 and p50 by cells probed [load {load:.1f}]")
+    print(f"{'design':<10}{'probes':>7}{'recall':>8}{'p50':>10}{'filt recall':>12}{'filt p50':>10}")
+    for row in rows:
+        for r in row["sweep"]:
+            print(
+                f"{row['design']:<10}{r['probes']:>7}{r['recall']:>8.3f}{r['p50_ms']:>7.1f} ms"
+                f"{r['filtered_recall']:>12.3f}{r['filtered_p50_ms']:>7.1f} ms"
+            )
+    print(json.dumps({"kind": kind, "count": count, "load": round(load, 1), "sweep": rows}))
+
+
 def default_options(count: int, args: argparse.Namespace) -> dict[str, Any]:
     cells = args.cells or max(8, round(math.sqrt(count)))
     return {
@@ -626,6 +745,7 @@ def default_options(count: int, args: argparse.Namespace) -> dict[str, Any]:
         "k_cell": args.k_cell,
         "depth": args.depth,
         "floor_queries": args.floor_queries,
+        "sweep": [int(p) for p in args.sweep.split(",")] if args.sweep else [],
     }
 
 
@@ -646,6 +766,9 @@ def main() -> None:
         type=int,
         default=50,
         help="queries timed for vec0-float (a full scan each)",
+    )
+    parser.add_argument(
+        "--sweep", default="", help="probes to sweep (e.g. 8,16,64): recall and p50 per value"
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 vectors in a temp dir")
     parser.add_argument("--no-record", action="store_true", help="append no JSON line")
@@ -678,8 +801,14 @@ def run(args: argparse.Namespace) -> None:
         path = args.dir / f"{kind}_{args.count}_c{opts['cells']}.db"
         if not path.exists():
             build(path, kind, args.count, opts["cells"], args.queries)
+        conn = apsw.Connection(str(path))  # files built before design D: add its table
+        add_cell_packs(conn)
+        conn.close()
         load = os.getloadavg()[0]
         rows = [probe(path, design, opts) for design in args.designs.split(",")]
+        if opts["sweep"]:
+            print_sweep(kind, args.count, rows, load)
+            continue
         print(
             f"\n{kind}, {args.count:,} vectors of {DIM} d, {opts} [load {load:.1f}"
             f"-{os.getloadavg()[0]:.1f}]"

@@ -453,13 +453,18 @@ def _two_stages(
 def open_a(conn: apsw.Connection, opts: dict[str, Any]) -> Search:
     from persistence.sqlite.vector_codes import split_packed_codes
 
-    meta = _meta(conn)
-    fit = _fit(meta)
-    parts = conn.execute("SELECT ids, codes FROM a_packs ORDER BY part").fetchall()
-    ids = np.frombuffer(b"".join(i for i, _ in parts), dtype="<i8").copy()
-    _, bits, low = split_packed_codes(b"".join(c for _, c in parts), len(ids), fit.words)
+    fit = _fit(_meta(conn))
+    count = int(_meta(conn)["count"])
+    ids = np.empty(count, dtype=np.int64)  # filled pack by pack, as the library loads them
+    bits = np.empty((fit.words, count), dtype=np.uint64)
+    low = np.empty((count, fit.words * 16), dtype=np.uint8)
+    at = 0
+    for pack_ids, codes in conn.execute("SELECT ids, codes FROM a_packs ORDER BY part"):
+        n = len(pack_ids) // 8
+        ids[at : at + n] = np.frombuffer(pack_ids, dtype="<i8")
+        _, bits[:, at : at + n], low[at : at + n] = split_packed_codes(codes, n, fit.words)
+        at += n
     tag = (ids % TAGS).astype(np.uint8)  # the per-slot byte the filter reads (as the tier)
-    del parts
 
     def search(query: np.ndarray, filtered: bool) -> list[int]:
         excluded = tag != 0 if filtered else None

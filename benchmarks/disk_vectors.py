@@ -729,7 +729,7 @@ def table(rows: list[dict[str, Any]]) -> Iterator[str]:
         )
 
 
-def print_sweep(kind: str, count: int, rows: list[dict[str, Any]], load: float) -> None:
+def print_sweep(kind: str, count: int, rows: list[dict[str, Any]], load: float) -> dict[str, Any]:
     print(f"\n{kind}, {count:,} vectors: recall@10 and p50 by cells probed [load {load:.1f}]")
     print(f"{'design':<10}{'probes':>7}{'recall':>8}{'p50':>10}{'filt recall':>12}{'filt p50':>10}")
     for row in rows:
@@ -738,7 +738,15 @@ def print_sweep(kind: str, count: int, rows: list[dict[str, Any]], load: float) 
                 f"{row['design']:<10}{r['probes']:>7}{r['recall']:>8.3f}{r['p50_ms']:>7.1f} ms"
                 f"{r['filtered_recall']:>12.3f}{r['filtered_p50_ms']:>7.1f} ms"
             )
-    print(json.dumps({"kind": kind, "count": count, "load": round(load, 1), "sweep": rows}))
+    record = {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "kind": kind,
+        "count": count,
+        "load": [round(load, 1), round(os.getloadavg()[0], 1)],
+        "sweep": rows,
+    }
+    print(json.dumps(record))
+    return record
 
 
 def default_options(count: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -812,7 +820,10 @@ def run(args: argparse.Namespace) -> None:
         load = os.getloadavg()[0]
         rows = [probe(path, design, opts) for design in args.designs.split(",")]
         if opts["sweep"]:
-            print_sweep(kind, args.count, rows, load)
+            record = print_sweep(kind, args.count, rows, load)
+            if not args.no_record:
+                with RESULTS.open("a") as f:
+                    f.write(json.dumps(record) + "\n")
             continue
         print(
             f"\n{kind}, {args.count:,} vectors of {DIM} d, {opts} [load {load:.1f}"

@@ -315,6 +315,7 @@ class Scratchpad:
         """Drop an entry the store no longer holds (another handle moved or forgot it)
         from both views: a correction of RAM, not a change, so it stays whatever the
         open transaction's outcome (the committed view is replaced, never changed)."""
+        require_str(memory_id, "memory_id")
         with self._lock:
             if memory_id in self._committed.key_of:
                 committed = self._committed.copy()

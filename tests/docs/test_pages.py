@@ -131,7 +131,9 @@ def test_the_readme_is_a_short_front_door() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200
     assert lines[4].strip().endswith("python -m tiered_memory.demo")
-    assert lines[8].strip() == ".venv/bin/python -m pytest"
+    assert lines[8].strip() == ".venv/bin/python -m pytest -n 2"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1].strip() == lines[8].strip()  # CI runs exactly the README's test command
     tables = re.findall(r"(?:^\|.*\n)+", "\n".join(lines) + "\n", flags=re.M)
     assert max(len(t.splitlines()) for t in tables) <= 8
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import pytest
 
-from tests.support.inspector_server import free_port, wait_for_port
+from tests.support.inspector_server import announced_port, wait_for_port
 from tests.support.pg_server import PgServer, password_role, with_password
 from tiered_memory import AgentMemoryManager
 from tiered_memory.cli import main
@@ -80,12 +80,9 @@ def outcome(process: subprocess.Popen[str]) -> tuple[int, str]:
 def serve_output(url: str, cwd: Path) -> str:
     """``serve URL``'s first line and the overview page (and its .json twin) it serves,
     then it is stopped."""
-    port = free_port()
-    process = run(["serve", url, "--port", str(port), "--keywords-only"], cwd)
+    process = run(["serve", url, "--port", "0", "--keywords-only"], cwd)
     try:
-        assert process.stderr is not None
-        first = process.stderr.readline()
-        assert first.startswith("serving "), first + process.stderr.read()
+        port, first = announced_port(process)
         wait_for_port("127.0.0.1", port)
         pages = []
         for page in ("/", "/index.json"):

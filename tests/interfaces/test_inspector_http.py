@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from tests.support.inspector_data import SCRIPT, build
 from tests.support.inspector_data import open_inspected as _open
-from tests.support.inspector_server import CLI, free_port, serving, wait_for_port
+from tests.support.inspector_server import CLI, announced_port, serving, wait_for_port
 from tiered_memory.inspector.app import create_app
 
 BASE = "http://127.0.0.1"
@@ -320,15 +320,13 @@ def test_every_page_answers_on_postgresql(pg_url: str) -> None:
 def test_serving_another_host_prints_an_address_with_a_token(
     built: tuple[Path, dict[str, Any]],
 ) -> None:
-    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", CLI, "serve", str(built[0]), "--host", "127.0.0.2",
-         "--port", str(port)],
+         "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
+        port, line = announced_port(process)
         wait_for_port("127.0.0.2", port)
     finally:
         process.send_signal(signal.SIGINT)

@@ -3,6 +3,7 @@ until it answers, and stop it (SIGINT, as Ctrl-C would) when the block ends."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -17,11 +18,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = "from tiered_memory.cli import main; main()"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def announced_port(process: subprocess.Popen[str]) -> tuple[int, str]:
+    """The port a ``serve ... --port 0`` process got, read from its first stderr line
+    (``serving http://HOST:PORT/...``), and that line. (A port picked free beforehand
+    could be taken by another process, a second pytest worker say, before it binds.)"""
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    found = re.search(r"http://[^/\s:]+:(\d+)", line)
+    if not line.startswith("serving ") or found is None:
+        raise RuntimeError(f"serve did not announce its address: {line}{process.stderr.read()}")
+    return int(found.group(1)), line
 
 
 def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
@@ -45,13 +51,13 @@ def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
 def serving(db: Path | str, *args: str, timeout: float = 60.0) -> Iterator[str]:
     """The base URL (``http://127.0.0.1:PORT``) of a server of ``db`` started with
     ``args``; its stderr is kept in the exception if it never answers."""
-    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", CLI, "serve", str(db), "--port", str(port), *args],
+        [sys.executable, "-c", CLI, "serve", str(db), "--port", "0", *args],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
     try:
+        port, _ = announced_port(process)
+        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:

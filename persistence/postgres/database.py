@@ -2,10 +2,9 @@
 on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.database.Database`).
 
 - **Connections** come from a :class:`psycopg_pool.ConnectionPool` in autocommit mode,
-  each set up with the handle's scope (``tm.scope``, which row-level security reads),
-  its writer id (``tm.writer``, in the NOTIFY payload), pgvector's types and
-  ``hnsw.iterative_scan``. A connection idle for a while is pinged before use, so a
-  manager left idle across a server restart carries on (the pool reconnects).
+  made and set up by :class:`~persistence.postgres.connector.PgConnector` (the handle's
+  scope, writer id, pgvector's types, search settings). A connection idle for a while is
+  pinged before use, so a manager left idle across a server restart carries on.
 - **Transactions** (:meth:`transaction`) follow the SQLite engine's rules: one at a time
   per store (an ``RLock``), nested blocks are savepoints, ``join=True`` joins the outer
   transaction, hooks run once when the outermost ends. ``BEGIN`` takes the scope's
@@ -35,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -47,20 +45,17 @@ from psycopg.abc import Params
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from persistence.errors import (
-    ConnectionLostError,
-    DatabaseBusyError,
     ReadOnlyError,
     StoreClosedError,
     TieredMemoryError,
     TransactionAbortedError,
 )
 from persistence.frames import TransactionFrames, run_hooks
-from persistence.locations import redact, split_pooler
+from persistence.locations import split_pooler
 from persistence.postgres import pooler
 from persistence.postgres.change_watch import Hook, PgChangeWatch
-from persistence.postgres.tracing import connection_class, traced_by
-from persistence.postgres.translate import call_error, connect_error
-from persistence.postgres.write_count import CountingConnection, writes
+from persistence.postgres.connector import PgConnector, take
+from persistence.postgres.write_count import writes
 from persistence.records import PoolSettings, Synchronous
 from persistence.trace_report import TraceCallback, TraceReporter
 
@@ -74,44 +69,6 @@ _IDLE = pq.TransactionStatus.IDLE
 _INERROR = pq.TransactionStatus.INERROR
 
 
-CLIENT_CHECK_MS = 500
-"""How often a backend working on a statement checks that its client is still there
-(``client_connection_check_interval``): a killed client's statement stops, its transaction
-rolls back and its agent's writer lock is free within this, not when the statement ends."""
-
-
-DEFAULT_EF_SEARCH = 100
-"""``hnsw.ef_search`` set on every pooled connection when it opens (recall@10 >= 0.95 at
-this depth; see ``HnswVectors``): a search at the usual depth sets nothing per call."""
-GIN_PENDING_LIST_KB = 128
-"""``gin_pending_list_limit`` of the library's connections (PostgreSQL's default: 4 MB).
-New keyword entries wait in the GIN index's pending list, which every keyword search
-reads through: after a bulk load and 200 single writes (650 kB pending) a 100k-memory
-search took 68 ms instead of 40 ms (loaded machine). The writer that fills it past this
-merges it (about one ``remember()`` in 40 pays a few ms), so searches read at most 128 kB."""
-RECONNECT_S = 2.0
-"""How long the pool retries a lost connection in the background (``reconnect_timeout``)
-before it leaves the next call to start over, and the slices a call waits for a
-connection in (each slice asks the pool to connect again). The pool's retries back off
-(1, 2, 4 ... s): with psycopg_pool's 300 s, calls after a server restart waited for the
-next retry, as long again as the outage had lasted (8 s down: 5.7 s and 5 failed calls
-after it was back)."""
-
-
-def _take(pool: ConnectionPool[Connection], wait_s: float) -> Connection:
-    """A connection from ``pool`` within ``wait_s``, waited for in slices of
-    :data:`RECONNECT_S`: each asks the pool to connect again, so a call made while the
-    server was down gets a connection as soon as it is back."""
-    end = time.monotonic() + wait_s
-    while True:
-        left = end - time.monotonic()
-        try:
-            return pool.getconn(timeout=max(0.001, min(left, RECONNECT_S)))
-        except PoolTimeout:
-            if left <= RECONNECT_S:
-                raise
-
-
 def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
     """The first row of a statement's answer (``None``: it returned none)."""
     result = cur.pgresult
@@ -121,19 +78,9 @@ def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
     return row
 
 
-def _check_client(conn: Connection) -> None:
-    """Have ``conn``'s backend look for a gone client every :data:`CLIENT_CHECK_MS`
-    (PostgreSQL 14 and later have the setting; an older server runs the statement out)."""
-    if conn.info.server_version >= 140000:
-        conn.execute(
-            "SELECT set_config('client_connection_check_interval', %s, false)",
-            (f"{CLIENT_CHECK_MS}ms",),
-        )
-
-
 class PgDatabase(TransactionFrames, PgChangeWatch):
     """The engine under one :class:`~persistence.postgres.store.PostgresStore` (see the
-    module docstring). ``url`` may hold a password: it is kept here only, never printed."""
+    module docstring). ``url`` may hold a password: only its :attr:`connector` keeps it."""
 
     def __init__(
         self,
@@ -147,20 +94,19 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         trace: TraceCallback | None = None,
     ) -> None:
         url, named_pooler = split_pooler(url)
-        self._url = url
-        self._tracer = None if trace is None else TraceReporter(trace)
-        # NORMAL: a commit returns before its WAL reaches the disk (a client crash loses
-        # nothing acknowledged; a server crash or power loss may lose the last fraction of a
-        # second of commits, never half of one); FULL: it waits for the flush (~4 ms here).
-        self._synchronous_commit = "on" if synchronous == "FULL" else "off"
-        self.location = redact(url)
         self.scope = scope
         self.read_only = read_only
         self.settings = settings or PoolSettings()
         self.pooler = self.settings.pooler or named_pooler
         """True behind a transaction-mode pooler (see the module docstring)."""
-        self._setup_sql: sql.Composed | None = None  # the pooler's per-transaction setup
         self.writer_id = uuid.uuid4().hex
+        self.connector = PgConnector(
+            url, scope=scope, writer_id=self.writer_id, read_only=read_only,
+            settings=self.settings, pooler=self.pooler, synchronous=synchronous,
+            tracer=None if trace is None else TraceReporter(trace),
+        )  # fmt: skip
+        """Makes and sets up the connections; the only holder of the URL."""
+        self.location = self.connector.location
         self.lock = threading.RLock()
         self._snapshots = threading.local()  # .conn: this thread's open snapshot()
         self._pool: ConnectionPool[Connection] | None = None
@@ -171,7 +117,6 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         self._seen_version: int | None = None
         self.change_check_interval_s = change_check_interval_s
         self._next_check = 0.0  # when the version row is next read by check_external_changes
-        self._used: dict[int, float] = {}  # id(connection) -> when last handed out
         key = f"tm.scope:{scope}"
         # the version row AFTER the lock, in a statement of its own (see the module doc)
         self._begin_sql = (
@@ -203,94 +148,15 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
     def connect(self) -> Connection:
         """One connection outside the pool (migrations, the listener), set up like the
         pool's; errors are translated."""
-        try:
-            conn: Connection = connection_class(self._tracer, psycopg.Connection).connect(
-                self._url, **pooler.connect_kwargs(self.settings, self.pooler)
-            )
-        except psycopg.Error as exc:
-            raise connect_error(exc, self._url) from None
-        traced_by(conn, self._tracer)
-        if self.pooler:
-            return conn  # no session setting: the next transaction may be elsewhere
-        try:
-            _check_client(conn)
-        except psycopg.Error as exc:
-            conn.close()
-            raise call_error(exc, self._url) from None
-        return conn
+        return self.connector.connect()
 
-    def _setup(self, conn: Connection) -> sql.Composed:
-        """Behind a pooler: the settings of :meth:`_configure` for one transaction."""
-        if self._setup_sql is None:
-            self._setup_sql = pooler.setup_statement([
-                ("tm.scope", self.scope), ("tm.writer", self.writer_id),
-                ("hnsw.iterative_scan", "relaxed_order"),
-                ("lock_timeout", f"{int(self.settings.lock_timeout_s * 1000)}ms"),
-                ("synchronous_commit", self._synchronous_commit),
-                ("gin_pending_list_limit", str(GIN_PENDING_LIST_KB)),
-                ("hnsw.ef_search", str(DEFAULT_EF_SEARCH)),
-                *[("transaction_read_only", "on")] * self.read_only,
-                *[("client_connection_check_interval", f"{CLIENT_CHECK_MS}ms")]
-                * (conn.info.server_version >= 140000),
-            ])  # fmt: skip
-        return self._setup_sql
-
-    def _configure(self, conn: Connection) -> None:
-        """Set up a new pool connection (scope, writer id, vectors, read-only, and how
-        soon a backend notices its client is gone); behind a pooler only pgvector's
-        types (client-side), the settings come with each transaction."""
-        from pgvector.psycopg import register_vector
-
-        traced_by(conn, self._tracer)
-        if self.pooler:
-            register_vector(conn)
-            return
-        conn.execute(
-            "SELECT set_config('tm.scope', %s, false), set_config('tm.writer', %s, false), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-            "set_config('lock_timeout', %s, false), "
-            "set_config('default_transaction_read_only', %s, false), "
-            "set_config('synchronous_commit', %s, false), "
-            "set_config('gin_pending_list_limit', %s, false), "
-            "set_config('hnsw.ef_search', %s, false)",
-            (self.scope, self.writer_id, f"{int(self.settings.lock_timeout_s * 1000)}ms",
-             "on" if self.read_only else "off", self._synchronous_commit,
-             str(GIN_PENDING_LIST_KB), str(DEFAULT_EF_SEARCH)),
-        )  # fmt: skip
-        _check_client(conn)
-        register_vector(conn)
-
-    def _check(self, conn: Connection) -> None:
-        """Ping a connection that has been idle a while (the pool drops it if dead)."""
-        last = self._used.get(id(conn), 0.0)
-        now = time.monotonic()
-        if now - last > self.settings.ping_after_s:
-            conn.execute("SELECT 1")
-        self._used[id(conn)] = now
+    def error(self, exc: psycopg.Error, *, committing: bool = False) -> TieredMemoryError:
+        """``exc`` as the library's error (no password in it)."""
+        return self.connector.error(exc, committing=committing)
 
     def start(self) -> None:
         """Open the pool and the listener (the schema must be current)."""
-        s = self.settings
-        pool: ConnectionPool[Connection] = ConnectionPool(
-            self._url,
-            min_size=s.min_size,
-            max_size=s.max_size,
-            timeout=s.wait_timeout_s,
-            reconnect_timeout=RECONNECT_S,
-            kwargs=pooler.connect_kwargs(s, self.pooler),
-            configure=self._configure,
-            check=self._check,
-            connection_class=connection_class(self._tracer, CountingConnection),
-            open=False,
-            name="tiered-memory",
-        )
-        try:
-            pool.open(wait=True, timeout=s.connect_timeout_s + 1)
-        except PoolTimeout:
-            pool.close()
-            probe = self.connect()  # raises the specific error (password, database ...)
-            probe.close()
-            raise ConnectionLostError(f"cannot open connections to {self.location}") from None
+        pool = self.connector.open_pool()
         self._pool = pool
         if not self.read_only:
             with self.reading() as conn:
@@ -310,7 +176,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 listener.close()
             if pool is not None:
                 pool.close()
-            self._used.clear()
+            self.connector.forget_connections()
 
     def _require_pool(self) -> ConnectionPool[Connection]:
         pool = self._pool
@@ -331,18 +197,18 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 yield self._tx
             except psycopg.Error as exc:
                 self._aborted = True
-                raise call_error(exc, self._url) from None
+                raise self.error(exc) from None
             return
         held: Connection | None = getattr(self._snapshots, "conn", None)
         if held is not None:
             try:
                 yield held
             except psycopg.Error as exc:
-                raise call_error(exc, self._url) from None
+                raise self.error(exc) from None
             return
         with self._bare() as conn:
             if self.pooler:  # one transaction, its settings made inside it
-                rollback, setup = self._rollback_quietly, self._setup(conn)
+                rollback, setup = self._rollback_quietly, self.connector.setup(conn)
                 yield from pooler.transaction_block(conn, "BEGIN", setup, rollback)
             else:
                 yield conn
@@ -356,7 +222,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             with conn:  # as pool.connection(): ends a transaction left open
                 yield conn
         except psycopg.Error as exc:
-            raise call_error(exc, self._url) from None
+            raise self.error(exc) from None
         finally:
             pool.putconn(conn)
 
@@ -372,7 +238,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             return
         with self._bare() as conn:
             begin = sql.SQL("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            setup = self._setup(conn) if self.pooler else None  # the pooler's settings
+            setup = self.connector.setup(conn) if self.pooler else None  # the pooler's settings
             conn.execute(begin if setup is None else sql.SQL("{}; {}").format(begin, setup))
             self._snapshots.conn = conn
             try:
@@ -381,18 +247,6 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 self._snapshots.conn = None
                 if not conn.closed:
                     conn.execute("ROLLBACK")
-
-    def _pool_timeout(self) -> TieredMemoryError:
-        """The error of a wait for a pool connection that timed out: the server's own
-        (down, refusing) if a direct attempt fails too, else the pool is too small."""
-        try:
-            self.connect().close()
-        except TieredMemoryError as exc:
-            return exc
-        return DatabaseBusyError(
-            f"no free connection to {self.location} within "
-            f"{self.settings.wait_timeout_s} s: raise pool max_size or wait_timeout_s"
-        )
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -420,18 +274,18 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                     self._tx = None
                     pool.putconn(conn)
             except psycopg.Error as exc:
-                raise call_error(exc, self._url) from None
+                raise self.error(exc) from None
 
     def _checkout(self) -> tuple[ConnectionPool[Connection], Connection]:
         """The pool and a connection taken from it (given back by the caller), the
         pool's failures translated."""
         pool = self._require_pool()
         try:
-            return pool, _take(pool, self.settings.wait_timeout_s)
+            return pool, take(pool, self.settings.wait_timeout_s)
         except PoolTimeout:
-            raise self._pool_timeout() from None
+            raise self.connector.pool_timeout() from None
         except psycopg.Error as exc:
-            raise call_error(exc, self._url) from None
+            raise self.error(exc) from None
 
     def write_in_one_trip(
         self, statements: Sequence[Statement], *, wrote: tuple[str, Sequence[Any]]
@@ -471,7 +325,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             with conn.pipeline():
                 conn.execute(b"BEGIN")
                 if self.pooler:
-                    conn.execute(self._setup(conn))
+                    conn.execute(self.connector.setup(conn))
                 conn.execute(self._lock_sql)
                 head = conn.execute(self._version_sql)  # after the lock (see __init__)
                 cursors = [conn.execute(query, params) for query, params in statements]
@@ -481,7 +335,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             lost = conn.closed or conn.broken
             self._rollback_quietly(conn)
             unknown = lost and self._committed(wrote) is not False
-            raise call_error(exc, self._url, committing=unknown) from None
+            raise self.error(exc, committing=unknown) from None
         rows = [_first_row(cur) for cur in cursors]
         read = _first_row(head)
         version = None if read is None or read[0] is None else int(read[0])
@@ -497,7 +351,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         try:
             with self._require_pool().connection() as conn, conn.transaction():
                 if self.pooler:
-                    conn.execute(self._setup(conn))
+                    conn.execute(self.connector.setup(conn))
                 conn.execute(self._lock_sql)
                 row = conn.execute(f"SELECT {condition}", params).fetchone()
                 return bool(row and row[0])
@@ -509,7 +363,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             self._begin(conn)
         except psycopg.Error as exc:
             self._rollback_quietly(conn)
-            raise call_error(exc, self._url) from None
+            raise self.error(exc) from None
         self._tx = conn
         self._open_frame()
         self._joined, self._aborted = join, False
@@ -563,7 +417,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             conn.execute(text.encode())
         except psycopg.Error as exc:
             self._aborted = True
-            raise call_error(exc, self._url) from None
+            raise self.error(exc) from None
 
     @staticmethod
     def _wrote(conn: Connection, before: int | None) -> bool:
@@ -579,7 +433,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
 
     def _begin(self, conn: Connection) -> None:
         """BEGIN, the scope's writer lock and version (one round trip)."""
-        setup = self._setup(conn) if self.pooler else sql.SQL("")
+        setup = self.connector.setup(conn) if self.pooler else sql.SQL("")
         cur = conn.execute(sql.SQL(self._begin_sql).format(setup=setup, **self._literals))
         while cur.nextset():
             pass  # BEGIN's empty result (and the pooler's settings) come first
@@ -603,7 +457,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             lost = conn.info.transaction_status != _IDLE or conn.closed
             self._rollback_quietly(conn)
             run_hooks(reversed(on_rollback))
-            raise call_error(exc, self._url, committing=lost) from None
+            raise self.error(exc, committing=lost) from None
         except BaseException:
             self._rollback_quietly(conn)
             run_hooks(reversed(on_rollback))

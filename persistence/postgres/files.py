@@ -19,7 +19,6 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from migrations.postgres import read_schema_version
 from persistence import leftovers, rotation
@@ -36,7 +35,6 @@ from persistence.errors import (
 from persistence.postgres import integrity, json_io
 from persistence.postgres.sql import stats_sql, transfer_sql
 from persistence.postgres.store import PostgresStore
-from persistence.postgres.translate import call_error
 from persistence.records import (
     ImportResult,
     IntegrityResult,
@@ -97,10 +95,7 @@ class PgFiles:
     @property
     def _stem(self) -> str:
         """The database's name (and the scope's), safe as part of a file name."""
-        try:
-            name = conninfo_to_dict(self.store.engine._url).get("dbname") or "memory"
-        except psycopg.Error:
-            name = "memory"
+        name = self.store.engine.connector.database_name() or "memory"
         if self.store.scope:
             name = f"{name}-{self.store.scope}"
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "memory"
@@ -291,7 +286,7 @@ class PgFiles:
             try:
                 found = problems(conn, integrity.CHECKS)
             except psycopg.Error as exc:
-                raise call_error(exc, self.store.engine._url) from None
+                raise self.store.engine.error(exc) from None
         return IntegrityResult(not found, tuple(integrity.CHECKS), tuple(found))
 
     def run_maintenance(self, *, vacuum: bool = False) -> MaintenanceResult:
@@ -312,7 +307,7 @@ class PgFiles:
                     run(conn, transfer_sql.vacuum_analyze(table))
                 after = stats_sql.to_sizes(row(conn, stats_sql.SIZES))["database_size_bytes"]
             except psycopg.Error as exc:
-                raise call_error(exc, self.store.engine._url) from None
+                raise self.store.engine.error(exc) from None
         return MaintenanceResult(
             bytes_before=before,
             bytes_after=after,

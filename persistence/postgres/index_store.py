@@ -29,7 +29,8 @@ import psycopg
 from persistence.errors import EmbeddingDimensionError
 from persistence.meta_keys import EMBEDDING_DIM_KEY
 from persistence.postgres import keyword_search, unprepared
-from persistence.postgres.database import DEFAULT_EF_SEARCH, PgDatabase
+from persistence.postgres.connector import DEFAULT_EF_SEARCH
+from persistence.postgres.database import PgDatabase
 from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.sql import (
     conversation_sql,

@@ -40,7 +40,6 @@ from persistence.postgres.memory_store import server_memory_store
 from persistence.postgres.schedule_store import server_schedule_store
 from persistence.postgres.session_store import server_session_store
 from persistence.postgres.sql import meta_sql, scope_sql, stats_sql
-from persistence.postgres.translate import call_error
 from persistence.records import (
     PersistenceStatistics,
     PoolSettings,
@@ -223,11 +222,11 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
             if isinstance(cause, psycopg.Error):
                 raise MigrationError(
                     f"{self.location}: migration {exc.version} failed and was rolled back "
-                    f"({call_error(cause, self.engine._url)})"
+                    f"({self.engine.error(cause)})"
                 ) from None
             raise MigrationError(f"{self.location}: {exc}") from None
         except psycopg.Error as exc:
-            raise call_error(exc, self.engine._url) from None
+            raise self.engine.error(exc) from None
 
     @classmethod
     def migrate(cls, url: str) -> tuple[int, int]:
@@ -238,7 +237,7 @@ class PostgresStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         try:
             before = read_schema_version(conn)
         except psycopg.Error as exc:
-            raise call_error(exc, store.engine._url) from None
+            raise store.engine.error(exc) from None
         finally:
             conn.close()
         if before == 0:

@@ -231,7 +231,7 @@ def test_snapshot_reads_see_one_state(pair: Pair, clock: FakeClock) -> None:
     pg.add_entity("Alice", "person", None, clock())
     with pg.engine.snapshot():
         assert pg.statistics().entities == 1
-        other_store = PostgresStore(pair.pg.engine._url, clock=clock).open()
+        other_store = PostgresStore(pair.pg.engine.connector._url, clock=clock).open()
         try:
             pg_graph_store(other_store.engine).add_entity("Bob", "person", None, clock())
         finally:
@@ -245,7 +245,7 @@ def test_read_only_handle_reads_and_refuses_writes(pair: Pair, clock: FakeClock)
     from persistence.errors import ReadOnlyError
 
     pair.graphs[1].add_entity("Alice", "person", None, clock())
-    with PostgresStore(pair.pg.engine._url, read_only=True) as ro:
+    with PostgresStore(pair.pg.engine.connector._url, read_only=True) as ro:
         graph = pg_graph_store(ro.engine)
         entity = graph.entity("alice")
         assert entity is not None and entity.name == "Alice"

@@ -234,7 +234,7 @@ def test_a_read_only_handle_refuses_writes(pg_url: str) -> None:
         with ro.engine.reading() as conn, pytest.raises(ReadOnlyError):
             from persistence.postgres.translate import storage_errors
 
-            with storage_errors(ro.engine._url):
+            with storage_errors(pg_url):
                 conn.execute("INSERT INTO tm_meta VALUES ('k', 'v')")
     finally:
         ro.close()

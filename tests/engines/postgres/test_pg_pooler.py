@@ -20,7 +20,7 @@ from psycopg.abc import Params, Query
 
 from persistence import InvalidInputError, PoolSettings
 from persistence.locations import POOLER_PARAM, split_pooler
-from persistence.postgres import database
+from persistence.postgres import connector
 from persistence.postgres.write_count import CountingConnection, CountingCursor
 from tests.support.worker import HashEmbedder
 from tiered_memory import AgentMemoryManager
@@ -154,7 +154,7 @@ def test_the_whole_api_works_when_every_transaction_gets_a_fresh_session(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        database, "connection_class", lambda tracer, untraced: FreshSessionConnection
+        connector, "connection_class", lambda tracer, untraced: FreshSessionConnection
     )
     resets_before = len(RESETS)
     url = behind_pooler(pg_url)

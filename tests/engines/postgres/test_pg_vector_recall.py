@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from persistence.postgres import PostgresStore, index_store
-from persistence.postgres.database import DEFAULT_EF_SEARCH
+from persistence.postgres.connector import DEFAULT_EF_SEARCH
 from persistence.postgres.index_store import EXACT_SCAN_MAX, FLAT_EXACT_MAX, flat
 from persistence.postgres.sql import vector_sql
 from persistence.postgres.vector_column import ensure_vector_index

@@ -86,14 +86,19 @@ class GraphSql(Protocol):
 
     # --- entities ---------------------------------------------------------------------------
 
-    def entity_exists(self, eid: str) -> Statement: ...
+    def entity_exists(self, eid: str, *, own: bool = False) -> Statement:
+        """A row if an entity has this id (``own``: in the writer's own scope, where an
+        engine keeps one graph per scope; a write links only to its own scope's entities)."""
+        ...
 
-    def resolve(self, norm: str, type_: str | None) -> Statement:
-        """The entity id a normalised name (of a type, or of any) resolves to."""
+    def resolve(self, norm: str, type_: str | None, *, own: bool = False) -> Statement:
+        """The entity id a normalised name (of a type, or of any) resolves to (``own``:
+        as :meth:`entity_exists`)."""
         ...
 
     def touch_entity(self, eid: str, direct: bool, description: str | None, now: int) -> Statement:
-        """Mark it direct (if ``direct``), set a new description, move ``updated_at``."""
+        """Mark it direct (if ``direct``), set a new description, move ``updated_at``
+        (of the writer's own scope's entity)."""
         ...
 
     def insert_entity(

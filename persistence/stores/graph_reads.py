@@ -23,13 +23,17 @@ def has_graph(sql: GraphSql, conn: Connection) -> bool:
     return statement is None or row(conn, statement) is not None
 
 
-def entity_exists(sql: GraphSql, conn: Connection, eid: str) -> bool:
-    return row(conn, sql.entity_exists(eid)) is not None
+def entity_exists(sql: GraphSql, conn: Connection, eid: str, *, own: bool = False) -> bool:
+    """True if an entity has this id (``own``: see :meth:`GraphSql.entity_exists`)."""
+    return row(conn, sql.entity_exists(eid, own=own)) is not None
 
 
-def resolve(sql: GraphSql, conn: Connection, norm: str, type_: str | None) -> str | None:
-    """The entity a normalised name (of a type, or of any) resolves to."""
-    return _text(value(conn, sql.resolve(norm, type_)))
+def resolve(
+    sql: GraphSql, conn: Connection, norm: str, type_: str | None, *, own: bool = False
+) -> str | None:
+    """The entity a normalised name (of a type, or of any) resolves to (``own``: see
+    :meth:`GraphSql.entity_exists`)."""
+    return _text(value(conn, sql.resolve(norm, type_, own=own)))
 
 
 def current_relation(

@@ -59,15 +59,16 @@ def ensure_entity(
     whether it was created. ``direct`` marks it as added through the graph API. A name
     of the default type finds an entity of that name of any type."""
     norm = normalise(name)
-    found = reads.resolve(sql, conn, norm, type_)
-    if found is None and type_ == DEFAULT_TYPE:
-        found = reads.resolve(sql, conn, norm, None)  # an untyped mention of a typed entity
+    # the writer's own scope only: a row of another scope's entity cannot be linked to
+    found = reads.resolve(sql, conn, norm, type_, own=True)
+    if found is None and type_ == DEFAULT_TYPE:  # an untyped mention of a typed entity
+        found = reads.resolve(sql, conn, norm, None, own=True)
     if found is not None:
         if direct or description is not None:
             run(conn, sql.touch_entity(found, direct, description, now))
         return found, False
     eid = entity_id(norm, type_)
-    created = not reads.entity_exists(sql, conn, eid)
+    created = not reads.entity_exists(sql, conn, eid, own=True)
     if created:  # else the id's entity was merged away and its alias moved: a new one takes it
         run(conn, sql.insert_entity(eid, display(name), type_, description, direct, now))
     run(conn, sql.insert_alias(norm, type_, display(name), eid))

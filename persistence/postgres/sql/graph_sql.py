@@ -39,16 +39,18 @@ _ALIASES_OF = (
     "ORDER BY entity_id, seq"
 )
 _ENTITY_EXISTS = "SELECT 1 FROM tm_entities WHERE id = %s"
+_OWN = " AND scope = tm_scope()"
+"""Of the connection's own scope (an unscoped connection sees every scope's rows)."""
 _RESOLVE_TYPED = "SELECT entity_id FROM tm_entity_aliases WHERE norm = %s AND type = %s"
 _RESOLVE_ANY = (
     "SELECT a.entity_id FROM tm_entity_aliases AS a JOIN tm_entities AS e "
-    "ON e.id = a.entity_id AND e.scope = a.scope WHERE a.norm = %s "
+    "ON e.id = a.entity_id AND e.scope = a.scope WHERE a.norm = %s{own} "
     "ORDER BY (SELECT count(*) FROM tm_memory_entities AS m WHERE m.entity_id = a.entity_id) "
     "DESC, e.direct DESC, a.entity_id LIMIT 1"
 )
 _TOUCH_ENTITY = (
     "UPDATE tm_entities SET direct = direct OR %s, description = coalesce(%s, description), "
-    "updated_at = %s WHERE id = %s"
+    "updated_at = %s WHERE id = %s AND scope = tm_scope()"
 )
 _INSERT_ENTITY = (
     "INSERT INTO tm_entities (id, name, type, description, direct, created_at, updated_at) "
@@ -97,17 +99,19 @@ def entities_with_aliases(ids: Sequence[str]) -> Statement:
     return Statement(_ENTITIES_WITH_ALIASES, (_ids(ids),))
 
 
-def entity_exists(eid: str) -> Statement:
-    """A row if an entity has this id."""
-    return Statement(_ENTITY_EXISTS, (eid,))
+def entity_exists(eid: str, *, own: bool = False) -> Statement:
+    """A row if an entity has this id (``own``: in the connection's scope; a write links
+    only to its own scope's entities, which an unscoped connection would not tell apart)."""
+    return Statement(_ENTITY_EXISTS + _OWN * own, (eid,))
 
 
-def resolve(norm: str, type_: str | None) -> Statement:
+def resolve(norm: str, type_: str | None, *, own: bool = False) -> Statement:
     """The entity a normalised name (of a type, or of any) resolves to; of several of
-    different types, the best supported, then the directly added, then the smallest id."""
+    different types, the best supported, then the directly added, then the smallest id
+    (``own``: as :func:`entity_exists`)."""
     if type_ is not None:
-        return Statement(_RESOLVE_TYPED, (norm, type_))
-    return Statement(_RESOLVE_ANY, (norm,))
+        return Statement(_RESOLVE_TYPED + _OWN * own, (norm, type_))
+    return Statement(_RESOLVE_ANY.format(own=" AND a.scope = tm_scope()" * own), (norm,))
 
 
 def touch_entity(eid: str, direct: bool, description: str | None, now: int) -> Statement:

@@ -91,13 +91,14 @@ def entities_with_aliases(ids: Sequence[str]) -> Statement:
     return Statement(_ENTITIES_WITH_ALIASES, (_ids(ids),))
 
 
-def entity_exists(eid: str) -> Statement:
-    """A row if an entity has this id."""
+def entity_exists(eid: str, *, own: bool = False) -> Statement:
+    """A row if an entity has this id (``own`` changes nothing: a file has one graph)."""
     return Statement("SELECT 1 FROM entities WHERE id = ?", (eid,))
 
 
-def resolve(norm: str, type_: str | None) -> Statement:
-    """The entity a normalised name (of a type, or of any) resolves to.
+def resolve(norm: str, type_: str | None, *, own: bool = False) -> Statement:
+    """The entity a normalised name (of a type, or of any) resolves to (``own`` changes
+    nothing: a file has one graph).
 
     Of several entities of different types sharing the name, the best supported (then
     the directly added, then the smallest id) wins.

@@ -717,6 +717,14 @@ class GraphStorage(Protocol):
     def memories_naming(self, entity_id: str, limit: int) -> list[str]:
         """Ids of memories that name the entity, most recently asserted first."""
 
+    def memories_naming_each(
+        self, entity_ids: Sequence[str], most: int, limit: int
+    ) -> dict[str, tuple[int, list[str]]]:
+        """For each of ``entity_ids`` that 1 to ``most`` memories name: how many (as
+        :meth:`memory_count` counts them) and the first ``limit`` of them (as
+        :meth:`memories_naming` lists them); hubs and entities no memory names left out.
+        In as few round trips as the engine can (recall's graph signal asks per hop)."""
+
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
         """Entities within ``depth`` hops, each with its best-supported shallowest path."""
 

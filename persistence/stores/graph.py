@@ -441,6 +441,36 @@ class GraphStore:
             found = reads.memory_ids_about(self.sql, conn, entity_id, self._scope.ask(limit))
             return self._scope.owned(conn, found)[:limit]
 
+    def memories_naming_each(
+        self, entity_ids: Sequence[str], most: int, limit: int
+    ) -> dict[str, tuple[int, list[str]]]:
+        """For each of ``entity_ids`` that 1 to ``most`` memories name: how many (as
+        :meth:`memory_count` counts them) and the first ``limit`` of them (as
+        :meth:`memories_naming` lists them); entities that more name (hubs) or none are
+        left out. One statement for them all (recall's graph signal asks once per hop),
+        but one per entity on a filtering scope (its filter counts)."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return {}
+        if self._scope.filtering:
+            each = {eid: self.memories_naming(eid, most + 1) for eid in ids}
+            return {
+                eid: (len(named), named[:limit])
+                for eid, named in each.items()
+                if 0 < len(named) <= most
+            }
+        with self.engine.reading() as conn:
+            found_rows = rows(conn, self.sql.memories_naming_each(ids, most))
+        texts = self.sql.texts
+        found: dict[str, tuple[int, list[str]]] = {}
+        for eid, n, memory_id in found_rows:
+            found.setdefault(eid, (int(n), []))[1].append(memory_id)
+        texts("memory_entities", "entity_id", found)
+        return {
+            eid: (n, texts("memory_entities", "memory_id", named[:limit]))
+            for eid, (n, named) in found.items()
+        }
+
     def walk(self, entity_id: str, depth: int, at: int, fanout: int, cap: int) -> list[Reach]:
         """Entities within ``depth`` hops, each with its best-supported shallowest path
         (see :func:`persistence.stores.graph_walk.walk`)."""

@@ -123,6 +123,12 @@ class GraphSql(Protocol):
 
     def capped_memory_count(self, eid: str, cap: int) -> Statement: ...
 
+    def memories_naming_each(self, eids: Sequence[str], most: int) -> Statement:
+        """``(entity id, how many rows name it, memory id)`` rows, in memory id order per
+        entity, of those of ``eids`` that at most ``most`` rows name (counted as
+        :meth:`capped_memory_count` counts)."""
+        ...
+
     # --- relations --------------------------------------------------------------------------
 
     def fetch_relations(self, ids: Sequence[str]) -> Statement: ...

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from persistence import Tier
+from persistence.graph_records import EXTRACTOR, EntityFact
+from persistence.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager, RecallSettings
 
@@ -105,3 +107,41 @@ def test_as_of_walks_the_relations_valid_then(
     hit = next(h for h in past if h.memory.id == chess.id)
     assert "'Ana' -knows- 'Bo', 1 hop" in str(hit.explanation)
     assert chess.id not in [h.memory.id for h in memory.recall("What about Ana?", k=5)]
+
+
+@pytest.mark.parametrize("agent", [None, "a"])
+def test_memories_naming_each_answers_as_one_look_up_per_entity(
+    make_memory: Callable[..., AgentMemoryManager], agent: str | None
+) -> None:
+    """The graph signal's batched look-up (one statement per hop) gives what the count and
+    the list per entity give: the count as memory_count counts (rows: a memory naming an
+    entity as the caller said and as the extractor found counts twice), hubs and unnamed
+    entities left out, each list cut to the limit; an agent's handle sees its own."""
+    memory = make_memory(embedder=None, extractor=None, recall=ON, agent_id=agent)
+    sizes = {"Ana": 1, "Bo": 3, "Cy": 4, "Di": 6}
+    for name, n in sizes.items():
+        for i in range(n):
+            memory.remember(f"{name} note {i}", entities=[name])
+    twice = memory.remember("Bo again", entities=["Bo"])  # and as the extractor found it:
+    memory.graph.records.assert_facts(twice.id, [EntityFact("Bo")], [], EXTRACTOR, 1)
+    if agent is not None:  # another agent's memory naming Cy: not counted for this one
+        other = make_memory(embedder=None, extractor=None, recall=ON, agent_id="b")
+        other.remember("Cy seen by nobody else", entities=["Cy"])
+    records = memory.graph.records
+    ids = {name: memory.graph.entity(name).id for name in sizes}  # type: ignore[union-attr]
+    ids["none"] = "ent_" + "0" * 24
+    for most, limit in ((5, 5), (5, 2), (4, 3), (100, 100)):
+        each = records.memories_naming_each(list(ids.values()), most, limit)
+        expected = {}
+        for eid in ids.values():
+            n = records.memory_count(eid, most + 1)
+            if 0 < n <= most:
+                expected[eid] = (n, records.memories_naming(eid, limit))
+        assert each == expected, (most, limit)
+    counts = records.memories_naming_each(list(ids.values()), 100, 100)
+    # rows, on a file scoped to an agent its distinct memories (as memory_count counts)
+    bo = 4 if agent is not None and isinstance(memory.store, SQLiteStore) else 5
+    assert {name: counts[eid][0] for name, eid in ids.items() if eid in counts} == {
+        "Ana": 1, "Bo": bo, "Cy": 4, "Di": 6,
+    }  # fmt: skip
+    assert records.memories_naming_each([], 5, 5) == {}

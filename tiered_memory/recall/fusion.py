@@ -4,7 +4,7 @@ scored, explained hit (the formulas are in :mod:`tiered_memory.recall.recaller`)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from persistence import InvalidInputError, Memory
@@ -72,15 +72,39 @@ def fuse_scores(
 
 
 def with_paths(
-    fused: dict[str, list[SignalMatch]], paths: dict[str, str], signal: str = "graph"
-) -> dict[str, list[SignalMatch]]:
-    """Name the graph path (or the fact) in each match of ``signal`` (for the
-    explanation)."""
-    for memory_id, signals in fused.items():
-        path = paths.get(memory_id)
+    memory_id: str,
+    signals: list[SignalMatch],
+    paths: Sequence[tuple[Mapping[str, str], str]],
+) -> list[SignalMatch]:
+    """``signals`` of ``memory_id`` with the graph path (or the fact) named in each match
+    of a signal, for the explanation (``paths``: ``(memory id -> path, signal)`` pairs;
+    only the hits recall returns are explained)."""
+    for named, signal in paths:
+        path = named.get(memory_id)
         if path is not None:
-            fused[memory_id] = [replace(s, path=path) if s.signal == signal else s for s in signals]
-    return fused
+            signals = [replace(s, path=path) if s.signal == signal else s for s in signals]
+    return signals
+
+
+def score(memory: Memory, signals: Sequence[SignalMatch], now: int,
+          settings: RecallSettings) -> float:  # fmt: skip
+    """The score :func:`explain` gives (without the explanation: recall ranks every
+    candidate by it and explains only the hits it returns)."""
+    return _factors(memory, signals, now, settings)[-1]
+
+
+def _factors(
+    memory: Memory, signals: Sequence[SignalMatch], now: int, settings: RecallSettings
+) -> tuple[float, float, float, float, float, float]:
+    """``(fused, importance factor, retention factor, age in days, recency factor,
+    score)``."""
+    fused = sum(s.contribution for s in signals)
+    importance_factor = 1.0 + settings.importance_weight * (memory.importance - 0.5)
+    retention_factor = settings.retention_floor + (1 - settings.retention_floor) * memory.retention
+    age_days = max(now - memory.created_at, 0) / 86_400_000
+    recency_factor = 1.0 + settings.recency_weight * math.exp(-age_days / settings.recency_days)
+    score = fused * importance_factor * retention_factor * recency_factor
+    return fused, importance_factor, retention_factor, age_days, recency_factor, score
 
 
 def explain(
@@ -96,12 +120,9 @@ def explain(
     """Score one candidate and say why (``notes``: anything else the reader should know,
     such as a memory that has no vector yet; ``vector_pending``: memories the vector
     search could not see)."""
-    fused = sum(s.contribution for s in signals)
-    importance_factor = 1.0 + settings.importance_weight * (memory.importance - 0.5)
-    retention_factor = settings.retention_floor + (1 - settings.retention_floor) * memory.retention
-    age_days = max(now - memory.created_at, 0) / 86_400_000
-    recency_factor = 1.0 + settings.recency_weight * math.exp(-age_days / settings.recency_days)
-    score = fused * importance_factor * retention_factor * recency_factor
+    fused, importance_factor, retention_factor, age_days, recency_factor, score = _factors(
+        memory, signals, now, settings
+    )
     explanation = Explanation(
         signals=tuple(sorted(signals, key=lambda s: s.signal)),
         fused=fused,

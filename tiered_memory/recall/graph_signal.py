@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from persistence import GraphStorage, Memory, MemoryFilter, graph_records
+from persistence import GraphStorage, Memory, MemoryFilter, Relation, graph_records
 from tiered_memory.recall.fact_signal import asked_predicates, fact_memories
 from tiered_memory.recall.settings import STOPWORDS, RecallSettings
 
@@ -94,28 +94,33 @@ def graph_candidates(
         if settings.fact_on:
             asked = asked_predicates(words, single_valued, STOPWORDS)
             facts = fact_memories(records, named, asked, where.as_of)
-        for eid, alias in named.items() if settings.graph_on else ():
-            n = records.memory_count(eid, HUB_MEMORIES + 1)
-            if 0 < n <= HUB_MEMORIES:
-                weight = 1.0 / math.log(2 + n)
-                for memory_id in records.memories_naming(eid, HUB_MEMORIES):
-                    credit(memory_id, weight, f"'{alias}' (named in the query)")
+        if settings.graph_on:  # the named entities' memories: one look-up for them all
+            naming = records.memories_naming_each(list(named), HUB_MEMORIES, HUB_MEMORIES)
+            for eid, alias in named.items():
+                if eid in naming:
+                    n, memory_ids = naming[eid]
+                    weight = 1.0 / math.log(2 + n)
+                    for memory_id in memory_ids:
+                        credit(memory_id, weight, f"'{alias}' (named in the query)")
         if settings.graph_hops and settings.graph_on:
             at = now if where.as_of is None else where.as_of
-            for eid, alias in named.items():
+            nears: dict[str, dict[str, Relation]] = {}
+            for eid in named:
                 steps = records.walk(eid, 1, at, NEIGHBOURS_PER_ENTITY, 2 * NEIGHBOURS_PER_ENTITY)
-                near = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
-                if not near:
-                    continue
-                entities = records.entities(list(near))
-                for other, relation in near.items():
-                    n = records.memory_count(other, HUB_MEMORIES + 1)
-                    if not 0 < n <= HUB_MEMORIES or other not in entities:
+                nears[eid] = {s.entity_id: s.via[0] for s in steps if s.entity_id not in named}
+            # Every neighbour of every named entity in one look-up each (entities, memories).
+            others = list(dict.fromkeys(o for near in nears.values() for o in near))
+            entities = records.entities(others) if others else {}
+            reach = records.memories_naming_each(others, HUB_MEMORIES, MEMORIES_PER_NEIGHBOUR)
+            for eid, alias in named.items():
+                for other, relation in nears[eid].items():
+                    if other not in reach or other not in entities:
                         continue
+                    n, memory_ids = reach[other]
                     weight = settings.graph_hop_decay / math.log(2 + n)
                     path = (f"'{alias}' -{relation.predicate}- "
                             f"'{entities[other].name}', 1 hop")  # fmt: skip
-                    for memory_id in records.memories_naming(other, MEMORIES_PER_NEIGHBOUR):
+                    for memory_id in memory_ids:
                         credit(memory_id, weight, path)
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
     if where != MemoryFilter():

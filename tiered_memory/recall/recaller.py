@@ -52,7 +52,15 @@ from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.chains import with_chain_notes
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
-from tiered_memory.recall.fusion import best_score, check_k, explain, fuse, fuse_scores, with_paths
+from tiered_memory.recall.fusion import (
+    best_score,
+    check_k,
+    explain,
+    fuse,
+    fuse_scores,
+    score,
+    with_paths,
+)
 from tiered_memory.recall.graph_signal import GraphCandidates
 from tiered_memory.recall.neighbours import add_neighbour_evidence
 from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
@@ -237,13 +245,10 @@ class Recaller:
             sessions = {m: memory.session_id for m, memory in self._get_many(list(fused)).items()}
             add_session_lift(fused, sessions, settings.session_weight, settings.session_top,
                              settings.session_turns)  # fmt: skip
-        if paths is not None:
-            fused = with_paths(fused, paths)
-        if facts:
-            fused = with_paths(fused, facts, "fact")
+        named = [(paths or {}, "graph"), (facts, "fact")]  # named in the hits' explanations
         skipped = getattr(ranked["keyword"], "skipped", None)  # a backend's KeywordHits
         top = self._explained(fused, k, described, now, unseen if found is not None else 0,
-                              (skipped,) if skipped else (), where)  # fmt: skip
+                              (skipped,) if skipped else (), where, named)  # fmt: skip
         if chains:
             top = with_chain_notes(top, store.memories.superseded_ids)
         floor = settings.min_score if min_score is None else min_score
@@ -344,23 +349,23 @@ class Recaller:
         unseen: int,
         skipped: tuple[str, ...] = (),
         where: MemoryFilter | None = None,
+        paths: Sequence[tuple[dict[str, str], str]] = (),
     ) -> list[RecallHit]:
-        """Fetch and explain candidates strongest first, a batch at a time, until none
-        left can reach the top ``k`` (early stop). ``skipped``: what the keyword search
-        left out (every hit's explanation says it). A candidate that signals other than
-        the searches added (a conversation neighbour) counts only if ``where``'s
-        supersession condition (``current``, ``as_of``) accepts it."""
+        """Fetch and score candidates strongest first, a batch at a time, until none
+        left can reach the top ``k`` (early stop); explain the top ``k``, naming the
+        graph paths and facts of ``paths`` (see :func:`with_paths`). ``skipped``: what
+        the keyword search left out (every hit's explanation says it). A candidate that
+        signals other than the searches added (a conversation neighbour) counts only if
+        ``where``'s supersession condition (``current``, ``as_of``) accepts it."""
         chain = None  # the supersession condition alone, checked on RAM copies
         if where is not None and (where.current or where.as_of is not None):
             chain = MemoryFilter(current=where.current, as_of=where.as_of)
         settings = self.settings
         strength = fused_values(fused)
         order = sorted(strength, key=lambda m: (-strength[m], m))
-        hits: list[RecallHit] = []
+        ranked: list[tuple[float, str, Memory]] = []  # (score, id, memory), best first
         trip = self._store.rows_per_trip  # a tenth of it per hit wanted, and at least it
         batch = max(k * trip // 10, trip)
-        embedder = self._embeddings.loaded_embedder()
-        blend = embedder if isinstance(embedder, ClauseBlendEmbedder) else None
         for start in range(0, len(order), batch):
             chunk = order[start : start + batch]
             memories = self._get_many(chunk)
@@ -369,24 +374,32 @@ class Recaller:
                 if chain is not None and memory is not None and not chain.accepts(memory):
                     continue
                 if memory is not None:  # forgotten meanwhile
-                    notes = skipped
-                    if unseen and memory.embedding is None:
-                        notes = _NO_VECTOR + skipped
-                    elif blend is not None and any(
-                        s.signal == "vector" for s in fused[memory_id]
-                    ):  # found by its blended vector: say so
-                        notes = blended_note(memory.content, blend.alpha) + skipped
-                    hits.append(explain(memory, fused[memory_id], now, settings, described,
-                                        notes, vector_pending=unseen))  # fmt: skip
-            hits.sort(key=lambda h: (-h.score, h.memory.id))
+                    ranked.append((score(memory, fused[memory_id], now, settings), memory_id,
+                                   memory))  # fmt: skip
+            ranked.sort(key=lambda h: (-h[0], h[1]))
             rest = order[start + batch : start + batch + 1]
             if (
-                len(hits) >= k
+                len(ranked) >= k
                 and rest
-                and hits[k - 1].score > best_score(strength[rest[0]], settings)
+                and ranked[k - 1][0] > best_score(strength[rest[0]], settings)
             ):
                 break  # no candidate left can reach the top k
-        return hits[:k]
+        # Only the hits returned are explained (most candidates never are).
+        embedder = self._embeddings.loaded_embedder()
+        blend = embedder if isinstance(embedder, ClauseBlendEmbedder) else None
+        hits: list[RecallHit] = []
+        for _, memory_id, memory in ranked[:k]:
+            notes = skipped
+            if unseen and memory.embedding is None:
+                notes = _NO_VECTOR + skipped
+            elif blend is not None and any(
+                s.signal == "vector" for s in fused[memory_id]
+            ):  # found by its blended vector: say so
+                notes = blended_note(memory.content, blend.alpha) + skipped
+            signals = with_paths(memory_id, fused[memory_id], paths)
+            hits.append(explain(memory, signals, now, settings, described,
+                                notes, vector_pending=unseen))  # fmt: skip
+        return hits
 
     def _recall_pool(self) -> ThreadPoolExecutor:
         with self._lock:

@@ -70,6 +70,14 @@ _CAPPED_COUNT = (
     "SELECT count(*) FROM (SELECT 1 FROM tm_memory_entities WHERE entity_id = %s LIMIT %s) AS m"
 )
 
+_NAMING_EACH = (
+    "WITH counted AS MATERIALIZED (SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM "
+    "tm_memory_entities WHERE entity_id = e.id LIMIT %(cap)s) AS r) AS n "
+    "FROM unnest(%(ids)s::text[]) AS e(id)) "
+    "SELECT DISTINCT c.id, c.n, m.memory_id FROM counted AS c JOIN tm_memory_entities AS m "
+    "ON m.entity_id = c.id WHERE c.n < %(cap)s ORDER BY c.id, m.memory_id"
+)
+
 
 def has_graph() -> None:
     """None: every PostgreSQL schema has the graph (no round trip)."""
@@ -146,6 +154,14 @@ def memory_ids_about(eid: str, limit: int) -> Statement:
 def capped_memory_count(eid: str, cap: int) -> Statement:
     """How many memories name the entity, counting no further than ``cap``."""
     return Statement(_CAPPED_COUNT, (eid, cap))
+
+
+def memories_naming_each(eids: Sequence[str], most: int) -> Statement:
+    """``(entity id, how many rows name it, memory id)`` of the memories naming each of
+    ``eids`` that at most ``most`` rows name (counted as :func:`capped_memory_count`
+    counts, no further than ``most + 1``), in memory id order per entity: the rows of an
+    entity with more are never read."""
+    return Statement(_NAMING_EACH, {"ids": _ids(eids), "cap": most + 1})
 
 
 # --- relations -----------------------------------------------------------------------

@@ -169,6 +169,23 @@ def capped_memory_count(eid: str, cap: int) -> Statement:
     )
 
 
+_NAMING_EACH = (
+    "WITH counted AS MATERIALIZED (SELECT DISTINCT j.value AS entity_id, (SELECT count(*) "
+    "FROM (SELECT 1 FROM memory_entities WHERE entity_id = j.value LIMIT ?2)) AS n "
+    "FROM json_each(?1) AS j) "
+    "SELECT DISTINCT c.entity_id, c.n, m.memory_id FROM counted AS c JOIN memory_entities AS m "
+    "ON m.entity_id = c.entity_id WHERE c.n < ?2 ORDER BY c.entity_id, m.memory_id"
+)
+
+
+def memories_naming_each(eids: Sequence[str], most: int) -> Statement:
+    """``(entity id, how many rows name it, memory id)`` of the memories naming each of
+    ``eids`` that at most ``most`` rows name (counted as :func:`capped_memory_count`
+    counts, no further than ``most + 1``), in memory id order per entity: the rows of an
+    entity with more are never read."""
+    return Statement(_NAMING_EACH, (_ids(eids), most + 1))
+
+
 # --- relations -----------------------------------------------------------------------
 
 _RELATION = (

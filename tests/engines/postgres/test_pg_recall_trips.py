@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from persistence import PoolSettings
+from persistence import MemoryFilter, PoolSettings
 from persistence.postgres import PostgresStore
 from tests.engines.postgres.test_pg_one_trip import _socket
 from tests.support.round_trips import RoundTripProxy
@@ -165,3 +165,32 @@ def test_the_change_watch_reads_the_version_on_the_listener_in_one_trip(
     finally:
         store.close()
         other.close()
+
+
+def _graph_trips(memory: AgentMemoryManager, proxy: RoundTripProxy, query: str) -> int:
+    search = memory._recall.graph_search
+    assert search is not None
+    for _ in range(12):  # every statement prepared (psycopg: at its 5th execution)
+        search(query, MemoryFilter())
+    return _trips(proxy, lambda: search(query, MemoryFilter()))
+
+
+@pytest.mark.slow  # 4 s measured on a busy machine
+def test_the_graph_signal_costs_the_same_trips_however_many_entities_it_reaches(
+    pg_url: str, proxy: RoundTripProxy
+) -> None:
+    """One look-up of the named entities' memories, one per hop for the neighbours' (and
+    their names), and the walk per named entity: not two round trips per entity."""
+    with _open(proxy.url(pg_url), external_change_check_ms=QUIET, pool=STEADY) as memory:
+        memory.remember("Ana and Bo met", relations=[("Ana", "knows", "Bo")])
+        memory.remember("Cy works in Berlin", relations=[("Cy", "works_in", "Berlin")])
+        one_each = _graph_trips(memory, proxy, "what about Ana and Cy")
+        for i in range(6):  # six more neighbours of each, each named by two memories
+            for name in ("Ana", "Cy"):
+                for n in range(2):
+                    memory.remember(f"{name} and friend {i} ({n})",
+                                    relations=[(name, "knows", f"{name} friend {i}")])  # fmt: skip
+        hits = memory._recall.graph_search("what about Ana and Cy", MemoryFilter())  # type: ignore[misc]
+        assert len(hits.ranked) == 2 + 2 * 6 * 2  # every memory of both and their neighbours
+        # 9 here (16 and 40 when each entity took two statements)
+        assert _graph_trips(memory, proxy, "what about Ana and Cy") == one_each

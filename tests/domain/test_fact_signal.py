@@ -6,11 +6,13 @@ engine. No embedder: the keywords alone would put the shorter decoy first."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager, MemoryConfig
+from tiered_memory.config import SINGLE_VALUED
 from tiered_memory.errors import InvalidInputError, InvalidTypeError
 from tiered_memory.recall import RecallSettings
 from tiered_memory.recall.fact_signal import (
@@ -227,3 +229,16 @@ def test_which_words_express_a_predicate() -> None:
     assert word_facts(q, {"works_at": "company"}, words, contents, STOPWORDS) == {
         "a": "'hired' expresses works_at (the query asks 'company')"
     }
+
+
+def test_the_docs_list_the_default_words() -> None:
+    """docs/concepts/facts-over-time.md's table of predicate words is the default's."""
+    page = Path(__file__).parents[2] / "docs" / "concepts" / "facts-over-time.md"
+    listed: dict[str, tuple[str, ...]] = {}
+    for line in page.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and "_" in cells[0]:
+            for predicate in cells[0].replace("`", "").split(","):
+                listed[predicate.strip()] = tuple(w.strip() for w in cells[1].split(","))
+    assert listed == dict(PREDICATE_WORDS)
+    assert set(listed) == set(SINGLE_VALUED)

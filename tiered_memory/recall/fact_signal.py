@@ -36,12 +36,12 @@ from persistence import GraphStorage, graph_records
 _ENDINGS = ("ing", "ed", "es", "s", "e")
 _WORDS = re.compile(r"\w+")
 
-_HOME = ("live", "lives", "lived", "living", "reside", "resides", "resident", "residence",
-         "home", "house", "apartment", "flat", "address", "moved", "move", "relocated",
-         "relocate", "settled", "hometown", "neighbourhood", "neighborhood")  # fmt: skip
-_JOB = ("work", "works", "worked", "working", "job", "employer", "employed", "employs",
-        "employee", "employment", "hired", "hire", "joined", "company", "firm", "workplace",
-        "career", "colleague", "colleagues")  # fmt: skip
+# one form of each word: the others share its stem (live, lives, lived, living)
+_HOME = ("live", "reside", "resident", "residence", "home", "house", "apartment", "flat",
+         "address", "moved", "move", "relocated", "relocate", "settled", "hometown",
+         "neighbourhood", "neighborhood")  # fmt: skip
+_JOB = ("work", "job", "employer", "employed", "employs", "employee", "employment", "hired",
+        "hire", "joined", "company", "firm", "workplace", "career", "colleague")  # fmt: skip
 PREDICATE_WORDS: Mapping[str, tuple[str, ...]] = {
     "lives_in": _HOME,
     "based_in": ("based", "base", "headquarters", "headquartered"),
@@ -49,7 +49,7 @@ PREDICATE_WORDS: Mapping[str, tuple[str, ...]] = {
     "works_at": _JOB,
     "works_for": _JOB,
     "employed_by": _JOB,
-    "reports_to": ("report", "reports", "manager", "boss", "supervisor", "manages"),
+    "reports_to": ("report", "manager", "boss", "supervisor", "manages"),
     "married_to": ("married", "marry", "wife", "husband", "spouse", "wedding", "wed"),
 }
 """``MemoryConfig.predicate_words``' default: words that express each default

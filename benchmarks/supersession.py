@@ -15,7 +15,11 @@ Two measurements, one run:
   signal (``*_no_fact``: before it) and with it (the default). Twice: among X's
   memories (a tag per person: the city competes with the employer and the drink, so the
   model's reading of the question counts too) and among X's memories of the asked kind
-  (``*_of_kind``: only the versions of that fact compete).
+  (``*_of_kind``: only the versions of that fact compete). Worded with the templates
+  the recall defaults were tuned on (``--wordings first``) and with held-out ones
+  nothing was tuned on (``heldout``); also without the fact signal's predicate words
+  (``*_no_words``), and recall's p50 for these questions under each settings variant,
+  asked in turn (``p50_ms*``).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
   (the filter inside each search leg), on SQLite and PostgreSQL; half the superseded
@@ -177,7 +181,36 @@ def history_quality(
     shares = {k: round(v / len(asked), 3) for k, v in found.items() if " " not in k}
     per_part = len(asked) / 6  # each half asks about each kind
     parts = {k: round(v / per_part, 3) for k, v in sorted(found.items()) if " " in k}
-    return {"questions": len(asked), **shares, **parts}
+    timing = _question_p50(location, options, variants,
+                           [questions[kind].format(x=p) for p, kind in asked])  # fmt: skip
+    return {"questions": len(asked), **shares, **parts, **timing}
+
+
+def _question_p50(
+    location: str, options: dict[str, Any], variants: list[tuple[str, Any]], asked: list[str]
+) -> dict[str, float]:
+    """Recall's p50 (ms, ``k=10``, no filter: the whole store's candidates) for the
+    history's questions under each settings variant, the variants asked in turn."""
+    from tiered_memory import AgentMemoryManager
+
+    managers = [AgentMemoryManager.open(location, recall=s, **options) for _, s in variants]
+    try:
+        samples: list[list[float]] = [[] for _ in variants]
+        for question in asked[:20]:  # warm
+            for memory in managers:
+                memory.recall(question, 10)
+        for question in asked:
+            for memory, times in zip(managers, samples, strict=True):
+                started = time.perf_counter()
+                memory.recall(question, 10)
+                times.append((time.perf_counter() - started) * 1000)
+    finally:
+        for memory in managers:
+            memory.shutdown()
+    return {
+        f"p50_ms{label}": round(statistics.median(times), 2)
+        for (label, _), times in zip(variants, samples, strict=True)
+    }
 
 
 def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:

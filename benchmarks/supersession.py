@@ -15,7 +15,11 @@ Two measurements, one run:
   signal (``*_no_fact``: before it) and with it (the default). Twice: among X's
   memories (a tag per person: the city competes with the employer and the drink, so the
   model's reading of the question counts too) and among X's memories of the asked kind
-  (``*_of_kind``: only the versions of that fact compete).
+  (``*_of_kind``: only the versions of that fact compete). Worded with the templates
+  the recall defaults were tuned on (``--wordings first``) and with held-out ones
+  nothing was tuned on (``heldout``); also without the fact signal's predicate words
+  (``*_no_words``), and recall's p50 for these questions under each settings variant,
+  asked in turn (``p50_ms*``).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
   (the filter inside each search leg), on SQLite and PostgreSQL; half the superseded
@@ -66,14 +70,33 @@ WORDING = {
     "drink": ["{x} prefers {v}", "{x} likes {v} best", "{x} now drinks {v} every morning",
               "{x}'s favourite drink is {v}", "{x} switched to {v}"],
 }  # fmt: skip
-VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
-PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
-SINGLE_VALUED = ("lives_in", "works_at", "drinks")
 QUESTIONS = {
     "city": "where does {x} live?",
     "work": "where does {x} work?",
     "drink": "what does {x} like to drink?",
 }
+HELD_OUT = {  # written before the predicate vocabulary was tuned, never tuned on
+    "city": ["{x} is settling into a flat in {v}", "{x} bought a house in {v}",
+             "{x} is renting a place in {v}", "these days {x} is based in {v}",
+             "{x}'s new address is in {v}"],
+    "work": ["{x} started a new position at {v}", "{x} signed a contract with {v}",
+             "{x} got hired by {v}", "{x} is on the payroll of {v}",
+             "{x} accepted an offer from {v}"],
+    "drink": ["{x} orders {v} whenever possible", "{x} can't start the day without {v}",
+              "{x} has been drinking {v} lately", "{x} picks {v} over anything else",
+              "{x} enjoys a cup of {v}"],
+}  # fmt: skip
+HELD_OUT_QUESTIONS = {
+    "city": "where is {x}'s home these days?",
+    "work": "which company employs {x}?",
+    "drink": "what is {x}'s usual drink?",
+}
+WORDINGS = {"first": (WORDING, QUESTIONS), "heldout": (HELD_OUT, HELD_OUT_QUESTIONS)}
+"""Sentence and question templates: ``first`` (the set the recall defaults were tuned
+on) and ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``)."""
+VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
+PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
+SINGLE_VALUED = ("lives_in", "works_at", "drinks")
 DAY = 86_400_000
 
 
@@ -87,13 +110,23 @@ class Clock:
         return self.now
 
 
-def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, float]:
+def history_quality(
+    location: str, subjects: int, seed: int = 43, wordings: str = "first"
+) -> dict[str, float]:
     """The history measurement (see the module docstring) on ``location``, with the
-    default embedding model; shares of questions answered right at the top. Asked twice
-    of the one history: without the fact signal (``RecallSettings(fact_share=0)``, keys
-    ``*_no_fact``: recall before it existed) and with the defaults."""
+    default embedding model, worded with the ``wordings`` templates (:data:`WORDINGS`);
+    shares of questions answered right at the top. Asked of the one history without the
+    fact signal (``RecallSettings(fact_share=0)``, keys ``*_no_fact``: recall before it
+    existed), without its predicate words (``fact_words=0``, keys ``*_no_words``:
+    relations alone) and with the defaults."""
     from tiered_memory import AgentMemoryManager
     from tiered_memory.recall import RecallSettings
+
+    sentences, questions = WORDINGS[wordings]
+    variants = [("_no_fact", RecallSettings(fact_share=0.0))]
+    if "fact_words" in RecallSettings.__dataclass_fields__:  # not on older checkouts
+        variants.append(("_no_words", RecallSettings(fact_words=0.0)))
+    variants.append(("", RecallSettings()))
 
     rng = random.Random(seed)
     clock = Clock()
@@ -111,7 +144,7 @@ def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, f
             chain = truth.setdefault((person, kind), [])
             value = rng.choice([v for v in VALUES[kind] if v != said.get((person, kind))])
             said[(person, kind)] = value
-            text = rng.choice(WORDING[kind]).format(x=person, v=value)
+            text = rng.choice(sentences[kind]).format(x=person, v=value)
             if int(person[-4:]) % 2:  # single-valued: the relation supersedes on its own
                 fact = (person, PREDICATES[kind], value)
                 stored = memory.remember(text, tags=(person, kind), relations=[fact])
@@ -124,23 +157,60 @@ def history_quality(location: str, subjects: int, seed: int = 43) -> dict[str, f
     asked = [(p, kind) for p in people for kind in VALUES]
     moments = {key: rng.randint(truth[key][0][0], end) for key in asked}
     found: dict[str, int] = {}
-    for label, settings in (("_no_fact", RecallSettings(fact_share=0.0)), ("", RecallSettings())):
+    for label, settings in variants:
         with AgentMemoryManager.open(location, recall=settings, **options) as memory:
             for person, kind in asked:
-                question = QUESTIONS[kind].format(x=person)
+                question = questions[kind].format(x=person)
                 chain = truth[(person, kind)]
                 moment = moments[(person, kind)]
                 true_then = [memory_id for start, memory_id in chain if start <= moment][-1]
                 for suffix, tags in (("", (person,)), ("_of_kind", (person, kind))):
                     asks = {"current": {}, "as_of": {"as_of": moment}}
-                    if label:  # today's recall: every version competes, no fact signal
+                    if label == "_no_fact":  # today's recall: every version competes
                         asks["today"] = {"include_superseded": True}
                     for name, extra in asks.items():
                         hits = memory.recall(question, 1, tags=tags, **extra)
                         want = true_then if name == "as_of" else chain[-1][1]
                         key = name + suffix + ("" if name == "today" else label)
-                        found[key] = found.get(key, 0) + (bool(hits) and hits[0].memory.id == want)
-    return {"questions": len(asked), **{k: round(v / len(asked), 3) for k, v in found.items()}}
+                        right = bool(hits) and hits[0].memory.id == want
+                        found[key] = found.get(key, 0) + right
+                        if name == "current" and not suffix:  # by half and kind
+                            half = "related" if int(person[-4:]) % 2 else "plain"
+                            part = f"{name}{label} {half} {kind}"
+                            found[part] = found.get(part, 0) + right
+    shares = {k: round(v / len(asked), 3) for k, v in found.items() if " " not in k}
+    per_part = len(asked) / 6  # each half asks about each kind
+    parts = {k: round(v / per_part, 3) for k, v in sorted(found.items()) if " " in k}
+    timing = _question_p50(location, options, variants,
+                           [questions[kind].format(x=p) for p, kind in asked])  # fmt: skip
+    return {"questions": len(asked), **shares, **parts, **timing}
+
+
+def _question_p50(
+    location: str, options: dict[str, Any], variants: list[tuple[str, Any]], asked: list[str]
+) -> dict[str, float]:
+    """Recall's p50 (ms, ``k=10``, no filter: the whole store's candidates) for the
+    history's questions under each settings variant, the variants asked in turn."""
+    from tiered_memory import AgentMemoryManager
+
+    managers = [AgentMemoryManager.open(location, recall=s, **options) for _, s in variants]
+    try:
+        samples: list[list[float]] = [[] for _ in variants]
+        for question in asked[:20]:  # warm
+            for memory in managers:
+                memory.recall(question, 10)
+        for question in asked:
+            for memory, times in zip(managers, samples, strict=True):
+                started = time.perf_counter()
+                memory.recall(question, 10)
+                times.append((time.perf_counter() - started) * 1000)
+    finally:
+        for memory in managers:
+            memory.shutdown()
+    return {
+        f"p50_ms{label}": round(statistics.median(times), 2)
+        for (label, _), times in zip(variants, samples, strict=True)
+    }
 
 
 def _words(rng: random.Random, vocabulary: list[str], n: int) -> str:
@@ -247,6 +317,12 @@ def main() -> None:
     parser.add_argument("--subjects", type=int, default=300)
     parser.add_argument("--only-none", action="store_true")
     parser.add_argument(
+        "--wordings",
+        default="first,heldout",
+        help="history: template sets (first: tuned on; heldout: not)",
+    )
+    parser.add_argument("--history-only", action="store_true", help="skip the cost")
+    parser.add_argument(
         "--copied", action="store_true",
         help="postgres: build the stores on SQLite files, then copy_memory() them over",
     )  # fmt: skip
@@ -255,6 +331,12 @@ def main() -> None:
         return copied_to_postgres(args.n, args.share)
     for engine in args.engine.split(","):
         with locations(engine) as where:
+            if args.history_only:
+                for wordings in args.wordings.split(","):
+                    print(f"{engine}: history ({wordings})",
+                          history_quality(where(f"history_{wordings}"), args.subjects,
+                                          wordings=wordings), flush=True)  # fmt: skip
+                continue
             started = time.perf_counter()
             stores = [build(where("none"), args.n, args.share, supersede=False)]
             built = [time.perf_counter() - started]
@@ -274,7 +356,10 @@ def main() -> None:
                 line += f" [superseded: {counts[1]}, built in {built[0]:.0f} s / {built[1]:.0f} s]"
             print(line, flush=True)
             if not args.only_none and args.subjects:
-                print(f"{engine}: history", history_quality(where("history"), args.subjects))
+                for wordings in args.wordings.split(","):
+                    print(f"{engine}: history ({wordings})",
+                          history_quality(where(f"history_{wordings}"), args.subjects,
+                                          wordings=wordings), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from persistence import (
@@ -23,6 +23,7 @@ from persistence import (
 from tiered_memory.embedding.embedders import Embedder
 from tiered_memory.graph.extraction import Extractor
 from tiered_memory.graph.facade import check_predicates
+from tiered_memory.recall.fact_signal import PREDICATE_WORDS
 from tiered_memory.recall.settings import RecallSettings
 from tiered_memory.redaction import DEFAULT_REDACTOR, Redactor
 from tiered_memory.tokens import EstimatedTokenCounter, TokenCounter
@@ -112,6 +113,12 @@ class MemoryConfig:
       When a memory asserts ``(s, p, o2)`` while ``(s, p, o1)`` holds, the older relation
       ends and a memory of the same agent whose single-valued facts have all ended is
       superseded by the new one (docs/concepts/facts-over-time.md).
+    - ``predicate_words``: single-valued predicate -> words that express it besides its
+      name's (default :data:`~tiered_memory.recall.fact_signal.PREDICATE_WORDS`:
+      ``lives_in`` <- ``moved``, ``home``, ...; ``works_at`` <- ``job``, ``employer``,
+      ...). A recall query naming one of them favours the memories holding that fact
+      (recall's fact signal: ``RecallSettings.fact_share``, ``fact_words``); ``{}``
+      leaves each predicate its name's words only.
     """
 
     cache_size: int = 500
@@ -148,11 +155,15 @@ class MemoryConfig:
     tracer_provider: Any = None
     capture_content: bool | None = None
     single_valued: tuple[str, ...] = SINGLE_VALUED
+    predicate_words: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: dict(PREDICATE_WORDS), hash=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(  # a list or any sequence of predicates, kept as a tuple
             self, "single_valued", tuple(dict.fromkeys(check_predicates(self.single_valued)))
         )
+        object.__setattr__(self, "predicate_words", _predicate_words(self.predicate_words))
         for name in ("cache_size", "scratchpad_token_budget", "decay_batch_size"):
             require_int(getattr(self, name), name, minimum=1)
         require_int(self.consolidation_min_reviews, "consolidation_min_reviews", minimum=0)
@@ -224,6 +235,29 @@ class MemoryConfig:
         if self.extract_in_background is None:
             return self.embed_in_background and self.embedder is not None
         return self.extract_in_background
+
+
+def _predicate_words(value: object) -> dict[str, tuple[str, ...]]:
+    """``MemoryConfig.predicate_words`` checked: predicate -> a tuple of words."""
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(
+            f"predicate_words must map a predicate to its words, got {type(value).__name__}"
+        )
+    checked: dict[str, tuple[str, ...]] = {}
+    for predicate, words in value.items():
+        [name] = check_predicates([predicate])
+        if isinstance(words, str) or not isinstance(words, Sequence):
+            raise InvalidTypeError(
+                f"predicate_words[{predicate!r}] must be a sequence of words, "
+                f"got {type(words).__name__}"
+            )
+        for word in words:
+            if not isinstance(word, str) or not word.strip() or len(word.split()) != 1:
+                raise InvalidInputError(
+                    f"predicate_words[{predicate!r}] holds {word!r}: each must be one word"
+                )
+        checked[name] = tuple(dict.fromkeys(w.strip().lower() for w in words))
+    return checked
 
 
 def configured(config: MemoryConfig | None, overrides: Mapping[str, Any]) -> MemoryConfig:

@@ -56,8 +56,10 @@ from tiered_memory.lifecycle import Lifecycle
 from tiered_memory.links import Links
 from tiered_memory.memories import Memories, not_scratchpad
 from tiered_memory.notes import Notes
+from tiered_memory.recall.fact_signal import vocabulary
 from tiered_memory.recall.graph_signal import GraphCandidates, graph_candidates
 from tiered_memory.recall.recaller import Recaller
+from tiered_memory.recall.settings import STOPWORDS
 from tiered_memory.recalling import RecallCalls
 from tiered_memory.redaction import total_in_file
 from tiered_memory.retention import Retention, RetentionCalls
@@ -140,9 +142,10 @@ class AgentMemoryManager(
             get=memories.current, review=self._retention.review,
             review_quality=cfg.recall_review_quality, review_batch=cfg.recall_review_batch,
         )  # fmt: skip
+        words = vocabulary(cfg.single_valued, cfg.predicate_words, STOPWORDS)
+        self._recall.predicate_words = words
         self._recall.graph_search = partial(
-            _graph_search, self.graph.records, self._recall, memories.get_many, clock,
-            frozenset(cfg.single_valued),
+            _graph_search, self.graph.records, self._recall, memories.get_many, clock, words,
         )  # fmt: skip
         extractor = DefaultExtractor() if isinstance(cfg.extractor, str) else cfg.extractor
         self.extraction = ExtractionQueue(self.store, self.graph.records, extractor, clock)
@@ -465,7 +468,7 @@ def _graph_search(
     recaller: Recaller,
     get_many: Callable[[list[str]], dict[str, Memory]],
     clock: Callable[[], int],
-    single_valued: frozenset[str],
+    single_valued: Mapping[str, frozenset[str]],
     query: str,
     where: MemoryFilter,
 ) -> GraphCandidates:

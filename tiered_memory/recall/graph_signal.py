@@ -19,33 +19,32 @@ relation of a named entity that the query names too.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from persistence import GraphStorage, Memory, MemoryFilter, Relation, graph_records
-from tiered_memory.recall.fact_signal import asked_predicates, fact_memories
+from persistence import GraphStorage, Memory, MemoryFilter, Relation
+from tiered_memory.recall.fact_signal import asked_predicates, fact_memories, tokens
 from tiered_memory.recall.settings import STOPWORDS, RecallSettings
 
 HUB_MEMORIES = 200
 NEIGHBOURS_PER_ENTITY = 20
 MEMORIES_PER_NEIGHBOUR = 50
 ALIAS_ROWS = 500
-_WORDS = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
 class GraphCandidates:
     """Memory ids by graph score (best first) and each one's path, for the explanation;
-    ``facts``: the fact signal's memories, each with the fact it asserts."""
+    ``facts``: the fact signal's memories, each with the fact it asserts; ``answered``:
+    the predicates whose relations found them."""
 
     ranked: list[tuple[str, float]]
     paths: dict[str, str]
     facts: dict[str, str] = field(default_factory=dict)
+    answered: frozenset[str] = frozenset()
 
 
-def _tokens(text: str) -> list[str]:
-    return _WORDS.findall(graph_records.normalise(text))
+_tokens = tokens
 
 
 def _occurs(alias: list[str], words: list[str]) -> bool:
@@ -60,14 +59,15 @@ def graph_candidates(
     settings: RecallSettings,
     load: Callable[[list[str]], dict[str, Memory]],
     now: int,
-    single_valued: Collection[str] = (),
+    single_valued: Collection[str] | Mapping[str, frozenset[str]] = (),
 ) -> GraphCandidates:
     """The graph signal's candidates for ``query`` (empty when no entity is named); the
     hops follow the relations valid at ``where.as_of`` when recall asks about a moment,
     else those valid ``now``. With ``settings.fact_share`` on, also the fact signal's
-    memories: those asserting a relation of ``single_valued`` the query names, of an
-    entity it names."""
-    words = _tokens(query)
+    memories: those asserting a relation of ``single_valued`` (names, or a
+    :func:`~tiered_memory.recall.fact_signal.vocabulary`) the query names, of an entity
+    it names."""
+    words = tokens(query)
     probe = [w for w in dict.fromkeys(words) if w not in STOPWORDS and len(w) > 1]
     if not probe:
         return GraphCandidates([], {})
@@ -86,14 +86,15 @@ def graph_candidates(
             return GraphCandidates([], {})
         named: dict[str, str] = {}
         for eid, alias in records.entities_named_in(probe, ALIAS_ROWS):
-            if eid not in named and _occurs(_tokens(alias), words):
+            if eid not in named and _occurs(tokens(alias), words):
                 named[eid] = alias
         if not named:
             return GraphCandidates([], {})
         facts: dict[str, str] = {}
+        answered: frozenset[str] = frozenset()
         if settings.fact_on:
             asked = asked_predicates(words, single_valued, STOPWORDS)
-            facts = fact_memories(records, named, asked, where.as_of)
+            facts, answered = fact_memories(records, named, asked, where.as_of)
         if settings.graph_on:  # the named entities' memories: one look-up for them all
             naming = records.memories_naming_each(list(named), HUB_MEMORIES, HUB_MEMORIES)
             for eid, alias in named.items():
@@ -128,4 +129,4 @@ def graph_candidates(
         ranked = [(m, s) for m, s in ranked if m in memories and where.accepts(memories[m])]
         facts = {m: f for m, f in facts.items() if m in memories and where.accepts(memories[m])}
     ranked = ranked[: settings.depth]
-    return GraphCandidates(ranked, {m: paths[m][1] for m, _ in ranked}, facts)
+    return GraphCandidates(ranked, {m: paths[m][1] for m, _ in ranked}, facts, answered)

@@ -51,6 +51,7 @@ from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder, blended_no
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.recall.chains import with_chain_notes
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
+from tiered_memory.recall.fact_signal import asked_predicates, tokens, word_facts
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import (
     best_score,
@@ -67,13 +68,16 @@ from tiered_memory.recall.note_hits import NoteHit, note_hits, notes_apply
 from tiered_memory.recall.rerank import rerank_candidates
 from tiered_memory.recall.reviews import ReviewQueue
 from tiered_memory.recall.session_units import add_session_lift
-from tiered_memory.recall.settings import RecallSettings, check_cuts, cut, keywords
+from tiered_memory.recall.settings import STOPWORDS, RecallSettings, check_cuts, cut, keywords
 from tiered_memory.recall.types import RecallHit, SignalMatch, fused_values
 from tiered_memory.recall.window import with_windows
 
 # --- orchestration ----------------------------------------------------------------------
 
 _NO_VECTOR = ("no vector yet: ranked by keywords only",)
+FACT_DEPTH = 50
+"""Candidates of each search whose words the fact signal reads (a query naming a
+single-valued predicate only): the memories about the query's subject rank high."""
 
 
 GraphSearch = Callable[[str, MemoryFilter], GraphCandidates]
@@ -139,6 +143,9 @@ class Recaller:
         """The graph signal's candidate search (set by the manager; see graph_recall)."""
         self.notebook: NoteStorage | None = None
         """The notes recall may return (set by the manager; see note_hits)."""
+        self.predicate_words: dict[str, frozenset[str]] = {}
+        """Single-valued predicate -> the stems of the words expressing it, for the fact
+        signal's memories that hold a fact by their words (set by the manager)."""
 
     def recall(
         self,
@@ -212,16 +219,24 @@ class Recaller:
         }  # fmt: skip
         paths: dict[str, str] | None = None  # the third signal: entities the query names
         facts: dict[str, str] = {}  # the fourth: the memories holding a fact it asks
+        answered: frozenset[str] = frozenset()  # the predicates relations answered
         if (settings.graph_on or settings.fact_on) and self.graph_search is not None:
             graph = self.graph_search(query, where)
             if settings.graph_on:
                 ranked["graph"], paths = graph.ranked, graph.paths
             if settings.fact_on and graph.facts:
-                facts = graph.facts
+                facts, answered = graph.facts, graph.answered
                 ranked["fact"] = [(m, 1.0) for m in sorted(facts)]
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
+        if settings.fact_on and settings.fact_words > 0 and self.predicate_words:
+            worded = self._word_facts(query, ranked, answered)
+            worded = {m: why for m, why in worded.items() if m not in facts}
+            if worded:
+                facts = {**facts, **worded}
+                ranked["fact"] = [*ranked.get("fact", ()),
+                                  *((m, settings.fact_words) for m in sorted(worded))]  # fmt: skip
         described, now = replace(where, current=False).describe(), self._clock()
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
@@ -279,6 +294,26 @@ class Recaller:
         if not keyword_hits:
             return list(hits)
         return with_windows(hits, self._store.indexes.keyword_parts(keywords(query), keyword_hits))
+
+    def _word_facts(
+        self,
+        query: str,
+        ranked: dict[str, Sequence[tuple[str, float]]],
+        answered: frozenset[str],
+    ) -> dict[str, str]:
+        """The fact signal's memories holding by their words a fact the query asks about
+        that no relation answered, among the searches' best ``FACT_DEPTH`` candidates
+        each (:func:`~tiered_memory.recall.fact_signal.word_facts`): id -> why."""
+        words = tokens(query)
+        asked = asked_predicates(words, self.predicate_words, STOPWORDS)
+        asked = {p: word for p, word in asked.items() if p not in answered}
+        if not asked:
+            return {}
+        ids = [m for name in ("keyword", "vector", "graph")
+               for m, _ in list(ranked.get(name, ()))[:FACT_DEPTH]]  # fmt: skip
+        memories = self._get_many(list(dict.fromkeys(ids)))
+        contents = {m: memory.content for m, memory in memories.items()}
+        return word_facts(words, asked, self.predicate_words, contents, STOPWORDS)
 
     def _feedback(
         self,

@@ -112,6 +112,10 @@ class MemoryConfig:
       When a memory asserts ``(s, p, o2)`` while ``(s, p, o1)`` holds, the older relation
       ends and a memory of the same agent whose single-valued facts have all ended is
       superseded by the new one (docs/concepts/facts-over-time.md).
+    - ``vector_index``: how a file store searches vectors: ``"ram"`` (the default) keeps
+      a 3-bit code of every vector in RAM (about 170 MiB per million memories);
+      ``"cells"`` keeps nothing per memory in RAM and reads the codes of the cells
+      nearest the query from the file (docs/concepts/recall.md). A server ignores it.
     """
 
     cache_size: int = 500
@@ -148,6 +152,7 @@ class MemoryConfig:
     tracer_provider: Any = None
     capture_content: bool | None = None
     single_valued: tuple[str, ...] = SINGLE_VALUED
+    vector_index: str = "ram"
 
     def __post_init__(self) -> None:
         object.__setattr__(  # a list or any sequence of predicates, kept as a tuple
@@ -168,6 +173,7 @@ class MemoryConfig:
         require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
         require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
         require_callable(self.trace, "trace", allow_none=True)
+        require_choice(self.vector_index, "vector_index", ("ram", "cells"))
         if not isinstance(self.pool, PoolSettings):
             raise InvalidTypeError(f"pool must be a PoolSettings, got {type(self.pool).__name__}")
         if not (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import apsw
 import numpy as np
@@ -41,7 +41,16 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
 
-__all__ = ["IndexStore", "MirrorVectors", "VectorCandidates", "build_index_store"]
+if TYPE_CHECKING:
+    from persistence.sqlite.cell_vectors import CellVectors
+
+__all__ = [
+    "VECTOR_INDEXES",
+    "IndexStore",
+    "MirrorVectors",
+    "VectorCandidates",
+    "build_index_store",
+]
 
 T = TypeVar("T")
 
@@ -63,16 +72,29 @@ SQL = IndexSql(
 )
 
 
+VECTOR_INDEXES = ("ram", "cells")
+"""The vector indexes a file store can search with: ``"ram"``, the RAM copy of every
+vector's code (:class:`MirrorVectors`); ``"cells"``, the cells kept in the file
+(:class:`~persistence.sqlite.cell_vectors.CellVectors`: nothing per memory in RAM)."""
+
+
 def build_index_store(
     engine: Database,
     path: str,
     config: StoreConfig,
     keywords: KeywordIndex,
     resort_after: int = RESORT_AFTER,
-) -> IndexStore[MirrorVectors]:
+) -> IndexStore[MirrorVectors | CellVectors]:
     """The recall indexes of one file: ``path`` names it in errors; ``config`` is the
-    store's (read live); ``resort_after`` tunes the vector copy."""
-    vectors = MirrorVectors(engine, resort_after)
+    store's (read live, its ``vector_index`` picks the vector search); ``resort_after``
+    tunes the vector copy."""
+    from persistence.sqlite.cell_vectors import CellVectors  # it builds on MirrorVectors
+
+    vectors: MirrorVectors | CellVectors
+    if config.vector_index == "cells":
+        vectors = CellVectors(engine, resort_after)
+    else:
+        vectors = MirrorVectors(engine, resort_after)
     return IndexStore(
         engine, SQL, keywords, vectors, config, location=path, exact_scan_max=EXACT_SCAN_MAX
     )
@@ -176,3 +198,8 @@ class MirrorVectors(VectorMirror):
 
     def swapped(self, conn: apsw.Connection, dim: int) -> None:
         """Nothing more: the vectors are in the tier tables, the codes made again later."""
+
+    def maintain(self, conn: apsw.Connection) -> int:
+        """``maintain()``'s part: the codes (and packs) brought up to date in a
+        transaction of its own on ``conn``, so later opens load codes, not every vector."""
+        return code_sync.sync_alone(conn)

@@ -298,6 +298,18 @@ def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:
     return Statement(sql, memory_ids)
 
 
+def cosine_distances_of(memory_ids: Sequence[str], tier: Tier, query: bytes) -> Statement:
+    """``(id, cosine distance to query)`` of each of ``memory_ids`` in ``tier`` whose
+    embedding has the query's size, by sqlite-vec's ``vec_distance_cosine`` (the
+    extension must be loaded on the connection)."""
+    marks = ", ".join("?" for _ in memory_ids)
+    sql = (
+        f"SELECT id, vec_distance_cosine(embedding, ?1) FROM {TABLE[tier]} "
+        f"WHERE id IN ({marks}) AND length(embedding) = length(?1)"
+    )
+    return Statement(sql, [query, *memory_ids])
+
+
 CHANGE_HEAD = Statement("SELECT seq, memory_id FROM vector_changes ORDER BY seq DESC LIMIT 1")
 """The newest ``vector_changes`` row: decoded by :func:`to_change_head`."""
 CHANGE_FLOOR = Statement("SELECT min(seq) FROM vector_changes")

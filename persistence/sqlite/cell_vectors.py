@@ -61,6 +61,8 @@ T = TypeVar("T")
 PROBE_SHARE = 0.06
 """Share of the cells a search probes (recall@10 0.96 on clustered vectors at 1M)."""
 MIN_PROBES = 8
+ACCEPTED_MAX = 262_144
+"""An index-backed filter accepting at most this many: only their codes are scored."""
 BACKLOG_MAX = 4_096
 """Vectors logged after the cells' position a search compares exactly; more: RAM copy."""
 _TIERS = tuple(Tier)
@@ -147,15 +149,23 @@ class CellVectors:
             self.last_search = "ram"
             return self.ram.nearest(conn, query, limit, where, exact_scan_max)
         self.last_search = "cells"
-        if where.narrows and index_sql.index_backed(where):
-            everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
-            if everything is not None:
-                return vector_reads.nearest(everything, query, limit)
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
         probes = view.probes
+        accepted = None
+        if where.narrows and index_sql.index_backed(where):
+            ids = vector_reads.accepted_ids(conn, where, ACCEPTED_MAX)
+            if ids is not None and len(ids) <= exact_scan_max:  # few: compare them all
+                found = vector_reads.embeddings_of(
+                    conn, ids, (where.tier,) if where.tier else tuple(Tier)
+                )
+                return vector_reads.nearest(found, query, limit)
+            if ids is not None:  # only they are scored, in more cells the fewer they are
+                accepted = np.array([i.encode() + ID_END for i in ids])
+                share = max(len(ids), 1) / max(view.total, 1)
+                probes = min(view.cells, math.ceil(probes / share))
+        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
         while True:
-            candidates = self.candidates(conn, view, query, count, where.tier, probes)
+            candidates = self.candidates(conn, view, query, count, where.tier, probes, accepted)
             if not where.narrows:
                 break
             passed = vector_reads.accepted_among(conn, where, candidates)
@@ -174,10 +184,11 @@ class CellVectors:
 
     def candidates(
         self, conn: apsw.Connection, view: CellView, query: np.ndarray, count: int,
-        tier: Tier | None, probes: int,
+        tier: Tier | None, probes: int, accepted: np.ndarray | None = None,
     ) -> list[tuple[str, Tier]]:  # fmt: skip
         """``(id, tier)`` of the ``count`` best codes of the ``probes`` cells nearest to
-        ``query``, then every memory of the backlog (of ``tier``, if given)."""
+        ``query`` (among the ``accepted`` keys, if given), then every memory of the
+        backlog (of ``tier``, if given)."""
         unit = query / max(float(np.linalg.norm(query)), 1e-12)
         similarity = view.centroids @ unit
         probes = min(probes, view.cells)
@@ -189,6 +200,8 @@ class CellVectors:
             excluded = np.zeros(len(keys), dtype=bool) if tier is None else tiers != TIER_BYTE[tier]
             if view.backlog:
                 excluded |= np.isin(keys, [i.encode() + ID_END for i in view.backlog])
+            if accepted is not None:
+                excluded |= ~np.isin(keys, accepted)
             chosen = two_stages(view.fit, bits, low, unit.astype(np.float32), excluded, count)
             found = [(bytes(keys[i])[:-1].decode(), _TIERS[tiers[i]]) for i in chosen.tolist()]
         if view.backlog:

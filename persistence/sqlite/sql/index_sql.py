@@ -258,6 +258,16 @@ def accepted_embeddings(where: MemoryFilter, tier: Tier, limit: int) -> Statemen
     return Statement(sql, [*params, limit])
 
 
+def accepted_ids(where: MemoryFilter, tier: Tier, limit: int) -> Statement:
+    """The ids of up to ``limit`` memories of ``tier`` that ``where`` accepts and that
+    have an embedding (no vector read)."""
+    conds, params = filter_conditions(where)
+    clause = " AND ".join([*conds, "t.embedding IS NOT NULL"])
+    return Statement(
+        f"SELECT t.id FROM {TABLE[tier]} AS t WHERE {clause} LIMIT ?", [*params, limit]
+    )
+
+
 def accepted_among(where: MemoryFilter, tier: Tier, memory_ids: Sequence[str]) -> Statement:
     """The ids of ``memory_ids`` (of ``tier``) that ``where`` accepts."""
     conds, params = filter_conditions(where, probe_tags=True)

@@ -15,7 +15,8 @@ first search (VmHWM, and above a process that imported the same modules and open
 nothing), open + first search, p50/p99 of ``--queries`` searches, recall@10 against exact,
 and the same with the filter ``tags=("tenth",)`` (10k of 100k accepted: more than the
 exact-scan bound, so the index is searched). The RAM copy is the baseline; the ratios
-are cells / RAM. One JSON line per run goes to ``benchmarks/results/cell_vectors.jsonl``.
+are cells / RAM. One JSON line per run is printed and appended to
+``benchmarks/results/cell_vectors.jsonl`` (not with ``--no-record``).
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-record", action="store_true", help="append no JSON line")
     args = parser.parse_args()
     path = args.dir / f"cells_{args.count}.db"
     vectors = build(path, args.count)
@@ -197,11 +199,13 @@ def main() -> None:
         f"{cells['plain']['p50'] / ram['plain']['p50']:.2f}x, filtered p50 "
         f"{cells['filtered']['p50'] / ram['filtered']['p50']:.2f}x"
     )
-    RESULTS.parent.mkdir(exist_ok=True)
-    with RESULTS.open("a") as out_file:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        line = {"at": stamp, "count": args.count, "load": load, **results}
-        out_file.write(json.dumps(line) + "\n")
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    line = json.dumps({"at": stamp, "count": args.count, "load": load, **results})
+    print(line)
+    if not args.no_record:
+        RESULTS.parent.mkdir(exist_ok=True)
+        with RESULTS.open("a") as out_file:
+            out_file.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ class MemoryConfig:
     - ``vector_index``: how a file store searches vectors: ``"ram"`` (the default) keeps
       a 3-bit code of every vector in RAM (about 170 MiB per million memories);
       ``"cells"`` keeps nothing per memory in RAM and reads the codes of the cells
-      nearest the query from the file (docs/concepts/recall.md). A server ignores it.
+      nearest the query from the file (docs/concepts/guarantees.md, "The vector
+      cells"). A server ignores it.
     """
 
     cache_size: int = 500

@@ -3,6 +3,8 @@ copy where it is exact, close to exhaustive search otherwise, in step with every
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, cell_sync, cell_vectors, integrity
+from persistence.sqlite import SQLiteStore, cell_sync, cell_vectors, integrity, vec_extension
 from persistence.sqlite.sql import cell_sql
 from persistence.statements import rows, run
 from tests.conftest import FakeClock
@@ -286,3 +288,27 @@ def test_the_check_reports_a_wrong_code_and_a_missing_member(cells: SQLiteStore)
     assert {p.check for p in found} == {"vector_cells_match"}
     details = " | ".join(p.detail for p in found)
     assert "is not its vector's" in details and "m00500" in details
+
+
+def test_without_sqlite_vec_one_warning_and_numpy_re_ranks_alike(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(11)
+    vectors = clustered(rng, 1_100)
+    queries = clustered(rng, 5)
+    with SQLiteStore(db_path, vector_index="cells") as store:
+        put(store, vectors)
+        in_sql = [store.indexes.vector_search(q, 10) for q in queries]
+    monkeypatch.setitem(sys.modules, "sqlite_vec", None)  # ``import sqlite_vec`` fails
+    monkeypatch.setattr(vec_extension, "_warned", False)
+    with (
+        caplog.at_level(logging.WARNING, "tiered_memory"),
+        SQLiteStore(db_path, vector_index="cells") as store,
+    ):
+        in_numpy = [store.indexes.vector_search(q, 10) for q in queries]
+        assert store.indexes.vectors.last_search == "cells"
+    warnings = [r for r in caplog.records if "sqlite-vec could not be loaded" in r.message]
+    assert len(warnings) == 1
+    for ours, theirs in zip(in_numpy, in_sql, strict=True):
+        assert [m for m, _ in ours] == [m for m, _ in theirs]
+        assert [d for _, d in ours] == pytest.approx([d for _, d in theirs], abs=1e-5)

@@ -12,10 +12,19 @@ import numpy as np
 import pytest
 
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, cell_sync, cell_vectors, integrity, vec_extension
-from persistence.sqlite.sql import cell_sql
+from persistence.sqlite import (
+    SQLiteStore,
+    bulk_index,
+    cell_sync,
+    cell_vectors,
+    integrity,
+    memory_steps,
+    vec_extension,
+)
+from persistence.sqlite.sql import cell_sql, memory_sql
 from persistence.statements import rows, run
 from tests.conftest import FakeClock
+from tiered_memory import AgentMemoryManager
 
 DIM = 256
 
@@ -312,3 +321,41 @@ def test_without_sqlite_vec_one_warning_and_numpy_re_ranks_alike(
     for ours, theirs in zip(in_numpy, in_sql, strict=True):
         assert [m for m, _ in ours] == [m for m, _ in theirs]
         assert [d for _, d in ours] == pytest.approx([d for _, d in theirs], abs=1e-5)
+
+
+def test_a_bulk_write_drops_the_cells_and_its_commit_trains_them_again(
+    cells: SQLiteStore,
+) -> None:
+    rng = np.random.default_rng(12)
+    put(cells, clustered(rng, 1_100))
+    before = state(cells)
+    more = clustered(rng, 300)
+    with cells.transaction() as conn, bulk_index.triggers_suspended(conn):
+        for i, vector in enumerate(more):  # as an import of a large file writes its rows
+            memory = Memory.create(f"bulk {i}", Tier.SEMANTIC, id=f"b{i}", embedding=vector)
+            memory_steps.write(conn, memory, memory_sql.encode_row(memory, vector.tobytes()))
+    after = state(cells)
+    assert after.generation != before.generation and after.members == 1_400
+    assert nearest(cells, more[5], 1) == ["b5"]
+    assert nearest(cells, more[6], 1, tier=Tier.SEMANTIC) == ["b6"]
+    assert cells.indexes.vectors.last_search == "cells"
+    assert problems(cells) == []
+
+
+def test_a_manager_with_cells_remembers_recalls_maintains_and_checks(
+    db_path: Path, small_cells: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cell_sync, "FIRST_TRAIN_MAX", 100)  # maintain() trains these
+    rng = np.random.default_rng(13)
+    vectors = clustered(rng, 400)
+    with AgentMemoryManager.open(
+        db_path, embedder=None, vector_index="cells", recall_review_quality=None
+    ) as memory:
+        stored = [memory.remember(f"fact {i}", embedding=v.tolist()) for i, v in enumerate(vectors)]
+        memory.maintain()
+        store = memory.store
+        assert isinstance(store, SQLiteStore) and state(store).trained_on == 400
+        found = store.indexes.vector_search(vectors[17], 1)
+        assert found[0][0] == stored[17].id and store.indexes.vectors.last_search == "cells"
+        result = memory.check_integrity()
+        assert result.ok and "vector_cells_match" in result.checks

@@ -29,7 +29,7 @@ import numpy as np
 
 from persistence import statements
 from persistence.records import Tier
-from persistence.sqlite import vector_reads
+from persistence.sqlite import cell_packs, vector_reads
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql, index_sql, meta_sql
 from persistence.sqlite.sql.cell_sql import CellState
@@ -38,11 +38,10 @@ from persistence.sqlite.vector_codes import (
     CAL_ROWS,
     EXACT_BELOW,
     FIT_ROWS,
-    ID_END,
     CodeFit,
     code_blobs,
 )
-from persistence.statements import rows, run, run_all, run_batch, stream, value
+from persistence.statements import rows, run, run_all, run_batch, value
 
 log = logging.getLogger("tiered_memory")
 
@@ -79,6 +78,13 @@ def read_state(conn: apsw.Connection) -> CellState | None:
 def fit_of(state: CellState) -> CodeFit | None:
     """The code fit the state records (``None``: damaged)."""
     return CodeFit.from_row(state.dim, state.fitted, state.sqrt_factor, state.fit)
+
+
+def fit_of_checked(state: CellState) -> CodeFit:
+    """The fit of a state :func:`usable` accepted."""
+    fit = fit_of(state)
+    assert fit is not None  # usable() checked it
+    return fit
 
 
 def usable(conn: apsw.Connection, state: CellState | None, dim: int | None) -> bool:
@@ -125,7 +131,7 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False, train: bool = True) ->
                 written, members = _apply(conn, state, changed)
                 run(conn, cell_sql.move_to(head_seq, head_id, members))
             if rebuild:
-                fold_all(conn, state)
+                cell_packs.fold_all(conn, fit_of_checked(state))
             return written
     if not (train or rebuild):
         return None
@@ -201,7 +207,7 @@ def centroids_of(conn: apsw.Connection) -> np.ndarray:
     return flat.reshape(len(found), -1).astype(np.float32)
 
 
-def _embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:
+def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:
     for tier in Tier:
         for memory_id, blob in vector_reads.embedded_rows(conn, tier):
             if len(blob) == 4 * dim:
@@ -216,7 +222,7 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
     cells = cells_for(total)
     wanted = max(SAMPLE_PER_CELL * cells, CAL_ROWS)
     every = max(total // wanted, 1)
-    kept = [blob for n, (_, _, blob) in enumerate(_embedded_stream(conn, dim)) if n % every == 0]
+    kept = [blob for n, (_, _, blob) in enumerate(embedded_stream(conn, dim)) if n % every == 0]
     sample = normalised(kept, dim)
     cells = min(cells, len(sample))
     fit = CodeFit.of(sample[:FIT_ROWS]).calibrated(sample[:CAL_ROWS])
@@ -225,7 +231,7 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
     run_batch(conn, cell_sql.put_centroids([(c, centroids[c].tobytes()) for c in range(cells)]))
     written = 0
     batch: list[tuple[str, Tier, bytes]] = []
-    for found in _embedded_stream(conn, dim):
+    for found in embedded_stream(conn, dim):
         batch.append(found)
         if len(batch) == _CHUNK:
             written += _join(conn, fit, centroids, batch)
@@ -235,7 +241,7 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
     state = CellState(dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), cells, written, written,
                       generation, seq, seq_id)  # fmt: skip
     run(conn, cell_sql.write_state(state))
-    fold_all(conn, state)
+    cell_packs.fold_all(conn, fit)
     log.info("vector cells trained: %d codes in %d cells", written, cells)
     return written
 
@@ -261,8 +267,7 @@ def _join(
 def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple[int, int]:
     """Take in the current vectors of ``changed`` memories (gone ones leave their cells);
     the codes written and how many the cells hold after."""
-    fit = fit_of(state)
-    assert fit is not None  # usable() checked it
+    fit = fit_of_checked(state)
     centroids = centroids_of(conn)
     members = state.members
     written = 0
@@ -280,7 +285,7 @@ def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple
     for cell in sorted(touched):
         size = int(value(conn, cell_sql.pack_size(cell)) or 0)
         if int(value(conn, cell_sql.tail_count(cell)) or 0) > tail_bound(size):
-            fold(conn, fit, cell)
+            cell_packs.fold(conn, fit, cell)
     return written, members
 
 
@@ -305,132 +310,5 @@ def _leave(conn: apsw.Connection, memory_ids: list[str]) -> int:
         if (cell, memory_id) not in in_tail:
             packed.setdefault(cell, set()).add(memory_id)
     for cell, gone in packed.items():
-        _rewrite_pack(conn, cell, gone)
+        cell_packs.rewrite_pack(conn, cell, gone)
     return len(held)
-
-
-def _pack_rows(conn: apsw.Connection, cell: int) -> tuple[np.ndarray, bytes, int]:
-    """``cell``'s packed keys (id + end byte, fixed width), codes and code width."""
-    found = statements.row(conn, cell_sql.packs_of([cell]))
-    if found is None:
-        return np.zeros(0, dtype="S1"), b"", 0
-    _, size, width, ids, codes = found
-    keys = np.frombuffer(bytes(ids), dtype=f"S{len(ids) // max(int(size), 1)}")
-    return keys, bytes(codes), int(width)
-
-
-def _rewrite_pack(conn: apsw.Connection, cell: int, gone: set[str]) -> None:
-    keys, codes, width = _pack_rows(conn, cell)
-    if not len(keys):
-        return
-    drop = np.array([g.encode() + ID_END for g in gone])
-    keep = ~np.isin(keys, drop)
-    raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
-    _put_pack(conn, cell, keys[keep], raw[keep], width)
-
-
-def _put_pack(
-    conn: apsw.Connection, cell: int, keys: np.ndarray, raw: np.ndarray, width: int
-) -> None:
-    if not len(keys):
-        run(conn, cell_sql.drop_pack(cell))
-        return
-    order = np.argsort(keys, kind="stable")
-    keys, raw = keys[order], raw[order]
-    run(conn, cell_sql.put_pack(cell, len(keys), width, keys.tobytes(),
-                                np.ascontiguousarray(raw).tobytes()))  # fmt: skip
-
-
-def fold(conn: apsw.Connection, fit: CodeFit, cell: int) -> None:
-    """Fold ``cell``'s tail into its pack (codes of another width are dropped)."""
-    width = fit.code_bytes
-    keys, codes, old_width = _pack_rows(conn, cell)
-    tail = [(str(i), bytes(c)) for i, c in rows(conn, cell_sql.tail_of(cell))]
-    tail = [(i, c) for i, c in tail if len(c) == width]
-    if old_width not in (0, width):
-        keys, codes = np.zeros(0, dtype="S1"), b""
-    tail_keys = np.array([i.encode() + ID_END for i, _ in tail], dtype="S1" if not tail else None)
-    all_keys = np.concatenate([keys.astype(f"S{max(keys.itemsize, tail_keys.itemsize)}"),
-                               tail_keys])  # fmt: skip
-    raw = np.frombuffer(codes + b"".join(c for _, c in tail), dtype=np.uint8)
-    _put_pack(conn, cell, all_keys, raw.reshape(len(all_keys), width), width)
-    run(conn, cell_sql.drop_tail(cell))
-
-
-def fold_all(conn: apsw.Connection, state: CellState) -> None:
-    """Fold every tail into its pack."""
-    fit = fit_of(state)
-    if fit is None:
-        return
-    for cell in sorted(int(c) for (c,) in rows(conn, cell_sql.TAIL_CELLS)):
-        fold(conn, fit, cell)
-
-
-# --- check --------------------------------------------------------------------------------
-
-
-def check(conn: apsw.Connection) -> list[str]:
-    """What is wrong with the cells: every memory embedded at their dimension whose vector
-    is not logged as changed after their position must be in exactly one cell (its pack
-    or its tail, as ``vector_cell_members`` says) with the code its current vector and
-    tier make; no cell may hold another."""
-    state = read_state(conn)
-    if state is None:
-        return []
-    fit = fit_of(state)
-    if fit is None:
-        return ["vector_cell_state holds a fit that does not match its dimension"]
-    if not position_kept(conn, state.seq, state.seq_id):
-        return []  # not used by readers; maintain() trains them again
-    pending = set(vector_reads.changed_since(conn, state.seq))
-    held: dict[str, tuple[int, bytes]] = {}
-    problems: list[str] = []
-
-    def hold(cell: int, memory_id: str, code: bytes) -> None:
-        if memory_id in held:
-            problems.append(f"memory {memory_id} is in cells {held[memory_id][0]} and {cell}")
-        held[memory_id] = (cell, code)
-
-    for cell, size, width, ids, codes in stream(conn, cell_sql.ALL_PACKS):
-        keys = np.frombuffer(bytes(ids), dtype=f"S{len(ids) // max(int(size), 1)}")
-        blob = bytes(codes)
-        for n, key in enumerate(keys.tolist()):
-            hold(int(cell), key[:-1].decode(), blob[n * width : (n + 1) * width])
-    for cell, memory_id, code in stream(conn, cell_sql.ALL_TAILS):
-        hold(int(cell), str(memory_id), bytes(code))
-    members = {str(i): int(c) for i, c in rows(conn, cell_sql.MEMBERS)}
-    for memory_id, (cell, _) in held.items():
-        if members.get(memory_id) != cell:
-            problems.append(
-                f"memory {memory_id} is in cell {cell} but listed in {members.get(memory_id)}"
-            )
-    for memory_id in members.keys() - held.keys():
-        problems.append(f"memory {memory_id} is listed in cell {members[memory_id]} without a code")
-    batch: list[tuple[str, Tier, bytes]] = []
-    seen: set[str] = set()
-
-    def compare(found: list[tuple[str, Tier, bytes]]) -> None:
-        if not found:
-            return
-        bits, low = fit.encode(normalised([b for _, _, b in found], fit.dim))
-        codes = code_blobs([t for _, t, _ in found], bits, low)
-        for (memory_id, _, _), code in zip(found, codes, strict=True):
-            if memory_id not in held:
-                problems.append(f"memory {memory_id} has a vector but is in no cell")
-            elif held[memory_id][1] != code:
-                problems.append(
-                    f"memory {memory_id}'s code in cell {held[memory_id][0]} is not its vector's"
-                )
-
-    for memory_id, tier, blob in _embedded_stream(conn, fit.dim):
-        seen.add(memory_id)
-        if memory_id in pending:
-            continue
-        batch.append((memory_id, tier, blob))
-        if len(batch) == _CHUNK:
-            compare(batch)
-            batch = []
-    compare(batch)
-    for memory_id in held.keys() - seen - pending:
-        problems.append(f"cell {held[memory_id][0]} holds memory {memory_id}, which has no vector")
-    return problems

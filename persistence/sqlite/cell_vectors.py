@@ -39,6 +39,7 @@ import numpy as np
 
 from persistence.records import MemoryFilter, Tier
 from persistence.sqlite import cell_sync, vec_extension, vector_reads
+from persistence.sqlite.database import Database
 from persistence.sqlite.index_store import (
     VECTOR_MIN_CANDIDATES,
     VECTOR_OVERSAMPLE,
@@ -95,10 +96,10 @@ class CellVectors:
     """The vector cells as the shared store's vector index (module docstring); the RAM
     copy (:attr:`ram`) answers when the cells cannot."""
 
-    def __init__(self, engine: object, resort_after: int = RESORT_AFTER) -> None:
-        self.ram = MirrorVectors(engine, resort_after)  # type: ignore[arg-type]
+    def __init__(self, engine: Database, resort_after: int = RESORT_AFTER) -> None:
+        self.ram = MirrorVectors(engine, resort_after)
         """The fallback: loaded only by a search the cells cannot answer."""
-        self.engine = self.ram.engine
+        self.engine = engine
         self.last_search = ""
         """``"cells"`` or ``"ram"``: which answered the last search (tests, benchmarks)."""
         self._lock = threading.Lock()

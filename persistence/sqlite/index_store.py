@@ -5,6 +5,9 @@ the shared :class:`~persistence.stores.indexes.IndexStore`.
   searched in two stages, :class:`~persistence.sqlite.vector_mirror.VectorMirror`),
   re-ranked exactly from the float32 BLOBs; a filter that accepts few memories is
   compared exactly. New vectors also refresh the codes kept in the file (``code_sync``).
+  With ``vector_index="cells"``,
+  :class:`~persistence.sqlite.cell_vectors.CellVectors` instead: the codes in k-means
+  cells kept in the file, nothing per memory in RAM (the RAM copy only as its fallback).
 - keyword search is :class:`~persistence.sqlite.keyword_index.KeywordIndex` (FTS5 bm25).
 
 The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,

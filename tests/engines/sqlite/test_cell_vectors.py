@@ -359,3 +359,24 @@ def test_a_manager_with_cells_remembers_recalls_maintains_and_checks(
         assert found[0][0] == stored[17].id and store.indexes.vectors.last_search == "cells"
         result = memory.check_integrity()
         assert result.ok and "vector_cells_match" in result.checks
+
+
+def test_current_only_searches_leave_superseded_memories_out(
+    cells: SQLiteStore, small_cells: None
+) -> None:
+    rng = np.random.default_rng(14)
+    vectors = clustered(rng, 600)
+    ids = put(cells, vectors)
+    superseded = ids[:300]  # half the file: the search must go deeper than one round
+    with cells.transaction():
+        for memory_id in superseded:
+            memory = cells.memories.get_memory(memory_id)
+            assert memory is not None
+            assert cells.memories.mark_superseded(memory, ids[-1], 5, "newer")
+    current = MemoryFilter(current=True)
+    for n in (3, 150, 450):
+        found = nearest(cells, vectors[n], 10, where=current)
+        assert len(found) == 10 and not set(found) & set(superseded)
+        assert (found[0] == ids[n]) is (n >= 300)
+    assert cells.indexes.vectors.last_search == "cells"
+    assert nearest(cells, vectors[3], 1) == [ids[3]]  # without the filter: still there

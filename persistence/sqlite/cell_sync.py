@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import threading
 from collections.abc import Iterable
 
 import apsw
@@ -207,6 +208,21 @@ def centroids_of(conn: apsw.Connection) -> np.ndarray:
     return flat.reshape(len(found), -1).astype(np.float32)
 
 
+_cached: tuple[int, np.ndarray] | None = None  # (generation, centroids): the latest read
+_cache_lock = threading.Lock()
+
+
+def cached_centroids(conn: apsw.Connection, state: CellState) -> np.ndarray:
+    """:func:`centroids_of`, read once per generation of the cells (one per process:
+    a generation is random, so centroids of a rolled-back training are never taken for
+    those of another)."""
+    global _cached
+    with _cache_lock:
+        if _cached is None or _cached[0] != state.generation:
+            _cached = (state.generation, centroids_of(conn))
+        return _cached[1]
+
+
 def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:
     for tier in Tier:
         for memory_id, blob in vector_reads.embedded_rows(conn, tier):
@@ -234,9 +250,9 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
     for found in embedded_stream(conn, dim):
         batch.append(found)
         if len(batch) == _CHUNK:
-            written += _join(conn, fit, centroids, batch)
+            written += len(_join(conn, fit, centroids, batch))
             batch = []
-    written += _join(conn, fit, centroids, batch)
+    written += len(_join(conn, fit, centroids, batch))
     generation = secrets.randbits(62)
     state = CellState(dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), cells, written, written,
                       generation, seq, seq_id)  # fmt: skip
@@ -249,11 +265,11 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
 def _join(
     conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray,
     found: list[tuple[str, Tier, bytes]],
-) -> int:  # fmt: skip
-    """Codes of ``found`` vectors into their nearest cells' tails."""
+) -> list[int]:  # fmt: skip
+    """Codes of ``found`` vectors into their nearest cells' tails; the cell of each."""
     found = [row for row in found if len(row[2]) == 4 * fit.dim]
     if not found:
-        return 0
+        return []
     vectors = normalised([blob for _, _, blob in found], fit.dim)
     cells = nearest_cells(vectors, centroids)
     bits, low = fit.encode(vectors)
@@ -261,27 +277,24 @@ def _join(
     joined = [(int(c), i, code) for (i, _, _), c, code in zip(found, cells, codes, strict=True)]
     for batch in cell_sql.join(joined):
         run_batch(conn, batch)
-    return len(found)
+    return [int(c) for c in cells]
 
 
 def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple[int, int]:
     """Take in the current vectors of ``changed`` memories (gone ones leave their cells);
     the codes written and how many the cells hold after."""
     fit = fit_of_checked(state)
-    centroids = centroids_of(conn)
+    centroids = cached_centroids(conn, state)
     members = state.members
     written = 0
     touched: set[int] = set()
     for start in range(0, len(changed), _CHUNK):
         chunk = changed[start : start + _CHUNK]
         members -= _leave(conn, chunk)
-        current = vector_reads.embeddings_of(conn, chunk)
-        joined = _join(conn, fit, centroids, current)
-        written += joined
-        members += joined
-        if joined:
-            vectors = normalised([b for _, _, b in current if len(b) == 4 * fit.dim], fit.dim)
-            touched.update(int(c) for c in nearest_cells(vectors, centroids))
+        joined = _join(conn, fit, centroids, vector_reads.embeddings_of(conn, chunk))
+        written += len(joined)
+        members += len(joined)
+        touched.update(joined)
     for cell in sorted(touched):
         size = int(value(conn, cell_sql.pack_size(cell)) or 0)
         if int(value(conn, cell_sql.tail_count(cell)) or 0) > tail_bound(size):

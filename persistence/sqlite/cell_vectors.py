@@ -4,9 +4,10 @@
 :class:`~persistence.stores.indexes.VectorIndex` over the vector cells (migration v019,
 kept by :mod:`persistence.sqlite.cell_sync`). A search:
 
-1. ranks the cells' centroids (the only thing kept in RAM: ``sqrt(N)`` of them, cached
-   by the cells' generation) and reads the packs and tails of the nearest
-   ``probes`` cells (:data:`PROBE_SHARE` of them, at least :data:`MIN_PROBES`);
+1. ranks the cells' centroids (the only thing kept in RAM: ``sqrt(N)`` of them, read
+   once per generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
+   and reads the packs and tails of the nearest ``probes`` cells (:data:`PROBE_SHARE`
+   of them, at least :data:`MIN_PROBES`);
 2. scores their 3-bit codes by the RAM copy's two stages
    (:func:`~persistence.sqlite.vector_codes.two_stages`), the tier byte of each code
    excluding other tiers;
@@ -29,7 +30,6 @@ pass (or the share that passed shows an exact comparison is cheaper).
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -102,18 +102,13 @@ class CellVectors:
         self.engine = engine
         self.last_search = ""
         """``"cells"`` or ``"ram"``: which answered the last search (tests, benchmarks)."""
-        self._lock = threading.Lock()
-        self._generation: int | None = None
-        self._centroids = np.zeros((0, 0), dtype=np.float32)
         self._too_large = False
         self.engine.before_commit(self.before_commit)
 
     def reset(self) -> None:
-        """Forget the cached centroids and the RAM copy (the file was replaced)."""
-        with self._lock:
-            self._generation = None
-            self._centroids = np.zeros((0, 0), dtype=np.float32)
-            self._too_large = False
+        """Forget what this process knows of the file (it was replaced): whether it is
+        too large to train in a write, and the RAM copy."""
+        self._too_large = False
         self.ram.reset()
 
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
@@ -131,11 +126,7 @@ class CellVectors:
         backlog = [] if head_seq == state.seq else vector_reads.changed_since(conn, state.seq)
         if fit is None or len(backlog) > BACKLOG_MAX:
             return None
-        with self._lock:
-            if self._generation != state.generation:
-                self._centroids = cell_sync.centroids_of(conn)
-                self._generation = state.generation
-            centroids = self._centroids
+        centroids = cell_sync.cached_centroids(conn, state)
         if len(centroids) != state.cells:
             return None  # damaged: check() reports it
         return CellView(state, fit, centroids, backlog)

@@ -57,7 +57,7 @@ INCREMENTAL_MAX = 16_384
 TAIL_MIN = 256
 """A cell's tail is folded into its pack past this many rows, or an eighth of the pack."""
 KMEANS_ROUNDS = 10
-SAMPLE_PER_CELL = 32
+SAMPLE_PER_CELL = 64
 _CHUNK = 4_096
 
 

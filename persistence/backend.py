@@ -76,10 +76,12 @@ def build_backend(
     trace: Callable[[TracedStatement], None] | None = None,
     pool: PoolSettings | None = None,
     scope: str = "",
+    vector_index: str = "ram",
 ) -> Backend:
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
     ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the file
     engine's tunables (``None``: its defaults, see :class:`~persistence.sqlite.SQLiteStore`);
+    ``vector_index`` picks the file engine's vector search (``"ram"`` or ``"cells"``);
     ``trace`` is told of every statement the store runs on either engine
     (:class:`~persistence.TracedStatement`).
     ``scope`` names the agent a scoped handle is for (``''``: the whole store): row-level
@@ -117,6 +119,7 @@ def build_backend(
         idle_merge_s=idle_merge_s,
         trace=trace,
         scope=scope,
+        vector_index=vector_index,
         **tunables,  # type: ignore[arg-type]  # the engine's defaults where None
     )
     # ``store`` and every part carry the scope (an agent-scoped handle, if ``scope``):

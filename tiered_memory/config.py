@@ -119,6 +119,11 @@ class MemoryConfig:
       ...). A recall query naming one of them favours the memories holding that fact
       (recall's fact signal: ``RecallSettings.fact_share``, ``fact_words``); ``{}``
       leaves each predicate its name's words only.
+    - ``vector_index``: how a file store searches vectors: ``"ram"`` (the default) keeps
+      a 3-bit code of every vector in RAM (about 170 MiB per million memories);
+      ``"cells"`` keeps nothing per memory in RAM and reads the codes of the cells
+      nearest the query from the file (docs/concepts/guarantees.md, "The vector
+      cells"). A server ignores it.
     """
 
     cache_size: int = 500
@@ -158,6 +163,7 @@ class MemoryConfig:
     predicate_words: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: dict(PREDICATE_WORDS), hash=False
     )
+    vector_index: str = "ram"
 
     def __post_init__(self) -> None:
         object.__setattr__(  # a list or any sequence of predicates, kept as a tuple
@@ -179,6 +185,7 @@ class MemoryConfig:
         require_choice(self.synchronous, "synchronous", ("NORMAL", "FULL"))
         require_callable(self.clock, "clock (returning epoch milliseconds)", allow_none=True)
         require_callable(self.trace, "trace", allow_none=True)
+        require_choice(self.vector_index, "vector_index", ("ram", "cells"))
         if not isinstance(self.pool, PoolSettings):
             raise InvalidTypeError(f"pool must be a PoolSettings, got {type(self.pool).__name__}")
         if not (

@@ -115,6 +115,7 @@ class AgentMemoryManager(
             change_check_interval_ms=cfg.external_change_check_ms,
             max_content_bytes=cfg.max_content_bytes, backup_dir=cfg.backup_dir,
             trace=cfg.trace, pool=cfg.pool, scope=self.agent_id or "",
+            vector_index=cfg.vector_index,
         )  # fmt: skip
         self.store: MemoryStorage = backend.store  # used only through the Protocol
         self.curve = ForgettingCurve(cfg.initial_stability_days, cfg.importance_stability_boost,

@@ -43,7 +43,7 @@ from persistence.records import (
     RestoreResult,
     Tier,
 )
-from persistence.sqlite import code_sync, integrity, json_io
+from persistence.sqlite import integrity, json_io
 from persistence.sqlite.connection import connect, connect_snapshot, query_one, query_value
 from persistence.sqlite.encryption import check_file_for_key, wrong_key
 from persistence.sqlite.erasure import erase_pending
@@ -474,7 +474,7 @@ class BackupManager:
         before, wal_before = _size(Path(path)), _size(Path(path + "-wal"))
         with self.store.engine.exclusive_connection() as conn:
             erase_pending(conn)  # the forgotten terms leave the keyword index now
-            code_sync.sync_alone(conn)  # later opens load codes, not every vector
+            self.store.indexes.vectors.maintain(conn)  # codes or cells brought up to date
             conn.pragma("optimize")
             fix_shadow_statistics(conn)  # FTS5's statements plan right without them
             if vacuum:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import apsw
 
 from persistence.sqlite import keyword_upkeep
-from persistence.sqlite.sql import index_sql, vector_codes_sql
+from persistence.sqlite.sql import cell_sql, index_sql, vector_codes_sql
 from persistence.statements import Statement, rows, run_all
 
 
@@ -33,4 +33,5 @@ def triggers_suspended(conn: apsw.Connection) -> Iterator[None]:
     keyword_upkeep.fill_keyword_index(conn)
     run_all(conn, index_sql.LOG_EVERY_EMBEDDING)
     run_all(conn, vector_codes_sql.DROP_ALL)  # rows went without their triggers: codes may be stale
+    run_all(conn, cell_sql.DROP_ALL)  # and so may the vector cells: trained again
     run_all(conn, [Statement(sql) for _, sql in saved])

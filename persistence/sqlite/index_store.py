@@ -5,6 +5,9 @@ the shared :class:`~persistence.stores.indexes.IndexStore`.
   searched in two stages, :class:`~persistence.sqlite.vector_mirror.VectorMirror`),
   re-ranked exactly from the float32 BLOBs; a filter that accepts few memories is
   compared exactly. New vectors also refresh the codes kept in the file (``code_sync``).
+  With ``vector_index="cells"``,
+  :class:`~persistence.sqlite.cell_vectors.CellVectors` instead: the codes in k-means
+  cells kept in the file, nothing per memory in RAM (the RAM copy only as its fallback).
 - keyword search is :class:`~persistence.sqlite.keyword_index.KeywordIndex` (FTS5 bm25).
 
 The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import apsw
 import numpy as np
@@ -41,7 +44,16 @@ from persistence.stores.config import StoreConfig
 from persistence.stores.index_engine import IndexSql
 from persistence.stores.indexes import IndexStore
 
-__all__ = ["IndexStore", "MirrorVectors", "VectorCandidates", "build_index_store"]
+if TYPE_CHECKING:
+    from persistence.sqlite.cell_vectors import CellVectors
+
+__all__ = [
+    "VECTOR_INDEXES",
+    "IndexStore",
+    "MirrorVectors",
+    "VectorCandidates",
+    "build_index_store",
+]
 
 T = TypeVar("T")
 
@@ -63,16 +75,29 @@ SQL = IndexSql(
 )
 
 
+VECTOR_INDEXES = ("ram", "cells")
+"""The vector indexes a file store can search with: ``"ram"``, the RAM copy of every
+vector's code (:class:`MirrorVectors`); ``"cells"``, the cells kept in the file
+(:class:`~persistence.sqlite.cell_vectors.CellVectors`: nothing per memory in RAM)."""
+
+
 def build_index_store(
     engine: Database,
     path: str,
     config: StoreConfig,
     keywords: KeywordIndex,
     resort_after: int = RESORT_AFTER,
-) -> IndexStore[MirrorVectors]:
+) -> IndexStore[MirrorVectors | CellVectors]:
     """The recall indexes of one file: ``path`` names it in errors; ``config`` is the
-    store's (read live); ``resort_after`` tunes the vector copy."""
-    vectors = MirrorVectors(engine, resort_after)
+    store's (read live, its ``vector_index`` picks the vector search); ``resort_after``
+    tunes the vector copy."""
+    from persistence.sqlite.cell_vectors import CellVectors  # it builds on MirrorVectors
+
+    vectors: MirrorVectors | CellVectors
+    if config.vector_index == "cells":
+        vectors = CellVectors(engine, resort_after)
+    else:
+        vectors = MirrorVectors(engine, resort_after)
     return IndexStore(
         engine, SQL, keywords, vectors, config, location=path, exact_scan_max=EXACT_SCAN_MAX
     )
@@ -176,3 +201,8 @@ class MirrorVectors(VectorMirror):
 
     def swapped(self, conn: apsw.Connection, dim: int) -> None:
         """Nothing more: the vectors are in the tier tables, the codes made again later."""
+
+    def maintain(self, conn: apsw.Connection) -> int:
+        """``maintain()``'s part: the codes (and packs) brought up to date in a
+        transaction of its own on ``conn``, so later opens load codes, not every vector."""
+        return code_sync.sync_alone(conn)

@@ -15,7 +15,7 @@ import apsw
 
 from persistence.engine import Connection
 from persistence.records import IntegrityProblem
-from persistence.sqlite import graph_steps
+from persistence.sqlite import cell_check, graph_steps
 from persistence.sqlite.connection import read_snapshot
 from persistence.sqlite.sql import integrity_sql as sql
 from persistence.statements import rows
@@ -61,6 +61,7 @@ CHECKS: dict[str, Check] = {
     ),
     "keyword_index_matches": checking(*sql.KEYWORD_INDEX),
     "graph_invariants": graph_steps.check,
+    "vector_cells_match": cell_check.check,
 }
 """Check name -> the check."""
 

@@ -47,6 +47,7 @@ from persistence.records import (
     Tier,
     now_ms,
 )
+from persistence.sqlite.cell_vectors import CellVectors
 from persistence.sqlite.connection import (
     MEMORY_PATH,
     ConnectionOptions,
@@ -63,6 +64,7 @@ from persistence.sqlite.erasure import (
     pending_triggers,
 )
 from persistence.sqlite.index_store import (
+    VECTOR_INDEXES,
     IndexStore,
     MirrorVectors,
     build_index_store,
@@ -88,7 +90,13 @@ from persistence.stores.reference_api import ReferenceTierAPI
 from persistence.stores.schedules import ScheduleStore
 from persistence.stores.scope import Scope
 from persistence.stores.sessions import SessionStore
-from persistence.validation import DEFAULT_MAX_CONTENT_BYTES, require_bool, require_int, require_str
+from persistence.validation import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    require_bool,
+    require_choice,
+    require_int,
+    require_str,
+)
 
 logger = logging.getLogger("tiered_memory")
 
@@ -111,7 +119,10 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     keyword index is merged in the background (``None``: ``$TIERED_MEMORY_IDLE_MERGE_S``,
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
-    how many new ids the vector copy takes before it re-sorts. ``trace`` is told of each
+    how many new ids the vector copy takes before it re-sorts. ``vector_index`` picks
+    the vector search: ``"ram"`` (the default), the RAM copy of every vector's code;
+    ``"cells"``, the cells kept in the file (nothing per memory in RAM, see
+    :mod:`~persistence.sqlite.cell_vectors`). ``trace`` is told of each
     statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`engine`:
     the transactions' hooks, other processes' commits and the connections are asked of
     it (``store.engine.after_commit(...)``). The index part's settings live on it
@@ -123,7 +134,7 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     memories: MemoryStore
     sessions: SessionStore
     schedules: ScheduleStore
-    indexes: IndexStore[MirrorVectors]
+    indexes: IndexStore[MirrorVectors | CellVectors]
     meta_sql: MetaSql = meta_sql
 
     rows_per_trip = 20
@@ -148,14 +159,16 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         vector_resort_after: int = RESORT_AFTER,
         trace: TraceCallback | None = None,
         scope: str = "",
+        vector_index: str = "ram",
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
         require_int(embedding_dim, "embedding_dim", allow_none=True, minimum=1)
         require_int(max_content_bytes, "max_content_bytes", minimum=1)
         require_str(scope, "scope")
+        require_choice(vector_index, "vector_index", VECTOR_INDEXES)
         self.config = StoreConfig(clock or now_ms, max_content_bytes, embedding_dim,
-                                  Scope.of(scope))  # fmt: skip
+                                  Scope.of(scope), vector_index)  # fmt: skip
         raw = os.fspath(path)
         self.path = raw if raw == MEMORY_PATH else str(_expanded(Path(raw)).absolute())
         require_bool(read_only, "read_only")

@@ -71,6 +71,55 @@ def sign_bits(vectors: np.ndarray, words: int) -> np.ndarray:
     return pack_words(vectors > 0, words)
 
 
+_BLOCK = 1_024  # candidates scored at once in the second stage (temporaries stay in cache)
+
+
+def second_stage(
+    bits: np.ndarray, low: np.ndarray, weights: np.ndarray, chosen: np.ndarray
+) -> np.ndarray:
+    """``weights`` (the query scaled by each dimension's step) dotted with the 3-bit code
+    of each ``chosen`` column of sign ``bits`` ``[words, n]`` and row of ``low`` bits:
+    the reconstruction up to terms equal for all."""
+    closeness = np.empty(len(chosen), dtype=np.float32)
+    signs = 4 * weights
+    quarters = [np.ascontiguousarray(weights[part::4]) for part in range(4)]
+    for start in range(0, len(chosen), _BLOCK):
+        slots = chosen[start : start + _BLOCK]
+        top = np.ascontiguousarray(bits[:, slots].T).view(np.uint8)
+        part = np.unpackbits(top, axis=1, bitorder="little").astype(np.float32) @ signs
+        part_low = low[slots]
+        for shift, weight in enumerate(quarters):
+            part += ((part_low >> (2 * shift)) & 3).astype(np.float32) @ weight
+        closeness[start : start + _BLOCK] = part
+    return closeness
+
+
+def two_stages(
+    fit: CodeFit, bits: np.ndarray, low: np.ndarray, query: np.ndarray,
+    excluded: np.ndarray, take: int,
+) -> np.ndarray:  # fmt: skip
+    """The columns of the ``take`` codes nearest ``query`` by their two stages (the first
+    over sign bits keeps :func:`first_stage_depth`, the second orders those on their full
+    codes), best first; ``excluded`` columns never. All eligible ones if ``take`` reaches
+    them (the caller re-ranks exactly)."""
+    eligible = np.flatnonzero(~excluded)
+    if take >= len(eligible):
+        return eligible
+    first, second = fit.query_weights(query)
+    depth = first_stage_depth(take, bits.shape[1], fit.sqrt_factor)
+    if depth < len(eligible):
+        score = fit.first_stage(first, bits)
+        score[excluded] = -1
+        chosen = np.argpartition(-score, depth - 1)[:depth]
+    else:
+        chosen = eligible
+    closeness = second_stage(bits, low, second, chosen)
+    best = np.argpartition(-closeness, take - 1)[:take]
+    best = best[np.argsort(-closeness[best], kind="stable")]
+    result: np.ndarray = chosen[best]
+    return result
+
+
 def _padded(vectors: np.ndarray, words: int) -> np.ndarray:
     out = np.zeros((len(vectors), words * 64), dtype=np.float32)
     out[:, : vectors.shape[1]] = vectors

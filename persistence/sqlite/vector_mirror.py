@@ -65,6 +65,7 @@ from persistence.sqlite.vector_codes import (
     TIER_BYTE,
     CodeFit,
     first_stage_depth,
+    second_stage,
     sign_bits,
     split_codes,
     split_packed_codes,
@@ -81,7 +82,6 @@ RESORT_AFTER = 65_536
 """The default ``resort_after``: ids appended since the last sort; more, and the copy
 re-sorts (compacts) at its next catch-up."""
 _END = ID_END  # ends every stored id, so numpy keeps trailing NULs (and ids sort as in SQL)
-_BLOCK = 1_024  # candidates scored at once in the second stage (temporaries stay in cache)
 _MOVE_BLOCK = 65_536  # slots copied at once when the arrays are resized or compacted
 
 log = logging.getLogger("tiered_memory")
@@ -214,20 +214,8 @@ class VectorMirror:
         return chosen[best]
 
     def _second_stage(self, weights: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-        """``weights`` (the query scaled by each dimension's step) dotted with the 3-bit
-        code of each ``chosen`` slot: the reconstruction up to terms equal for all."""
-        closeness = np.empty(len(chosen), dtype=np.float32)
-        signs = 4 * weights
-        quarters = [np.ascontiguousarray(weights[part::4]) for part in range(4)]
-        for start in range(0, len(chosen), _BLOCK):
-            slots = chosen[start : start + _BLOCK]
-            top = np.ascontiguousarray(self._bits[:, slots].T).view(np.uint8)
-            part = np.unpackbits(top, axis=1, bitorder="little").astype(np.float32) @ signs
-            low = self._low[slots]
-            for shift, weight in enumerate(quarters):
-                part += ((low >> (2 * shift)) & 3).astype(np.float32) @ weight
-            closeness[start : start + _BLOCK] = part
-        return closeness
+        """:func:`~persistence.sqlite.vector_codes.second_stage` over the copy's slots."""
+        return second_stage(self._bits, self._low, weights, chosen)
 
     def _nearest_exact(
         self, query: np.ndarray, n: int, excluded: np.ndarray, take: int

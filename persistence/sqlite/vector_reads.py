@@ -75,6 +75,17 @@ def accepted_embeddings(
     return found
 
 
+def accepted_ids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[str] | None:
+    """The ids of every memory ``where`` accepts that has an embedding; ``None`` when
+    there are more than ``cap``."""
+    found: list[str] = []
+    for tier in list(Tier) if where.tier is None else [where.tier]:
+        found += column(conn, index_sql.accepted_ids(where, tier, cap + 1 - len(found)))
+        if len(found) > cap:
+            return None
+    return found
+
+
 def accepted_among(
     conn: apsw.Connection, where: MemoryFilter, candidates: Sequence[tuple[str, Tier]]
 ) -> list[tuple[str, Tier]]:

@@ -12,7 +12,8 @@ from persistence.stores.scope import WHOLE, Scope
 class StoreConfig:
     """``clock`` stamps records (epoch ms); ``max_content_bytes`` refuses larger new
     content; ``embedding_dim`` fixes the vector size up front (else the first one does);
-    ``scope`` is the agent a scoped handle sees (every part's SQL carries it).
+    ``scope`` is the agent a scoped handle sees (every part's SQL carries it);
+    ``vector_index`` picks the file engine's vector search.
 
     The store and every part hold the same object and read it live: set on the store
     (a test moves the clock), the parts see the change.
@@ -22,6 +23,9 @@ class StoreConfig:
     max_content_bytes: int
     embedding_dim: int | None = None
     scope: Scope = WHOLE
+    vector_index: str = "ram"
+    """The file engine's vector search: ``"ram"`` or ``"cells"`` (see
+    :data:`persistence.sqlite.index_store.VECTOR_INDEXES`); a server ignores it."""
 
 
 class ConfiguredStore:

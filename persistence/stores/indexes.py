@@ -10,7 +10,8 @@ as named objects:
   posting table ``tm_kw_postings`` (PostgreSQL); a search inside a transaction catches
   its writes up first (nothing waits on PostgreSQL).
 - :class:`VectorIndex`: how a search reads the stored dimension and finds the nearest
-  (SQLite's RAM copy of 3-bit codes re-ranked exactly; PostgreSQL's HNSW), and what a
+  (SQLite's RAM copy of 3-bit codes, or its cells of them kept in the file, re-ranked
+  exactly; PostgreSQL's HNSW), and what a
   new or swapped set of vectors must also update.
 - :class:`~persistence.stores.empty_cache.EmptyCache`: whether "the embedding queue is
   empty" may be answered without a read (PostgreSQL's version row; SQLite always reads,

@@ -258,6 +258,16 @@ def accepted_embeddings(where: MemoryFilter, tier: Tier, limit: int) -> Statemen
     return Statement(sql, [*params, limit])
 
 
+def accepted_ids(where: MemoryFilter, tier: Tier, limit: int) -> Statement:
+    """The ids of up to ``limit`` memories of ``tier`` that ``where`` accepts and that
+    have an embedding (no vector read)."""
+    conds, params = filter_conditions(where)
+    clause = " AND ".join([*conds, "t.embedding IS NOT NULL"])
+    return Statement(
+        f"SELECT t.id FROM {TABLE[tier]} AS t WHERE {clause} LIMIT ?", [*params, limit]
+    )
+
+
 def accepted_among(where: MemoryFilter, tier: Tier, memory_ids: Sequence[str]) -> Statement:
     """The ids of ``memory_ids`` (of ``tier``) that ``where`` accepts."""
     conds, params = filter_conditions(where, probe_tags=True)
@@ -296,6 +306,18 @@ def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:
     marks = ", ".join("?" for _ in memory_ids)
     sql = f"SELECT id, embedding FROM {TABLE[tier]} WHERE id IN ({marks}) AND embedding IS NOT NULL"
     return Statement(sql, memory_ids)
+
+
+def cosine_distances_of(memory_ids: Sequence[str], tier: Tier, query: bytes) -> Statement:
+    """``(id, cosine distance to query)`` of each of ``memory_ids`` in ``tier`` whose
+    embedding has the query's size, by sqlite-vec's ``vec_distance_cosine`` (the
+    extension must be loaded on the connection)."""
+    marks = ", ".join("?" for _ in memory_ids)
+    sql = (
+        f"SELECT id, vec_distance_cosine(embedding, ?1) FROM {TABLE[tier]} "
+        f"WHERE id IN ({marks}) AND length(embedding) = length(?1)"
+    )
+    return Statement(sql, [query, *memory_ids])
 
 
 CHANGE_HEAD = Statement("SELECT seq, memory_id FROM vector_changes ORDER BY seq DESC LIMIT 1")

@@ -1,0 +1,72 @@
+"""The vector cells' packs (migration v019): each cell's codes in one row, the ids in
+order beside them, and folding a cell's tail of single-row codes into its pack.
+
+A pack is written again whenever a code leaves it (a changed or forgotten vector): no
+tombstones, so a search never reads a dead code, and a forgotten memory's code leaves
+the file in the transaction that forgets it. Run by :mod:`persistence.sqlite.cell_sync`.
+"""
+
+from __future__ import annotations
+
+import apsw
+import numpy as np
+
+from persistence import statements
+from persistence.sqlite.sql import cell_sql
+from persistence.sqlite.vector_codes import ID_END, CodeFit
+from persistence.statements import rows, run
+
+
+def pack_rows(conn: apsw.Connection, cell: int) -> tuple[np.ndarray, bytes, int]:
+    """``cell``'s packed keys (id + end byte, fixed width), codes and code width."""
+    found = statements.row(conn, cell_sql.packs_of([cell]))
+    if found is None:
+        return np.zeros(0, dtype="S1"), b"", 0
+    _, size, width, ids, codes = found
+    keys = np.frombuffer(bytes(ids), dtype=f"S{len(ids) // max(int(size), 1)}")
+    return keys, bytes(codes), int(width)
+
+
+def rewrite_pack(conn: apsw.Connection, cell: int, gone: set[str]) -> None:
+    """Write ``cell``'s pack again without the codes of ``gone`` memories."""
+    keys, codes, width = pack_rows(conn, cell)
+    if not len(keys):
+        return
+    drop = np.array([g.encode() + ID_END for g in gone])
+    keep = ~np.isin(keys, drop)
+    raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
+    _put_pack(conn, cell, keys[keep], raw[keep], width)
+
+
+def _put_pack(
+    conn: apsw.Connection, cell: int, keys: np.ndarray, raw: np.ndarray, width: int
+) -> None:
+    if not len(keys):
+        run(conn, cell_sql.drop_pack(cell))
+        return
+    order = np.argsort(keys, kind="stable")
+    keys, raw = keys[order], raw[order]
+    run(conn, cell_sql.put_pack(cell, len(keys), width, keys.tobytes(),
+                                np.ascontiguousarray(raw).tobytes()))  # fmt: skip
+
+
+def fold(conn: apsw.Connection, fit: CodeFit, cell: int) -> None:
+    """Fold ``cell``'s tail into its pack (codes of another width are dropped)."""
+    width = fit.code_bytes
+    keys, codes, old_width = pack_rows(conn, cell)
+    tail = [(str(i), bytes(c)) for i, c in rows(conn, cell_sql.tail_of(cell))]
+    tail = [(i, c) for i, c in tail if len(c) == width]
+    if old_width not in (0, width):
+        keys, codes = np.zeros(0, dtype="S1"), b""
+    tail_keys = np.array([i.encode() + ID_END for i, _ in tail], dtype="S1" if not tail else None)
+    all_keys = np.concatenate([keys.astype(f"S{max(keys.itemsize, tail_keys.itemsize)}"),
+                               tail_keys])  # fmt: skip
+    raw = np.frombuffer(codes + b"".join(c for _, c in tail), dtype=np.uint8)
+    _put_pack(conn, cell, all_keys, raw.reshape(len(all_keys), width), width)
+    run(conn, cell_sql.drop_tail(cell))
+
+
+def fold_all(conn: apsw.Connection, fit: CodeFit) -> None:
+    """Fold every tail into its pack."""
+    for cell in sorted(int(c) for (c,) in rows(conn, cell_sql.TAIL_CELLS)):
+        fold(conn, fit, cell)

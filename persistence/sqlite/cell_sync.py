@@ -1,0 +1,327 @@
+"""Keeping the vector cells (migration v019) in step with the file's vectors.
+
+The cells are k-means partitions of the normalised vectors (about ``sqrt(N)`` of them;
+one below :data:`CELLS_FROM` vectors, where a search then scores every code, as the RAM
+copy does). Each cell's 3-bit codes (:class:`~persistence.sqlite.vector_codes.CodeFit`)
+sit packed in one row; codes written since the pack sit in a tail of one row each.
+
+Who writes them: :func:`sync`, inside the transaction that stores vectors, brings the
+cells to the ``vector_changes`` head: a changed or deleted vector leaves its cell (its
+tail row, or its cell's pack is written again without it: no tombstones, so a search
+never reads a dead code and a forgotten memory's code is gone once its change is
+synced), a current vector joins the tail of its nearest cell, and a tail past
+:func:`tail_bound` is folded into its pack. A small file is trained here as well (at
+most :data:`FIRST_TRAIN_MAX` vectors); :func:`sync_alone` (``maintain()``) trains a
+large one, trains again once the file holds four times the vectors the cells were
+trained on, and folds every tail. What the cells do not hold yet (the changes logged
+after their position) a reader compares exactly (:mod:`persistence.sqlite.cell_vectors`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import threading
+from collections.abc import Iterable
+
+import apsw
+import numpy as np
+
+from persistence import statements
+from persistence.records import Tier
+from persistence.sqlite import cell_packs, vector_reads
+from persistence.sqlite.code_sync import position_kept
+from persistence.sqlite.sql import cell_sql, index_sql, meta_sql
+from persistence.sqlite.sql.cell_sql import CellState
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
+from persistence.sqlite.vector_codes import (
+    CAL_ROWS,
+    EXACT_BELOW,
+    FIT_ROWS,
+    CodeFit,
+    code_blobs,
+)
+from persistence.statements import rows, run, run_all, run_batch, value
+
+log = logging.getLogger("tiered_memory")
+
+TRAIN_MIN = 1_024
+"""Fewer embedded memories: no cells (the RAM copy of so few is small)."""
+FIRST_TRAIN_MAX = 16_384
+"""A sync inside a write trains (or trains again) a file of at most this many."""
+CELLS_FROM = 20_000
+"""Fewer vectors: one cell (a search scores every code, as the RAM copy does)."""
+INCREMENTAL_MAX = 16_384
+"""Changes a sync without ``rebuild`` takes on; more wait for ``maintain()``."""
+TAIL_MIN = 256
+"""A cell's tail is folded into its pack past this many rows, or an eighth of the pack."""
+KMEANS_ROUNDS = 10
+SAMPLE_PER_CELL = 64
+_CHUNK = 4_096
+
+
+def cells_for(count: int) -> int:
+    """How many cells ``count`` vectors are trained into."""
+    return 1 if count < CELLS_FROM else round(math.sqrt(count))
+
+
+def tail_bound(pack_size: int) -> int:
+    """Tail rows a cell with ``pack_size`` packed codes holds before it is folded."""
+    return max(TAIL_MIN, pack_size // 8)
+
+
+def read_state(conn: apsw.Connection) -> CellState | None:
+    """The cells' state, or ``None`` when there are none."""
+    return cell_sql.to_state(statements.row(conn, cell_sql.READ_STATE))
+
+
+def fit_of(state: CellState) -> CodeFit | None:
+    """The code fit the state records (``None``: damaged)."""
+    return CodeFit.from_row(state.dim, state.fitted, state.sqrt_factor, state.fit)
+
+
+def fit_of_checked(state: CellState) -> CodeFit:
+    """The fit of a state :func:`usable` accepted."""
+    fit = fit_of(state)
+    assert fit is not None  # usable() checked it
+    return fit
+
+
+def usable(conn: apsw.Connection, state: CellState | None, dim: int | None) -> bool:
+    """True if ``state``'s cells are for ``dim`` and every change after their position is
+    still in the log (a reader can cover the rest exactly)."""
+    return (
+        state is not None
+        and state.dim == dim
+        and fit_of(state) is not None
+        and position_kept(conn, state.seq, state.seq_id)
+    )
+
+
+def stored_dim(conn: apsw.Connection) -> int | None:
+    found = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
+    return None if found is None else int(found)
+
+
+def sync(conn: apsw.Connection, *, rebuild: bool = False, train: bool = True) -> int | None:
+    """Bring the cells to the change log's head in the caller's write transaction; the
+    number of codes written, or ``None`` when the file is too large to train here (then
+    ``maintain()`` must). Without ``rebuild`` only bounded work is done (at most
+    :data:`INCREMENTAL_MAX` changes; training only up to :data:`FIRST_TRAIN_MAX`
+    vectors, and not at all without ``train``); with it the cells are trained (again)
+    when they must be, and every tail is folded. Cells in step cost two reads."""
+    state = read_state(conn)
+    head_seq, head_id = vector_reads.change_head(conn)
+    if state is not None and not rebuild and (state.seq, state.seq_id) == (head_seq, head_id):
+        return 0  # in step (a log replaced since could only hold another id at head)
+    dim = stored_dim(conn)
+    if dim is None or dim < EXACT_BELOW:
+        if state is not None:
+            run_all(conn, cell_sql.DROP_ALL)
+        return 0
+    if state is not None and usable(conn, state, dim):
+        grown = state.members >= 4 * state.trained_on
+        small = state.members <= FIRST_TRAIN_MAX
+        if not (grown and (rebuild or (small and train))):
+            written = 0
+            if state.seq != head_seq:
+                changed = vector_reads.changed_since(conn, state.seq)
+                if len(changed) > INCREMENTAL_MAX and not rebuild:
+                    return None
+                written, members = _apply(conn, state, changed)
+                run(conn, cell_sql.move_to(head_seq, head_id, members))
+            if rebuild:
+                cell_packs.fold_all(conn, fit_of_checked(state))
+            return written
+    if not (train or rebuild):
+        return None
+    embedded = _embedded(conn, None if rebuild else FIRST_TRAIN_MAX + 1)
+    if embedded > FIRST_TRAIN_MAX and not rebuild:
+        return None
+    if embedded < TRAIN_MIN:
+        if state is not None:
+            run_all(conn, cell_sql.DROP_ALL)
+        return 0
+    return train_cells(conn, dim, embedded, head_seq, head_id)
+
+
+def sync_alone(conn: apsw.Connection) -> int:
+    """:func:`sync` with ``rebuild=True`` in a transaction of its own on ``conn``."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        written = sync(conn, rebuild=True) or 0
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return written
+
+
+def _embedded(conn: apsw.Connection, at_most: int | None) -> int:
+    """Embedded memories (counted no further than about ``at_most``)."""
+    unembedded = int(value(conn, index_sql.unembedded_count()) or 0)
+    bound = None if at_most is None else at_most + unembedded
+    return vector_reads.memory_count(conn, at_most=bound) - unembedded
+
+
+def normalised(blobs: list[bytes], dim: int) -> np.ndarray:
+    vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+    norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    out: np.ndarray = (vectors / norms).astype(np.float32)
+    return out
+
+
+def nearest_cells(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """The cell each normalised vector belongs to (its most similar centroid)."""
+    out = np.empty(len(vectors), dtype=np.int64)
+    for start in range(0, len(vectors), _CHUNK):
+        out[start : start + _CHUNK] = np.argmax(vectors[start : start + _CHUNK] @ centroids.T, 1)
+    return out
+
+
+def kmeans(sample: np.ndarray, cells: int, seed: int = 1) -> np.ndarray:
+    """Spherical k-means centroids ``[cells, dim]`` of a normalised sample."""
+    rng = np.random.default_rng(seed)
+    if cells == 1:
+        mean = sample.mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        single: np.ndarray = (mean / norm if norm > 1e-12 else sample[0]).astype(np.float32)
+        return single[None, :]
+    centroids = sample[rng.choice(len(sample), cells, replace=False)].copy()
+    for _ in range(KMEANS_ROUNDS):
+        assigned = nearest_cells(sample, centroids)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, assigned, sample)
+        empty = np.linalg.norm(sums, axis=1) == 0
+        sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
+        centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    return centroids.astype(np.float32)
+
+
+def centroids_of(conn: apsw.Connection) -> np.ndarray:
+    """Every centroid, in cell order ``[cells, dim]``."""
+    found = rows(conn, cell_sql.CENTROIDS)
+    if not found:
+        return np.zeros((0, 0), dtype=np.float32)
+    flat = np.frombuffer(b"".join(bytes(c) for _, c in found), dtype="<f4")
+    return flat.reshape(len(found), -1).astype(np.float32)
+
+
+_cached: tuple[int, np.ndarray] | None = None  # (generation, centroids): the latest read
+_cache_lock = threading.Lock()
+
+
+def cached_centroids(conn: apsw.Connection, state: CellState) -> np.ndarray:
+    """:func:`centroids_of`, read once per generation of the cells (one per process:
+    a generation is random, so centroids of a rolled-back training are never taken for
+    those of another)."""
+    global _cached
+    with _cache_lock:
+        if _cached is None or _cached[0] != state.generation:
+            _cached = (state.generation, centroids_of(conn))
+        return _cached[1]
+
+
+def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:
+    for tier in Tier:
+        for memory_id, blob in vector_reads.embedded_rows(conn, tier):
+            if len(blob) == 4 * dim:
+                yield memory_id, tier, blob
+
+
+def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: str | None) -> int:
+    """Train the cells again from every vector (two passes over the floats: a sample for
+    the fit and the centroids, then every code into its cell's tail, then every tail
+    folded into its pack); the number of codes written."""
+    run_all(conn, cell_sql.DROP_ALL)
+    cells = cells_for(total)
+    wanted = max(SAMPLE_PER_CELL * cells, CAL_ROWS)
+    every = max(total // wanted, 1)
+    kept = [blob for n, (_, _, blob) in enumerate(embedded_stream(conn, dim)) if n % every == 0]
+    sample = normalised(kept, dim)
+    cells = min(cells, len(sample))
+    fit = CodeFit.of(sample[:FIT_ROWS]).calibrated(sample[:CAL_ROWS])
+    centroids = kmeans(sample, cells)
+    del kept, sample
+    run_batch(conn, cell_sql.put_centroids([(c, centroids[c].tobytes()) for c in range(cells)]))
+    written = 0
+    batch: list[tuple[str, Tier, bytes]] = []
+    for found in embedded_stream(conn, dim):
+        batch.append(found)
+        if len(batch) == _CHUNK:
+            written += len(_join(conn, fit, centroids, batch))
+            batch = []
+    written += len(_join(conn, fit, centroids, batch))
+    generation = secrets.randbits(62)
+    state = CellState(dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), cells, written, written,
+                      generation, seq, seq_id)  # fmt: skip
+    run(conn, cell_sql.write_state(state))
+    cell_packs.fold_all(conn, fit)
+    log.info("vector cells trained: %d codes in %d cells", written, cells)
+    return written
+
+
+def _join(
+    conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray,
+    found: list[tuple[str, Tier, bytes]],
+) -> list[int]:  # fmt: skip
+    """Codes of ``found`` vectors into their nearest cells' tails; the cell of each."""
+    found = [row for row in found if len(row[2]) == 4 * fit.dim]
+    if not found:
+        return []
+    vectors = normalised([blob for _, _, blob in found], fit.dim)
+    cells = nearest_cells(vectors, centroids)
+    bits, low = fit.encode(vectors)
+    codes = code_blobs([tier for _, tier, _ in found], bits, low)
+    joined = [(int(c), i, code) for (i, _, _), c, code in zip(found, cells, codes, strict=True)]
+    for batch in cell_sql.join(joined):
+        run_batch(conn, batch)
+    return [int(c) for c in cells]
+
+
+def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple[int, int]:
+    """Take in the current vectors of ``changed`` memories (gone ones leave their cells);
+    the codes written and how many the cells hold after."""
+    fit = fit_of_checked(state)
+    centroids = cached_centroids(conn, state)
+    members = state.members
+    written = 0
+    touched: set[int] = set()
+    for start in range(0, len(changed), _CHUNK):
+        chunk = changed[start : start + _CHUNK]
+        members -= _leave(conn, chunk)
+        joined = _join(conn, fit, centroids, vector_reads.embeddings_of(conn, chunk))
+        written += len(joined)
+        members += len(joined)
+        touched.update(joined)
+    for cell in sorted(touched):
+        size = int(value(conn, cell_sql.pack_size(cell)) or 0)
+        if int(value(conn, cell_sql.tail_count(cell)) or 0) > tail_bound(size):
+            cell_packs.fold(conn, fit, cell)
+    return written, members
+
+
+def _leave(conn: apsw.Connection, memory_ids: list[str]) -> int:
+    """``memory_ids`` leave the cells holding them: their tail rows go, and each pack that
+    held one is written again without it; how many left."""
+    held = [
+        (int(cell), str(memory_id))
+        for memory_id, cell in rows(conn, cell_sql.members_of(memory_ids))
+    ]
+    if not held:
+        return 0
+    in_tail = {
+        (cell, memory_id)
+        for cell, memory_id in held
+        if statements.row(conn, cell_sql.in_tail(cell, memory_id)) is not None
+    }
+    for batch in cell_sql.leave(held):
+        run_batch(conn, batch)
+    packed: dict[int, set[str]] = {}
+    for cell, memory_id in held:
+        if (cell, memory_id) not in in_tail:
+            packed.setdefault(cell, set()).add(memory_id)
+    for cell, gone in packed.items():
+        cell_packs.rewrite_pack(conn, cell, gone)
+    return len(held)

@@ -4,10 +4,10 @@ exactly the file's committed vectors, each once, with its current code."""
 from __future__ import annotations
 
 import apsw
-import numpy as np
 
 from persistence.records import Tier
 from persistence.sqlite import vector_reads
+from persistence.sqlite.cell_packs import DamagedPack, pack_keys
 from persistence.sqlite.cell_sync import embedded_stream, fit_of, normalised, read_state
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql
@@ -40,8 +40,14 @@ def check(conn: apsw.Connection) -> list[str]:
         held[memory_id] = (cell, code)
 
     for cell, size, width, ids, codes in stream(conn, cell_sql.ALL_PACKS):
-        keys = np.frombuffer(bytes(ids), dtype=f"S{len(ids) // max(int(size), 1)}")
         blob = bytes(codes)
+        try:
+            keys = pack_keys(int(cell), size, width, bytes(ids), blob)
+        except DamagedPack as exc:
+            problems.append(f"{exc} (maintain() trains the cells again)")
+            continue
+        if int(width) != fit.code_bytes:
+            problems.append(f"cell {cell}'s codes are {width} bytes, not {fit.code_bytes}")
         for n, key in enumerate(keys.tolist()):
             hold(int(cell), key[:-1].decode(), blob[n * width : (n + 1) * width])
     for cell, memory_id, code in stream(conn, cell_sql.ALL_TAILS):

@@ -17,14 +17,30 @@ from persistence.sqlite.vector_codes import ID_END, CodeFit
 from persistence.statements import rows, run
 
 
+class DamagedPack(Exception):
+    """A pack whose ids and codes do not add up (a damaged file): the cells are dropped
+    and trained again (:func:`persistence.sqlite.cell_sync.sync`), searches use the RAM
+    copy meanwhile, and ``check`` reports it."""
+
+
+def pack_keys(cell: int, size: int, width: int, ids: bytes, codes: bytes) -> np.ndarray:
+    """The keys (id + end byte, fixed width) of a pack row, checked against its codes."""
+    size, width = int(size), int(width)
+    if size <= 0 or width <= 0 or len(ids) % size or len(codes) != size * width:
+        raise DamagedPack(
+            f"cell {cell}'s pack holds {len(ids)} id bytes and {len(codes)} code bytes "
+            f"for {size} codes of {width} bytes"
+        )
+    return np.frombuffer(bytes(ids), dtype=f"S{len(ids) // size}")
+
+
 def pack_rows(conn: apsw.Connection, cell: int) -> tuple[np.ndarray, bytes, int]:
     """``cell``'s packed keys (id + end byte, fixed width), codes and code width."""
     found = statements.row(conn, cell_sql.packs_of([cell]))
     if found is None:
         return np.zeros(0, dtype="S1"), b"", 0
     _, size, width, ids, codes = found
-    keys = np.frombuffer(bytes(ids), dtype=f"S{len(ids) // max(int(size), 1)}")
-    return keys, bytes(codes), int(width)
+    return pack_keys(cell, size, width, bytes(ids), bytes(codes)), bytes(codes), int(width)
 
 
 def rewrite_pack(conn: apsw.Connection, cell: int, gone: set[str]) -> None:
@@ -55,7 +71,8 @@ def fold(conn: apsw.Connection, fit: CodeFit, cell: int) -> None:
     width = fit.code_bytes
     keys, codes, old_width = pack_rows(conn, cell)
     tail = [(str(i), bytes(c)) for i, c in rows(conn, cell_sql.tail_of(cell))]
-    tail = [(i, c) for i, c in tail if len(c) == width]
+    if any(len(c) != width for _, c in tail):
+        raise DamagedPack(f"cell {cell}'s tail holds a code that is not {width} bytes")
     if old_width not in (0, width):
         keys, codes = np.zeros(0, dtype="S1"), b""
     tail_keys = np.array([i.encode() + ID_END for i, _ in tail], dtype="S1" if not tail else None)

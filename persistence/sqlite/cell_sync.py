@@ -105,6 +105,18 @@ def stored_dim(conn: apsw.Connection) -> int | None:
 
 
 def sync(conn: apsw.Connection, *, rebuild: bool = False, train: bool = True) -> int | None:
+    """:func:`_sync`; damaged cells (:class:`~persistence.sqlite.cell_packs.DamagedPack`)
+    are dropped in the same transaction and trained again where :func:`_sync` may
+    (else ``maintain()`` does), so a damaged pack blocks no write."""
+    try:
+        return _sync(conn, rebuild=rebuild, train=train)
+    except cell_packs.DamagedPack as exc:
+        log.warning("the vector cells are damaged (%s): dropped, to be trained again", exc)
+        run_all(conn, cell_sql.DROP_ALL)
+        return _sync(conn, rebuild=rebuild, train=train)
+
+
+def _sync(conn: apsw.Connection, *, rebuild: bool, train: bool) -> int | None:
     """Bring the cells to the change log's head in the caller's write transaction; the
     number of codes written, or ``None`` when the file is too large to train here (then
     ``maintain()`` must). Without ``rebuild`` only bounded work is done (at most
@@ -120,6 +132,14 @@ def sync(conn: apsw.Connection, *, rebuild: bool = False, train: bool = True) ->
         if state is not None:
             run_all(conn, cell_sql.DROP_ALL)
         return 0
+    if rebuild and state is not None:  # maintain(): no damaged pack is kept
+        damaged = statements.row(conn, cell_sql.DAMAGED_PACK)
+        if damaged is not None:
+            cell, size, width, ids, codes = damaged
+            raise cell_packs.DamagedPack(
+                f"cell {cell}'s pack holds {ids} id bytes and {codes} code bytes "
+                f"for {size} codes of {width} bytes"
+            )
     if state is not None and usable(conn, state, dim):
         grown = state.members >= 4 * state.trained_on
         small = state.members <= FIRST_TRAIN_MAX

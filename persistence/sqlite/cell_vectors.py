@@ -29,6 +29,7 @@ pass (or the share that passed shows an exact comparison is cheaper).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ import numpy as np
 
 from persistence.records import MemoryFilter, Tier
 from persistence.sqlite import cell_sync, vec_extension, vector_reads
+from persistence.sqlite.cell_packs import DamagedPack, pack_keys
 from persistence.sqlite.database import Database
 from persistence.sqlite.index_store import (
     VECTOR_MIN_CANDIDATES,
@@ -58,6 +60,7 @@ from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.statements import rows, run_all
 
 T = TypeVar("T")
+log = logging.getLogger("tiered_memory")
 
 PROBE_SHARE = 0.08
 """Share of the cells a search probes (clustered vectors at 1M: recall@10 0.969; 0.940 at 6%)."""
@@ -137,9 +140,18 @@ class CellVectors:
     ) -> list[tuple[str, float]]:  # fmt: skip
         """Like :meth:`MirrorVectors.nearest`, over the probed cells (module docstring)."""
         view = self.view(conn, len(query))
-        if view is None:
-            self.last_search = "ram"
-            return self.ram.nearest(conn, query, limit, where, exact_scan_max)
+        if view is not None:
+            try:
+                return self._nearest(conn, view, query, limit, where, exact_scan_max)
+            except DamagedPack as exc:  # the next write or maintain() trains them again
+                log.warning("the vector cells are damaged (%s): searching the RAM copy", exc)
+        self.last_search = "ram"
+        return self.ram.nearest(conn, query, limit, where, exact_scan_max)
+
+    def _nearest(
+        self, conn: apsw.Connection, view: CellView, query: np.ndarray, limit: int,
+        where: MemoryFilter, exact_scan_max: int,
+    ) -> list[tuple[str, float]]:  # fmt: skip
         self.last_search = "cells"
         wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         probes = view.probes
@@ -156,11 +168,16 @@ class CellVectors:
                 share = max(len(ids), 1) / max(view.total, 1)
                 probes = min(view.cells, math.ceil(probes / share))
         in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+        # A tier alone does not narrow the RAM copy's search (its first stage is by tier),
+        # but here it does: the probed cells may hold few codes of a small tier.
+        tier_only = not where.narrows and where.tier is not None
         while True:
             candidates = self.candidates(conn, view, query, count, where.tier, probes, accepted)
-            if not where.narrows:
+            if not where.narrows and not tier_only:
                 break
-            passed = vector_reads.accepted_among(conn, where, candidates)
+            passed = (
+                candidates if tier_only else vector_reads.accepted_among(conn, where, candidates)
+            )
             deepest = probes >= view.cells and count >= view.total
             if len(passed) >= wanted or deepest:
                 candidates = passed[:wanted]
@@ -185,7 +202,7 @@ class CellVectors:
         similarity = view.centroids @ unit
         probes = min(probes, view.cells)
         cells = np.argpartition(-similarity, probes - 1)[:probes].tolist()
-        keys, raw = read_cells(conn, cells)
+        keys, raw = read_cells(conn, cells, view.fit.code_bytes)
         found: list[tuple[str, Tier]] = []
         if len(keys):
             tiers, bits, low = split_packed_codes(raw, len(keys), view.fit.words)
@@ -246,15 +263,21 @@ class CellVectors:
         return cell_sync.sync_alone(conn)
 
 
-def read_cells(conn: apsw.Connection, cells: list[int]) -> tuple[np.ndarray, bytes]:
+def read_cells(
+    conn: apsw.Connection, cells: list[int], code_bytes: int
+) -> tuple[np.ndarray, bytes]:
     """The keys (id + end byte, fixed width) and codes (end to end) of ``cells``' packs
-    and tails."""
+    and tails; :class:`DamagedPack` when they do not add up to codes of ``code_bytes``."""
     keys: list[np.ndarray] = []
     codes: list[bytes] = []
-    for _, size, _, ids, packed in rows(conn, cell_sql.packs_of(cells)):
-        keys.append(np.frombuffer(ids, dtype=f"S{len(ids) // max(int(size), 1)}"))
+    for cell, size, width, ids, packed in rows(conn, cell_sql.packs_of(cells)):
+        if width != code_bytes:
+            raise DamagedPack(f"cell {cell}'s pack holds codes of {width} bytes, not {code_bytes}")
+        keys.append(pack_keys(cell, size, width, bytes(ids), bytes(packed)))
         codes.append(packed)
     tail = rows(conn, cell_sql.tails_of(cells, ID_END))
+    if any(len(c) != code_bytes for _, c in tail):
+        raise DamagedPack(f"a tail of cells {cells} holds a code that is not {code_bytes} bytes")
     if tail:
         keys.append(np.array([bytes(k) for k, _ in tail]))
         codes.append(b"".join(c for _, c in tail))

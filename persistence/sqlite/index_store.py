@@ -25,11 +25,12 @@ import apsw
 import numpy as np
 
 from persistence.records import MemoryFilter, Tier
-from persistence.sqlite import code_sync, vector_reads
+from persistence.sqlite import cell_sync, code_sync, vector_reads
 from persistence.sqlite.database import Database
 from persistence.sqlite.keyword_index import KeywordIndex
 from persistence.sqlite.memory_store import check_dimension
 from persistence.sqlite.sql import (
+    cell_sql,
     conversation_sql,
     embedding_cache_sql,
     index_sql,
@@ -198,11 +199,17 @@ class MirrorVectors(VectorMirror):
         """The codes were made for the old model's vectors; the copy reloads after commit."""
         self.engine.after_commit(self.reset)
         run_all(conn, vector_codes_sql.DROP_ALL)
+        run_all(conn, cell_sql.DROP_ALL)  # a handle with vector_index="cells" trains them again
 
     def swapped(self, conn: apsw.Connection, dim: int) -> None:
         """Nothing more: the vectors are in the tier tables, the codes made again later."""
 
     def maintain(self, conn: apsw.Connection) -> int:
         """``maintain()``'s part: the codes (and packs) brought up to date in a
-        transaction of its own on ``conn``, so later opens load codes, not every vector."""
-        return code_sync.sync_alone(conn)
+        transaction of its own on ``conn``, so later opens load codes, not every vector;
+        a file that has vector cells (made by a ``vector_index="cells"`` handle) has them
+        trained again if due and their tails folded too."""
+        written = code_sync.sync_alone(conn)
+        if cell_sync.read_state(conn) is not None:
+            written += cell_sync.sync_alone(conn)
+        return written

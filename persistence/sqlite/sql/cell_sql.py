@@ -93,6 +93,12 @@ def packs_of(cells: Sequence[int]) -> Statement:
 
 ALL_PACKS = Statement("SELECT cell, size, width, ids, codes FROM vector_cell_packs ORDER BY cell")
 """Every pack (stream it: a million memories' packs are ~180 MB)."""
+DAMAGED_PACK = Statement(
+    "SELECT cell, size, width, length(ids), length(codes) FROM vector_cell_packs "
+    "WHERE size <= 0 OR width <= 0 OR length(ids) % size <> 0 "
+    "OR length(codes) <> size * width LIMIT 1"
+)
+"""A pack whose ids and codes do not add up, if any (``length`` reads no blob)."""
 
 
 def tails_of(cells: Sequence[int], end: bytes) -> Statement:

@@ -311,10 +311,11 @@ def embeddings_of(memory_ids: Sequence[str], tier: Tier) -> Statement:
 def cosine_distances_of(memory_ids: Sequence[str], tier: Tier, query: bytes) -> Statement:
     """``(id, cosine distance to query)`` of each of ``memory_ids`` in ``tier`` whose
     embedding has the query's size, by sqlite-vec's ``vec_distance_cosine`` (the
-    extension must be loaded on the connection)."""
+    extension must be loaded on the connection). A zero vector on either side is at
+    distance 1, as numpy's re-rank has it (the function answers NULL there)."""
     marks = ", ".join("?" for _ in memory_ids)
     sql = (
-        f"SELECT id, vec_distance_cosine(embedding, ?1) FROM {TABLE[tier]} "
+        f"SELECT id, coalesce(vec_distance_cosine(embedding, ?1), 1.0) FROM {TABLE[tier]} "
         f"WHERE id IN ({marks}) AND length(embedding) = length(?1)"
     )
     return Statement(sql, [query, *memory_ids])

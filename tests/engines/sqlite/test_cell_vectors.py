@@ -20,9 +20,10 @@ from persistence.sqlite import (
     integrity,
     memory_steps,
     vec_extension,
+    vector_reads,
 )
 from persistence.sqlite.sql import cell_sql, memory_sql
-from persistence.statements import rows, run
+from persistence.statements import Statement, rows, run
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 
@@ -380,3 +381,121 @@ def test_current_only_searches_leave_superseded_memories_out(
         assert (found[0] == ids[n]) is (n >= 300)
     assert cells.indexes.vectors.last_search == "cells"
     assert nearest(cells, vectors[3], 1) == [ids[3]]  # without the filter: still there
+
+
+def test_a_tier_alone_probes_deeper_until_k_of_it_are_found(
+    db_path: Path, small_cells: None
+) -> None:
+    rng = np.random.default_rng(5)
+    vectors = clustered(rng, 2_000)
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors)
+        for memory_id in ids[:30]:  # 30 semantic memories among 2,000
+            store.promote_memory(memory_id, Tier.EPISODIC, Tier.SEMANTIC, reason="t")
+        assert state(store).cells > 8  # the probed cells are a share of them
+        missed = 0
+        for query in clustered(rng, 20):
+            found = nearest(store, query, 10, tier=Tier.SEMANTIC)
+            assert store.indexes.vectors.last_search == "cells"
+            assert len(found) == 10
+            missed += len(set(exact(ids[:30], vectors[:30], query, 10)) - set(found))
+        assert missed == 0  # 118 of 200 missed when a tier alone did not deepen
+
+
+def test_a_zero_vector_is_at_distance_one_in_sql_as_in_numpy(
+    cells: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(8)
+    vectors = unit(rng, 1_500)
+    vectors[5] = 0.0
+    ids = put(cells, vectors)
+    answers = []
+    for in_sql in (True, False):  # sqlite-vec's vec_distance_cosine, then numpy
+        if not in_sql:
+            monkeypatch.setattr(vec_extension, "loaded", lambda conn: False)
+        found = dict(cells.indexes.vector_search(vectors[6], 1_500))
+        assert cells.indexes.vectors.last_search == "cells"
+        assert found[ids[5]] == pytest.approx(1.0)
+        answers.append(found)
+        zero_query = cells.indexes.vector_search(np.zeros(DIM, dtype=np.float32), 5)
+        assert [d for _, d in zero_query] == pytest.approx([1.0] * 5)
+    assert answers[0].keys() == answers[1].keys()
+
+
+def test_a_model_swap_by_a_ram_handle_drops_the_cells(db_path: Path, small_cells: None) -> None:
+    rng = np.random.default_rng(10)
+    old, new = clustered(rng, 600), clustered(rng, 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, old)
+        assert state(cells).members == 600
+    with SQLiteStore(str(db_path)) as ram:  # the default handle, the CLI's
+        ram.indexes.begin_rebuild("model-2", DIM)
+        ram.indexes.stage_rebuild([(i, f"text {n}", new[n]) for n, i in enumerate(ids)])
+        ram.indexes.finish_rebuild(lambda texts: np.zeros((len(texts), DIM)))
+        with ram.engine.snapshot() as conn:
+            assert cell_sync.read_state(conn) is None  # the old model's cells are gone
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        maintain(cells)
+        assert state(cells).members == 600
+        assert problems(cells) == []
+        assert nearest(cells, new[7], 1) == [ids[7]]
+
+
+def test_maintain_by_a_ram_handle_keeps_a_files_cells(db_path: Path, small_cells: None) -> None:
+    rng = np.random.default_rng(11)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, clustered(rng, 600))
+    with SQLiteStore(str(db_path)) as ram:  # forgets: the cells fall behind this handle
+        for memory_id in ids[:50]:
+            ram.memories.forget_memory(memory_id, reason="t")
+        maintain(ram)  # `tiered-memory maintain` on a cells file
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        with cells.engine.snapshot() as conn:
+            head = vector_reads.change_head(conn)
+        assert head == (state(cells).seq, state(cells).seq_id)
+        assert state(cells).members == 550
+        assert problems(cells) == []
+
+
+def test_a_damaged_pack_is_reported_searched_around_and_trained_again(
+    db_path: Path, small_cells: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(13)
+    vectors = clustered(rng, 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        expected = nearest(cells, vectors[0], 10)
+        with cells.transaction() as conn:
+            (cell,) = rows(conn, cell_sql.members_of([ids[0]]))[0][1:]
+            run(conn, Statement(
+                "UPDATE vector_cell_packs SET codes = substr(codes, 1, length(codes) - 7) "
+                "WHERE cell = ?", (cell,)))  # fmt: skip
+        assert any("pack holds" in p for p in problems(cells))
+        with caplog.at_level(logging.WARNING, logger="tiered_memory"):
+            assert nearest(cells, vectors[0], 10) == expected  # by the RAM copy
+        assert cells.indexes.vectors.last_search == "ram"
+        assert "damaged" in caplog.text
+        # a write that reaches the damaged pack drops the cells and trains them again
+        cells.memories.forget_memory(ids[0], reason="t")
+        assert problems(cells) == []
+        assert nearest(cells, vectors[0], 9) == expected[1:]
+        assert cells.indexes.vectors.last_search == "cells"
+
+
+def test_maintain_trains_again_over_a_damaged_pack_no_write_reached(
+    db_path: Path, small_cells: None
+) -> None:
+    rng = np.random.default_rng(14)
+    vectors = clustered(rng, 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        generation = state(cells).generation
+        with cells.transaction() as conn:
+            run(conn, Statement(
+                "UPDATE vector_cell_packs SET ids = substr(ids, 2) "
+                "WHERE cell = (SELECT min(cell) FROM vector_cell_packs)"))  # fmt: skip
+        assert problems(cells) != []
+        maintain(cells)
+        assert state(cells).generation != generation  # trained again
+        assert problems(cells) == []
+        assert nearest(cells, vectors[3], 1) == [ids[3]]

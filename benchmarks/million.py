@@ -14,8 +14,12 @@ fresh process:
   recall and at the end, and RSS held at the end (VmRSS). Goal: peak <= 400 MB.
 - recall p50 / p99 with the query vectors precomputed (query embedding excluded), against
   a numpy exact scan of the float vectors in RAM in the same process. Goal: p50 <= 50 ms.
-  Then the keyword leg alone, p50 with the common-terms rule
-  (``persistence.sqlite.sql.index_sql.coordinated``) and with every match ranked.
+  Then the keyword leg alone, p50 with its bound
+  (``persistence.sqlite.keyword_search.bounded``) and with every match ranked.
+
+The memories' words are drawn as in text (``zipf``: a few common words, many rare
+ones); files are named by size (``memories_<count>.db``), their build time beside them
+(``.build.json``). ``benchmarks/scale_run.py`` measures several sizes in one run.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 RSS_PROBE = """
-import sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[3])
 from tiered_memory import AgentMemoryManager
 from tiered_memory.embedding import compact_model
@@ -43,7 +47,9 @@ def status():
 
 start = time.perf_counter()
 model = OnnxEmbedder(compact_model.build(None), model_id="bench-random")  # the file's id
-with AgentMemoryManager.open(sys.argv[1], embedder=model, recall_review_quality=None) as memory:
+options = json.loads(os.environ.get("TM_OPEN_OPTIONS", "{}"))  # e.g. vector_index
+with AgentMemoryManager.open(sys.argv[1], embedder=model, recall_review_quality=None,
+                             **options) as memory:
     memory.recall("w1 w7 w13 question", k=10)
     first = time.perf_counter() - start
     after_first = status()
@@ -56,7 +62,7 @@ print({"first_s": first, "after_first": after_first, "end": end})
 """
 
 RECALL_PROBE = """
-import sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[3])
 import numpy as np
 from benchmarks.test_recall_bench import LookupEmbedder, WORDS, _unit
@@ -72,7 +78,9 @@ for q in range(n + 10):
     noisy = vectors[rng.integers(count)] + 0.5 * _unit(rng, 1)[0]
     embedder.vectors[text] = (noisy / np.linalg.norm(noisy)).astype(np.float32)
     queries.append(text)
-with AgentMemoryManager.open(sys.argv[1], embedder=embedder, recall_review_quality=None) as memory:
+options = json.loads(os.environ.get("TM_OPEN_OPTIONS", "{}"))  # e.g. vector_index
+with AgentMemoryManager.open(sys.argv[1], embedder=embedder, recall_review_quality=None,
+                             **options) as memory:
     for q in queries[:10]:
         memory.recall(q, k=10)
     took, cpu = [], []
@@ -81,7 +89,7 @@ with AgentMemoryManager.open(sys.argv[1], embedder=embedder, recall_review_quali
         memory.recall(q, k=10)
         took.append(time.perf_counter() - start)
         cpu.append(time.process_time() - used)
-    # The keyword leg alone, with the common-terms rule and without (every match ranked)
+    # The keyword leg alone, with its bound and without (every match ranked)
     from persistence import MemoryFilter
     from persistence.sqlite import keyword_search as index_sql  # (index_sql before issue 41)
     from tiered_memory.recall.settings import keywords
@@ -110,6 +118,11 @@ print({"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
 """
 
 
+def library(folder: Path, count: int) -> Path:
+    """Where the file of ``count`` memories is kept in ``folder`` (built once, reused)."""
+    return folder / f"memories_{count}.db"
+
+
 def build(path: Path, count: int) -> None:
     """The file (and its vectors beside it, for the queries), unless it is there."""
     if path.exists() and Path(f"{path}.npy").exists():
@@ -120,13 +133,14 @@ def build(path: Path, count: int) -> None:
     from tiered_memory import AgentMemoryManager
 
     start = time.perf_counter()
-    vectors = _build(path, count)
+    vectors = _build(path, count, zipf=True)
     np.save(f"{path}.npy", vectors)
     built = time.perf_counter() - start
     with AgentMemoryManager.open(path, embedder=None) as memory:
         memory.maintain()
-    print(f"built {count:,} memories in {built:.0f} s, maintain() "
-          f"{time.perf_counter() - start - built:.0f} s", flush=True)  # fmt: skip
+    maintained = time.perf_counter() - start - built
+    Path(f"{path}.build.json").write_text(json.dumps({"build_s": built, "maintain_s": maintained}))
+    print(f"built {count:,} memories in {built:.0f} s, maintain() {maintained:.0f} s", flush=True)
 
 
 def probe(script: str, *args: str) -> dict[str, object]:
@@ -146,7 +160,7 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma list of parts to skip: rss,recall")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    path = args.dir / "million.db"
+    path = library(args.dir, args.count)
     build(path, args.count)
     load = os.getloadavg()[0]
     result: dict[str, object] = {"count": args.count, "load": round(load, 1)}

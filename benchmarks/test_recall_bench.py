@@ -61,9 +61,20 @@ def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
+def word_odds(zipf: bool) -> np.ndarray | None:
+    """How often each of :data:`WORDS` is drawn: evenly (``None``), or as in text, the
+    word of rank r in proportion to 1 / (r + 10) (``zipf``): at a million memories the
+    commonest sits in about 18% of the memories, the rarest in about 400."""
+    if not zipf:
+        return None
+    odds = 1.0 / (np.arange(len(WORDS)) + 10.0)
+    return odds / odds.sum()
+
+
+def _build(path: Path, count: int, dim: int = DIM, zipf: bool = False) -> np.ndarray:
     """Vectors in clusters (as real embeddings are): neighbours are meaningful. Memories
-    come in sessions of ``SESSION_SIZE``, as an agent writes them.
+    come in sessions of ``SESSION_SIZE``, as an agent writes them; their 12 words are
+    drawn evenly or, with ``zipf``, as in text (:func:`word_odds`).
 
     Rows are bulk-loaded (index triggers off, indexes rebuilt once, as a large import
     does): writing a million memories one by one spends most of its time in FTS5
@@ -73,7 +84,7 @@ def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
     centres = _unit(rng, max(count // 50, 1), dim)
     vectors = centres[rng.integers(len(centres), size=count)] + 0.6 * _unit(rng, count, dim)
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    words = np.array(WORDS)
+    words, odds = np.array(WORDS), word_odds(zipf)
     with SQLiteStore(path) as store:
         store.memories.put_memory(
             Memory.create("first", Tier.EPISODIC, id="first", embedding=vectors[0])
@@ -84,7 +95,12 @@ def _build(path: Path, count: int, dim: int = DIM) -> np.ndarray:
                 store.put_session(SessionState(f"s{s}", started_at=1, last_active_at=1))
             for start in range(0, count, 10_000):
                 stop = min(start + 10_000, count)
-                picks = words[rng.integers(len(words), size=(stop - start, 12))]
+                drawn = (stop - start, 12)
+                picks = words[
+                    rng.integers(len(words), size=drawn)
+                    if odds is None
+                    else rng.choice(len(words), size=drawn, p=odds)
+                ]
                 for i, row in enumerate(picks, start):
                     text = " ".join(row) + (" ?" if i % 5 == 0 else "")  # some questions
                     memory = Memory.create(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import combinations
 
 import numpy as np
 import orjson
@@ -130,24 +129,19 @@ def fts5_match(words: Sequence[str]) -> str:
     return " OR ".join(quoted(word) for word in words)
 
 
-def word_pairs(words: Sequence[str], common: Sequence[str]) -> str:
-    """The FTS5 expression matching the rows that hold any of ``words`` that is not in
-    ``common``, or at least two of ``words`` one of which is common: the plain words,
-    then the ``AND`` of each such pair -- ``"rare" OR ("a" AND "b") OR ("a" AND "rare")``
-    with ``common = ["a", "b"]``."""
-    plain = [quoted(w) for w in words if w not in common]
-    pairs = [
-        f"({quoted(a)} AND {quoted(b)})"
-        for a, b in combinations(words, 2)
-        if a in common or b in common
-    ]
-    return " OR ".join(plain + pairs)
-
-
 def matches(match: str, cap: int) -> Statement:
     """How many rows ``match`` matches, counted up to ``cap + 1`` (walks no more)."""
     sql = "SELECT count(*) FROM (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?)"
     return Statement(sql, (match, cap + 1))
+
+
+def newest_floor(match: str, count: int) -> Statement:
+    """The keyword rowid of the ``count``-th newest row ``match`` matches (``NULL`` if
+    fewer): rows at or above it are the newest ``count`` (a walk, nothing scored)."""
+    sql = (
+        "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?"
+    )
+    return Statement(sql, (match, count - 1))
 
 
 MAX_KEYWORD_ROWID = Statement("SELECT coalesce(max(rowid), 0) FROM memory_index")
@@ -162,28 +156,32 @@ def search(
     after_weight: float,
     rowids: list[int] | None,
     depth: int | None = None,
+    newest_from: int | None = None,
 ) -> Statement:
     """``(memory_id, bm25)`` of the best ``limit`` rows ``where`` accepts that match one
     FTS5 expression (``rowids``: the few rows a narrow filter accepts, see
     :func:`persistence.sqlite.keyword_search.keyword_search`). ``depth``, for current
     memories alone: the best of the ``depth`` best matching rows only, chosen inside
-    FTS5 before the id look-up and the checks (fewer than ``limit`` may come back)."""
+    FTS5 before the id look-up and the checks (fewer than ``limit`` may come back).
+    ``newest_from``: only the rows at or above that keyword rowid (FTS5 bounds its walk)."""
     score = "bm25(memory_fts, 1.0, ?, ?)"
+    matched = "memory_fts MATCH ?" + ("" if newest_from is None else " AND memory_fts.rowid >= ?")
+    mp = [match] if newest_from is None else [match, newest_from]
     if where == MemoryFilter():
         sql = (
             f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
-            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) AS f "
+            f"FROM memory_fts WHERE {matched} ORDER BY score, rowid LIMIT ?) AS f "
             "JOIN memory_index AS i ON i.rowid = f.rowid ORDER BY f.score, f.rowid"
         )
-        return Statement(sql, [context_weight, after_weight, match, limit])
+        return Statement(sql, [context_weight, after_weight, *mp, limit])
     if not where.narrows:
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-            "WHERE memory_fts MATCH ? AND i.tier = ? ORDER BY score, memory_fts.rowid LIMIT ?"
+            f"WHERE {matched} AND i.tier = ? ORDER BY score, memory_fts.rowid LIMIT ?"
         )
         assert where.tier is not None
-        return Statement(sql, [context_weight, after_weight, match, where.tier.value, limit])
+        return Statement(sql, [context_weight, after_weight, *mp, where.tier.value, limit])
     if rowids is not None:
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
@@ -197,29 +195,29 @@ def search(
         tier = "" if where.tier is None else "i.tier = ? AND "
         sql = (
             f"SELECT i.memory_id, f.score FROM (SELECT rowid, {score} AS score "
-            "FROM memory_fts WHERE memory_fts MATCH ? ORDER BY score, rowid LIMIT ?) AS f "
+            f"FROM memory_fts WHERE {matched} ORDER BY score, rowid LIMIT ?) AS f "
             f"JOIN memory_index AS i ON i.rowid = f.rowid WHERE {tier}"
             f"{not_superseded('i.memory_id')} ORDER BY f.score, f.rowid LIMIT ?"
         )
         tiers = [] if where.tier is None else [where.tier.value]
-        return Statement(sql, [context_weight, after_weight, match, depth, *tiers, limit])
+        return Statement(sql, [context_weight, after_weight, *mp, depth, *tiers, limit])
     if current_only(where):  # probes of the small partial indexes, no row read
         tier = "" if where.tier is None else " AND i.tier = ?"
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ?{tier} AND {not_superseded('i.memory_id')} "
+            f"WHERE {matched}{tier} AND {not_superseded('i.memory_id')} "
             "ORDER BY score, memory_fts.rowid LIMIT ?"
         )
         tiers = [] if where.tier is None else [where.tier.value]
-        return Statement(sql, [context_weight, after_weight, match, *tiers, limit])
+        return Statement(sql, [context_weight, after_weight, *mp, *tiers, limit])
     accepted, accepted_params = accepts(where, "i.memory_id", "i.tier")
     sql = (
         f"SELECT i.memory_id, {score} AS score FROM memory_fts "
         "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-        f"WHERE memory_fts MATCH ? AND {accepted} ORDER BY score, memory_fts.rowid LIMIT ?"
+        f"WHERE {matched} AND {accepted} ORDER BY score, memory_fts.rowid LIMIT ?"
     )
-    return Statement(sql, [context_weight, after_weight, match, *accepted_params, limit])
+    return Statement(sql, [context_weight, after_weight, *mp, *accepted_params, limit])
 
 
 WINDOW_COLUMNS = ("content", "context", "after")

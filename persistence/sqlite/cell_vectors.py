@@ -16,7 +16,7 @@ kept by :mod:`persistence.sqlite.cell_sync`). A search:
    misses a committed vector nor reads a stale code; with more than
    :data:`BACKLOG_MAX` of them, or cells no reader can use (none yet, another
    dimension, a log trimmed past them), the search falls back to the RAM copy
-   (:class:`~persistence.sqlite.index_store.MirrorVectors`, loaded only then);
+   (:class:`~persistence.sqlite.mirror_vectors.MirrorVectors`, loaded only then);
 4. re-ranks the best candidates by exact cosine over the float32 BLOBs, in SQL with
    sqlite-vec's ``vec_distance_cosine`` where the extension loads
    (:mod:`persistence.sqlite.vec_extension`), else in numpy.
@@ -42,7 +42,7 @@ from persistence.records import MemoryFilter, Tier
 from persistence.sqlite import cell_sync, vec_extension, vector_reads
 from persistence.sqlite.cell_packs import DamagedPack, pack_keys
 from persistence.sqlite.database import Database
-from persistence.sqlite.index_store import (
+from persistence.sqlite.mirror_vectors import (
     VECTOR_MIN_CANDIDATES,
     VECTOR_OVERSAMPLE,
     MirrorVectors,

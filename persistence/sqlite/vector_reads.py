@@ -1,7 +1,7 @@
 """The SQLite engine's reads of the float vectors and their change log, and exact
 cosine comparison: what the vector copy (:mod:`persistence.sqlite.vector_mirror`), the
 codes kept in the file (:mod:`persistence.sqlite.code_sync`) and the vector search
-(:class:`~persistence.sqlite.index_store.MirrorVectors`) run, over the statements
+(:class:`~persistence.sqlite.mirror_vectors.MirrorVectors`) run, over the statements
 :mod:`~persistence.sqlite.sql.index_sql` builds."""
 
 from __future__ import annotations

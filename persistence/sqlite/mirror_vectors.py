@@ -1,0 +1,143 @@
+"""The RAM copy of a file's vectors as the shared store's
+:class:`~persistence.stores.indexes.VectorIndex` (the default ``vector_index="ram"``):
+3-bit codes searched in two stages (:class:`~persistence.sqlite.vector_mirror.VectorMirror`),
+re-ranked exactly from the float32 BLOBs; a filter that accepts few memories is compared
+exactly. New vectors also refresh the codes kept in the file (``code_sync``), and a file's
+vector cells where it has them (:mod:`~persistence.sqlite.cell_sync`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
+
+import apsw
+import numpy as np
+
+from persistence.records import MemoryFilter, Tier
+from persistence.sqlite import cell_sync, code_sync, vector_reads
+from persistence.sqlite.database import Database
+from persistence.sqlite.memory_store import check_dimension
+from persistence.sqlite.sql import cell_sql, index_sql, meta_sql, vector_codes_sql
+from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
+from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
+from persistence.statements import run_all, value
+
+T = TypeVar("T")
+
+VECTOR_OVERSAMPLE = 2
+VECTOR_MIN_CANDIDATES = 128
+"""Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
+VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
+"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
+
+
+class MirrorVectors(VectorMirror):
+    """The RAM copy of the file's vectors as the shared store's
+    :class:`~persistence.stores.indexes.VectorIndex` (see the module docstring)."""
+
+    def __init__(self, engine: Database, resort_after: int = RESORT_AFTER) -> None:
+        super().__init__(resort_after)
+        self.engine = engine
+        self.first_stage: VectorCandidates = self.vector_candidates
+        """The first stage of :meth:`nearest` (a test swaps in a spy)."""
+        self.current_share = 1.0
+        """The share of candidates the last search for current (or ``as_of``) memories
+        kept: the next one starts that much deeper (one round, not two; still checked)."""
+
+    def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
+        """``search(conn, dim)`` in one snapshot, at the dimension the file records."""
+        with self.engine.snapshot() as conn:
+            dim = value(conn, meta_sql.read(EMBEDDING_DIM_KEY))
+            return empty if dim is None else search(conn, int(dim))
+
+    def nearest(
+        self, conn: apsw.Connection, query: np.ndarray, limit: int, where: MemoryFilter,
+        exact_scan_max: int,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``)
+        from the RAM copy, re-ranked by exact cosine. With a filter, the candidates that
+        pass it count: when too few do, the share that passed estimates how many the
+        filter accepts; at most ``exact_scan_max``: all of them are compared exactly,
+        else the copy is searched deeper until enough pass. A filter an index serves that
+        accepts at most ``exact_scan_max`` is compared exactly at once."""
+        if where.narrows and index_sql.index_backed(where):
+            # Few accepted (a session, say): compare them all, before searching the copy.
+            everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
+            if everything is not None:
+                return vector_reads.nearest(everything, query, limit)
+        wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+        if where.narrows and in_time_only:  # as deep as the last such search had to go
+            count = min(int(1.2 * wanted / self.current_share) + 1, max(self.size, wanted))
+        candidates = self.first_stage(conn, query, count, where.tier)
+        while where.narrows:
+            passed = vector_reads.accepted_among(conn, where, candidates)
+            if in_time_only and candidates:
+                self.current_share = max(len(passed) / len(candidates), 0.01)
+            total = self.size
+            if len(passed) >= wanted or len(candidates) < count or count >= total:
+                candidates = passed[:wanted]  # as many re-ranked as without a filter
+                break
+            share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
+            # Superseded memories aside (most of a file is current), search deeper: an
+            # exact scan of what passes would read most vectors of the file.
+            if not in_time_only and share * total <= exact_scan_max:
+                everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
+                if everything is not None:
+                    return vector_reads.nearest(everything, query, limit)
+            deeper = (
+                int(1.2 * wanted / share)
+                if in_time_only
+                else max(count * 4, int(2 * wanted / share))
+            )
+            count = min(deeper, total)
+            candidates = self.first_stage(conn, query, count, where.tier)
+        return vector_reads.rerank(conn, candidates, query, limit)
+
+    def vector_candidates(
+        self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
+    ) -> list[tuple[str, Tier]]:
+        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
+        if self.engine.in_transaction:
+            candidates = self.candidates_in_write(conn, query, count, tier)
+            if candidates is not None:
+                return candidates
+            self.engine.after_rollback(self.reset)  # it will see uncommitted rows
+        return self.candidates(conn, query, count, tier)
+
+    def distances(
+        self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]
+    ) -> dict[str, float]:
+        """Exact, from the float vectors in the file."""
+        found = vector_reads.embeddings_of(conn, memory_ids)
+        if not found:
+            return {}
+        ids, distances = vector_reads.cosine_distances(found, query)
+        return {memory_id: float(d) for memory_id, d in zip(ids, distances, strict=True)}
+
+    def fix_dimension(self, conn: apsw.Connection, dim: int, configured: int | None) -> None:
+        check_dimension(conn, dim, configured)
+
+    def written(self, conn: apsw.Connection) -> None:
+        """New processes load the new vectors' codes instead of encoding them."""
+        code_sync.sync(conn)
+
+    def swapping(self, conn: apsw.Connection) -> None:
+        """The codes were made for the old model's vectors; the copy reloads after commit."""
+        self.engine.after_commit(self.reset)
+        run_all(conn, vector_codes_sql.DROP_ALL)
+        run_all(conn, cell_sql.DROP_ALL)  # a handle with vector_index="cells" trains them again
+
+    def swapped(self, conn: apsw.Connection, dim: int) -> None:
+        """Nothing more: the vectors are in the tier tables, the codes made again later."""
+
+    def maintain(self, conn: apsw.Connection) -> int:
+        """``maintain()``'s part: the codes (and packs) brought up to date in a
+        transaction of its own on ``conn``, so later opens load codes, not every vector;
+        a file that has vector cells (made by a ``vector_index="cells"`` handle) has them
+        trained again if due and their tails folded too."""
+        written = code_sync.sync_alone(conn)
+        if cell_sync.read_state(conn) is not None:
+            written += cell_sync.sync_alone(conn)
+        return written

@@ -6,7 +6,7 @@ out of the ranking (:func:`bounded`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apsw
 
@@ -28,9 +28,9 @@ RANK_CAP = 20_000
 found in more (:func:`bounded`). FTS5's bm25 reads every row of each of the
 expression's words once per query (for its weight: about 0.05 us a row) and scores each
 match (about 1 us): a query with a word in a fifth of a million memories cost 50 ms or
-more, one with several such words 200-400 ms. A file with at most this many memories
-never takes the rule (a query matches at most every row), so small files rank exactly
-as before."""
+more, one with several such words 200-400 ms. A file whose keyword rowids never went
+past this (forgotten and rewritten memories' rows count) never takes the rule (a query
+matches at most every row), so small files rank exactly as before."""
 
 CURRENT_DEPTH = 2
 """A search for current memories first ranks this many times ``limit`` of the best
@@ -67,6 +67,9 @@ class Bounded:
     match: str
     newest_from: int | None
     skipped: str
+    matches: int
+    """How many rows ``match`` covers at most (the kept words' counts summed; ``cap``
+    among the newest): fewer found means a filter turned some away."""
 
 
 def bounded(conn: apsw.Connection, words: Sequence[str], cap: int = RANK_CAP) -> Bounded | None:
@@ -84,6 +87,7 @@ def bounded(conn: apsw.Connection, words: Sequence[str], cap: int = RANK_CAP) ->
     (one b-tree seek)."""
     if int(value(conn, index_sql.MAX_KEYWORD_ROWID)) <= cap:
         return None
+    words = tuple(dict.fromkeys(words))  # a word said twice is counted once
     counts = {w: _matches(conn, quoted(w), cap) for w in words}
     live = sorted((w for w in words if counts[w]), key=lambda w: counts[w])
     kept, total = 0, 0
@@ -99,14 +103,19 @@ def bounded(conn: apsw.Connection, words: Sequence[str], cap: int = RANK_CAP) ->
             f"keyword search: {common} (the commonest of the query's words, together in "
             f"over {cap:,} memories) left out of the keyword ranking"
         )
-        return Bounded(fts5_match(ranked), None, skipped)
-    floors = {w: int(value(conn, index_sql.newest_floor(quoted(w), cap))) for w in live}
+        return Bounded(fts5_match(ranked), None, skipped, total)
+    floors: dict[str, int] = {}
+    for w in live:
+        floor = value(conn, index_sql.newest_floor(quoted(w), cap))
+        if floor is None:  # its rows went since they were counted (another writer)
+            return None
+        floors[w] = int(floor)
     rarest = min(live, key=lambda w: floors[w])  # the sparsest among the newest rows
     skipped = (
         f"keyword search: every query word is in over {cap:,} memories: only "
         f"'{rarest}' ranked, among the newest {cap:,} memories holding it"
     )
-    return Bounded(quoted(rarest), floors[rarest], skipped)
+    return Bounded(quoted(rarest), floors[rarest], skipped, cap)
 
 
 def keyword_search(
@@ -131,15 +140,22 @@ def keyword_search(
     ``narrow_cap``, see :data:`NARROW_ROWS`) is searched through their rowids, with the
     same scores. Otherwise, when ranking every match would rank more than ``rank_cap``
     rows, the commonest words are left out (:func:`bounded`; the result's ``skipped``
-    says so), and fewer than ``limit`` rows may come back."""
+    says so), and fewer than ``limit`` rows may come back, unless a filter (an agent, a
+    tier, a session, tags, a time or ``as_of``) turned away some of what was ranked:
+    then every match is ranked, as without the bound (the filter stays exact)."""
     narrowed = narrow_rowids(conn, where, narrow_cap) if where.narrows else None
     if narrowed is not None and not narrowed:
         return KeywordHits()
     weights = (context_weight, after_weight)
-    cut = bounded(conn, words, RANK_CAP if rank_cap is None else rank_cap)
+    cut = None
+    if narrowed is None:
+        cut = bounded(conn, words, RANK_CAP if rank_cap is None else rank_cap)
     if narrowed is not None or cut is None:
         return KeywordHits(_ranked(conn, fts5_match(words), limit, where, weights, narrowed))
     found = _ranked(conn, cut.match, limit, where, weights, None, cut.newest_from)
+    filtered = replace(where, current=False) != MemoryFilter()
+    if filtered and len(found) < min(limit, cut.matches):  # the filter turned rows away
+        return KeywordHits(_ranked(conn, fts5_match(words), limit, where, weights, None))
     return KeywordHits(found, cut.skipped)
 
 

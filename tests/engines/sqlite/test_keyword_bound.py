@@ -145,3 +145,50 @@ def test_an_agent_scoped_recall_says_so_too(
     with AgentMemoryManager.open(path, embedder=None, agent_id="ann") as memory:
         hits = memory.recall("common rare", k=5)
     assert hits and all("'common'" in " ".join(h.explanation.notes) for h in hits)
+
+
+def _bounded_search(
+    store: SQLiteStore, words: tuple[str, ...], limit: int, cap: int, where: MemoryFilter
+) -> KeywordHits:
+    with store.engine.reading() as conn:
+        return keyword_search.keyword_search(conn, words, limit, where, 0.5, 0.5, rank_cap=cap)
+
+
+def test_an_agents_recall_still_finds_its_own_memories_when_the_rare_word_is_anothers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.db"
+    with SQLiteStore(str(path)) as store:
+        for i in range(500):
+            store.memories.put_memory(
+                Memory.create(f"deploy filler{i}", id=f"a{i:03d}", agent_id="ann")
+            )
+        for i in range(100):
+            store.memories.put_memory(
+                Memory.create(f"staging other{i}", id=f"b{i:03d}", agent_id="bob")
+            )
+    monkeypatch.setattr(keyword_search, "RANK_CAP", CAP)
+    with AgentMemoryManager.open(path, embedder=None, agent_id="ann") as memory:
+        hits = memory.recall("deploy staging", k=5)
+    # 'staging' (bob's) is the rare word the bound keeps; ann's filter turns it all away
+    assert len(hits) == 5 and all(h.memory.agent_id == "ann" for h in hits)
+
+
+def test_an_as_of_search_finds_memories_older_than_the_newest_ranked(tmp_path: Path) -> None:
+    with SQLiteStore(str(tmp_path / "m.db")) as store:
+        for i in range(600):
+            store.memories.put_memory(
+                Memory.create(f"often common filler{i}", id=f"m{i:03d}", now=1_000_000 + i)
+            )
+        hits = _bounded_search(store, ("common", "often"), 10, 250, MemoryFilter(as_of=1_000_100))
+    assert len(hits) == 10
+    assert all(int(memory_id[1:]) <= 100 for memory_id, _ in hits)
+
+
+def test_a_word_given_twice_is_counted_once(tmp_path: Path) -> None:
+    with SQLiteStore(str(tmp_path / "m.db")) as store:
+        for i in range(700):
+            text = f"alpha filler{i}" if i < 300 else f"other filler{i}"
+            store.memories.put_memory(Memory.create(text, id=f"m{i:03d}"))
+        hits = _bounded_search(store, ("alpha", "alpha"), 10, CAP, MemoryFilter())
+    assert hits.skipped is None  # 300 rows: under the cap, nothing left out

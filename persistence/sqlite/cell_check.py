@@ -8,7 +8,13 @@ import apsw
 from persistence.records import Tier
 from persistence.sqlite import vector_reads
 from persistence.sqlite.cell_packs import DamagedPack, pack_keys
-from persistence.sqlite.cell_sync import embedded_stream, fit_of, normalised, read_state
+from persistence.sqlite.cell_sync import (
+    centroids_of,
+    embedded_stream,
+    fit_of,
+    normalised,
+    read_state,
+)
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql
 from persistence.sqlite.vector_codes import code_blobs
@@ -30,6 +36,10 @@ def check(conn: apsw.Connection) -> list[str]:
         return ["vector_cell_state holds a fit that does not match its dimension"]
     if not position_kept(conn, state.seq, state.seq_id):
         return []  # not used by readers; maintain() trains them again
+    try:
+        centroids_of(conn, fit.dim)
+    except DamagedPack as exc:
+        return [f"{exc} (maintain() trains the cells again)"]
     pending = set(vector_reads.changed_since(conn, state.seq))
     held: dict[str, tuple[int, bytes]] = {}
     problems: list[str] = []
@@ -49,7 +59,12 @@ def check(conn: apsw.Connection) -> list[str]:
         if int(width) != fit.code_bytes:
             problems.append(f"cell {cell}'s codes are {width} bytes, not {fit.code_bytes}")
         for n, key in enumerate(keys.tolist()):
-            hold(int(cell), key[:-1].decode(), blob[n * width : (n + 1) * width])
+            try:
+                memory_id = key[:-1].decode()
+            except UnicodeDecodeError:
+                problems.append(f"cell {cell}'s pack holds an id that is not text")
+                continue
+            hold(int(cell), memory_id, blob[n * width : (n + 1) * width])
     for cell, memory_id, code in stream(conn, cell_sql.ALL_TAILS):
         hold(int(cell), str(memory_id), bytes(code))
     members = {str(i): int(c) for i, c in rows(conn, cell_sql.MEMBERS)}

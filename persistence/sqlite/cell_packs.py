@@ -26,7 +26,13 @@ class DamagedPack(Exception):
 def pack_keys(cell: int, size: int, width: int, ids: bytes, codes: bytes) -> np.ndarray:
     """The keys (id + end byte, fixed width) of a pack row, checked against its codes."""
     size, width = int(size), int(width)
-    if size <= 0 or width <= 0 or len(ids) % size or len(codes) != size * width:
+    if (
+        size <= 0
+        or width <= 0
+        or len(ids) % size
+        or len(ids) < 2 * size
+        or (len(codes) != size * width)
+    ):
         raise DamagedPack(
             f"cell {cell}'s pack holds {len(ids)} id bytes and {len(codes)} code bytes "
             f"for {size} codes of {width} bytes"
@@ -74,7 +80,7 @@ def fold(conn: apsw.Connection, fit: CodeFit, cell: int) -> None:
     if any(len(c) != width for _, c in tail):
         raise DamagedPack(f"cell {cell}'s tail holds a code that is not {width} bytes")
     if old_width not in (0, width):
-        keys, codes = np.zeros(0, dtype="S1"), b""
+        raise DamagedPack(f"cell {cell}'s pack holds codes of {old_width} bytes, not {width}")
     tail_keys = np.array([i.encode() + ID_END for i, _ in tail], dtype="S1" if not tail else None)
     all_keys = np.concatenate([keys.astype(f"S{max(keys.itemsize, tail_keys.itemsize)}"),
                                tail_keys])  # fmt: skip

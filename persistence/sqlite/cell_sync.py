@@ -132,8 +132,10 @@ def _sync(conn: apsw.Connection, *, rebuild: bool, train: bool) -> int | None:
         if state is not None:
             run_all(conn, cell_sql.DROP_ALL)
         return 0
-    if rebuild and state is not None:  # maintain(): no damaged pack is kept
-        damaged = statements.row(conn, cell_sql.DAMAGED_PACK)
+    if rebuild and state is not None and fit_of(state) is not None:
+        # maintain() keeps no damaged pack or centroid (raises: dropped and trained again)
+        centroids_of(conn, state.dim)
+        damaged = statements.row(conn, cell_sql.damaged_pack(fit_of_checked(state).code_bytes))
         if damaged is not None:
             cell, size, width, ids, codes = damaged
             raise cell_packs.DamagedPack(
@@ -219,13 +221,17 @@ def kmeans(sample: np.ndarray, cells: int, seed: int = 1) -> np.ndarray:
     return centroids.astype(np.float32)
 
 
-def centroids_of(conn: apsw.Connection) -> np.ndarray:
-    """Every centroid, in cell order ``[cells, dim]``."""
+def centroids_of(conn: apsw.Connection, dim: int) -> np.ndarray:
+    """Every centroid, in cell order ``[cells, dim]``; :class:`DamagedPack` when one is
+    not ``dim`` floats."""
     found = rows(conn, cell_sql.CENTROIDS)
     if not found:
-        return np.zeros((0, 0), dtype=np.float32)
-    flat = np.frombuffer(b"".join(bytes(c) for _, c in found), dtype="<f4")
-    return flat.reshape(len(found), -1).astype(np.float32)
+        return np.zeros((0, dim), dtype=np.float32)
+    blobs = [bytes(c) for _, c in found]
+    if any(len(b) != 4 * dim for b in blobs):
+        raise cell_packs.DamagedPack(f"a centroid of the vector cells is not {dim} floats")
+    flat = np.frombuffer(b"".join(blobs), dtype="<f4")
+    return flat.reshape(len(found), dim).astype(np.float32)
 
 
 _cached: tuple[int, np.ndarray] | None = None  # (generation, centroids): the latest read
@@ -239,7 +245,7 @@ def cached_centroids(conn: apsw.Connection, state: CellState) -> np.ndarray:
     global _cached
     with _cache_lock:
         if _cached is None or _cached[0] != state.generation:
-            _cached = (state.generation, centroids_of(conn))
+            _cached = (state.generation, centroids_of(conn, state.dim))
         return _cached[1]
 
 

@@ -139,12 +139,12 @@ class CellVectors:
         exact_scan_max: int,
     ) -> list[tuple[str, float]]:  # fmt: skip
         """Like :meth:`MirrorVectors.nearest`, over the probed cells (module docstring)."""
-        view = self.view(conn, len(query))
-        if view is not None:
-            try:
+        try:
+            view = self.view(conn, len(query))
+            if view is not None:
                 return self._nearest(conn, view, query, limit, where, exact_scan_max)
-            except DamagedPack as exc:  # the next write or maintain() trains them again
-                log.warning("the vector cells are damaged (%s): searching the RAM copy", exc)
+        except DamagedPack as exc:  # the next write or maintain() trains them again
+            log.warning("the vector cells are damaged (%s): searching the RAM copy", exc)
         self.last_search = "ram"
         return self.ram.nearest(conn, query, limit, where, exact_scan_max)
 
@@ -171,6 +171,11 @@ class CellVectors:
         # A tier alone does not narrow the RAM copy's search (its first stage is by tier),
         # but here it does: the probed cells may hold few codes of a small tier.
         tier_only = not where.narrows and where.tier is not None
+        if tier_only and where.tier is not None:  # a small tier is compared exactly
+            ids = vector_reads.accepted_ids(conn, where, exact_scan_max)  # one capped read
+            if ids is not None:
+                found = vector_reads.embeddings_of(conn, ids, (where.tier,))
+                return vector_reads.nearest(found, query, limit)
         while True:
             candidates = self.candidates(conn, view, query, count, where.tier, probes, accepted)
             if not where.narrows and not tier_only:

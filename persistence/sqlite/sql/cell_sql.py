@@ -85,20 +85,28 @@ def _marks(count: int) -> str:
 def packs_of(cells: Sequence[int]) -> Statement:
     """``(cell, size, width, ids, codes)`` of the packs of ``cells``."""
     sql = (
-        "SELECT cell, size, width, ids, codes FROM vector_cell_packs "
+        "SELECT cell, size, width, CAST(ids AS BLOB), CAST(codes AS BLOB) FROM vector_cell_packs "
         f"WHERE cell IN ({_marks(len(cells))})"
     )
     return Statement(sql, list(cells))
 
 
-ALL_PACKS = Statement("SELECT cell, size, width, ids, codes FROM vector_cell_packs ORDER BY cell")
-"""Every pack (stream it: a million memories' packs are ~180 MB)."""
-DAMAGED_PACK = Statement(
-    "SELECT cell, size, width, length(ids), length(codes) FROM vector_cell_packs "
-    "WHERE size <= 0 OR width <= 0 OR length(ids) % size <> 0 "
-    "OR length(codes) <> size * width LIMIT 1"
+ALL_PACKS = Statement(
+    "SELECT cell, size, width, CAST(ids AS BLOB), CAST(codes AS BLOB) FROM vector_cell_packs "
+    "ORDER BY cell"
 )
-"""A pack whose ids and codes do not add up, if any (``length`` reads no blob)."""
+"""Every pack (stream it: a million memories' packs are ~180 MB)."""
+
+
+def damaged_pack(code_bytes: int) -> Statement:
+    """A pack whose ids and codes do not add up to codes of ``code_bytes``, if any
+    (``length`` reads no blob)."""
+    return Statement(
+        "SELECT cell, size, width, length(ids), length(codes) FROM vector_cell_packs "
+        "WHERE size <= 0 OR width <> ? OR length(ids) % size <> 0 "
+        "OR length(ids) < 2 * size OR length(codes) <> size * width LIMIT 1",
+        (code_bytes,),
+    )
 
 
 def tails_of(cells: Sequence[int], end: bytes) -> Statement:

@@ -383,7 +383,7 @@ def test_current_only_searches_leave_superseded_memories_out(
     assert nearest(cells, vectors[3], 1) == [ids[3]]  # without the filter: still there
 
 
-def test_a_tier_alone_probes_deeper_until_k_of_it_are_found(
+def test_a_search_of_a_tier_alone_finds_k_of_it(
     db_path: Path, small_cells: None
 ) -> None:
     rng = np.random.default_rng(5)

@@ -1,0 +1,155 @@
+"""Damaged vector cells (a bad disk, a bit flip, a hand edit): no raw error from a search,
+a write, ``check_integrity`` or ``maintain()``; searches answer by the RAM copy meanwhile,
+the check reports the damage, and a write reaching it or ``maintain()`` trains the cells
+again. Also: a small tier is compared exactly, not by reading every cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from persistence import Memory, Tier
+from persistence.errors import TieredMemoryError
+from persistence.sqlite import SQLiteStore, cell_sync, cell_vectors
+from persistence.sqlite.sql import cell_sql
+from persistence.statements import Statement, rows, run
+from tests.engines.sqlite.test_cell_vectors import (
+    clustered,
+    maintain,
+    nearest,
+    problems,
+    put,
+    state,
+)
+
+
+@pytest.fixture
+def small_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cells on a few hundred vectors (as in test_cell_vectors.py)."""
+    monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
+    monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
+    monkeypatch.setattr(cell_sync, "TAIL_MIN", 8)
+
+
+def _damage(store: SQLiteStore, sql: str, params: tuple[Any, ...] = ()) -> None:
+    with store.transaction() as conn:
+        run(conn, Statement(sql, params))
+
+
+def _cell_of(store: SQLiteStore, memory_id: str) -> int:
+    with store.engine.snapshot() as conn:
+        return int(rows(conn, cell_sql.members_of([memory_id]))[0][1])
+
+
+def test_an_id_that_is_not_text_is_reported_and_no_raw_error_escapes(
+    db_path: Path, small_cells: None
+) -> None:
+    vectors = clustered(np.random.default_rng(21), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        cell = _cell_of(cells, ids[0])
+        _damage(cells, "UPDATE vector_cell_packs SET ids = x'ff' || substr(ids, 2) WHERE cell = ?",
+                (cell,))  # fmt: skip
+        try:
+            found = nearest(cells, vectors[1], 10)
+        except TieredMemoryError:
+            found = None  # typed is acceptable
+        assert found is None or ids[1] in found
+        assert problems(cells) != []
+
+
+def test_a_pack_of_the_wrong_width_is_reported_and_trained_again_by_maintain(
+    db_path: Path, small_cells: None
+) -> None:
+    vectors = clustered(np.random.default_rng(22), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        with cells.engine.snapshot() as conn:
+            (cell,) = rows(conn, Statement(
+                "SELECT cell FROM vector_cell_packs WHERE size % 2 = 0 LIMIT 1"))[0]  # fmt: skip
+        _damage(cells, "UPDATE vector_cell_packs SET size = size / 2, width = width * 2 "
+                "WHERE cell = ?", (cell,))  # fmt: skip
+        assert problems(cells) != []
+        maintain(cells)
+        assert problems(cells) == []
+        assert nearest(cells, vectors[5], 1) == [ids[5]]
+
+
+def test_an_empty_ids_blob_is_searched_around(db_path: Path, small_cells: None) -> None:
+    vectors = clustered(np.random.default_rng(23), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        _damage(cells, "UPDATE vector_cell_packs SET ids = x'' WHERE cell = ?",
+                (_cell_of(cells, ids[0]),))  # fmt: skip
+        assert nearest(cells, vectors[0], 1) == [ids[0]]
+        assert cells.indexes.vectors.last_search == "ram"
+        assert problems(cells) != []
+
+
+def test_a_damaged_centroid_blocks_no_search_and_no_write(db_path: Path, small_cells: None) -> None:
+    vectors = clustered(np.random.default_rng(24), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+    cell_sync._cached = None  # the centroid cache is per process
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        _damage(cells, "UPDATE vector_cells SET centroid = "
+                "substr(centroid, 1, length(centroid) - 4) WHERE cell = 0")  # fmt: skip
+        assert problems(cells) != []
+        assert nearest(cells, vectors[0], 1) == [ids[0]]
+        cells.memories.put_memory(
+            Memory.create("new", Tier.EPISODIC, id="new1", embedding=vectors[1])
+        )  # the write drops the cells and trains them again (a small file)
+        assert problems(cells) == []
+        assert set(nearest(cells, vectors[1], 2)) == {ids[1], "new1"}
+        assert cells.indexes.vectors.last_search == "cells"
+
+
+def test_a_small_tier_is_compared_exactly_without_reading_the_cells(
+    db_path: Path, small_cells: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vectors = clustered(np.random.default_rng(5), 2_000)
+    read: list[int] = []
+    original = cell_vectors.read_cells
+
+    def counting(conn: Any, chosen: list[int], code_bytes: int) -> Any:
+        read.append(len(chosen))
+        return original(conn, chosen, code_bytes)
+
+    monkeypatch.setattr(cell_vectors, "read_cells", counting)
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors)
+        for memory_id in ids[:30]:
+            store.promote_memory(memory_id, Tier.EPISODIC, Tier.SEMANTIC, reason="t")
+        read.clear()
+        found = nearest(store, vectors[3], 10, tier=Tier.SEMANTIC)
+        assert read == []  # 8%, 32%, then every cell before
+        semantic = vectors[:30]
+        assert found == [ids[i] for i in np.argsort(-(semantic @ vectors[3]))[:10]]
+
+
+def test_a_retrain_inside_a_rolled_back_savepoint_rolls_back_with_it(
+    db_path: Path, small_cells: None
+) -> None:
+    vectors = clustered(np.random.default_rng(26), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as cells:
+        ids = put(cells, vectors)
+        expected = nearest(cells, vectors[0], 10)
+        generation = state(cells).generation
+        _damage(cells, "UPDATE vector_cell_packs SET codes = substr(codes, 1, length(codes) - 7) "
+                "WHERE cell = ?", (_cell_of(cells, ids[0]),))  # fmt: skip
+        with cells.transaction():
+            with pytest.raises(RuntimeError), cells.transaction() as conn:  # a savepoint
+                cells.memories.put_memory(
+                    Memory.create("x", Tier.EPISODIC, id=ids[0], embedding=vectors[1])
+                )
+                cells.indexes.vectors.written(conn)
+                assert state(cells).generation != generation  # dropped and trained again
+                raise RuntimeError
+            assert state(cells).generation == generation  # rolled back with the savepoint
+        assert nearest(cells, vectors[0], 10) == expected
+        cells.memories.forget_memory(ids[0], reason="t")
+        assert problems(cells) == []
+        assert nearest(cells, vectors[0], 9) == expected[1:]

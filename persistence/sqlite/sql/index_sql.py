@@ -183,14 +183,20 @@ def search(
         assert where.tier is not None
         return Statement(sql, [context_weight, after_weight, *mp, where.tier.value, limit])
     if rowids is not None:
+        # One FTS5 walk bounded by the rows' range, the rows picked outside it (``+``):
+        # ``rowid IN (...)`` handed to FTS5 runs one query per row, and bm25 weighs each
+        # query word by reading all its rows in every one of them (a session of 50 at 1M
+        # memories, common words: 2-9 s; this way ~0.1 s, the same rows and scores).
         sql = (
             f"SELECT i.memory_id, {score} AS score FROM memory_fts "
             "JOIN memory_index AS i ON i.rowid = memory_fts.rowid "
-            "WHERE memory_fts MATCH ? AND memory_fts.rowid IN (SELECT value FROM json_each(?)) "
+            "WHERE memory_fts MATCH ? AND memory_fts.rowid BETWEEN ? AND ? "
+            "AND +memory_fts.rowid IN (SELECT value FROM json_each(?)) "
             "ORDER BY score, memory_fts.rowid LIMIT ?"
         )
         ids = orjson.dumps(rowids).decode()
-        return Statement(sql, [context_weight, after_weight, match, ids, limit])
+        span = [min(rowids), max(rowids)] if rowids else [0, -1]
+        return Statement(sql, [context_weight, after_weight, match, *span, ids, limit])
     if current_only(where) and depth is not None:
         tier = "" if where.tier is None else "i.tier = ? AND "
         sql = (

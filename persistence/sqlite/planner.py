@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 
 from persistence.sqlite.sql import planner_sql as sql
-from persistence.statements import row, rows, run, run_all, run_batch
+from persistence.statements import Statement, column, row, rows, run, run_all, run_batch, value
 
 
 def wanted_statistics(conn: apsw.Connection) -> dict[str, list[sql.StatRow]]:
@@ -61,3 +61,33 @@ def fix_shadow_statistics(conn: apsw.Connection) -> bool:
         raise
     run(conn, sql.RELEASE)
     return True
+
+
+def refresh_statistics(conn: apsw.Connection) -> list[str]:
+    """Refresh the statistics SQLite finds stale, on every table but FTS5's shadow tables
+    (their fixed ones stand; why: :mod:`persistence.sqlite.sql.planner_sql`), each
+    index read up to :data:`~persistence.sqlite.sql.planner_sql.ANALYSIS_LIMIT` rows:
+    ``PRAGMA optimize=0x10012`` less those tables, in one savepoint inside the caller's
+    transaction. Returns the statements it ran (none: nothing written)."""
+    plan = [str(text) for text in column(conn, sql.STALE_TABLES)]
+    if not plan:
+        return []
+    fixed = {sql.analyze(table) for table in wanted_statistics(conn)}
+    stale = [text for text in plan if text not in fixed]
+    if not stale:
+        return []
+    limit = int(value(conn, sql.READ_ANALYSIS_LIMIT) or 0)
+    bounded = sql.ANALYSIS_LIMIT if limit <= 0 else min(limit, sql.ANALYSIS_LIMIT)
+    run(conn, sql.set_analysis_limit(bounded))
+    run(conn, sql.SAVEPOINT)
+    try:
+        for text in stale:
+            run(conn, Statement(text))
+    except BaseException:
+        run(conn, sql.ROLLBACK)
+        run(conn, sql.RELEASE)
+        raise
+    finally:
+        run(conn, sql.set_analysis_limit(limit))
+    run(conn, sql.RELEASE)
+    return stale

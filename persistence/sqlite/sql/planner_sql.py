@@ -12,6 +12,12 @@ shadow tables get fixed statistics of a large table, under which every one of FT
 statements (rowid and primary-key lookups and ranges) is planned as a search, whatever
 the file's size.
 
+The same tables are left out of the statistics refreshed at open
+(:data:`STALE_TABLES`): ``PRAGMA optimize=0x10002`` checks every table, finds each
+shadow table's size far from its fixed estimate, and analyzes it whole (no analysis
+limit in that mask), every open: at 1M memories a read of the keyword index's hundreds
+of MB, 0.2-0.8 s, whose result the fix above then threw away.
+
 Built, not run: :mod:`persistence.sqlite.planner` runs these statements.
 """
 
@@ -48,6 +54,31 @@ ROLLBACK = Statement("ROLLBACK TO tm_shadow_statistics")
 RELEASE = Statement("RELEASE tm_shadow_statistics")
 RELOAD = Statement("ANALYZE sqlite_schema")
 """Has the connection load the statistics again (its statements are planned again)."""
+
+STALE_TABLES = Statement("PRAGMA optimize(0x10013)")
+"""What ``PRAGMA optimize`` would run, without running it (0x01): for every table
+(0x10000), the ``ANALYZE "main"."<table>"`` of each one whose statistics look stale,
+one a row. SQLite decides which; the engine runs them less its fixed ones."""
+
+ANALYSIS_LIMIT = 2000
+"""Rows an index's statistics are taken from: SQLite's own limit for ``PRAGMA
+optimize`` (``SQLITE_DEFAULT_OPTIMIZE_LIMIT``, bit 0x10), so a refresh costs about the
+same at any size."""
+
+READ_ANALYSIS_LIMIT = Statement("PRAGMA analysis_limit")
+
+
+def set_analysis_limit(rows: int) -> Statement:
+    """Have this connection's ``ANALYZE`` read at most about ``rows`` rows an index
+    (0: all of them)."""
+    return Statement(f"PRAGMA analysis_limit = {int(rows)}")
+
+
+def analyze(table: str) -> str:
+    """The text of ``PRAGMA optimize``'s own statement for ``table``, as
+    :data:`STALE_TABLES` lists it."""
+    quoted = table.replace('"', '""')
+    return f'ANALYZE "main"."{quoted}"'
 
 
 def table_exists(name: str) -> Statement:

@@ -1,7 +1,10 @@
 """persistence/sqlite/sql/planner_sql.py: FTS5's shadow tables keep fixed statistics, so
 the keyword index's segment delete (run by the merges inside every commit) is planned as
 a rowid search however the file grew, in new files and in files that older versions left
-with the statistics of an empty index (issue 32: a writer that never pauses collapsed)."""
+with the statistics of an empty index (issue 32: a writer that never pauses collapsed).
+At open, the other tables' stale statistics are refreshed, those tables left out
+(issue 46: ``PRAGMA optimize=0x10002`` analyzed the whole keyword index at every open and
+wrote four pages, whatever was stale)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,8 @@ from pathlib import Path
 
 import apsw
 
-from persistence.sqlite.planner import shadow_statistics_right
-from persistence.sqlite.sql.planner_sql import LARGE
+from persistence.sqlite.planner import refresh_statistics, shadow_statistics_right
+from persistence.sqlite.sql.planner_sql import LARGE, STALE_TABLES
 from tiered_memory import AgentMemoryManager
 
 SEGMENT_DELETE = "EXPLAIN QUERY PLAN DELETE FROM memory_fts_data WHERE id>=? AND id<=?"
@@ -80,4 +83,52 @@ def test_maintenance_keeps_the_fixed_statistics(db_path: Path) -> None:
         memory.maintain()
         assert shadow_statistics_right(_writer(memory))
         assert "SEARCH memory_fts_data USING INTEGER PRIMARY KEY" in _plan(_writer(memory))
+    assert _stat1(db_path)[("memory_fts_data", None)] == str(LARGE)
+
+
+def _wal_bytes(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_a_writable_open_of_a_file_with_fresh_statistics_writes_nothing(db_path: Path) -> None:
+    with _open(db_path) as memory:
+        for n in range(50):
+            memory.remember(f"memory number {n} about herons", session_id=None)
+    assert _wal_bytes(db_path) == 0  # checkpointed at close
+    with _open(db_path) as memory:
+        assert _wal_bytes(db_path) == 0  # (the pragma's analyses wrote 4 pages every open)
+        assert shadow_statistics_right(_writer(memory))
+        stale = [str(r[0]) for r in _writer(memory).execute(STALE_TABLES.sql)]
+        assert any("memory_fts_data" in text for text in stale)  # SQLite would analyze it
+        assert refresh_statistics(_writer(memory)) == [
+            text for text in stale if "_fts_" not in text
+        ]  # the engine leaves it out
+    assert _stat1(db_path)[("memory_fts_data", None)] == str(LARGE)
+
+
+def test_missing_statistics_of_a_table_are_refreshed_at_the_next_writable_open(
+    db_path: Path,
+) -> None:
+    with _open(db_path) as memory:
+        for n in range(50):
+            memory.remember(f"memory number {n} about herons", tags=[f"t{n % 5}"])
+    raw = apsw.Connection(str(db_path))
+    before = raw.execute("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'episodic'").fetchall()
+    assert dict(before)["idx_episodic_created"].startswith("50 ")  # 50 rows
+    raw.execute("DELETE FROM sqlite_stat1 WHERE tbl = 'episodic'")
+    raw.close()
+    read_only = AgentMemoryManager.open(db_path, embedder=None, read_only=True)
+    read_only.close()  # a read-only open refreshes nothing
+    check = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert check.execute("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'episodic'").fetchall() == [
+        (0,)
+    ]
+    check.close()
+    with _open(db_path):
+        pass
+    check = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    after = check.execute("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'episodic'").fetchall()
+    check.close()
+    assert sorted(after) == sorted(before)
     assert _stat1(db_path)[("memory_fts_data", None)] == str(LARGE)

@@ -205,6 +205,8 @@ def managers_at(location: str, clock: FakeClock) -> Iterator[Callable[..., Agent
         # Tests compare file checksums and count writes: background embedding is opted
         # into by the tests about it (tests/domain/test_embedding_queue.py).
         config.setdefault("embed_in_background", False)
+        # Nor is the model loaded at open (tests/embedding/test_model_preload.py is about it).
+        config.setdefault("load_model_at_open", False)
         if location == ":memory:":
             manager = AgentMemoryManager.in_memory(**config)
         else:

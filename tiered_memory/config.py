@@ -20,7 +20,7 @@ from persistence import (
     require_int,
     require_number,
 )
-from tiered_memory.embedding.embedders import Embedder
+from tiered_memory.embedding.embedders import Embedder, is_embedder
 from tiered_memory.graph.extraction import Extractor
 from tiered_memory.graph.facade import check_predicates
 from tiered_memory.recall.fact_signal import PREDICATE_WORDS
@@ -63,6 +63,10 @@ class MemoryConfig:
       OnnxEmbedder.compact())``, for a new file; an earlier default, ``OnnxEmbedder()``
       or ``OnnxEmbedder.compact()``, for a file it embedded unless ``reembed``), any
       :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
+    - ``load_model_at_open``: a thread loads the embedder's model while the file opens
+      (an embedder with a ``load_model()`` method, as the shipped ones have), so the first
+      recall rarely waits for it; ``False``: on first need, for a handle that may never
+      embed (the CLI's commands that do not search). Closing waits for a load under way.
     - ``embed_in_background``: a daemon thread embeds new memories soon after they are
       remembered (``False``: only ``flush()`` and, for about 250 ms at most each,
       ``recall()`` embed).
@@ -142,6 +146,7 @@ class MemoryConfig:
     backup_dir: str | os.PathLike[str] | None = None
     external_change_check_ms: int = 50
     embedder: Embedder | str | None = "default"
+    load_model_at_open: bool = True
     embed_in_background: bool = True
     embedding_cache_size: int = 20_000
     reembed: bool = False
@@ -191,9 +196,10 @@ class MemoryConfig:
         if not (
             self.embedder is None
             or self.embedder == "default"
-            or isinstance(self.embedder, Embedder)
+            or is_embedder(self.embedder)  # isinstance would load an OnnxEmbedder's model
         ):
             raise InvalidTypeError("embedder must be 'default', None, or an Embedder")
+        require_bool(self.load_model_at_open, "load_model_at_open")
         require_bool(self.embed_in_background, "embed_in_background")
         require_int(self.embedding_cache_size, "embedding_cache_size", minimum=0)
         require_bool(self.reembed, "reembed")

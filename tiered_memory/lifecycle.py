@@ -1,8 +1,9 @@
 """Opening and closing a manager's store together with the work that runs beside it.
 
 Opening loads the scratchpad, deletes what interrupted backups left behind and starts
-the background threads (embedding, extraction) a writable file wants; closing stops
-them and writes recall's pending reviews first. :meth:`Lifecycle.flush` does the
+the background threads (embedding, extraction) a writable file wants, and the one that
+loads the embedding model meanwhile (:mod:`~tiered_memory.embedding.preload`); closing
+stops them and writes recall's pending reviews first. :meth:`Lifecycle.flush` does the
 background work now instead.
 """
 
@@ -12,6 +13,7 @@ import logging
 
 from persistence import Backend, InvalidInputError, Progress, require_callable, require_int
 from tiered_memory.config import MemoryConfig
+from tiered_memory.embedding.preload import ModelPreload
 from tiered_memory.embedding.queue import EmbeddingQueue
 from tiered_memory.graph.extraction import ExtractionQueue
 from tiered_memory.memories import Memories
@@ -40,6 +42,7 @@ class Lifecycle:
         self._embeddings = embeddings
         self._extraction = extraction
         self._recaller = recaller
+        self._preload = ModelPreload(f"tiered-memory-model {self.store.location}")
 
     def open(self, telemetry: Telemetry) -> None:
         """Open the store and start what runs beside it, in a ``create_memory_store``
@@ -51,8 +54,19 @@ class Lifecycle:
             span.opened(self.store.migrations_applied)
 
     def _open(self) -> None:
-        self.store.open()
+        # The model loads beside the open (and the first recall): before it when the
+        # embedder is given, after it when the file's record picks the default one.
+        picked = isinstance(self._config.embedder, str)  # "default"
+        if not picked:
+            self._load_model()
         try:
+            self.store.open()
+        except BaseException:
+            self._preload.join()
+            raise
+        try:
+            if picked:
+                self._load_model()
             self._backups.remove_leftovers()
             self._memories.scratchpad.load()
             if self._config.embed_in_background and not self.store.read_only:
@@ -70,10 +84,15 @@ class Lifecycle:
                 logger.debug("closing after a failed open: %s", exc)
             raise
 
+    def _load_model(self) -> None:
+        if self._config.load_model_at_open and self._config.embedder is not None:
+            self._preload.start(self._embeddings.made)
+
     def close(self) -> None:
         """Stop the background threads, write pending recall reviews, close the store."""
         if self.store.in_transaction:
             raise InvalidInputError("shutdown() inside a transaction: finish the transaction first")
+        self._preload.join()  # a model load cannot be interrupted: no thread outlives us
         self._embeddings.stop()
         self._recaller.stop()
         self._extraction.stop()

@@ -139,8 +139,10 @@ def _agent() -> str | None:
 def _open(db: str, *, write: bool = False, **config: Any) -> AgentMemoryManager:
     """An existing tiered-memory database at the current schema, read-only unless
     ``write``: a missing, empty, foreign or older file is refused, never created or
-    migrated (``migrate`` upgrades one)."""
+    migrated (``migrate`` upgrades one). The model loads on first need, unless the
+    command says ``load_model_at_open=True`` (it searches)."""
     key = _key()
+    config.setdefault("load_model_at_open", False)
     if not write:
         return AgentMemoryManager.open(
             db, read_only=True, key=key, agent_id=_agent(), embed_in_background=False, **config
@@ -157,7 +159,11 @@ def _open_or_create(db: str) -> Iterator[AgentMemoryManager]:
     created = not is_server_url(db) and not Path(db).exists()
     try:
         with AgentMemoryManager.open(
-            db, key=_key(), agent_id=_agent(), embed_in_background=False
+            db,
+            key=_key(),
+            agent_id=_agent(),
+            embed_in_background=False,
+            load_model_at_open=False,
         ) as memory:
             yield memory
     except BaseException:

@@ -380,7 +380,9 @@ def search(db: str, query: str, k: int, tier: str | None, session_id: str | None
     quality = MemoryConfig().recall_review_quality if reinforce else None
     model = {"embedder": None} if keywords_only else {}
     try:
-        with _open(db, write=reinforce, recall_review_quality=quality, **model) as memory:
+        with _open(
+            db, write=reinforce, recall_review_quality=quality, load_model_at_open=True, **model
+        ) as memory:
             hits = memory.recall(query, k=k, tier=tier, session_id=session_id, tags=tags,
                                  notes=notes, min_score=min_score,
                                  relative_cut=relative_cut, as_of=as_of,

@@ -42,7 +42,7 @@ def context(db: str, query: str, max_tokens: int, tier: str | None, session_id: 
         raise click.UsageError("QUERY is empty: give the words to search for")
     model: dict[str, Any] = {"embedder": None} if keywords_only else {}
     try:
-        with _open(db, **model) as memory:
+        with _open(db, load_model_at_open=True, **model) as memory:
             found = memory.context(
                 query, max_tokens, tier=tier, session_id=session_id, tags=tags, as_of=as_of,
                 scratchpad=not no_scratchpad,

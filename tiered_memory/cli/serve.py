@@ -103,7 +103,9 @@ def serve(db: str, port: int, host: str, token: str | None, allow_edits: bool,
     model = {"embedder": None} if keywords_only else {}
     with (
         _sigterm_closes(),
-        _open(db, write=allow_edits, recall_review_quality=None, **model) as memory,
+        _open(
+            db, write=allow_edits, recall_review_quality=None, load_model_at_open=True, **model
+        ) as memory,
         listening_socket(host, port) as sock,
     ):
         app = create_app(

@@ -89,6 +89,12 @@ class ClauseBlendEmbedder:
         """The base embedder's dimension."""
         return self.base.dim
 
+    def load_model(self) -> None:
+        """Load the base embedder's model now, if it has that step (``load_model``)."""
+        load = getattr(self.base, "load_model", None)
+        if callable(load):
+            load()
+
     @property
     def model_id(self) -> str:
         """The base's id and the blend (``...+clauses0.6``): the file records it, so a

@@ -24,6 +24,7 @@ from tiered_memory.embedding.onnx_encoder import (
     Embedder,
     OnnxEncoder,
     Vectors,
+    is_embedder,
     token_prefix,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "EmbedderError",
     "OnnxEmbedder",
     "Vectors",
+    "is_embedder",
     "token_prefix",
 ]
 

@@ -127,16 +127,12 @@ class EmbeddingQueue:
         With ``reembed`` a file of another model is re-embedded here first, once, however
         many threads ask at the same time.
         """
-        if self._embedder is None and self._configured is not None:
-            with self._making:  # one model per queue, however many threads ask first
-                if self._embedder is None:
-                    configured = self._configured
-                    self._embedder = self._default() if configured == "default" else configured  # type: ignore[assignment]
-        embedder = self._embedder
+        embedder = self.made()
         if embedder is None or self._checked:
             return embedder
         recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
         if recorded is None and not self.store.read_only:
+            _load_model(embedder)  # a model that cannot load is not recorded as the file's
             self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
             recorded = embedder.model_id
         if recorded in (None, embedder.model_id):
@@ -149,6 +145,7 @@ class EmbeddingQueue:
             recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
             if recorded is None:
                 if not self.store.read_only:
+                    _load_model(embedder)
                     self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
             elif recorded != embedder.model_id and self.store.read_only:
                 raise EmbeddingModelMismatchError(
@@ -173,6 +170,16 @@ class EmbeddingQueue:
                     return embedder  # stopped by shutdown: resumes next time
             self._checked = True
         return embedder
+
+    def made(self) -> Embedder | None:
+        """The embedder, made on first need (the default one is picked by the model the
+        file records), not checked against the file: nothing is written."""
+        if self._embedder is None and self._configured is not None:
+            with self._making:  # one model per queue, however many threads ask first
+                if self._embedder is None:
+                    configured = self._configured
+                    self._embedder = self._default() if configured == "default" else configured  # type: ignore[assignment]
+        return self._embedder
 
     def _default(self) -> Embedder:
         """The default model for this file: the compact MiniLM with clause-blended
@@ -414,6 +421,14 @@ class EmbeddingQueue:
 
 def _idle_seconds() -> float:
     return _IDLE_SECONDS
+
+
+def _load_model(embedder: Embedder) -> None:
+    """Load the embedder's model now, if it has that step (``load_model``): its error
+    (``EmbedderError``) comes before the file records the model."""
+    load = getattr(embedder, "load_model", None)
+    if callable(load):
+        load()
 
 
 def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

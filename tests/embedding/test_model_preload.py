@@ -1,0 +1,174 @@
+"""tiered_memory/embedding/preload.py: the embedding model loads in a thread while the
+file opens (issue 46: loading it took 0.2-0.4 s of every open + first recall, and
+checking the config loaded it before the file was even read). The model so loaded
+embeds as one loaded in the foreground; a model that cannot load fails its first use,
+typed, not the open, and the file records nothing for it; closing during a load waits
+for it and leaves no thread; a read-only open still changes no byte."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from persistence import EMBEDDING_MODEL_KEY, EmbedderError
+from tests.conftest import file_digest
+from tiered_memory import AgentMemoryManager, MemoryConfig
+from tiered_memory.embedding.embedders import BUNDLED_TOKENIZER, OnnxEmbedder, is_embedder
+
+FACTS = ["The heron nests by the lake every spring.", "Ship the release notes on Friday."]
+THREAD = "tiered-memory-model"
+
+
+def _loaders() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD)]
+
+
+def _sessions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts onnxruntime sessions made from now on (the model files they load)."""
+    import onnxruntime as ort
+
+    made: list[str] = []
+    real = ort.InferenceSession
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> Any:
+        made.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", counting)
+    return made
+
+
+class SlowModel:
+    """An embedder whose model takes ``seconds`` to load (embeds nothing useful)."""
+
+    dim = 4
+    model_id = "slow-model"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = threading.Event()
+        self.loaded = False
+
+    def load_model(self) -> None:
+        self.started.set()
+        time.sleep(self.seconds)
+        self.loaded = True
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+class Proxy:
+    """Members only ``__getattr__`` provides (a wrapper around an embedder)."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_checking_the_config_loads_no_model() -> None:
+    model = OnnxEmbedder()
+    MemoryConfig(embedder=model)  # was: isinstance read .dim, which loaded the model
+    assert model._session is None
+    assert is_embedder(model) and is_embedder(SlowModel(0))
+    assert model._session is None
+    assert is_embedder(Proxy(SlowModel(0)))  # members found by __getattr__ are read
+
+    class NoEmbed:
+        dim, model_id = 4, "x"
+
+    class EmbedNotCallable(SlowModel):
+        embed = None  # type: ignore[assignment]
+
+    assert not is_embedder(NoEmbed()) and not is_embedder(EmbedNotCallable(0))
+    assert not is_embedder("default") and not is_embedder(None)
+
+
+def test_the_model_loads_beside_the_open_and_embeds_as_in_the_foreground(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _sessions(monkeypatch)
+    model = OnnxEmbedder()
+    with AgentMemoryManager.open(db_path, embedder=model, embed_in_background=False) as memory:
+        memory.remember_many(FACTS)
+        hit = memory.recall("where does the heron nest", k=1)[0]  # waits for the load
+        assert "heron" in hit.memory.content
+        assert "vector" in [s.signal for s in hit.explanation.signals]
+        memory.flush()
+        stored = {m.content: np.asarray(m.embedding) for m in memory.query()}
+    assert len(made) == 1  # one session: the recall waited for the thread's
+    expected = OnnxEmbedder().embed(FACTS)
+    for text, vector in zip(FACTS, expected, strict=True):
+        assert np.allclose(stored[text], vector, atol=1e-6)
+    # Opened and closed, nothing embedded: the thread loaded it all the same.
+    idle = OnnxEmbedder()
+    AgentMemoryManager.open(db_path, embedder=idle).close()
+    assert idle._session is not None
+    # Unless asked not to.
+    lazy = OnnxEmbedder()
+    AgentMemoryManager.open(db_path, embedder=lazy, load_model_at_open=False).close()
+    assert lazy._session is None
+    assert len(made) == 3
+
+
+def _broken_model(folder: Path) -> OnnxEmbedder:
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"not an ONNX model")
+    shutil.copyfile(BUNDLED_TOKENIZER, folder / "tokenizer.json")
+    return OnnxEmbedder(folder, model_id="broken-model")
+
+
+def test_a_model_that_cannot_load_fails_its_first_use_not_the_open(
+    db_path: Path, tmp_path: Path
+) -> None:
+    broken = _broken_model(tmp_path / "broken")
+    with AgentMemoryManager.open(db_path, embedder=broken, embed_in_background=False) as memory:
+        kept = memory.remember("the heron nests by the lake").id
+        with pytest.raises(EmbedderError, match="cannot load the embedding model"):
+            memory.recall("heron", k=1)
+        with pytest.raises(EmbedderError, match="cannot load the embedding model"):
+            memory.flush()
+        # The file does not name the model that never loaded (it did before the fix:
+        # the next open with a working model then failed with a model mismatch).
+        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) is None
+        assert memory.get(kept).embedding is None  # type: ignore[union-attr]
+    with AgentMemoryManager.open(db_path, embedder=OnnxEmbedder()) as memory:
+        assert [h.memory.id for h in memory.recall("heron", k=1)] == [kept]
+
+
+def test_closing_while_the_model_loads_waits_for_it_and_leaves_no_thread(
+    db_path: Path,
+) -> None:
+    slow = SlowModel(0.4)
+    memory = AgentMemoryManager.open(db_path, embedder=slow, embed_in_background=False)
+    assert slow.started.wait(5)
+    assert not slow.loaded and _loaders()
+    memory.close()
+    assert slow.loaded  # waited for, not abandoned
+    assert not _loaders()
+    # The real model, closed at once.
+    AgentMemoryManager.open(db_path, embedder=OnnxEmbedder()).close()
+    assert not _loaders()
+
+
+def test_a_read_only_open_that_loads_the_model_changes_no_byte(db_path: Path) -> None:
+    with AgentMemoryManager.open(db_path, embedder=OnnxEmbedder()) as memory:
+        memory.remember_many(FACTS)
+        memory.flush()
+    before = file_digest(db_path)
+    model = OnnxEmbedder()
+    with AgentMemoryManager.open(db_path, embedder=model, read_only=True) as memory:
+        assert "heron" in memory.recall("heron", k=1)[0].memory.content
+    assert model._session is not None
+    assert file_digest(db_path) == before

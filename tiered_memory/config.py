@@ -63,10 +63,11 @@ class MemoryConfig:
       OnnxEmbedder.compact())``, for a new file; an earlier default, ``OnnxEmbedder()``
       or ``OnnxEmbedder.compact()``, for a file it embedded unless ``reembed``), any
       :class:`~tiered_memory.embedding.Embedder`, or ``None`` for keyword-only recall.
-    - ``load_model_at_open``: a thread loads the embedder's model while the file opens
-      (an embedder with a ``load_model()`` method, as the shipped ones have), so the first
-      recall rarely waits for it; ``False``: on first need, for a handle that may never
-      embed (the CLI's commands that do not search). Closing waits for a load under way.
+    - ``load_model_at_open``: a thread loads the embedder's model once the file is open
+      (an embedder with a ``load_model()`` method, as the shipped ones have), while the
+      caller goes on, so the first recall finds it loaded (one that comes first waits
+      for it); ``False``: on first need, for a handle that may never embed (the CLI's
+      commands that do not search). Closing waits for a load under way.
     - ``embed_in_background``: a daemon thread embeds new memories soon after they are
       remembered (``False``: only ``flush()`` and, for about 250 ms at most each,
       ``recall()`` embed).

@@ -54,19 +54,8 @@ class Lifecycle:
             span.opened(self.store.migrations_applied)
 
     def _open(self) -> None:
-        # The model loads beside the open (and the first recall): before it when the
-        # embedder is given, after it when the file's record picks the default one.
-        picked = isinstance(self._config.embedder, str)  # "default"
-        if not picked:
-            self._load_model()
+        self.store.open()
         try:
-            self.store.open()
-        except BaseException:
-            self._preload.join()
-            raise
-        try:
-            if picked:
-                self._load_model()
             self._backups.remove_leftovers()
             self._memories.scratchpad.load()
             if self._config.embed_in_background and not self.store.read_only:
@@ -75,6 +64,11 @@ class Lifecycle:
             if self._config.extracts_in_background and not self.store.read_only:
                 self._extraction.start()
                 self._extraction.notify()  # an old file's memories, or an earlier run's
+            # Last: the load runs while the caller does its own work after open(), and
+            # never beside the open (onnxruntime holds the GIL while it loads: the two
+            # took longer side by side than one after the other, on a busy 2-core VM).
+            if self._config.load_model_at_open and self._config.embedder is not None:
+                self._preload.start(self._embeddings.made)
         except BaseException:
             # A damaged table, say: close what was opened (the caller never gets a
             # manager to close), so no connection to the file outlives the error.
@@ -83,10 +77,6 @@ class Lifecycle:
             except Exception as exc:  # the first error is the one to report
                 logger.debug("closing after a failed open: %s", exc)
             raise
-
-    def _load_model(self) -> None:
-        if self._config.load_model_at_open and self._config.embedder is not None:
-            self._preload.start(self._embeddings.made)
 
     def close(self) -> None:
         """Stop the background threads, write pending recall reviews, close the store."""

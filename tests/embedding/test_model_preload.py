@@ -1,9 +1,10 @@
-"""tiered_memory/embedding/preload.py: the embedding model loads in a thread while the
-file opens (issue 46: loading it took 0.2-0.4 s of every open + first recall, and
+"""tiered_memory/embedding/preload.py: the embedding model loads in a thread once the
+file is open (issue 46: loading it took 0.2-0.4 s of every open + first recall, and
 checking the config loaded it before the file was even read). The model so loaded
-embeds as one loaded in the foreground; a model that cannot load fails its first use,
-typed, not the open, and the file records nothing for it; closing during a load waits
-for it and leaves no thread; a read-only open still changes no byte."""
+embeds as one loaded in the foreground, and a recall meanwhile waits for that load
+(one session); a model that cannot load fails its first use, typed, not the open, and
+the file records nothing for it; closing during a load waits for it and leaves no
+thread; a read-only open still changes no byte."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def test_checking_the_config_loads_no_model() -> None:
     assert not is_embedder("default") and not is_embedder(None)
 
 
-def test_the_model_loads_beside_the_open_and_embeds_as_in_the_foreground(
+def test_the_model_loads_after_the_open_and_embeds_as_in_the_foreground(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = _sessions(monkeypatch)

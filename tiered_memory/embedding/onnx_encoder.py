@@ -189,8 +189,8 @@ class OnnxEncoder:
 
     def load_model(self) -> None:
         """Load the model now (once; ``EmbedderError`` if it cannot be). The manager calls
-        it in a thread at open, so the first recall finds it loaded; a call meanwhile
-        waits for that load."""
+        it in a thread once a file is open, so the first recall finds it loaded; a call
+        meanwhile waits for that load."""
         self._load()
 
     def _paths(self) -> tuple[Path, Path]:

@@ -1,12 +1,17 @@
-"""The embedding model loaded beside a file's open, so the first recall finds it ready.
+"""The embedding model loaded in a thread once a file is open, so the first recall finds
+it ready.
 
 Loading the default model (onnxruntime's import, its session, the tokenizer) takes
-0.2-0.4 s, as long as opening a file of a million memories and recalling from it. At
-open the manager starts :class:`ModelPreload`: a thread that makes the embedder (the
-default one is picked by the model the file records) and calls its ``load_model()``, if
-it has one (:class:`~tiered_memory.embedding.onnx_encoder.OnnxEncoder` and
-:class:`~tiered_memory.embedding.clause_blend.ClauseBlendEmbedder` do). The first call
-that needs the model meanwhile waits for that load (the model's own lock), and only then.
+0.2-0.4 s, more than opening a file of a million memories. At the end of an open the
+manager starts :class:`ModelPreload`: a thread that makes the embedder (the default one
+is picked by the model the file records) and calls its ``load_model()``, if it has one
+(:class:`~tiered_memory.embedding.onnx_encoder.OnnxEncoder` and
+:class:`~tiered_memory.embedding.clause_blend.ClauseBlendEmbedder` do). The load runs
+while the caller does its own work after ``open()`` (an agent waiting for its user or
+its LLM); a recall that comes first waits for it before its searches start
+(:meth:`~tiered_memory.embedding.queue.EmbeddingQueue.ready`). Not beside the open or
+the searches: onnxruntime holds the GIL while it loads, and on a busy 2-core VM the two
+side by side took longer than one after the other.
 
 A load that fails here is logged at debug level and forgotten: the first use loads
 again and raises its error (``EmbedderError``) where it is used, as without the thread.

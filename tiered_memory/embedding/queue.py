@@ -171,6 +171,15 @@ class EmbeddingQueue:
             self._checked = True
         return embedder
 
+    def ready(self) -> Embedder | None:
+        """:meth:`embedder`, its model loaded (``load_model``, where it has that step;
+        a load under way in the background is waited for). Recall asks for it before
+        its searches run side by side, so the model never loads beside them."""
+        embedder = self.embedder()
+        if embedder is not None:
+            _load_model(embedder)
+        return embedder
+
     def made(self) -> Embedder | None:
         """The embedder, made on first need (the default one is picked by the model the
         file records), not checked against the file: nothing is written."""

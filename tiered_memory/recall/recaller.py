@@ -189,6 +189,7 @@ class Recaller:
         if not words:
             return []  # no words: nothing to look for
         store, settings = self._store, self.settings
+        self._embeddings.ready()  # the model loads now, if it must: never beside the searches
         chains = store.memories.has_superseded()  # none: every memory is current, as is
         where = replace(where, current=chains and where.current)
         # At most ~250 ms for a backlog; what still waits is found by its keywords.

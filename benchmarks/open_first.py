@@ -233,8 +233,12 @@ def main() -> None:
             f"raw baseline ({count:,}, {state}): {total} ms (apsw open + FTS5's first 100 matches"
             f"{' + the model loaded and the query embedded' if state == 'cold' else ''})"
         )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()  # fmt: skip
     record = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": commit or None,
         "rounds": args.rounds,
         "load": round(os.getloadavg()[0], 2),
         "before": str(args.before) if args.before else None,

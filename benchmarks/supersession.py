@@ -91,9 +91,31 @@ HELD_OUT_QUESTIONS = {
     "work": "which company employs {x}?",
     "drink": "what is {x}'s usual drink?",
 }
-WORDINGS = {"first": (WORDING, QUESTIONS), "heldout": (HELD_OUT, HELD_OUT_QUESTIONS)}
+HELD_OUT_2 = {  # written for issue 43's embedding lever before it was tried, never tuned on
+    "city": ["{x} just signed a lease in {v}", "{x} packed up and went to {v} for good",
+             "{x}'s mail goes to {v} now", "{x} has been living in {v} since spring",
+             "{x} now calls {v} home"],
+    "work": ["{x} is a software engineer at {v}", "{x} got a role with {v}",
+             "{x} spends weekdays at the {v} office", "{x} draws a salary from {v}",
+             "{x} is now part of the team at {v}"],
+    "drink": ["{x} always asks for {v}", "{x} sips {v} all afternoon",
+              "{x} keeps a thermos of {v} at hand", "{x} is hooked on {v}",
+              "{x}'s go-to beverage is {v}"],
+}  # fmt: skip
+HELD_OUT_2_QUESTIONS = {
+    "city": "which city is {x} living in now?",
+    "work": "who is {x}'s employer at the moment?",
+    "drink": "what does {x} usually drink?",
+}
+WORDINGS = {
+    "first": (WORDING, QUESTIONS),
+    "heldout": (HELD_OUT, HELD_OUT_QUESTIONS),
+    "heldout2": (HELD_OUT_2, HELD_OUT_2_QUESTIONS),
+}
 """Sentence and question templates: ``first`` (the set the recall defaults were tuned
-on) and ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``)."""
+on), ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``) and
+``heldout2`` (a third, written before the fact signal's embedding lever was tried and
+never tuned on either)."""
 VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
 PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
 SINGLE_VALUED = ("lives_in", "works_at", "drinks")

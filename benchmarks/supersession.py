@@ -18,7 +18,9 @@ Two measurements, one run:
   (``*_of_kind``: only the versions of that fact compete). Worded with the templates
   the recall defaults were tuned on (``--wordings first``) and with held-out ones
   nothing was tuned on (``heldout``); also without the fact signal's predicate words
-  (``*_no_words``), and recall's p50 for these questions under each settings variant,
+  (``*_no_words``: relations alone), without its memories' meaning (``fact_vectors=0``,
+  ``*_no_vectors``: relations and words, the default before the meaning), and recall's
+  p50 for these questions under each settings variant,
   asked in turn (``p50_ms*``).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
@@ -139,15 +141,20 @@ def history_quality(
     default embedding model, worded with the ``wordings`` templates (:data:`WORDINGS`);
     shares of questions answered right at the top. Asked of the one history without the
     fact signal (``RecallSettings(fact_share=0)``, keys ``*_no_fact``: recall before it
-    existed), without its predicate words (``fact_words=0``, keys ``*_no_words``:
-    relations alone) and with the defaults."""
+    existed), without its predicate words nor its memories' meaning (``fact_words=0,
+    fact_vectors=0``, keys ``*_no_words``: relations alone), without the meaning
+    (``fact_vectors=0``, ``*_no_vectors``) and with the defaults."""
     from tiered_memory import AgentMemoryManager
     from tiered_memory.recall import RecallSettings
 
     sentences, questions = WORDINGS[wordings]
     variants = [("_no_fact", RecallSettings(fact_share=0.0))]
-    if "fact_words" in RecallSettings.__dataclass_fields__:  # not on older checkouts
-        variants.append(("_no_words", RecallSettings(fact_words=0.0)))
+    fields = RecallSettings.__dataclass_fields__
+    if "fact_words" in fields:  # not on older checkouts
+        meaning = {"fact_vectors": 0.0} if "fact_vectors" in fields else {}
+        variants.append(("_no_words", RecallSettings(fact_words=0.0, **meaning)))
+    if "fact_vectors" in fields:
+        variants.append(("_no_vectors", RecallSettings(fact_vectors=0.0)))
     variants.append(("", RecallSettings()))
 
     rng = random.Random(seed)

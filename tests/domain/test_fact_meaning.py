@@ -16,8 +16,6 @@ from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
 from tiered_memory.recall import RecallSettings
 from tiered_memory.recall.fact_signal import (
-    MEANING_FLOOR,
-    MEANING_MARGIN,
     PREDICATE_WORDS,
     PredicateVectors,
     meaning_facts,
@@ -96,6 +94,21 @@ def test_a_memory_holding_the_fact_by_its_meaning_comes_first(
     assert memory.recall(EMPLOYS, 1, as_of=then)[0].memory.id == ids["initech"]
 
 
+def test_words_answer_before_meaning(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    """A memory whose words say the fact asked: it alone holds it (the one nearest in
+    meaning gains nothing), every version competing too."""
+    memory = make_memory(embedder=TopicEmbedder(), extractor=None)
+    ids = _history(memory, clock)
+    hired = memory.remember("Ana got hired by Hooli", supersedes=ids["acme"])
+    memory.flush()
+    for hits in (memory.recall(EMPLOYS, 4), memory.recall(EMPLOYS, 4, include_superseded=True)):
+        facts = {h.memory.id: s.path for h in hits for s in h.explanation.signals
+                 if s.signal == "fact"}  # fmt: skip
+        assert facts == {hired.id: "'hired' expresses employed_by (the query asks 'company')"}
+
+
 def test_off_the_shorter_memory_wins(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:
@@ -143,30 +156,34 @@ def test_only_a_query_naming_a_predicate_changes(
     assert model.calls - calls == 7
 
 
-def test_which_memories_hold_a_fact_by_their_meaning() -> None:
-    """The floor, the margin, the subject and the asked predicate, on exact vectors."""
+def test_which_memory_holds_a_fact_by_its_meaning() -> None:
+    """The subject's memory nearer the asked predicate than every other by the most; none
+    when no memory of the subject is nearer; on exact vectors."""
     axes = np.eye(4, dtype=np.float32)
     predicates = PredicateVectors("m", ("lives_in", "works_at", "drinks"), axes[:3])
     words = vocabulary(predicates.names, PREDICATE_WORDS, STOPWORDS)
 
     def near(job: float, home: float, other: float = 0.0) -> np.ndarray:
-        return np.array([home, job, 0.0, other], dtype=np.float32)
+        return np.array([home, job, 0.0, other], dtype=np.float32) * 3  # any length
 
     candidates = {
+        "faint": ("Ana met Acme", near(0.2, 0.1, 0.97)),  # nearer works_at, by less
         "clear": ("Ana signed with Acme", near(0.5, 0.1, 0.8)),
-        "faint": ("Ana met Acme", near(MEANING_FLOOR - 0.02, 0.0, 0.97)),
-        "close": ("Ana toured Acme", near(0.5, 0.5 - MEANING_MARGIN / 2, 0.7)),
         "home": ("Ana rents in Oslo", near(0.1, 0.6, 0.7)),
-        "bo": ("Bo signed with Acme", near(0.5, 0.1, 0.8)),
+        "bo": ("Bo signed with Acme", near(0.9, 0.0, 0.1)),  # about someone else
     }
-    asked = {"works_at": "employs"}
     query = ["which", "company", "employs", "ana"]
-    found = meaning_facts(query, asked, words, predicates, candidates, STOPWORDS)
-    why = "its meaning is nearest works_at (cosine 0.53; the query asks 'employs')"
+    found = meaning_facts(query, {"works_at": "employs"}, words, predicates, candidates,
+                          STOPWORDS)  # fmt: skip
+    why = ("its meaning is nearest works_at (by 0.42 of cosine over other predicates; the "
+           "query asks 'employs')")  # fmt: skip
     assert found == {"clear": why}
     home = meaning_facts(["where", "ana", "live"], {"lives_in": "live"}, words, predicates,
                          candidates, STOPWORDS)  # fmt: skip
     assert set(home) == {"home"}
+    drink = meaning_facts(["what", "ana", "drink"], {"drinks": "drink"}, words, predicates,
+                          candidates, STOPWORDS)  # fmt: skip
+    assert drink == {}  # no memory of Ana is nearer drinks than the rest
     assert meaning_facts(query, {}, words, predicates, candidates, STOPWORDS) == {}
 
 

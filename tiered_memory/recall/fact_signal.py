@@ -27,10 +27,10 @@ Two kinds of memory hold the fact asked:
 - **By its meaning** (:func:`meaning_facts`), for a candidate about the subject whose
   words express no asked predicate ("Ana signed a contract with Acme"): its vector is
   compared with each single-valued predicate's (:class:`PredicateVectors`: the mean of
-  the vectors of the words expressing it, from the recall's own embedding model); one
-  nearest an asked predicate, at cosine :data:`MEANING_FLOOR` at least and by
-  :data:`MEANING_MARGIN` over every other predicate, gains ``fact_vectors`` of the
-  share. No word list needs the memory's wording.
+  the vectors of the words expressing it, from the recall's own embedding model); when
+  no candidate holds the fact by its words, the one nearer an asked predicate than
+  every other predicate by the most gains ``fact_vectors`` of the share. No word list
+  needs the memory's wording.
 """
 
 from __future__ import annotations
@@ -169,17 +169,6 @@ def _about(subject: set[str], content: str, stopwords: Collection[str]) -> bool:
     return not subject.isdisjoint(stem(w) for w in tokens(content) if w not in stopwords)
 
 
-MEANING_FLOOR = 0.25
-"""The least cosine between a memory's vector and an asked predicate's for the memory to
-hold that fact by its meaning (:func:`meaning_facts`). Chosen with the default model on
-the benchmark's tuning wordings (``benchmarks/supersession.py --wordings first``) and
-LoCoMo's conv-26: 0.91-1.00 of the city and job sentences reach it with the margin
-below, 0.03 at most of another kind's, 6 and 1 of 400 chat turns."""
-MEANING_MARGIN = 0.03
-"""How much nearer an asked predicate than every other single-valued predicate a
-memory's vector must be (cosine) to hold that fact by its meaning."""
-
-
 @dataclass(frozen=True, slots=True)
 class PredicateVectors:
     """Each single-valued predicate's vector (``names[i]`` -> ``matrix[i]``, unit
@@ -217,30 +206,34 @@ def meaning_facts(
     candidates: Mapping[str, tuple[str, np.ndarray]],
     stopwords: Collection[str],
 ) -> dict[str, str]:
-    """The memories of ``candidates`` (id -> (text, vector)) that share a word with the
-    query's subject and whose vector is nearest a predicate of ``asked`` (at least
-    :data:`MEANING_FLOOR`, by :data:`MEANING_MARGIN` over every predicate not asked):
-    memory id -> why, for the explanation."""
+    """The memory of ``candidates`` (id -> (text, vector)) that holds a fact of ``asked``
+    by its meaning: among those sharing a word with the query's subject and whose vector
+    is nearer a predicate of ``asked`` than every other predicate, the one nearer by the
+    most (no absolute threshold: cosines differ from model to model). Memory id -> why,
+    for the explanation; empty when none is nearer."""
     subject = _subject(query_words, asked, words, stopwords)
     index = {p: i for i, p in enumerate(predicates.names)}
     mine = [index[p] for p in asked if p in index]  # a tie: the one the query names first
     others = [i for i, p in enumerate(predicates.names) if p not in asked]
-    found: dict[str, str] = {}
     about = [m for m, (content, _) in candidates.items() if _about(subject, content, stopwords)]
     if not mine or not about:
-        return found
+        return {}
     vectors = np.stack([np.asarray(candidates[m][1], dtype=np.float32) for m in about])
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     cosines = vectors @ predicates.matrix.T
+    nearer: list[tuple[float, str, int]] = []  # (margin, memory id, predicate)
     for row, memory_id in enumerate(about):
-        best = max(mine, key=lambda i: cosines[row, i])
-        near = float(cosines[row, best])
+        nearest = max(mine, key=lambda i: cosines[row, i])
         rival = max((float(cosines[row, i]) for i in others), default=-1.0)
-        if near >= MEANING_FLOOR and near - rival >= MEANING_MARGIN:
-            predicate = predicates.names[best]
-            found[memory_id] = (f"its meaning is nearest {predicate} (cosine {near:.2f}; the "
-                                f"query asks '{asked[predicate]}')")  # fmt: skip
-    return found
+        margin = float(cosines[row, nearest]) - rival
+        if margin > 0:
+            nearer.append((margin, memory_id, nearest))
+    if not nearer:
+        return {}
+    margin, memory_id, nearest = max(nearer)  # a tie: the larger (newer) id
+    predicate = predicates.names[nearest]
+    return {memory_id: f"its meaning is nearest {predicate} (by {margin:.2f} of cosine over "
+                       f"other predicates; the query asks '{asked[predicate]}')"}  # fmt: skip
 
 
 def fact_memories(

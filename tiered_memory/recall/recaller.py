@@ -316,8 +316,9 @@ class Recaller:
         """The fact signal's memories holding a fact the query asks about that no
         relation answered, among the searches' best ``FACT_DEPTH`` candidates each: by
         their words (:func:`~tiered_memory.recall.fact_signal.word_facts`, weight
-        ``fact_words``), else by their meaning (:func:`~tiered_memory.recall.fact_signal.
-        meaning_facts`, ``fact_vectors``): id -> (why, weight)."""
+        ``fact_words``), or when none does, the one nearest in meaning
+        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``):
+        id -> (why, weight)."""
         if not self.predicate_words:
             return {}
         words = tokens(query)
@@ -333,8 +334,8 @@ class Recaller:
         if settings.fact_words > 0:
             worded = word_facts(words, asked, self.predicate_words, contents, STOPWORDS)
             held = {m: (why, settings.fact_words) for m, why in worded.items()}
-        vectors = self.predicate_vectors() if settings.fact_vectors > 0 else None
-        if vectors is not None:
+        vectors = self.predicate_vectors() if settings.fact_vectors > 0 and not held else None
+        if vectors is not None:  # no memory says it in words: the nearest in meaning
             rest = {m: (memory.content, memory.embedding) for m, memory in memories.items()
                     if m not in held and memory.embedding is not None}  # fmt: skip
             meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS)

@@ -146,9 +146,11 @@ def test_only_a_query_naming_a_predicate_changes(
     calls = model.calls
     for query in ("Ana", "what does Ana drink?", "Acme group town hall", "contract"):
         on_hits, off_hits = memory.recall(query, 4), off.recall(query, 4)
-        assert on_hits and [(h.memory.content, h.score) for h in on_hits] == [
-            (h.memory.content, h.score) for h in off_hits
+        assert on_hits and [h.memory.content for h in on_hits] == [
+            h.memory.content for h in off_hits
         ]
+        # two stores in RAM: float32 vector sums may differ in the last bits
+        assert [h.score for h in on_hits] == pytest.approx([h.score for h in off_hits], abs=1e-6)
     assert model.calls - calls == 4  # the queries' vectors only
     memory.recall(EMPLOYS, 1)
     assert model.calls - calls == 6  # its vector, then the predicates' (once)

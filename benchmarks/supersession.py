@@ -18,7 +18,9 @@ Two measurements, one run:
   (``*_of_kind``: only the versions of that fact compete). Worded with the templates
   the recall defaults were tuned on (``--wordings first``) and with held-out ones
   nothing was tuned on (``heldout``); also without the fact signal's predicate words
-  (``*_no_words``), and recall's p50 for these questions under each settings variant,
+  (``*_no_words``: relations alone), without its memories' meaning (``fact_vectors=0``,
+  ``*_no_vectors``: relations and words, the default before the meaning), and recall's
+  p50 for these questions under each settings variant,
   asked in turn (``p50_ms*``).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
@@ -91,9 +93,31 @@ HELD_OUT_QUESTIONS = {
     "work": "which company employs {x}?",
     "drink": "what is {x}'s usual drink?",
 }
-WORDINGS = {"first": (WORDING, QUESTIONS), "heldout": (HELD_OUT, HELD_OUT_QUESTIONS)}
+HELD_OUT_2 = {  # written for issue 43's embedding lever before it was tried, never tuned on
+    "city": ["{x} just signed a lease in {v}", "{x} packed up and went to {v} for good",
+             "{x}'s mail goes to {v} now", "{x} has been living in {v} since spring",
+             "{x} now calls {v} home"],
+    "work": ["{x} is a software engineer at {v}", "{x} got a role with {v}",
+             "{x} spends weekdays at the {v} office", "{x} draws a salary from {v}",
+             "{x} is now part of the team at {v}"],
+    "drink": ["{x} always asks for {v}", "{x} sips {v} all afternoon",
+              "{x} keeps a thermos of {v} at hand", "{x} is hooked on {v}",
+              "{x}'s go-to beverage is {v}"],
+}  # fmt: skip
+HELD_OUT_2_QUESTIONS = {
+    "city": "which city is {x} living in now?",
+    "work": "who is {x}'s employer at the moment?",
+    "drink": "what does {x} usually drink?",
+}
+WORDINGS = {
+    "first": (WORDING, QUESTIONS),
+    "heldout": (HELD_OUT, HELD_OUT_QUESTIONS),
+    "heldout2": (HELD_OUT_2, HELD_OUT_2_QUESTIONS),
+}
 """Sentence and question templates: ``first`` (the set the recall defaults were tuned
-on) and ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``)."""
+on), ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``) and
+``heldout2`` (a third, written before the fact signal's embedding lever was tried and
+never tuned on either)."""
 VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
 PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
 SINGLE_VALUED = ("lives_in", "works_at", "drinks")
@@ -117,15 +141,20 @@ def history_quality(
     default embedding model, worded with the ``wordings`` templates (:data:`WORDINGS`);
     shares of questions answered right at the top. Asked of the one history without the
     fact signal (``RecallSettings(fact_share=0)``, keys ``*_no_fact``: recall before it
-    existed), without its predicate words (``fact_words=0``, keys ``*_no_words``:
-    relations alone) and with the defaults."""
+    existed), without its predicate words nor its memories' meaning (``fact_words=0,
+    fact_vectors=0``, keys ``*_no_words``: relations alone), without the meaning
+    (``fact_vectors=0``, ``*_no_vectors``) and with the defaults."""
     from tiered_memory import AgentMemoryManager
     from tiered_memory.recall import RecallSettings
 
     sentences, questions = WORDINGS[wordings]
     variants = [("_no_fact", RecallSettings(fact_share=0.0))]
-    if "fact_words" in RecallSettings.__dataclass_fields__:  # not on older checkouts
-        variants.append(("_no_words", RecallSettings(fact_words=0.0)))
+    fields = RecallSettings.__dataclass_fields__
+    if "fact_words" in fields:  # not on older checkouts
+        meaning = {"fact_vectors": 0.0} if "fact_vectors" in fields else {}
+        variants.append(("_no_words", RecallSettings(fact_words=0.0, **meaning)))
+    if "fact_vectors" in fields:
+        variants.append(("_no_vectors", RecallSettings(fact_vectors=0.0)))
     variants.append(("", RecallSettings()))
 
     rng = random.Random(seed)

@@ -122,7 +122,8 @@ class MemoryConfig:
       name's (default :data:`~tiered_memory.recall.fact_signal.PREDICATE_WORDS`:
       ``lives_in`` <- ``moved``, ``home``, ...; ``works_at`` <- ``job``, ``employer``,
       ...). A recall query naming one of them favours the memories holding that fact
-      (recall's fact signal: ``RecallSettings.fact_share``, ``fact_words``); ``{}``
+      (recall's fact signal: ``RecallSettings.fact_share``, ``fact_words``), and the
+      mean of a predicate's words' vectors is its meaning (``fact_vectors``); ``{}``
       leaves each predicate its name's words only.
     - ``vector_index``: how a file store searches vectors: ``"ram"`` (the default) keeps
       a 3-bit code of every vector in RAM (about 170 MiB per million memories);

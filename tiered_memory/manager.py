@@ -56,7 +56,7 @@ from tiered_memory.lifecycle import Lifecycle
 from tiered_memory.links import Links
 from tiered_memory.memories import Memories, not_scratchpad
 from tiered_memory.notes import Notes
-from tiered_memory.recall.fact_signal import vocabulary
+from tiered_memory.recall.fact_signal import terms, vocabulary
 from tiered_memory.recall.graph_signal import GraphCandidates, graph_candidates
 from tiered_memory.recall.recaller import Recaller
 from tiered_memory.recall.settings import STOPWORDS
@@ -145,6 +145,7 @@ class AgentMemoryManager(
         )  # fmt: skip
         words = vocabulary(cfg.single_valued, cfg.predicate_words, STOPWORDS)
         self._recall.predicate_words = words
+        self._recall.predicate_terms = terms(cfg.single_valued, cfg.predicate_words, STOPWORDS)
         self._recall.graph_search = partial(
             _graph_search, self.graph.records, self._recall, memories.get_many, clock, words,
         )  # fmt: skip

@@ -239,7 +239,7 @@ class EmbeddingQueue:
             cached = self._queries.get(text)
         if cached is not None:
             return cached
-        vector: np.ndarray = _checked_vectors(embedder, [text])[0]
+        vector: np.ndarray = checked_vectors(embedder, [text])[0]
         with self._queries_lock:
             self._queries[text] = vector
         return vector
@@ -356,7 +356,7 @@ class EmbeddingQueue:
         texts = dict(zip(hashes, contents, strict=True))
         missing = [h for h in texts if h not in known]
         if missing:
-            computed = _checked_vectors(embedder, [texts[h] for h in missing])
+            computed = checked_vectors(embedder, [texts[h] for h in missing])
             known.update(zip(missing, computed, strict=True))
         if self._cache_size:
             entries = [(h, known[h]) for h in texts]
@@ -376,7 +376,7 @@ class EmbeddingQueue:
                 [(i, content, v) for (i, content), v in zip(batch, vectors, strict=True)]
             )
         with self.store.transaction():
-            self.store.indexes.finish_rebuild(lambda texts: _checked_vectors(embedder, texts))
+            self.store.indexes.finish_rebuild(lambda texts: checked_vectors(embedder, texts))
             self._on_replaced()
         return True
 
@@ -440,7 +440,7 @@ def _load_model(embedder: Embedder) -> None:
         load()
 
 
-def _checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+def checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """The embedder's output as float32 ``[len(texts), dim]``, or a clear error."""
     try:
         vectors = np.asarray(embedder.embed(list(texts)), dtype=np.float32)

@@ -24,12 +24,22 @@ Two kinds of memory hold the fact asked:
   ``fact_words`` of that share. The searches already applied the filters (current
   memories, or those true at ``as_of``), so among Ana's memories the one saying where
   she lives comes first.
+- **By its meaning** (:func:`meaning_facts`), for a candidate about the subject whose
+  words express no asked predicate ("Ana signed a contract with Acme"): its vector is
+  compared with each single-valued predicate's (:class:`PredicateVectors`: the mean of
+  the vectors of the words expressing it, from the recall's own embedding model); when
+  no candidate holds the fact by its words, the one nearer an asked predicate than
+  every other predicate by the most gains ``fact_vectors`` of the share. No word list
+  needs the memory's wording.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from persistence import GraphStorage, graph_records
 
@@ -69,18 +79,26 @@ def tokens(text: str) -> list[str]:
     return _WORDS.findall(graph_records.normalise(text))
 
 
+def terms(
+    predicates: Iterable[str], words: Mapping[str, Collection[str]], stopwords: Collection[str]
+) -> dict[str, tuple[str, ...]]:
+    """Predicate -> the words expressing it, as written: its name's words (stopwords and
+    words of two letters aside), then those ``words`` gives it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for predicate in predicates:
+        own = [part for part in predicate.split("_") if part not in stopwords and len(part) > 2]
+        found[predicate] = tuple(dict.fromkeys((*own, *words.get(predicate, ()))))
+    return found
+
+
 def vocabulary(
     predicates: Iterable[str], words: Mapping[str, Collection[str]], stopwords: Collection[str]
 ) -> dict[str, frozenset[str]]:
-    """Predicate -> the stems of the words expressing it: its name's words (stopwords
-    and words of two letters aside) and those ``words`` gives it."""
-    found: dict[str, frozenset[str]] = {}
-    for predicate in predicates:
-        own = [part for part in predicate.split("_") if part not in stopwords and len(part) > 2]
-        found[predicate] = frozenset(
-            stem(graph_records.normalise(w)) for w in (*own, *words.get(predicate, ()))
-        )
-    return found
+    """Predicate -> the stems of the words expressing it (its :func:`terms`)."""
+    return {
+        predicate: frozenset(stem(graph_records.normalise(w)) for w in said)
+        for predicate, said in terms(predicates, words, stopwords).items()
+    }
 
 
 def asked_predicates(
@@ -118,9 +136,7 @@ def word_facts(
     ``asked`` (predicate -> the query word naming it; ``words``: a :func:`vocabulary`)
     and that share another word with the query (its subject): memory id -> why, for the
     explanation (``"'moved' expresses lives_in (the query asks 'live')"``)."""
-    expressing = frozenset().union(*(words[p] for p in asked))
-    subject = {stem(w) for w in query_words if w not in stopwords and len(w) > 1}
-    subject -= expressing
+    subject = _subject(query_words, asked, words, stopwords)
     found: dict[str, str] = {}
     if not asked or not subject:
         return found
@@ -135,6 +151,89 @@ def word_facts(
                 found[memory_id] = why
                 break
     return found
+
+
+def _subject(
+    query_words: Collection[str],
+    asked: Mapping[str, str],
+    words: Mapping[str, frozenset[str]],
+    stopwords: Collection[str],
+) -> set[str]:
+    """The stems of the query's words that name no asked predicate (its subject: "ana")."""
+    expressing = frozenset().union(*(words[p] for p in asked))
+    return {stem(w) for w in query_words if w not in stopwords and len(w) > 1} - expressing
+
+
+def _about(subject: set[str], content: str, stopwords: Collection[str]) -> bool:
+    """True when ``content`` shares a word (by stem) with the query's subject."""
+    return not subject.isdisjoint(stem(w) for w in tokens(content) if w not in stopwords)
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateVectors:
+    """Each single-valued predicate's vector (``names[i]`` -> ``matrix[i]``, unit
+    length): the normalised mean of its :func:`terms`' vectors, from ``model_id``."""
+
+    model_id: str
+    names: tuple[str, ...]
+    matrix: np.ndarray
+
+
+def predicate_vectors(
+    model_id: str,
+    embed: Callable[[Sequence[str]], np.ndarray],
+    said: Mapping[str, Sequence[str]],
+) -> PredicateVectors | None:
+    """:class:`PredicateVectors` for the predicates of ``said`` (predicate -> its words,
+    :func:`terms`), each distinct word embedded once by ``embed``; ``None`` without one."""
+    names = tuple(p for p in sorted(said) if said[p])
+    distinct = list(dict.fromkeys(w for p in names for w in said[p]))
+    if not distinct:
+        return None
+    vectors = np.asarray(embed(distinct), dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    at = {w: i for i, w in enumerate(distinct)}
+    rows = np.stack([vectors[[at[w] for w in said[p]]].mean(axis=0) for p in names])
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return PredicateVectors(model_id, names, rows)
+
+
+def meaning_facts(
+    query_words: Collection[str],
+    asked: Mapping[str, str],
+    words: Mapping[str, frozenset[str]],
+    predicates: PredicateVectors,
+    candidates: Mapping[str, tuple[str, np.ndarray]],
+    stopwords: Collection[str],
+) -> dict[str, str]:
+    """The memory of ``candidates`` (id -> (text, vector)) that holds a fact of ``asked``
+    by its meaning: among those sharing a word with the query's subject and whose vector
+    is nearer a predicate of ``asked`` than every other predicate, the one nearer by the
+    most (no absolute threshold: cosines differ from model to model). Memory id -> why,
+    for the explanation; empty when none is nearer."""
+    subject = _subject(query_words, asked, words, stopwords)
+    index = {p: i for i, p in enumerate(predicates.names)}
+    mine = [index[p] for p in asked if p in index]  # a tie: the one the query names first
+    others = [i for i, p in enumerate(predicates.names) if p not in asked]
+    about = [m for m, (content, _) in candidates.items() if _about(subject, content, stopwords)]
+    if not mine or not about:
+        return {}
+    vectors = np.stack([np.asarray(candidates[m][1], dtype=np.float32) for m in about])
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    cosines = vectors @ predicates.matrix.T
+    nearer: list[tuple[float, str, int]] = []  # (margin, memory id, predicate)
+    for row, memory_id in enumerate(about):
+        nearest = max(mine, key=lambda i: cosines[row, i])
+        rival = max((float(cosines[row, i]) for i in others), default=-1.0)
+        margin = float(cosines[row, nearest]) - rival
+        if margin > 0:
+            nearer.append((margin, memory_id, nearest))
+    if not nearer:
+        return {}
+    margin, memory_id, nearest = max(nearer)  # a tie: the larger (newer) id
+    predicate = predicates.names[nearest]
+    return {memory_id: f"its meaning is nearest {predicate} (by {margin:.2f} of cosine over "
+                       f"other predicates; the query asks '{asked[predicate]}')"}  # fmt: skip
 
 
 def fact_memories(

@@ -48,10 +48,17 @@ from persistence import (
     validate_filter,
 )
 from tiered_memory.embedding.clause_blend import ClauseBlendEmbedder, blended_note
-from tiered_memory.embedding.queue import EmbeddingQueue
+from tiered_memory.embedding.queue import EmbeddingQueue, checked_vectors
 from tiered_memory.recall.chains import with_chain_notes
 from tiered_memory.recall.conversation import add_conversation_signals, cached_turns
-from tiered_memory.recall.fact_signal import asked_predicates, tokens, word_facts
+from tiered_memory.recall.fact_signal import (
+    PredicateVectors,
+    asked_predicates,
+    meaning_facts,
+    predicate_vectors,
+    tokens,
+    word_facts,
+)
 from tiered_memory.recall.feedback import add_feedback, confident_hits, moved_query
 from tiered_memory.recall.fusion import (
     best_score,
@@ -146,6 +153,10 @@ class Recaller:
         self.predicate_words: dict[str, frozenset[str]] = {}
         """Single-valued predicate -> the stems of the words expressing it, for the fact
         signal's memories that hold a fact by their words (set by the manager)."""
+        self.predicate_terms: dict[str, tuple[str, ...]] = {}
+        """Single-valued predicate -> the words expressing it as written, whose vectors
+        make the predicate's (memories holding a fact by their meaning; by the manager)."""
+        self._predicate_vectors: PredicateVectors | None = None
 
     def recall(
         self,
@@ -231,13 +242,13 @@ class Recaller:
         found = pending.result() if pending is not None else nearest()
         if found is not None:
             ranked["vector"] = found[1]
-        if settings.fact_on and settings.fact_words > 0 and self.predicate_words:
-            worded = self._word_facts(query, ranked, answered)
-            worded = {m: why for m, why in worded.items() if m not in facts}
-            if worded:
-                facts = {**facts, **worded}
+        if settings.fact_on and (settings.fact_words > 0 or settings.fact_vectors > 0):
+            held = self._held_facts(query, ranked, answered, settings)
+            held = {m: found for m, found in held.items() if m not in facts}
+            if held:
+                facts = {**facts, **{m: why for m, (why, _) in held.items()}}
                 ranked["fact"] = [*ranked.get("fact", ()),
-                                  *((m, settings.fact_words) for m in sorted(worded))]  # fmt: skip
+                                  *((m, held[m][1]) for m in sorted(held))]  # fmt: skip
         described, now = replace(where, current=False).describe(), self._clock()
         if settings.fusion == "score":
             distances = dict(found[1]) if found is not None else {}
@@ -296,15 +307,21 @@ class Recaller:
             return list(hits)
         return with_windows(hits, self._store.indexes.keyword_parts(keywords(query), keyword_hits))
 
-    def _word_facts(
+    def _held_facts(
         self,
         query: str,
         ranked: dict[str, Sequence[tuple[str, float]]],
         answered: frozenset[str],
-    ) -> dict[str, str]:
-        """The fact signal's memories holding by their words a fact the query asks about
-        that no relation answered, among the searches' best ``FACT_DEPTH`` candidates
-        each (:func:`~tiered_memory.recall.fact_signal.word_facts`): id -> why."""
+        settings: RecallSettings,
+    ) -> dict[str, tuple[str, float]]:
+        """The fact signal's memories holding a fact the query asks about that no
+        relation answered, among the searches' best ``FACT_DEPTH`` candidates each: by
+        their words (:func:`~tiered_memory.recall.fact_signal.word_facts`, weight
+        ``fact_words``), or when none does, the one nearest in meaning
+        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``):
+        id -> (why, weight)."""
+        if not self.predicate_words:
+            return {}
         words = tokens(query)
         asked = asked_predicates(words, self.predicate_words, STOPWORDS)
         asked = {p: word for p, word in asked.items() if p not in answered}
@@ -314,7 +331,33 @@ class Recaller:
                for m, _ in list(ranked.get(name, ()))[:FACT_DEPTH]]  # fmt: skip
         memories = self._get_many(list(dict.fromkeys(ids)))
         contents = {m: memory.content for m, memory in memories.items()}
-        return word_facts(words, asked, self.predicate_words, contents, STOPWORDS)
+        held: dict[str, tuple[str, float]] = {}
+        if settings.fact_words > 0:
+            worded = word_facts(words, asked, self.predicate_words, contents, STOPWORDS)
+            held = {m: (why, settings.fact_words) for m, why in worded.items()}
+        vectors = self.predicate_vectors() if settings.fact_vectors > 0 and not held else None
+        if vectors is not None:  # no memory says it in words: the nearest in meaning
+            rest = {m: (memory.content, memory.embedding) for m, memory in memories.items()
+                    if m not in held and memory.embedding is not None}  # fmt: skip
+            meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS)
+            held.update((m, (why, settings.fact_vectors)) for m, why in meant.items())
+        return held
+
+    def predicate_vectors(self) -> PredicateVectors | None:
+        """The single-valued predicates' vectors from the file's model (made on first
+        need, about a millisecond a word; again when the model changes); ``None``
+        without a model."""
+        if not self.predicate_terms:
+            return None
+        embedder = self._embeddings.embedder()
+        if embedder is None:
+            return None
+        made = self._predicate_vectors
+        if made is None or made.model_id != embedder.model_id:
+            embed = partial(checked_vectors, embedder)
+            made = predicate_vectors(embedder.model_id, embed, self.predicate_terms)
+            self._predicate_vectors = made
+        return made
 
     def _feedback(
         self,

@@ -72,8 +72,10 @@ class RecallSettings:
     asserting that relation as it holds) adds ``fact_share`` in score fusion and weighs
     ``fact_weight`` in rank fusion (off there, as the graph signal). A memory holding
     the fact by its words, not a relation ("Ana moved to Berlin" for "where does Ana
-    live?"), gains ``fact_words`` of that (0 turns this part off). It acts only on a
-    query whose words name such a predicate (``MemoryConfig.predicate_words``).
+    live?"), gains ``fact_words`` of that (0 turns this part off); one holding it by its
+    meaning (its vector nearest the predicate's: "Ana signed a contract with Acme" for
+    "who employs Ana?") gains ``fact_vectors`` of it (0 turns that part off). It acts
+    only on a query whose words name such a predicate (``MemoryConfig.predicate_words``).
 
     Conversation signals (:mod:`tiered_memory.recall.conversation`): the memory after a
     question among the candidates gains ``adjacency_weight`` times the question's fused
@@ -128,6 +130,7 @@ class RecallSettings:
     fact_share: float = 0.2
     fact_weight: float = 0.0
     fact_words: float = 0.5
+    fact_vectors: float = 0.5
     min_score: float | None = None
     relative_cut: float | None = None
     session_weight: float = 0.0
@@ -174,6 +177,7 @@ class RecallSettings:
             "fact_share": (0.0, 1.0),
             "fact_weight": (0.0, math.inf),
             "fact_words": (0.0, 1.0),
+            "fact_vectors": (0.0, 1.0),
             "session_weight": (0.0, 1.0),
             "feedback_share": (0.0, 1.0),
             "feedback_confidence": (0.0, 1.0),

@@ -40,7 +40,8 @@ def best_codes(
     tier: Tier | None, skip: list[str], size: int,
 ) -> list[tuple[str, Tier]]:  # fmt: skip
     """``(id, tier)`` of the ``count`` codes of ``cells`` (packs and tails) nearest the
-    normalised query ``unit`` by the two stages, best first: codes of another ``tier``
+    normalised query ``unit`` by the two stages, best first (all of them, in order, when
+    they are fewer): codes of another ``tier``
     (if given) and of the ``skip`` ids never. ``size``: about how many codes the cells
     hold (the first stage keeps :func:`first_stage_depth` of it);
     :class:`DamagedPack` when a pack or tail does not add up to codes of the fit's width."""
@@ -71,11 +72,10 @@ def best_codes(
             top = np.argpartition(-kept_scores, depth - 1)[:depth]
             kept_keys, kept_rows, kept_scores = kept_keys[top], kept_rows[top], kept_scores[top]
     tiers, bits, low = split_code_rows(kept_rows, fit.words)
-    order = np.arange(len(kept_keys))
-    if count < len(order):
-        closeness = second_stage(bits, low, second, order)
-        best = np.argpartition(-closeness, count - 1)[:count]
-        order = best[np.argsort(-closeness[best], kind="stable")]
+    closeness = second_stage(bits, low, second, np.arange(len(kept_keys)))
+    best = np.argpartition(-closeness, count - 1)[:count] if count < len(closeness) else None
+    order = np.argsort(-closeness if best is None else -closeness[best], kind="stable")
+    order = order if best is None else best[order]
     return [(bytes(kept_keys[i])[:-1].decode(), _TIERS[tiers[i]]) for i in order.tolist()]
 
 

@@ -169,7 +169,7 @@ class CellVectors:
             probes = max(view.probes, math.ceil(view.probes / share), 2 * probed[0])
             probed[0] = probes = min(view.cells, probes)
             found = self.candidates(conn, view, unit, count, where.tier, probes)
-            return found, probes >= view.cells and count >= view.total
+            return found, probes >= view.cells and (count >= view.total or len(found) < count)
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(

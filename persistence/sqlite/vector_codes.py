@@ -101,11 +101,13 @@ def two_stages(
     """The columns of the ``take`` codes nearest ``query`` by their two stages (the first
     over sign bits keeps :func:`first_stage_depth`, the second orders those on their full
     codes), best first; ``excluded`` columns never. All eligible ones if ``take`` reaches
-    them (the caller re-ranks exactly)."""
+    them, in the same order (a filtered search keeps the first that pass)."""
     eligible = np.flatnonzero(~excluded)
-    if take >= len(eligible):
-        return eligible
     first, second = fit.query_weights(query)
+    if take >= len(eligible):
+        closeness = second_stage(bits, low, second, eligible)
+        ordered: np.ndarray = eligible[np.argsort(-closeness, kind="stable")]
+        return ordered
     depth = first_stage_depth(take, bits.shape[1], fit.sqrt_factor)
     if depth < len(eligible):
         score = fit.first_stage(first, bits)

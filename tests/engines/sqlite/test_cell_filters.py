@@ -14,8 +14,15 @@ import numpy as np
 import pytest
 
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, cell_scan, cell_sync
-from tests.engines.sqlite.test_cell_vectors import clustered, nearest, problems, state, unit
+from persistence.sqlite import SQLiteStore, cell_packs, cell_scan, cell_split, cell_sync
+from tests.engines.sqlite.test_cell_vectors import (
+    clustered,
+    exact,
+    nearest,
+    problems,
+    state,
+    unit,
+)
 
 COUNT = 2_400
 START = 1_700_000_000_000
@@ -183,3 +190,54 @@ def test_a_wide_search_after_writes_sees_the_new_vectors_and_a_clean_check(
     for n in range(0, 50, 10):
         found = nearest(store, extra[n], 3, where=MemoryFilter(tags=("tenth",)))
         assert found[0] == f"n{n:03d}"
+
+
+def test_a_file_grown_by_writes_splits_its_cells_and_stays_exact(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past FIRST_TRAIN_MAX no write trains; over-full cells split inside the writes
+    (bounded: the cell's own vectors), the check stays clean, and searches (plain and
+    filtered) find what exhaustive search finds."""
+    monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
+    monkeypatch.setattr(cell_sync, "FIRST_TRAIN_MAX", 128)
+    monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
+    monkeypatch.setattr(cell_sync, "TAIL_MIN", 8)
+    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    vectors = clustered(np.random.default_rng(7), 1_500)
+    ids = [f"g{i:05d}" for i in range(len(vectors))]
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        generations = set()
+        for start in range(0, len(vectors), 25):  # a transaction of 25 writes at a time
+            with store.transaction():
+                for i in range(start, start + 25):
+                    store.memories.put_memory(
+                        Memory.create(
+                            f"t {i}",
+                            Tier.EPISODIC,
+                            id=ids[i],
+                            embedding=vectors[i],
+                            tags=("tenth",) if i % 10 == 0 else (),
+                        )
+                    )
+            if start >= 100:  # trained at 64
+                generations.add(state(store).generation)
+        now = state(store)
+        assert now.trained_on <= 128 and now.members == 1_500  # not trained since
+        assert now.cells > 10 and len(generations) > 10  # split, write after write
+        bound = cell_split.split_above(now.members)
+        with store.engine.snapshot() as conn:
+            sizes = [cell_packs.held(conn, c) for c in range(now.cells)]
+        assert min(sizes) > 0 and max(sizes) <= bound + 25
+        assert problems(store) == []
+        store.indexes.exact_scan_max = 64
+        tenth = np.arange(len(vectors)) % 10 == 0
+        plain, filtered = [], []
+        for query in queries(8, vectors, 12):
+            found = nearest(store, query, 10)
+            plain.append(len(set(found) & set(exact(ids, vectors, query, 10))) / 10)
+            found = nearest(store, query, 10, where=MemoryFilter(tags=("tenth",)))
+            truth = exact([i for i, t in zip(ids, tenth, strict=True) if t], vectors[tenth],
+                          query, 10)  # fmt: skip
+            filtered.append(len(set(found) & set(truth)) / 10)
+        assert store.indexes.vectors.last_search == "cells"
+        assert np.mean(plain) >= 0.95 and np.mean(filtered) >= 0.95

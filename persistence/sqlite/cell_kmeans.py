@@ -35,10 +35,19 @@ def kmeans(sample: np.ndarray, cells: int, seed: int = 1) -> np.ndarray:
         return single[None, :]
     centroids = sample[rng.choice(len(sample), cells, replace=False)].copy()
     for _ in range(KMEANS_ROUNDS):
-        assigned = nearest_cells(sample, centroids)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, assigned, sample)
+        sums = cell_sums(sample, nearest_cells(sample, centroids), len(centroids))
         empty = np.linalg.norm(sums, axis=1) == 0
         sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
         centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
     return centroids.astype(np.float32)
+
+
+def cell_sums(vectors: np.ndarray, assigned: np.ndarray, cells: int) -> np.ndarray:
+    """The sum of the ``vectors`` assigned to each of ``cells`` (zeros for an empty one):
+    sorted by cell and summed per run (``np.add.at`` took 0.3 s for 20k vectors)."""
+    order = np.argsort(assigned, kind="stable")
+    present, starts = np.unique(assigned[order], return_index=True)
+    sums = np.zeros((cells, vectors.shape[1]), dtype=vectors.dtype)
+    if len(order):
+        sums[present] = np.add.reduceat(vectors[order], starts, axis=0)
+    return sums

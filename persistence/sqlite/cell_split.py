@@ -31,6 +31,8 @@ from persistence.statements import run, run_batch
 
 SPLIT_MIN = 2_048
 """No cell of at most this many codes is split."""
+SPLIT_SAMPLE = 4_096
+"""The 2-means of a split is trained on at most about this many of the cell's vectors."""
 SPLIT_FACTOR = 4
 """A cell splits past this many times ``sqrt(members)`` codes (trained cells hold about
 ``sqrt(members)``: training leaves them alone; see :func:`split_above`)."""
@@ -53,7 +55,8 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     if len(ids) < 2 or any(len(found.get(i, b"")) != 4 * fit.dim for i in ids):
         return False
     vectors = normalised([found[i] for i in ids], fit.dim)
-    two = kmeans(vectors, 2, seed=cell)
+    sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
+    two = kmeans(np.ascontiguousarray(sample), 2, seed=cell)
     moving = nearest_cells(vectors, two) == 1
     if moving.all() or not moving.any():
         return False

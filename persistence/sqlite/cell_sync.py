@@ -11,10 +11,13 @@ tail row, or its cell's pack is written again without it: no tombstones, so a se
 never reads a dead code and a forgotten memory's code is gone once its change is
 synced), a current vector joins the tail of its nearest cell, and a tail past
 :func:`tail_bound` is folded into its pack. A small file is trained here as well (at
-most :data:`FIRST_TRAIN_MAX` vectors); :func:`sync_alone` (``maintain()``) trains a
-large one, trains again once the file holds four times the vectors the cells were
-trained on, and folds every tail. What the cells do not hold yet (the changes logged
-after their position) a reader compares exactly (:mod:`persistence.sqlite.cell_vectors`).
+most :data:`FIRST_TRAIN_MAX` vectors) and, from :data:`CELLS_FROM` vectors on, a cell
+it touched that grew past its bound is split in two (:mod:`persistence.sqlite.cell_split`),
+so a file grown by writes keeps cells of bounded size; :func:`sync_alone`
+(``maintain()``) trains a large one, trains again once the file holds four times the
+vectors the cells were trained on, and folds every tail. What the cells do not hold yet
+(the changes logged after their position) a reader compares exactly
+(:mod:`persistence.sqlite.cell_vectors`).
 """
 
 from __future__ import annotations

@@ -190,6 +190,7 @@ def main() -> None:
     parser.add_argument(
         "--before", type=Path, help="also measure the cells with this checkout's code"
     )
+    parser.add_argument("--cells-only", action="store_true", help="no RAM copy (with --before)")
     parser.add_argument("--no-record", action="store_true", help="append no JSON line")
     args = parser.parse_args()
     path = args.dir / f"cells_{args.count}.db"
@@ -205,7 +206,8 @@ def main() -> None:
     truth = {"plain": exact_top(vectors, queries[WARM:], None)}
     truth |= {name: exact_top(vectors, queries[WARM:], keep) for name, _, keep in chosen}
     shown = json.dumps([[name, fields] for name, fields, _ in chosen])
-    runs = [("ram", "ram", ROOT), ("cells", "cells", ROOT)]
+    runs = [("cells", "cells", ROOT)] if args.cells_only else [("ram", "ram", ROOT)]
+    runs += [] if args.cells_only else [("cells", "cells", ROOT)]
     if args.before:
         runs.append(("cells (before)", "cells", args.before))
     results = {}
@@ -231,9 +233,11 @@ def main() -> None:
         cells = [f"{r[n]['p50']:.1f} / {r[n]['p99']:.1f} ms, {r[n]['recall']:.3f}" for n in truth]
         print(f"| {label} | {r['rss_mib']:.0f} MiB ({r['above_bare_mib']:.0f}) | "
               f"{r['open_first_ms']:.0f} ms | " + " | ".join(cells) + " |")  # fmt: skip
-    ram, cells_now = results["ram"], results["cells"]
-    print("cells / ram p50: " + ", ".join(
-        f"{n} {cells_now[n]['p50'] / ram[n]['p50']:.2f}x" for n in truth))  # fmt: skip
+    cells_now = results["cells"]
+    if "ram" in results:
+        ram = results["ram"]
+        print("cells / ram p50: " + ", ".join(
+            f"{n} {cells_now[n]['p50'] / ram[n]['p50']:.2f}x" for n in truth))  # fmt: skip
     if "cells (before)" in results:
         before = results["cells (before)"]
         print("cells now / before p50: " + ", ".join(

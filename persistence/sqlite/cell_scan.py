@@ -41,10 +41,10 @@ def best_codes(
 ) -> list[tuple[str, Tier]]:  # fmt: skip
     """``(id, tier)`` of the ``count`` codes of ``cells`` (packs and tails) nearest the
     normalised query ``unit`` by the two stages, best first (all of them, in order, when
-    they are fewer): codes of another ``tier``
-    (if given) and of the ``skip`` ids never. ``size``: about how many codes the cells
-    hold (the first stage keeps :func:`first_stage_depth` of it);
-    :class:`DamagedPack` when a pack or tail does not add up to codes of the fit's width."""
+    they are fewer); codes of another ``tier`` (if given) and of the ``skip`` ids never.
+    ``size``: about how many codes the cells hold (the first stage keeps
+    :func:`first_stage_depth` of it); :class:`DamagedPack` when a pack or tail does not
+    add up to codes of the fit's width."""
     first, second = fit.query_weights(unit.astype(np.float32))
     depth = first_stage_depth(count, size, fit.sqrt_factor)
     skipped = np.array([i.encode() + ID_END for i in skip])

@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +40,7 @@ K = 10
 WARM = 10
 
 PROBE = """
-import sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 from persistence import MemoryFilter
@@ -53,15 +54,16 @@ def status():
 
 path, kind = sys.argv[1], sys.argv[2]
 queries = np.load(sys.argv[3])
+filters = json.loads(sys.argv[5])
 bare = status()["VmHWM"]
 start = time.perf_counter()
 store = SQLiteStore(path, vector_index=kind).open()
 store.indexes.vector_search(queries[0], K)
 first = time.perf_counter() - start
 rss = status()["VmHWM"]
-where = MemoryFilter(tags=("tenth",))
 out = {"kind": kind, "open_first_ms": first * 1000, "rss_mib": rss, "above_bare_mib": rss - bare}
-for name, filt in (("plain", None), ("filtered", where)):
+for name, fields in [("plain", None), *filters]:
+    filt = None if fields is None else MemoryFilter(**fields)
     for q in queries[1:WARM]:
         store.indexes.vector_search(q, K, where=filt)
     took, found, used = [], [], set()
@@ -152,11 +154,43 @@ def recall(found: list[list[int]], truth: np.ndarray) -> float:
     )
 
 
+def filters(path: Path, count: int) -> list[tuple[str, dict[str, object], np.ndarray]]:
+    """``(name, MemoryFilter fields, accepted mask)``: narrow and wide, by an index each
+    (a session of 50, a time range of 2,000, a tag on a tenth, a time range of a tenth)."""
+    import apsw
+
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    created = np.zeros(count, dtype=np.int64)
+    for memory_id, at in conn.execute("SELECT id, created_at FROM episodic WHERE id LIKE 'm%'"):
+        created[int(memory_id[1:])] = at
+    conn.close()
+    index = np.arange(count)
+
+    def span(first: int, last: int) -> tuple[dict[str, object], np.ndarray]:
+        low, high = int(created[first]), int(created[min(last, count - 1)])
+        high = max(high, low + 1)
+        return {"created_after": low, "created_before": high}, (created >= low) & (created < high)
+
+    session = count // 2 - (count // 2) % 50
+    narrow_time, narrow_keep = span(count // 3, count // 3 + min(2_000, count // 10))
+    wide_time, wide_keep = span(3 * count // 10, 4 * count // 10)
+    return [
+        ("session (50)", {"session_id": f"s{session}"}, index - index % 50 == session),
+        ("time (2,000)", narrow_time, narrow_keep),
+        ("tag (a tenth)", {"tags": ["tenth"]}, index % 10 == 0),
+        ("time (a tenth)", wide_time, wide_keep),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--before", type=Path, help="also measure the cells with this checkout's code"
+    )
+    parser.add_argument("--cells-only", action="store_true", help="no RAM copy (with --before)")
     parser.add_argument("--no-record", action="store_true", help="append no JSON line")
     args = parser.parse_args()
     path = args.dir / f"cells_{args.count}.db"
@@ -165,40 +199,49 @@ def main() -> None:
     picked = np.asarray(vectors[rng.integers(len(vectors), size=args.queries + WARM)])
     noisy = picked + 0.5 * unit(rng, len(picked))
     queries = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
-    queries_path = args.dir / f"cells_{args.count}.queries.npy"
-    np.save(queries_path, queries)
-    keep = np.arange(len(vectors)) % 10 == 0
-    truth = exact_top(vectors, queries[WARM:], None)
-    truth_f = exact_top(vectors, queries[WARM:], keep)
+    queries_file = tempfile.NamedTemporaryFile(suffix=".npy", delete=False)  # noqa: SIM115
+    np.save(queries_file, queries)
+    queries_file.close()
+    chosen = filters(path, args.count)
+    truth = {"plain": exact_top(vectors, queries[WARM:], None)}
+    truth |= {name: exact_top(vectors, queries[WARM:], keep) for name, _, keep in chosen}
+    shown = json.dumps([[name, fields] for name, fields, _ in chosen])
+    runs = [("cells", "cells", ROOT)] if args.cells_only else [("ram", "ram", ROOT)]
+    runs += [] if args.cells_only else [("cells", "cells", ROOT)]
+    if args.before:
+        runs.append(("cells (before)", "cells", args.before))
     results = {}
-    for kind in ("ram", "cells"):
-        out = subprocess.run(
-            [sys.executable, "-c", PROBE, str(path), kind, str(queries_path), str(ROOT)],
-            capture_output=True, text=True, check=True, timeout=3600, cwd=ROOT,
-        ).stdout  # fmt: skip
-        result = eval(out.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
-        result["plain"]["recall"] = recall(result["plain"].pop("found"), truth)
-        result["filtered"]["recall"] = recall(result["filtered"].pop("found"), truth_f)
-        results[kind] = result
+    for label, kind, root in runs:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, str(path), kind, queries_file.name, str(root), shown],
+            capture_output=True, text=True, timeout=3600, cwd=ROOT,
+        )  # fmt: skip
+        if done.returncode:
+            sys.exit(f"{label} failed:\n{done.stderr}")
+        result = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 (our own probe's dict)
+        for name, exact in truth.items():
+            result[name]["recall"] = recall(result[name].pop("found"), exact)
+        results[label] = result
+        print(f"{label} measured", flush=True)
+    Path(queries_file.name).unlink()
     load = os.getloadavg()[0]
     print(f"{args.count:,} vectors, {args.queries} queries [load {load:.1f}]")
-    print("| index | peak RSS (above bare) | open + first | p50 / p99 | recall@10 | "
-          "filtered p50 / p99 | filtered recall@10 | answered by |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind, r in results.items():
-        p, f = r["plain"], r["filtered"]
-        print(f"| {kind} | {r['rss_mib']:.0f} MiB ({r['above_bare_mib']:.0f}) | "
-              f"{r['open_first_ms']:.0f} ms | {p['p50']:.1f} / {p['p99']:.1f} ms | "
-              f"{p['recall']:.3f} | {f['p50']:.1f} / {f['p99']:.1f} ms | {f['recall']:.3f} | "
-              f"{'+'.join(sorted(set(p['answered_by']) | set(f['answered_by'])))} |")  # fmt: skip
-    ram, cells = results["ram"], results["cells"]
-    print(
-        "cells / ram: RSS above bare "
-        f"{cells['above_bare_mib'] / max(ram['above_bare_mib'], 1e-9):.2f}x, open + first "
-        f"{cells['open_first_ms'] / ram['open_first_ms']:.2f}x, p50 "
-        f"{cells['plain']['p50'] / ram['plain']['p50']:.2f}x, filtered p50 "
-        f"{cells['filtered']['p50'] / ram['filtered']['p50']:.2f}x"
-    )
+    print("| index | peak RSS (above bare) | open + first | "
+          + " | ".join(f"{name} p50 / p99, recall@10" for name in truth) + " |")  # fmt: skip
+    print("| --- " * (3 + len(truth)) + "|")
+    for label, r in results.items():
+        cells = [f"{r[n]['p50']:.1f} / {r[n]['p99']:.1f} ms, {r[n]['recall']:.3f}" for n in truth]
+        print(f"| {label} | {r['rss_mib']:.0f} MiB ({r['above_bare_mib']:.0f}) | "
+              f"{r['open_first_ms']:.0f} ms | " + " | ".join(cells) + " |")  # fmt: skip
+    cells_now = results["cells"]
+    if "ram" in results:
+        ram = results["ram"]
+        print("cells / ram p50: " + ", ".join(
+            f"{n} {cells_now[n]['p50'] / ram[n]['p50']:.2f}x" for n in truth))  # fmt: skip
+    if "cells (before)" in results:
+        before = results["cells (before)"]
+        print("cells now / before p50: " + ", ".join(
+            f"{n} {cells_now[n]['p50'] / before[n]['p50']:.2f}x" for n in truth))  # fmt: skip
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     line = json.dumps({"at": stamp, "count": args.count, "load": load, **results})
     print(line)

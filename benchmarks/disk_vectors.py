@@ -174,26 +174,21 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, keep: np.ndarray | None)
     return best
 
 
-def kmeans(vectors: np.ndarray, cells: int, iterations: int = 10) -> np.ndarray:
-    """Spherical k-means centroids ``[cells, dim]`` trained on a sample of ``vectors``."""
+def kmeans(vectors: np.ndarray, cells: int) -> np.ndarray:
+    """The library's spherical k-means centroids ``[cells, dim]``, trained on a sample of
+    ``vectors`` (64 a cell)."""
+    from persistence.sqlite.cell_kmeans import kmeans as train
+
     rng = np.random.default_rng(1)
     sample = vectors[np.sort(rng.choice(len(vectors), min(len(vectors), 64 * cells), False))]
-    centroids = sample[rng.choice(len(sample), cells, replace=False)].copy()
-    for _ in range(iterations):
-        assign = assign_cells(sample, centroids)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, assign, sample)
-        empty = np.linalg.norm(sums, axis=1) == 0
-        sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
-        centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-    return centroids.astype(np.float32)
+    return train(np.ascontiguousarray(sample, dtype=np.float32), cells)
 
 
 def assign_cells(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    out = np.empty(len(vectors), dtype=np.int64)
-    for start in range(0, len(vectors), 16_384):
-        out[start : start + 16_384] = np.argmax(vectors[start : start + 16_384] @ centroids.T, 1)
-    return out
+    """The library's assignment: each vector's most similar centroid."""
+    from persistence.sqlite.cell_kmeans import nearest_cells
+
+    return nearest_cells(vectors, centroids)
 
 
 # --- building the file -----------------------------------------------------------------

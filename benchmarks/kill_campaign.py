@@ -34,6 +34,7 @@ exits 1 when any check failed. A failing round's journal and database are kept.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import queue
 import random
@@ -45,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
 
 import apsw
+import numpy as np
 import orjson
 
 from tiered_memory import AgentMemoryManager, Tier, TieredMemoryError
@@ -64,6 +66,36 @@ CONFIG: dict[str, Any] = {"embedder": None, "initial_stability_days": 2e-5,
 WEIGHTS = {"write": 40, "batch": 10, "forget": 8, "promote": 12, "decay": 8, "backup": 8,
            "restore": 6, "import": 8}  # fmt: skip
 LONG_OPS = ("backup", "restore", "import", "decay")
+VECTOR_INDEX_ENV = "TM_KILL_VECTOR_INDEX"
+"""``cells``: every process of the campaign opens the file with ``vector_index="cells"`` and
+:class:`HashEmbedder` (set by ``--vector-index``; the workers inherit it)."""
+
+
+class HashEmbedder:
+    """A deterministic stand-in model: each text its own unit vector (128 dimensions, so a
+    file of 1,024 of them or more keeps vector cells)."""
+
+    model_id = "kill-campaign-hash"
+    dim = 128
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([_hash_vector(text) for text in texts])
+
+
+def _hash_vector(text: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    vector = np.random.default_rng(seed).standard_normal(HashEmbedder.dim).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def config() -> dict[str, Any]:
+    """The managers' options: :data:`CONFIG`, with cells and vectors under ``--vector-index
+    cells`` (a background thread embeds new memories: kills land in its commits too)."""
+    if os.environ.get(VECTOR_INDEX_ENV) != "cells":
+        return CONFIG
+    return {**CONFIG, "vector_index": "cells", "embedder": HashEmbedder()}
+
+
 DOCS = {"A": 2000, "B": 600}  # prepared exports: memories in each
 
 
@@ -151,7 +183,7 @@ def worker(args: argparse.Namespace) -> None:
     weights = dict(WEIGHTS)
     if args.bias in weights:
         weights[args.bias] += 40
-    memory = AgentMemoryManager.open(args.db, **CONFIG)
+    memory = AgentMemoryManager.open(args.db, **config())
     print("READY", flush=True)
     episodic: list[str] = []
     everything: list[str] = []
@@ -244,7 +276,7 @@ def read_file(path: Path, live: bool = True) -> tuple[State, dict[str, int], lis
 def library_check(db: Path) -> list[str]:
     """A fresh manager's ``check_integrity()`` (opening also runs any cleanup it does)."""
     try:
-        with AgentMemoryManager.open(db, **CONFIG) as memory:
+        with AgentMemoryManager.open(db, **config()) as memory:
             result = memory.check_integrity()
     except Exception as exc:
         return [f"open/check raised {type(exc).__name__}: {exc}"]
@@ -332,7 +364,7 @@ class Campaign:
         for d in (self.journals, self.exports, self.failures, db.parent):
             d.mkdir(parents=True, exist_ok=True)
         self.docs = {name: self._prepare(name, count) for name, count in DOCS.items()}
-        with AgentMemoryManager.open(db, **CONFIG):
+        with AgentMemoryManager.open(db, **config()):
             pass
         self.state, _, damage = read_file(db)
         if damage:
@@ -350,12 +382,12 @@ class Campaign:
         for stale in (prep, target):
             stale.unlink(missing_ok=True)
         rng = random.Random(f"{self.seed}-{name}")
-        with AgentMemoryManager.open(prep, **CONFIG) as memory, memory.transaction():
+        with AgentMemoryManager.open(prep, **config()) as memory, memory.transaction():
             for i in range(count):
                 tier = Tier.SEMANTIC if i % 3 == 0 else Tier.EPISODIC
                 content = f"import {name} {i} " + "i" * rng.randrange(100, 600)
                 memory.remember(content, tier, importance=rng.random())
-        with AgentMemoryManager.open(prep, **CONFIG) as memory:
+        with AgentMemoryManager.open(prep, **config()) as memory:
             memory.export_json(target)
         return read_file(prep)[0]
 
@@ -626,6 +658,9 @@ def main() -> int:
     parser.add_argument("--ledger", type=Path,
                         help="append this run's totals (one JSON line) and print the sum of all "
                         "runs in the file, e.g. benchmarks/results/kill_ledger.jsonl")  # fmt: skip
+    parser.add_argument("--vector-index", choices=("ram", "cells"), default="ram",
+                        help="cells: embed every memory (a hash model) and keep vector cells, "
+                        "checked by check_integrity's vector_cells_match")  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("--journal", "--exports", "--bias", "--round"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -635,6 +670,7 @@ def main() -> int:
         return 0
     if args.kills < 1:
         parser.error("--kills must be >= 1")
+    os.environ[VECTOR_INDEX_ENV] = args.vector_index
 
     root = Path(tempfile.mkdtemp(prefix="kill-campaign-"))
     db = args.db if args.db is not None else root / "db" / "campaign.db"

@@ -7,14 +7,9 @@ import apsw
 
 from persistence.records import Tier
 from persistence.sqlite import vector_reads
+from persistence.sqlite.cell_kmeans import normalised
 from persistence.sqlite.cell_packs import DamagedPack, pack_keys
-from persistence.sqlite.cell_sync import (
-    centroids_of,
-    embedded_stream,
-    fit_of,
-    normalised,
-    read_state,
-)
+from persistence.sqlite.cell_sync import centroids_of, embedded_stream, fit_of, read_state
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql
 from persistence.sqlite.vector_codes import code_blobs

@@ -57,12 +57,14 @@ def rewrite_pack(conn: apsw.Connection, cell: int, gone: set[str]) -> None:
     drop = np.array([g.encode() + ID_END for g in gone])
     keep = ~np.isin(keys, drop)
     raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
-    _put_pack(conn, cell, keys[keep], raw[keep], width)
+    put_pack(conn, cell, keys[keep], raw[keep], width)
 
 
-def _put_pack(
+def put_pack(
     conn: apsw.Connection, cell: int, keys: np.ndarray, raw: np.ndarray, width: int
 ) -> None:
+    """Write ``cell``'s pack: ``keys`` and their ``[n, width]`` codes, in key order (none:
+    no pack)."""
     if not len(keys):
         run(conn, cell_sql.drop_pack(cell))
         return
@@ -85,7 +87,7 @@ def fold(conn: apsw.Connection, fit: CodeFit, cell: int) -> None:
     all_keys = np.concatenate([keys.astype(f"S{max(keys.itemsize, tail_keys.itemsize)}"),
                                tail_keys])  # fmt: skip
     raw = np.frombuffer(codes + b"".join(c for _, c in tail), dtype=np.uint8)
-    _put_pack(conn, cell, all_keys, raw.reshape(len(all_keys), width), width)
+    put_pack(conn, cell, all_keys, raw.reshape(len(all_keys), width), width)
     run(conn, cell_sql.drop_tail(cell))
 
 
@@ -93,3 +95,9 @@ def fold_all(conn: apsw.Connection, fit: CodeFit) -> None:
     """Fold every tail into its pack."""
     for cell in sorted(int(c) for (c,) in rows(conn, cell_sql.TAIL_CELLS)):
         fold(conn, fit, cell)
+
+
+def held(conn: apsw.Connection, cell: int) -> int:
+    """How many codes ``cell`` holds (its pack and its tail)."""
+    size = statements.value(conn, cell_sql.pack_size(cell))
+    return int(size or 0) + int(statements.value(conn, cell_sql.tail_count(cell)) or 0)

@@ -11,10 +11,13 @@ tail row, or its cell's pack is written again without it: no tombstones, so a se
 never reads a dead code and a forgotten memory's code is gone once its change is
 synced), a current vector joins the tail of its nearest cell, and a tail past
 :func:`tail_bound` is folded into its pack. A small file is trained here as well (at
-most :data:`FIRST_TRAIN_MAX` vectors); :func:`sync_alone` (``maintain()``) trains a
-large one, trains again once the file holds four times the vectors the cells were
-trained on, and folds every tail. What the cells do not hold yet (the changes logged
-after their position) a reader compares exactly (:mod:`persistence.sqlite.cell_vectors`).
+most :data:`FIRST_TRAIN_MAX` vectors) and, from :data:`CELLS_FROM` vectors on, a cell
+it touched that grew past its bound is split in two (:mod:`persistence.sqlite.cell_split`),
+so a file grown by writes keeps cells of bounded size; :func:`sync_alone`
+(``maintain()``) trains a large one, trains again once the file holds four times the
+vectors the cells were trained on, and folds every tail. What the cells do not hold yet
+(the changes logged after their position) a reader compares exactly
+(:mod:`persistence.sqlite.cell_vectors`).
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ import math
 import secrets
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 
 import apsw
 import numpy as np
 
 from persistence import statements
 from persistence.records import Tier
-from persistence.sqlite import cell_packs, vector_reads
+from persistence.sqlite import cell_packs, cell_split, vector_reads
+from persistence.sqlite.cell_kmeans import kmeans, nearest_cells, normalised
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql, index_sql, meta_sql
 from persistence.sqlite.sql.cell_sql import CellState
@@ -56,7 +61,6 @@ INCREMENTAL_MAX = 16_384
 """Changes a sync without ``rebuild`` takes on; more wait for ``maintain()``."""
 TAIL_MIN = 256
 """A cell's tail is folded into its pack past this many rows, or an eighth of the pack."""
-KMEANS_ROUNDS = 10
 SAMPLE_PER_CELL = 64
 _CHUNK = 4_096
 
@@ -187,40 +191,6 @@ def _embedded(conn: apsw.Connection, at_most: int | None) -> int:
     return vector_reads.memory_count(conn, at_most=bound) - unembedded
 
 
-def normalised(blobs: list[bytes], dim: int) -> np.ndarray:
-    vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
-    norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-    out: np.ndarray = (vectors / norms).astype(np.float32)
-    return out
-
-
-def nearest_cells(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """The cell each normalised vector belongs to (its most similar centroid)."""
-    out = np.empty(len(vectors), dtype=np.int64)
-    for start in range(0, len(vectors), _CHUNK):
-        out[start : start + _CHUNK] = np.argmax(vectors[start : start + _CHUNK] @ centroids.T, 1)
-    return out
-
-
-def kmeans(sample: np.ndarray, cells: int, seed: int = 1) -> np.ndarray:
-    """Spherical k-means centroids ``[cells, dim]`` of a normalised sample."""
-    rng = np.random.default_rng(seed)
-    if cells == 1:
-        mean = sample.mean(axis=0)
-        norm = float(np.linalg.norm(mean))
-        single: np.ndarray = (mean / norm if norm > 1e-12 else sample[0]).astype(np.float32)
-        return single[None, :]
-    centroids = sample[rng.choice(len(sample), cells, replace=False)].copy()
-    for _ in range(KMEANS_ROUNDS):
-        assigned = nearest_cells(sample, centroids)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, assigned, sample)
-        empty = np.linalg.norm(sums, axis=1) == 0
-        sums[empty] = sample[rng.choice(len(sample), int(empty.sum()), replace=False)]
-        centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-    return centroids.astype(np.float32)
-
-
 def centroids_of(conn: apsw.Connection, dim: int) -> np.ndarray:
     """Every centroid, in cell order ``[cells, dim]``; :class:`DamagedPack` when one is
     not ``dim`` floats."""
@@ -325,6 +295,8 @@ def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple
         size = int(value(conn, cell_sql.pack_size(cell)) or 0)
         if int(value(conn, cell_sql.tail_count(cell)) or 0) > tail_bound(size):
             cell_packs.fold(conn, fit, cell)
+    if members >= CELLS_FROM:  # an over-full cell splits (a file grown by writes)
+        cell_split.split_full(conn, replace(state, members=members), fit, sorted(touched))
     return written, members
 
 

@@ -8,8 +8,8 @@ kept by :mod:`persistence.sqlite.cell_sync`). A search:
    once per generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
    and reads the packs and tails of the nearest ``probes`` cells (:data:`PROBE_SHARE`
    of them, at least :data:`MIN_PROBES`);
-2. scores their 3-bit codes by the RAM copy's two stages
-   (:func:`~persistence.sqlite.vector_codes.two_stages`), the tier byte of each code
+2. scores their 3-bit codes by the RAM copy's two stages, a group of packs at a time
+   (:func:`~persistence.sqlite.cell_scan.best_codes`), the tier byte of each code
    excluding other tiers;
 3. adds every memory whose vector was logged after the cells' position (not in them yet,
    or changed since: their old codes are left out), compared exactly, so a search never
@@ -21,10 +21,14 @@ kept by :mod:`persistence.sqlite.cell_sync`). A search:
    sqlite-vec's ``vec_distance_cosine`` where the extension loads
    (:mod:`persistence.sqlite.vec_extension`), else in numpy.
 
-Filters are applied as by the RAM copy: a filter an index serves that accepts few
-memories is compared exactly; otherwise the candidates that pass count, and too few
-make the search probe four times as many cells and keep more candidates, until enough
-pass (or the share that passed shows an exact comparison is cheaper).
+Filters are applied as by the RAM copy, by the same loop
+(:func:`~persistence.sqlite.vector_deepen.filtered_nearest`): a filter an index serves
+that accepts at most ``exact_scan_max`` memories (a session, a narrow time range; a
+tier alone here too) is compared exactly, in SQL; otherwise the candidates that pass
+the filter count (checked in SQL: nothing is read per accepted memory), and too few make
+the search probe as many more cells as the share that passed is small (a tenth: ten
+times the cells, at least twice the last round's) and keep as many more candidates,
+until enough pass (or the share shows an exact comparison is cheaper).
 """
 
 from __future__ import annotations
@@ -32,15 +36,15 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 import apsw
 import numpy as np
 
 from persistence.records import MemoryFilter, Tier
-from persistence.sqlite import cell_sync, vec_extension, vector_reads
-from persistence.sqlite.cell_packs import DamagedPack, pack_keys
+from persistence.sqlite import cell_scan, cell_sync, vec_extension, vector_deepen, vector_reads
+from persistence.sqlite.cell_packs import DamagedPack
 from persistence.sqlite.database import Database
 from persistence.sqlite.mirror_vectors import (
     VECTOR_MIN_CANDIDATES,
@@ -49,13 +53,7 @@ from persistence.sqlite.mirror_vectors import (
 )
 from persistence.sqlite.sql import cell_sql, index_sql
 from persistence.sqlite.sql.cell_sql import CellState
-from persistence.sqlite.vector_codes import (
-    ID_END,
-    TIER_BYTE,
-    CodeFit,
-    split_packed_codes,
-    two_stages,
-)
+from persistence.sqlite.vector_codes import CodeFit
 from persistence.sqlite.vector_mirror import RESORT_AFTER
 from persistence.statements import rows, run_all
 
@@ -65,11 +63,8 @@ log = logging.getLogger("tiered_memory")
 PROBE_SHARE = 0.08
 """Share of the cells a search probes (clustered vectors at 1M: recall@10 0.969; 0.940 at 6%)."""
 MIN_PROBES = 8
-ACCEPTED_MAX = 262_144
-"""An index-backed filter accepting at most this many: only their codes are scored."""
 BACKLOG_MAX = 4_096
 """Vectors logged after the cells' position a search compares exactly; more: RAM copy."""
-_TIERS = tuple(Tier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +101,8 @@ class CellVectors:
         self.last_search = ""
         """``"cells"`` or ``"ram"``: which answered the last search (tests, benchmarks)."""
         self._too_large = False
+        self.current_share = 1.0
+        """As :attr:`MirrorVectors.current_share`: where a search of current memories starts."""
         self.engine.before_commit(self.before_commit)
 
     def reset(self) -> None:
@@ -153,71 +150,50 @@ class CellVectors:
         where: MemoryFilter, exact_scan_max: int,
     ) -> list[tuple[str, float]]:  # fmt: skip
         self.last_search = "cells"
-        wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-        probes = view.probes
-        accepted = None
-        if where.narrows and index_sql.index_backed(where):
-            ids = vector_reads.accepted_ids(conn, where, ACCEPTED_MAX)
-            if ids is not None and len(ids) <= exact_scan_max:  # few: compare them all
-                found = vector_reads.embeddings_of(
-                    conn, ids, (where.tier,) if where.tier else tuple(Tier)
-                )
-                return vector_reads.nearest(found, query, limit)
-            if ids is not None:  # only they are scored, in more cells the fewer they are
-                accepted = np.array([i.encode() + ID_END for i in ids])
-                share = max(len(ids), 1) / max(view.total, 1)
-                probes = min(view.cells, math.ceil(probes / share))
-        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
+
+        def exact(candidates: vector_deepen.Candidates) -> list[tuple[str, float]]:
+            return rerank(conn, candidates, query, limit)
+
         # A tier alone does not narrow the RAM copy's search (its first stage is by tier),
         # but here it does: the probed cells may hold few codes of a small tier.
-        tier_only = not where.narrows and where.tier is not None
-        if tier_only and where.tier is not None:  # a small tier is compared exactly
-            ids = vector_reads.accepted_ids(conn, where, exact_scan_max)  # one capped read
-            if ids is not None:
-                found = vector_reads.embeddings_of(conn, ids, (where.tier,))
-                return vector_reads.nearest(found, query, limit)
-        while True:
-            candidates = self.candidates(conn, view, query, count, where.tier, probes, accepted)
-            if not where.narrows and not tier_only:
-                break
-            passed = (
-                candidates if tier_only else vector_reads.accepted_among(conn, where, candidates)
-            )
-            deepest = probes >= view.cells and count >= view.total
-            if len(passed) >= wanted or deepest:
-                candidates = passed[:wanted]
-                break
-            share = max(len(passed), 1) / max(len(candidates), 1)
-            if not in_time_only and share * view.total <= exact_scan_max:
-                everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
-                if everything is not None:
-                    return vector_reads.nearest(everything, query, limit)
-            count = min(max(count * 4, int(2 * wanted / share)), view.total)
-            probes = min(view.cells, probes * 4)
-        return rerank(conn, candidates, query, limit)
+        tier_alone = not where.narrows and where.tier is not None
+        if (where.narrows and index_sql.index_backed(where)) or tier_alone:
+            accepted = vector_reads.accepted_pairs(conn, where, exact_scan_max)
+            if accepted is not None:  # few (a session, a small tier): compare them all
+                return exact(accepted)
+        unit = query / max(float(np.linalg.norm(query)), 1e-12)
+        probed = [0]
+
+        def stage(count: int, share: float) -> tuple[vector_deepen.Candidates, bool]:
+            # as many more cells as the filter is narrow, at least twice the last round's
+            probes = max(view.probes, math.ceil(view.probes / share), 2 * probed[0])
+            probed[0] = probes = min(view.cells, probes)
+            found = self.candidates(conn, view, unit, count, where.tier, probes)
+            return found, probes >= view.cells and (count >= view.total or len(found) < count)
+
+        wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+        found, share = vector_deepen.filtered_nearest(
+            conn, where, stage, view.total, wanted, exact_scan_max, exact,
+            start_share=self.current_share, short_tier=True,
+        )  # fmt: skip
+        if where.narrows and vector_deepen.in_time_only(where):
+            self.current_share = share
+        return found
 
     def candidates(
-        self, conn: apsw.Connection, view: CellView, query: np.ndarray, count: int,
-        tier: Tier | None, probes: int, accepted: np.ndarray | None = None,
+        self, conn: apsw.Connection, view: CellView, unit: np.ndarray, count: int,
+        tier: Tier | None, probes: int,
     ) -> list[tuple[str, Tier]]:  # fmt: skip
         """``(id, tier)`` of the ``count`` best codes of the ``probes`` cells nearest to
-        ``query`` (among the ``accepted`` keys, if given), then every memory of the
-        backlog (of ``tier``, if given)."""
-        unit = query / max(float(np.linalg.norm(query)), 1e-12)
+        the normalised query ``unit``, then every memory of the backlog (of ``tier``, if
+        given)."""
         similarity = view.centroids @ unit
         probes = min(probes, view.cells)
         cells = np.argpartition(-similarity, probes - 1)[:probes].tolist()
-        keys, raw = read_cells(conn, cells, view.fit.code_bytes)
-        found: list[tuple[str, Tier]] = []
-        if len(keys):
-            tiers, bits, low = split_packed_codes(raw, len(keys), view.fit.words)
-            excluded = np.zeros(len(keys), dtype=bool) if tier is None else tiers != TIER_BYTE[tier]
-            if view.backlog:
-                excluded |= np.isin(keys, [i.encode() + ID_END for i in view.backlog])
-            if accepted is not None:
-                excluded |= ~np.isin(keys, accepted)
-            chosen = two_stages(view.fit, bits, low, unit.astype(np.float32), excluded, count)
-            found = [(bytes(keys[i])[:-1].decode(), _TIERS[tiers[i]]) for i in chosen.tolist()]
+        size = math.ceil(view.state.members * probes / view.cells)
+        found = cell_scan.best_codes(
+            conn, cells, view.fit, unit, count, tier, view.backlog, size
+        )  # the backlog's codes are old: left out, compared exactly below
         if view.backlog:
             chosen_tiers = tuple(Tier) if tier is None else (tier,)
             found += [
@@ -266,29 +242,6 @@ class CellVectors:
         """``maintain()``'s part: train again if due, fold every tail (own transaction)."""
         self._too_large = False
         return cell_sync.sync_alone(conn)
-
-
-def read_cells(
-    conn: apsw.Connection, cells: list[int], code_bytes: int
-) -> tuple[np.ndarray, bytes]:
-    """The keys (id + end byte, fixed width) and codes (end to end) of ``cells``' packs
-    and tails; :class:`DamagedPack` when they do not add up to codes of ``code_bytes``."""
-    keys: list[np.ndarray] = []
-    codes: list[bytes] = []
-    for cell, size, width, ids, packed in rows(conn, cell_sql.packs_of(cells)):
-        if width != code_bytes:
-            raise DamagedPack(f"cell {cell}'s pack holds codes of {width} bytes, not {code_bytes}")
-        keys.append(pack_keys(cell, size, width, bytes(ids), bytes(packed)))
-        codes.append(packed)
-    tail = rows(conn, cell_sql.tails_of(cells, ID_END))
-    if any(len(c) != code_bytes for _, c in tail):
-        raise DamagedPack(f"a tail of cells {cells} holds a code that is not {code_bytes} bytes")
-    if tail:
-        keys.append(np.array([bytes(k) for k, _ in tail]))
-        codes.append(b"".join(c for _, c in tail))
-    if not keys:
-        return np.zeros(0, dtype="S1"), b""
-    return np.concatenate(keys), b"".join(codes)
 
 
 def rerank(

@@ -8,17 +8,16 @@ vector cells where it has them (:mod:`~persistence.sqlite.cell_sync`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeVar
 
 import apsw
 import numpy as np
 
 from persistence.records import MemoryFilter, Tier
-from persistence.sqlite import cell_sync, code_sync, vector_reads
+from persistence.sqlite import cell_sync, code_sync, vector_deepen, vector_reads
 from persistence.sqlite.database import Database
 from persistence.sqlite.memory_store import check_dimension
-from persistence.sqlite.sql import cell_sql, index_sql, meta_sql, vector_codes_sql
+from persistence.sqlite.sql import cell_sql, meta_sql, vector_codes_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.statements import run_all, value
@@ -56,44 +55,30 @@ class MirrorVectors(VectorMirror):
         exact_scan_max: int,
     ) -> list[tuple[str, float]]:  # fmt: skip
         """Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``)
-        from the RAM copy, re-ranked by exact cosine. With a filter, the candidates that
-        pass it count: when too few do, the share that passed estimates how many the
-        filter accepts; at most ``exact_scan_max``: all of them are compared exactly,
-        else the copy is searched deeper until enough pass. A filter an index serves that
-        accepts at most ``exact_scan_max`` is compared exactly at once."""
-        if where.narrows and index_sql.index_backed(where):
-            # Few accepted (a session, say): compare them all, before searching the copy.
-            everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
-            if everything is not None:
-                return vector_reads.nearest(everything, query, limit)
-        wanted = count = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
-        in_time_only = replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
-        if where.narrows and in_time_only:  # as deep as the last such search had to go
-            count = min(int(1.2 * wanted / self.current_share) + 1, max(self.size, wanted))
-        candidates = self.first_stage(conn, query, count, where.tier)
-        while where.narrows:
-            passed = vector_reads.accepted_among(conn, where, candidates)
-            if in_time_only and candidates:
-                self.current_share = max(len(passed) / len(candidates), 0.01)
-            total = self.size
-            if len(passed) >= wanted or len(candidates) < count or count >= total:
-                candidates = passed[:wanted]  # as many re-ranked as without a filter
-                break
-            share = max(len(passed), 1) / len(candidates)  # of the file the filter accepts
-            # Superseded memories aside (most of a file is current), search deeper: an
-            # exact scan of what passes would read most vectors of the file.
-            if not in_time_only and share * total <= exact_scan_max:
-                everything = vector_reads.accepted_embeddings(conn, where, exact_scan_max)
-                if everything is not None:
-                    return vector_reads.nearest(everything, query, limit)
-            deeper = (
-                int(1.2 * wanted / share)
-                if in_time_only
-                else max(count * 4, int(2 * wanted / share))
-            )
-            count = min(deeper, total)
-            candidates = self.first_stage(conn, query, count, where.tier)
-        return vector_reads.rerank(conn, candidates, query, limit)
+        from the RAM copy, re-ranked by exact cosine; a filter is applied as
+        :func:`~persistence.sqlite.vector_deepen.filtered_nearest` says (a filter an index
+        serves that accepts at most ``exact_scan_max`` is compared exactly at once)."""
+
+        def rerank(candidates: vector_deepen.Candidates) -> list[tuple[str, float]]:
+            return vector_reads.rerank(conn, candidates, query, limit)
+
+        if where.narrows:  # few accepted (a session, say): compare them all
+            exact = vector_deepen.exact_if_few(conn, where, exact_scan_max, rerank)
+            if exact is not None:
+                return exact
+
+        def stage(count: int, share: float) -> tuple[vector_deepen.Candidates, bool]:
+            found = self.first_stage(conn, query, count, where.tier)
+            return found, len(found) < count or count >= self.size
+
+        wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
+        found, share = vector_deepen.filtered_nearest(
+            conn, where, stage, self.size, wanted, exact_scan_max, rerank,
+            start_share=self.current_share,
+        )  # fmt: skip
+        if where.narrows and vector_deepen.in_time_only(where):
+            self.current_share = share
+        return found
 
     def vector_candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None

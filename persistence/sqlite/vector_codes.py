@@ -101,11 +101,13 @@ def two_stages(
     """The columns of the ``take`` codes nearest ``query`` by their two stages (the first
     over sign bits keeps :func:`first_stage_depth`, the second orders those on their full
     codes), best first; ``excluded`` columns never. All eligible ones if ``take`` reaches
-    them (the caller re-ranks exactly)."""
+    them, in the same order (a filtered search keeps the first that pass)."""
     eligible = np.flatnonzero(~excluded)
-    if take >= len(eligible):
-        return eligible
     first, second = fit.query_weights(query)
+    if take >= len(eligible):
+        closeness = second_stage(bits, low, second, eligible)
+        ordered: np.ndarray = eligible[np.argsort(-closeness, kind="stable")]
+        return ordered
     depth = first_stage_depth(take, bits.shape[1], fit.sqrt_factor)
     if depth < len(eligible):
         score = fit.first_stage(first, bits)
@@ -273,6 +275,12 @@ def split_packed_codes(
     packed: bytes, count: int, words: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`split_codes` of ``count`` stored codes laid end to end in ``packed``."""
-    raw = np.frombuffer(packed, dtype=np.uint8).reshape(count, 1 + words * 24)
-    bits = np.ascontiguousarray(raw[:, 1 : 1 + words * 8]).view("<u8").astype(np.uint64)
-    return raw[:, 0], np.ascontiguousarray(bits.T), raw[:, 1 + words * 8 :]
+    return split_code_rows(np.frombuffer(packed, dtype=np.uint8).reshape(count, -1), words)
+
+
+def split_code_rows(raw: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`split_codes` of stored codes as the rows of a ``[n, 1 + words * 24]`` byte
+    array (the tier bytes and low bits are views of it; the sign bits one copy)."""
+    signs = np.ascontiguousarray(raw[:, 1 : 1 + words * 8]).view("<u8")
+    bits = np.ascontiguousarray(signs.T).astype(np.uint64, copy=False)
+    return raw[:, 0], bits, raw[:, 1 + words * 8 :]

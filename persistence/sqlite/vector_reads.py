@@ -60,27 +60,16 @@ def embeddings_of(
     return found
 
 
-def accepted_embeddings(
+def accepted_pairs(
     conn: apsw.Connection, where: MemoryFilter, cap: int
-) -> list[tuple[str, Tier, bytes]] | None:
-    """The embedding of every memory ``where`` accepts that has one, with its tier; ``None``
-    when there are more than ``cap`` (then search the RAM copy instead)."""
-    found: list[tuple[str, Tier, bytes]] = []
-    tiers = list(Tier) if where.tier is None else [where.tier]
-    for tier in tiers:
-        statement = index_sql.accepted_embeddings(where, tier, cap + 1 - len(found))
-        found += [(memory_id, tier, blob) for memory_id, blob in rows(conn, statement)]
-        if len(found) > cap:
-            return None
-    return found
-
-
-def accepted_ids(conn: apsw.Connection, where: MemoryFilter, cap: int) -> list[str] | None:
-    """The ids of every memory ``where`` accepts that has an embedding; ``None`` when
-    there are more than ``cap``."""
-    found: list[str] = []
+) -> list[tuple[str, Tier]] | None:
+    """``(id, tier)`` of every memory ``where`` accepts that has an embedding (no vector
+    read; tags alone may bring some without one: a re-rank drops them); ``None`` when
+    there are more than ``cap`` (counted no further)."""
+    found: list[tuple[str, Tier]] = []
     for tier in list(Tier) if where.tier is None else [where.tier]:
-        found += column(conn, index_sql.accepted_ids(where, tier, cap + 1 - len(found)))
+        ids = column(conn, index_sql.accepted_ids(where, tier, cap + 1 - len(found)))
+        found += [(memory_id, tier) for memory_id in ids]
         if len(found) > cap:
             return None
     return found

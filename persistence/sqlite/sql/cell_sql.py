@@ -181,6 +181,24 @@ def join(rows: Sequence[tuple[int, str, bytes]]) -> tuple[Batch, Batch]:
     )
 
 
+def move_members(rows: Sequence[tuple[int, str]]) -> Batch:
+    """``(cell, id)``: each member is now held by ``cell``."""
+    return Batch("UPDATE vector_cell_members SET cell = ? WHERE id = ?", rows)
+
+
+def replace_centroid(cell: int, centroid: bytes) -> Statement:
+    """``cell``'s centroid is now ``centroid``."""
+    return Statement("UPDATE vector_cells SET centroid = ? WHERE cell = ?", (centroid, cell))
+
+
+def count_cells(cells: int, generation: int) -> Statement:
+    """The cells now number ``cells``; their centroids changed (a new ``generation``)."""
+    return Statement(
+        "UPDATE vector_cell_state SET cells = ?, generation = ? WHERE only = 1",
+        (cells, generation),
+    )
+
+
 def put_members(rows: Sequence[tuple[str, int]]) -> Batch:
     """Store ``(id, cell)`` membership rows."""
     return Batch("INSERT INTO vector_cell_members (id, cell) VALUES (?, ?)", rows)

@@ -13,7 +13,7 @@ import pytest
 
 from persistence import Memory, Tier
 from persistence.errors import TieredMemoryError
-from persistence.sqlite import SQLiteStore, cell_sync, cell_vectors
+from persistence.sqlite import SQLiteStore, cell_scan, cell_sync
 from persistence.sqlite.sql import cell_sql
 from persistence.statements import Statement, rows, run
 from tests.engines.sqlite.test_cell_vectors import (
@@ -112,13 +112,13 @@ def test_a_small_tier_is_compared_exactly_without_reading_the_cells(
 ) -> None:
     vectors = clustered(np.random.default_rng(5), 2_000)
     read: list[int] = []
-    original = cell_vectors.read_cells
+    original = cell_scan.best_codes
 
-    def counting(conn: Any, chosen: list[int], code_bytes: int) -> Any:
+    def counting(conn: Any, chosen: list[int], *args: Any) -> Any:
         read.append(len(chosen))
-        return original(conn, chosen, code_bytes)
+        return original(conn, chosen, *args)
 
-    monkeypatch.setattr(cell_vectors, "read_cells", counting)
+    monkeypatch.setattr(cell_scan, "best_codes", counting)
     with SQLiteStore(str(db_path), vector_index="cells") as store:
         ids = put(store, vectors)
         for memory_id in ids[:30]:

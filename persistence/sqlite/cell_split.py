@@ -1,0 +1,84 @@
+"""Splitting an over-full vector cell inside the write that filled it (issue 46).
+
+A file that grows by writes is trained inside them only up to
+:data:`~persistence.sqlite.cell_sync.FIRST_TRAIN_MAX` vectors (into one cell below
+:data:`~persistence.sqlite.cell_sync.CELLS_FROM`); past that, ``maintain()`` trains it.
+Until then the cells keep up here: once the file holds ``CELLS_FROM`` vectors, a cell a
+sync touched that holds more than :func:`split_above` codes is split in two by 2-means
+on its own vectors, in the same transaction: its members stay or move to a new cell (the
+next number), each pack is written again, the centroids and the state's count and
+generation follow (readers load the new centroids). Codes do not change (the fit is the
+file's), so ``check_integrity``'s ``vector_cells_match`` holds after a split as before.
+The cost is bounded by the cell: its floats read once, 2-means over them, two packs and
+the moved members written (a 16k-vector cell, the largest one a write may meet: about
+0.2 s, once; cells of ``split_above`` codes after that).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import apsw
+import numpy as np
+
+from persistence.sqlite import cell_packs, vector_reads
+from persistence.sqlite.cell_kmeans import kmeans, nearest_cells, normalised
+from persistence.sqlite.sql import cell_sql
+from persistence.sqlite.sql.cell_sql import CellState
+from persistence.sqlite.vector_codes import CodeFit
+from persistence.statements import run, run_batch
+
+SPLIT_MIN = 2_048
+"""No cell of at most this many codes is split."""
+SPLIT_SAMPLE = 4_096
+"""The 2-means of a split is trained on at most about this many of the cell's vectors."""
+SPLIT_FACTOR = 4
+"""A cell splits past this many times ``sqrt(members)`` codes (trained cells hold about
+``sqrt(members)``: training leaves them alone; see :func:`split_above`)."""
+
+
+def split_above(members: int) -> int:
+    """Codes a cell may hold, in a file whose cells hold ``members``, before a write that
+    reaches it splits it."""
+    return max(SPLIT_MIN, SPLIT_FACTOR * math.isqrt(max(members, 0)))
+
+
+def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool:
+    """Split ``cell`` (its tail folded first) in two: the members nearer the second of
+    its 2-means centroids move to ``new_cell``. False, and nothing changed, when its
+    vectors do not divide (all alike, or one missing: the next sync sees it)."""
+    cell_packs.fold(conn, fit, cell)
+    keys, codes, width = cell_packs.pack_rows(conn, cell)
+    ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
+    found = {memory_id: blob for memory_id, _, blob in vector_reads.embeddings_of(conn, ids)}
+    if len(ids) < 2 or any(len(found.get(i, b"")) != 4 * fit.dim for i in ids):
+        return False
+    vectors = normalised([found[i] for i in ids], fit.dim)
+    sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
+    two = kmeans(np.ascontiguousarray(sample), 2, seed=cell)
+    moving = nearest_cells(vectors, two) == 1
+    if moving.all() or not moving.any():
+        return False
+    raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
+    cell_packs.put_pack(conn, cell, keys[~moving], raw[~moving], width)
+    cell_packs.put_pack(conn, new_cell, keys[moving], raw[moving], width)
+    moved = [(new_cell, memory_id) for memory_id, m in zip(ids, moving.tolist(), strict=True) if m]
+    run_batch(conn, cell_sql.move_members(moved))
+    run_batch(conn, cell_sql.put_centroids([(new_cell, two[1].tobytes())]))
+    run(conn, cell_sql.replace_centroid(cell, two[0].tobytes()))
+    return True
+
+
+def split_full(conn: apsw.Connection, state: CellState, fit: CodeFit, cells: list[int]) -> int:
+    """Split each of ``cells`` past :func:`split_above` (``state`` as the sync leaves
+    it; the caller splits only a file of ``CELLS_FROM`` vectors or more); the state
+    records the new count of cells and a new generation. How many were split."""
+    bound = split_above(state.members)
+    count = state.cells
+    for cell in cells:
+        if cell_packs.held(conn, cell) > bound and split(conn, fit, cell, count):
+            count += 1
+    if count != state.cells:
+        run(conn, cell_sql.count_cells(count, secrets.randbits(62)))
+    return count - state.cells

@@ -22,12 +22,16 @@ from persistence.sqlite.sql import cell_sql, index_sql, meta_sql, vector_codes_s
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.statements import run_all, value
+from persistence.stores.stamped import StampedCache
 
 T = TypeVar("T")
 
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 128
 """Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
+KEPT_VECTORS = 10_000
+"""Float vectors :meth:`MirrorVectors.distances` keeps in RAM at most (15 MiB at 384
+dimensions); past it they are read again."""
 VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
 """The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
 
@@ -39,6 +43,7 @@ class MirrorVectors(VectorMirror):
     def __init__(self, engine: Database, resort_after: int = RESORT_AFTER) -> None:
         super().__init__(resort_after)
         self.engine = engine
+        self._vectors: StampedCache[str, tuple[Tier, bytes]] = StampedCache(engine, KEPT_VECTORS)
         self.first_stage: VectorCandidates = self.vector_candidates
         """The first stage of :meth:`nearest` (a test swaps in a spy)."""
         self.current_share = 1.0
@@ -109,8 +114,15 @@ class MirrorVectors(VectorMirror):
     def distances(
         self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]
     ) -> dict[str, float]:
-        """Exact, from the float vectors in the file."""
-        found = vector_reads.embeddings_of(conn, memory_ids)
+        """Exact, from the float vectors in the file (kept in RAM, :data:`KEPT_VECTORS`
+        at most, until something commits: recall asks for mostly the same memories call
+        after call; a memory's distance does not depend on its batch)."""
+
+        def read(ids: list[str]) -> dict[str, tuple[Tier, bytes]]:
+            return {i: (tier, blob) for i, tier, blob in vector_reads.embeddings_of(conn, ids)}
+
+        kept = self._vectors.get_many(memory_ids, read)
+        found = [(memory_id, tier, blob) for memory_id, (tier, blob) in kept.items()]
         if not found:
             return {}
         ids, distances = vector_reads.cosine_distances(found, query)

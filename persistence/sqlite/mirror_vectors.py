@@ -98,7 +98,7 @@ class MirrorVectors(VectorMirror):
             )
             count = min(deeper, total)
             candidates = self.first_stage(conn, query, count, where.tier)
-        return vector_reads.rerank(conn, candidates, query, limit)
+        return vector_reads.nearest(self._found(conn, candidates), query, limit)
 
     def vector_candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
@@ -111,17 +111,33 @@ class MirrorVectors(VectorMirror):
             self.engine.after_rollback(self.reset)  # it will see uncommitted rows
         return self.candidates(conn, query, count, tier)
 
+    def _found(
+        self, conn: apsw.Connection, candidates: list[tuple[str, Tier]]
+    ) -> list[tuple[str, Tier, bytes]]:
+        """The float vectors of ``(id, tier)`` candidates, tier by tier in their order
+        (as :func:`~persistence.sqlite.vector_reads.rerank` reads them; kept in RAM as in
+        :meth:`distances`); a memory no longer in that tier, or without one, is left out."""
+        kept = self._vectors.get_many([m for m, _ in candidates], self._reader(conn))
+        found = []
+        for tier in Tier:
+            found += [(m, tier, kept[m][1]) for m, at in candidates
+                      if at is tier and m in kept and kept[m][0] is tier]  # fmt: skip
+        return found
+
+    @staticmethod
+    def _reader(conn: apsw.Connection) -> Callable[[list[str]], dict[str, tuple[Tier, bytes]]]:
+        def read(ids: list[str]) -> dict[str, tuple[Tier, bytes]]:
+            return {i: (tier, blob) for i, tier, blob in vector_reads.embeddings_of(conn, ids)}
+
+        return read
+
     def distances(
         self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]
     ) -> dict[str, float]:
         """Exact, from the float vectors in the file (kept in RAM, :data:`KEPT_VECTORS`
         at most, until something commits: recall asks for mostly the same memories call
         after call; a memory's distance does not depend on its batch)."""
-
-        def read(ids: list[str]) -> dict[str, tuple[Tier, bytes]]:
-            return {i: (tier, blob) for i, tier, blob in vector_reads.embeddings_of(conn, ids)}
-
-        kept = self._vectors.get_many(memory_ids, read)
+        kept = self._vectors.get_many(memory_ids, self._reader(conn))
         found = [(memory_id, tier, blob) for memory_id, (tier, blob) in kept.items()]
         if not found:
             return {}

@@ -6,6 +6,9 @@ scores in the last bit.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 
 from persistence import Memory, Tier
@@ -33,3 +36,21 @@ def test_distances_do_not_depend_on_the_batch(store: SQLiteStore) -> None:
         }
         for memory_id, distance in indexes.vector_search(query, 50):
             assert distance == together[memory_id]
+
+
+def test_a_vector_another_handle_changes_is_read_again(tmp_path: Path) -> None:
+    """The vectors are kept in RAM between calls until something commits: another
+    handle's new vector is what the next search and distance see."""
+    rng = np.random.default_rng(3)
+    query, old, new = rng.standard_normal((3, DIM)).astype(np.float32)
+    path = tmp_path / "agent.db"
+    with SQLiteStore(path) as store, SQLiteStore(path) as other:
+        store.memories.put_memory(Memory.create("m", Tier.EPISODIC, id="m", embedding=old))
+        first = store.indexes.vector_distances(query, ["m"])["m"]
+        assert dict(store.indexes.vector_search(query, 5))["m"] == first
+        changed = replace(other.memories.get_memory("m"), embedding=new)  # type: ignore[type-var]
+        other.memories.put_memory(changed)
+        second = store.indexes.vector_distances(query, ["m"])["m"]
+        assert second != first
+        assert second == other.indexes.vector_distances(query, ["m"])["m"]
+        assert dict(store.indexes.vector_search(query, 5))["m"] == second

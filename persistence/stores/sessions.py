@@ -70,7 +70,7 @@ class SessionStore:
         return None if found is None else self.sql.to_session(found)
 
     def _read_rows(self, session_ids: list[str]) -> dict[str, Sequence[Any]]:
-        found = {}
+        found: dict[str, Sequence[Any]] = {}
         with self.engine.reading() as conn:
             for session_id in session_ids:
                 session = row(conn, self.sql.fetch(session_id, self.config.scope))

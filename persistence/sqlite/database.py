@@ -366,12 +366,13 @@ class Database(TransactionFrames):
         ``PRAGMA data_version`` (one statement, a few microseconds), which moves when
         any other connection commits; each connection's first look moves the stamp too
         (a commit before it cannot be told apart). In memory the one connection's
-        ``total_changes()`` (every row it ever changed, committed or not)."""
+        ``total_changes()`` (every row it ever changed, committed or not). Every
+        :meth:`exclusive_connection` block (a restore, say) moves it too."""
         if self._depth and self.in_transaction:
             return None
         with self.reading() as conn:
-            if self._in_memory:
-                return int(conn.total_changes())
+            if self._in_memory:  # (+ the exclusive blocks: a restore changes no row)
+                return int(conn.total_changes()) + self._stamp
             row = conn.execute(DATA_VERSION).fetchone()
         holder: _ThreadReader = self._local.reader
         version = None if row is None else int(row[0])
@@ -408,6 +409,8 @@ class Database(TransactionFrames):
                 with self.background.paused():
                     yield conn
             finally:
+                with self._stamp_lock:
+                    self._stamp += 1  # a restore may have replaced every page (change_stamp)
                 run_hooks(self._exclusive_listeners)
 
     @contextmanager

@@ -111,3 +111,22 @@ def test_a_write_in_a_transaction_is_seen_inside_it_and_a_rollback_is_forgotten(
         after = _hits(memory, QUERY)
         assert answer not in after
         assert all("adjacency" not in _signals(h) for h in after.values())
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_restore_is_seen_by_the_next_call(where: str, tmp_path: Path) -> None:
+    """A restore replaces the file's pages (no row is written in memory): what recall
+    kept is read again."""
+    location = str(tmp_path / "agent.db") if where == "file" else ":memory:"
+    with managers_at(location, FakeClock()) as make:
+        memory = make(embedder=EMBEDDER, backup_dir=tmp_path)
+        session, question = _asked(memory)
+        backup = memory.backup()
+        answer = memory.remember(ANSWER, session_id=session, speaker="Caroline").id
+        memory.flush()
+        assert "adjacency" in _signals(_hits(memory, QUERY)[answer])  # the links kept
+        memory.restore(backup)  # the answer is gone again
+        after = _hits(memory, QUERY)
+        assert answer not in after and question in after
+        assert all("adjacency" not in _signals(h) for h in after.values())
+        assert memory.context(QUERY, max_tokens=400).memory_ids.count(answer) == 0

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from persistence.errors import TieredMemoryError
+from persistence.errors import StoreClosedError, TieredMemoryError
 
 log = logging.getLogger("tiered_memory.postgres")
 
@@ -88,7 +88,10 @@ class PgChangeWatch:
         :meth:`check_external_changes` finds it: announcements at every call, the row
         every ``change_check_interval_s``), so RAM copies read at one stamp hold while it
         stays, as fresh as the manager's other RAM copies; ``None`` inside this thread's
-        transaction or while another thread's held the handle (copy nothing then)."""
+        transaction or while another thread's held the handle (copy nothing then). A
+        closed handle raises :class:`~persistence.errors.StoreClosedError`, as a read would."""
+        if self._pool is None:
+            raise StoreClosedError("the store is closed")
         if self._depth > 0 and self._owner == threading.get_ident():
             return None
         if not self.check_external_changes():

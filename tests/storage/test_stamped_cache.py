@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from persistence import Memory, Tier
+from persistence import Memory, StoreClosedError, Tier
 from persistence.sqlite import SQLiteStore
 from persistence.stores.stamped import StampedCache
+from tiered_memory import AgentMemoryManager
 
 
 class Stamps:
@@ -96,3 +97,22 @@ def test_sqlite_stamp_moves_with_every_commit_and_is_none_in_a_transaction(
             with SQLiteStore(path) as other:
                 other.memories.put_memory(Memory.create("two", Tier.EPISODIC))
             assert engine.change_stamp() != second
+
+
+def test_a_closed_store_says_so_whatever_it_kept(any_store: str) -> None:
+    memory = (
+        AgentMemoryManager.in_memory(embedder=None)
+        if any_store == ":memory:"
+        else AgentMemoryManager.open(any_store, embedder=None, embed_in_background=False)
+    )
+    session = memory.start_session().session_id
+    first = memory.remember("Where to?", session_id=session, speaker="Ann")
+    memory.remember("Lisbon", session_id=session, speaker="Bo")
+    turns = memory.store.indexes.conversation_turns
+    assert turns([first.id])[first.id][0] == "Ann"  # read, and kept
+    assert memory.sessions.get(session) is not None
+    memory.shutdown()
+    with pytest.raises(StoreClosedError):
+        turns([first.id])
+    with pytest.raises(StoreClosedError):
+        memory.store.sessions.get_session(session)

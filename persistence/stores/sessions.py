@@ -67,7 +67,10 @@ class SessionStore:
         session it shows, call after call; each call gets a new ``SessionState``."""
         require_str(session_id, "session_id")
         found = self._rows.get_many([session_id], self._read_rows).get(session_id)
-        return None if found is None else self.sql.to_session(found)
+        if found is None:
+            return None
+        with self.engine.reading():  # a damaged row's errors are translated as a read's
+            return self.sql.to_session(found)
 
     def _read_rows(self, session_ids: list[str]) -> dict[str, Sequence[Any]]:
         found: dict[str, Sequence[Any]] = {}

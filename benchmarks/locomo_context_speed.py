@@ -6,10 +6,13 @@ Each call asks a new question and embeds it (the manager's query vectors are dro
 before each call); the manager's RAM copies are warmed first with 30 contexts, as in a
 running agent. Wall time, the process's CPU time and the calling thread's CPU time are
 reported (medians, ms): on a shared machine the wall time is mostly waiting for a core,
-so compare two commits run side by side, at the same load::
+so compare two commits run one after the other, alternately, at the same load::
 
-    PYTHONPATH=BEFORE .venv/bin/python benchmarks/locomo_context_speed.py before &
-    PYTHONPATH=AFTER .venv/bin/python benchmarks/locomo_context_speed.py after; wait
+    for i in 1 2 3; do for c in BEFORE AFTER; do
+      PYTHONPATH=$c .venv/bin/python benchmarks/locomo_context_speed.py $c; done; done
+
+``embed alone`` is the query's embedding by itself (the ONNX call: every call above
+pays it), the floor under the rest; ``load`` is the load average as the run ended.
 
 The conversation's file is the one ``benchmarks/locomo_same_answers.py`` saves
 (``--files``, made if missing); each run opens a fresh copy of it.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -61,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         (f"context {b}", lambda q, b=b: memory.context(q, max_tokens=b)) for b in BUDGETS
     ]
     calls.append(("recall k=10", lambda q: memory.recall(q, k=10)))
+    calls.append(("embed alone", memory.embeddings.embed_query))  # the query's floor
     out: dict[str, list[float]] = {}
     for name, call in calls:
         wall, cpu, thread = [], [], []
@@ -74,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         out[name] = [round(1000 * statistics.median(x), 1) for x in (wall, cpu, thread)]
     memory.shutdown()
     work.cleanup()
-    print(json.dumps({"label": a.label, "conv": a.conv, "p50": out}), flush=True)
+    load = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps({"label": a.label, "conv": a.conv, "load": load, "p50": out}), flush=True)
 
 
 if __name__ == "__main__":

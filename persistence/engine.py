@@ -19,7 +19,8 @@ looks inside it, so this module imports no driver.
   ends (the domain keeps its RAM copies in step with them).
 - :meth:`Engine.on_external_change` / :meth:`Engine.check_external_changes`: tell the
   domain when another process changed the data (SQLite: ``data_version``; PostgreSQL:
-  ``LISTEN``/``NOTIFY`` and a version row), so it drops its caches.
+  ``LISTEN``/``NOTIFY`` and a version row), so it drops its caches;
+  :meth:`Engine.change_stamp` tells a cache whether anything committed since it read.
 
 A store's engine is ``store.engine`` (:attr:`~persistence.storage.StoreControl.engine`),
 the graph records' is ``graph.engine``: the domain asks the engine itself for the hooks,
@@ -76,4 +77,11 @@ class Engine(Protocol):
         """Look for other processes' commits (calling the :meth:`on_external_change`
         callbacks if there were any); False when RAM copies may be stale (a write in
         another thread held the engine ``wait_s`` seconds)."""
+        ...
+
+    def change_stamp(self) -> object | None:
+        """A value that moves whenever a commit may have changed the data since (compared
+        with ``==``): RAM copies read at one stamp may be served while it stays. ``None``
+        inside this thread's transaction (or when the engine cannot tell): read instead.
+        SQLite's is exact (``data_version``); PostgreSQL's as fresh as its change watch."""
         ...

@@ -22,6 +22,8 @@ MENTIONED_WITH = "mentioned_with"
 
 def normalise(name: str) -> str:
     """The form names are compared in: accents removed, case folded, spaces collapsed."""
+    if name.isascii():  # nothing to decompose (recall normalises hundreds a call)
+        return " ".join(name.casefold().split())
     decomposed = unicodedata.normalize("NFKD", name)
     bare = "".join(c for c in decomposed if not unicodedata.combining(c))
     return " ".join(bare.casefold().split())

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from persistence.errors import TieredMemoryError
+from persistence.errors import StoreClosedError, TieredMemoryError
 
 log = logging.getLogger("tiered_memory.postgres")
 
@@ -42,6 +42,7 @@ class PgChangeWatch:
     _listener: Connection | None
     _change_listeners: list[Hook]
     _seen_version: int | None
+    _told: int
     _next_check: float
     _depth: int
     _owner: int | None
@@ -77,8 +78,25 @@ class PgChangeWatch:
         self._change_listeners.append(callback)
 
     def _tell_listeners(self) -> None:
+        self._told += 1
         for callback in self._change_listeners:
             callback()
+
+    def change_stamp(self) -> tuple[int | None, int] | None:
+        """A value that moves with every commit of this handle that wrote (the version
+        row it bumped) and every change the change watch sees (another process's, as
+        :meth:`check_external_changes` finds it: announcements at every call, the row
+        every ``change_check_interval_s``), so RAM copies read at one stamp hold while it
+        stays, as fresh as the manager's other RAM copies; ``None`` inside this thread's
+        transaction or while another thread's held the handle (copy nothing then). A
+        closed handle raises :class:`~persistence.errors.StoreClosedError`, as a read would."""
+        if self._pool is None:
+            raise StoreClosedError("the store is closed")
+        if self._depth > 0 and self._owner == threading.get_ident():
+            return None
+        if not self.check_external_changes():
+            return None
+        return (self._seen_version, self._told)
 
     def _began_at(self, version: int | None, after: int | None = None) -> None:
         """A write's exact look at its scope's version row (read after the scope's writer

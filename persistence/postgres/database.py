@@ -115,6 +115,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         TransactionFrames.__init__(self)
         self._change_listeners: list[Hook] = []
         self._seen_version: int | None = None
+        self._told = 0  # times the change listeners were called (change_stamp())
         self.change_check_interval_s = change_check_interval_s
         self._next_check = 0.0  # when the version row is next read by check_external_changes
         key = f"tm.scope:{scope}"

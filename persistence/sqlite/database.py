@@ -51,7 +51,7 @@ from persistence.sqlite.connection import (
 from persistence.sqlite.erasure import erase_at_close
 from persistence.sqlite.tracing import StatementTracer, TraceCallback
 from persistence.sqlite.translate import SQLITE_ERRORS, _from_sqlite, result_code, storage_errors
-from persistence.sqlite.watcher import ChangeWatcher
+from persistence.sqlite.watcher import DATA_VERSION, ChangeWatcher
 from persistence.validation import require_int
 
 T = TypeVar("T")
@@ -118,6 +118,8 @@ class Database(TransactionFrames):
         self._watcher = ChangeWatcher(
             self._in_memory, change_check_interval_ms / 1000, self.lock, self._idle_writer
         )
+        self._stamp = 0  # change_stamp(): moved by each connection's look that saw a commit
+        self._stamp_lock = threading.Lock()
         self._pending_writers: list[Callable[[apsw.Connection], None]] = []
         self._exclusive_listeners: list[Hook] = []
         self.background = Background(path, path == MEMORY_PATH)
@@ -354,6 +356,32 @@ class Database(TransactionFrames):
         """
         return self._watcher.check(wait_s)
 
+    def change_stamp(self) -> int | None:
+        """A number that moves whenever a commit may have changed the file since it was
+        last given (any connection: this handle's writer, another handle, another
+        process), so RAM copies read at one stamp hold while it stays; ``None`` inside
+        this thread's transaction (its reads see uncommitted rows: copy nothing).
+
+        Exact, not every ``change_check_interval_ms``: this thread's read connection's
+        ``PRAGMA data_version`` (one statement, a few microseconds), which moves when
+        any other connection commits; each connection's first look moves the stamp too
+        (a commit before it cannot be told apart). In memory the one connection's
+        ``total_changes()`` (every row it ever changed, committed or not). Every
+        :meth:`exclusive_connection` block (a restore, say) moves it too."""
+        if self._depth and self.in_transaction:
+            return None
+        with self.reading() as conn:
+            if self._in_memory:  # (+ the exclusive blocks: a restore changes no row)
+                return int(conn.total_changes()) + self._stamp
+            row = conn.execute(DATA_VERSION).fetchone()
+        holder: _ThreadReader = self._local.reader
+        version = None if row is None else int(row[0])
+        if version is None or version != holder.version:
+            holder.version = version
+            with self._stamp_lock:
+                self._stamp += 1
+        return self._stamp
+
     def _idle_writer(self) -> apsw.Connection | None:
         return self._writer if self._depth == 0 else None
 
@@ -381,6 +409,8 @@ class Database(TransactionFrames):
                 with self.background.paused():
                     yield conn
             finally:
+                with self._stamp_lock:
+                    self._stamp += 1  # a restore may have replaced every page (change_stamp)
                 run_hooks(self._exclusive_listeners)
 
     @contextmanager
@@ -691,10 +721,12 @@ class _Joined:
 class _ThreadReader:
     """Holds one thread's read connection; when the thread ends, it is released."""
 
-    __slots__ = ("conn", "__weakref__")
+    __slots__ = ("conn", "version", "__weakref__")
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
+        self.version: int | None = None
+        """Its ``data_version`` at its last :meth:`Database.change_stamp` (``None``: never)."""
 
 
 class _Reading:

@@ -21,12 +21,16 @@ from persistence.sqlite.sql import cell_sql, meta_sql, vector_codes_sql
 from persistence.sqlite.sql.meta_sql import EMBEDDING_DIM_KEY
 from persistence.sqlite.vector_mirror import RESORT_AFTER, VectorMirror
 from persistence.statements import run_all, value
+from persistence.stores.stamped import StampedCache
 
 T = TypeVar("T")
 
 VECTOR_OVERSAMPLE = 2
 VECTOR_MIN_CANDIDATES = 128
 """Re-ranked exactly at least: the RAM copy's second stage orders them closely enough."""
+KEPT_VECTORS = 10_000
+"""Float vectors :meth:`MirrorVectors.distances` keeps in RAM at most (15 MiB at 384
+dimensions); past it they are read again."""
 VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
 """The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
 
@@ -38,6 +42,7 @@ class MirrorVectors(VectorMirror):
     def __init__(self, engine: Database, resort_after: int = RESORT_AFTER) -> None:
         super().__init__(resort_after)
         self.engine = engine
+        self._vectors: StampedCache[str, tuple[Tier, bytes]] = StampedCache(engine, KEPT_VECTORS)
         self.first_stage: VectorCandidates = self.vector_candidates
         """The first stage of :meth:`nearest` (a test swaps in a spy)."""
         self.current_share = 1.0
@@ -55,12 +60,13 @@ class MirrorVectors(VectorMirror):
         exact_scan_max: int,
     ) -> list[tuple[str, float]]:  # fmt: skip
         """Candidates (``limit * VECTOR_OVERSAMPLE``, at least ``VECTOR_MIN_CANDIDATES``)
-        from the RAM copy, re-ranked by exact cosine; a filter is applied as
+        from the RAM copy, re-ranked by exact cosine (the float vectors read through the
+        handle's copy, :meth:`_found`); a filter is applied as
         :func:`~persistence.sqlite.vector_deepen.filtered_nearest` says (a filter an index
         serves that accepts at most ``exact_scan_max`` is compared exactly at once)."""
 
         def rerank(candidates: vector_deepen.Candidates) -> list[tuple[str, float]]:
-            return vector_reads.rerank(conn, candidates, query, limit)
+            return vector_reads.nearest(self._found(conn, candidates), query, limit)
 
         if where.narrows:  # few accepted (a session, say): compare them all
             exact = vector_deepen.exact_if_few(conn, where, exact_scan_max, rerank)
@@ -91,11 +97,34 @@ class MirrorVectors(VectorMirror):
             self.engine.after_rollback(self.reset)  # it will see uncommitted rows
         return self.candidates(conn, query, count, tier)
 
+    def _found(
+        self, conn: apsw.Connection, candidates: list[tuple[str, Tier]]
+    ) -> list[tuple[str, Tier, bytes]]:
+        """The float vectors of ``(id, tier)`` candidates, tier by tier in their order
+        (as :func:`~persistence.sqlite.vector_reads.rerank` reads them; kept in RAM as in
+        :meth:`distances`); a memory no longer in that tier, or without one, is left out."""
+        kept = self._vectors.get_many([m for m, _ in candidates], self._reader(conn))
+        found = []
+        for tier in Tier:
+            found += [(m, tier, kept[m][1]) for m, at in candidates
+                      if at is tier and m in kept and kept[m][0] is tier]  # fmt: skip
+        return found
+
+    @staticmethod
+    def _reader(conn: apsw.Connection) -> Callable[[list[str]], dict[str, tuple[Tier, bytes]]]:
+        def read(ids: list[str]) -> dict[str, tuple[Tier, bytes]]:
+            return {i: (tier, blob) for i, tier, blob in vector_reads.embeddings_of(conn, ids)}
+
+        return read
+
     def distances(
         self, conn: apsw.Connection, query: np.ndarray, memory_ids: list[str]
     ) -> dict[str, float]:
-        """Exact, from the float vectors in the file."""
-        found = vector_reads.embeddings_of(conn, memory_ids)
+        """Exact, from the float vectors in the file (kept in RAM, :data:`KEPT_VECTORS`
+        at most, until something commits: recall asks for mostly the same memories call
+        after call; a memory's distance does not depend on its batch)."""
+        kept = self._vectors.get_many(memory_ids, self._reader(conn))
+        found = [(memory_id, tier, blob) for memory_id, (tier, blob) in kept.items()]
         if not found:
             return {}
         ids, distances = vector_reads.cosine_distances(found, query)

@@ -129,9 +129,16 @@ def cosine_distances(
     found: Sequence[tuple[str, Tier, bytes]], query: np.ndarray
 ) -> tuple[list[str], np.ndarray]:
     """The ids of ``found`` (as :func:`embeddings_of` gives it) and their cosine distances
-    to ``query``."""
+    to ``query``.
+
+    A memory's distance depends on its vector and the query alone, never on which other
+    rows share the batch or where it stands among them: ``einsum`` sums each row the same
+    way, where a BLAS product (``matrix @ query``) may round a row differently by its
+    place in the matrix (a few rows in a thousand, in the last bit). So the distances
+    are the same whatever order SQL returned the rows in, and whichever look-up (the
+    search's re-rank, ``vector_distances``, a cache) computed them."""
     ids = [memory_id for memory_id, _, _ in found]
     matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
     matrix = matrix.reshape(len(ids), -1)
     norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-    return ids, 1.0 - (matrix @ query) / np.clip(norms, 1e-12, None)
+    return ids, 1.0 - np.einsum("ij,j->i", matrix, query) / np.clip(norms, 1e-12, None)

@@ -12,7 +12,7 @@ import apsw
 
 Hook = Callable[[], None]
 
-_DATA_VERSION = "PRAGMA data_version"
+DATA_VERSION = "PRAGMA data_version"
 """Changes when another connection commits (looked at as every write transaction begins)."""
 
 
@@ -68,7 +68,7 @@ class ChangeWatcher:
         self._next_check = time.monotonic() + self.interval_s
         if self.in_memory:
             return
-        row = conn.execute(_DATA_VERSION).fetchone()  # (conn.pragma() costs 2.5x as much)
+        row = conn.execute(DATA_VERSION).fetchone()  # (conn.pragma() costs 2.5x as much)
         version = None if row is None else int(row[0])
         changed = self._seen_version is not None and version != self._seen_version
         self._seen_version = version

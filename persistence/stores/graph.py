@@ -38,6 +38,7 @@ from persistence.stores.empty_cache import EmptyCache, NothingCached
 from persistence.stores.graph_engine import Collect, GraphSql
 from persistence.stores.graph_scope import GraphScope, GraphView
 from persistence.stores.graph_walk import walk
+from persistence.stores.stamped import StampedCache
 
 EXTRACTION_ERRORS_KEY = "graph_extraction_errors"
 LAST_EXTRACTION_ERROR_KEY = "graph_last_extraction_error"
@@ -61,6 +62,9 @@ class GraphStore:
         self._collect = collect
         self._no_aliases = no_aliases or NothingCached()  # recall asks at every call
         self._scope = scope or GraphScope()
+        # Recall's graph signal asks these at every call: kept until something commits.
+        self._naming: StampedCache[tuple[str, int], tuple[int, list[str]]] = StampedCache(engine)
+        self._entities: StampedCache[str, Entity] = StampedCache(engine)
 
     # --- resolving --------------------------------------------------------------------------
 
@@ -459,15 +463,24 @@ class GraphStore:
                 for eid, named in each.items()
                 if 0 < len(named) <= most
             }
+        kept = self._naming.get_many([(eid, most) for eid in ids], self._read_naming)
+        return {eid: (n, named[:limit]) for (eid, _), (n, named) in kept.items()}
+
+    def _read_naming(
+        self, keys: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, list[str]]]:
+        """:meth:`memories_naming_each`'s statement for ``(entity id, most)`` keys of one
+        ``most`` (all of them: ``limit`` is applied on the way out)."""
+        most = keys[0][1]
         with self.engine.reading() as conn:
-            found_rows = rows(conn, self.sql.memories_naming_each(ids, most))
+            found_rows = rows(conn, self.sql.memories_naming_each([e for e, _ in keys], most))
         texts = self.sql.texts
         found: dict[str, tuple[int, list[str]]] = {}
         for eid, n, memory_id in found_rows:
             found.setdefault(eid, (int(n), []))[1].append(memory_id)
         texts("memory_entities", "entity_id", found)
         return {
-            eid: (n, texts("memory_entities", "memory_id", named[:limit]))
+            (eid, most): (n, texts("memory_entities", "memory_id", named))
             for eid, (n, named) in found.items()
         }
 
@@ -506,7 +519,13 @@ class GraphStore:
 
     def entities(self, entity_ids: Sequence[str]) -> dict[str, Entity]:
         """The entities with these ids (missing ones left out)."""
+        if not self._scope.filtering:  # recall's graph signal asks at every call
+            return self._entities.get_many(list(entity_ids), self._read_entities)
         with self._reads() as conn:
             found = graph_rows.fetch_entities(self.sql, conn, entity_ids)
             view = self._view(conn)
             return found if view is None else {k: e for k, e in found.items() if k in view.entities}
+
+    def _read_entities(self, entity_ids: list[str]) -> dict[str, Entity]:
+        with self.engine.reading() as conn:
+            return graph_rows.fetch_entities(self.sql, conn, entity_ids)

@@ -57,6 +57,7 @@ from persistence.stores.index_engine import (
     KeywordSearch,
     VectorIndex,
 )
+from persistence.stores.stamped import StampedCache
 from persistence.validation import (
     require_int,
     require_str,
@@ -97,6 +98,7 @@ class IndexStore(Generic[V]):
         self.exact_scan_max = exact_scan_max
         """Settable: tests lower it to force the deeper search."""
         self.queue = queue if queue is not None else NothingCached()
+        self._turns: StampedCache[str, Turn] = StampedCache(engine)
 
     # --- searching --------------------------------------------------------------------------
 
@@ -194,14 +196,22 @@ class IndexStore(Generic[V]):
     ) -> dict[str, Turn]:
         """Memory id -> (speaker, asks something, id before it (``None`` unless
         ``before``) and after it in its session), for those of ``memory_ids`` that
-        exist (recall's conversation signals and reranking)."""
+        exist, in the order asked (recall's conversation signals and reranking). Kept
+        in RAM until something commits (:class:`~persistence.stores.stamped.StampedCache`):
+        recall asks about mostly the same memories call after call."""
         for memory_id in memory_ids:
             require_str(memory_id, "memory_id")
-        ids = list(dict.fromkeys(memory_ids))
-        with self.engine.reading() as conn:
-            if not ids:
+        if not memory_ids:
+            with self.engine.reading():  # a closed store still says so
                 return {}
-            found = rows(conn, self.sql.conversation.turns(ids, before))
+        found = self._turns.get_many(memory_ids, self._read_turns)
+        if before:
+            return found
+        return {m: (t[0], t[1], None, t[3]) for m, t in found.items()}
+
+    def _read_turns(self, ids: list[str]) -> dict[str, Turn]:
+        with self.engine.reading() as conn:
+            found = rows(conn, self.sql.conversation.turns(ids, True))
             return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in found}
 
     # --- the embedding queue and cache ------------------------------------------------------

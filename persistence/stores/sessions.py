@@ -13,6 +13,7 @@ from persistence.records import SessionState, TranscriptEntry, new_id
 from persistence.statements import Statement, count, row, rows, run, run_all
 from persistence.stores.config import StoreConfig
 from persistence.stores.scope import Scope
+from persistence.stores.stamped import StampedCache
 from persistence.validation import require_int, require_str, validate_session, validate_transcript
 
 
@@ -48,6 +49,7 @@ class SessionStore:
         self.engine = engine
         self.sql = sql
         self.config = config
+        self._rows: StampedCache[str, Sequence[Any]] = StampedCache(engine)
 
     def put_session(self, session: SessionState) -> None:
         """Insert or update a session (its transcript is kept)."""
@@ -60,11 +62,24 @@ class SessionStore:
                 )
 
     def get_session(self, session_id: str) -> SessionState | None:
-        """The session, or ``None``."""
+        """The session, or ``None``. Its row is kept in RAM until something commits
+        (:class:`~persistence.stores.stamped.StampedCache`): ``context()`` asks for each
+        session it shows, call after call; each call gets a new ``SessionState``."""
         require_str(session_id, "session_id")
+        found = self._rows.get_many([session_id], self._read_rows).get(session_id)
+        if found is None:
+            return None
+        with self.engine.reading():  # a damaged row's errors are translated as a read's
+            return self.sql.to_session(found)
+
+    def _read_rows(self, session_ids: list[str]) -> dict[str, Sequence[Any]]:
+        found: dict[str, Sequence[Any]] = {}
         with self.engine.reading() as conn:
-            found = row(conn, self.sql.fetch(session_id, self.config.scope))
-            return None if found is None else self.sql.to_session(found)
+            for session_id in session_ids:
+                session = row(conn, self.sql.fetch(session_id, self.config.scope))
+                if session is not None:
+                    found[session_id] = session
+        return found
 
     def session_is_active(self, session_id: str) -> bool | None:
         """Whether the session is active (not ended); ``None`` if there is none."""

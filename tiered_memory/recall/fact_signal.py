@@ -35,6 +35,7 @@ Two kinds of memory hold the fact asked:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,7 +77,19 @@ def stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """The words of ``text``, lower case and without accents (as entity names match)."""
-    return _WORDS.findall(graph_records.normalise(text))
+    if len(text) > _KEPT_TEXT:
+        return _WORDS.findall(graph_records.normalise(text))
+    return list(_tokens(text))
+
+
+_KEPT_TEXT = 2000
+"""Texts up to this long have their words kept (:func:`_tokens`): at most ~16 MiB."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[str, ...]:
+    """:func:`tokens`, kept: recall splits the same aliases and contents call after call."""
+    return tuple(_WORDS.findall(graph_records.normalise(text)))
 
 
 def terms(

@@ -71,17 +71,18 @@ def test_a_recall_without_a_graph_or_a_backlog_makes_only_its_searches(
         memory.remember("lunch is at noon", embedding=[0.0, 1.0, 0.0])
         memory.recall("deploy key", k=2)  # the alias and queue checks: found empty
         _settle(memory)
-        # keyword search, vector search, conversation turns, the hits' keyword parts:
-        # no alias look-up, no embedding-queue read, no snapshot for the graph
+        # keyword search, vector search, the hits' keyword parts: no alias look-up, no
+        # embedding-queue read, no snapshot for the graph, and the conversation turns
+        # kept from the last call (nothing committed since)
         assert [_trips(proxy, lambda: memory.recall("deploy key", k=2)) for _ in range(3)] == [
-            4, 4, 4,
+            3, 3, 3,
         ]  # fmt: skip
         memory.remember("the standup moved to ten", embedding=[0.0, 0.0, 1.0])  # a write
         after_write = _trips(proxy, lambda: memory.recall("deploy key", k=2))
         # this handle wrote: the three checks (any alias? anything to embed? anything
-        # superseded?) are made again, once
-        assert after_write == 4 + 3
-        assert _trips(proxy, lambda: memory.recall("deploy key", k=2)) == 4
+        # superseded?) are made again, once, and the turns read again
+        assert after_write == 3 + 3 + 1
+        assert _trips(proxy, lambda: memory.recall("deploy key", k=2)) == 3
         assert [h.memory.id for h in memory.recall("deploy key", k=1)] == [a.id]
 
 
@@ -194,3 +195,34 @@ def test_the_graph_signal_costs_the_same_trips_however_many_entities_it_reaches(
         assert len(hits.ranked) == 2 + 2 * 6 * 2  # every memory of both and their neighbours
         # 9 here (16 and 40 when each entity took two statements)
         assert _graph_trips(memory, proxy, "what about Ana and Cy") == one_each
+
+
+@pytest.mark.slow  # ~5 s on a busy machine
+def test_a_context_costs_the_round_trips_of_a_recall_alone(
+    pg_url: str, proxy: RoundTripProxy
+) -> None:
+    """context() reads its sessions' rows and its turns' links once per version of the
+    store: warm, it makes a recall's round trips and no more (on main it made one more
+    for the turns and one per session it showed: 17 against 13 here)."""
+    with AgentMemoryManager.open(
+        proxy.url(pg_url), embedder=HashEmbedder("trips", 16), embed_in_background=False,
+        extractor=None, recall_review_quality=None, external_change_check_ms=QUIET,
+        pool=STEADY,
+    ) as memory:  # fmt: skip
+        for s in range(3):
+            session = memory.start_session().session_id
+            for t in range(8):
+                who = "Ana" if t % 2 == 0 else "Bo"
+                text = (f"Did you see the Berlin office in week {s} {t}?" if t % 2 == 0
+                        else f"Yes, the Berlin office had a party, week {s} turn {t}")  # fmt: skip
+                memory.remember(text, session_id=session, speaker=who,
+                                relations=[(who, "visited", "Berlin office")])  # fmt: skip
+        memory.flush()
+        query = "What happened at the Berlin office party?"
+        for _ in range(12):  # every statement prepared (psycopg: at its 5th execution)
+            memory.recall(query, k=10)
+            memory.context(query, max_tokens=1000)
+        recall = _trips(proxy, lambda: memory.recall(query, k=10))
+        context = _trips(proxy, lambda: memory.context(query, max_tokens=1000))
+        assert len(memory.context(query, max_tokens=1000).entries) > 8  # several sessions
+        assert context == recall

@@ -185,6 +185,8 @@ def connection_optimize(conn: apsw.Connection, options: ConnectionOptions, at_op
     except (apsw.BusyError, apsw.LockedError, apsw.CorruptError, apsw.FullError,
             apsw.ReadOnlyError, apsw.IOError) as exc:  # fmt: skip
         logger.debug("pragma optimize skipped: %s", exc)
+        if conn.in_transaction:  # a commit that failed (a full disk) left it open
+            conn.execute("ROLLBACK")
     finally:
         connection_busy_timeout(conn, options.busy_timeout_ms)
 

@@ -8,6 +8,8 @@ statement is built by :mod:`~persistence.sqlite.sql.planner_sql`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from persistence.sqlite.sql import planner_sql as sql
@@ -47,20 +49,31 @@ def fix_shadow_statistics(conn: apsw.Connection) -> bool:
         return False
     wanted = wanted_statistics(conn)
     stat4 = row(conn, sql.table_exists("sqlite_stat4")) is not None
-    # Statements, not ``with conn``: the SQL tracer hears every statement as a cursor's.
-    run(conn, sql.SAVEPOINT)
-    try:
+
+    def replace() -> None:
         for table, stat_rows in wanted.items():
             deletes, insert = sql.replace_statistics(table, stat_rows, stat4)
             run_all(conn, deletes)
             run_batch(conn, insert)
         run(conn, sql.RELOAD)
+
+    _in_savepoint(conn, replace)
+    return True
+
+
+def _in_savepoint(conn: apsw.Connection, work: Callable[[], None]) -> None:
+    """``work()`` in one savepoint, all or nothing. Outside a transaction its release is
+    the commit, and a commit that fails (a full disk) leaves the transaction open: it is
+    rolled back too, so the connection is never left inside one. Statements, not ``with
+    conn``: the SQL tracer hears every statement as a cursor's."""
+    run(conn, sql.SAVEPOINT)
+    try:
+        work()
+        run(conn, sql.RELEASE)
     except BaseException:
         run(conn, sql.ROLLBACK)
-        run(conn, sql.RELEASE)
+        run(conn, sql.RELEASE)  # nothing left to write: releasing an empty savepoint
         raise
-    run(conn, sql.RELEASE)
-    return True
 
 
 def refresh_statistics(conn: apsw.Connection) -> list[str]:
@@ -79,15 +92,8 @@ def refresh_statistics(conn: apsw.Connection) -> list[str]:
     limit = int(value(conn, sql.READ_ANALYSIS_LIMIT) or 0)
     bounded = sql.ANALYSIS_LIMIT if limit <= 0 else min(limit, sql.ANALYSIS_LIMIT)
     run(conn, sql.set_analysis_limit(bounded))
-    run(conn, sql.SAVEPOINT)
     try:
-        for text in stale:
-            run(conn, Statement(text))
-    except BaseException:
-        run(conn, sql.ROLLBACK)
-        run(conn, sql.RELEASE)
-        raise
+        _in_savepoint(conn, lambda: run_all(conn, [Statement(text) for text in stale]))
     finally:
         run(conn, sql.set_analysis_limit(limit))
-    run(conn, sql.RELEASE)
     return stale

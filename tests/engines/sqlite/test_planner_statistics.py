@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import apsw
+import pytest
 
 from persistence.sqlite.planner import refresh_statistics, shadow_statistics_right
 from persistence.sqlite.sql.planner_sql import LARGE, STALE_TABLES
@@ -132,3 +133,67 @@ def test_missing_statistics_of_a_table_are_refreshed_at_the_next_writable_open(
     check.close()
     assert sorted(after) == sorted(before)
     assert _stat1(db_path)[("memory_fts_data", None)] == str(LARGE)
+
+
+class _WalFile(apsw.VFSFile):
+    """A file whose writes to the ``-wal`` fail while :data:`_FULL` says so (a full disk)."""
+
+    def __init__(self, inherit: str, name: object, flags: list[int]) -> None:
+        super().__init__(inherit, name, flags)  # type: ignore[arg-type]
+        filename = name.filename() if hasattr(name, "filename") else name  # type: ignore[union-attr]
+        self._wal = str(filename).endswith("-wal")
+
+    def xWrite(self, data: bytes, offset: int) -> None:  # noqa: N802 (apsw's name)
+        if _FULL["on"] and self._wal:
+            raise apsw.FullError("disk full (simulated)")
+        super().xWrite(data, offset)
+
+
+class _FullVfs(apsw.VFS):
+    def __init__(self) -> None:
+        super().__init__("tm-planner-full", "unix", makedefault=True)
+
+    def xOpen(self, name: object, flags: list[int]) -> apsw.VFSFile:  # noqa: N802
+        return _WalFile("unix", name, flags)
+
+
+_FULL = {"on": False}
+
+
+def test_a_full_disk_while_refreshing_statistics_leaves_no_transaction_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh's commit failed on a full disk and left the writer inside a
+    transaction: every later write failed (review of issue 46's open)."""
+    import persistence.sqlite.store as store_module
+
+    path = tmp_path / "full.db"
+    with AgentMemoryManager.open(path, embedder=None, extractor=None) as memory:
+        for n in range(300):
+            memory.remember(f"memory number {n} about herons", tags=[f"t{n % 5}"])
+    raw = apsw.Connection(str(path))
+    raw.execute("DELETE FROM sqlite_stat1 WHERE tbl IN ('episodic', 'memory_tags')")
+    raw.close()
+    before = path.read_bytes()
+    real = store_module.connection_optimize
+    refreshed: list[bool] = []
+
+    def full_meanwhile(*args: object, **kwargs: object) -> None:
+        _FULL["on"] = True
+        try:
+            real(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            refreshed.append(True)
+            _FULL["on"] = False
+
+    monkeypatch.setattr(store_module, "connection_optimize", full_meanwhile)
+    vfs = _FullVfs()
+    try:
+        with AgentMemoryManager.open(path, embedder=None, extractor=None) as memory:
+            assert refreshed
+            assert not _writer(memory).in_transaction
+            assert path.read_bytes() == before  # the failed refresh changed nothing
+            memory.remember("written once the disk has room again")
+            assert memory.recall("room again", k=1)[0].memory.content.startswith("written")
+    finally:
+        vfs.unregister()

@@ -68,7 +68,7 @@ class Lifecycle:
             # never beside the open (onnxruntime holds the GIL while it loads: the two
             # took longer side by side than one after the other, on a busy 2-core VM).
             if self._config.load_model_at_open and self._config.embedder is not None:
-                self._preload.start(self._embeddings.made)
+                self._preload.start(self._embeddings.load_model)
         except BaseException:
             # A damaged table, say: close what was opened (the caller never gets a
             # manager to close), so no connection to the file outlives the error.

@@ -94,6 +94,21 @@ def test_a_memory_holding_the_fact_by_its_meaning_comes_first(
     assert memory.recall(EMPLOYS, 1, as_of=then)[0].memory.id == ids["initech"]
 
 
+def test_with_superseded_versions_the_current_one_holds_the_fact_by_meaning(
+    make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
+) -> None:
+    """``include_superseded=True`` returns the old versions too, but the fact signal by
+    meaning goes to the one that holds now (it went to the superseded job, ranked first;
+    review of issue 43's lever)."""
+    memory = make_memory(embedder=TopicEmbedder(), extractor=None)
+    ids = _history(memory, clock)
+    hits = memory.recall(EMPLOYS, 4, include_superseded=True)
+    assert ids["initech"] in {h.memory.id for h in hits}  # the old version is there
+    facts = {h.memory.id for h in hits for s in h.explanation.signals if s.signal == "fact"}
+    assert facts == {ids["acme"]}
+    assert hits[0].memory.id == ids["acme"]
+
+
 def test_words_answer_before_meaning(
     make_memory: Callable[..., AgentMemoryManager], clock: FakeClock
 ) -> None:

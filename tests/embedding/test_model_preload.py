@@ -8,6 +8,7 @@ thread; a read-only open still changes no byte."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -173,3 +174,94 @@ def test_a_read_only_open_that_loads_the_model_changes_no_byte(db_path: Path) ->
         assert "heron" in memory.recall("heron", k=1)[0].memory.content
     assert model._session is not None
     assert file_digest(db_path) == before
+
+
+class OwnLoader:
+    """A user's embedder with a ``load_model`` of its own (``kind`` picks which)."""
+
+    dim = 4
+    model_id = "own-loader"
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.loads = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 4), np.float32)
+        out[:, 0] = 1
+        return out
+
+
+class WithPath(OwnLoader):
+    def load_model(self, path: str) -> None:  # not the library's step: never called
+        raise AssertionError("called")
+
+
+class Failing(OwnLoader):
+    def load_model(self) -> None:
+        raise OSError("weights file missing")
+
+
+class Counting(OwnLoader):
+    def load_model(self) -> None:
+        self.loads += 1
+
+
+def _open(path: Path, embedder: object, **options: Any) -> AgentMemoryManager:
+    return AgentMemoryManager.open(
+        path, embedder=embedder, embed_in_background=False, extractor=None, **options
+    )
+
+
+def test_an_embedders_own_load_model_with_arguments_is_left_alone(tmp_path: Path) -> None:
+    with _open(tmp_path / "own.db", WithPath("path"), load_model_at_open=True) as memory:
+        memory.remember("the heron nests by the lake")
+        assert memory.recall("heron", k=1)[0].memory.content == "the heron nests by the lake"
+
+
+def test_a_load_model_that_fails_raises_a_typed_error_and_records_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "failing.db"
+    with _open(path, Failing("fail")) as memory:
+        with pytest.raises(EmbedderError, match="weights file missing"):
+            memory.recall("heron", k=1)
+        assert memory.store.get_meta(EMBEDDING_MODEL_KEY) is None
+
+
+def test_load_model_runs_once_however_many_recalls(tmp_path: Path) -> None:
+    embedder = Counting("count")
+    with _open(tmp_path / "count.db", embedder, load_model_at_open=True) as memory:
+        memory.remember("the heron nests by the lake")
+        memory.flush()
+        for _ in range(5):
+            memory.recall("heron", k=1)
+    assert embedder.loads == 1
+
+
+HELD = threading.Lock()
+
+
+class HoldsALock(OwnLoader):
+    """Holds :data:`HELD` while its model loads, as onnxruntime's import holds Python's
+    import lock."""
+
+    def __init__(self) -> None:
+        super().__init__("held")
+        self.inside = threading.Event()
+
+    def load_model(self) -> None:
+        with HELD:
+            self.inside.set()
+            time.sleep(0.6)
+
+
+def test_a_fork_waits_for_the_load_under_way(tmp_path: Path) -> None:
+    """A child forked while the load held a lock inherited it held by no thread, and hung
+    at its first model load (review of issue 46's preload)."""
+    embedder = HoldsALock()
+    with _open(tmp_path / "fork.db", embedder, load_model_at_open=True):
+        assert embedder.inside.wait(5)
+        pid = os.fork()
+        if pid == 0:  # the child: the lock must be free here
+            os._exit(0 if HELD.acquire(timeout=3) else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

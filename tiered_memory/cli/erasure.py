@@ -44,7 +44,9 @@ def forget(
         raise InvalidInputError(f"--agent {agent_id} differs from the global --agent {_agent()}")
     key = _key()
     check_current(db, key=key)
-    with AgentMemoryManager.open(db, key=key, agent_id=scope, embed_in_background=False) as m:
+    with AgentMemoryManager.open(
+        db, key=key, agent_id=scope, embed_in_background=False, load_model_at_open=False
+    ) as m:
         if session_id is not None:
             report = m.forget_session(session_id, reason)
         elif agent_id is not None:

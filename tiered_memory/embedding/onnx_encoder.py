@@ -239,18 +239,18 @@ class OnnxEncoder:
             self._inputs = {i.name for i in session.get_inputs()}
             shape = session.get_outputs()[0].shape
             self._dim = int(shape[-1]) if isinstance(shape[-1], int) else None
-            self._session = session
             if self._dim is None:
-                self._dim = int(self._run(["dimension probe"]).shape[1])
+                self._dim = int(self._run(["dimension probe"], session).shape[1])
+            self._session = session  # last: a reader without the lock sees it ready
 
-    def _run(self, texts: list[str]) -> Vectors:
+    def _run(self, texts: list[str], session: Any = None) -> Vectors:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = (self._session if session is None else session).run(None, feed)[0]
         if hidden.ndim == 2:  # the graph pooled already
             pooled = hidden
         elif self.pooling == "cls":

@@ -16,16 +16,18 @@ side by side took longer than one after the other.
 A load that fails here is logged at debug level and forgotten: the first use loads
 again and raises its error (``EmbedderError``) where it is used, as without the thread.
 The thread writes nothing, and :meth:`ModelPreload.join` (at close) waits for it: a
-load cannot be interrupted, and no thread outlives its manager.
+load cannot be interrupted, and no thread outlives its manager. A fork waits for every
+load under way too (``os.register_at_fork``): a child forked while the thread held
+Python's import lock (onnxruntime's import) would hang at its first model load.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Callable
-
-from tiered_memory.embedding.onnx_encoder import Embedder
 
 _log = logging.getLogger("tiered_memory.embedding")
 
@@ -37,6 +39,7 @@ class ModelPreload:
         self.name = name
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        _PRELOADS.add(self)
 
     @property
     def running(self) -> bool:
@@ -44,13 +47,13 @@ class ModelPreload:
         thread = self._thread
         return thread is not None and thread.is_alive()
 
-    def start(self, make: Callable[[], Embedder | None]) -> None:
-        """Make the embedder with ``make`` and load its model, in a thread (none is
+    def start(self, load: Callable[[], object]) -> None:
+        """Run ``load`` (make the embedder and load its model) in a thread (none is
         started while one runs)."""
         with self._lock:
             if self.running:
                 return
-            self._thread = threading.Thread(target=_load, args=(make,), name=self.name, daemon=True)
+            self._thread = threading.Thread(target=_load, args=(load,), name=self.name, daemon=True)
             self._thread.start()
 
     def join(self) -> None:
@@ -60,12 +63,28 @@ class ModelPreload:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
+    def wait(self) -> None:
+        """Wait for the load under way, if any, keeping it as this preload's."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
-def _load(make: Callable[[], Embedder | None]) -> None:
+
+_PRELOADS: weakref.WeakSet[ModelPreload] = weakref.WeakSet()
+
+
+def _before_fork() -> None:
+    """Let every load under way finish before a fork (module docstring)."""
+    for preload in list(_PRELOADS):
+        preload.wait()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(before=_before_fork)
+
+
+def _load(load: Callable[[], object]) -> None:
     try:
-        embedder = make()
-        load = getattr(embedder, "load_model", None)
-        if callable(load):
-            load()
+        load()
     except Exception as exc:  # the first use loads again and raises it there
         _log.debug("loading the embedding model ahead of use failed: %s", exc)

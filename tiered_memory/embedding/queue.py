@@ -14,6 +14,7 @@ of it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -101,6 +102,8 @@ class EmbeddingQueue:
         self._checked = False
         self._work_lock = threading.RLock()
         self._making = threading.Lock()
+        self._loading = threading.Lock()
+        self._loaded: Embedder | None = None  # the embedder whose model is loaded
         self._queries: LRUCache[str, np.ndarray] = LRUCache(_QUERY_CACHE)
         self._queries_lock = threading.Lock()
         self._worker = Worker(
@@ -132,7 +135,7 @@ class EmbeddingQueue:
             return embedder
         recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
         if recorded is None and not self.store.read_only:
-            _load_model(embedder)  # a model that cannot load is not recorded as the file's
+            self._load(embedder)  # a model that cannot load is not recorded as the file's
             self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
             recorded = embedder.model_id
         if recorded in (None, embedder.model_id):
@@ -145,7 +148,7 @@ class EmbeddingQueue:
             recorded = self.store.get_meta(EMBEDDING_MODEL_KEY)
             if recorded is None:
                 if not self.store.read_only:
-                    _load_model(embedder)
+                    self._load(embedder)
                     self.store.set_meta(EMBEDDING_MODEL_KEY, embedder.model_id)
             elif recorded != embedder.model_id and self.store.read_only:
                 raise EmbeddingModelMismatchError(
@@ -177,8 +180,27 @@ class EmbeddingQueue:
         its searches run side by side, so the model never loads beside them."""
         embedder = self.embedder()
         if embedder is not None:
-            _load_model(embedder)
+            self._load(embedder)
         return embedder
+
+    def load_model(self) -> Embedder | None:
+        """The embedder made and its model loaded, not checked against the file (nothing
+        is written): what a background load at open does
+        (:class:`~tiered_memory.embedding.preload.ModelPreload`)."""
+        embedder = self.made()
+        if embedder is not None:
+            self._load(embedder)
+        return embedder
+
+    def _load(self, embedder: Embedder) -> None:
+        """Load ``embedder``'s model once (:func:`load_model_of`), however many threads
+        and recalls ask."""
+        if embedder is self._loaded:
+            return
+        with self._loading:
+            if embedder is not self._loaded:
+                load_model_of(embedder)
+                self._loaded = embedder
 
     def made(self) -> Embedder | None:
         """The embedder, made on first need (the default one is picked by the model the
@@ -432,12 +454,34 @@ def _idle_seconds() -> float:
     return _IDLE_SECONDS
 
 
-def _load_model(embedder: Embedder) -> None:
-    """Load the embedder's model now, if it has that step (``load_model``): its error
-    (``EmbedderError``) comes before the file records the model."""
+def load_model_of(embedder: Embedder) -> None:
+    """Load the embedder's model now, if it has that step: a ``load_model()`` that takes
+    no arguments (the library's encoders have one; an embedder's own ``load_model(path)``
+    is not the library's to call). Its failure is an ``EmbedderError`` (another error is
+    wrapped in one), and it comes before the file records the model."""
     load = getattr(embedder, "load_model", None)
-    if callable(load):
+    if not callable(load) or not _without_arguments(load):
+        return
+    try:
         load()
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(
+            f"the embedder's load_model() failed ({type(exc).__name__}: {exc}): check its "
+            "model files, or open with embedder=None to recall by keywords only"
+        ) from exc
+
+
+def _without_arguments(function: Callable[..., object]) -> bool:
+    """True if ``function`` can be called with no argument."""
+    try:
+        inspect.signature(function).bind()
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): call it as the library's
+        return True
+    return True
 
 
 def checked_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

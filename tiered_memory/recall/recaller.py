@@ -243,7 +243,7 @@ class Recaller:
         if found is not None:
             ranked["vector"] = found[1]
         if settings.fact_on and (settings.fact_words > 0 or settings.fact_vectors > 0):
-            held = self._held_facts(query, ranked, answered, settings)
+            held = self._held_facts(query, ranked, answered, settings, where.as_of is None)
             held = {m: found for m, found in held.items() if m not in facts}
             if held:
                 facts = {**facts, **{m: why for m, (why, _) in held.items()}}
@@ -313,13 +313,16 @@ class Recaller:
         ranked: dict[str, Sequence[tuple[str, float]]],
         answered: frozenset[str],
         settings: RecallSettings,
+        now: bool,
     ) -> dict[str, tuple[str, float]]:
         """The fact signal's memories holding a fact the query asks about that no
         relation answered, among the searches' best ``FACT_DEPTH`` candidates each: by
         their words (:func:`~tiered_memory.recall.fact_signal.word_facts`, weight
         ``fact_words``), or when none does, the one nearest in meaning
-        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``):
-        id -> (why, weight)."""
+        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``), a
+        current one when ``now`` (with ``include_superseded``, an older version is never
+        the one that holds the fact now; an ``as_of`` search's candidates are those of
+        then): id -> (why, weight)."""
         if not self.predicate_words:
             return {}
         words = tokens(query)
@@ -338,7 +341,8 @@ class Recaller:
         vectors = self.predicate_vectors() if settings.fact_vectors > 0 and not held else None
         if vectors is not None:  # no memory says it in words: the nearest in meaning
             rest = {m: (memory.content, memory.embedding) for m, memory in memories.items()
-                    if m not in held and memory.embedding is not None}  # fmt: skip
+                    if m not in held and memory.embedding is not None
+                    and (memory.current or not now)}  # fmt: skip
             meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS)
             held.update((m, (why, settings.fact_vectors)) for m, why in meant.items())
         return held

@@ -96,7 +96,12 @@ class PgChangeWatch:
             return None
         if not self.check_external_changes():
             return None
-        return (self._seen_version, self._told)
+        stamp = (self._seen_version, self._told)
+        snapshots = getattr(self, "_snapshots", None)
+        if snapshots is not None and getattr(snapshots, "conn", None) is not None:
+            pinned = getattr(snapshots, "pinned", None)  # the stamp before its BEGIN
+            return stamp if stamp == pinned else None
+        return stamp
 
     def _began_at(self, version: int | None, after: int | None = None) -> None:
         """A write's exact look at its scope's version row (read after the scope's writer

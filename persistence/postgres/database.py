@@ -237,7 +237,9 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
             with self.reading() as conn:
                 yield conn
             return
+        pinned = self.change_stamp()  # before the snapshot: no later commit under it
         with self._bare() as conn:
+            self._snapshots.pinned = pinned
             begin = sql.SQL("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             setup = self.connector.setup(conn) if self.pooler else None  # the pooler's settings
             conn.execute(begin if setup is None else sql.SQL("{}; {}").format(begin, setup))

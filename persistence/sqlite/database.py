@@ -69,6 +69,11 @@ _ABORTED = (
 )
 
 
+_OPEN_STEP = 1 << 48
+"""How far each open moves :meth:`Database.change_stamp`: past any ``total_changes()``
+a closed in-memory connection reached, so a reopened one never repeats a stamp."""
+
+
 class Database(TransactionFrames):
     """Connections and transactions of one SQLite file (or ``":memory:"``).
 
@@ -171,6 +176,8 @@ class Database(TransactionFrames):
         with self.lock:
             if self._writer is not None:
                 return False
+            with self._stamp_lock:  # a new connection: nothing kept before holds (in RAM
+                self._stamp += _OPEN_STEP  # its total_changes() starts again at 0)
             if self.read_only:
                 self._tidy_wal = may_leave_wal_files(self.path)
             try:
@@ -373,8 +380,11 @@ class Database(TransactionFrames):
         with self.reading() as conn:
             if self._in_memory:  # (+ the exclusive blocks: a restore changes no row)
                 return int(conn.total_changes()) + self._stamp
+            holder: _ThreadReader = self._local.reader
+            if conn.in_transaction:  # a snapshot: its stamp, while no later commit was seen
+                pinned = holder.pinned
+                return pinned if pinned is not None and pinned == self._stamp else None
             row = conn.execute(DATA_VERSION).fetchone()
-        holder: _ThreadReader = self._local.reader
         version = None if row is None else int(row[0])
         if version is None or version != holder.version:
             holder.version = version
@@ -448,8 +458,24 @@ class Database(TransactionFrames):
     def snapshot(self) -> Iterator[apsw.Connection]:
         """A connection whose reads see one snapshot until the block ends (nested blocks
         share it; inside this thread's transaction, the transaction's view)."""
-        with self.reading() as conn, read_snapshot(conn):
-            yield conn
+        with self.reading() as conn:
+            outer = not (self._in_memory or conn.in_transaction or self.in_transaction)
+            with read_snapshot(conn):
+                if not outer:
+                    yield conn
+                    return
+                holder: _ThreadReader = self._local.reader
+                with self._stamp_lock:  # the snapshot starts here: no bump slips between
+                    row = conn.execute(DATA_VERSION).fetchone()
+                    version = None if row is None else int(row[0])
+                    if version is None or version != holder.version:
+                        holder.version = version
+                        self._stamp += 1
+                    holder.pinned = self._stamp
+                try:
+                    yield conn
+                finally:
+                    holder.pinned = None
 
     def read_row(self, sql: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
         """The first row of a one-statement read: :meth:`reading` without its context
@@ -721,10 +747,11 @@ class _Joined:
 class _ThreadReader:
     """Holds one thread's read connection; when the thread ends, it is released."""
 
-    __slots__ = ("conn", "version", "__weakref__")
+    __slots__ = ("conn", "version", "pinned", "__weakref__")
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
+        self.pinned: int | None = None
         self.version: int | None = None
         """Its ``data_version`` at its last :meth:`Database.change_stamp` (``None``: never)."""
 

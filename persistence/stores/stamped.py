@@ -66,7 +66,9 @@ class StampedCache(Generic[K, V]):
             kept = {k: values[k] for k in keys if k in values}
         loaded = load(missing)
         with self._lock:
-            if self._stamp == stamp:  # no look saw a commit meanwhile
+            # Kept only if no look saw a commit meanwhile, and never past the bound (a
+            # load larger than it is not kept at all).
+            if self._stamp == stamp and len(missing) <= self._max_keys:
                 if len(values) + len(absent) + len(missing) > self._max_keys:
                     values.clear()
                     absent.clear()

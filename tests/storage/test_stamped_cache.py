@@ -79,6 +79,17 @@ def test_full_starts_again() -> None:
     assert table.asked == [["0", "1", "2"], ["3", "4"], ["0"]]
 
 
+def test_a_load_larger_than_the_bound_is_not_kept() -> None:
+    """It was kept whole: one call of 10 keys left 10 in a cache bounded at 4 (review)."""
+    engine, table = Stamps(), Table({str(i): i for i in range(10)})
+    cache: StampedCache[str, int] = StampedCache(engine, max_keys=4)
+    keys = [str(i) for i in range(10)]
+    assert cache.get_many(keys, table) == {k: int(k) for k in keys}
+    assert len(cache._values) + len(cache._absent) <= 4
+    cache.get_many(["0"], table)
+    assert table.asked[-1] == ["0"]
+
+
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_sqlite_stamp_moves_with_every_commit_and_is_none_in_a_transaction(
     where: str, tmp_path: Path

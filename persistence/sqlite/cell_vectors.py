@@ -173,7 +173,7 @@ class CellVectors:
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(
-            conn, where, stage, view.total, wanted, exact_scan_max, exact,
+            conn, where, stage, lambda: view.total, wanted, exact_scan_max, exact,
             start_share=self.current_share, short_tier=True,
         )  # fmt: skip
         if where.narrows and vector_deepen.in_time_only(where):

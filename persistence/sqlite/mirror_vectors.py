@@ -79,7 +79,7 @@ class MirrorVectors(VectorMirror):
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(
-            conn, where, stage, self.size, wanted, exact_scan_max, rerank,
+            conn, where, stage, lambda: self.size, wanted, exact_scan_max, rerank,
             start_share=self.current_share,
         )  # fmt: skip
         if where.narrows and vector_deepen.in_time_only(where):

@@ -50,21 +50,23 @@ def exact_if_few(
 
 
 def filtered_nearest(
-    conn: apsw.Connection, where: MemoryFilter, stage: Stage, total: int, wanted: int,
+    conn: apsw.Connection, where: MemoryFilter, stage: Stage, total: Callable[[], int],
+    wanted: int,
     exact_scan_max: int, rerank: Rerank, *, start_share: float = 1.0,
     short_tier: bool = False,
 ) -> tuple[list[tuple[str, float]], float]:  # fmt: skip
     """The nearest memories ``where`` accepts, from ``stage``'s candidates re-ranked by
     ``rerank`` (module docstring), and the share of candidates that passed in the last
     round (1.0 without a filter; for a filter of current memories alone the next search
-    starts from it, ``start_share``). ``total``: how many vectors the index holds;
+    starts from it, ``start_share``). ``total()``: how many vectors the index holds, read
+    after each stage (a RAM copy holds none until its first stage loads it);
     ``wanted``: candidates re-ranked; ``short_tier``: the stage may return fewer than
     asked of a tier (cells hold few of a small tier), so a tier alone deepens too."""
     time_only = in_time_only(where)
     tier_alone = short_tier and not where.narrows and where.tier is not None
     count = wanted
     if where.narrows and time_only:  # as deep as the last such search had to go
-        count = min(int(1.2 * wanted / start_share) + 1, max(total, wanted))
+        count = min(int(1.2 * wanted / start_share) + 1, max(total(), wanted))
     share = 1.0
     candidates, exhausted = stage(count, share)
     measured = 1.0
@@ -82,12 +84,15 @@ def filtered_nearest(
         share = max(len(passed), 1) / max(len(candidates), 1)  # of the file it accepts
         # Superseded memories aside (most of a file is current), search deeper: an exact
         # scan of what passes would read most vectors of the file.
-        if not time_only and share * total <= exact_scan_max:
+        if not time_only and share * total() <= exact_scan_max:
             accepted = vector_reads.accepted_pairs(conn, where, exact_scan_max)
             if accepted is not None:
                 return rerank(accepted), measured
         deeper = int(1.2 * wanted / share) if time_only else max(count * 4, int(2 * wanted / share))
-        count = min(deeper, total)
+        if min(deeper, total()) <= count:  # no deeper search to ask for: keep what passed
+            candidates = passed[:wanted]
+            break
+        count = min(deeper, total())
         candidates, exhausted = stage(count, share)
     return rerank(candidates), measured
 

@@ -51,10 +51,9 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     cell_packs.fold(conn, fit, cell)
     keys, codes, width = cell_packs.pack_rows(conn, cell)
     ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
-    found = {memory_id: blob for memory_id, _, blob in vector_reads.embeddings_of(conn, ids)}
-    if len(ids) < 2 or any(len(found.get(i, b"")) != 4 * fit.dim for i in ids):
+    vectors = _vectors_of(conn, ids, fit.dim) if len(ids) >= 2 else None
+    if vectors is None:
         return False
-    vectors = normalised([found[i] for i in ids], fit.dim)
     sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
     two = kmeans(np.ascontiguousarray(sample), 2, seed=cell)
     moving = nearest_cells(vectors, two) == 1
@@ -68,6 +67,20 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     run_batch(conn, cell_sql.put_centroids([(new_cell, two[1].tobytes())]))
     run(conn, cell_sql.replace_centroid(cell, two[0].tobytes()))
     return True
+
+
+def _vectors_of(conn: apsw.Connection, ids: list[str], dim: int) -> np.ndarray | None:
+    """The normalised vectors of ``ids`` in their order, read a chunk at a time (one
+    float32 array in memory, not the cell's blobs as well); ``None`` if one is missing."""
+    out = np.empty((len(ids), dim), dtype=np.float32)
+    step = vector_reads.IDS_PER_READ
+    for start in range(0, len(ids), step):
+        chunk = ids[start : start + step]
+        found = {m: blob for m, _, blob in vector_reads.embeddings_of(conn, chunk)}
+        if any(len(found.get(i, b"")) != 4 * dim for i in chunk):
+            return None
+        out[start : start + len(chunk)] = normalised([found[i] for i in chunk], dim)
+    return out
 
 
 def split_full(conn: apsw.Connection, state: CellState, fit: CodeFit, cells: list[int]) -> int:

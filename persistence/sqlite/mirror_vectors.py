@@ -73,9 +73,13 @@ class MirrorVectors(VectorMirror):
             if exact is not None:
                 return exact
 
+        asked = [0]
+
         def stage(count: int, share: float) -> tuple[vector_deepen.Candidates, bool]:
+            # the copy's candidates depend on count alone: no more asked, none more found
             found = self.first_stage(conn, query, count, where.tier)
-            return found, len(found) < count or count >= self.size
+            deeper, asked[0] = count > asked[0], count
+            return found, len(found) < count or count >= self.size or not deeper
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(

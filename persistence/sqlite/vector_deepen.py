@@ -89,9 +89,6 @@ def filtered_nearest(
             if accepted is not None:
                 return rerank(accepted), measured
         deeper = int(1.2 * wanted / share) if time_only else max(count * 4, int(2 * wanted / share))
-        if min(deeper, total()) <= count:  # no deeper search to ask for: keep what passed
-            candidates = passed[:wanted]
-            break
         count = min(deeper, total())
         candidates, exhausted = stage(count, share)
     return rerank(candidates), measured

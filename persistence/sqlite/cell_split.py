@@ -46,8 +46,9 @@ def split_above(members: int) -> int:
 
 def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool:
     """Split ``cell`` (its tail folded first) in two: the members nearer the second of
-    its 2-means centroids move to ``new_cell``. False, and nothing changed, when its
-    vectors do not divide (all alike, or one missing: the next sync sees it)."""
+    its 2-means centroids move to ``new_cell``; vectors 2-means does not divide (all
+    alike) are halved by key order, both halves at their mean. False, and nothing
+    changed, when one is missing (the next sync sees it)."""
     cell_packs.fold(conn, fit, cell)
     keys, codes, width = cell_packs.pack_rows(conn, cell)
     ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
@@ -57,8 +58,10 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
     two = kmeans(np.ascontiguousarray(sample), 2, seed=cell)
     moving = nearest_cells(vectors, two) == 1
-    if moving.all() or not moving.any():
-        return False
+    if moving.all() or not moving.any():  # alike (one text remembered again and again):
+        # halved by key order, both halves at their mean, so no write re-reads it at once
+        moving = np.arange(len(ids)) >= len(ids) // 2
+        two = kmeans(np.ascontiguousarray(sample), 1, seed=cell).repeat(2, axis=0)
     raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
     cell_packs.put_pack(conn, cell, keys[~moving], raw[~moving], width)
     cell_packs.put_pack(conn, new_cell, keys[moving], raw[moving], width)

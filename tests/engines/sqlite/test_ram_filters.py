@@ -59,3 +59,40 @@ def test_a_fresh_handles_first_wide_filtered_search_ends(tmp_path: Path) -> None
         store.indexes.exact_scan_max = 64  # the agent accepts 750: not compared at once
         found = nearest(store, vectors[1], 10, where=MemoryFilter(agent_id="a1"))
     assert found[0] == "m00001"
+
+
+def test_a_filter_deepened_to_the_whole_copy_keeps_the_best_that_pass(tmp_path: Path) -> None:
+    vectors = clustered(np.random.default_rng(3), 3_000)
+    with SQLiteStore(str(tmp_path / "f.db")) as store:
+        with store.transaction():
+            for i, v in enumerate(vectors):
+                store.memories.put_memory(Memory.create(
+                    f"t {i}", Tier.EPISODIC, id=f"m{i:05d}",
+                    tags=("twentieth",) if i % 20 == 0 else (), embedding=v))  # fmt: skip
+        nearest(store, vectors[0], 1)  # the copy loaded
+        store.indexes.exact_scan_max = 64  # 150 accepted: searched, not compared at once
+        kept = np.flatnonzero(np.arange(3_000) % 20 == 0)
+        misses = 0
+        for q in np.random.default_rng(5).choice(3_000, 20, replace=False):
+            truth = [f"m{i:05d}" for i in kept[np.argsort(-(vectors[kept] @ vectors[q]))[:10]]]
+            found = nearest(store, vectors[q], 10, where=MemoryFilter(tags=("twentieth",)))
+            misses += len(set(truth) - set(found))
+        assert misses == 0
+
+
+def test_current_memories_of_a_small_tier_are_the_ten_nearest(tmp_path: Path) -> None:
+    vectors = clustered(np.random.default_rng(4), 3_150)
+    with SQLiteStore(str(tmp_path / "f.db")) as store:
+        with store.transaction():
+            for i, v in enumerate(vectors):
+                tier = Tier.SEMANTIC if i < 150 else Tier.EPISODIC
+                store.memories.put_memory(
+                    Memory.create(f"t {i}", tier, id=f"m{i:05d}", embedding=v)
+                )
+        semantic = vectors[:150]
+        where = MemoryFilter(tier=Tier.SEMANTIC, current=True)
+        misses = 0
+        for q in range(150, 170):
+            truth = [f"m{i:05d}" for i in np.argsort(-(semantic @ vectors[q]))[:10]]
+            misses += len(set(truth) - set(nearest(store, vectors[q], 10, where=where)))
+        assert misses == 0

@@ -157,10 +157,10 @@ class VectorMirror:
 
     def candidates_in_write(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
-    ) -> list[tuple[str, Tier]] | None:
+    ) -> tuple[list[tuple[str, Tier]], list[tuple[str, Tier]]] | None:
         """Like :meth:`candidates` for ``conn`` inside a write transaction, without moving
         the copy onto rows that may never commit: the nearest from the copy as it stands,
-        plus every memory whose vector changed since (the caller re-ranks them all
+        and apart every memory whose vector changed since (the caller re-ranks them all
         exactly). ``None`` when that is more than a few thousand memories or the copy
         must reload; then use :meth:`candidates` and :meth:`reset` after a rollback.
         """
@@ -172,9 +172,9 @@ class VectorMirror:
                 return None
             found = self._nearest(query, count, tier)  # re-rank reads the current vectors
         if not changed:
-            return found
+            return found, []
         chosen = tuple(Tier) if tier is None else (tier,)
-        return found + [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
+        return found, [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
 
     def _nearest(self, query: np.ndarray, count: int, tier: Tier | None) -> list[tuple[str, Tier]]:
         n = self._used

@@ -24,7 +24,8 @@ class DamagedPack(Exception):
 
 
 def pack_keys(cell: int, size: int, width: int, ids: bytes, codes: bytes) -> np.ndarray:
-    """The keys (id + end byte, fixed width) of a pack row, checked against its codes."""
+    """The keys (id + end byte, fixed width) of a pack row, checked against its codes
+    (and that its ids are text)."""
     size, width = int(size), int(width)
     if (
         size <= 0
@@ -37,6 +38,10 @@ def pack_keys(cell: int, size: int, width: int, ids: bytes, codes: bytes) -> np.
             f"cell {cell}'s pack holds {len(ids)} id bytes and {len(codes)} code bytes "
             f"for {size} codes of {width} bytes"
         )
+    try:  # every key ends in an ASCII byte: the whole decodes exactly when each does
+        bytes(ids).decode()
+    except UnicodeDecodeError as exc:
+        raise DamagedPack(f"cell {cell}'s pack holds an id that is not UTF-8") from exc
     return np.frombuffer(bytes(ids), dtype=f"S{len(ids) // size}")
 
 

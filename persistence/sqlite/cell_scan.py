@@ -44,7 +44,7 @@ def best_codes(
     they are fewer); codes of another ``tier`` (if given) and of the ``skip`` ids never.
     ``size``: about how many codes the cells hold (the first stage keeps
     :func:`first_stage_depth` of it); :class:`DamagedPack` when a pack or tail does not
-    add up to codes of the fit's width."""
+    add up to codes of the fit's width, or a code's tier byte names no tier."""
     first, second = fit.query_weights(unit.astype(np.float32))
     depth = first_stage_depth(count, size, fit.sqrt_factor)
     skipped = np.array([i.encode() + ID_END for i in skip])
@@ -72,6 +72,8 @@ def best_codes(
             top = np.argpartition(-kept_scores, depth - 1)[:depth]
             kept_keys, kept_rows, kept_scores = kept_keys[top], kept_rows[top], kept_scores[top]
     tiers, bits, low = split_code_rows(kept_rows, fit.words)
+    if len(tiers) and int(tiers.max()) >= len(_TIERS):
+        raise DamagedPack(f"a code of cells {cells} holds tier byte {int(tiers.max())}")
     closeness = second_stage(bits, low, second, np.arange(len(kept_keys)))
     best = np.argpartition(-closeness, count - 1)[:count] if count < len(closeness) else None
     order = np.argsort(-closeness if best is None else -closeness[best], kind="stable")

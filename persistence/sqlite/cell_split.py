@@ -46,20 +46,22 @@ def split_above(members: int) -> int:
 
 def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool:
     """Split ``cell`` (its tail folded first) in two: the members nearer the second of
-    its 2-means centroids move to ``new_cell``. False, and nothing changed, when its
-    vectors do not divide (all alike, or one missing: the next sync sees it)."""
+    its 2-means centroids move to ``new_cell``; vectors 2-means does not divide (all
+    alike) are halved by key order, both halves at their mean. False, and nothing
+    changed, when one is missing (the next sync sees it)."""
     cell_packs.fold(conn, fit, cell)
     keys, codes, width = cell_packs.pack_rows(conn, cell)
     ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
-    found = {memory_id: blob for memory_id, _, blob in vector_reads.embeddings_of(conn, ids)}
-    if len(ids) < 2 or any(len(found.get(i, b"")) != 4 * fit.dim for i in ids):
+    vectors = _vectors_of(conn, ids, fit.dim) if len(ids) >= 2 else None
+    if vectors is None:
         return False
-    vectors = normalised([found[i] for i in ids], fit.dim)
     sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
     two = kmeans(np.ascontiguousarray(sample), 2, seed=cell)
     moving = nearest_cells(vectors, two) == 1
-    if moving.all() or not moving.any():
-        return False
+    if moving.all() or not moving.any():  # alike (one text remembered again and again):
+        # halved by key order, both halves at their mean, so no write re-reads it at once
+        moving = np.arange(len(ids)) >= len(ids) // 2
+        two = kmeans(np.ascontiguousarray(sample), 1, seed=cell).repeat(2, axis=0)
     raw = np.frombuffer(codes, dtype=np.uint8).reshape(len(keys), width)
     cell_packs.put_pack(conn, cell, keys[~moving], raw[~moving], width)
     cell_packs.put_pack(conn, new_cell, keys[moving], raw[moving], width)
@@ -68,6 +70,20 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     run_batch(conn, cell_sql.put_centroids([(new_cell, two[1].tobytes())]))
     run(conn, cell_sql.replace_centroid(cell, two[0].tobytes()))
     return True
+
+
+def _vectors_of(conn: apsw.Connection, ids: list[str], dim: int) -> np.ndarray | None:
+    """The normalised vectors of ``ids`` in their order, read a chunk at a time (one
+    float32 array in memory, not the cell's blobs as well); ``None`` if one is missing."""
+    out = np.empty((len(ids), dim), dtype=np.float32)
+    step = vector_reads.IDS_PER_READ
+    for start in range(0, len(ids), step):
+        chunk = ids[start : start + step]
+        found = {m: blob for m, _, blob in vector_reads.embeddings_of(conn, chunk)}
+        if any(len(found.get(i, b"")) != 4 * dim for i in chunk):
+            return None
+        out[start : start + len(chunk)] = normalised([found[i] for i in chunk], dim)
+    return out
 
 
 def split_full(conn: apsw.Connection, state: CellState, fit: CodeFit, cells: list[int]) -> int:

@@ -164,16 +164,19 @@ class CellVectors:
         unit = query / max(float(np.linalg.norm(query)), 1e-12)
         probed = [0]
 
-        def stage(count: int, share: float) -> tuple[vector_deepen.Candidates, bool]:
+        def stage(
+            count: int, share: float
+        ) -> tuple[vector_deepen.Candidates, vector_deepen.Candidates, bool]:
             # as many more cells as the filter is narrow, at least twice the last round's
             probes = max(view.probes, math.ceil(view.probes / share), 2 * probed[0])
             probed[0] = probes = min(view.cells, probes)
-            found = self.candidates(conn, view, unit, count, where.tier, probes)
-            return found, probes >= view.cells and (count >= view.total or len(found) < count)
+            found, extras = self.candidates(conn, view, unit, count, where.tier, probes)
+            done = probes >= view.cells and (count >= view.total or len(found) < count)
+            return found, extras, done
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(
-            conn, where, stage, view.total, wanted, exact_scan_max, exact,
+            conn, where, stage, lambda: view.total, wanted, exact_scan_max, exact,
             start_share=self.current_share, short_tier=True,
         )  # fmt: skip
         if where.narrows and vector_deepen.in_time_only(where):
@@ -183,10 +186,10 @@ class CellVectors:
     def candidates(
         self, conn: apsw.Connection, view: CellView, unit: np.ndarray, count: int,
         tier: Tier | None, probes: int,
-    ) -> list[tuple[str, Tier]]:  # fmt: skip
+    ) -> tuple[vector_deepen.Candidates, vector_deepen.Candidates]:  # fmt: skip
         """``(id, tier)`` of the ``count`` best codes of the ``probes`` cells nearest to
-        the normalised query ``unit``, then every memory of the backlog (of ``tier``, if
-        given)."""
+        the normalised query ``unit``, best first, and apart every memory of the backlog
+        (of ``tier``, if given)."""
         similarity = view.centroids @ unit
         probes = min(probes, view.cells)
         cells = np.argpartition(-similarity, probes - 1)[:probes].tolist()
@@ -194,12 +197,11 @@ class CellVectors:
         found = cell_scan.best_codes(
             conn, cells, view.fit, unit, count, tier, view.backlog, size
         )  # the backlog's codes are old: left out, compared exactly below
-        if view.backlog:
-            chosen_tiers = tuple(Tier) if tier is None else (tier,)
-            found += [
-                (i, t) for i, t, _ in vector_reads.embeddings_of(conn, view.backlog, chosen_tiers)
-            ]
-        return found
+        if not view.backlog:
+            return found, []
+        chosen_tiers = tuple(Tier) if tier is None else (tier,)
+        backlog = vector_reads.embeddings_of(conn, view.backlog, chosen_tiers)
+        return found, [(i, t) for i, t, _ in backlog]
 
     # --- the rest of the VectorIndex role -------------------------------------------------
 

@@ -31,8 +31,12 @@ VECTOR_MIN_CANDIDATES = 128
 KEPT_VECTORS = 10_000
 """Float vectors :meth:`MirrorVectors.distances` keeps in RAM at most (15 MiB at 384
 dimensions); past it they are read again."""
-VectorCandidates = Callable[[apsw.Connection, np.ndarray, int, Tier | None], list[tuple[str, Tier]]]
-"""The first stage of vector search: ``(conn, query, count, tier) -> (id, tier)`` pairs."""
+VectorCandidates = Callable[
+    [apsw.Connection, np.ndarray, int, Tier | None],
+    tuple[vector_deepen.Candidates, vector_deepen.Candidates],
+]
+"""The first stage of vector search: ``(conn, query, count, tier) -> (ranked, extras)``,
+``(id, tier)`` pairs: the nearest by the copy, best first, and those it does not hold yet."""
 
 
 class MirrorVectors(VectorMirror):
@@ -73,13 +77,19 @@ class MirrorVectors(VectorMirror):
             if exact is not None:
                 return exact
 
-        def stage(count: int, share: float) -> tuple[vector_deepen.Candidates, bool]:
-            found = self.first_stage(conn, query, count, where.tier)
-            return found, len(found) < count or count >= self.size
+        asked = [0]
+
+        def stage(
+            count: int, share: float
+        ) -> tuple[vector_deepen.Candidates, vector_deepen.Candidates, bool]:
+            # the copy's candidates depend on count alone: no more asked, none more found
+            found, extras = self.first_stage(conn, query, count, where.tier)
+            deeper, asked[0] = count > asked[0], count
+            return found, extras, len(found) < count or count >= self.size or not deeper
 
         wanted = max(limit * VECTOR_OVERSAMPLE, VECTOR_MIN_CANDIDATES)
         found, share = vector_deepen.filtered_nearest(
-            conn, where, stage, self.size, wanted, exact_scan_max, rerank,
+            conn, where, stage, lambda: self.size, wanted, exact_scan_max, rerank,
             start_share=self.current_share,
         )  # fmt: skip
         if where.narrows and vector_deepen.in_time_only(where):
@@ -88,14 +98,15 @@ class MirrorVectors(VectorMirror):
 
     def vector_candidates(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
-    ) -> list[tuple[str, Tier]]:
-        """The RAM copy's ``count`` nearest, seeing this thread's own uncommitted vectors."""
+    ) -> tuple[vector_deepen.Candidates, vector_deepen.Candidates]:
+        """The RAM copy's ``count`` nearest, and this thread's own uncommitted vectors
+        the copy does not hold yet (compared exactly)."""
         if self.engine.in_transaction:
             candidates = self.candidates_in_write(conn, query, count, tier)
             if candidates is not None:
                 return candidates
             self.engine.after_rollback(self.reset)  # it will see uncommitted rows
-        return self.candidates(conn, query, count, tier)
+        return self.candidates(conn, query, count, tier), []
 
     def _found(
         self, conn: apsw.Connection, candidates: list[tuple[str, Tier]]

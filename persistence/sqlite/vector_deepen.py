@@ -24,10 +24,12 @@ from persistence.sqlite import vector_reads
 from persistence.sqlite.sql import index_sql
 
 Candidates = list[tuple[str, Tier]]
-Stage = Callable[[int, float], tuple[Candidates, bool]]
-"""The first stage: ``(count, share) -> (candidates, exhausted)``: the ``count`` best
+Stage = Callable[[int, float], tuple[Candidates, Candidates, bool]]
+"""The first stage: ``(count, share) -> (ranked, extras, exhausted)``: the ``count`` best
 ``(id, tier)`` candidates of a search as deep as a filter accepting ``share`` of the file
-needs (the tier filter applied), and whether no deeper search could find more."""
+needs (the tier filter applied), best first; the memories it must compare exactly besides
+(vectors its codes do not hold yet: a backlog, a transaction's own writes); and whether
+no deeper search could find more."""
 Rerank = Callable[[Candidates], list[tuple[str, float]]]
 """``candidates -> (id, cosine distance)`` of the ``limit`` nearest, exactly."""
 
@@ -50,23 +52,26 @@ def exact_if_few(
 
 
 def filtered_nearest(
-    conn: apsw.Connection, where: MemoryFilter, stage: Stage, total: int, wanted: int,
+    conn: apsw.Connection, where: MemoryFilter, stage: Stage, total: Callable[[], int],
+    wanted: int,
     exact_scan_max: int, rerank: Rerank, *, start_share: float = 1.0,
     short_tier: bool = False,
 ) -> tuple[list[tuple[str, float]], float]:  # fmt: skip
     """The nearest memories ``where`` accepts, from ``stage``'s candidates re-ranked by
     ``rerank`` (module docstring), and the share of candidates that passed in the last
     round (1.0 without a filter; for a filter of current memories alone the next search
-    starts from it, ``start_share``). ``total``: how many vectors the index holds;
+    starts from it, ``start_share``). ``total()``: how many vectors the index holds, read
+    after each stage (a RAM copy holds none until its first stage loads it);
     ``wanted``: candidates re-ranked; ``short_tier``: the stage may return fewer than
     asked of a tier (cells hold few of a small tier), so a tier alone deepens too."""
     time_only = in_time_only(where)
     tier_alone = short_tier and not where.narrows and where.tier is not None
     count = wanted
     if where.narrows and time_only:  # as deep as the last such search had to go
-        count = min(int(1.2 * wanted / start_share) + 1, max(total, wanted))
+        count = min(int(1.2 * wanted / start_share) + 1, max(total(), wanted))
     share = 1.0
-    candidates, exhausted = stage(count, share)
+    ranked, extras, exhausted = stage(count, share)
+    candidates = ranked + extras
     measured = 1.0
     while where.narrows or tier_alone:
         passed = (
@@ -76,19 +81,23 @@ def filtered_nearest(
         )
         if time_only and candidates:
             measured = max(len(passed) / len(candidates), 0.01)
-        if len(passed) >= wanted or exhausted:
-            candidates = passed[:wanted]  # as many re-ranked as without a filter
+        if len(passed) >= wanted or exhausted:  # as many ranked re-ranked as without a
+            kept = set(passed)  # filter, and every extra that passed
+            candidates = [p for p in ranked if p in kept][:wanted] + [
+                p for p in extras if p in kept
+            ]
             break
         share = max(len(passed), 1) / max(len(candidates), 1)  # of the file it accepts
         # Superseded memories aside (most of a file is current), search deeper: an exact
         # scan of what passes would read most vectors of the file.
-        if not time_only and share * total <= exact_scan_max:
+        if not time_only and share * total() <= exact_scan_max:
             accepted = vector_reads.accepted_pairs(conn, where, exact_scan_max)
             if accepted is not None:
                 return rerank(accepted), measured
         deeper = int(1.2 * wanted / share) if time_only else max(count * 4, int(2 * wanted / share))
-        count = min(deeper, total)
-        candidates, exhausted = stage(count, share)
+        count = min(deeper, total())
+        ranked, extras, exhausted = stage(count, share)
+        candidates = ranked + extras
     return rerank(candidates), measured
 
 

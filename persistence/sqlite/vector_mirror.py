@@ -65,10 +65,10 @@ from persistence.sqlite.vector_codes import (
     TIER_BYTE,
     CodeFit,
     first_stage_depth,
-    second_stage,
     sign_bits,
     split_codes,
     split_packed_codes,
+    two_stages,
     words_for,
 )
 from persistence.statements import rows, stream, value
@@ -157,10 +157,10 @@ class VectorMirror:
 
     def candidates_in_write(
         self, conn: apsw.Connection, query: np.ndarray, count: int, tier: Tier | None
-    ) -> list[tuple[str, Tier]] | None:
+    ) -> tuple[list[tuple[str, Tier]], list[tuple[str, Tier]]] | None:
         """Like :meth:`candidates` for ``conn`` inside a write transaction, without moving
         the copy onto rows that may never commit: the nearest from the copy as it stands,
-        plus every memory whose vector changed since (the caller re-ranks them all
+        and apart every memory whose vector changed since (the caller re-ranks them all
         exactly). ``None`` when that is more than a few thousand memories or the copy
         must reload; then use :meth:`candidates` and :meth:`reset` after a rollback.
         """
@@ -172,9 +172,9 @@ class VectorMirror:
                 return None
             found = self._nearest(query, count, tier)  # re-rank reads the current vectors
         if not changed:
-            return found
+            return found, []
         chosen = tuple(Tier) if tier is None else (tier,)
-        return found + [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
+        return found, [(i, t) for i, t, _ in vector_reads.embeddings_of(conn, changed, chosen)]
 
     def _nearest(self, query: np.ndarray, count: int, tier: Tier | None) -> list[tuple[str, Tier]]:
         n = self._used
@@ -196,26 +196,10 @@ class VectorMirror:
     def _nearest_codes(
         self, query: np.ndarray, n: int, excluded: np.ndarray, take: int
     ) -> np.ndarray:
-        eligible = n - int(np.count_nonzero(excluded))
-        if take >= eligible:
-            return np.flatnonzero(~excluded)  # the caller re-ranks them all anyway
+        """The ``take`` best slots by :func:`~persistence.sqlite.vector_codes.two_stages`,
+        best first (every eligible one too: a filtered search keeps the first that pass)."""
         assert self._fit is not None  # codes exist only with a fit
-        first, second = self._fit.query_weights(query)
-        depth = first_stage_depth(take, self._live, self._sqrt_factor)
-        if depth < eligible:
-            score = self._fit.first_stage(first, self._bits[:, :n])
-            score[excluded] = -1
-            chosen = np.argpartition(-score, depth - 1)[:depth]
-        else:
-            chosen = np.flatnonzero(~excluded)
-        closeness = self._second_stage(second, chosen)
-        best = np.argpartition(-closeness, take - 1)[:take]
-        best = best[np.argsort(-closeness[best], kind="stable")]
-        return chosen[best]
-
-    def _second_stage(self, weights: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-        """:func:`~persistence.sqlite.vector_codes.second_stage` over the copy's slots."""
-        return second_stage(self._bits, self._low, weights, chosen)
+        return two_stages(self._fit, self._bits[:, :n], self._low[:n], query, excluded, take)
 
     def _nearest_exact(
         self, query: np.ndarray, n: int, excluded: np.ndarray, take: int

@@ -47,16 +47,23 @@ def embedded_rows(conn: apsw.Connection, tier: Tier) -> Iterator[tuple[str, byte
     return stream(conn, index_sql.embedded_rows(tier))
 
 
+IDS_PER_READ = 4_096
+"""Ids one statement of :func:`embeddings_of` binds at most (SQLite refuses more than
+32,766 parameters: a cell or a deep search may ask for more)."""
+
+
 def embeddings_of(
     conn: apsw.Connection, memory_ids: list[str], tiers: Sequence[Tier] = tuple(Tier)
 ) -> list[tuple[str, Tier, bytes]]:
     """The current embedding of each of ``memory_ids`` (looked for in ``tiers``) that has
-    one, with its tier."""
+    one, with its tier (read :data:`IDS_PER_READ` ids a statement)."""
     found: list[tuple[str, Tier, bytes]] = []
     for tier in tiers:
-        found += [
-            (i, tier, blob) for i, blob in rows(conn, index_sql.embeddings_of(memory_ids, tier))
-        ]
+        for start in range(0, len(memory_ids), IDS_PER_READ):
+            chunk = memory_ids[start : start + IDS_PER_READ]
+            found += [
+                (i, tier, blob) for i, blob in rows(conn, index_sql.embeddings_of(chunk, tier))
+            ]
     return found
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from persistence import Memory, Tier
 from persistence.errors import TieredMemoryError
-from persistence.sqlite import SQLiteStore, cell_scan, cell_sync
+from persistence.sqlite import SQLiteStore, cell_scan, cell_split, cell_sync
 from persistence.sqlite.sql import cell_sql
 from persistence.statements import Statement, rows, run
 from tests.engines.sqlite.test_cell_vectors import (
@@ -23,6 +23,7 @@ from tests.engines.sqlite.test_cell_vectors import (
     problems,
     put,
     state,
+    unit,
 )
 
 
@@ -153,3 +154,41 @@ def test_a_retrain_inside_a_rolled_back_savepoint_rolls_back_with_it(
         cells.memories.forget_memory(ids[0], reason="t")
         assert problems(cells) == []
         assert nearest(cells, vectors[0], 9) == expected[1:]
+
+
+def test_a_split_over_an_id_that_is_not_text_does_not_fail_the_write(
+    db_path: Path, small_cells: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    vectors = clustered(np.random.default_rng(21), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors)
+        cell = _cell_of(store, ids[0])
+        _damage(store, "UPDATE vector_cell_packs SET ids = x'ff' || substr(ids, 2) WHERE cell = ?",
+                (cell,))  # fmt: skip
+        near = vectors[0] + 0.05 * unit(np.random.default_rng(2), 150)
+        with store.transaction():  # 150 vectors into that cell: it splits
+            for n, v in enumerate(near):
+                store.memories.put_memory(
+                    Memory.create(f"near {n}", Tier.EPISODIC, id=f"n{n:03d}", embedding=v)
+                )
+        assert problems(store) == []  # dropped and trained again in that write
+        assert nearest(store, vectors[5], 1) == [ids[5]]
+
+
+def test_a_damaged_tier_byte_raises_no_raw_error(db_path: Path, small_cells: None) -> None:
+    vectors = clustered(np.random.default_rng(21), 600)
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors)
+        cell = _cell_of(store, ids[0])
+        with store.engine.snapshot() as conn:
+            sql = "SELECT size, width, codes FROM vector_cell_packs WHERE cell = ?"
+            size, width, codes = rows(conn, Statement(sql, (cell,)))[0]
+        damaged = bytearray(codes)
+        for n in range(size):  # every code of the cell: tier byte 0xff
+            damaged[n * width] = 0xFF
+        _damage(store, "UPDATE vector_cell_packs SET codes = ? WHERE cell = ?",
+                (bytes(damaged), cell))  # fmt: skip
+        assert problems(store) != []
+        assert nearest(store, vectors[0], 10)[0] == ids[0]  # searched in the RAM copy
+        assert store.indexes.vectors.last_search == "ram"

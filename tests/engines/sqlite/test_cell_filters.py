@@ -241,3 +241,39 @@ def test_a_file_grown_by_writes_splits_its_cells_and_stays_exact(
             filtered.append(len(set(found) & set(truth)) / 10)
         assert store.indexes.vectors.last_search == "cells"
         assert np.mean(plain) >= 0.95 and np.mean(filtered) >= 0.95
+
+
+def test_a_filtered_search_keeps_the_backlog_a_ram_handle_wrote(
+    store: SQLiteStore, vectors: np.ndarray, db_path: Path
+) -> None:
+    """The backlog (vectors the cells do not hold yet) is compared besides the ranked
+    codes: the cut to as many as without a filter keeps it."""
+    query = vectors[5]
+    with SQLiteStore(str(db_path)) as ram:  # the RAM copy's handle does not sync the cells
+        ram.memories.put_memory(Memory.create(
+            "new", Tier.EPISODIC, id="new", tags=("tenth",), embedding=query,
+            now=START + COUNT))  # fmt: skip
+    store.indexes.exact_scan_max = 64
+    found = nearest(store, query, 10, where=MemoryFilter(tags=("tenth",)))
+    assert store.indexes.vectors.last_search == "cells"
+    assert found[0] == "new"
+
+
+@pytest.mark.parametrize("index", ["cells", "ram"])
+def test_a_filtered_search_inside_a_transaction_finds_its_own_nearest_write(
+    store: SQLiteStore, vectors: np.ndarray, db_path: Path, index: str
+) -> None:
+    query = vectors[5]
+    handle = store if index == "cells" else SQLiteStore(str(db_path)).open()
+    try:
+        nearest(handle, query, 1)  # loaded
+        handle.indexes.exact_scan_max = 64
+        with handle.transaction():
+            handle.memories.put_memory(Memory.create(
+                "new", Tier.EPISODIC, id="new", tags=("tenth",), embedding=query,
+                now=START + COUNT))  # fmt: skip
+            found = nearest(handle, query, 10, where=MemoryFilter(tags=("tenth",)))
+            assert found[0] == "new"
+    finally:
+        if handle is not store:
+            handle.close()

@@ -42,6 +42,14 @@ def test_snapshot_thread_poisons_session_cache(tmp_path: Path) -> None:
         assert fresh is not None and fresh.turn_number == 2, fresh
 
 
+def _search(store: SQLiteStore, searched: list[object]) -> None:
+    """A vector search on its own thread (as recall's), its outcome kept for the test."""
+    try:
+        searched.append(store.indexes.vector_search([1.0, 0.0, 0.0, 0.0], 5))
+    except Exception as exc:  # the test says what failed
+        searched.append(exc)
+
+
 def test_search_snapshot_poisons_vector_cache(tmp_path: Path) -> None:
     with SQLiteStore(str(tmp_path / "a.db")) as store:
         a, b = Memory.create("a", Tier.EPISODIC), Memory.create("b", Tier.EPISODIC)
@@ -53,15 +61,14 @@ def test_search_snapshot_poisons_vector_cache(tmp_path: Path) -> None:
         in_search, committed = threading.Event(), threading.Event()
 
         def paused(conn, query, count, tier):  # type: ignore[no-untyped-def]
-            found = original(conn, query, count, tier)
+            ranked, extras = original(conn, query, count, tier)
             in_search.set()
             committed.wait(10)  # the search's snapshot is older than the commit
-            return [*found, (b.id, Tier.EPISODIC)]
+            return [*ranked, (b.id, Tier.EPISODIC)], extras
 
         vectors.first_stage = paused
-        worker = threading.Thread(
-            target=store.indexes.vector_search, args=([1.0, 0.0, 0.0, 0.0], 5)
-        )
+        searched: list[object] = []
+        worker = threading.Thread(target=_search, args=(store, searched))
         worker.start()
         in_search.wait(10)
         store.indexes.set_embeddings([(Tier.EPISODIC, b.id, [0.0, 1.0, 0.0, 0.0])])
@@ -69,6 +76,7 @@ def test_search_snapshot_poisons_vector_cache(tmp_path: Path) -> None:
         committed.set()
         worker.join()
         vectors.first_stage = original
+        assert searched and isinstance(searched[0], list), searched  # the search ran whole
         # b's embedding is committed (this very thread wrote it): its distance is 1.0
         assert store.indexes.vector_distances([1.0, 0, 0, 0], [a.id, b.id]).get(b.id) == 1.0
 
@@ -96,9 +104,8 @@ def test_search_snapshot_keeps_a_forgotten_memorys_vector(tmp_path: Path) -> Non
             return found
 
         vectors.first_stage = paused
-        worker = threading.Thread(
-            target=store.indexes.vector_search, args=([1.0, 0.0, 0.0, 0.0], 5)
-        )
+        searched: list[object] = []
+        worker = threading.Thread(target=_search, args=(store, searched))
         worker.start()
         in_search.wait(10)
         store.memories.forget_memory(a.id, "test")
@@ -106,6 +113,7 @@ def test_search_snapshot_keeps_a_forgotten_memorys_vector(tmp_path: Path) -> Non
         committed.set()
         worker.join()
         vectors.first_stage = original
+        assert searched and isinstance(searched[0], list), searched  # the search ran whole
         assert a.id not in store.indexes.vector_distances([1.0, 0, 0, 0], [a.id, c.id])
 
 

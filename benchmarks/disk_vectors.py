@@ -27,7 +27,7 @@ Designs (``--designs``):
 
 - ``A``: today's RAM codes: the library's own 3-bit :class:`CodeFit` codes, loaded at open
   from packs of 1,024 (as ``code_sync`` keeps them), searched by its two stages
-  (``VectorMirror._second_stage``), 128 candidates re-ranked exactly from the float
+  (``vector_codes.second_stage``), 128 candidates re-ranked exactly from the float
   BLOBs in numpy. The filter is a byte per slot in RAM (as the tier is today: its best case).
 - ``B-int8`` / ``B-bit``: sqlite-vec ``vec0`` with the k-means cell as partition key and
   the tag as a metadata column (the filter runs inside the KNN): the nearest ``probes``
@@ -59,7 +59,6 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import apsw
@@ -423,26 +422,12 @@ def _two_stages(
     excluded: np.ndarray | None,
     take: int,
 ) -> np.ndarray:
-    """The library's code search (``VectorMirror._nearest_codes``) over these codes."""
-    from persistence.sqlite.vector_codes import first_stage_depth
-    from persistence.sqlite.vector_mirror import VectorMirror
+    """The library's code search (:func:`~persistence.sqlite.vector_codes.two_stages`,
+    the RAM copy's) over these codes."""
+    from persistence.sqlite.vector_codes import two_stages
 
-    n = bits.shape[1]
-    eligible = n if excluded is None else n - int(np.count_nonzero(excluded))
-    if take >= eligible:
-        return np.flatnonzero(~excluded) if excluded is not None else np.arange(n)
-    first, second = fit.query_weights(query)
-    depth = first_stage_depth(take, n, fit.sqrt_factor)
-    if depth < eligible:
-        score = fit.first_stage(first, bits)
-        if excluded is not None:
-            score[excluded] = -1
-        chosen = np.argpartition(-score, depth - 1)[:depth]
-    else:
-        chosen = np.flatnonzero(~excluded) if excluded is not None else np.arange(n)
-    closeness = VectorMirror._second_stage(SimpleNamespace(_bits=bits, _low=low), second, chosen)
-    best = np.argpartition(-closeness, take - 1)[:take]
-    return chosen[best]
+    none = np.zeros(bits.shape[1], dtype=bool)
+    return two_stages(fit, bits, low, query, none if excluded is None else excluded, take)
 
 
 def open_a(conn: apsw.Connection, opts: dict[str, Any]) -> Search:

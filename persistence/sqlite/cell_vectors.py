@@ -154,13 +154,11 @@ class CellVectors:
         def exact(candidates: vector_deepen.Candidates) -> list[tuple[str, float]]:
             return rerank(conn, candidates, query, limit)
 
-        # A tier alone does not narrow the RAM copy's search (its first stage is by tier),
-        # but here it does: the probed cells may hold few codes of a small tier.
-        tier_alone = not where.narrows and where.tier is not None
-        if (where.narrows and index_sql.index_backed(where)) or tier_alone:
-            accepted = vector_reads.accepted_pairs(conn, where, exact_scan_max)
-            if accepted is not None:  # few (a session, a small tier): compare them all
-                return exact(accepted)
+        # few accepted (a session, a small tier: the probed cells may hold few of its
+        # codes): compare them all
+        few = vector_deepen.exact_if_few(conn, where, exact_scan_max, exact, short_tier=True)
+        if few is not None:
+            return few
         unit = query / max(float(np.linalg.norm(query)), 1e-12)
         probed = [0]
 

@@ -72,10 +72,10 @@ class MirrorVectors(VectorMirror):
         def rerank(candidates: vector_deepen.Candidates) -> list[tuple[str, float]]:
             return vector_reads.nearest(self._found(conn, candidates), query, limit)
 
-        if where.narrows:  # few accepted (a session, say): compare them all
-            exact = vector_deepen.exact_if_few(conn, where, exact_scan_max, rerank)
-            if exact is not None:
-                return exact
+        # few accepted (a session, say): compare them all
+        exact = vector_deepen.exact_if_few(conn, where, exact_scan_max, rerank)
+        if exact is not None:
+            return exact
 
         asked = [0]
 

@@ -40,12 +40,21 @@ def in_time_only(where: MemoryFilter) -> bool:
     return replace(where, tier=None, current=False, as_of=None) == MemoryFilter()
 
 
+def tier_alone(where: MemoryFilter, short_tier: bool) -> bool:
+    """True if ``where`` sets a tier and nothing else and the index's first stage may
+    return fewer than asked of a tier (``short_tier``: cells hold few codes of a small
+    tier; a RAM copy's first stage is by tier, so a tier alone does not narrow it)."""
+    return short_tier and not where.narrows and where.tier is not None
+
+
 def exact_if_few(
-    conn: apsw.Connection, where: MemoryFilter, exact_scan_max: int, rerank: Rerank
-) -> list[tuple[str, float]] | None:
-    """Every memory ``where`` accepts compared exactly, when an index lists them and they
-    are at most ``exact_scan_max``; else ``None`` (nothing compared)."""
-    if not index_sql.index_backed(where):
+    conn: apsw.Connection, where: MemoryFilter, exact_scan_max: int, rerank: Rerank,
+    *, short_tier: bool = False,
+) -> list[tuple[str, float]] | None:  # fmt: skip
+    """Every memory ``where`` accepts compared exactly, when an index lists them (or
+    ``where`` is a tier alone, :func:`tier_alone`) and they are at most
+    ``exact_scan_max``; else ``None`` (nothing compared)."""
+    if not (index_sql.index_backed(where) or tier_alone(where, short_tier)):
         return None
     accepted = vector_reads.accepted_pairs(conn, where, exact_scan_max)
     return None if accepted is None else rerank(accepted)
@@ -65,7 +74,7 @@ def filtered_nearest(
     ``wanted``: candidates re-ranked; ``short_tier``: the stage may return fewer than
     asked of a tier (cells hold few of a small tier), so a tier alone deepens too."""
     time_only = in_time_only(where)
-    tier_alone = short_tier and not where.narrows and where.tier is not None
+    deepen_tier = tier_alone(where, short_tier)
     count = wanted
     if where.narrows and time_only:  # as deep as the last such search had to go
         count = min(int(1.2 * wanted / start_share) + 1, max(total(), wanted))
@@ -73,7 +82,7 @@ def filtered_nearest(
     ranked, extras, exhausted = stage(count, share)
     candidates = ranked + extras
     measured = 1.0
-    while where.narrows or tier_alone:
+    while where.narrows or deepen_tier:
         passed = (
             only_tier(candidates, where.tier)
             if not where.narrows

@@ -26,6 +26,9 @@ Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
 CHANNEL = "tm_changes"
 _VERSION = "SELECT v FROM tm_version WHERE scope = %s"
+Stamp = tuple[int | None, int]
+"""A change stamp: the version row as last seen, and how many times the listeners were
+called (:meth:`PgChangeWatch.change_stamp`)."""
 
 
 class PgChangeWatch:
@@ -56,6 +59,9 @@ class PgChangeWatch:
     def _bare(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    def _as_snapshot_sees(self, stamp: Stamp) -> Stamp | None:
+        raise NotImplementedError
+
     @property
     def seen_version(self) -> int | None:
         """The scope's version as this handle last saw it (its own commits and the
@@ -82,13 +88,14 @@ class PgChangeWatch:
         for callback in self._change_listeners:
             callback()
 
-    def change_stamp(self) -> tuple[int | None, int] | None:
+    def change_stamp(self) -> Stamp | None:
         """A value that moves with every commit of this handle that wrote (the version
         row it bumped) and every change the change watch sees (another process's, as
         :meth:`check_external_changes` finds it: announcements at every call, the row
         every ``change_check_interval_s``), so RAM copies read at one stamp hold while it
         stays, as fresh as the manager's other RAM copies; ``None`` inside this thread's
-        transaction or while another thread's held the handle (copy nothing then). A
+        transaction or while another thread's held the handle (copy nothing then), and
+        inside this thread's snapshot once a commit since its ``BEGIN`` was seen. A
         closed handle raises :class:`~persistence.errors.StoreClosedError`, as a read would."""
         if self._pool is None:
             raise StoreClosedError("the store is closed")
@@ -96,12 +103,7 @@ class PgChangeWatch:
             return None
         if not self.check_external_changes():
             return None
-        stamp = (self._seen_version, self._told)
-        snapshots = getattr(self, "_snapshots", None)
-        if snapshots is not None and getattr(snapshots, "conn", None) is not None:
-            pinned = getattr(snapshots, "pinned", None)  # the stamp before its BEGIN
-            return stamp if stamp == pinned else None
-        return stamp
+        return self._as_snapshot_sees((self._seen_version, self._told))
 
     def _began_at(self, version: int | None, after: int | None = None) -> None:
         """A write's exact look at its scope's version row (read after the scope's writer

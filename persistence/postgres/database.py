@@ -53,7 +53,7 @@ from persistence.errors import (
 from persistence.frames import TransactionFrames, run_hooks
 from persistence.locations import split_pooler
 from persistence.postgres import pooler
-from persistence.postgres.change_watch import Hook, PgChangeWatch
+from persistence.postgres.change_watch import Hook, PgChangeWatch, Stamp
 from persistence.postgres.connector import PgConnector, take
 from persistence.postgres.write_count import writes
 from persistence.records import PoolSettings, Synchronous
@@ -76,6 +76,17 @@ def _first_row(cur: psycopg.Cursor[Any]) -> Row | None:
         return None
     row: Row | None = cur.fetchone()
     return row
+
+
+class _ThreadSnapshot(threading.local):
+    """This thread's open :meth:`PgDatabase.snapshot` (the twin of SQLite's
+    ``_ThreadReader.pinned``)."""
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        """The snapshot's connection; ``None`` while none is open in this thread."""
+        self.pinned: Stamp | None = None
+        """The change stamp given just before its ``BEGIN``: no later commit is under it."""
 
 
 class PgDatabase(TransactionFrames, PgChangeWatch):
@@ -108,7 +119,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         """Makes and sets up the connections; the only holder of the URL."""
         self.location = self.connector.location
         self.lock = threading.RLock()
-        self._snapshots = threading.local()  # .conn: this thread's open snapshot()
+        self._snapshots = _ThreadSnapshot()
         self._pool: ConnectionPool[Connection] | None = None
         self._listener: Connection | None = None
         self._tx: Connection | None = None  # the connection of the open transaction
@@ -200,7 +211,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 self._aborted = True
                 raise self.error(exc) from None
             return
-        held: Connection | None = getattr(self._snapshots, "conn", None)
+        held = self._snapshots.conn
         if held is not None:
             try:
                 yield held
@@ -233,7 +244,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         READ READ ONLY`` on a pooled connection, which :meth:`reading` hands out in this
         thread until the block ends (nested blocks share it; inside this thread's
         transaction, the transaction's view)."""
-        if self.in_transaction or getattr(self._snapshots, "conn", None) is not None:
+        if self.in_transaction or self._snapshots.conn is not None:
             with self.reading() as conn:
                 yield conn
             return
@@ -250,6 +261,15 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                 self._snapshots.conn = None
                 if not conn.closed:
                     conn.execute("ROLLBACK")
+
+    def _as_snapshot_sees(self, stamp: Stamp) -> Stamp | None:
+        """``stamp``, or inside this thread's snapshot ``None`` once it moved from the
+        one pinned before the snapshot's ``BEGIN`` (the snapshot does not see that
+        commit: RAM copies read under it must not be kept as current)."""
+        held = self._snapshots
+        if held.conn is None or stamp == held.pinned:
+            return stamp
+        return None
 
     # --- transactions ---------------------------------------------------------------------
 

@@ -4,7 +4,11 @@ connection and are confirmed exactly by the scope's version row, which every ``B
 reads too; either calls the :meth:`PgChangeWatch.on_external_change` callbacks (the
 domain drops its RAM copies). Behind a transaction-mode pooler there is no listener
 (``LISTEN`` needs a session of its own, which such a pooler does not keep): the version
-row alone is read, at most every ``change_check_interval_s`` (and at every ``BEGIN``)."""
+rows alone are read, at most every ``change_check_interval_s`` (the scope's own at every
+``BEGIN`` too): the scope's row and, in the same statement, the sum of the other rows whose
+commits the handle may see (every scope's for an unscoped handle, which reads every
+agent's rows; the unscoped row for an agent's, whose rows the unscoped handle may change).
+A commit bumps only its own scope's row, and rows only grow: the sum moves with each."""
 
 from __future__ import annotations
 
@@ -26,6 +30,12 @@ Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
 CHANNEL = "tm_changes"
 _VERSION = "SELECT v FROM tm_version WHERE scope = %s"
+_VERSIONS = (
+    "SELECT max(v) FILTER (WHERE scope = %(s)s), "
+    "coalesce(sum(v) FILTER (WHERE scope <> %(s)s), 0)::bigint "
+    "FROM tm_version WHERE %(s)s = '' OR scope IN ('', %(s)s)"
+)
+"""Behind a pooler: the scope's row and the sum of the other rows it sees (module doc)."""
 Stamp = tuple[int | None, int]
 """A change stamp: the version row as last seen, and how many times the listeners were
 called (:meth:`PgChangeWatch.change_stamp`)."""
@@ -45,6 +55,7 @@ class PgChangeWatch:
     _listener: Connection | None
     _change_listeners: list[Hook]
     _seen_version: int | None
+    _seen_others: int | None
     _told: int
     _next_check: float
     _depth: int
@@ -75,10 +86,18 @@ class PgChangeWatch:
         listener.execute(f"LISTEN {CHANNEL}")
         self._listener = listener
 
-    def _read_version(self) -> int | None:
-        with self._bare() as conn:  # one statement (``tm_version`` has no row security)
-            row = conn.execute(_VERSION, (self.scope,)).fetchone()
-            return None if row is None else int(row[0])
+    def _read_version(self) -> tuple[int | None, int | None]:
+        """The scope's version row and, behind a pooler, the sum of the other rows whose
+        commits this handle may see (module docstring; ``None`` with a listener: it
+        announces them), in one statement (``tm_version`` has no row security)."""
+        with self._bare() as conn:
+            if not self.pooler:
+                row = conn.execute(_VERSION, (self.scope,)).fetchone()
+                return (None if row is None else int(row[0])), None
+            row = conn.execute(_VERSIONS, {"s": self.scope}).fetchone()
+            if row is None:  # (an aggregate always answers a row)
+                return None, None
+            return (None if row[0] is None else int(row[0])), int(row[1])
 
     def on_external_change(self, callback: Hook) -> None:
         self._change_listeners.append(callback)
@@ -179,6 +198,7 @@ class PgChangeWatch:
             return
         self._next_check = now + self.change_check_interval_s
         version: int | None = None
+        others = self._seen_others
         if not lost:  # one round trip: the row, read on the listener, which proves it alive
             try:
                 version = self._listener_version()
@@ -187,11 +207,12 @@ class PgChangeWatch:
                 self._reopen_listener()
         if version is None:
             try:
-                version = self._read_version()
+                version, others = self._read_version()
             except TieredMemoryError:
-                version = None  # the server is away: look again next time
+                version = others = None  # the server is away: look again next time
         changed = changed or version is None or version != self._seen_version
-        self._seen_version = version
+        changed = changed or others != self._seen_others
+        self._seen_version, self._seen_others = version, others
         if changed:
             self._tell_listeners()
 

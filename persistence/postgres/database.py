@@ -18,9 +18,11 @@ on a PostgreSQL server (the PostgreSQL twin of :class:`persistence.sqlite.databa
   settings above are made inside each transaction (``set_config(..., true)``, sent with
   its ``BEGIN``); reads run in a transaction of their own (``BEGIN`` ... ``COMMIT``);
   there is no listener (``LISTEN`` needs a session): other processes' commits are found
-  by the version row, read at most every ``change_check_interval_s`` and at every
-  ``BEGIN``. Advisory locks are transaction-level in both modes; the engine makes no
-  temporary tables and holds no cursor past its transaction.
+  by the version rows (the scope's and those of the scopes it sees,
+  :mod:`~persistence.postgres.change_watch`), read at most every
+  ``change_check_interval_s``, and the scope's own at every ``BEGIN``. Advisory locks
+  are transaction-level in both modes; the engine makes no temporary tables and holds
+  no cursor past its transaction.
 - **Tracing** (``trace=``): every statement of the store's connections is reported
   (:mod:`persistence.postgres.tracing`); without it the connections pay nothing.
 - **Other processes' commits** arrive as ``NOTIFY tm_changes`` on a listening connection
@@ -126,6 +128,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
         TransactionFrames.__init__(self)
         self._change_listeners: list[Hook] = []
         self._seen_version: int | None = None
+        self._seen_others: int | None = None  # behind a pooler: the other rows it sees
         self._told = 0  # times the change listeners were called (change_stamp())
         self.change_check_interval_s = change_check_interval_s
         self._next_check = 0.0  # when the version row is next read by check_external_changes
@@ -176,7 +179,7 @@ class PgDatabase(TransactionFrames, PgChangeWatch):
                     "INSERT INTO tm_version (scope) VALUES (%s) ON CONFLICT DO NOTHING",
                     (self.scope,),
                 )
-        self._seen_version = self._read_version()
+        self._seen_version, self._seen_others = self._read_version()
         self._listen()
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from persistence import InvalidInputError, PoolSettings
 from persistence.locations import POOLER_PARAM, split_pooler
 from persistence.postgres import connector
 from persistence.postgres.write_count import CountingConnection, CountingCursor
+from tests.support.pg_server import PgServer, app_url
 from tests.support.worker import HashEmbedder
 from tiered_memory import AgentMemoryManager
 
@@ -32,7 +33,7 @@ def behind_pooler(url: str) -> str:
     return f"{url}&{POOLER_PARAM}=transaction"
 
 
-def open_memory(url: str, agent: str, **overrides: Any) -> AgentMemoryManager:
+def open_memory(url: str, agent: str | None, **overrides: Any) -> AgentMemoryManager:
     return AgentMemoryManager.open(
         url, agent_id=agent, embedder=HashEmbedder("pooler", 16), embed_in_background=False,
         **overrides,
@@ -178,3 +179,52 @@ def test_the_whole_api_works_when_every_transaction_gets_a_fresh_session(
         assert other.get(ids[0]) is None  # the other handle's cached copy was dropped
         assert {m.id for m in other.query(limit=None)} == set(ids[1:])
     assert len(RESETS) > resets_before + 2 * len(FACTS)
+
+
+# --- other scopes' commits, with no listener ------------------------------------------------
+# With no listener the version rows are polled; a commit moves only its own scope's row (an
+# agent's, or the unscoped one's), so the poll must cover every scope the handle reads.
+
+
+@contextmanager
+def unscoped_and_agent(
+    pg_server: PgServer, pg_url: str
+) -> Iterator[tuple[AgentMemoryManager, AgentMemoryManager]]:
+    """An unscoped handle and an agent's, behind a pooler, looking at every call."""
+    url = behind_pooler(app_url(pg_server, pg_url))
+    with (
+        open_memory(url, None, external_change_check_ms=0) as everyone,
+        open_memory(url, "agent-a", external_change_check_ms=0) as agent,
+    ):
+        assert everyone.store.engine.pooler  # type: ignore[attr-defined]
+        yield everyone, agent
+
+
+def test_behind_a_pooler_an_unscoped_handle_sees_an_agents_commits(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    # main: the unscoped handle polled only its own scope's row, so its recall handed out
+    # the memory as its RAM copy held it until the handle wrote itself
+    with unscoped_and_agent(pg_server, pg_url) as (everyone, agent):
+        fact = agent.remember(FACTS[0])
+        assert [h.memory.content for h in everyone.recall(FACTS[0], k=3)] == [FACTS[0]]
+        agent.update(fact.id, content="the red window closes at dusk")
+        hits = everyone.recall("red window closes at dusk", k=3)
+        assert [(h.memory.id, h.memory.content) for h in hits] == [
+            (fact.id, "the red window closes at dusk")
+        ]
+        new = agent.remember("the blue door opens at noon now", supersedes=fact.id)
+        seen = everyone.get(fact.id)
+        assert seen is not None and seen.superseded_by == new.id
+
+
+def test_behind_a_pooler_an_agents_handle_sees_the_unscoped_handles_commits(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    with unscoped_and_agent(pg_server, pg_url) as (everyone, agent):
+        kept = agent.remember(FACTS[1])
+        seen = agent.get(kept.id)  # in the agent's memory LRU from now on
+        assert seen is not None and [h.memory.id for h in agent.recall(FACTS[1], k=3)] == [kept.id]
+        assert everyone.forget(kept.id)  # the operator forgets the agent's memory
+        assert agent.get(kept.id) is None
+        assert agent.recall(FACTS[1], k=3) == []

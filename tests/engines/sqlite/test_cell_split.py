@@ -3,22 +3,16 @@ SQLite's host-parameter limit, a cell 2-means cannot divide."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from persistence import Memory, Tier
-from persistence.sqlite import SQLiteStore, cell_split, cell_sync, vector_reads
-from tests.engines.sqlite.test_cell_vectors import (
-    clustered,
-    maintain,
-    nearest,
-    problems,
-    put,
-    state,
-    unit,
-)
+from persistence.sqlite import SQLiteStore, cell_split, vector_reads
+from tests.engines.sqlite.conftest import CellsFile
+from tests.engines.sqlite.test_cell_vectors import maintain, nearest, problems, state, unit
 
 
 def _put(store: SQLiteStore, vectors: np.ndarray, start: int, stop: int) -> None:
@@ -42,35 +36,32 @@ def test_a_write_that_splits_a_cell_of_33k_codes_commits(tmp_path: Path) -> None
 
 
 def test_a_cell_of_alike_vectors_is_halved_and_not_read_again_by_every_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cells_file: Callable[[int], CellsFile], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
-    monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
     monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
-    vectors = clustered(np.random.default_rng(11), 600)
-    same = vectors[0]  # one text remembered again and again ("ok", "thanks")
-    with SQLiteStore(str(tmp_path / "f.db"), vector_index="cells") as store:
-        put(store, vectors)
-        maintain(store)
-        with store.transaction():
-            for n in range(300):
-                store.memories.put_memory(
-                    Memory.create(f"ok {n}", Tier.EPISODIC, id=f"d{n:04d}", embedding=same)
-                )
-        read: list[int] = []
-        original = vector_reads.embeddings_of
-
-        def spy(conn: object, ids: list[str], *rest: object) -> object:
-            read.append(len(ids))
-            return original(conn, ids, *rest)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(vector_reads, "embeddings_of", spy)
-        for n in range(20):  # 20 more single writes of it
+    f = cells_file(11)
+    same = f.vectors[0]  # one text remembered again and again ("ok", "thanks")
+    store = f.store
+    maintain(store)
+    with store.transaction():
+        for n in range(300):
             store.memories.put_memory(
-                Memory.create(f"ok again {n}", Tier.EPISODIC, id=f"e{n:04d}", embedding=same)
+                Memory.create(f"ok {n}", Tier.EPISODIC, id=f"d{n:04d}", embedding=same)
             )
-        assert problems(store) == []
-        # halved (302 codes: two of 151, past 4·√900 = 120), the half the writes reach
-        # halved once more, then under the bound: not read again (20 times before)
-        assert len([r for r in read if r > 100]) <= 2
-        assert nearest(store, same, 1)[0].startswith(("d", "e", "m00000"))
+    read: list[int] = []
+    original = vector_reads.embeddings_of
+
+    def spy(conn: object, ids: list[str], *rest: object) -> object:
+        read.append(len(ids))
+        return original(conn, ids, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vector_reads, "embeddings_of", spy)
+    for n in range(20):  # 20 more single writes of it
+        store.memories.put_memory(
+            Memory.create(f"ok again {n}", Tier.EPISODIC, id=f"e{n:04d}", embedding=same)
+        )
+    assert problems(store) == []
+    # halved (302 codes: two of 151, past 4·√900 = 120), the half the writes reach
+    # halved once more, then under the bound: not read again (20 times before)
+    assert len([r for r in read if r > 100]) <= 2
+    assert nearest(store, same, 1)[0].startswith(("d", "e", "m00000"))

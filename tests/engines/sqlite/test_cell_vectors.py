@@ -81,14 +81,6 @@ def maintain(store: SQLiteStore) -> None:
         store.indexes.vectors.maintain(conn)
 
 
-@pytest.fixture
-def small_cells(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cells on a few hundred vectors: trained from 64, many cells from 200, small tails."""
-    monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
-    monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
-    monkeypatch.setattr(cell_sync, "TAIL_MIN", 8)
-
-
 @pytest.fixture(params=["file", "memory"])
 def cells(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
     path = str(db_path) if request.param == "file" else ":memory:"
@@ -383,9 +375,7 @@ def test_current_only_searches_leave_superseded_memories_out(
     assert nearest(cells, vectors[3], 1) == [ids[3]]  # without the filter: still there
 
 
-def test_a_search_of_a_tier_alone_finds_k_of_it(
-    db_path: Path, small_cells: None
-) -> None:
+def test_a_search_of_a_tier_alone_finds_k_of_it(db_path: Path, small_cells: None) -> None:
     rng = np.random.default_rng(5)
     vectors = clustered(rng, 2_000)
     with SQLiteStore(str(db_path), vector_index="cells") as store:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from persistence import Memory, MemoryFilter, Tier
 from persistence.sqlite import SQLiteStore
@@ -31,34 +32,29 @@ def ends_within(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def test_the_first_search_for_a_large_agent_on_a_fresh_handle_ends(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("size", "agents", "exact_scan_max", "seconds"),
+    [(10_000, 2, None, 60), (3_000, 4, 64, 30)],
+    ids=["a large agent", "a wide filter"],  # the agent: 750 accepted, not compared at once
+)
+def test_a_fresh_handles_first_filtered_search_ends(
+    tmp_path: Path, size: int, agents: int, exact_scan_max: int | None, seconds: int
+) -> None:
     path = str(tmp_path / "f.db")
-    vectors = clustered(np.random.default_rng(1), 10_000)
+    vectors = clustered(np.random.default_rng(1), size)
     with SQLiteStore(path) as store, store.transaction():
         for i, v in enumerate(vectors):
             store.memories.put_memory(Memory.create(
-                f"t {i}", Tier.EPISODIC, id=f"m{i:05d}", agent_id=f"a{i % 2}",
+                f"t {i}", Tier.EPISODIC, id=f"m{i:05d}", agent_id=f"a{i % agents}",
                 embedding=v))  # fmt: skip
-    kept = np.arange(1, 10_000, 2)
+    kept = np.arange(1, size, agents)  # agent a1's
     truth = [f"m{i:05d}" for i in kept[np.argsort(-(vectors[kept] @ vectors[1]))[:10]]]
-    with ends_within(60), SQLiteStore(path) as store:  # the RAM copy not loaded yet
+    with ends_within(seconds), SQLiteStore(path) as store:  # the RAM copy not loaded yet
+        if exact_scan_max is not None:
+            store.indexes.exact_scan_max = exact_scan_max
         found = nearest(store, vectors[1], 10, where=MemoryFilter(agent_id="a1"))
     assert found[0] == "m00001"
     assert len(set(truth) - set(found)) <= 1
-
-
-def test_a_fresh_handles_first_wide_filtered_search_ends(tmp_path: Path) -> None:
-    path = str(tmp_path / "f.db")
-    vectors = clustered(np.random.default_rng(1), 3_000)
-    with SQLiteStore(path) as store, store.transaction():
-        for i, v in enumerate(vectors):
-            store.memories.put_memory(Memory.create(
-                f"t {i}", Tier.EPISODIC, id=f"m{i:05d}", agent_id=f"a{i % 4}",
-                embedding=v))  # fmt: skip
-    with ends_within(30), SQLiteStore(path) as store:
-        store.indexes.exact_scan_max = 64  # the agent accepts 750: not compared at once
-        found = nearest(store, vectors[1], 10, where=MemoryFilter(agent_id="a1"))
-    assert found[0] == "m00001"
 
 
 def test_a_filter_deepened_to_the_whole_copy_keeps_the_best_that_pass(tmp_path: Path) -> None:

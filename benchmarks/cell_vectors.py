@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results_file import record_run
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "cell_vectors.jsonl"
 DIM = 384
@@ -243,12 +245,8 @@ def main() -> None:
         print("cells now / before p50: " + ", ".join(
             f"{n} {cells_now[n]['p50'] / before[n]['p50']:.2f}x" for n in truth))  # fmt: skip
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    line = json.dumps({"at": stamp, "count": args.count, "load": load, **results})
-    print(line)
-    if not args.no_record:
-        RESULTS.parent.mkdir(exist_ok=True)
-        with RESULTS.open("a") as out_file:
-            out_file.write(line + "\n")
+    record = {"at": stamp, "count": args.count, "load": load, **results}
+    record_run(RESULTS, record, keep=not args.no_record)
 
 
 if __name__ == "__main__":

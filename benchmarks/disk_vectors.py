@@ -64,6 +64,8 @@ from typing import Any
 import apsw
 import numpy as np
 
+from benchmarks.results_file import record_run
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "disk_vectors.jsonl"
 DIM = 384
@@ -800,10 +802,7 @@ def run(args: argparse.Namespace) -> None:
         load = os.getloadavg()[0]
         rows = [probe(path, design, opts) for design in args.designs.split(",")]
         if opts["sweep"]:
-            record = print_sweep(kind, args.count, rows, load)
-            if not args.no_record:
-                with RESULTS.open("a") as f:
-                    f.write(json.dumps(record) + "\n")
+            record_run(RESULTS, print_sweep(kind, args.count, rows, load), keep=not args.no_record)
             continue
         print(
             f"\n{kind}, {args.count:,} vectors of {DIM} d, {opts} [load {load:.1f}"
@@ -823,10 +822,7 @@ def run(args: argparse.Namespace) -> None:
             "table_bytes": sizes,
             "designs": rows,
         }
-        print(json.dumps(record), flush=True)
-        if not args.no_record:
-            with RESULTS.open("a") as f:
-                f.write(json.dumps(record) + "\n")
+        record_run(RESULTS, record, keep=not args.no_record)
 
 
 if __name__ == "__main__":

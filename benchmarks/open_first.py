@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from benchmarks.million import build, library
+from benchmarks.results_file import record_run
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "open_first.jsonl"
@@ -245,10 +246,7 @@ def main() -> None:
         "query": query,
         "rows": rows,
     }
-    print(json.dumps(record))
-    if not args.no_record:
-        with RESULTS.open("a") as out:
-            out.write(json.dumps(record) + "\n")
+    record_run(RESULTS, record, keep=not args.no_record)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from benchmarks.million import RECALL_PROBE, RSS_PROBE, build, library
+from benchmarks.results_file import record_run
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "scale_run.jsonl"
@@ -256,10 +257,7 @@ def main() -> None:
         "sizes": rows,
     }
     print(table(rows))
-    print(json.dumps(record))
-    if not args.no_record:
-        with RESULTS.open("a") as out:
-            out.write(json.dumps(record) + "\n")
+    record_run(RESULTS, record, keep=not args.no_record)
 
 
 if __name__ == "__main__":

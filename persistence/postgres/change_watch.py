@@ -5,10 +5,12 @@ reads too; either calls the :meth:`PgChangeWatch.on_external_change` callbacks (
 domain drops its RAM copies). Behind a transaction-mode pooler there is no listener
 (``LISTEN`` needs a session of its own, which such a pooler does not keep): the version
 rows alone are read, at most every ``change_check_interval_s`` (the scope's own at every
-``BEGIN`` too): the scope's row and, in the same statement, the sum of the other rows whose
-commits the handle may see (every scope's for an unscoped handle, which reads every
+``BEGIN`` too): the scope's row and, in the same statement, a digest of the other rows
+whose commits the handle may see (every scope's for an unscoped handle, which reads every
 agent's rows; the unscoped row for an agent's, whose rows the unscoped handle may change).
-A commit bumps only its own scope's row, and rows only grow: the sum moves with each."""
+A commit bumps only its own scope's row: the digest (a sum of hashes of each row's scope
+and version, not of the versions, so a row set back or deleted by hand cannot cancel
+another's move) changes with each."""
 
 from __future__ import annotations
 
@@ -30,12 +32,20 @@ Hook = Callable[[], None]
 Connection = psycopg.Connection[Any]
 CHANNEL = "tm_changes"
 _VERSION = "SELECT v FROM tm_version WHERE scope = %s"
-_VERSIONS = (
-    "SELECT max(v) FILTER (WHERE scope = %(s)s), "
-    "coalesce(sum(v) FILTER (WHERE scope <> %(s)s), 0)::bigint "
-    "FROM tm_version WHERE %(s)s = '' OR scope IN ('', %(s)s)"
+_VERSIONS_ALL = (
+    "SELECT max(v) FILTER (WHERE scope = ''), "
+    "coalesce(sum(hashtextextended(scope || '=' || v, 0)) FILTER (WHERE scope <> ''), 0) "
+    "FROM tm_version"
 )
-"""Behind a pooler: the scope's row and the sum of the other rows it sees (module doc)."""
+_VERSIONS_AGENT = (
+    "SELECT max(v) FILTER (WHERE scope = %(s)s), "
+    "coalesce(max(v) FILTER (WHERE scope = ''), 0) "
+    "FROM tm_version WHERE scope IN ('', %(s)s)"
+)
+"""Behind a pooler: the scope's row and a digest of the other rows it sees (module
+docstring): an unscoped handle sees every agent's row, an agent's handle the unscoped
+row. Two statements, not one taking the scope as a parameter: a generic plan of that one
+scans the whole table."""
 Stamp = tuple[int | None, int]
 """A change stamp: the version row as last seen, and how many times the listeners were
 called (:meth:`PgChangeWatch.change_stamp`)."""
@@ -87,14 +97,15 @@ class PgChangeWatch:
         self._listener = listener
 
     def _read_version(self) -> tuple[int | None, int | None]:
-        """The scope's version row and, behind a pooler, the sum of the other rows whose
+        """The scope's version row and, behind a pooler, the digest of the other rows whose
         commits this handle may see (module docstring; ``None`` with a listener: it
         announces them), in one statement (``tm_version`` has no row security)."""
         with self._bare() as conn:
             if not self.pooler:
                 row = conn.execute(_VERSION, (self.scope,)).fetchone()
                 return (None if row is None else int(row[0])), None
-            row = conn.execute(_VERSIONS, {"s": self.scope}).fetchone()
+            query = _VERSIONS_AGENT if self.scope else _VERSIONS_ALL
+            row = conn.execute(query, {"s": self.scope}).fetchone()
             if row is None:  # (an aggregate always answers a row)
                 return None, None
             return (None if row[0] is None else int(row[0])), int(row[1])

@@ -228,3 +228,35 @@ def test_behind_a_pooler_an_agents_handle_sees_the_unscoped_handles_commits(
         assert everyone.forget(kept.id)  # the operator forgets the agent's memory
         assert agent.get(kept.id) is None
         assert agent.recall(FACTS[1], k=3) == []
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE tm_version SET v = v - 1 WHERE scope = 'agent-a'",
+        "DELETE FROM tm_version WHERE scope = 'agent-a'",
+        "SELECT 1",
+    ],
+    ids=["another row set back by one", "another row deleted", "untouched"],
+)
+def test_behind_a_pooler_a_row_changed_by_hand_cannot_hide_another_scopes_commit(
+    pg_url: str, tamper: str
+) -> None:
+    # a sum of the version rows (the first form of the poll) stayed where it was when one
+    # agent's row moved up by one and another's was set back by one by hand (a tenant's
+    # role may update tm_version): the unscoped handle kept the old content
+    url = behind_pooler(pg_url)
+    with (
+        open_memory(url, None, external_change_check_ms=0) as everyone,
+        open_memory(url, "agent-a", external_change_check_ms=0) as a,
+        open_memory(url, "agent-b", external_change_check_ms=0) as b,
+    ):
+        a.remember(FACTS[2])  # agent-a's row: 1
+        fact = b.remember(FACTS[0])
+        seen = everyone.get(fact.id)
+        assert seen is not None and seen.content == FACTS[0]  # in the unscoped handle's LRU
+        b.update(fact.id, content="the red window closes at dusk")  # agent-b's row + 1
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(tamper)  # agent-a's row - 1, or gone
+        again = everyone.get(fact.id)
+        assert again is not None and again.content == "the red window closes at dusk"

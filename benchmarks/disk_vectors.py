@@ -727,7 +727,6 @@ def print_sweep(kind: str, count: int, rows: list[dict[str, Any]], load: float) 
         "load": [round(load, 1), round(os.getloadavg()[0], 1)],
         "sweep": rows,
     }
-    print(json.dumps(record))
     return record
 
 

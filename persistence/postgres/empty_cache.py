@@ -13,7 +13,7 @@ Inside a transaction nothing is cached (its own writes are not counted yet).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 
@@ -34,11 +34,15 @@ class VersionSource(Protocol):
 class EmptyAtVersion:
     """Whether a read last came back empty at the handle's current version."""
 
-    __slots__ = ("_db", "_at")
+    __slots__ = ("_db", "_at", "_forgets")
 
     def __init__(self, db: VersionSource) -> None:
         self._db = db
-        self._at: int | None = None
+        self._at: Hashable | None = None
+        self._forgets = 0
+        """How many times :meth:`forget` was called: part of the version, so a read that
+        raced an announcement is not kept (the version row alone does not move for a
+        commit in another scope)."""
         # Another process's commit in another scope this handle sees (an agent's, seen by
         # an unscoped handle, or the reverse) moves another scope's version row, not this
         # handle's: the change watch's announcement alone tells, so it empties the cache.
@@ -51,13 +55,17 @@ class EmptyAtVersion:
             return False
         if not self._db.check_external_changes():
             return False  # another thread holds the handle: read instead
-        return self._at == self._db.seen_version
+        return self._at == self.version()
 
-    def version(self) -> int | None:
-        """The version to pass to :meth:`found` (read BEFORE the read it stands for)."""
-        return None if self._db.in_transaction else self._db.seen_version
+    def version(self) -> tuple[int, int] | None:
+        """The version to pass to :meth:`found` (read BEFORE the read it stands for): the
+        handle's version row as seen and the count of announcements."""
+        seen = self._db.seen_version
+        if self._db.in_transaction or seen is None:
+            return None
+        return seen, self._forgets
 
-    def found(self, empty: bool, version: int | None) -> None:
+    def found(self, empty: bool, version: Hashable | None) -> None:
         """Record a read's outcome, taken at ``version`` (from :meth:`version`): kept only
         if empty and the handle still sees that version (nothing moved meanwhile)."""
         keep = empty and version is not None and version == self.version()
@@ -65,3 +73,4 @@ class EmptyAtVersion:
 
     def forget(self) -> None:
         self._at = None
+        self._forgets += 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Protocol
 
 
@@ -13,9 +14,10 @@ class EmptyCache(Protocol):
 
     def known_empty(self) -> bool: ...
 
-    def version(self) -> int | None: ...
+    def version(self) -> Hashable | None:
+        """A token to pass to :meth:`found`, taken before the read it stands for."""
 
-    def found(self, empty: bool, version: int | None) -> None: ...
+    def found(self, empty: bool, version: Hashable | None) -> None: ...
 
 
 class NothingCached:
@@ -24,8 +26,8 @@ class NothingCached:
     def known_empty(self) -> bool:
         return False
 
-    def version(self) -> int | None:
+    def version(self) -> Hashable | None:
         return None
 
-    def found(self, empty: bool, version: int | None) -> None:
+    def found(self, empty: bool, version: Hashable | None) -> None:
         """Nothing to keep."""

@@ -21,6 +21,7 @@ from psycopg.abc import Params, Query
 from persistence import InvalidInputError, PoolSettings
 from persistence.locations import POOLER_PARAM, split_pooler
 from persistence.postgres import connector
+from persistence.postgres.empty_cache import EmptyAtVersion
 from persistence.postgres.write_count import CountingConnection, CountingCursor
 from tests.support.pg_server import PgServer, app_url
 from tests.support.worker import HashEmbedder
@@ -260,3 +261,30 @@ def test_behind_a_pooler_a_row_changed_by_hand_cannot_hide_another_scopes_commit
             conn.execute(tamper)  # agent-a's row - 1, or gone
         again = everyone.get(fact.id)
         assert again is not None and again.content == "the red window closes at dusk"
+
+
+@pytest.mark.parametrize("pooled", [True, False], ids=["pooler", "listener"])
+def test_an_empty_read_that_raced_another_scopes_commit_is_not_kept(
+    pg_url: str, pooled: bool
+) -> None:
+    # the cache compared the handle's own version row only, which another scope's commit
+    # does not move: an announcement between version() and found() was lost and "empty"
+    # was kept until something else committed
+    url = behind_pooler(pg_url) if pooled else pg_url
+    with (
+        open_memory(url, None, external_change_check_ms=0) as everyone,
+        open_memory(url, "agent-a", external_change_check_ms=0) as agent,
+    ):
+        engine = everyone.store.engine
+        told: list[int] = []
+        engine.on_external_change(lambda: told.append(1))  # type: ignore[attr-defined]
+        cache = EmptyAtVersion(engine)  # type: ignore[arg-type]
+        at = cache.version()  # taken before a read that finds nothing
+        agent.remember(FACTS[3])  # meanwhile another scope commits
+        deadline = time.monotonic() + 5
+        while not told and time.monotonic() < deadline:
+            engine.check_external_changes()  # type: ignore[attr-defined]
+            time.sleep(0.02)
+        assert told, "the unscoped handle never saw the agent's commit"
+        cache.found(True, at)
+        assert not cache.known_empty()

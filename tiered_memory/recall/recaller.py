@@ -343,7 +343,8 @@ class Recaller:
             rest = {m: (memory.content, memory.embedding) for m, memory in memories.items()
                     if m not in held and memory.embedding is not None
                     and (memory.current or not now)}  # fmt: skip
-            meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS)
+            meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS,
+                                  mutual=settings.fact_mutual)  # fmt: skip
             held.update((m, (why, settings.fact_vectors)) for m, why in meant.items())
         return held
 

@@ -1,13 +1,16 @@
 """Facts that change survive every way a store is moved (issue 43, point 5): a backup
-restored, ``copy_memory()`` into either engine; each carries ``superseded_by``,
-``valid_to``, the reasons (by ``supersedes=`` and by a single-valued relation) and the
-relations' own ``valid_from``/``valid_to``, so recall now and ``as_of`` answer as before."""
+restored and ``copy_memory()`` into either engine carry ``superseded_by``, ``valid_to``,
+the reasons (by ``supersedes=`` and by a single-valued relation) and the relations' own
+``valid_from``/``valid_to``, so recall now and ``as_of`` answer as before; an export
+from before supersession imports with every memory current."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from tests.conftest import FakeClock
 from tiered_memory import AgentMemoryManager
@@ -98,3 +101,33 @@ def test_copy_memory_keeps_the_chains_into_either_engine(
     copy_memory(copied, tmp_path / "back.db")
     with AgentMemoryManager.open(tmp_path / "back.db", clock=clock, embedder=None) as memory:
         assert _state(memory, ids) == before
+
+
+def test_an_export_from_before_imports_with_every_memory_current(
+    new_location: Callable[[str], str], clock: FakeClock, tmp_path: Path
+) -> None:
+    """An export made before facts that change (schema 17: no ``superseded_by``,
+    ``valid_to`` nor ``superseded_reason`` on its memories) imports, in either mode,
+    with every memory current, and supersession works on them afterwards."""
+    with AgentMemoryManager.open(tmp_path / "then.db", clock=clock, embedder=None) as memory:
+        ids = [memory.remember(f"Ana lives in city {i}").id for i in range(3)]
+        exported = memory.export_json(tmp_path / "now.json")
+    doc = orjson.loads(exported.read_bytes())
+    doc["schema_version"] = 17
+    for tier in ("scratchpad", "episodic", "semantic"):
+        for row in doc["tables"][tier]:
+            for name in ("superseded_by", "valid_to", "superseded_reason"):
+                del row[name]
+    older = tmp_path / "before.json"
+    older.write_bytes(orjson.dumps(doc))
+    for mode in ("replace", "merge"):
+        location = new_location(mode)
+        with AgentMemoryManager.open(location, clock=clock, embedder=None) as memory:
+            memory.import_json(older, mode)
+            found = [memory.get(m) for m in ids]
+            assert all(m is not None and m.current and m.valid_to is None for m in found)
+            assert not memory.store.memories.has_superseded()
+            assert len(memory.recall("Ana lives", 5)) == 3
+            clock.advance(1000)
+            new = memory.remember("Ana lives in Porto", supersedes=ids[0])
+            assert memory.get(ids[0]).superseded_by == new.id  # type: ignore[union-attr]

@@ -319,7 +319,8 @@ class Recaller:
         relation answered, among the searches' best ``FACT_DEPTH`` candidates each: by
         their words (:func:`~tiered_memory.recall.fact_signal.word_facts`, weight
         ``fact_words``), or when none does, the one nearest in meaning
-        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``), a
+        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``; with
+        ``fact_mutual``, only when it is the predicate's nearest memory too), a
         current one when ``now`` (with ``include_superseded``, an older version is never
         the one that holds the fact now; an ``as_of`` search's candidates are those of
         then): id -> (why, weight)."""

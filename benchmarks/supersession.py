@@ -21,7 +21,11 @@ Two measurements, one run:
   (``*_no_words``: relations alone), without its memories' meaning (``fact_vectors=0``,
   ``*_no_vectors``: relations and words, the default before the meaning), and recall's
   p50 for these questions under each settings variant,
-  asked in turn (``p50_ms*``).
+  asked in turn (``p50_ms*``); the meaning without its guard (``fact_mutual=False``,
+  ``*_no_guard``). And the **fact absent** case (``absent_*``): ``subjects // 3`` more
+  people with two kinds of facts and two sentences naming none (:data:`NEUTRAL`), asked
+  about the third kind: the share where the fact signal boosted a hit anyway (false
+  boosts; ``absent_meaning``: by a memory's meaning).
 - **Cost** (:func:`recall_p50`): default ``recall()`` p50 on a store of ``n`` memories
   with none superseded, and on one of ``n`` memories a share of which are superseded
   (the filter inside each search leg), on SQLite and PostgreSQL; half the superseded
@@ -118,6 +122,19 @@ WORDINGS = {
 on), ``heldout`` (a second set nothing was tuned on: ``--wordings heldout``) and
 ``heldout2`` (a third, written before the fact signal's embedding lever was tried and
 never tuned on either)."""
+NEUTRAL = {  # facts absent: sentences about a person holding none of the facts asked
+    "first": ["{x}'s sister is visiting in June", "{x} has a dog named Rex",
+              "{x} is learning to play the guitar", "{x} ran a marathon last autumn",
+              "{x} is allergic to peanuts"],
+    "heldout": ["{x} finished reading a long novel", "{x} celebrated a birthday on Friday",
+                "{x} lost a phone on the bus", "{x} watches football every Sunday",
+                "{x} is taking a pottery class"],
+    "heldout2": ["{x} painted a portrait of a cat", "{x} forgot an umbrella yesterday",
+                 "{x}'s brother plays the violin", "{x} went hiking in the hills",
+                 "{x} is afraid of spiders"],
+}  # fmt: skip
+"""Per template set, sentences naming no single-valued fact: a person of the "fact
+absent" case has two of them beside the facts of two kinds, and is asked the third."""
 VALUES = {"city": CITIES, "work": EMPLOYERS, "drink": DRINKS}
 PREDICATES = {"city": "lives_in", "work": "works_at", "drink": "drinks"}
 SINGLE_VALUED = ("lives_in", "works_at", "drinks")
@@ -155,33 +172,17 @@ def history_quality(
         variants.append(("_no_words", RecallSettings(fact_words=0.0, **meaning)))
     if "fact_vectors" in fields:
         variants.append(("_no_vectors", RecallSettings(fact_vectors=0.0)))
+    if "fact_mutual" in fields:
+        variants.append(("_no_guard", RecallSettings(fact_mutual=False)))
     variants.append(("", RecallSettings()))
 
-    rng = random.Random(seed)
     clock = Clock()
-    truth: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (person, kind) -> (from, id)
     options: dict[str, Any] = dict(clock=clock, embed_in_background=False,
                                    recall_review_quality=None, extractor=None,
                                    single_valued=SINGLE_VALUED)  # fmt: skip
     people = [f"Person{n:04d}" for n in range(subjects)]
-    with AgentMemoryManager.open(location, **options) as memory:
-        events = [(p, kind) for p in people for kind in VALUES for _ in range(rng.randint(3, 5))]
-        rng.shuffle(events)
-        said: dict[tuple[str, str], str] = {}
-        for person, kind in events:  # 3-5 versions: the first fact and 2-4 changes
-            clock.now += rng.randint(1, 5) * DAY // 4
-            chain = truth.setdefault((person, kind), [])
-            value = rng.choice([v for v in VALUES[kind] if v != said.get((person, kind))])
-            said[(person, kind)] = value
-            text = rng.choice(sentences[kind]).format(x=person, v=value)
-            if int(person[-4:]) % 2:  # single-valued: the relation supersedes on its own
-                fact = (person, PREDICATES[kind], value)
-                stored = memory.remember(text, tags=(person, kind), relations=[fact])
-            else:
-                previous = chain[-1][1] if chain else None
-                stored = memory.remember(text, tags=(person, kind), supersedes=previous)
-            chain.append((stored.created_at, stored.id))
-        memory.flush()
+    rng = random.Random(seed)
+    truth, absent = build_history(location, options, people, rng, wordings)
     end = clock.now
     asked = [(p, kind) for p in people for kind in VALUES]
     moments = {key: rng.randint(truth[key][0][0], end) for key in asked}
@@ -207,12 +208,112 @@ def history_quality(
                             half = "related" if int(person[-4:]) % 2 else "plain"
                             part = f"{name}{label} {half} {kind}"
                             found[part] = found.get(part, 0) + right
-    shares = {k: round(v / len(asked), 3) for k, v in found.items() if " " not in k}
+            if label != "_no_fact":
+                for key, count in _false_boosts(memory, absent, questions).items():
+                    found[key + label] = found.get(key + label, 0) + count
+    shares = {k: round(v / (len(absent) if k.startswith("absent") else len(asked)), 3)
+              for k, v in found.items() if " " not in k}  # fmt: skip
     per_part = len(asked) / 6  # each half asks about each kind
     parts = {k: round(v / per_part, 3) for k, v in sorted(found.items()) if " " in k}
     timing = _question_p50(location, options, variants,
                            [questions[kind].format(x=p) for p, kind in asked])  # fmt: skip
-    return {"questions": len(asked), **shares, **parts, **timing}
+    return {"questions": len(asked), "absent": len(absent), **shares, **parts, **timing}
+
+
+def _false_boosts(memory: Any, absent: dict[str, str], questions: dict[str, str]) -> dict[str, int]:
+    """The "fact absent" case: each of ``absent`` (person -> a kind none of their
+    memories holds) asked about it (``k=10``: all their memories); how many times the
+    fact signal boosted any hit (``absent_boosted``), by a memory's meaning
+    (``absent_meaning``) or its words (``absent_words``); none holds the fact asked."""
+    found = {"absent_boosted": 0, "absent_meaning": 0, "absent_words": 0}
+    for person, kind in absent.items():
+        hits = memory.recall(questions[kind].format(x=person), 10, tags=(person,))
+        why = [str(s.path) for h in hits for s in h.explanation.signals if s.signal == "fact"]
+        found["absent_boosted"] += bool(why)
+        found["absent_meaning"] += any(w.startswith("its meaning") for w in why)
+        found["absent_words"] += any(" expresses " in w for w in why)
+    return found
+
+
+def build_history(
+    location: str,
+    options: dict[str, Any],
+    people: list[str],
+    rng: random.Random,
+    wordings: str,
+) -> tuple[dict[tuple[str, str], list[tuple[int, str]]], dict[str, str]]:
+    """The history on ``location`` (``options["clock"]`` advancing): each of ``people``'s
+    facts of each kind, 3-5 versions; (person, kind) -> [(from, memory id)]. Before it
+    (in time), the "fact absent" people (:func:`_remember_absent`): person -> the kind
+    asked."""
+    from tiered_memory import AgentMemoryManager
+
+    sentences = WORDINGS[wordings][0]
+    clock = options["clock"]
+    truth: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (person, kind) -> (from, id)
+    with AgentMemoryManager.open(location, **options) as memory:
+        start = clock.now  # the absent people's facts before it: the history is as it was
+        clock.now -= len(people) // 3 * 6 * DAY
+        absent = _remember_absent(memory, clock, len(people) // 3, wordings)
+        assert clock.now <= start
+        clock.now = start
+        events = [(p, kind) for p in people for kind in VALUES for _ in range(rng.randint(3, 5))]
+        rng.shuffle(events)
+        said: dict[tuple[str, str], str] = {}
+        for person, kind in events:  # 3-5 versions: the first fact and 2-4 changes
+            clock.now += rng.randint(1, 5) * DAY // 4
+            chain = truth.setdefault((person, kind), [])
+            value = rng.choice([v for v in VALUES[kind] if v != said.get((person, kind))])
+            said[(person, kind)] = value
+            text = rng.choice(sentences[kind]).format(x=person, v=value)
+            stored = _remember_fact(memory, person, kind, value, text,
+                                    chain[-1][1] if chain else None,
+                                    related=bool(int(person[-4:]) % 2))  # fmt: skip
+            chain.append((stored.created_at, stored.id))
+        memory.flush()
+    return truth, absent
+
+
+def _remember_fact(
+    memory: Any,
+    person: str,
+    kind: str,
+    value: str,
+    text: str,
+    previous: str | None,
+    *,
+    related: bool,
+) -> Any:
+    """One version of a fact: with a single-valued relation (it supersedes on its own)
+    when ``related``, else with ``supersedes=`` the ``previous`` version."""
+    if related:
+        fact = (person, PREDICATES[kind], value)
+        return memory.remember(text, tags=(person, kind), relations=[fact])
+    return memory.remember(text, tags=(person, kind), supersedes=previous)
+
+
+def _remember_absent(memory: Any, clock: Clock, count: int, wordings: str) -> dict[str, str]:
+    """The "fact absent" case: ``count`` people with one or two versions of two kinds'
+    facts (as the history's) and two :data:`NEUTRAL` sentences, none of the third kind,
+    which they are asked about: person -> that kind. Its own random stream, so the
+    history before it is the same with or without it."""
+    rng = random.Random(f"absent-{wordings}")
+    sentences = WORDINGS[wordings][0]
+    asked: dict[str, str] = {}
+    for n in range(count):
+        person = f"Absent{n:04d}"
+        asked[person] = missing = list(VALUES)[n % len(VALUES)]
+        for kind in (k for k in VALUES if k != missing):
+            previous = None
+            for value in rng.sample(VALUES[kind], rng.randint(1, 2)):
+                clock.now += rng.randint(1, 5) * DAY // 4
+                text = rng.choice(sentences[kind]).format(x=person, v=value)
+                previous = _remember_fact(memory, person, kind, value, text, previous,
+                                          related=bool(n % 2)).id  # fmt: skip
+        for text in rng.sample(NEUTRAL[wordings], 2):
+            clock.now += DAY // 4
+            memory.remember(text.format(x=person), tags=(person, "neutral"))
+    return asked
 
 
 def _question_p50(

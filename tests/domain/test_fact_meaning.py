@@ -213,3 +213,66 @@ def test_predicate_vectors_are_the_mean_of_their_words() -> None:
     assert made.matrix[0] == pytest.approx(home, abs=1e-6)
     assert made.matrix[1] == pytest.approx(job, abs=1e-6)  # works and job: one topic
     assert predicate_vectors("m", TopicEmbedder().embed, {"lives_in": ()}) is None
+
+
+ANA = ["Ana's sister is visiting in June", "Ana works at Acme", "Ana drinks green tea",
+       "Ana has a dog named Rex"]  # fmt: skip
+
+
+def _boosted(memory: AgentMemoryManager, query: str) -> dict[str, str]:
+    """The hits the fact signal boosted: content -> why."""
+    hits = memory.recall(query, 6)
+    return {h.memory.content: str(s.path) for h in hits for s in h.explanation.signals
+            if s.signal == "fact"}  # fmt: skip
+
+
+def test_with_the_default_model_no_memory_holding_the_fact_gains_nothing(
+    make_memory: Callable[..., AgentMemoryManager],
+) -> None:
+    """Issue 43's guard, with the default model: none of Ana's memories says where she
+    lives, and "her sister is visiting" is nearer lives_in than other predicates by 0.01,
+    but "Ana works at Acme" is nearer lives_in than it: no clear winner, no boost (it
+    had the boost; ``fact_mutual=False`` gives it again). A memory that holds the fact
+    by its meaning still gains it and comes first."""
+    memory = make_memory(extractor=None)
+    for text in ANA:
+        memory.remember(text)
+    memory.flush()
+    assert _boosted(memory, "where does Ana live?") == {}
+    assert _boosted(memory, "who is Ana married to?") == {}  # the dog was nearest married_to
+    unguarded = make_memory(extractor=None, recall=RecallSettings(fact_mutual=False))
+    if not unguarded.query():  # each manager in RAM has its own store
+        for text in ANA:
+            unguarded.remember(text)
+        unguarded.flush()
+    assert set(_boosted(unguarded, "where does Ana live?")) == {ANA[0]}
+
+    rents = memory.remember("Ana rents a small place in Oslo")
+    memory.flush()
+    hits = memory.recall("where does Ana live?", 3)
+    assert hits[0].memory.id == rents.id
+    assert _boosted(memory, "where does Ana live?") == {
+        rents.content: "its meaning is nearest lives_in (by 0.10 of cosine over other "
+        "predicates; the query asks 'live')"
+    }
+
+
+def test_the_guard_needs_the_winner_to_be_the_predicates_nearest_memory() -> None:
+    """On exact vectors: the memory nearer works_at than other predicates by the most,
+    but farther from works_at than another memory of the subject, gains nothing; without
+    the guard (``mutual=False``) it does."""
+    axes = np.eye(4, dtype=np.float32)
+    predicates = PredicateVectors("m", ("lives_in", "works_at", "drinks"), axes[:3])
+    words = vocabulary(predicates.names, PREDICATE_WORDS, STOPWORDS)
+    candidates = {
+        "vague": ("Ana met a friend", np.array([0.0, 0.12, 0.02, 0.99], np.float32)),
+        "tea": ("Ana drinks tea at work", np.array([0.0, 0.5, 0.6, 0.62], np.float32)),
+    }
+    query = ["which", "company", "employs", "ana"]
+    asked = {"works_at": "employs"}
+    assert meaning_facts(query, asked, words, predicates, candidates, STOPWORDS) == {}
+    unguarded = meaning_facts(query, asked, words, predicates, candidates, STOPWORDS,
+                              mutual=False)  # fmt: skip
+    assert set(unguarded) == {"vague"}
+    candidates["tea"] = ("Ana drinks tea", np.array([0.0, 0.05, 0.6, 0.8], np.float32))
+    assert set(meaning_facts(query, asked, words, predicates, candidates, STOPWORDS)) == {"vague"}

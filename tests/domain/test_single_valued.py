@@ -269,3 +269,22 @@ def test_a_relation_added_through_the_graph_supersedes_nothing_even_with_a_sourc
     assert _lives_in(memory, "Ana")["Paris"].valid_to == clock()
     assert memory.get(paris.id).current  # type: ignore[union-attr]  # a graph edit only
     assert berlin.id == _lives_in(memory, "Ana")["Berlin"].id
+
+
+def test_a_refused_supersedes_ends_no_fact(memory: AgentMemoryManager, clock: FakeClock) -> None:
+    """A write whose ``supersedes=`` is refused writes nothing: its single-valued
+    relation does not end the older fact either (the rule runs in the same write)."""
+    from tests.support.backends import snapshot
+    from tiered_memory.errors import InvalidSupersessionError
+
+    paris = memory.remember("Ana lives in Paris", relations=[("Ana", "lives_in", "Paris")])
+    theirs = memory.remember("Bo's note", agent_id="bo")
+    clock.advance(DAY)
+    before = snapshot(memory.store)
+    for bad in ("no-such-id", theirs.id):
+        with pytest.raises(InvalidSupersessionError):
+            memory.remember("Ana moved to Rome", relations=[("Ana", "lives_in", "Rome")],
+                            supersedes=bad)  # fmt: skip
+        assert snapshot(memory.store) == before
+    assert memory.get(paris.id).current  # type: ignore[union-attr]
+    assert _lives_in(memory, "Ana")["Paris"].valid_to is None

@@ -275,3 +275,36 @@ def test_a_fact_true_again_is_a_new_current_memory_not_the_superseded_twin(
     memory.consolidate()  # no near-duplicate merge across a supersession
     assert memory.get(again.id) is not None and memory.get(paris.id) is not None
     assert {h.memory.id for h in memory.recall("Ana lives", 3)} == {again.id, berlin.id}
+
+
+def test_the_forgetting_curve_still_retires_a_superseded_memory(
+    memory: AgentMemoryManager, clock: FakeClock
+) -> None:
+    """A superseded memory is not forgotten, but it is not kept forever either: decay
+    walks it like any memory (issue 43, point 1)."""
+    old = memory.remember("Ana lives in Lisbon")
+    clock.advance(1000)
+    new = memory.remember("Ana lives in Porto", supersedes=old.id)
+    clock.advance(400 * 86_400_000)
+    report = memory.decay()
+    assert set(report.forgotten_ids) == {old.id, new.id}
+    assert memory.get(old.id) is None and memory.timeline(new.id) == []
+    [logged] = memory.forgetting_log(old.id)
+    assert logged.reason.startswith("decay")
+
+
+def test_promotion_keeps_the_chain(memory: AgentMemoryManager, clock: FakeClock) -> None:
+    """Promoting either end of a chain to the semantic tier (another table on a file)
+    keeps ``superseded_by``, ``valid_to``, the reason and the timeline."""
+    old = memory.remember("Ana lives in Lisbon")
+    clock.advance(1000)
+    new = memory.remember("Ana lives in Porto", supersedes=old.id)
+    for memory_id in (old.id, new.id):
+        memory.promote(memory_id, Tier.SEMANTIC, reason="learned")
+    kept = memory.get(old.id)
+    assert kept is not None and kept.tier is Tier.SEMANTIC
+    assert (kept.superseded_by, kept.valid_to, kept.superseded_reason) == (
+        new.id, new.created_at, "supersedes"
+    )  # fmt: skip
+    assert [e.memory_id for e in memory.timeline(new.id)] == [old.id, new.id]
+    assert [h.memory.id for h in memory.recall("Ana lives", 3)] == [new.id]

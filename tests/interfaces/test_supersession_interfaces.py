@@ -69,7 +69,7 @@ def test_the_langgraph_store_searches_current_items(any_store: str) -> None:
         assert found is not None and found.value["text"] == "Python tutorial for beginners"
 
 
-def test_the_mcp_tools_supersede_and_recall_as_of(tmp_path: Path) -> None:
+def test_the_mcp_tools_supersede_and_recall_as_of(any_location: str) -> None:
     from mcp.types import CallToolResult
 
     from tiered_memory.integrations.mcp_server import serving
@@ -79,7 +79,7 @@ def test_the_mcp_tools_supersede_and_recall_as_of(tmp_path: Path) -> None:
         return result.structured_content
 
     async def main() -> None:
-        async with serving(tmp_path / "mcp.db", keywords_only=True) as server:
+        async with serving(any_location, keywords_only=True) as server:
             old = structured(await server.call_tool("remember", {"content": "Bo lives in Oslo"}))
             new = structured(
                 await server.call_tool(
@@ -97,13 +97,15 @@ def test_the_mcp_tools_supersede_and_recall_as_of(tmp_path: Path) -> None:
                 await server.call_tool("recall", {"query": "Bo lives", "include_superseded": True})
             )["hits"]
             assert {h["memory"]["id"] for h in both} == {old["id"], new["id"]}
+            [was] = [h for h in both if h["memory"]["id"] == old["id"]]
+            assert f"superseded by {new['id']} on " in was["explanation"]
 
     asyncio.run(main())
 
 
 @pytest.mark.subprocess
-def test_cli_search_as_of(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_cli_search_as_of(any_location: str) -> None:
+    db = any_location
     clock = FakeClock(1_714_521_600_000)  # 2024-05-01T00:00Z
     with AgentMemoryManager.open(db, clock=clock, embedder=None) as memory:
         old = memory.remember("The office is in Leeds")
@@ -136,13 +138,13 @@ def test_cli_search_as_of(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
 
 
-def test_the_inspector_shows_the_timeline_and_counts_superseded(tmp_path: Path) -> None:
+def test_the_inspector_shows_the_timeline_and_counts_superseded(any_location: str) -> None:
     from starlette.testclient import TestClient
 
     from tests.support.inspector_data import open_inspected
     from tiered_memory.inspector.app import create_app
 
-    db = tmp_path / "inspected.db"
+    db = any_location
     clock = FakeClock()
     with AgentMemoryManager.open(db, clock=clock, embedder=None) as memory:
         a = memory.remember("Ana lives in Lisbon")

@@ -29,8 +29,9 @@ Two kinds of memory hold the fact asked:
   compared with each single-valued predicate's (:class:`PredicateVectors`: the mean of
   the vectors of the words expressing it, from the recall's own embedding model); when
   no candidate holds the fact by its words, the one nearer an asked predicate than
-  every other predicate by the most gains ``fact_vectors`` of the share. No word list
-  needs the memory's wording.
+  every other predicate by the most gains ``fact_vectors`` of the share, when that
+  predicate is nearer it than any other memory of the subject too (``fact_mutual``).
+  No word list needs the memory's wording.
 """
 
 from __future__ import annotations
@@ -218,12 +219,18 @@ def meaning_facts(
     predicates: PredicateVectors,
     candidates: Mapping[str, tuple[str, np.ndarray]],
     stopwords: Collection[str],
+    *,
+    mutual: bool = True,
 ) -> dict[str, str]:
     """The memory of ``candidates`` (id -> (text, vector)) that holds a fact of ``asked``
     by its meaning: among those sharing a word with the query's subject and whose vector
     is nearer a predicate of ``asked`` than every other predicate, the one nearer by the
-    most (no absolute threshold: cosines differ from model to model). Memory id -> why,
-    for the explanation; empty when none is nearer."""
+    most (no absolute threshold: cosines differ from model to model). With ``mutual``,
+    only when that predicate is also nearer it than any other of the subject's memories
+    (each the other's nearest): a memory about nothing in particular wins the margin by
+    a hair ("Ana's sister is visiting in June" for "where does Ana live?") while a
+    memory holding another fact of Ana's is nearer the predicate itself. Memory id ->
+    why, for the explanation; empty when none is nearer."""
     subject = _subject(query_words, asked, words, stopwords)
     index = {p: i for i, p in enumerate(predicates.names)}
     mine = [index[p] for p in asked if p in index]  # a tie: the one the query names first
@@ -244,6 +251,8 @@ def meaning_facts(
     if not nearer:
         return {}
     margin, memory_id, nearest = max(nearer)  # a tie: the larger (newer) id
+    if mutual and cosines[:, nearest].max() > cosines[about.index(memory_id), nearest]:
+        return {}  # another memory of the subject is nearer the predicate: no clear winner
     predicate = predicates.names[nearest]
     return {memory_id: f"its meaning is nearest {predicate} (by {margin:.2f} of cosine over "
                        f"other predicates; the query asks '{asked[predicate]}')"}  # fmt: skip

@@ -319,7 +319,8 @@ class Recaller:
         relation answered, among the searches' best ``FACT_DEPTH`` candidates each: by
         their words (:func:`~tiered_memory.recall.fact_signal.word_facts`, weight
         ``fact_words``), or when none does, the one nearest in meaning
-        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``), a
+        (:func:`~tiered_memory.recall.fact_signal.meaning_facts`, ``fact_vectors``; with
+        ``fact_mutual``, only when it is the predicate's nearest memory too), a
         current one when ``now`` (with ``include_superseded``, an older version is never
         the one that holds the fact now; an ``as_of`` search's candidates are those of
         then): id -> (why, weight)."""
@@ -343,7 +344,8 @@ class Recaller:
             rest = {m: (memory.content, memory.embedding) for m, memory in memories.items()
                     if m not in held and memory.embedding is not None
                     and (memory.current or not now)}  # fmt: skip
-            meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS)
+            meant = meaning_facts(words, asked, self.predicate_words, vectors, rest, STOPWORDS,
+                                  mutual=settings.fact_mutual)  # fmt: skip
             held.update((m, (why, settings.fact_vectors)) for m, why in meant.items())
         return held
 

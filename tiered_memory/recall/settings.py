@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from persistence import (
     InvalidInputError,
+    require_bool,
     require_choice,
     require_int,
     require_number,
@@ -74,7 +75,9 @@ class RecallSettings:
     the fact by its words, not a relation ("Ana moved to Berlin" for "where does Ana
     live?"), gains ``fact_words`` of that (0 turns this part off); one holding it by its
     meaning (its vector nearest the predicate's: "Ana signed a contract with Acme" for
-    "who employs Ana?") gains ``fact_vectors`` of it (0 turns that part off). It acts
+    "who employs Ana?") gains ``fact_vectors`` of it (0 turns that part off), and with
+    ``fact_mutual`` only when no other memory about the subject is nearer that predicate
+    (``False``: the widest margin alone, as before issue 43's guard). It acts
     only on a query whose words name such a predicate (``MemoryConfig.predicate_words``).
 
     Conversation signals (:mod:`tiered_memory.recall.conversation`): the memory after a
@@ -131,6 +134,7 @@ class RecallSettings:
     fact_weight: float = 0.0
     fact_words: float = 0.5
     fact_vectors: float = 0.5
+    fact_mutual: bool = True
     min_score: float | None = None
     relative_cut: float | None = None
     session_weight: float = 0.0
@@ -193,6 +197,7 @@ class RecallSettings:
                 "RecallSettings.reranker must have .name and .score(query, query_vector, "
                 f"candidates), got {type(self.reranker).__name__}"
             )
+        require_bool(self.fact_mutual, "RecallSettings.fact_mutual")
         check_cuts(self.min_score, self.relative_cut, "RecallSettings.")
         if self.graph_hops not in (0, 1) or isinstance(self.graph_hops, bool):
             raise InvalidInputError("RecallSettings.graph_hops must be 0 or 1")

@@ -4,10 +4,11 @@
 :class:`~persistence.stores.indexes.VectorIndex` over the vector cells (migration v019,
 kept by :mod:`persistence.sqlite.cell_sync`). A search:
 
-1. ranks the cells' centroids (the only thing kept in RAM: ``sqrt(N)`` of them, read
-   once per generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
-   and reads the packs and tails of the nearest ``probes`` cells (:data:`PROBE_SHARE`
-   of them, at least :data:`MIN_PROBES`);
+1. ranks the cells' centroids (the only thing kept in RAM: one per
+   :data:`~persistence.sqlite.cell_train.CELL_SIZE` vectors or so, read once per
+   generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
+   and reads the packs and tails of the nearest :data:`PROBES` cells: a fixed number,
+   as the cells are of a fixed size, so a search reads about the same codes at any size;
 2. scores their 3-bit codes by the RAM copy's two stages, a group of packs at a time
    (:func:`~persistence.sqlite.cell_scan.best_codes`), the tier byte of each code
    excluding other tiers;
@@ -60,9 +61,12 @@ from persistence.statements import rows, run_all
 T = TypeVar("T")
 log = logging.getLogger("tiered_memory")
 
-PROBE_SHARE = 0.08
-"""Share of the cells a search probes (clustered vectors at 1M: recall@10 0.969; 0.940 at 6%)."""
-MIN_PROBES = 8
+PROBES = 24
+"""Cells a search probes (unfiltered): cells of at most ``CELL_SIZE`` (512) vectors hold
+a few clusters each, so the query's own stand well above the rest. Clustered vectors,
+recall@10 of the probed cells' exact nearest: 0.98 at 1M and 3M with about 8,000 codes
+read (``docs/benchmarks/scale.md``); cells trained the old way, ``sqrt(N)`` of ``sqrt(N)``
+vectors, read more codes and find less until ``maintain()`` trains them again."""
 BACKLOG_MAX = 4_096
 """Vectors logged after the cells' position a search compares exactly; more: RAM copy."""
 
@@ -83,7 +87,7 @@ class CellView:
 
     @property
     def probes(self) -> int:
-        return min(self.cells, max(MIN_PROBES, math.ceil(PROBE_SHARE * self.cells)))
+        return min(self.cells, PROBES)
 
     @property
     def total(self) -> int:

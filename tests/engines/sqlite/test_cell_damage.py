@@ -13,7 +13,7 @@ import pytest
 
 from persistence import Memory, Tier
 from persistence.errors import TieredMemoryError
-from persistence.sqlite import SQLiteStore, cell_scan, cell_split, cell_sync
+from persistence.sqlite import SQLiteStore, cell_scan, cell_sync, cell_train
 from persistence.sqlite.sql import cell_sql
 from persistence.statements import Statement, rows, run
 from tests.engines.sqlite.test_cell_vectors import (
@@ -159,7 +159,7 @@ def test_a_retrain_inside_a_rolled_back_savepoint_rolls_back_with_it(
 def test_a_split_over_an_id_that_is_not_text_does_not_fail_the_write(
     db_path: Path, small_cells: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 64)
     vectors = clustered(np.random.default_rng(21), 600)
     with SQLiteStore(str(db_path), vector_index="cells") as store:
         ids = put(store, vectors)

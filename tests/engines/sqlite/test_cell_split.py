@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from persistence import Memory, Tier
-from persistence.sqlite import SQLiteStore, cell_split, cell_sync, vector_reads
+from persistence.sqlite import SQLiteStore, cell_sync, cell_train, vector_reads
 from tests.engines.sqlite.test_cell_vectors import (
     clustered,
     maintain,
@@ -46,7 +46,7 @@ def test_a_cell_of_alike_vectors_is_halved_and_not_read_again_by_every_write(
 ) -> None:
     monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
     monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
-    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 64)
     vectors = clustered(np.random.default_rng(11), 600)
     same = vectors[0]  # one text remembered again and again ("ok", "thanks")
     with SQLiteStore(str(tmp_path / "f.db"), vector_index="cells") as store:

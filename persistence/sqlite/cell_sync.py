@@ -1,9 +1,11 @@
 """Keeping the vector cells (migration v019) in step with the file's vectors.
 
-The cells are k-means partitions of the normalised vectors (about ``sqrt(N)`` of them;
-one below :data:`CELLS_FROM` vectors, where a search then scores every code, as the RAM
-copy does). Each cell's 3-bit codes (:class:`~persistence.sqlite.vector_codes.CodeFit`)
-sit packed in one row; codes written since the pack sit in a tail of one row each.
+The cells are partitions of the normalised vectors of a fixed size: ``sqrt(N)`` k-means
+cells bisected into cells of at most :data:`~persistence.sqlite.cell_train.CELL_SIZE`
+(:func:`train_cells`); one below :data:`CELLS_FROM` vectors, where a search then scores
+every code, as the RAM copy does. Each cell's 3-bit codes
+(:class:`~persistence.sqlite.vector_codes.CodeFit`) sit packed in one row; codes written
+since the pack sit in a tail of one row each.
 
 Who writes them: :func:`sync`, inside the transaction that stores vectors, brings the
 cells to the ``vector_changes`` head: a changed or deleted vector leaves its cell (its
@@ -12,10 +14,12 @@ never reads a dead code and a forgotten memory's code is gone once its change is
 synced), a current vector joins the tail of its nearest cell, and a tail past
 :func:`tail_bound` is folded into its pack. A small file is trained here as well (at
 most :data:`FIRST_TRAIN_MAX` vectors) and, from :data:`CELLS_FROM` vectors on, a cell
-it touched that grew past its bound is split in two (:mod:`persistence.sqlite.cell_split`),
-so a file grown by writes keeps cells of bounded size; :func:`sync_alone`
+it touched that grew past ``CELL_SIZE`` is split in two
+(:mod:`persistence.sqlite.cell_split`), so a file grown by writes keeps cells of the size
+training makes; :func:`sync_alone`
 (``maintain()``) trains a large one, trains again once the file holds four times the
-vectors the cells were trained on, and folds every tail. What the cells do not hold yet
+vectors the cells were trained on or its cells are :func:`oversized` (trained the
+``sqrt(N)`` way), and folds every tail. What the cells do not hold yet
 (the changes logged after their position) a reader compares exactly
 (:mod:`persistence.sqlite.cell_vectors`).
 """

@@ -55,7 +55,8 @@ def bisect(vectors: np.ndarray, bound: int = CELL_SIZE, seed: int = 1) -> list[n
 def _mean(vectors: np.ndarray) -> np.ndarray:
     mean = vectors.mean(axis=0)
     norm = float(np.linalg.norm(mean))
-    return (mean / norm if norm > 1e-12 else vectors[0]).astype(np.float32)
+    out: np.ndarray = (mean / norm if norm > 1e-12 else vectors[0]).astype(np.float32)
+    return out
 
 
 class Leaves:

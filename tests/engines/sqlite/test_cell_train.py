@@ -77,6 +77,31 @@ def test_training_makes_cells_of_at_most_cell_size_and_finds_the_nearest(
         assert np.mean(hits) >= 0.9
 
 
+def test_a_wide_filter_on_many_small_cells_finds_what_exhaustive_search_finds(
+    db_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tag on a tenth, too many to compare exactly, queries away from the clusters, 2
+    cells probed unfiltered: the filtered search probes deeper until it finds them."""
+    monkeypatch.setattr(cell_vectors, "PROBES", 2)
+    rng = np.random.default_rng(6)
+    vectors = clustered(rng, 2_500, centres=50)
+    tags = [("tenth",) if i % 10 == 0 else () for i in range(len(vectors))]
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors, tags=tags)
+        maintain(store)
+        assert state(store).cells > 100
+        store.indexes.exact_scan_max = 16
+        tenth = np.arange(len(vectors)) % 10 == 0
+        kept = [i for i, t in zip(ids, tenth, strict=True) if t]
+        overlap = []
+        for query in clustered(rng, 12, centres=50):
+            found = nearest(store, query, 10, where=MemoryFilter(tags=("tenth",)))
+            assert set(found) <= set(kept)
+            overlap.append(len(set(found) & set(exact(kept, vectors[tenth], query, 10))) / 10)
+        assert store.indexes.vectors.last_search == "cells"
+        assert np.mean(overlap) >= 0.95
+
+
 def test_a_file_grown_by_writes_keeps_its_cells_near_cell_size(
     db_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

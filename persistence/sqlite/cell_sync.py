@@ -260,7 +260,10 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
     leaves = _leaves(conn, fit, coarse) if coarse_count > 1 else None  # one: all scanned
     if leaves is not None and len(leaves) > coarse_count:  # bisected: every vector again
         run_all(conn, cell_sql.DROP_ALL)
-        centroids, written = _join_all(conn, fit, leaves.centroids, leaves.nearest)
+        centroids = leaves.centroids
+        for _ in range(cell_train.LLOYD_ROUNDS - 1):  # rounds that only move the centroids
+            centroids = _recentred(conn, fit, centroids)
+        centroids, written = _join_all(conn, fit, centroids, cell_train.Leaves(centroids).nearest)
         cell_packs.fold_all(conn, fit)
     cells = len(centroids)
     run_batch(conn, cell_sql.put_centroids([(c, centroids[c].tobytes()) for c in range(cells)]))
@@ -284,7 +287,27 @@ def _leaves(conn: apsw.Connection, fit: CodeFit, coarse: np.ndarray) -> cell_tra
             leaves_of.append([coarse[cell]])
         else:
             leaves_of.append(cell_train.bisect(vectors, cell_train.CELL_SIZE, seed=cell))
-    return cell_train.Leaves(leaves_of)
+    return cell_train.Leaves.of(leaves_of)
+
+
+def _recentred(conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray) -> np.ndarray:
+    """One Lloyd round that writes nothing: each centroid moved to the mean of the vectors
+    nearest it (an empty cell's kept)."""
+    sums = np.zeros_like(centroids)
+    batch: list[bytes] = []
+    for _, _, blob in embedded_stream(conn, fit.dim):
+        batch.append(blob)
+        if len(batch) == _CHUNK:
+            vectors = normalised(batch, fit.dim)
+            sums += cell_sums(vectors, nearest_cells(vectors, centroids), len(sums))
+            batch = []
+    if batch:
+        vectors = normalised(batch, fit.dim)
+        sums += cell_sums(vectors, nearest_cells(vectors, centroids), len(sums))
+    norms = np.linalg.norm(sums, axis=1)
+    out = centroids.copy()
+    out[norms > 0] = sums[norms > 0] / norms[norms > 0, None]
+    return out.astype(np.float32)
 
 
 def _join_all(

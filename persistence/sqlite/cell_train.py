@@ -27,6 +27,8 @@ from persistence.sqlite.cell_kmeans import kmeans, nearest_cells
 CELL_SIZE = 512
 """Most vectors a trained cell holds (bisection stops at or below it: cells average about
 two thirds of it); writes split a cell past it (:mod:`persistence.sqlite.cell_split`)."""
+LLOYD_ROUNDS = 1
+"""Lloyd rounds over every vector after the bisection (the last one writes the codes)."""
 BISECT_SAMPLE = 4_096
 """Each 2-means of a bisection is trained on at most about this many vectors."""
 
@@ -62,8 +64,13 @@ def _mean(vectors: np.ndarray) -> np.ndarray:
 class Leaves:
     """The leaves of every coarse cell: :meth:`nearest` assigns vectors to them."""
 
-    def __init__(self, leaves_of: list[list[np.ndarray]]) -> None:
-        self.centroids = np.array([c for leaves in leaves_of for c in leaves], dtype=np.float32)
+    def __init__(self, centroids: np.ndarray) -> None:
+        self.centroids = centroids
+
+    @classmethod
+    def of(cls, leaves_of: list[list[np.ndarray]]) -> Leaves:
+        """The leaves of each coarse cell, end to end."""
+        return cls(np.array([c for leaves in leaves_of for c in leaves], dtype=np.float32))
 
     def __len__(self) -> int:
         return len(self.centroids)

@@ -53,9 +53,11 @@ def test_bisect_makes_leaves_of_at_most_the_bound_that_cover_every_vector() -> N
     assert len(cell_train.bisect(same, 100)) == 4
 
 
+@pytest.mark.parametrize("rounds", [1, 2])
 def test_training_makes_cells_of_at_most_cell_size_and_finds_the_nearest(
-    db_path: Path, scaled: None
+    db_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch, rounds: int
 ) -> None:
+    monkeypatch.setattr(cell_train, "LLOYD_ROUNDS", rounds)
     rng = np.random.default_rng(3)
     vectors = clustered(rng, 2_500, centres=50)
     with SQLiteStore(str(db_path), vector_index="cells") as store:

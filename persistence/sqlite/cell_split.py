@@ -4,44 +4,42 @@ A file that grows by writes is trained inside them only up to
 :data:`~persistence.sqlite.cell_sync.FIRST_TRAIN_MAX` vectors (into one cell below
 :data:`~persistence.sqlite.cell_sync.CELLS_FROM`); past that, ``maintain()`` trains it.
 Until then the cells keep up here: once the file holds ``CELLS_FROM`` vectors, a cell a
-sync touched that holds more than :func:`split_above` codes is split in two by 2-means
+sync touched that holds more than :func:`split_above` codes (the fixed
+:data:`~persistence.sqlite.cell_train.CELL_SIZE` a trained cell holds at most: a file grown
+by writes keeps cells of the size training makes) is split in two by 2-means
 on its own vectors, in the same transaction: its members stay or move to a new cell (the
 next number), each pack is written again, the centroids and the state's count and
 generation follow (readers load the new centroids). Codes do not change (the fit is the
 file's), so ``check_integrity``'s ``vector_cells_match`` holds after a split as before.
 The cost is bounded by the cell: its floats read once, 2-means over them, two packs and
-the moved members written (a 16k-vector cell, the largest one a write may meet: about
-0.2 s, once; cells of ``split_above`` codes after that).
+the moved members written (a 16k-vector cell, the largest one a write may meet, when a
+file first passes ``CELLS_FROM``: about 0.2 s, and halves of it in the next writes that
+reach them; cells of ``split_above`` codes after that: a few ms, once every few hundred
+vectors a cell takes in).
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 
 import apsw
 import numpy as np
 
-from persistence.sqlite import cell_packs, vector_reads
+from persistence.sqlite import cell_packs, cell_train, vector_reads
 from persistence.sqlite.cell_kmeans import kmeans, nearest_cells, normalised
 from persistence.sqlite.sql import cell_sql
 from persistence.sqlite.sql.cell_sql import CellState
 from persistence.sqlite.vector_codes import CodeFit
 from persistence.statements import run, run_batch
 
-SPLIT_MIN = 2_048
-"""No cell of at most this many codes is split."""
 SPLIT_SAMPLE = 4_096
 """The 2-means of a split is trained on at most about this many of the cell's vectors."""
-SPLIT_FACTOR = 4
-"""A cell splits past this many times ``sqrt(members)`` codes (trained cells hold about
-``sqrt(members)``: training leaves them alone; see :func:`split_above`)."""
 
 
-def split_above(members: int) -> int:
-    """Codes a cell may hold, in a file whose cells hold ``members``, before a write that
-    reaches it splits it."""
-    return max(SPLIT_MIN, SPLIT_FACTOR * math.isqrt(max(members, 0)))
+def split_above() -> int:
+    """Codes a cell may hold before a write that reaches it splits it: the size training
+    bisects cells to (fixed: a search probes a fixed number of cells at any size)."""
+    return cell_train.CELL_SIZE
 
 
 def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool:
@@ -52,7 +50,7 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     cell_packs.fold(conn, fit, cell)
     keys, codes, width = cell_packs.pack_rows(conn, cell)
     ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
-    vectors = _vectors_of(conn, ids, fit.dim) if len(ids) >= 2 else None
+    vectors = vectors_of(conn, ids, fit.dim) if len(ids) >= 2 else None
     if vectors is None:
         return False
     sample = vectors[:: max(1, len(vectors) // SPLIT_SAMPLE)]
@@ -72,7 +70,7 @@ def split(conn: apsw.Connection, fit: CodeFit, cell: int, new_cell: int) -> bool
     return True
 
 
-def _vectors_of(conn: apsw.Connection, ids: list[str], dim: int) -> np.ndarray | None:
+def vectors_of(conn: apsw.Connection, ids: list[str], dim: int) -> np.ndarray | None:
     """The normalised vectors of ``ids`` in their order, read a chunk at a time (one
     float32 array in memory, not the cell's blobs as well); ``None`` if one is missing."""
     out = np.empty((len(ids), dim), dtype=np.float32)
@@ -90,7 +88,7 @@ def split_full(conn: apsw.Connection, state: CellState, fit: CodeFit, cells: lis
     """Split each of ``cells`` past :func:`split_above` (``state`` as the sync leaves
     it; the caller splits only a file of ``CELLS_FROM`` vectors or more); the state
     records the new count of cells and a new generation. How many were split."""
-    bound = split_above(state.members)
+    bound = split_above()
     count = state.cells
     for cell in cells:
         if cell_packs.held(conn, cell) > bound and split(conn, fit, cell, count):

@@ -1,9 +1,11 @@
 """Keeping the vector cells (migration v019) in step with the file's vectors.
 
-The cells are k-means partitions of the normalised vectors (about ``sqrt(N)`` of them;
-one below :data:`CELLS_FROM` vectors, where a search then scores every code, as the RAM
-copy does). Each cell's 3-bit codes (:class:`~persistence.sqlite.vector_codes.CodeFit`)
-sit packed in one row; codes written since the pack sit in a tail of one row each.
+The cells are partitions of the normalised vectors of a fixed size: ``sqrt(N)`` k-means
+cells bisected into cells of at most :data:`~persistence.sqlite.cell_train.CELL_SIZE`
+(:func:`train_cells`); one below :data:`CELLS_FROM` vectors, where a search then scores
+every code, as the RAM copy does. Each cell's 3-bit codes
+(:class:`~persistence.sqlite.vector_codes.CodeFit`) sit packed in one row; codes written
+since the pack sit in a tail of one row each.
 
 Who writes them: :func:`sync`, inside the transaction that stores vectors, brings the
 cells to the ``vector_changes`` head: a changed or deleted vector leaves its cell (its
@@ -12,10 +14,12 @@ never reads a dead code and a forgotten memory's code is gone once its change is
 synced), a current vector joins the tail of its nearest cell, and a tail past
 :func:`tail_bound` is folded into its pack. A small file is trained here as well (at
 most :data:`FIRST_TRAIN_MAX` vectors) and, from :data:`CELLS_FROM` vectors on, a cell
-it touched that grew past its bound is split in two (:mod:`persistence.sqlite.cell_split`),
-so a file grown by writes keeps cells of bounded size; :func:`sync_alone`
+it touched that grew past ``CELL_SIZE`` is split in two
+(:mod:`persistence.sqlite.cell_split`), so a file grown by writes keeps cells of the size
+training makes; :func:`sync_alone`
 (``maintain()``) trains a large one, trains again once the file holds four times the
-vectors the cells were trained on, and folds every tail. What the cells do not hold yet
+vectors the cells were trained on or its cells are :func:`oversized` (trained the
+``sqrt(N)`` way), and folds every tail. What the cells do not hold yet
 (the changes logged after their position) a reader compares exactly
 (:mod:`persistence.sqlite.cell_vectors`).
 """
@@ -26,7 +30,7 @@ import logging
 import math
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import apsw
@@ -34,8 +38,8 @@ import numpy as np
 
 from persistence import statements
 from persistence.records import Tier
-from persistence.sqlite import cell_packs, cell_split, vector_reads
-from persistence.sqlite.cell_kmeans import kmeans, nearest_cells, normalised
+from persistence.sqlite import cell_packs, cell_split, cell_train, vector_reads
+from persistence.sqlite.cell_kmeans import cell_sums, kmeans, nearest_cells, normalised
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql, index_sql, meta_sql
 from persistence.sqlite.sql.cell_sql import CellState
@@ -65,9 +69,17 @@ SAMPLE_PER_CELL = 64
 _CHUNK = 4_096
 
 
-def cells_for(count: int) -> int:
-    """How many cells ``count`` vectors are trained into."""
+def coarse_cells_for(count: int) -> int:
+    """How many coarse cells ``count`` vectors are first trained into (each then bisected
+    into cells of at most ``CELL_SIZE``: :func:`train_cells`)."""
     return 1 if count < CELLS_FROM else round(math.sqrt(count))
+
+
+def oversized(state: CellState) -> bool:
+    """True if the cells hold more than ``CELL_SIZE`` codes each on average: trained the
+    old way (``sqrt(N)`` cells of ``sqrt(N)``, before issue 46's fixed size) or grown
+    past what writes' splits keep up with; ``maintain()`` trains them again."""
+    return state.members >= CELLS_FROM and state.members > cell_train.CELL_SIZE * state.cells
 
 
 def tail_bound(pack_size: int) -> int:
@@ -147,7 +159,7 @@ def _sync(conn: apsw.Connection, *, rebuild: bool, train: bool) -> int | None:
                 f"for {size} codes of {width} bytes"
             )
     if state is not None and usable(conn, state, dim):
-        grown = state.members >= 4 * state.trained_on
+        grown = state.members >= 4 * state.trained_on or oversized(state)
         small = state.members <= FIRST_TRAIN_MAX
         if not (grown and (rebuild or (small and train))):
             written = 0
@@ -227,47 +239,120 @@ def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier
 
 
 def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: str | None) -> int:
-    """Train the cells again from every vector (two passes over the floats: a sample for
-    the fit and the centroids, then every code into its cell's tail, then every tail
-    folded into its pack); the number of codes written."""
+    """Train the cells again from every vector; the number of codes written. A sample
+    gives the fit and the coarse centroids, every code joins its coarse cell and the
+    tails are folded; then (:mod:`persistence.sqlite.cell_train`) each coarse cell's
+    vectors, read back by id, are bisected into leaves of at most ``CELL_SIZE``, and
+    every vector joins the nearest leaf in a second pass, each leaf's centroid the mean
+    of its members. Memory: the sample, one coarse cell's floats, a chunk of vectors."""
     run_all(conn, cell_sql.DROP_ALL)
-    cells = cells_for(total)
-    wanted = max(SAMPLE_PER_CELL * cells, CAL_ROWS)
+    coarse_count = coarse_cells_for(total)
+    wanted = max(SAMPLE_PER_CELL * coarse_count, CAL_ROWS)
     every = max(total // wanted, 1)
     kept = [blob for n, (_, _, blob) in enumerate(embedded_stream(conn, dim)) if n % every == 0]
     sample = normalised(kept, dim)
-    cells = min(cells, len(sample))
+    coarse_count = min(coarse_count, len(sample))
     fit = CodeFit.of(sample[:FIT_ROWS]).calibrated(sample[:CAL_ROWS])
-    centroids = kmeans(sample, cells)
+    coarse = kmeans(sample, coarse_count)
     del kept, sample
+    centroids, written = _join_all(conn, fit, coarse, lambda v: nearest_cells(v, coarse))
+    cell_packs.fold_all(conn, fit)
+    leaves = _leaves(conn, fit, coarse) if coarse_count > 1 else None  # one: all scanned
+    if leaves is not None and len(leaves) > coarse_count:  # bisected: every vector again
+        run_all(conn, cell_sql.DROP_ALL)
+        centroids = leaves.centroids
+        for _ in range(cell_train.LLOYD_ROUNDS - 1):  # rounds that only move the centroids
+            centroids = _recentred(conn, fit, centroids)
+        centroids, written = _join_all(conn, fit, centroids, cell_train.Leaves(centroids).nearest)
+        cell_packs.fold_all(conn, fit)
+    cells = len(centroids)
     run_batch(conn, cell_sql.put_centroids([(c, centroids[c].tobytes()) for c in range(cells)]))
-    written = 0
-    batch: list[tuple[str, Tier, bytes]] = []
-    for found in embedded_stream(conn, dim):
-        batch.append(found)
-        if len(batch) == _CHUNK:
-            written += len(_join(conn, fit, centroids, batch))
-            batch = []
-    written += len(_join(conn, fit, centroids, batch))
     generation = secrets.randbits(62)
     state = CellState(dim, fit.fitted, fit.sqrt_factor, fit.to_blob(), cells, written, written,
                       generation, seq, seq_id)  # fmt: skip
     run(conn, cell_sql.write_state(state))
-    cell_packs.fold_all(conn, fit)
     log.info("vector cells trained: %d codes in %d cells", written, cells)
     return written
 
 
-def _join(
+def _leaves(conn: apsw.Connection, fit: CodeFit, coarse: np.ndarray) -> cell_train.Leaves:
+    """Each coarse cell (as its pack holds it) bisected into leaves of at most
+    ``CELL_SIZE`` of its vectors (read back by id: one cell's floats at a time)."""
+    leaves_of: list[list[np.ndarray]] = []
+    for cell in range(len(coarse)):
+        keys, _, _ = cell_packs.pack_rows(conn, cell)
+        ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
+        vectors = cell_split.vectors_of(conn, ids, fit.dim) if len(ids) else None
+        if vectors is None or len(ids) <= cell_train.CELL_SIZE:
+            leaves_of.append([coarse[cell]])
+        else:
+            leaves_of.append(cell_train.bisect(vectors, cell_train.CELL_SIZE, seed=cell))
+    return cell_train.Leaves.of(leaves_of)
+
+
+def _recentred(conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray) -> np.ndarray:
+    """One Lloyd round that writes nothing: each centroid moved to the mean of the vectors
+    nearest it (an empty cell's kept)."""
+    sums = np.zeros_like(centroids)
+    batch: list[bytes] = []
+    for _, _, blob in embedded_stream(conn, fit.dim):
+        batch.append(blob)
+        if len(batch) == _CHUNK:
+            vectors = normalised(batch, fit.dim)
+            sums += cell_sums(vectors, nearest_cells(vectors, centroids), len(sums))
+            batch = []
+    if batch:
+        vectors = normalised(batch, fit.dim)
+        sums += cell_sums(vectors, nearest_cells(vectors, centroids), len(sums))
+    norms = np.linalg.norm(sums, axis=1)
+    out = centroids.copy()
+    out[norms > 0] = sums[norms > 0] / norms[norms > 0, None]
+    return out.astype(np.float32)
+
+
+def _join_all(
     conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray,
-    found: list[tuple[str, Tier, bytes]],
+    assign: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, int]:  # fmt: skip
+    """Every vector's code into the tail of the cell ``assign`` picks for it, a chunk at a
+    time; the centroids (each cell's the mean of its members; an empty cell's as given)
+    and the number of codes written."""
+    sums = np.zeros_like(centroids)
+    written = 0
+    batch: list[tuple[str, Tier, bytes]] = []
+    for found in embedded_stream(conn, dim=fit.dim):
+        batch.append(found)
+        if len(batch) == _CHUNK:
+            written += _join(conn, fit, batch, assign, sums)
+            batch = []
+    written += _join(conn, fit, batch, assign, sums)
+    norms = np.linalg.norm(sums, axis=1)
+    out = centroids.copy()
+    out[norms > 0] = sums[norms > 0] / norms[norms > 0, None]
+    return out.astype(np.float32), written
+
+
+def _join(
+    conn: apsw.Connection, fit: CodeFit, found: list[tuple[str, Tier, bytes]],
+    assign: Callable[[np.ndarray], np.ndarray], sums: np.ndarray | None = None,
+) -> int:  # fmt: skip
+    """Codes of ``found`` vectors into the tails of the cells ``assign`` picks (their
+    vectors added to ``sums``, if given); how many joined."""
+    return len(_joined(conn, fit, found, assign, sums))
+
+
+def _joined(
+    conn: apsw.Connection, fit: CodeFit, found: list[tuple[str, Tier, bytes]],
+    assign: Callable[[np.ndarray], np.ndarray], sums: np.ndarray | None = None,
 ) -> list[int]:  # fmt: skip
-    """Codes of ``found`` vectors into their nearest cells' tails; the cell of each."""
+    """:func:`_join`; the cell of each joined vector."""
     found = [row for row in found if len(row[2]) == 4 * fit.dim]
     if not found:
         return []
     vectors = normalised([blob for _, _, blob in found], fit.dim)
-    cells = nearest_cells(vectors, centroids)
+    cells = assign(vectors)
+    if sums is not None:
+        sums += cell_sums(vectors, cells, len(sums))
     bits, low = fit.encode(vectors)
     codes = code_blobs([tier for _, tier, _ in found], bits, low)
     joined = [(int(c), i, code) for (i, _, _), c, code in zip(found, cells, codes, strict=True)]
@@ -287,7 +372,8 @@ def _apply(conn: apsw.Connection, state: CellState, changed: list[str]) -> tuple
     for start in range(0, len(changed), _CHUNK):
         chunk = changed[start : start + _CHUNK]
         members -= _leave(conn, chunk)
-        joined = _join(conn, fit, centroids, vector_reads.embeddings_of(conn, chunk))
+        found = vector_reads.embeddings_of(conn, chunk)
+        joined = _joined(conn, fit, found, lambda v: nearest_cells(v, centroids))
         written += len(joined)
         members += len(joined)
         touched.update(joined)

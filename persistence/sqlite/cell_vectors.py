@@ -4,10 +4,11 @@
 :class:`~persistence.stores.indexes.VectorIndex` over the vector cells (migration v019,
 kept by :mod:`persistence.sqlite.cell_sync`). A search:
 
-1. ranks the cells' centroids (the only thing kept in RAM: ``sqrt(N)`` of them, read
-   once per generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
-   and reads the packs and tails of the nearest ``probes`` cells (:data:`PROBE_SHARE`
-   of them, at least :data:`MIN_PROBES`);
+1. ranks the cells' centroids (the only thing kept in RAM: one per
+   :data:`~persistence.sqlite.cell_train.CELL_SIZE` vectors or so, read once per
+   generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
+   and reads the packs and tails of the nearest :data:`PROBES` cells: a fixed number,
+   as the cells are of a fixed size, so a search reads about the same codes at any size;
 2. scores their 3-bit codes by the RAM copy's two stages, a group of packs at a time
    (:func:`~persistence.sqlite.cell_scan.best_codes`), the tier byte of each code
    excluding other tiers;
@@ -27,7 +28,8 @@ that accepts at most ``exact_scan_max`` memories (a session, a narrow time range
 tier alone here too) is compared exactly, in SQL; otherwise the candidates that pass
 the filter count (checked in SQL: nothing is read per accepted memory), and too few make
 the search probe as many more cells as the share that passed is small (a tenth: ten
-times the cells, at least twice the last round's) and keep as many more candidates,
+times the cells, at least twice the last round's, and at least :data:`FILTERED_SHARE`
+of the cells as many times) and keep as many more candidates,
 until enough pass (or the share shows an exact comparison is cheaper).
 """
 
@@ -60,9 +62,18 @@ from persistence.statements import rows, run_all
 T = TypeVar("T")
 log = logging.getLogger("tiered_memory")
 
-PROBE_SHARE = 0.08
-"""Share of the cells a search probes (clustered vectors at 1M: recall@10 0.969; 0.940 at 6%)."""
-MIN_PROBES = 8
+PROBES = 24
+"""Cells a search probes (unfiltered): cells of at most ``CELL_SIZE`` (512) vectors hold
+a few clusters each, so the query's own stand well above the rest. Clustered vectors,
+recall@10 of the probed cells' exact nearest, about 8,300 codes read: 0.981 at 1M, 0.980
+at 3M (``docs/benchmarks/scale.md``, two Lloyd rounds); cells trained the old way,
+``sqrt(N)`` of ``sqrt(N)`` vectors, read more codes and find less until ``maintain()``."""
+FILTERED_SHARE = 0.08
+"""A filter that accepts a share ``s`` of the file, when too few candidates passed, makes
+a search probe at least this share of the cells divided by ``s`` (8%/10%: 80% of the
+cells). Not a fixed count: a filter's nearest beyond the query's own cluster are near
+only by chance and lie in any cell (clustered vectors at 1M, a time filter of a tenth:
+recall@10 0.801 from 240 probed cells of 2,931, 0.974 from 80% of them)."""
 BACKLOG_MAX = 4_096
 """Vectors logged after the cells' position a search compares exactly; more: RAM copy."""
 
@@ -83,7 +94,7 @@ class CellView:
 
     @property
     def probes(self) -> int:
-        return min(self.cells, max(MIN_PROBES, math.ceil(PROBE_SHARE * self.cells)))
+        return min(self.cells, PROBES)
 
     @property
     def total(self) -> int:
@@ -167,6 +178,8 @@ class CellVectors:
         ) -> tuple[vector_deepen.Candidates, vector_deepen.Candidates, bool]:
             # as many more cells as the filter is narrow, at least twice the last round's
             probes = max(view.probes, math.ceil(view.probes / share), 2 * probed[0])
+            if share < 1.0:  # a share of the cells, as deep as before the fixed size
+                probes = max(probes, math.ceil(FILTERED_SHARE * view.cells / share))
             probed[0] = probes = min(view.cells, probes)
             found, extras = self.candidates(conn, view, unit, count, where.tier, probes)
             done = probes >= view.cells and (count >= view.total or len(found) < count)

@@ -11,16 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistence.sqlite import SQLiteStore, cell_sync
+from persistence.sqlite import SQLiteStore, cell_sync, cell_train
 from tests.engines.sqlite.test_cell_vectors import clustered, put
 
 
 @pytest.fixture
 def small_cells(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cells on a few hundred vectors: trained from 64, many cells from 200, small tails."""
+    """Cells on a few hundred vectors: trained from 64, many cells from 200 (of at most 16
+    vectors: coarse cells of ``sqrt(N)`` are bisected), small tails."""
     monkeypatch.setattr(cell_sync, "TRAIN_MIN", 64)
     monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
     monkeypatch.setattr(cell_sync, "TAIL_MIN", 8)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 16)
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from persistence import Memory, Tier
-from persistence.sqlite import SQLiteStore, cell_scan, cell_split, cell_sync
+from persistence.sqlite import SQLiteStore, cell_scan, cell_sync, cell_train
 from persistence.sqlite.sql import cell_sql
 from persistence.statements import Statement, rows, run
 from tests.engines.sqlite.conftest import CellsFile
@@ -158,7 +158,7 @@ def test_a_retrain_inside_a_rolled_back_savepoint_rolls_back_with_it(
 def test_a_split_over_an_id_that_is_not_text_does_not_fail_the_write(
     cells_file: CellsFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 64)
     f = cells_file(21)
     store = f.store
     _ids_not_text(store, _cell_of(store, f.ids[0]))

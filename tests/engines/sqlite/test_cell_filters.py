@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 from persistence import Memory, MemoryFilter, Tier
-from persistence.sqlite import SQLiteStore, cell_packs, cell_scan, cell_split, cell_sync
+from persistence.sqlite import (
+    SQLiteStore,
+    cell_packs,
+    cell_scan,
+    cell_split,
+    cell_sync,
+    cell_train,
+)
 from tests.engines.sqlite.test_cell_vectors import (
     clustered,
     exact,
@@ -202,7 +209,7 @@ def test_a_file_grown_by_writes_splits_its_cells_and_stays_exact(
     monkeypatch.setattr(cell_sync, "FIRST_TRAIN_MAX", 128)
     monkeypatch.setattr(cell_sync, "CELLS_FROM", 200)
     monkeypatch.setattr(cell_sync, "TAIL_MIN", 8)
-    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 64)
     vectors = clustered(np.random.default_rng(7), 1_500)
     ids = [f"g{i:05d}" for i in range(len(vectors))]
     with SQLiteStore(str(db_path), vector_index="cells") as store:
@@ -224,7 +231,7 @@ def test_a_file_grown_by_writes_splits_its_cells_and_stays_exact(
         now = state(store)
         assert now.trained_on <= 128 and now.members == 1_500  # not trained since
         assert now.cells > 10 and len(generations) > 10  # split, write after write
-        bound = cell_split.split_above(now.members)
+        bound = cell_split.split_above()
         with store.engine.snapshot() as conn:
             sizes = [cell_packs.held(conn, c) for c in range(now.cells)]
         assert min(sizes) > 0 and max(sizes) <= bound + 25

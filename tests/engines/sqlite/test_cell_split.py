@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from persistence import Memory, Tier
-from persistence.sqlite import SQLiteStore, cell_split, vector_reads
+from persistence.sqlite import SQLiteStore, cell_train, vector_reads
 from tests.engines.sqlite.conftest import CellsFile
 from tests.engines.sqlite.test_cell_vectors import maintain, nearest, problems, state, unit
 
@@ -38,7 +38,7 @@ def test_a_write_that_splits_a_cell_of_33k_codes_commits(tmp_path: Path) -> None
 def test_a_cell_of_alike_vectors_is_halved_and_not_read_again_by_every_write(
     cells_file: Callable[[int], CellsFile], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cell_split, "SPLIT_MIN", 64)
+    monkeypatch.setattr(cell_train, "CELL_SIZE", 64)
     f = cells_file(11)
     same = f.vectors[0]  # one text remembered again and again ("ok", "thanks")
     store = f.store

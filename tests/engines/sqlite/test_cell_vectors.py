@@ -112,7 +112,9 @@ def test_cells_follow_writes_forgets_promotions_and_updates(
     rng = np.random.default_rng(2)
     vectors = clustered(rng, 600)
     ids = put(cells, vectors)
-    assert state(cells).cells == round(state(cells).trained_on ** 0.5) > cell_vectors.MIN_PROBES
+    trained = state(cells)  # coarse cells bisected into more than a search probes
+    assert trained.cells > cell_sync.coarse_cells_for(trained.trained_on)
+    assert trained.cells > cell_vectors.PROBES and trained.members <= 16 * trained.cells
     assert nearest(cells, vectors[7], 1) == [ids[7]]
     cells.memories.forget_memory(ids[7], reason="test")
     assert ids[7] not in nearest(cells, vectors[7], 50)
@@ -138,7 +140,7 @@ def test_random_operations_keep_the_cells_equal_to_the_file(
     """Writes, re-embeddings, forgets and promotions in random order: every search that
     probes every cell sees exactly the embedded memories of the file, in the right tier,
     and the check finds nothing wrong."""
-    monkeypatch.setattr(cell_vectors, "MIN_PROBES", 1_000)
+    monkeypatch.setattr(cell_vectors, "PROBES", 1_000)
     rng = np.random.default_rng(9)
     alive: dict[str, tuple[Tier, np.ndarray]] = {}
     for step in range(900):
@@ -200,12 +202,13 @@ def test_maintain_trains_again_once_the_file_grew_fourfold(
     put(cells, clustered(rng, 90), prefix="a")
     first = state(cells)
     put(cells, clustered(rng, 400), prefix="b")
-    assert state(cells).generation == first.generation  # too large to train in a write
-    assert state(cells).members == 490
+    grown = state(cells)  # too large to train in a write (its over-full cells split)
+    assert grown.trained_on == first.trained_on and grown.members == 490
     maintain(cells)
     again = state(cells)
-    assert again.generation != first.generation
-    assert (again.cells, again.trained_on, again.members) == (round(490**0.5), 490, 490)
+    assert again.generation != grown.generation
+    assert (again.trained_on, again.members) == (490, 490)
+    assert again.cells > cell_sync.coarse_cells_for(490) and 16 * again.cells >= 490
     with cells.engine.snapshot() as conn:  # every tail folded into its pack
         assert rows(conn, cell_sql.ALL_TAILS) == []
     assert problems(cells) == []

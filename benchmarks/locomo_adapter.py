@@ -31,6 +31,15 @@ from tiered_memory.embedding.embedders import OnnxEmbedder  # noqa: E402
 from tiered_memory.recall.rerank import SessionContextReranker  # noqa: E402
 from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
+
+def flag(value: str) -> bool:
+    """A bool setting given on the command line (``--opt fact_mutual=false``)."""
+    try:
+        return {"true": True, "false": False}[value.strip().lower()]
+    except KeyError:
+        raise SystemExit(f"{value!r}: true or false") from None
+
+
 PREVIOUS_DEFAULTS = {"fusion": "rrf", "adjacency_weight": "0", "speaker_boost": "0"}
 RECALL_V2 = {"sessions": "one", "session_weight": "0", "speaker_boost": "0.05", "model": "compact"}
 RECALL_V3 = {"neighbour_weight": "0", "model": "compact"}
@@ -80,7 +89,7 @@ class TieredMemoryAdapter:
         (``OnnxEmbedder()``), instead of the default for new files (the compact MiniLM
         with clause-blended vectors; ``--opt alpha=A`` sets its blend)."""
         fields = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
-        kinds = {"int": int, "float": float, "str": str}
+        kinds = {"int": int, "float": float, "str": str, "bool": flag}
         reranker = opts.pop("reranker", None)
         model = opts.pop("model", "default")
         alpha = float(opts.pop("alpha", 0.6))

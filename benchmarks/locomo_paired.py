@@ -34,7 +34,7 @@ from benchmarks.eval_locomo import (  # noqa: E402
     SCORED_CATEGORIES,
     load_locomo,
 )
-from benchmarks.locomo_adapter import TieredMemoryAdapter  # noqa: E402
+from benchmarks.locomo_adapter import TieredMemoryAdapter, flag  # noqa: E402
 from tiered_memory.recall.settings import RecallSettings  # noqa: E402
 
 TUNING = ("conv-26", "conv-30", "conv-41")
@@ -44,7 +44,7 @@ def parse_variant(spec: str) -> tuple[str, dict[str, Any]]:
     """``name:field=value,field=value`` -> (name, RecallSettings overrides)."""
     name, _, rest = spec.partition(":")
     kinds = {f.name: f.type for f in dataclasses.fields(RecallSettings)}
-    casts = {"int": int, "float": float, "str": str}
+    casts = {"int": int, "float": float, "str": str, "bool": flag}
     overrides: dict[str, Any] = {}
     for pair in filter(None, rest.split(",")):
         key, _, value = pair.partition("=")

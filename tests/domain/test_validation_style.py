@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from persistence import InvalidInputError, TieredMemoryError, require_int, require_number
+from persistence import (
+    InvalidInputError,
+    TieredMemoryError,
+    require_bool,
+    require_int,
+    require_number,
+)
 from persistence.sqlite import ConnectionOptions
 from tiered_memory import MemoryConfig, RecallSettings
 
@@ -32,6 +38,8 @@ def _raised(call: Callable[[], object]) -> type[BaseException]:
         (lambda: RecallSettings(depth="5"), lambda: require_int("5", "x")),
         (lambda: RecallSettings(rrf_k="60"), lambda: require_number("60", "x")),
         (lambda: RecallSettings(rrf_k=float("nan")), lambda: require_number(float("nan"), "x")),
+        (lambda: RecallSettings(fact_mutual=1), lambda: require_bool(1, "x")),
+        (lambda: RecallSettings(fact_mutual="false"), lambda: require_bool("false", "x")),
         (lambda: ConnectionOptions(busy_timeout_ms="5"), lambda: require_int("5", "x")),
         (lambda: ConnectionOptions(busy_timeout_ms=-1), lambda: require_int(-1, "x", minimum=0)),
     ],

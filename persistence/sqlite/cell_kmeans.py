@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 KMEANS_ROUNDS = 10
-_CHUNK = 4_096
+_MATRIX = 1 << 22
+"""Most similarities :func:`nearest_cells` holds at once (16 MB of float32): its rows per
+step shrink as the centroids grow (thousands of cells at a million vectors)."""
 
 
 def normalised(blobs: list[bytes], dim: int) -> np.ndarray:
@@ -20,8 +22,9 @@ def normalised(blobs: list[bytes], dim: int) -> np.ndarray:
 def nearest_cells(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     """The cell each normalised vector belongs to (its most similar centroid)."""
     out = np.empty(len(vectors), dtype=np.int64)
-    for start in range(0, len(vectors), _CHUNK):
-        out[start : start + _CHUNK] = np.argmax(vectors[start : start + _CHUNK] @ centroids.T, 1)
+    step = max(256, _MATRIX // max(len(centroids), 1))
+    for start in range(0, len(vectors), step):
+        out[start : start + step] = np.argmax(vectors[start : start + step] @ centroids.T, 1)
     return out
 
 

@@ -15,7 +15,9 @@ The cost is bounded by the cell: its floats read once, 2-means over them, two pa
 the moved members written (a 16k-vector cell, the largest one a write may meet, when a
 file first passes ``CELLS_FROM``: about 0.2 s, and halves of it in the next writes that
 reach them; cells of ``split_above`` codes after that: a few ms, once every few hundred
-vectors a cell takes in).
+vectors a cell takes in). One exception: training keeps alike vectors (one text
+remembered again and again) in one cell however many there are, and the first write
+that reaches it reads all of their floats to halve it.
 """
 
 from __future__ import annotations

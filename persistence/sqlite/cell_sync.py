@@ -277,16 +277,22 @@ def train_cells(conn: apsw.Connection, dim: int, total: int, seq: int, seq_id: s
 
 def _leaves(conn: apsw.Connection, fit: CodeFit, coarse: np.ndarray) -> cell_train.Leaves:
     """Each coarse cell (as its pack holds it) bisected into leaves of at most
-    ``CELL_SIZE`` of its vectors (read back by id: one cell's floats at a time)."""
+    ``CELL_SIZE`` of its vectors, read back by id: at most ``LEAF_READ`` of them, evenly
+    spread, bisected into leaves as much smaller (one bounded read at a time)."""
     leaves_of: list[list[np.ndarray]] = []
     for cell in range(len(coarse)):
         keys, _, _ = cell_packs.pack_rows(conn, cell)
         ids = [bytes(k)[:-1].decode() for k in keys.tolist()]
-        vectors = cell_split.vectors_of(conn, ids, fit.dim) if len(ids) else None
-        if vectors is None or len(ids) <= cell_train.CELL_SIZE:
+        if len(ids) <= cell_train.CELL_SIZE:
             leaves_of.append([coarse[cell]])
-        else:
-            leaves_of.append(cell_train.bisect(vectors, cell_train.CELL_SIZE, seed=cell))
+            continue
+        read = ids[:: -(-len(ids) // cell_train.LEAF_READ)]
+        vectors = cell_split.vectors_of(conn, read, fit.dim)
+        if vectors is None:
+            leaves_of.append([coarse[cell]])
+            continue
+        bound = max(1, cell_train.CELL_SIZE * len(read) // len(ids))
+        leaves_of.append(cell_train.bisect(vectors, bound, seed=cell))
     return cell_train.Leaves.of(leaves_of)
 
 

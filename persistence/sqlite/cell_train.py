@@ -12,11 +12,13 @@ probes however small the leaves); Lloyd rounds against the leaves' centroids gat
 them (:data:`LLOYD_ROUNDS`; 0.97 at 8 probes, 1M clustered vectors, after one;
 ``docs/benchmarks/scale.md``).
 
-Cost: the leaves of a coarse cell are made from its own vectors (read by id, one cell's
-floats in memory); each Lloyd round compares every vector with every leaf, ``N * N /
-CELL_SIZE`` multiply-adds: about 80 s at 1M on this machine, growing as the square of the
-file (comparing with the leaves of a vector's 4 nearest coarse cells only was slower in
-numpy, its loop over cells, and found less: recall 0.959 at 24 probes for 0.981).
+Cost: the leaves of a coarse cell are made from its own vectors (read by id, at most
+:data:`LEAF_READ` of them evenly spread: a bounded amount of floats in memory however
+large the cell); each Lloyd round compares every vector with every leaf, ``N * N / 340``
+multiply-adds (leaves average about two thirds of ``CELL_SIZE``): about 80 s at 1M on
+this machine, growing as the square of the file (comparing with the leaves of a
+vector's 4 nearest coarse cells only was slower in numpy, its loop over cells, and found
+less: recall 0.959 at 24 probes for 0.981).
 """
 
 from __future__ import annotations
@@ -31,14 +33,22 @@ two thirds of it); writes split a cell past it (:mod:`persistence.sqlite.cell_sp
 LLOYD_ROUNDS = 2
 """Lloyd rounds over every vector after the bisection (the last one writes the codes).
 Clustered vectors, recall@10 of the probed cells at 24 probes: 3M 0.949 after one round,
-0.980 after two (1M: 0.981 after one); each round costs ``N * N / CELL_SIZE``."""
+0.980 after two (1M: 0.981 after one; the library at 1M after two: 0.993); each round
+costs about ``N * N / 340`` multiply-adds."""
+LEAF_READ = 16 * CELL_SIZE
+"""Most of a coarse cell's vectors read to bisect it: a larger cell is bisected on this
+many of its members, evenly spread, into leaves as much smaller (a coarse cell of alike
+vectors can hold most of the file)."""
 BISECT_SAMPLE = 4_096
 """Each 2-means of a bisection is trained on at most about this many vectors."""
 
 
 def bisect(vectors: np.ndarray, bound: int = CELL_SIZE, seed: int = 1) -> list[np.ndarray]:
     """Centroids of leaves of at most ``bound`` of the normalised ``vectors``, made by
-    2-means splits (vectors 2-means does not divide, all alike, are halved in order)."""
+    2-means splits. Vectors 2-means does not divide (all alike: one text remembered again
+    and again) stay one leaf, however many: halves of them would have the same centroid,
+    so the assignment would put them all in one and leave its twins empty, probed for
+    nothing (writes halve such a cell by key order, :mod:`persistence.sqlite.cell_split`)."""
     out: list[np.ndarray] = []
     pending = [np.arange(len(vectors))]
     while pending:
@@ -52,7 +62,8 @@ def bisect(vectors: np.ndarray, bound: int = CELL_SIZE, seed: int = 1) -> list[n
         two = kmeans(np.ascontiguousarray(sample), 2, seed=seed + len(out))
         moving = nearest_cells(own, two) == 1
         if moving.all() or not moving.any():
-            moving = np.arange(len(members)) >= len(members) // 2
+            out.append(_mean(own))
+            continue
         pending += [members[~moving], members[moving]]
     return out
 

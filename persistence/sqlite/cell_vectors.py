@@ -65,9 +65,11 @@ log = logging.getLogger("tiered_memory")
 PROBES = 24
 """Cells a search probes (unfiltered): cells of at most ``CELL_SIZE`` (512) vectors hold
 a few clusters each, so the query's own stand well above the rest. Clustered vectors,
-recall@10 of the probed cells' exact nearest, about 8,300 codes read: 0.981 at 1M, 0.980
-at 3M (``docs/benchmarks/scale.md``, two Lloyd rounds); cells trained the old way,
-``sqrt(N)`` of ``sqrt(N)`` vectors, read more codes and find less until ``maintain()``."""
+recall@10 of the probed cells' exact nearest, about 8,300 codes read, in a numpy
+simulation: 0.981 at 1M after one Lloyd round, 0.980 at 3M after two; the library at 1M
+after two, codes and re-rank included: 0.993 (``docs/benchmarks/scale.md``); cells
+trained the old way, ``sqrt(N)`` of ``sqrt(N)`` vectors, read more codes and find less
+until ``maintain()``."""
 FILTERED_SHARE = 0.08
 """A filter that accepts a share ``s`` of the file, when too few candidates passed, makes
 a search probe at least this share of the cells divided by ``s`` (8%/10%: 80% of the

@@ -49,8 +49,8 @@ def test_bisect_makes_leaves_of_at_most_the_bound_that_cover_every_vector() -> N
     assert len(leaves) >= 30
     counts = np.bincount(nearest_cells(vectors, np.array(leaves)), minlength=len(leaves))
     assert counts.sum() == 3_000 and np.median(counts) <= 100
-    same = np.repeat(vectors[:1], 250, axis=0)  # all alike: halved in order, not looped on
-    assert len(cell_train.bisect(same, 100)) == 4
+    same = np.repeat(vectors[:1], 250, axis=0)  # all alike: one leaf, not looped on
+    assert len(cell_train.bisect(same, 100)) == 1
 
 
 @pytest.mark.parametrize("rounds", [1, 2])
@@ -164,3 +164,89 @@ def test_maintain_trains_again_cells_trained_the_old_way(
         maintain(store)
         assert state(store).generation == new.generation
         assert nearest(store, vectors[7], 1) == [ids[7]]
+
+
+def _centroids(store: SQLiteStore) -> np.ndarray:
+    with store.engine.snapshot() as conn:
+        return cell_sync.centroids_of(conn, state(store).dim)
+
+
+def test_alike_vectors_train_into_one_cell_and_leave_no_cell_empty(
+    db_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One text remembered 500 times: halves of it would share one centroid, the training
+    put them all in one and left the twins empty (probed for nothing); now one cell holds
+    them, every centroid is finite and no cell is empty. The coarse cell that holds them
+    is bisected on at most LEAF_READ of its vectors."""
+    monkeypatch.setattr(cell_train, "LEAF_READ", 128)
+    read: list[int] = []
+    real = cell_train.bisect
+
+    def spy(vectors: np.ndarray, *args: object, **kwargs: object) -> list[np.ndarray]:
+        read.append(len(vectors))
+        return real(vectors, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cell_train, "bisect", spy)
+    rng = np.random.default_rng(1)
+    same = unit(rng, 1)
+    vectors = np.concatenate([clustered(rng, 2_000, centres=50), np.repeat(same, 500, axis=0)])
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        ids = put(store, vectors)
+        maintain(store)
+        assert problems(store) == []
+        assert read and max(read) <= 128  # the alike coarse cell was read in part
+        held = sizes(store)
+        assert 0 not in held and sum(held) == 2_500
+        assert np.isfinite(_centroids(store)).all()
+        assert max(held) >= 500  # the alike ones together
+        assert set(nearest(store, same[0], 10)) <= set(ids[2_000:])
+
+
+def test_a_second_lloyd_round_moves_the_centroids(
+    db_path: Path, tmp_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rounds before the last move the centroids to their members' mean: training
+    with two rounds ends elsewhere than with one (vectors without clusters: on tight
+    clusters one round may already be where Lloyd settles)."""
+    vectors = unit(np.random.default_rng(4), 2_500)
+    found = []
+    for rounds in (1, 2):
+        monkeypatch.setattr(cell_train, "LLOYD_ROUNDS", rounds)
+        with SQLiteStore(str(tmp_path / f"r{rounds}.db"), vector_index="cells") as store:
+            put(store, vectors)
+            maintain(store)
+            assert problems(store) == []
+            centroids = _centroids(store)
+            fit = (vectors @ centroids.T).max(axis=1).mean()
+            found.append((centroids, fit))
+    (one, fit_one), (two, fit_two) = found
+    assert one.shape != two.shape or not np.allclose(one, two)
+    assert fit_two >= fit_one - 1e-4  # a Lloyd round never moves vectors farther on average
+
+
+def test_a_wide_filter_probes_a_share_of_the_cells(
+    db_path: Path, scaled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter accepting a tenth that needs a second round probes at least
+    FILTERED_SHARE of the cells over its share (its nearest lie in any cell)."""
+    monkeypatch.setattr(cell_vectors, "PROBES", 2)
+    rng = np.random.default_rng(6)
+    vectors = clustered(rng, 2_500, centres=50)
+    tags = [("tenth",) if i % 10 == 0 else () for i in range(len(vectors))]
+    probes: list[int] = []
+    real = cell_vectors.CellVectors.candidates
+
+    def spy(self: cell_vectors.CellVectors, *args: object) -> object:
+        probes.append(int(args[-1]))  # type: ignore[call-overload]
+        return real(self, *args)  # type: ignore[arg-type]
+
+    with SQLiteStore(str(db_path), vector_index="cells") as store:
+        put(store, vectors, tags=tags)
+        maintain(store)
+        store.indexes.exact_scan_max = 16
+        cells = state(store).cells
+        monkeypatch.setattr(cell_vectors.CellVectors, "candidates", spy)
+        nearest(store, clustered(rng, 1, centres=50)[0], 10, where=MemoryFilter(tags=("tenth",)))
+    assert len(probes) >= 2 and probes[0] == 2
+    share = 0.08 * cells / 0.1
+    assert max(probes) >= min(cells, int(share) - 1)

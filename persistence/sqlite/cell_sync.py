@@ -310,10 +310,7 @@ def _recentred(conn: apsw.Connection, fit: CodeFit, centroids: np.ndarray) -> np
     if batch:
         vectors = normalised(batch, fit.dim)
         sums += cell_sums(vectors, nearest_cells(vectors, centroids), len(sums))
-    norms = np.linalg.norm(sums, axis=1)
-    out = centroids.copy()
-    out[norms > 0] = sums[norms > 0] / norms[norms > 0, None]
-    return out.astype(np.float32)
+    return _means(centroids, sums)
 
 
 def _join_all(
@@ -332,10 +329,15 @@ def _join_all(
             written += _join(conn, fit, batch, assign, sums)
             batch = []
     written += _join(conn, fit, batch, assign, sums)
+    return _means(centroids, sums), written
+
+
+def _means(centroids: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """Each cell's centroid the normalised sum of its members (an empty cell's kept)."""
     norms = np.linalg.norm(sums, axis=1)
     out = centroids.copy()
     out[norms > 0] = sums[norms > 0] / norms[norms > 0, None]
-    return out.astype(np.float32), written
+    return out.astype(np.float32)
 
 
 def _join(

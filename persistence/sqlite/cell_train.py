@@ -55,23 +55,16 @@ def bisect(vectors: np.ndarray, bound: int = CELL_SIZE, seed: int = 1) -> list[n
         members = pending.pop()
         if len(members) <= bound:
             if len(members):
-                out.append(_mean(vectors[members]))
+                out.append(kmeans(vectors[members], 1)[0])
             continue
         own = vectors[members]
         sample = own[:: max(1, len(own) // BISECT_SAMPLE)]
         two = kmeans(np.ascontiguousarray(sample), 2, seed=seed + len(out))
         moving = nearest_cells(own, two) == 1
         if moving.all() or not moving.any():
-            out.append(_mean(own))
+            out.append(kmeans(own, 1)[0])
             continue
         pending += [members[~moving], members[moving]]
-    return out
-
-
-def _mean(vectors: np.ndarray) -> np.ndarray:
-    mean = vectors.mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    out: np.ndarray = (mean / norm if norm > 1e-12 else vectors[0]).astype(np.float32)
     return out
 
 

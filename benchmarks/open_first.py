@@ -19,10 +19,15 @@ recall, for scale). Two states of the process:
   in RAM (the library's modules imported), before the clock starts: what grows with
   the file.
 
+Peak RSS (VmHWM) is read at four points: ``bare_mib`` (python and the imports),
+``ready_mib`` (when the clock starts: warm, the model loaded), ``peak_first_mib`` (after
+the first recall) and ``peak_mib`` (at the end).
+
 The raw baseline, in its own fresh process: ``apsw`` opens the file and reads FTS5's
 first 100 matches of the same words (unranked: a floor; ranking every match of these
 common words by bm25 takes about a second at 1M), and (``cold``) loads the same ONNX
-model and tokenizer and embeds the query. ``--before`` names another checkout (a folder
+model and tokenizer and embeds the query (state ``model``: only that, no file;
+:mod:`benchmarks.scale_run` uses it). ``--before`` names another checkout (a folder
 holding ``tiered_memory`` and ``persistence``; e.g. ``git archive <commit> | tar -x -C
 DIR``): each round runs both, taking turns, so they meet the same load. Medians per row;
 a JSON line per run goes to ``benchmarks/results/open_first.jsonl`` (``--no-record``:
@@ -39,6 +44,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.million import build, library
 from benchmarks.results_file import record_run
@@ -66,13 +72,15 @@ from tiered_memory.embedding.embedders import OnnxEmbedder
 def peak():
     with open("/proc/self/status") as status:
         line = next(ln for ln in status if ln.startswith("VmHWM"))
-    return int(line.split()[1]) / 1024
+    return round(int(line.split()[1]) / 1024, 1)
 
 options = {"vector_index": index} if index != "default" else {}
+bare = peak()
 if state == "warm":
     model = OnnxEmbedder(compact_model.build(None), model_id=MODEL_ID)
     model.embed(["a recall before this one"])
     AgentMemoryManager.in_memory(embedder=None).close()
+ready = peak()
 start = time.perf_counter()
 if state == "cold":
     model = OnnxEmbedder(compact_model.build(None), model_id=MODEL_ID)
@@ -81,13 +89,15 @@ memory = AgentMemoryManager.open(path, embedder=model, recall_review_quality=Non
 opened = time.perf_counter()
 memory.recall(query, k=10)
 first = time.perf_counter()
+peak_first = peak()
 memory.recall(second, k=10)
 again = time.perf_counter()
 memory.close()
 ms = lambda a, b: round((b - a) * 1000, 1)
 print(json.dumps({"model_ms": ms(start, made), "open_ms": ms(made, opened),
                   "first_ms": ms(opened, first), "total_ms": ms(start, first),
-                  "second_ms": ms(first, again), "peak_mib": round(peak(), 1)}))
+                  "second_ms": ms(first, again), "bare_mib": bare, "ready_mib": ready,
+                  "peak_first_mib": peak_first, "peak_mib": peak()}))
 """.replace("MODEL_ID", repr(MODEL_ID))
 
 RAW = """
@@ -120,15 +130,18 @@ if state == "warm":
     loaded = model()
     embed(*loaded, "a recall before this one")
 start = time.perf_counter()
-conn = apsw.Connection(path)
-match = " OR ".join(f'"{word}"' for word in query.split())
-best = conn.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT 100",
-                    (match,)).fetchall()
-if state == "cold":
+best = []
+if state != "model":  # "model": the model loaded and the query embedded, no file
+    conn = apsw.Connection(path)
+    match = " OR ".join(f'"{word}"' for word in query.split())
+    best = conn.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT 100",
+                        (match,)).fetchall()
+if state != "warm":
     loaded = model()
 vector = embed(*loaded, query)
 first = time.perf_counter()
-conn.close()
+if state != "model":
+    conn.close()
 print(json.dumps({"total_ms": round((first - start) * 1000, 1), "rows": len(best)}))
 """
 
@@ -211,7 +224,7 @@ def main() -> None:
                 runs.setdefault(("raw", count, "-", state), []).append(
                     probe(RAW, str(folder), str(path), state, query)
                 )
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (code, count, index, state), found in runs.items():
         median = {k: round(statistics.median(r[k] for r in found), 1) for k in found[0]}
         rows.append({"code": code, "count": count, "index": index, "state": state, **median})

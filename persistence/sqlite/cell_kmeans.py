@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from persistence.sqlite.cell_centroids import Centroids
+
 KMEANS_ROUNDS = 10
 _MATRIX = 1 << 22
 """Most similarities :func:`nearest_cells` holds at once (16 MB of float32): its rows per
@@ -19,12 +21,17 @@ def normalised(blobs: list[bytes], dim: int) -> np.ndarray:
     return out
 
 
-def nearest_cells(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """The cell each normalised vector belongs to (its most similar centroid)."""
+def nearest_cells(vectors: np.ndarray, centroids: np.ndarray | Centroids) -> np.ndarray:
+    """The cell each normalised vector belongs to (its most similar centroid): against
+    float32 centroids (training) or the form RAM keeps (:class:`Centroids`, writes)."""
     out = np.empty(len(vectors), dtype=np.int64)
     step = max(256, _MATRIX // max(len(centroids), 1))
     for start in range(0, len(vectors), step):
-        out[start : start + step] = np.argmax(vectors[start : start + step] @ centroids.T, 1)
+        block = vectors[start : start + step]
+        if isinstance(centroids, Centroids):
+            out[start : start + step] = np.argmax(centroids.similarities(block), 1)
+        else:
+            out[start : start + step] = np.argmax(block @ centroids.T, 1)
     return out
 
 

@@ -30,7 +30,7 @@ import logging
 import math
 import secrets
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 import apsw
@@ -39,6 +39,7 @@ import numpy as np
 from persistence import statements
 from persistence.records import Tier
 from persistence.sqlite import cell_packs, cell_split, cell_train, vector_reads
+from persistence.sqlite.cell_centroids import Centroids
 from persistence.sqlite.cell_kmeans import cell_sums, kmeans, nearest_cells, normalised
 from persistence.sqlite.code_sync import position_kept
 from persistence.sqlite.sql import cell_sql, index_sql, meta_sql
@@ -67,6 +68,7 @@ TAIL_MIN = 256
 """A cell's tail is folded into its pack past this many rows, or an eighth of the pack."""
 SAMPLE_PER_CELL = 64
 _CHUNK = 4_096
+_CENTROID_ROWS = 256
 
 
 def coarse_cells_for(count: int) -> int:
@@ -204,30 +206,43 @@ def _embedded(conn: apsw.Connection, at_most: int | None) -> int:
 
 
 def centroids_of(conn: apsw.Connection, dim: int) -> np.ndarray:
-    """Every centroid, in cell order ``[cells, dim]``; :class:`DamagedPack` when one is
-    not ``dim`` floats."""
-    found = rows(conn, cell_sql.CENTROIDS)
-    if not found:
-        return np.zeros((0, dim), dtype=np.float32)
-    blobs = [bytes(c) for _, c in found]
-    if any(len(b) != 4 * dim for b in blobs):
-        raise cell_packs.DamagedPack(f"a centroid of the vector cells is not {dim} floats")
-    flat = np.frombuffer(b"".join(blobs), dtype="<f4")
-    return flat.reshape(len(found), dim).astype(np.float32)
+    """Every centroid as float32, in cell order ``[cells, dim]``; :class:`DamagedPack`
+    when one is not ``dim`` floats."""
+    chunks = list(_centroid_chunks(conn, dim))
+    return np.concatenate(chunks) if chunks else np.zeros((0, dim), dtype=np.float32)
 
 
-_cached: tuple[int, np.ndarray] | None = None  # (generation, centroids): the latest read
+def _centroid_chunks(conn: apsw.Connection, dim: int) -> Iterator[np.ndarray]:
+    """The centroids in cell order, ``_CENTROID_ROWS`` float32 rows at a time (a reader
+    builds its compact copy without holding the float32 one); :class:`DamagedPack` when
+    one is not ``dim`` floats."""
+    blobs: list[bytes] = []
+    for _, centroid in statements.stream(conn, cell_sql.CENTROIDS):
+        blobs.append(bytes(centroid))
+        if len(blobs[-1]) != 4 * dim:
+            raise cell_packs.DamagedPack(f"a centroid of the vector cells is not {dim} floats")
+        if len(blobs) == _CENTROID_ROWS:
+            yield np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dim)
+            blobs = []
+    if blobs:
+        yield np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dim)
+
+
+_cached: tuple[int, Centroids] | None = None  # (generation, centroids): the latest read
 _cache_lock = threading.Lock()
 
 
-def cached_centroids(conn: apsw.Connection, state: CellState) -> np.ndarray:
-    """:func:`centroids_of`, read once per generation of the cells (one per process:
-    a generation is random, so centroids of a rolled-back training are never taken for
+def cached_centroids(conn: apsw.Connection, state: CellState) -> Centroids:
+    """The centroids in the compact form RAM keeps them (:class:`Centroids`: int16, half
+    of float32's bytes), read once per generation of the cells (one per process: a
+    generation is random, so centroids of a rolled-back training are never taken for
     those of another)."""
     global _cached
     with _cache_lock:
         if _cached is None or _cached[0] != state.generation:
-            _cached = (state.generation, centroids_of(conn, state.dim))
+            _cached = None  # the old copy goes before the new one is read (peak RSS)
+            chunks = _centroid_chunks(conn, state.dim)
+            _cached = (state.generation, Centroids.read(chunks, state.cells, state.dim))
         return _cached[1]
 
 

@@ -5,8 +5,9 @@
 kept by :mod:`persistence.sqlite.cell_sync`). A search:
 
 1. ranks the cells' centroids (the only thing kept in RAM: one per
-   :data:`~persistence.sqlite.cell_train.CELL_SIZE` vectors or so, read once per
-   generation of the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
+   :data:`~persistence.sqlite.cell_train.CELL_SIZE` vectors or so, as int16,
+   :class:`~persistence.sqlite.cell_centroids.Centroids`, read once per generation of
+   the cells, :func:`~persistence.sqlite.cell_sync.cached_centroids`)
    and reads the packs and tails of the nearest :data:`PROBES` cells: a fixed number,
    as the cells are of a fixed size, so a search reads about the same codes at any size;
 2. scores their 3-bit codes by the RAM copy's two stages, a group of packs at a time
@@ -46,6 +47,7 @@ import numpy as np
 
 from persistence.records import MemoryFilter, Tier
 from persistence.sqlite import cell_scan, cell_sync, vec_extension, vector_deepen, vector_reads
+from persistence.sqlite.cell_centroids import Centroids
 from persistence.sqlite.cell_packs import DamagedPack
 from persistence.sqlite.database import Database
 from persistence.sqlite.mirror_vectors import (
@@ -87,7 +89,7 @@ class CellView:
 
     state: CellState
     fit: CodeFit
-    centroids: np.ndarray
+    centroids: Centroids
     backlog: list[str]
 
     @property
@@ -203,7 +205,7 @@ class CellVectors:
         """``(id, tier)`` of the ``count`` best codes of the ``probes`` cells nearest to
         the normalised query ``unit``, best first, and apart every memory of the backlog
         (of ``tier``, if given)."""
-        similarity = view.centroids @ unit
+        similarity = view.centroids.similarities(unit)
         probes = min(probes, view.cells)
         cells = np.argpartition(-similarity, probes - 1)[:probes].tolist()
         size = math.ceil(view.state.members * probes / view.cells)

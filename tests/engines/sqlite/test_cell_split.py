@@ -61,7 +61,9 @@ def test_a_cell_of_alike_vectors_is_halved_and_not_read_again_by_every_write(
             Memory.create(f"ok again {n}", Tier.EPISODIC, id=f"e{n:04d}", embedding=same)
         )
     assert problems(store) == []
-    # halved (302 codes: two of 151, past 4·√900 = 120), the half the writes reach
-    # halved once more, then under the bound: not read again (20 times before)
-    assert len([r for r in read if r > 100]) <= 2
+    # halved (302 codes: two of 151, past 4·√900 = 120), each half the writes reach
+    # halved once more, then under the bound: not read again (20 times before). Which
+    # half a write reaches is a tie (their centroids equal but for rounding, and the
+    # int16 centroids RAM keeps round differently from float32): one half or both.
+    assert len([r for r in read if r > 100]) <= 3
     assert nearest(store, same, 1)[0].startswith(("d", "e", "m00000"))

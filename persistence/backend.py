@@ -76,12 +76,12 @@ def build_backend(
     trace: Callable[[TracedStatement], None] | None = None,
     pool: PoolSettings | None = None,
     scope: str = "",
-    vector_index: str = "ram",
+    vector_index: str = "cells",
 ) -> Backend:
     """The parts for ``location`` (a file path or ``":memory:"``), not yet opened.
     ``idle_merge_s``, ``reset_after_changes`` and ``vector_resort_after`` are the file
     engine's tunables (``None``: its defaults, see :class:`~persistence.sqlite.SQLiteStore`);
-    ``vector_index`` picks the file engine's vector search (``"ram"`` or ``"cells"``);
+    ``vector_index`` picks the file engine's vector search (``"cells"``, the default, or ``"ram"``);
     ``trace`` is told of every statement the store runs on either engine
     (:class:`~persistence.TracedStatement`).
     ``scope`` names the agent a scoped handle is for (``''``: the whole store): row-level

@@ -277,7 +277,9 @@ def old_schema_store(path: Path, version: int) -> Iterator[SQLiteStore]:
     from persistence.sqlite.connection import ConnectionOptions, connect
 
     later = _later_columns(version)
-    with SQLiteStore(path, migrations=available_migrations()[:version]) as store:
+    # the RAM copy: the vector cells' tables (version 19) may be missing at ``version``
+    migrations = available_migrations()[:version]
+    with SQLiteStore(path, migrations=migrations, vector_index="ram") as store:
         with store.transaction() as conn:
             for table, column, kind in later:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -125,11 +125,11 @@ class MemoryConfig:
       (recall's fact signal: ``RecallSettings.fact_share``, ``fact_words``), and the
       mean of a predicate's words' vectors is its meaning (``fact_vectors``); ``{}``
       leaves each predicate its name's words only.
-    - ``vector_index``: how a file store searches vectors: ``"ram"`` (the default) keeps
-      a 3-bit code of every vector in RAM (about 170 MiB per million memories);
-      ``"cells"`` keeps nothing per memory in RAM and reads the codes of the cells
-      nearest the query from the file (docs/concepts/guarantees.md, "The vector
-      cells"). A server ignores it.
+    - ``vector_index``: how a file store searches vectors: ``"cells"`` (the default)
+      keeps nothing per memory in RAM and reads the codes of the cells nearest the query
+      from the file (docs/concepts/guarantees.md, "The vector cells"); ``"ram"`` keeps
+      a 3-bit code of every vector in RAM (about 170 MiB per million memories). A
+      server ignores it.
     """
 
     cache_size: int = 500
@@ -170,7 +170,7 @@ class MemoryConfig:
     predicate_words: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: dict(PREDICATE_WORDS), hash=False
     )
-    vector_index: str = "ram"
+    vector_index: str = "cells"
 
     def __post_init__(self) -> None:
         object.__setattr__(  # a list or any sequence of predicates, kept as a tuple

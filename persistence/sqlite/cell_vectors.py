@@ -80,6 +80,12 @@ only by chance and lie in any cell (clustered vectors at 1M, a time filter of a 
 recall@10 0.801 from 240 probed cells of 2,931, 0.974 from 80% of them)."""
 BACKLOG_MAX = 4_096
 """Vectors logged after the cells' position a search compares exactly; more: RAM copy."""
+TOO_LARGE = (
+    "the vector cells are behind by more vectors than a write trains or takes in (a file "
+    "filled before the cells, or a large import): searches use the RAM copy until "
+    "maintain() (`tiered-memory maintain`) trains them"
+)
+"""Logged once (per handle, until ``maintain()``) when a write cannot bring the cells up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,12 +243,15 @@ class CellVectors:
         """Every transaction that changed a vector (``remember`` with an embedding, a
         forget, a promotion, the embedding queue) brings the cells to the log's head
         before it commits; one that did not costs two reads. A file too large to train
-        here is not counted again by this process until ``maintain()`` (or a reset)."""
+        here is not counted again by this process until ``maintain()`` (or a reset); one
+        log line says so (searches use the RAM copy until then)."""
         if self._too_large:
             state = cell_sync.read_state(conn)
             if state is None or not cell_sync.usable(conn, state, state.dim):
                 return
         if cell_sync.sync(conn, train=not self._too_large) is None:
+            if not self._too_large:
+                log.warning(TOO_LARGE)
             self._too_large = True
 
     def swapping(self, conn: apsw.Connection) -> None:

@@ -1,14 +1,15 @@
 """The SQLite engine's part of the recall indexes: what differs from PostgreSQL, handed to
 the shared :class:`~persistence.stores.indexes.IndexStore`.
 
-- :class:`~persistence.sqlite.mirror_vectors.MirrorVectors` (the default): vector search
+- :class:`~persistence.sqlite.cell_vectors.CellVectors` (the default,
+  ``vector_index="cells"``): vector search over the codes in k-means cells kept in the
+  file, nothing per memory in RAM (the RAM copy only as its fallback).
+  With ``vector_index="ram"``,
+  :class:`~persistence.sqlite.mirror_vectors.MirrorVectors` instead: vector search
   over the in-RAM copy of the vectors (3-bit codes
   searched in two stages, :class:`~persistence.sqlite.vector_mirror.VectorMirror`),
   re-ranked exactly from the float32 BLOBs; a filter that accepts few memories is
   compared exactly. New vectors also refresh the codes kept in the file (``code_sync``).
-  With ``vector_index="cells"``,
-  :class:`~persistence.sqlite.cell_vectors.CellVectors` instead: the codes in k-means
-  cells kept in the file, nothing per memory in RAM (the RAM copy only as its fallback).
 - keyword search is :class:`~persistence.sqlite.keyword_index.KeywordIndex` (FTS5 bm25).
 
 The SQL is :mod:`~persistence.sqlite.sql.index_sql`, ``conversation_sql``,
@@ -56,9 +57,9 @@ SQL = IndexSql(
 
 
 VECTOR_INDEXES = ("ram", "cells")
-"""The vector indexes a file store can search with: ``"ram"``, the RAM copy of every
-vector's code (:class:`MirrorVectors`); ``"cells"``, the cells kept in the file
-(:class:`~persistence.sqlite.cell_vectors.CellVectors`: nothing per memory in RAM)."""
+"""The vector indexes a file store can search with: ``"cells"`` (the default), the cells
+kept in the file (:class:`~persistence.sqlite.cell_vectors.CellVectors`: nothing per
+memory in RAM); ``"ram"``, the RAM copy of every vector's code (:class:`MirrorVectors`)."""
 
 
 def build_index_store(

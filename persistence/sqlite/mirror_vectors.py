@@ -1,5 +1,5 @@
 """The RAM copy of a file's vectors as the shared store's
-:class:`~persistence.stores.indexes.VectorIndex` (the default ``vector_index="ram"``):
+:class:`~persistence.stores.indexes.VectorIndex` (``vector_index="ram"``):
 3-bit codes searched in two stages (:class:`~persistence.sqlite.vector_mirror.VectorMirror`),
 re-ranked exactly from the float32 BLOBs; a filter that accepts few memories is compared
 exactly. New vectors also refresh the codes kept in the file (``code_sync``), and a file's

@@ -120,9 +120,9 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
     else 0.05; see keyword_index.py); ``reset_after_changes`` (see
     :data:`~persistence.sqlite.database.RESET_AFTER_CHANGES`); ``vector_resort_after``,
     how many new ids the vector copy takes before it re-sorts. ``vector_index`` picks
-    the vector search: ``"ram"`` (the default), the RAM copy of every vector's code;
-    ``"cells"``, the cells kept in the file (nothing per memory in RAM, see
-    :mod:`~persistence.sqlite.cell_vectors`). ``trace`` is told of each
+    the vector search: ``"cells"`` (the default), the cells kept in the file (nothing
+    per memory in RAM, see :mod:`~persistence.sqlite.cell_vectors`); ``"ram"``, the RAM
+    copy of every vector's code. ``trace`` is told of each
     statement run (:mod:`~persistence.sqlite.tracing`). The engine is :attr:`engine`:
     the transactions' hooks, other processes' commits and the connections are asked of
     it (``store.engine.after_commit(...)``). The index part's settings live on it
@@ -159,7 +159,7 @@ class SQLiteStore(ConfiguredStore, StoreFacts, ReferenceTierAPI):
         vector_resort_after: int = RESORT_AFTER,
         trace: TraceCallback | None = None,
         scope: str = "",
-        vector_index: str = "ram",
+        vector_index: str = "cells",
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise InvalidTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")

@@ -23,8 +23,8 @@ class StoreConfig:
     max_content_bytes: int
     embedding_dim: int | None = None
     scope: Scope = WHOLE
-    vector_index: str = "ram"
-    """The file engine's vector search: ``"ram"`` or ``"cells"`` (see
+    vector_index: str = "cells"
+    """The file engine's vector search: ``"cells"`` (the default) or ``"ram"`` (see
     :data:`persistence.sqlite.index_store.VECTOR_INDEXES`); a server ignores it."""
 
 

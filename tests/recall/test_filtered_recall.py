@@ -26,8 +26,11 @@ DAY = 86_400_000
 START = 1_700_000_000_000
 
 
-def _open(path: Path | str, dim: int = 32, **recall: object) -> AgentMemoryManager:
+def _open(
+    path: Path | str, dim: int = 32, vector_index: str = "cells", **recall: object
+) -> AgentMemoryManager:
     config = MemoryConfig(
+        vector_index=vector_index,
         embedder=HashEmbedder("filter-test", dim),
         recall=RecallSettings(depth=5, vector_depth=5, **recall),  # type: ignore[arg-type]
         recall_review_quality=None,  # recalls must not change the memories between calls
@@ -231,7 +234,7 @@ def test_a_session_filter_compares_its_memories_exactly_without_searching_the_co
     accepted vector exactly, before the in-RAM copy of all vectors is searched (at 1M
     memories a session filter took 214-234 ms searching the copy deeper and deeper)."""
     rng = np.random.default_rng(9)
-    with _open(tmp_path / "exact.db", dim=16) as memory:
+    with _open(tmp_path / "exact.db", dim=16, vector_index="ram") as memory:  # its copy
         memory.start_session("few")
         records = [
             Memory.create(f"m{n}", Tier.EPISODIC, session_id="few" if n % 50 == 0 else None,

@@ -51,7 +51,7 @@ def _search(store: SQLiteStore, searched: list[object]) -> None:
 
 
 def test_search_snapshot_poisons_vector_cache(tmp_path: Path) -> None:
-    with SQLiteStore(str(tmp_path / "a.db")) as store:
+    with SQLiteStore(str(tmp_path / "a.db"), vector_index="ram") as store:  # first_stage
         a, b = Memory.create("a", Tier.EPISODIC), Memory.create("b", Tier.EPISODIC)
         store.memories.put_memory(a)
         store.memories.put_memory(b)
@@ -83,7 +83,7 @@ def test_search_snapshot_poisons_vector_cache(tmp_path: Path) -> None:
 
 def test_search_snapshot_keeps_a_forgotten_memorys_vector(tmp_path: Path) -> None:
     """No candidate invented: the search's own first stage, paused before its re-rank."""
-    with SQLiteStore(str(tmp_path / "a.db")) as store:
+    with SQLiteStore(str(tmp_path / "a.db"), vector_index="ram") as store:  # first_stage
         a, c = Memory.create("a", Tier.EPISODIC), Memory.create("c", Tier.EPISODIC)
         store.memories.put_memory(a)
         store.memories.put_memory(c)

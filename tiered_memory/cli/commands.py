@@ -227,7 +227,11 @@ def embed(db: str, as_json: bool) -> None:
 @click.option("--vacuum", is_flag=True, help="Also rebuild the file to reclaim space.")
 @json_option
 def maintain(db: str, vacuum: bool, as_json: bool) -> None:
-    """Checkpoint the WAL, refresh planner statistics, optionally VACUUM."""
+    """Checkpoint the WAL, train the vector cells, refresh statistics.
+
+    The vector cells are trained when due: a file filled before it had cells (recall
+    searches the RAM copy until then), or one grown fourfold since. --vacuum also
+    rebuilds the file."""
     with _open(db, write=True) as memory:
         result = memory.maintain(vacuum=vacuum)
     _emit(

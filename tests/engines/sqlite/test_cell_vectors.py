@@ -421,7 +421,7 @@ def test_a_model_swap_by_a_ram_handle_drops_the_cells(db_path: Path, small_cells
     with SQLiteStore(str(db_path), vector_index="cells") as cells:
         ids = put(cells, old)
         assert state(cells).members == 600
-    with SQLiteStore(str(db_path)) as ram:  # the default handle, the CLI's
+    with SQLiteStore(str(db_path), vector_index="ram") as ram:  # the RAM copy's handle
         ram.indexes.begin_rebuild("model-2", DIM)
         ram.indexes.stage_rebuild([(i, f"text {n}", new[n]) for n, i in enumerate(ids)])
         ram.indexes.finish_rebuild(lambda texts: np.zeros((len(texts), DIM)))

@@ -82,7 +82,7 @@ def test_maintain_packs_every_code_in_id_order(packed: tuple[Path, np.ndarray]) 
     assert first == f"m{code_sync.PACK_ROWS:05d}" and codes[: len(code_of(path, first))] == (
         code_of(path, first)
     )
-    with SQLiteStore(path) as store, store.transaction() as conn:
+    with SQLiteStore(path, vector_index="ram") as store, store.transaction() as conn:
         assert code_sync.repack(conn) == 0  # complete and current: nothing written again
 
 
@@ -108,14 +108,14 @@ def test_a_forgotten_memory_takes_its_pack_and_leaves_no_code_in_the_file(
     path, vectors = packed
     code = code_of(path, "m01030")  # in chunk 1
     assert code in path.read_bytes()
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, vector_index="ram") as store:
         store.memories.forget_memory("m01030", reason="test")
     assert [p[0] for p in packs_in(path)] == [0, *range(2, -(-COUNT // code_sync.PACK_ROWS))]
     for name in ("", "-wal"):
         file = Path(f"{path}{name}")
         assert not file.exists() or code not in file.read_bytes()
     row_reads.clear()
-    with SQLiteStore(path) as reader:
+    with SQLiteStore(path, vector_index="ram") as reader:
         assert "m01030" not in [m for m, _ in reader.indexes.vector_search(vectors[1030], 20)]
         for i in (1024, 1031, 2047, 0, COUNT - 1):  # the gone pack's others, and the rest
             assert reader.indexes.vector_search(vectors[i], 1)[0][0] == f"m{i:05d}"
@@ -131,7 +131,7 @@ def test_changes_after_the_packs_are_taken_in(
     path, vectors = packed
     rng = np.random.default_rng(23)
     fresh = unit(rng, 3)
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, vector_index="ram") as store:
         store.memories.put_memory(
             Memory.create("new", Tier.EPISODIC, id="m00010x", embedding=fresh[0])
         )
@@ -145,7 +145,7 @@ def test_changes_after_the_packs_are_taken_in(
     kept = packs_in(path)
     assert 2 not in [p[0] for p in kept]  # a promotion deletes the episodic row: pack 2 goes
     row_reads.clear()
-    with SQLiteStore(path) as reader:
+    with SQLiteStore(path, vector_index="ram") as reader:
         assert reader.indexes.vector_search(fresh[0], 1)[0][0] == "m00010x"
         assert reader.indexes.vector_search(fresh[1], 1)[0][0] == "zz-last"
         assert reader.indexes.vector_search(vectors[2100], 1, Tier.SEMANTIC)[0][0] == "m02100"
@@ -162,7 +162,7 @@ def test_packs_behind_a_foreign_log_are_not_used(
     with open_raw(path) as conn:
         conn.execute("UPDATE vector_code_packs SET seq_id = 'someone else'")
     row_reads.clear()
-    with SQLiteStore(path) as reader:
+    with SQLiteStore(path, vector_index="ram") as reader:
         assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert row_reads == ["all"]
     maintain(path)  # makes them again
@@ -171,6 +171,6 @@ def test_packs_behind_a_foreign_log_are_not_used(
             "someone else"
         }
     row_reads.clear()
-    with SQLiteStore(path) as reader:
+    with SQLiteStore(path, vector_index="ram") as reader:
         assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert row_reads == []

@@ -47,7 +47,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def build(path: Path, vectors: np.ndarray) -> None:
-    with SQLiteStore(path) as store, store.transaction():
+    with SQLiteStore(path, vector_index="ram") as store, store.transaction():
         for i, vector in enumerate(vectors):
             store.memories.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}",
                                            embedding=vector))  # fmt: skip
@@ -56,7 +56,7 @@ def build(path: Path, vectors: np.ndarray) -> None:
 def answers(
     path: Path, queries: np.ndarray, tier: Tier | None = None
 ) -> list[list[tuple[str, float]]]:
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, vector_index="ram") as store:
         return [store.indexes.vector_search(q, 10, tier) for q in queries]
 
 
@@ -71,7 +71,7 @@ def fit_position(path: Path) -> tuple[int, str | None] | None:
 
 
 def maintain(path: Path) -> None:
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, vector_index="ram") as store:
         BackupManager(store).run_maintenance()
 
 
@@ -119,7 +119,7 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
     build(db_path, vectors)
     maintain(db_path)
     fresh = unit(rng, 3)
-    with SQLiteStore(db_path) as store:  # another writer, after the codes were written
+    with SQLiteStore(db_path, vector_index="ram") as store:  # another writer, codes written
         for i, vector in enumerate(fresh):
             store.memories.put_memory(
                 Memory.create("new", Tier.EPISODIC, id=f"new{i}", embedding=vector)
@@ -133,7 +133,7 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
     assert "m00007" not in stored  # a forgotten memory's code leaves with it
     assert "m00010" not in stored and "m00020" not in stored  # changed: stale codes dropped
     loads.clear()
-    with SQLiteStore(db_path) as reader:
+    with SQLiteStore(db_path, vector_index="ram") as reader:
         for i, vector in enumerate(fresh):
             assert reader.indexes.vector_search(vector, 1)[0][0] == f"new{i}"
         assert "m00007" not in [m for m, _ in reader.indexes.vector_search(vectors[7], 20)]
@@ -150,7 +150,7 @@ def test_a_reader_takes_in_what_changed_after_the_codes(db_path: Path, loads: li
 def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[str]) -> None:
     rng = np.random.default_rng(4)
     vectors = unit(rng, COUNT)
-    with SQLiteStore(db_path) as store:
+    with SQLiteStore(db_path, vector_index="ram") as store:
         with store.transaction():
             for i in range(COUNT):
                 store.memories.put_memory(Memory.create(f"text {i}", Tier.EPISODIC, id=f"m{i:05d}"))
@@ -165,7 +165,7 @@ def test_the_embedding_queue_keeps_the_codes_in_step(db_path: Path, loads: list[
     assert len(codes_in(db_path)) == COUNT
     assert fit_position(db_path) == head
     loads.clear()
-    with SQLiteStore(db_path) as reader:
+    with SQLiteStore(db_path, vector_index="ram") as reader:
         assert reader.indexes.vector_search(vectors[5], 1)[0][0] == "m00005"
     assert loads == ["codes"]
 
@@ -181,7 +181,7 @@ def test_codes_behind_a_trimmed_or_foreign_log_are_not_used(
     with open_raw(db_path) as conn:  # as if the log went on past where the codes stand
         conn.execute("UPDATE vector_fit SET seq = 1, seq_id = 'someone else'")  # autocommit
     loads.clear()
-    with SQLiteStore(db_path) as reader:
+    with SQLiteStore(db_path, vector_index="ram") as reader:
         assert reader.indexes.vector_search(vectors[9], 1)[0][0] == "m00009"
     assert loads == ["vectors"]
     maintain(db_path)  # makes them again

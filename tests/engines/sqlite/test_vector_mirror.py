@@ -40,6 +40,21 @@ def dim(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
+    """An open store searched by its RAM copy, once on a file and once in memory."""
+    path = str(db_path) if request.param == "file" else ":memory:"
+    with SQLiteStore(path, clock=clock, vector_index="ram") as opened:
+        yield opened
+
+
+@pytest.fixture
+def file_store(db_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
+    """A store on a file searched by its RAM copy."""
+    with SQLiteStore(db_path, clock=clock, vector_index="ram") as opened:
+        yield opened
+
+
+@pytest.fixture(params=["file", "memory"])
 def resorting(
     request: pytest.FixtureRequest, db_path: Path, clock: FakeClock
 ) -> Iterator[Callable[[int], SQLiteStore]]:
@@ -49,7 +64,9 @@ def resorting(
 
     def open_store(resort_after: int) -> SQLiteStore:
         path = str(db_path) if request.param == "file" else ":memory:"
-        store = SQLiteStore(path, clock=clock, vector_resort_after=resort_after).open()
+        store = SQLiteStore(
+            path, clock=clock, vector_resort_after=resort_after, vector_index="ram"
+        ).open()
         opened.append(store)
         return store
 
@@ -182,7 +199,10 @@ def test_a_write_sees_its_own_vectors_without_moving_the_shared_copy(
 def test_another_connections_commits_are_seen(db_path: Path) -> None:
     rng = np.random.default_rng(4)
     vectors = unit(rng, 30)
-    with SQLiteStore(db_path) as mine, SQLiteStore(db_path) as theirs:
+    with (
+        SQLiteStore(db_path, vector_index="ram") as mine,
+        SQLiteStore(db_path, vector_index="ram") as theirs,
+    ):
         put(mine, vectors[:20])
         assert nearest(mine, vectors[25], 1) != ["t25"]
         with theirs.transaction():
@@ -198,7 +218,7 @@ def test_another_connections_commits_are_seen(db_path: Path) -> None:
 def test_a_log_trimmed_past_the_copy_makes_it_reload(db_path: Path) -> None:
     rng = np.random.default_rng(5)
     vectors = unit(rng, 40)
-    with SQLiteStore(db_path) as store:
+    with SQLiteStore(db_path, vector_index="ram") as store:
         put(store, vectors[:20])
         assert nearest(store, vectors[0], 1) == ["m0"]
         put(store, vectors[20:], prefix="late")
@@ -233,7 +253,7 @@ def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
 
     rng = np.random.default_rng(7)
     vectors = unit(rng, 20)
-    with SQLiteStore(tmp_path / "a.db") as store:
+    with SQLiteStore(tmp_path / "a.db", vector_index="ram") as store:
         put(store, vectors[:10])
         snapshot = BackupManager(store).create_backup()
         put(store, vectors[10:], prefix="after")
@@ -246,7 +266,7 @@ def test_a_restore_replaces_the_copy(tmp_path: Path) -> None:
 def test_a_copy_loaded_from_an_empty_log_notices_when_the_log_was_trimmed(db_path: Path) -> None:
     rng = np.random.default_rng(8)
     vectors = unit(rng, 21)
-    with SQLiteStore(db_path) as store:
+    with SQLiteStore(db_path, vector_index="ram") as store:
         put(store, vectors[:20])
         raw = open_raw(db_path)
         with raw:

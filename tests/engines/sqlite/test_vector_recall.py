@@ -34,7 +34,7 @@ def _corpus(kind: str, rng: np.random.Generator) -> np.ndarray:
 
 def _build(path: Path, vectors: np.ndarray) -> None:
     """One memory per vector (``m<row>``), tagged ``half`` on even rows; bulk-loaded."""
-    with SQLiteStore(path) as store:
+    with SQLiteStore(path, vector_index="ram") as store:
         store.memories.put_memory(Memory.create("first", id="first", embedding=vectors[0]))
         store.memories.forget_memory("first", reason="the file now records the dimension")
         with store.transaction() as conn, bulk_index.triggers_suspended(conn):
@@ -66,7 +66,7 @@ def test_recall_at_10_holds_against_exact_search(tmp_path: Path, kind: str) -> N
     _build(tmp_path / "v.db", vectors)
     even = np.arange(0, COUNT, 2)
     found: dict[str, list[float]] = {"unfiltered": [], "filtered": []}
-    with SQLiteStore(tmp_path / "v.db") as store:
+    with SQLiteStore(tmp_path / "v.db", vector_index="ram") as store:
         for query in _queries(vectors, rng, kind):
             scores = vectors @ query
             hits = store.indexes.vector_search(query, K)
@@ -94,7 +94,7 @@ def test_the_copy_measures_how_deep_its_first_stage_must_go(tmp_path: Path) -> N
     for name, vectors in corpora.items():
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         _build(tmp_path / f"{name}.db", vectors)
-        with SQLiteStore(tmp_path / f"{name}.db") as store:
+        with SQLiteStore(tmp_path / f"{name}.db", vector_index="ram") as store:
             assert store.indexes.vector_search(vectors[3], 1)[0][0] == "m3"  # loads the copy
             factors[name] = store.indexes.vectors._sqrt_factor
     assert factors["clustered"] < factors["random"] / 1.5, factors

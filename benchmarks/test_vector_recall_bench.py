@@ -114,8 +114,8 @@ def corpus(
     start = time.perf_counter()
     build(path, vectors)
     print(f"\n{workload} {count:>7}: built in {time.perf_counter() - start:.0f} s", end="")
-    with SQLiteStore(path) as store:
-        yield workload, count, store, vectors
+    with SQLiteStore(path, vector_index="ram") as store:  # the RAM copy's codes (the
+        yield workload, count, store, vectors  # cells: test_cell_vectors_bench.py)
 
 
 def _p50_ms(samples: list[float]) -> float:

@@ -241,8 +241,9 @@ def cached_centroids(conn: apsw.Connection, state: CellState) -> Centroids:
     with _cache_lock:
         if _cached is None or _cached[0] != state.generation:
             _cached = None  # the old copy goes before the new one is read (peak RSS)
+            held = int(value(conn, cell_sql.CENTROID_COUNT) or 0)  # not state.cells (damaged)
             chunks = _centroid_chunks(conn, state.dim)
-            _cached = (state.generation, Centroids.read(chunks, state.cells, state.dim))
+            _cached = (state.generation, Centroids.read(chunks, held, state.dim))
         return _cached[1]
 
 

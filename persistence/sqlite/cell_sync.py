@@ -153,7 +153,8 @@ def _sync(conn: apsw.Connection, *, rebuild: bool, train: bool) -> int | None:
         return 0
     if rebuild and state is not None and fit_of(state) is not None:
         # maintain() keeps no damaged pack or centroid (raises: dropped and trained again)
-        centroids_of(conn, state.dim)
+        if len(centroids_of(conn, state.dim)) != state.cells:
+            raise cell_packs.DamagedPack(f"the vector cells count {state.cells} centroids")
         damaged = statements.row(conn, cell_sql.damaged_pack(fit_of_checked(state).code_bytes))
         if damaged is not None:
             cell, size, width, ids, codes = damaged

@@ -13,7 +13,14 @@ from persistence.records import TracedStatement
 from persistence.sqlite import SQLiteStore, cell_sync
 from persistence.sqlite.cell_centroids import Centroids
 from persistence.statements import Statement, run
-from tests.engines.sqlite.test_cell_vectors import clustered, nearest, put
+from tests.engines.sqlite.test_cell_vectors import (
+    clustered,
+    maintain,
+    nearest,
+    problems,
+    put,
+    state,
+)
 
 
 @pytest.mark.parametrize("damaged", [-1, 10**10])
@@ -98,3 +105,22 @@ def test_alternate_searches_of_two_files_read_each_ones_centroids_once(
             assert nearest(a, va[i], 1) == [ids_a[i]] and nearest(b, vb[i], 1) == [ids_b[i]]
         assert a.indexes.vectors.last_search == b.indexes.vectors.last_search == "cells"
     assert len(loads) == 2  # 20 on the merge branch
+
+
+def test_a_count_of_cells_that_disagrees_is_reported_and_trained_again(
+    db_path: Path, small_cells: None
+) -> None:
+    """``CellVectors.view`` answers by the RAM copy when the centroids held are not the
+    state's count ("damaged: check() reports it"), but check_integrity did not report it
+    and maintain() kept it: the file was searched by the RAM copy for good."""
+    vectors = clustered(np.random.default_rng(23), 600)
+    with SQLiteStore(db_path) as store:
+        ids = put(store, vectors)
+        generation = state(store).generation
+        with store.transaction() as conn:
+            run(conn, Statement("UPDATE vector_cell_state SET cells = cells + 1"))
+        assert any("centroids" in p for p in problems(store))  # [] on the merge branch
+        maintain(store)
+        assert state(store).generation != generation and problems(store) == []
+        assert nearest(store, vectors[0], 1) == [ids[0]]
+        assert store.indexes.vectors.last_search == "cells"

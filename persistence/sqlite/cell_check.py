@@ -32,12 +32,12 @@ def check(conn: apsw.Connection) -> list[str]:
     if not position_kept(conn, state.seq, state.seq_id):
         return []  # not used by readers; maintain() trains them again
     try:
-        held = len(centroids_of(conn, fit.dim))
+        centroids = len(centroids_of(conn, fit.dim))
     except DamagedPack as exc:
         return [f"{exc} (maintain() trains the cells again)"]
-    if held != state.cells:
+    if centroids != state.cells:
         return [
-            f"the vector cells hold {held} centroids but count {state.cells} "
+            f"the vector cells hold {centroids} centroids but count {state.cells} "
             "(searches use the RAM copy; maintain() trains the cells again)"
         ]
     pending = set(vector_reads.changed_since(conn, state.seq))

@@ -42,8 +42,11 @@ class Centroids:
         a damaged one's, is taken as 0)."""
         clean = np.nan_to_num(np.asarray(floats, dtype=np.float32), nan=0, posinf=0, neginf=0)
         largest = np.abs(clean).max(axis=1) if clean.size else np.zeros(len(clean), np.float32)
-        scales = np.where(largest > 0, largest / _TOP, 1).astype(np.float32)
-        codes = np.rint(clean / scales[:, None]).astype(np.int16)
+        # a subnormal largest component would round its scale down (or to 0): codes
+        # past 32,767 wrap in int16, so the scale is at least float32's smallest normal
+        tiny = np.finfo(np.float32).tiny
+        scales = np.where(largest > 0, np.maximum(largest / _TOP, tiny), 1).astype(np.float32)
+        codes = np.clip(np.rint(clean / scales[:, None]), -_TOP, _TOP).astype(np.int16)
         return cls(codes, scales)
 
     @classmethod

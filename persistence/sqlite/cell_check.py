@@ -32,9 +32,14 @@ def check(conn: apsw.Connection) -> list[str]:
     if not position_kept(conn, state.seq, state.seq_id):
         return []  # not used by readers; maintain() trains them again
     try:
-        centroids_of(conn, fit.dim)
+        centroids = len(centroids_of(conn, fit.dim))
     except DamagedPack as exc:
         return [f"{exc} (maintain() trains the cells again)"]
+    if centroids != state.cells:
+        return [
+            f"the vector cells hold {centroids} centroids but count {state.cells} "
+            "(searches use the RAM copy; maintain() trains the cells again)"
+        ]
     pending = set(vector_reads.changed_since(conn, state.seq))
     held: dict[str, tuple[int, bytes]] = {}
     problems: list[str] = []

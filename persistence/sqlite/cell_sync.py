@@ -30,6 +30,7 @@ import logging
 import math
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
@@ -152,7 +153,8 @@ def _sync(conn: apsw.Connection, *, rebuild: bool, train: bool) -> int | None:
         return 0
     if rebuild and state is not None and fit_of(state) is not None:
         # maintain() keeps no damaged pack or centroid (raises: dropped and trained again)
-        centroids_of(conn, state.dim)
+        if len(centroids_of(conn, state.dim)) != state.cells:
+            raise cell_packs.DamagedPack(f"the vector cells count {state.cells} centroids")
         damaged = statements.row(conn, cell_sql.damaged_pack(fit_of_checked(state).code_bytes))
         if damaged is not None:
             cell, size, width, ids, codes = damaged
@@ -228,22 +230,38 @@ def _centroid_chunks(conn: apsw.Connection, dim: int) -> Iterator[np.ndarray]:
         yield np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dim)
 
 
-_cached: tuple[int, Centroids] | None = None  # (generation, centroids): the latest read
+CACHE_BYTES = 32 << 20
+"""Centroids a process keeps across generations (files): a few files' alternate searches
+read each one's once, while a 10M file's 22 MiB stays the only copy held."""
+_cached: OrderedDict[int, Centroids] = OrderedDict()  # generation -> centroids, oldest first
 _cache_lock = threading.Lock()
+
+
+def forget_cached_centroids() -> None:
+    """Drop every cached copy (tests)."""
+    with _cache_lock:
+        _cached.clear()
 
 
 def cached_centroids(conn: apsw.Connection, state: CellState) -> Centroids:
     """The centroids in the compact form RAM keeps them (:class:`Centroids`: int16, half
-    of float32's bytes), read once per generation of the cells (one per process: a
-    generation is random, so centroids of a rolled-back training are never taken for
-    those of another)."""
-    global _cached
+    of float32's bytes), read once per generation of the cells (a generation is random,
+    so centroids of a rolled-back training are never taken for those of another, nor one
+    file's for another's); the latest generations read are kept up to
+    :data:`CACHE_BYTES` (a process searching a few files does not read them again at
+    every search), the oldest dropped before a new one is read (peak RSS)."""
     with _cache_lock:
-        if _cached is None or _cached[0] != state.generation:
-            _cached = None  # the old copy goes before the new one is read (peak RSS)
-            chunks = _centroid_chunks(conn, state.dim)
-            _cached = (state.generation, Centroids.read(chunks, state.cells, state.dim))
-        return _cached[1]
+        found = _cached.get(state.generation)
+        if found is not None:
+            _cached.move_to_end(state.generation)
+            return found
+        held = int(value(conn, cell_sql.CENTROID_COUNT) or 0)  # not state.cells (damaged)
+        size = held * (2 * state.dim + 4)
+        while _cached and sum(c.nbytes for c in _cached.values()) + size > CACHE_BYTES:
+            _cached.popitem(last=False)
+        chunks = _centroid_chunks(conn, state.dim)
+        found = _cached[state.generation] = Centroids.read(chunks, held, state.dim)
+        return found
 
 
 def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:

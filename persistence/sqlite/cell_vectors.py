@@ -122,6 +122,10 @@ class CellVectors:
         self.last_search = ""
         """``"cells"`` or ``"ram"``: which answered the last search (tests, benchmarks)."""
         self._too_large = False
+        self._untrained_at: tuple[int, str | None] | None = None
+        """The change-log head at which a sync left the file without cells (too few
+        vectors, or too few dimensions): until it moves, a commit changed no vector and
+        has nothing to count again."""
         self.current_share = 1.0
         """As :attr:`MirrorVectors.current_share`: where a search of current memories starts."""
         self.engine.before_commit(self.before_commit)
@@ -130,6 +134,7 @@ class CellVectors:
         """Forget what this process knows of the file (it was replaced): whether it is
         too large to train in a write, and the RAM copy."""
         self._too_large = False
+        self._untrained_at = None
         self.ram.reset()
 
     def searching(self, search: Callable[[apsw.Connection, int], T], empty: T) -> T:
@@ -249,10 +254,17 @@ class CellVectors:
             state = cell_sync.read_state(conn)
             if state is None or not cell_sync.usable(conn, state, state.dim):
                 return
-        if cell_sync.sync(conn, train=not self._too_large) is None:
+        if self._untrained_at is not None:
+            if vector_reads.change_head(conn) == self._untrained_at:
+                return  # no vector changed since the file was found too small to train
+            self._untrained_at = None
+        written = cell_sync.sync(conn, train=not self._too_large)
+        if written is None:
             if not self._too_large:
                 log.warning(TOO_LARGE)
             self._too_large = True
+        elif written == 0 and cell_sync.read_state(conn) is None:
+            self._untrained_at = vector_reads.change_head(conn)
 
     def swapping(self, conn: apsw.Connection) -> None:
         """The cells and codes were made for the old model's vectors: dropped."""
@@ -267,6 +279,7 @@ class CellVectors:
     def maintain(self, conn: apsw.Connection) -> int:
         """``maintain()``'s part: train again if due, fold every tail (own transaction)."""
         self._too_large = False
+        self._untrained_at = None
         return cell_sync.sync_alone(conn)
 
 

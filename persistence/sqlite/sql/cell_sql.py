@@ -71,6 +71,9 @@ DROP_ALL = (
 
 CENTROIDS = Statement("SELECT cell, centroid FROM vector_cells ORDER BY cell")
 """Every ``(cell, centroid)``, in cell order."""
+CENTROID_COUNT = Statement("SELECT count(*) FROM vector_cells")
+"""How many centroids the file holds (a reader sizes its copy by it, not by the state's
+count, which a damaged row may make negative or huge)."""
 
 
 def put_centroids(rows: Sequence[tuple[int, bytes]]) -> Batch:

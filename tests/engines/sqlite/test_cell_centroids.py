@@ -100,7 +100,7 @@ def test_a_store_keeps_its_centroids_compact_and_searches_with_them(
     """What a reader caches is the int16 form (its bytes as claimed), read across chunks
     equal to the float32 centroids in the file, and a search through it finds the nearest."""
     monkeypatch.setattr(cell_sync, "_CENTROID_ROWS", 7)  # many chunks
-    monkeypatch.setattr(cell_sync, "_cached", None)
+    cell_sync.forget_cached_centroids()
     vectors = clustered(np.random.default_rng(6), 600)
     with SQLiteStore(str(db_path), vector_index="cells") as cells:
         ids = put(cells, vectors)

@@ -94,7 +94,7 @@ def test_a_damaged_centroid_blocks_no_search_and_no_write(db_path: Path, small_c
     vectors = clustered(np.random.default_rng(24), 600)
     with SQLiteStore(str(db_path), vector_index="cells") as cells:
         ids = put(cells, vectors)
-    cell_sync._cached = None  # the centroid cache is per process
+    cell_sync.forget_cached_centroids()  # the centroid cache is per process
     with SQLiteStore(str(db_path), vector_index="cells") as cells:
         _damage(cells, "UPDATE vector_cells SET centroid = "
                 "substr(centroid, 1, length(centroid) - 4) WHERE cell = 0")  # fmt: skip

@@ -231,9 +231,11 @@ def _centroid_chunks(conn: apsw.Connection, dim: int) -> Iterator[np.ndarray]:
 
 
 CACHE_BYTES = 32 << 20
-"""Centroids a process keeps across generations (files): a few files' alternate searches
+"""Centroids a process keeps for the files it searches: a few files' alternate searches
 read each one's once, while a 10M file's 22 MiB stays the only copy held."""
-_cached: OrderedDict[int, Centroids] = OrderedDict()  # generation -> centroids, oldest first
+_cached: OrderedDict[str, tuple[int, Centroids]] = OrderedDict()
+"""File -> (generation, centroids) of the latest generation read, least recent first:
+one generation a file (a split makes a new one; the old copy is garbage)."""
 _cache_lock = threading.Lock()
 
 
@@ -246,22 +248,25 @@ def forget_cached_centroids() -> None:
 def cached_centroids(conn: apsw.Connection, state: CellState) -> Centroids:
     """The centroids in the compact form RAM keeps them (:class:`Centroids`: int16, half
     of float32's bytes), read once per generation of the cells (a generation is random,
-    so centroids of a rolled-back training are never taken for those of another, nor one
-    file's for another's); the latest generations read are kept up to
-    :data:`CACHE_BYTES` (a process searching a few files does not read them again at
-    every search), the oldest dropped before a new one is read (peak RSS)."""
+    so centroids of a rolled-back training are never taken for those of another); the
+    latest generation of each file searched is kept, up to :data:`CACHE_BYTES` in all
+    (a process searching a few files does not read them again at every search), the
+    file's older copy and the least recent files' dropped before a new one is read (peak
+    RSS)."""
+    key = conn.filename
     with _cache_lock:
-        found = _cached.get(state.generation)
-        if found is not None:
-            _cached.move_to_end(state.generation)
-            return found
+        found = _cached.get(key)
+        if found is not None and found[0] == state.generation:
+            _cached.move_to_end(key)
+            return found[1]
+        _cached.pop(key, None)
         held = int(value(conn, cell_sql.CENTROID_COUNT) or 0)  # not state.cells (damaged)
         size = held * (2 * state.dim + 4)
-        while _cached and sum(c.nbytes for c in _cached.values()) + size > CACHE_BYTES:
+        while _cached and sum(c.nbytes for _, c in _cached.values()) + size > CACHE_BYTES:
             _cached.popitem(last=False)
-        chunks = _centroid_chunks(conn, state.dim)
-        found = _cached[state.generation] = Centroids.read(chunks, held, state.dim)
-        return found
+        centroids = Centroids.read(_centroid_chunks(conn, state.dim), held, state.dim)
+        _cached[key] = (state.generation, centroids)
+        return centroids
 
 
 def embedded_stream(conn: apsw.Connection, dim: int) -> Iterable[tuple[str, Tier, bytes]]:

@@ -1,5 +1,6 @@
-"""Review 10 (issue 46's merge): defects of the cells as the default vector index, each a
-test that fails on the merge branch (598673e)."""
+"""The cells as the default vector index, where review 10 found them wanting: a damaged
+count of cells, commits that change no vector, several files or generations in one
+process, a tiny centroid in int16. Each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -124,3 +125,22 @@ def test_a_count_of_cells_that_disagrees_is_reported_and_trained_again(
         assert state(store).generation != generation and problems(store) == []
         assert nearest(store, vectors[0], 1) == [ids[0]]
         assert store.indexes.vectors.last_search == "cells"
+
+
+def test_a_file_keeps_one_generation_of_centroids_cached(db_path: Path, small_cells: None) -> None:
+    """A split makes a new generation: the file's older copy is dropped when the new one
+    is read, not kept beside it until the cache's bound (a 1M file would hold 14 copies
+    of its 2.2 MiB)."""
+    from dataclasses import replace
+
+    cell_sync.forget_cached_centroids()
+    vectors = clustered(np.random.default_rng(24), 600)
+    with SQLiteStore(db_path) as store:
+        put(store, vectors)
+        now = state(store)
+        with store.engine.reading() as conn:
+            first = cell_sync.cached_centroids(conn, now)
+            again = cell_sync.cached_centroids(conn, replace(now, generation=now.generation + 1))
+        assert first is not again  # another generation is read again
+        assert len(cell_sync._cached) == 1
+        assert cell_sync._cached[db_path.as_posix()][0] == now.generation + 1
